@@ -1,0 +1,59 @@
+// One schedule evaluated at every level available (DESIGN.md §2): formula and table today;
+// the simulation level joins here when it exists.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipetab/formulas/formulas.hpp"
+#include "pipetab/schedules/params.hpp"
+#include "pipetab/table/costs.hpp"
+#include "pipetab/table/memory.hpp"
+#include "pipetab/table/schedule_table.hpp"
+
+namespace pipetab {
+
+/// The parameters reported with an evaluation (DESIGN.md §7 "params").
+struct ScheduleShape {
+  std::int32_t devices = 0;
+  std::int32_t stages = 0;
+  std::int32_t microbatches = 0;
+  std::optional<std::int32_t> chunks;  ///< unknown for a table file whose stages do not divide
+  std::int32_t waves = 1;
+  std::int32_t pipelines = 1;
+  std::string variant;  ///< empty when the schedule has none
+};
+
+/// Results of the table level (idealized timing, zero communication).
+struct TableMetrics {
+  double makespan = 0.0;
+  double bubble_ratio = 0.0;                 ///< global, Def-B (timing.hpp)
+  double span_bubble_ratio = 0.0;            ///< per-device span, Def-A (timing.hpp)
+  std::vector<double> busy;                  ///< per device
+  std::vector<double> peak_activation;       ///< per device, M_a
+  std::vector<double> peak_activation_time;  ///< per device: first time at the peak
+  std::int64_t ops = 0;
+  double peak_activation_max() const;
+};
+
+/// A schedule evaluated at the formula and table levels.
+struct Evaluation {
+  std::string schedule;  ///< registry name, or the file name of a user table
+  ScheduleShape shape;
+  Costs costs;
+  MemoryOptions memory;
+  std::optional<Formula> formula;  ///< unset for user tables (no schedule family)
+  TableMetrics table;
+};
+
+/// Evaluates a valid table. `params` names the schedule family (for the formula level); pass
+/// nullptr for a user table, whose name is then `name`.
+Evaluation evaluate(const ScheduleTable& table, const ResolvedParams* params,
+                    const std::string& name, const Costs& costs, const MemoryOptions& memory = {});
+
+/// The shape of a generated schedule, or of a user table (chunks = stages / devices when whole).
+ScheduleShape shape_of(const ScheduleTable& table, const ResolvedParams* params);
+
+}  // namespace pipetab

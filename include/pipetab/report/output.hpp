@@ -1,0 +1,33 @@
+// Machine- and human-readable renderings of evaluations (DESIGN.md §7 is the JSON contract).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pipetab/report/evaluation.hpp"
+
+namespace pipetab {
+
+/// The `analyze --format json` object: schedule, params, costs, formula, table, simulation
+/// (null until the simulation level exists). Key names are a stable contract.
+nlohmann::json to_json(const Evaluation& evaluation);
+
+/// A readable multi-line report.
+std::string to_text(const Evaluation& evaluation);
+
+/// CSV column names: the JSON keys flattened with dots ("table.bubble_ratio"); arrays are
+/// one cell joined by ';'.
+std::vector<std::string> csv_header();
+
+/// One CSV row, in csv_header() order. Unknown values are empty cells.
+std::vector<std::string> csv_row(const Evaluation& evaluation);
+
+/// Joins cells into one CSV line (RFC 4180 quoting where needed), ending in '\n'.
+std::string csv_line(const std::vector<std::string>& cells);
+
+/// Shortest text that reads back as the same double ("28.5", "0.15789473684210525").
+std::string format_number(double value);
+
+}  // namespace pipetab

@@ -1,0 +1,42 @@
+// The schedule registry: name → generator. Adding a schedule is one generator file in
+// src/schedules/ plus one line in src/schedules/list.inc.
+#pragma once
+
+#include <span>
+#include <string_view>
+
+#include "pipetab/schedules/params.hpp"
+#include "pipetab/table/schedule_table.hpp"
+
+namespace pipetab {
+
+using Generator = ScheduleTable (*)(const ResolvedParams&);
+
+/// A schedule family: what it is called, which options it takes, and its generator.
+struct ScheduleInfo {
+  std::string_view name{};                       ///< registry key, e.g. "1f1b"
+  std::string_view title{};                      ///< one line for `pipetab list`
+  std::string_view source{};                     ///< where the order comes from (paper, code)
+  std::string_view constraints{};                ///< the rules on S, M, v, W, in words
+  std::int32_t default_chunks = 0;               ///< 0: the schedule does not take -v
+  std::int32_t default_waves = 0;                ///< 0: the schedule does not take -W
+  std::span<const std::string_view> variants{};  ///< first is the default; empty: no --variant
+  std::string_view default_split{};              ///< empty: the schedule does not take --split
+  Generator generate = nullptr;
+};
+
+/// Every registered schedule, in registration order.
+std::span<const ScheduleInfo* const> all_schedules();
+
+/// The schedule called `name`. Throws ParamError listing the known names if there is none.
+const ScheduleInfo& find_schedule(std::string_view name);
+
+/// Applies defaults and checks the common rules (S ≥ 1, M ≥ 1, v ≥ 1, W ≥ 1, sizes within
+/// the table limits, no option the schedule does not take). Schedule-specific rules are
+/// checked by its generator. Throws ParamError naming the rule.
+ResolvedParams resolve(const ScheduleInfo& info, const ScheduleParams& params);
+
+/// Resolves and generates. Throws ParamError for impossible parameters.
+ScheduleTable generate(const ScheduleInfo& info, const ScheduleParams& params);
+
+}  // namespace pipetab

@@ -1,0 +1,383 @@
+#include "commands.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "options.hpp"
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "pipetab/error.hpp"
+#include "pipetab/io/table_file.hpp"
+#include "pipetab/report/compare.hpp"
+#include "pipetab/report/evaluation.hpp"
+#include "pipetab/report/grid.hpp"
+#include "pipetab/report/output.hpp"
+#include "pipetab/table/timing.hpp"
+#include "pipetab/table/validate.hpp"
+
+namespace pipetab::cli {
+
+void emit(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  } else {
+    io::write_file(path, text);
+  }
+}
+
+namespace {
+
+// The schedules of the paper (arXiv 2605.24006), which `compare` runs by default.
+const std::vector<std::string> kPaperSchedules = {"gpipe",   "1f1b",         "interleaved",
+                                                  "chimera", "chimera-asym", "hanayo"};
+
+nlohmann::json params_json(const ResolvedParams& p) {
+  nlohmann::json j = {{"devices", p.devices},
+                      {"microbatches", p.microbatches},
+                      {"chunks", p.chunks},
+                      {"waves", p.waves}};
+  if (!p.variant.empty()) j["variant"] = p.variant;
+  if (p.split_early != 1 || p.split_late != 1)
+    j["split"] = fmt::format("{}:{}", p.split_early, p.split_late);
+  return j;
+}
+
+// A JSON table whose "source" names a schedule and parameters that regenerate exactly this
+// table is evaluated as that schedule (its formula level applies); otherwise as a user table.
+void recognize(Subject& subject) {
+  if (!subject.file || subject.file->source.schedule.empty()) return;
+  const auto& source = subject.file->source;
+  try {
+    const ScheduleInfo& info = find_schedule(source.schedule);
+    const auto& j = source.params;
+    ScheduleParams p;
+    p.devices = j.at("devices").get<std::int64_t>();
+    p.microbatches = j.at("microbatches").get<std::int64_t>();
+    if (info.default_chunks > 0 && j.contains("chunks")) p.chunks = j["chunks"].get<std::int64_t>();
+    if (info.default_waves > 0 && j.contains("waves")) p.waves = j["waves"].get<std::int64_t>();
+    if (j.contains("variant")) p.variant = j["variant"].get<std::string>();
+    if (j.contains("split")) p.split = j["split"].get<std::string>();
+    auto params = resolve(info, p);
+    if (info.generate(params).same_schedule(subject.table)) subject.params = std::move(params);
+  } catch (const std::exception&) {
+    // Not a recognizable generated table: evaluate it as a user table.
+  }
+}
+
+Evaluation evaluate_subject(const Subject& s, const ScheduleOptions& o) {
+  return evaluate(s.table, s.params ? &*s.params : nullptr, s.name, o.parsed_costs(), o.memory());
+}
+
+bool use_color(const std::string& mode, const std::string& output) {
+  if (mode == "always") return true;
+  if (mode == "never" || !(output.empty() || output == "-")) return false;
+  const char* term = std::getenv("TERM");
+  return isatty(fileno(stdout)) && std::getenv("NO_COLOR") == nullptr &&
+         !(term != nullptr && std::string(term) == "dumb");
+}
+
+CLI::Option* add_format(CLI::App& command, std::string& format, std::vector<std::string> choices) {
+  format = choices.front();
+  return command
+      .add_option("--format", format, fmt::format("output format: {}", fmt::join(choices, ", ")))
+      ->check(CLI::IsMember(choices))
+      ->capture_default_str();
+}
+
+std::string text_header(const Subject& s, const Evaluation& e) {
+  std::string out = fmt::format("{}: {} devices, {} stages, {} microbatches", e.schedule,
+                                e.shape.devices, e.shape.stages, e.shape.microbatches);
+  if (e.shape.pipelines > 1) out += fmt::format(", {} pipelines", e.shape.pipelines);
+  if (s.params && s.params->chunks > 1) out += fmt::format(", v={}", s.params->chunks);
+  if (s.params && s.params->waves > 1) out += fmt::format(", W={}", s.params->waves);
+  if (!e.shape.variant.empty()) out += fmt::format(", {}", e.shape.variant);
+  out += fmt::format("; costs {}\n", to_string(e.costs));
+  out += fmt::format("makespan {}, bubble ratio {:.4f}, peak activation {} M_a\n",
+                     format_number(e.table.makespan), e.table.bubble_ratio,
+                     format_number(e.table.peak_activation_max()));
+  return out;
+}
+
+std::string legend(const ScheduleTable& t) {
+  bool kinds[4] = {false, false, false, false};
+  bool pairs = false;
+  for (const Op& op : t.ops) {
+    pairs = pairs || op.is_pair();
+    for (const Pass& p : op.passes())
+      kinds[static_cast<int>(p.kind)] = true;
+  }
+  std::vector<std::string> parts;
+  if (kinds[0]) parts.emplace_back("F forward");
+  if (kinds[1]) parts.emplace_back("B backward");
+  if (kinds[2]) parts.emplace_back("I input-grad backward");
+  if (kinds[3]) parts.emplace_back("W weight-grad backward");
+  if (pairs) parts.emplace_back("X&Y overlapped pair");
+  parts.emplace_back("number = microbatch");
+  if (t.stages * t.pipelines() > t.devices) {
+    parts.emplace_back("letter = the device's stage (a, b, ... in model order, pipeline 0 first)");
+  }
+  parts.emplace_back("'.' idle");
+  return fmt::format("{}\n", fmt::join(parts, "; "));
+}
+
+}  // namespace
+
+Subcommand add_list(CLI::App& app) {
+  auto* cmd = app.add_subcommand("list", "List the schedules pipetab can generate");
+  auto format = std::make_shared<std::string>();
+  add_format(*cmd, *format, {"text", "json"});
+  return {
+      cmd, [format] {
+        if (*format == "json") {
+          nlohmann::json all = nlohmann::json::array();
+          for (const auto* info : all_schedules()) {
+            nlohmann::json j = {{"name", info->name},
+                                {"title", info->title},
+                                {"source", info->source},
+                                {"constraints", info->constraints}};
+            if (info->default_chunks) j["default_chunks"] = info->default_chunks;
+            if (info->default_waves) j["default_waves"] = info->default_waves;
+            if (!info->variants.empty()) j["variants"] = info->variants;
+            if (!info->default_split.empty()) j["default_split"] = info->default_split;
+            all.push_back(std::move(j));
+          }
+          emit("", all.dump(2) + "\n");
+          return;
+        }
+        std::string out;
+        for (const auto* info : all_schedules()) {
+          out += fmt::format("{:<14}{}\n", info->name, info->title);
+          std::vector<std::string> options;
+          if (info->default_chunks)
+            options.push_back(fmt::format("-v (default {})", info->default_chunks));
+          if (info->default_waves)
+            options.push_back(fmt::format("-W (default {})", info->default_waves));
+          if (!info->variants.empty()) {
+            options.push_back(fmt::format("--variant {} (default {})",
+                                          fmt::join(info->variants, "|"), info->variants.front()));
+          }
+          if (!info->default_split.empty()) {
+            options.push_back(fmt::format("--split E:L (default {})", info->default_split));
+          }
+          if (!options.empty())
+            out += fmt::format("{:<14}options: {}\n", "", fmt::join(options, ", "));
+          out += fmt::format("{:<14}constraints: {}\n", "", info->constraints);
+          out += fmt::format("{:<14}source: {}\n", "", info->source);
+        }
+        emit("", out);
+      }};
+}
+
+Subcommand add_show(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "show", "Draw a schedule as a device x time grid, or export its table (--format csv|json)");
+  struct State {
+    std::string name, table, format, color = "auto", output;
+    ScheduleOptions options;
+  };
+  auto s = std::make_shared<State>();
+  cmd->add_option("name", s->name, "schedule name (see pipetab list)");
+  cmd->add_option("--table", s->table,
+                  "a table file (PyTorch CSV or pipetab JSON) instead of a name");
+  add_schedule_options(*cmd, s->options);
+  add_format(*cmd, s->format, {"text", "csv", "json"});
+  cmd->add_option("--color", s->color, "colour the grid: auto (on a terminal), always, never")
+      ->check(CLI::IsMember({"auto", "always", "never"}))
+      ->capture_default_str();
+  cmd->add_option("-o,--output", s->output, "write to this file instead of stdout");
+  return {cmd, [s] {
+            Subject subject = one_subject(s->name, s->table, s->options);
+            recognize(subject);
+            if (s->format != "text") {
+              io::TableSource source;
+              if (subject.params) source = {subject.params->schedule, params_json(*subject.params)};
+              const auto format = s->format == "csv" ? io::TableFormat::Csv : io::TableFormat::Json;
+              emit(s->output, io::format_table(subject.table, format, source));
+              return;
+            }
+            const auto evaluation = evaluate_subject(subject, s->options);
+            const auto timing = idealized_timing(subject.table, evaluation.costs);
+            GridOptions grid;
+            grid.color = use_color(s->color, s->output);
+            emit(s->output, text_header(subject, evaluation) + "\n" +
+                                render_grid(subject.table, timing, grid) + "\n" +
+                                legend(subject.table));
+          }};
+}
+
+Subcommand add_analyze(CLI::App& app) {
+  auto* cmd =
+      app.add_subcommand("analyze", "Evaluate one schedule at the formula and table levels");
+  struct State {
+    std::string name, table, format, output;
+    ScheduleOptions options;
+  };
+  auto s = std::make_shared<State>();
+  cmd->add_option("name", s->name, "schedule name (see pipetab list)");
+  cmd->add_option("--table", s->table,
+                  "a table file (PyTorch CSV or pipetab JSON) instead of a name");
+  add_schedule_options(*cmd, s->options);
+  add_format(*cmd, s->format, {"text", "json", "csv"});
+  cmd->add_option("-o,--output", s->output, "write to this file instead of stdout");
+  return {cmd, [s] {
+            Subject subject = one_subject(s->name, s->table, s->options);
+            recognize(subject);
+            const auto e = evaluate_subject(subject, s->options);
+            if (s->format == "json") {
+              emit(s->output, to_json(e).dump(2) + "\n");
+            } else if (s->format == "csv") {
+              emit(s->output, csv_line(csv_header()) + csv_line(csv_row(e)));
+            } else {
+              emit(s->output, to_text(e));
+            }
+          }};
+}
+
+Subcommand add_compare(CLI::App& app) {
+  auto* cmd = app.add_subcommand("compare",
+                                 "Compare schedules on the same S and M, ranked at each level "
+                                 "(default: the paper's schedules, "
+                                 "S = M = 8)");
+  struct State {
+    std::vector<std::string> names, tables;
+    std::string format, output;
+    ScheduleOptions options;
+  };
+  auto s = std::make_shared<State>();
+  cmd->add_option("names", s->names,
+                  "schedules to compare (default: gpipe 1f1b interleaved chimera "
+                  "chimera-asym hanayo)");
+  cmd->add_option("--table", s->tables, "table files to add to the comparison (repeatable)");
+  add_schedule_options(*cmd, s->options, 8, 8);
+  add_format(*cmd, s->format, {"text", "json", "csv"});
+  cmd->add_option("-o,--output", s->output, "write to this file instead of stdout");
+  return {
+      cmd, [s] {
+        const auto& names = s->names.empty() && s->tables.empty() ? kPaperSchedules : s->names;
+        for (const auto& name : names)
+          find_schedule(name);  // unknown names are usage errors
+        std::vector<Evaluation> rows;
+        std::vector<Skipped> skipped;
+        for (const auto& name : names) {
+          try {
+            rows.push_back(evaluate_subject(generated_subject(name, s->options, true), s->options));
+          } catch (const ParamError& e) {
+            std::string reason = e.what();
+            if (reason.rfind(name + ": ", 0) == 0) reason = reason.substr(name.size() + 2);
+            skipped.push_back({name, reason});
+          }
+        }
+        for (const auto& path : s->tables) {
+          auto subject = io::load_table(path);
+          require_valid_file(subject);
+          if (subject.table.devices != s->options.devices ||
+              subject.table.microbatches != s->options.microbatches) {
+            skipped.push_back(
+                {path, fmt::format("has S = {}, M = {}; the comparison is at S = {}, M = {}",
+                                   subject.table.devices, subject.table.microbatches,
+                                   s->options.devices, s->options.microbatches)});
+            continue;
+          }
+          rows.push_back(evaluate(subject.table, nullptr, path, s->options.parsed_costs(),
+                                  s->options.memory()));
+        }
+        const auto comparison = compare(std::move(rows), std::move(skipped));
+        if (s->format == "json") {
+          emit(s->output, to_json(comparison).dump(2) + "\n");
+        } else if (s->format == "csv") {
+          emit(s->output, to_csv(comparison));
+        } else {
+          emit(s->output, to_text(comparison));
+        }
+      }};
+}
+
+Subcommand add_validate(CLI::App& app) {
+  auto* cmd = app.add_subcommand("validate", "Check a table file (PyTorch CSV or pipetab JSON)");
+  struct State {
+    std::string file, format;
+  };
+  auto s = std::make_shared<State>();
+  cmd->add_option("file", s->file, "the table file")->required();
+  add_format(*cmd, s->format, {"text", "json"});
+  return {cmd, [s] {
+            const auto file = io::load_table(s->file);
+            const auto report = validate(file.table, 50);
+            const auto& t = file.table;
+            if (s->format == "json") {
+              nlohmann::json issues = nlohmann::json::array();
+              for (const auto& issue : report.issues) {
+                issues.push_back({{"location", io::issue_location(file, issue)},
+                                  {"device", issue.device},
+                                  {"position", issue.position},
+                                  {"op", issue.op},
+                                  {"message", issue.message}});
+              }
+              emit("", nlohmann::json{{"file", s->file},
+                                      {"format", io::to_string(file.format)},
+                                      {"valid", report.ok()},
+                                      {"devices", t.devices},
+                                      {"stages", t.stages},
+                                      {"microbatches", t.microbatches},
+                                      {"pipelines", t.pipelines()},
+                                      {"ops", t.ops.size()},
+                                      {"issue_count", report.total},
+                                      {"issues", issues}}
+                               .dump(2) +
+                           "\n");
+            } else {
+              std::string out;
+              for (const auto& issue : report.issues) {
+                out += fmt::format("{}: {}\n", io::issue_location(file, issue), to_string(issue));
+              }
+              if (report.total > static_cast<std::int64_t>(report.issues.size())) {
+                out += fmt::format("... and {} more\n",
+                                   report.total - static_cast<std::int64_t>(report.issues.size()));
+              }
+              if (report.ok()) {
+                out += fmt::format("{}: valid: {} devices, {} stages, {} microbatches, {} ops",
+                                   s->file, t.devices, t.stages, t.microbatches, t.ops.size());
+                if (t.pipelines() > 1) {
+                  out += fmt::format(
+                      ", {} pipelines{}", t.pipelines(),
+                      file.format == io::TableFormat::Csv
+                          ? " (read from the placement: microbatches whose stages sit on "
+                            "different devices run in different pipelines)"
+                          : "");
+                }
+                out += '\n';
+              }
+              emit("", out);
+            }
+            if (!report.ok()) {
+              throw Error(fmt::format("{}: invalid table ({} issue{})", s->file, report.total,
+                                      report.total == 1 ? "" : "s"));
+            }
+          }};
+}
+
+Subcommand add_convert(CLI::App& app) {
+  auto* cmd =
+      app.add_subcommand("convert", "Convert a table file between PyTorch CSV and pipetab JSON");
+  struct State {
+    std::string file, to, output;
+  };
+  auto s = std::make_shared<State>();
+  cmd->add_option("file", s->file, "the table file")->required();
+  cmd->add_option("--to", s->to, "target format: csv, json")
+      ->required()
+      ->check(CLI::IsMember({"csv", "json"}));
+  cmd->add_option("-o,--output", s->output, "write to this file instead of stdout");
+  return {cmd, [s] {
+            const auto file = io::load_table(s->file);
+            require_valid_file(file);
+            emit(s->output,
+                 io::format_table(file.table,
+                                  s->to == "csv" ? io::TableFormat::Csv : io::TableFormat::Json,
+                                  file.source));
+          }};
+}
+
+}  // namespace pipetab::cli

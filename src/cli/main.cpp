@@ -1,0 +1,62 @@
+// pipetab: evaluate pipeline-parallel training schedules at the formula and table levels.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "pipetab/error.hpp"
+
+namespace {
+
+// One line on stderr: the contract for every failure (DESIGN.md; exit code 2).
+int fail(const std::string& message, int code) {
+  std::string line = message;
+  for (char& c : line) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  std::fprintf(stderr, "pipetab: error: %s\n", line.c_str());
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "pipetab: evaluate pipeline-parallel training schedules at three levels: closed-form "
+      "formula,\n"
+      "schedule table (idealized timing, zero communication) and communication-aware simulation.",
+      "pipetab"};
+  app.set_version_flag("--version", std::string(PIPETAB_VERSION));
+  app.require_subcommand(1);
+  app.fallthrough(false);
+
+  using namespace pipetab::cli;
+  const std::vector<Subcommand> commands = {add_list(app),    add_show(app),     add_analyze(app),
+                                            add_compare(app), add_validate(app), add_convert(app)};
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(fmt::format("{} (see pipetab --help)", e.what()), 2);
+  }
+
+  try {
+    for (const auto& command : commands) {
+      if (command.app->parsed()) command.run();
+    }
+  } catch (const pipetab::Error& e) {
+    return fail(e.what(), 2);
+  } catch (const std::exception& e) {
+    return fail(fmt::format("internal error: {}", e.what()), 1);
+  }
+  return 0;
+}

@@ -1,0 +1,115 @@
+#include "options.hpp"
+
+#include <fmt/format.h>
+
+#include "pipetab/error.hpp"
+#include "pipetab/table/validate.hpp"
+
+namespace pipetab::cli {
+
+void add_schedule_options(CLI::App& command, ScheduleOptions& o, std::int64_t default_devices,
+                          std::int64_t default_microbatches) {
+  o.devices = default_devices;
+  o.microbatches = default_microbatches;
+  o.devices_opt =
+      command.add_option("-S,--devices", o.devices, "pipeline depth S: number of devices")
+          ->capture_default_str();
+  o.microbatches_opt =
+      command.add_option("-M,--microbatches", o.microbatches, "microbatches per iteration M")
+          ->capture_default_str();
+  o.chunks_opt = command.add_option("-v,--chunks", o.chunks,
+                                    "model chunks per device v (interleaved; default 2)");
+  o.waves_opt = command.add_option("-W,--waves", o.waves, "waves W (hanayo; default 2)");
+  o.variant_opt = command.add_option("--variant", o.variant,
+                                     "schedule variant, e.g. chimera's direct or doubling");
+  o.split_opt =
+      command.add_option("--split", o.split, "stage-size split E:L of chimera-asym (default 1:2)");
+  command
+      .add_option("--costs", o.costs,
+                  "op costs per device share, e.g. F=1,B=2,I=1,W=1 (B = I + W and I = W = B/2 "
+                  "are derived when left out)")
+      ->default_str("F=1,B=2,I=1,W=1");
+  command
+      .add_option(
+          "--input-grad-frees", o.input_grad_frees,
+          "fraction of a stage's activation an I (input-grad backward) frees; W frees the rest")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+}
+
+ScheduleParams ScheduleOptions::params(const ScheduleInfo* info, bool only_applicable) const {
+  ScheduleParams p;
+  p.devices = devices;
+  p.microbatches = microbatches;
+  const bool all = !only_applicable || info == nullptr;
+  if (chunks_opt->count() && (all || info->default_chunks > 0)) p.chunks = chunks;
+  if (waves_opt->count() && (all || info->default_waves > 0)) p.waves = waves;
+  if (variant_opt->count() && (all || !info->variants.empty())) p.variant = variant;
+  if (split_opt->count() && (all || !info->default_split.empty())) p.split = split;
+  return p;
+}
+
+Costs ScheduleOptions::parsed_costs() const {
+  return costs.empty() ? Costs{} : parse_costs(costs);
+}
+
+MemoryOptions ScheduleOptions::memory() const {
+  return MemoryOptions{input_grad_frees};
+}
+
+bool ScheduleOptions::any_shape_flag() const {
+  for (const auto* opt :
+       {devices_opt, microbatches_opt, chunks_opt, waves_opt, variant_opt, split_opt}) {
+    if (opt->count()) return true;
+  }
+  return false;
+}
+
+Subject generated_subject(const std::string& name, const ScheduleOptions& options,
+                          bool only_applicable) {
+  const ScheduleInfo& info = find_schedule(name);
+  Subject subject;
+  subject.name = name;
+  subject.params = resolve(info, options.params(&info, only_applicable));
+  subject.table = info.generate(*subject.params);
+  return subject;
+}
+
+void require_valid_file(const io::TableFile& file) {
+  const auto report = validate(file.table, 1);
+  if (report.ok()) return;
+  const auto& issue = report.issues.front();
+  throw Error(fmt::format(
+      "{}: invalid table: {}{}", io::issue_location(file, issue), to_string(issue),
+      report.total > 1 ? fmt::format(" (and {} more; see pipetab validate)", report.total - 1)
+                       : std::string()));
+}
+
+Subject file_subject(const std::string& path, const ScheduleOptions& options) {
+  if (options.any_shape_flag()) {
+    throw Error(
+        fmt::format("--table {}: the file sets the sizes; -S, -M, -v, -W, --variant and --split "
+                    "do not apply to it",
+                    path));
+  }
+  Subject subject;
+  subject.name = path;
+  subject.file = io::load_table(path);
+  require_valid_file(*subject.file);
+  subject.table = subject.file->table;
+  return subject;
+}
+
+Subject one_subject(const std::string& name, const std::string& table_path,
+                    const ScheduleOptions& options) {
+  if (!name.empty() && !table_path.empty()) {
+    throw Error(fmt::format("give a schedule name or --table FILE, not both ('{}' and --table {})",
+                            name, table_path));
+  }
+  if (name.empty() && table_path.empty()) {
+    throw Error("give a schedule name (see pipetab list) or --table FILE");
+  }
+  return name.empty() ? file_subject(table_path, options) : generated_subject(name, options, false);
+}
+
+}  // namespace pipetab::cli

@@ -1,0 +1,72 @@
+// The flags every schedule-taking subcommand shares (DESIGN.md §7), and turning them into
+// the table to evaluate.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "pipetab/io/table_file.hpp"
+#include "pipetab/schedules/registry.hpp"
+#include "pipetab/table/costs.hpp"
+#include "pipetab/table/memory.hpp"
+
+namespace pipetab::cli {
+
+/// Values of the common flags, and which were given.
+struct ScheduleOptions {
+  std::int64_t devices = 4;
+  std::int64_t microbatches = 8;
+  std::int64_t chunks = 0;
+  std::int64_t waves = 0;
+  std::string variant;
+  std::string split;
+  std::string costs;
+  double input_grad_frees = 0.0;
+
+  CLI::Option* devices_opt = nullptr;
+  CLI::Option* microbatches_opt = nullptr;
+  CLI::Option* chunks_opt = nullptr;
+  CLI::Option* waves_opt = nullptr;
+  CLI::Option* variant_opt = nullptr;
+  CLI::Option* split_opt = nullptr;
+
+  /// The parameters as given; for schedules that do not take an option it is left out when
+  /// `only_applicable` (compare applies -v to the schedules that have chunks, and so on).
+  ScheduleParams params(const ScheduleInfo* info = nullptr, bool only_applicable = false) const;
+  Costs parsed_costs() const;
+  MemoryOptions memory() const;
+  /// True if any of -S, -M, -v, -W, --variant, --split was given.
+  bool any_shape_flag() const;
+};
+
+/// Adds -S -M -v -W --variant --split --costs --input-grad-frees to `command`.
+void add_schedule_options(CLI::App& command, ScheduleOptions& options,
+                          std::int64_t default_devices = 4, std::int64_t default_microbatches = 8);
+
+/// A table to evaluate: generated from a schedule name, or read from --table FILE.
+struct Subject {
+  std::string name;  ///< schedule name, or the file's path
+  ScheduleTable table;
+  std::optional<ResolvedParams> params;  ///< set for generated tables
+  std::optional<io::TableFile> file;     ///< set for file tables
+};
+
+/// Generates the named schedule. Throws ParamError for impossible parameters.
+Subject generated_subject(const std::string& name, const ScheduleOptions& options,
+                          bool only_applicable);
+
+/// Reads and validates a table file; -S/-M/... must not be given with it. Throws Error with
+/// "FILE:LINE:COLUMN: ..." for the first problem.
+Subject file_subject(const std::string& path, const ScheduleOptions& options);
+
+/// The subject of show/analyze: exactly one of `name` and `table_path` must be given.
+Subject one_subject(const std::string& name, const std::string& table_path,
+                    const ScheduleOptions& options);
+
+/// Throws Error with the first validation issue of a file, located in the file.
+void require_valid_file(const io::TableFile& file);
+
+}  // namespace pipetab::cli

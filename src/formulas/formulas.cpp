@@ -1,0 +1,144 @@
+#include "pipetab/formulas/formulas.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace pipetab {
+
+std::optional<double> Formula::peak_activation_max() const {
+  if (!peak_activation || peak_activation->empty()) return std::nullopt;
+  return *std::max_element(peak_activation->begin(), peak_activation->end());
+}
+
+namespace {
+
+// Every device of these schedules computes M·(F + B) (a device share per microbatch), so the
+// global bubble ratio is idle / makespan with idle = makespan − M·(F + B).
+void set_makespan(Formula& f, double makespan, double work_per_device) {
+  f.makespan = makespan;
+  f.bubble_ratio = 1.0 - work_per_device / makespan;
+}
+
+// GPipe (Huang et al., NeurIPS 2019): makespan (M + S − 1)(F + B), bubble (S − 1)/(M + S − 1)
+// for any F, B (the last microbatch's forward leaves device S−1 at (M+S−1)F, and the backwards
+// drain in (M+S−1)B); every device holds all M microbatches (reference schedules.md §2).
+Formula gpipe(const ResolvedParams& p, const Costs& c) {
+  Formula f;
+  const double S = p.devices, M = p.microbatches;
+  set_makespan(f, (M + S - 1) * (c.F + c.B), M * (c.F + c.B));
+  f.peak_activation = std::vector<double>(static_cast<std::size_t>(p.devices), M);
+  f.published_bubble_ratio = (S - 1) / (M + S - 1);
+  f.source = "Huang et al., GPipe (NeurIPS 2019): bubble (K-1)/(M+K-1); peak M·M_a";
+  return f;
+}
+
+// 1F1B (PipeDream-Flush / DAPPLE): same makespan and bubble as GPipe; device d holds at most
+// min(S − d, M) microbatches (reference schedules.md §3(e); Narayanan et al., ICML 2021).
+Formula one_f_one_b(const ResolvedParams& p, const Costs& c) {
+  Formula f = gpipe(p, c);
+  auto& peaks = *f.peak_activation;
+  for (std::size_t d = 0; d < peaks.size(); ++d) {
+    peaks[d] = std::min(static_cast<double>(p.devices) - static_cast<double>(d),
+                        static_cast<double>(p.microbatches));
+  }
+  f.source = "Narayanan et al., PipeDream-Flush (ICML 2021); Fan et al., DAPPLE (PPoPP 2021)";
+  return f;
+}
+
+// Interleaved 1F1B (Narayanan et al., SC'21 §2.2): the per-device bubble shrinks by v,
+// makespan M(F + B) + (S − 1)(F + B)/v, bubble (S − 1)/(vM + S − 1). Peak on device d in
+// chunks: its warm-up plus one, min(vM, 2(S − d − 1) + (v − 1)S + 1), or all vM when M = S
+// (Megatron runs everything as warm-up then); divided by v for M_a. Device 0's value
+// S(1 + (S − 1)/(vS)) is Megatron's "interleaved schedule memory penalty" (reference §4(e)).
+Formula interleaved(const ResolvedParams& p, const Costs& c) {
+  if (p.chunks == 1) {
+    Formula f = one_f_one_b(p, c);
+    f.note = "one chunk: Megatron runs the non-interleaved 1F1B schedule";
+    return f;
+  }
+  Formula f;
+  const double S = p.devices, M = p.microbatches, v = p.chunks;
+  set_makespan(f, M * (c.F + c.B) + (S - 1) * (c.F + c.B) / v, M * (c.F + c.B));
+  std::vector<double> peaks(static_cast<std::size_t>(p.devices));
+  for (std::size_t d = 0; d < peaks.size(); ++d) {
+    const double chunks =
+        p.microbatches == p.devices
+            ? v * M
+            : std::min(v * M, 2 * (S - static_cast<double>(d) - 1) + (v - 1) * S + 1);
+    peaks[d] = chunks / v;
+  }
+  f.peak_activation = std::move(peaks);
+  f.published_bubble_ratio = (S - 1) / (v * M + S - 1);
+  f.source = "Narayanan et al., Megatron-LM (SC'21) §2.2; memory penalty 1+(S-1)/(vS)";
+  return f;
+}
+
+// Chimera (Li & Hoefler, SC'21), closed forms of the official orders with zero communication,
+// with K = N/D units, per worker, makespan = N(F + B) + idle:
+//   direct concatenation: idle = (D − 2)·max(F, B) + (K − 1)(D − 2)·|B − F|
+//     (reference schedules.md §5(d));
+//   forward doubling: idle = (D − 2)·[max(F, (F + B)/2, B − F)
+//                                     + (K/2 − 1)·(max(0, F − B) + max(0, B − 2F))].
+//     The reference gives (D − 2)(F + B)/2 + (K/2 − 1)(D − 2)·max(0, B − 2F), which is this form
+//     for F ≤ B ≤ 3F only; we measured the general one over D 2..16, K up to 32, B/F 0.25..10. The
+//     paper's bubble (D − 2)/(2N + D − 2) assumes
+// equal F and B slots. Peaks: worker i holds D/2 + min(i, D−1−i) + 1 stage activations
+// (paper: the range [D/2 + 1, D]·M_a); forward doubling adds D (range [3D/2 + 1, 2D]).
+Formula chimera(const ResolvedParams& p, const Costs& c) {
+  Formula f;
+  const double D = p.devices, N = p.microbatches, K = N / D;
+  const bool doubling = p.variant == "doubling";
+  const double idle =
+      doubling ? (D - 2) * (std::max({c.F, (c.F + c.B) / 2, c.B - c.F}) +
+                            (K / 2 - 1) * (std::max(0.0, c.F - c.B) + std::max(0.0, c.B - 2 * c.F)))
+               : (D - 2) * (std::max(c.F, c.B) + (K - 1) * std::fabs(c.B - c.F));
+  set_makespan(f, N * (c.F + c.B) + idle, N * (c.F + c.B));
+  std::vector<double> peaks(static_cast<std::size_t>(p.devices));
+  for (int i = 0; i < p.devices; ++i) {
+    peaks[static_cast<std::size_t>(i)] =
+        (doubling ? 3 * D / 2 : D / 2) + std::min(i, p.devices - 1 - i) + 1;
+  }
+  f.peak_activation = std::move(peaks);
+  f.published_bubble_ratio = (D - 2) / (2 * N + D - 2);
+  f.source =
+      "Li & Hoefler, Chimera (SC'21): bubble (D-2)/(2N+D-2), activations [(D/2+1)M_a, D·M_a]";
+  return f;
+}
+
+using FormulaFn = Formula (*)(const ResolvedParams&, const Costs&);
+
+struct Entry {
+  std::string_view schedule;
+  FormulaFn fn;          ///< null: no closed form
+  std::string_view why;  ///< when fn is null
+};
+
+constexpr Entry kFormulas[] = {
+    {"gpipe", gpipe, {}},
+    {"1f1b", one_f_one_b, {}},
+    {"interleaved", interleaved, {}},
+    {"chimera", chimera, {}},
+    {"chimera-asym", nullptr,
+     "stages of unequal size make op times differ by stage; no closed form"},
+    {"hanayo", nullptr,
+     "its order is list-scheduled (our reading, docs/schedules.md); no closed form is known"},
+};
+
+}  // namespace
+
+Formula formula(const ResolvedParams& params, const Costs& costs) {
+  for (const auto& entry : kFormulas) {
+    if (entry.schedule != params.schedule) continue;
+    if (entry.fn != nullptr) return entry.fn(params, costs);
+    Formula f;
+    f.note = std::string(entry.why);
+    return f;
+  }
+  Formula f;
+  f.note = fmt::format("no closed form is known for {}", params.schedule);
+  return f;
+}
+
+}  // namespace pipetab

@@ -1,0 +1,136 @@
+#include "json_locate.hpp"
+
+#include <fmt/format.h>
+
+namespace pipetab::io::detail {
+
+std::string to_string(const JsonPath& path) {
+  if (path.empty()) return "(top level)";
+  std::string out;
+  for (const auto& step : path) {
+    if (step.key.empty()) {
+      out += fmt::format("[{}]", step.index);
+    } else {
+      out += (out.empty() ? "" : ".") + step.key;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// A scanner over text that nlohmann already accepted as JSON.
+class Scanner {
+ public:
+  explicit Scanner(std::string_view text) : text_(text) {}
+
+  std::size_t find(const JsonPath& path, bool at_key) {
+    skip_space();
+    for (std::size_t depth = 0; depth < path.size(); ++depth) {
+      const auto& step = path[depth];
+      const bool last = depth + 1 == path.size();
+      if (!(step.key.empty() ? enter_element(step.index) : enter_member(step, last && at_key)))
+        break;
+      if (last && at_key) break;
+    }
+    return pos_;
+  }
+
+ private:
+  void skip_space() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' ||
+                                   text_[pos_] == '\n' || text_[pos_] == '\r')) {
+      ++pos_;
+    }
+  }
+  // Reads a string at pos_ (at its opening quote); returns its raw contents.
+  std::string_view read_string() {
+    const std::size_t start = ++pos_;
+    while (pos_ < text_.size() && text_[pos_] != '"')
+      pos_ += text_[pos_] == '\\' ? 2U : 1U;
+    const auto raw = text_.substr(start, pos_ - start);
+    ++pos_;
+    return raw;
+  }
+  void skip_value() {
+    skip_space();
+    if (pos_ >= text_.size()) return;
+    const char c = text_[pos_];
+    if (c == '"') {
+      read_string();
+    } else if (c == '{' || c == '[') {
+      int depth = 0;
+      while (pos_ < text_.size()) {
+        const char d = text_[pos_];
+        if (d == '"') {
+          read_string();
+          continue;
+        }
+        if (d == '{' || d == '[') ++depth;
+        if (d == '}' || d == ']') {
+          if (--depth == 0) {
+            ++pos_;
+            return;
+          }
+        }
+        ++pos_;
+      }
+    } else {
+      while (pos_ < text_.size() && text_[pos_] != ',' && text_[pos_] != '}' &&
+             text_[pos_] != ']' && text_[pos_] != ' ' && text_[pos_] != '\n' &&
+             text_[pos_] != '\r' && text_[pos_] != '\t') {
+        ++pos_;
+      }
+    }
+  }
+  bool enter_member(const JsonStep& step, bool stop_at_key) {
+    if (pos_ >= text_.size() || text_[pos_] != '{') return false;
+    const std::size_t object = pos_;
+    ++pos_;
+    int seen = 0;
+    while (true) {
+      skip_space();
+      if (pos_ >= text_.size() || text_[pos_] != '"') break;
+      const std::size_t key_at = pos_;
+      const auto key = read_string();
+      skip_space();
+      ++pos_;  // ':'
+      skip_space();
+      if (key == step.key && ++seen == step.occurrence) {
+        if (stop_at_key) pos_ = key_at;
+        return true;
+      }
+      skip_value();
+      skip_space();
+      if (pos_ < text_.size() && text_[pos_] == ',') ++pos_;
+    }
+    pos_ = object;
+    return false;
+  }
+  bool enter_element(std::int64_t index) {
+    if (pos_ >= text_.size() || text_[pos_] != '[') return false;
+    const std::size_t array = pos_;
+    ++pos_;
+    for (std::int64_t i = 0;; ++i) {
+      skip_space();
+      if (pos_ >= text_.size() || text_[pos_] == ']') break;
+      if (i == index) return true;
+      skip_value();
+      skip_space();
+      if (pos_ < text_.size() && text_[pos_] == ',') ++pos_;
+    }
+    pos_ = array;
+    return false;
+  }
+
+  std::string_view text_;
+  std::size_t pos_ = 0;
+};
+
+}  // namespace
+
+std::size_t locate(std::string_view text, const JsonPath& path, bool at_key) {
+  return Scanner(text).find(path, at_key);
+}
+
+}  // namespace pipetab::io::detail

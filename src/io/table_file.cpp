@@ -1,0 +1,105 @@
+#include "pipetab/io/table_file.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "json_locate.hpp"
+#include "text.hpp"
+#include <fmt/format.h>
+
+#include "pipetab/error.hpp"
+#include "pipetab/io/pytorch_csv.hpp"
+
+namespace pipetab::io {
+
+const char* to_string(TableFormat format) {
+  return format == TableFormat::Csv ? "csv" : "json";
+}
+
+namespace {
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+}  // namespace
+
+TableFormat detect_format(const std::string& path, std::string_view text) {
+  if (ends_with(path, ".json") || ends_with(path, ".JSON")) return TableFormat::Json;
+  if (ends_with(path, ".csv") || ends_with(path, ".CSV")) return TableFormat::Csv;
+  const auto first = text.find_first_not_of(" \t\r\n");
+  return first != std::string_view::npos && text[first] == '{' ? TableFormat::Json
+                                                               : TableFormat::Csv;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) throw Error(fmt::format("{}: read error: {}", path, std::strerror(errno)));
+  return std::move(buffer).str();
+}
+
+void write_file(const std::string& path, std::string_view text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.close();
+  if (!out) throw Error(fmt::format("{}: write error: {}", path, std::strerror(errno)));
+}
+
+TableFile load_table(const std::string& path) {
+  TableFile file;
+  file.path = path;
+  file.text = read_file(path);
+  file.format = detect_format(path, file.text);
+  file.table = file.format == TableFormat::Json ? read_table_json(file.text, path, &file.source)
+                                                : read_pytorch_csv(file.text, path);
+  return file;
+}
+
+namespace {
+
+// Byte offset of cell `cell` of line `line` (0-based) of CSV text; npos if there is none.
+std::size_t csv_cell_offset(std::string_view text, std::int64_t line, std::int64_t cell) {
+  std::size_t pos = 0;
+  for (std::int64_t l = 0; l < line; ++l) {
+    pos = text.find('\n', pos);
+    if (pos == std::string_view::npos) return pos;
+    ++pos;
+  }
+  bool quoted = false;
+  for (std::int64_t c = 0; c < cell && pos < text.size(); ++pos) {
+    const char ch = text[pos];
+    if (ch == '"') quoted = !quoted;
+    if (ch == '\n' && !quoted) return std::string_view::npos;
+    if (ch == ',' && !quoted) ++c;
+  }
+  return pos;
+}
+
+}  // namespace
+
+std::string issue_location(const TableFile& file, const ValidationIssue& issue) {
+  if (issue.device < 0 || issue.position < 0) return file.path;
+  const auto& t = file.table;
+  const auto index = static_cast<std::size_t>(t.row_begin[static_cast<std::size_t>(issue.device)] +
+                                              issue.position);
+  const std::int64_t cell = t.slots.empty() ? issue.position : t.slots[index];
+  const std::size_t offset =
+      file.format == TableFormat::Csv
+          ? csv_cell_offset(file.text, issue.device, cell)
+          : detail::locate(file.text, {{"rows"}, {{}, issue.device}, {{}, cell}});
+  if (offset == std::string_view::npos) return file.path;
+  const auto [line, column] = detail::line_column(file.text, offset);
+  return fmt::format("{}:{}:{}", file.path, line, column);
+}
+
+std::string format_table(const ScheduleTable& table, TableFormat format,
+                         const TableSource& source) {
+  return format == TableFormat::Json ? write_table_json(table, source) : write_pytorch_csv(table);
+}
+
+}  // namespace pipetab::io

@@ -1,0 +1,137 @@
+#include "pipetab/report/compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "pipetab/report/output.hpp"
+
+namespace pipetab {
+namespace {
+
+bool same(double a, double b) {
+  return std::fabs(a - b) <= 1e-9 * std::max(std::fabs(a), std::fabs(b));
+}
+
+// Competition ranks of the present values, lower first; absent values get 0.
+std::vector<int> ranks(const std::vector<std::optional<double>>& values) {
+  std::vector<int> rank(values.size(), 0);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (!values[i]) continue;
+    int better = 0;
+    for (const auto& other : values) {
+      if (other && *other < *values[i] && !same(*other, *values[i])) ++better;
+    }
+    rank[i] = better + 1;
+  }
+  return rank;
+}
+
+}  // namespace
+
+Comparison compare(std::vector<Evaluation> rows, std::vector<Skipped> skipped) {
+  Comparison c;
+  c.rows = std::move(rows);
+  c.skipped = std::move(skipped);
+  const auto n = c.rows.size();
+  std::vector<std::optional<double>> formula(n), table(n), memory(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& e = c.rows[i];
+    if (e.formula) formula[i] = e.formula->makespan;
+    table[i] = e.table.makespan;
+    memory[i] = e.table.peak_activation_max();
+  }
+  c.formula_rank = ranks(formula);
+  c.table_rank = ranks(table);
+  c.memory_rank = ranks(memory);
+  // Compare places only among schedules present at both levels.
+  std::vector<std::optional<double>> both_formula(n), both_table(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (formula[i]) {
+      both_formula[i] = formula[i];
+      both_table[i] = table[i];
+    }
+  }
+  const auto rf = ranks(both_formula), rt = ranks(both_table);
+  c.rank_changed.resize(n);
+  for (std::size_t i = 0; i < n; ++i)
+    c.rank_changed[i] = formula[i] && rf[i] != rt[i];
+  return c;
+}
+
+nlohmann::json to_json(const Comparison& c) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (std::size_t i = 0; i < c.rows.size(); ++i) {
+    auto row = to_json(c.rows[i]);
+    row["rank"] = {{"formula", c.formula_rank[i] ? nlohmann::json(c.formula_rank[i])
+                                                 : nlohmann::json(nullptr)},
+                   {"table", c.table_rank[i]},
+                   {"memory", c.memory_rank[i]},
+                   {"changed", static_cast<bool>(c.rank_changed[i])}};
+    rows.push_back(std::move(row));
+  }
+  nlohmann::json skipped = nlohmann::json::array();
+  for (const auto& s : c.skipped)
+    skipped.push_back({{"schedule", s.schedule}, {"reason", s.reason}});
+  return {{"schedules", std::move(rows)}, {"skipped", std::move(skipped)}};
+}
+
+std::string to_csv(const Comparison& c) {
+  auto header = csv_header();
+  for (const char* name : {"rank.formula", "rank.table", "rank.memory", "rank.changed"})
+    header.emplace_back(name);
+  std::string out = csv_line(header);
+  for (std::size_t i = 0; i < c.rows.size(); ++i) {
+    auto row = csv_row(c.rows[i]);
+    row.push_back(c.formula_rank[i] ? std::to_string(c.formula_rank[i]) : "");
+    row.push_back(std::to_string(c.table_rank[i]));
+    row.push_back(std::to_string(c.memory_rank[i]));
+    row.emplace_back(c.rank_changed[i] ? "true" : "false");
+    out += csv_line(row);
+  }
+  return out;
+}
+
+std::string to_text(const Comparison& c) {
+  std::string out;
+  if (!c.rows.empty()) {
+    const auto& first = c.rows.front();
+    out += fmt::format("{} devices, {} microbatches, costs {} per device share\n\n",
+                       first.shape.devices, first.shape.microbatches, to_string(first.costs));
+  }
+  out += fmt::format("{:<14}{:>7} | {:>10}{:>9}{:>10}{:>5} | {:>10}{:>9}{:>5} | {:>9}{:>5}\n", "",
+                     "", "formula", "", "published", "", "table", "", "", "peak", "");
+  out += fmt::format("{:<14}{:>7} | {:>10}{:>9}{:>10}{:>5} | {:>10}{:>9}{:>5} | {:>9}{:>5}\n",
+                     "schedule", "stages", "makespan", "bubble", "bubble", "rank", "makespan",
+                     "bubble", "rank", "act M_a", "rank");
+  auto opt = [](const std::optional<double>& v, const char* spec) {
+    return v ? fmt::format(fmt::runtime(spec), *v) : std::string("-");
+  };
+  for (std::size_t i = 0; i < c.rows.size(); ++i) {
+    const auto& e = c.rows[i];
+    const Formula none;
+    const Formula& f = e.formula ? *e.formula : none;
+    out +=
+        fmt::format("{:<14}{:>7} | {:>10}{:>9}{:>10}{:>5} | {:>10}{:>9.4f}{:>5} | {:>9}{:>5}{}\n",
+                    e.schedule, e.shape.stages, opt(f.makespan, "{:g}"),
+                    opt(f.bubble_ratio, "{:.4f}"), opt(f.published_bubble_ratio, "{:.4f}"),
+                    c.formula_rank[i] ? std::to_string(c.formula_rank[i]) : "-",
+                    fmt::format("{:g}", e.table.makespan), e.table.bubble_ratio, c.table_rank[i],
+                    fmt::format("{:g}", e.table.peak_activation_max()), c.memory_rank[i],
+                    c.rank_changed[i] ? "  * rank changes formula -> table" : "");
+  }
+  for (const auto& s : c.skipped)
+    out += fmt::format("{:<14}skipped: {}\n", s.schedule, s.reason);
+  out +=
+      "\nTime ranks: lower makespan first (ties share a rank). 'published' is the bubble ratio as "
+      "its\n"
+      "paper states it, under that paper's assumptions (e.g. equal F and B); the formula columns "
+      "are\n"
+      "the closed form for these costs. Memory rank: largest per-device activation peak, lower "
+      "first.\n";
+  return out;
+}
+
+}  // namespace pipetab

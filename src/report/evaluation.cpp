@@ -1,0 +1,51 @@
+#include "pipetab/report/evaluation.hpp"
+
+#include <algorithm>
+
+#include "pipetab/table/timing.hpp"
+
+namespace pipetab {
+
+double TableMetrics::peak_activation_max() const {
+  return peak_activation.empty()
+             ? 0.0
+             : *std::max_element(peak_activation.begin(), peak_activation.end());
+}
+
+ScheduleShape shape_of(const ScheduleTable& table, const ResolvedParams* params) {
+  ScheduleShape shape;
+  shape.devices = table.devices;
+  shape.stages = table.stages;
+  shape.microbatches = table.microbatches;
+  shape.pipelines = table.pipelines();
+  if (params) {
+    shape.chunks = params->chunks;
+    shape.waves = params->waves;
+    shape.variant = params->variant;
+  } else if (table.stages % table.devices == 0) {
+    shape.chunks = table.stages / table.devices;
+  }
+  return shape;
+}
+
+Evaluation evaluate(const ScheduleTable& table, const ResolvedParams* params,
+                    const std::string& name, const Costs& costs, const MemoryOptions& memory) {
+  Evaluation e;
+  e.schedule = params ? params->schedule : name;
+  e.shape = shape_of(table, params);
+  e.costs = costs;
+  e.memory = memory;
+  if (params) e.formula = formula(*params, costs);
+
+  const Timing timing = idealized_timing(table, costs);
+  e.table.makespan = timing.makespan;
+  e.table.bubble_ratio = bubble_ratio(timing);
+  e.table.span_bubble_ratio = span_bubble_ratio(timing);
+  e.table.busy = timing.busy;
+  e.table.peak_activation = activation_peaks(table, memory);
+  e.table.peak_activation_time = activation_peak_times(table, timing, memory);
+  e.table.ops = static_cast<std::int64_t>(table.ops.size());
+  return e;
+}
+
+}  // namespace pipetab

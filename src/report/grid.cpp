@@ -1,0 +1,152 @@
+#include "pipetab/report/grid.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "pipetab/error.hpp"
+
+namespace pipetab {
+namespace {
+
+// Largest u with every value an integer multiple of u (within rounding), by Euclid's
+// algorithm on reals; 0 if none above a millionth of the largest value.
+double common_unit(const std::vector<double>& values) {
+  double unit = 0.0;
+  double largest = 0.0;
+  for (double v : values)
+    largest = std::max(largest, v);
+  const double eps = largest * 1e-9;
+  for (double v : values) {
+    double a = std::max(unit, v), b = std::min(unit, v);
+    while (b > eps) {
+      const double r = std::fmod(a, b);
+      a = b;
+      b = (r > eps && b - r > eps) ? r : 0.0;
+    }
+    unit = a;
+  }
+  return unit > largest * 1e-6 ? unit : 0.0;
+}
+
+// Per (pipeline, stage): its letter index on its device (its rank among that device's stages).
+std::vector<int> chunk_letters(const ScheduleTable& t, std::vector<bool>& multi_stage) {
+  const auto cells = t.placement.device.size();
+  std::vector<int> letter(cells, 0);
+  std::vector<int> count(static_cast<std::size_t>(t.devices), 0);
+  for (std::size_t i = 0; i < cells; ++i)
+    letter[i] = count[static_cast<std::size_t>(t.placement.device[i])]++;
+  multi_stage.assign(count.size(), false);
+  for (std::size_t d = 0; d < count.size(); ++d)
+    multi_stage[d] = count[d] > 1;
+  return letter;
+}
+
+const char* background(PassKind kind, bool pair, int letter) {
+  if (pair) return letter % 2 ? "\x1b[106;30m" : "\x1b[46;30m";
+  switch (kind) {
+    case PassKind::F:
+      return letter % 2 ? "\x1b[104;30m" : "\x1b[44;97m";
+    case PassKind::B:
+      return letter % 2 ? "\x1b[102;30m" : "\x1b[42;30m";
+    case PassKind::I:
+      return letter % 2 ? "\x1b[103;30m" : "\x1b[43;30m";
+    case PassKind::W:
+      return letter % 2 ? "\x1b[105;30m" : "\x1b[45;97m";
+    case PassKind::None:
+      break;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string render_grid(const ScheduleTable& t, const Timing& timing, const GridOptions& options) {
+  std::vector<double> durations(t.ops.size());
+  for (std::size_t i = 0; i < t.ops.size(); ++i)
+    durations[i] = timing.end[i] - timing.start[i];
+  const double unit = common_unit(durations);
+  if (unit <= 0.0)
+    throw Error("the op durations share no common time unit; use --format csv or json");
+  const double columns_real = timing.makespan / unit;
+  if (columns_real > static_cast<double>(options.max_columns)) {
+    throw Error(
+        fmt::format("the grid would be {:.0f} columns wide (limit {}); use --format csv or json",
+                    columns_real, options.max_columns));
+  }
+  const auto column_of = [&](double time) {
+    return static_cast<std::int64_t>(std::llround(time / unit));
+  };
+
+  std::vector<bool> multi_stage;
+  const auto letters = chunk_letters(t, multi_stage);
+  const auto letter_of = [&](const Pass& p) {
+    return letters[static_cast<std::size_t>(t.pipeline_of_microbatch(p.microbatch)) *
+                       static_cast<std::size_t>(t.stages) +
+                   p.stage];
+  };
+  std::vector<std::string> labels(t.ops.size());
+  std::size_t width = 3;
+  for (std::int32_t d = 0; d < t.devices; ++d) {
+    for (auto i = t.row_begin[static_cast<std::size_t>(d)];
+         i < t.row_begin[static_cast<std::size_t>(d) + 1]; ++i) {
+      std::string label;
+      for (const Pass& p : t.ops[static_cast<std::size_t>(i)].passes()) {
+        if (!label.empty()) label += '&';
+        label += fmt::format("{}{}", kind_letter(p.kind), p.microbatch);
+        if (multi_stage[static_cast<std::size_t>(d)]) {
+          const int l = letter_of(p);
+          label += l < 26 ? std::string(1, static_cast<char>('a' + l)) : fmt::format(".{}", l);
+        }
+      }
+      width = std::max(width, label.size() + 1);
+      labels[static_cast<std::size_t>(i)] = std::move(label);
+    }
+  }
+
+  const auto total_columns = column_of(timing.makespan);
+  const std::string margin = fmt::format("dev {:<{}}| ", "", std::to_string(t.devices - 1).size());
+  std::string out = fmt::format("{:<{}}", "time", margin.size());
+  // Time axis: a tick label every `step` columns, where it fits.
+  const std::size_t tick_width = fmt::format("{:g}", timing.makespan).size();
+  const auto step = static_cast<std::int64_t>((tick_width + width) / width);
+  for (std::int64_t c = 0; c < total_columns; c += step) {
+    out += fmt::format("{:<{}}", fmt::format("{:g}", static_cast<double>(c) * unit),
+                       static_cast<std::size_t>(step) * width);
+  }
+  out += '\n';
+
+  for (std::int32_t d = 0; d < t.devices; ++d) {
+    out += fmt::format("dev {:<{}}| ", d, std::to_string(t.devices - 1).size());
+    std::int64_t column = 0;
+    for (auto i = t.row_begin[static_cast<std::size_t>(d)];
+         i < t.row_begin[static_cast<std::size_t>(d) + 1]; ++i) {
+      const auto index = static_cast<std::size_t>(i);
+      const auto first = column_of(timing.start[index]);
+      const auto last = column_of(timing.end[index]);
+      for (; column < first; ++column)
+        out += fmt::format("{:<{}}", ".", width);
+      const auto span = static_cast<std::size_t>(last - first) * width - 1;
+      const Op& op = t.ops[index];
+      if (options.color) {
+        out += background(op.first().kind, op.is_pair(), letter_of(op.first()));
+        out += fmt::format("{:<{}}", labels[index], span);
+        out += "\x1b[0m ";
+      } else {
+        out += labels[index];
+        out += std::string(span - labels[index].size(), last - first > 1 ? '-' : ' ');
+        out += ' ';
+      }
+      column = last;
+    }
+    for (; column < total_columns; ++column)
+      out += fmt::format("{:<{}}", ".", width);
+    while (!out.empty() && out.back() == ' ')
+      out.pop_back();
+    out += '\n';
+  }
+  return out;
+}
+
+}  // namespace pipetab

@@ -1,0 +1,183 @@
+#include "pipetab/report/output.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace pipetab {
+
+using nlohmann::json;
+
+std::string format_number(double value) {
+  return fmt::format("{}", value);
+}
+
+namespace {
+
+template <class T>
+json optional_json(const std::optional<T>& value) {
+  return value ? json(*value) : json(nullptr);
+}
+
+std::string joined(const std::vector<double>& values) {
+  std::string out;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i) out += ';';
+    out += format_number(values[i]);
+  }
+  return out;
+}
+
+std::string cell(const std::optional<double>& value) {
+  return value ? format_number(*value) : "";
+}
+
+}  // namespace
+
+json to_json(const Evaluation& e) {
+  json params = {{"devices", e.shape.devices},
+                 {"stages", e.shape.stages},
+                 {"microbatches", e.shape.microbatches},
+                 {"chunks", optional_json(e.shape.chunks)},
+                 {"waves", e.shape.waves},
+                 {"pipelines", e.shape.pipelines},
+                 {"variant", e.shape.variant.empty() ? json(nullptr) : json(e.shape.variant)}};
+  json costs = {{"F", e.costs.F},
+                {"B", e.costs.B},
+                {"I", e.costs.I},
+                {"W", e.costs.W},
+                {"FB", optional_json(e.costs.FB)}};
+  json formula = nullptr;
+  if (e.formula) {
+    const Formula& f = *e.formula;
+    formula = {{"bubble_ratio", optional_json(f.bubble_ratio)},
+               {"peak_activation", optional_json(f.peak_activation_max())},
+               {"makespan", optional_json(f.makespan)},
+               {"peak_activation_per_device", optional_json(f.peak_activation)},
+               {"published_bubble_ratio", optional_json(f.published_bubble_ratio)},
+               {"source", f.source.empty() ? json(nullptr) : json(std::string(f.source))},
+               {"note", f.note.empty() ? json(nullptr) : json(f.note)}};
+  }
+  json table = {{"makespan", e.table.makespan},
+                {"bubble_ratio", e.table.bubble_ratio},
+                {"span_bubble_ratio", e.table.span_bubble_ratio},
+                {"peak_activation", e.table.peak_activation},
+                {"peak_activation_max", e.table.peak_activation_max()},
+                {"peak_activation_time", e.table.peak_activation_time},
+                {"busy", e.table.busy},
+                {"ops", e.table.ops},
+                {"input_grad_frees", e.memory.input_grad_frees}};
+  return {{"schedule", e.schedule}, {"params", params}, {"costs", costs},
+          {"formula", formula},     {"table", table},   {"simulation", nullptr}};
+}
+
+std::vector<std::string> csv_header() {
+  return {"schedule",
+          "params.devices",
+          "params.stages",
+          "params.microbatches",
+          "params.chunks",
+          "params.waves",
+          "params.pipelines",
+          "params.variant",
+          "costs.F",
+          "costs.B",
+          "costs.I",
+          "costs.W",
+          "costs.FB",
+          "formula.bubble_ratio",
+          "formula.peak_activation",
+          "formula.makespan",
+          "formula.published_bubble_ratio",
+          "table.makespan",
+          "table.bubble_ratio",
+          "table.span_bubble_ratio",
+          "table.peak_activation",
+          "table.peak_activation_max",
+          "table.ops"};
+}
+
+std::vector<std::string> csv_row(const Evaluation& e) {
+  const Formula none;
+  const Formula& f = e.formula ? *e.formula : none;
+  return {e.schedule,
+          std::to_string(e.shape.devices),
+          std::to_string(e.shape.stages),
+          std::to_string(e.shape.microbatches),
+          e.shape.chunks ? std::to_string(*e.shape.chunks) : "",
+          std::to_string(e.shape.waves),
+          std::to_string(e.shape.pipelines),
+          e.shape.variant,
+          format_number(e.costs.F),
+          format_number(e.costs.B),
+          format_number(e.costs.I),
+          format_number(e.costs.W),
+          cell(e.costs.FB),
+          cell(f.bubble_ratio),
+          cell(f.peak_activation_max()),
+          cell(f.makespan),
+          cell(f.published_bubble_ratio),
+          format_number(e.table.makespan),
+          format_number(e.table.bubble_ratio),
+          format_number(e.table.span_bubble_ratio),
+          joined(e.table.peak_activation),
+          format_number(e.table.peak_activation_max()),
+          std::to_string(e.table.ops)};
+}
+
+std::string csv_line(const std::vector<std::string>& cells) {
+  std::string out;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    if (i) out += ',';
+    const auto& c = cells[i];
+    if (c.find_first_of(",\"\n\r") == std::string::npos) {
+      out += c;
+      continue;
+    }
+    out += '"';
+    for (char ch : c)
+      out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    out += '"';
+  }
+  return out + '\n';
+}
+
+std::string to_text(const Evaluation& e) {
+  std::string out = fmt::format("{}: {} devices, {} stages, {} microbatches", e.schedule,
+                                e.shape.devices, e.shape.stages, e.shape.microbatches);
+  if (e.shape.chunks && *e.shape.chunks > 1) out += fmt::format(", {} chunks", *e.shape.chunks);
+  if (e.shape.waves > 1) out += fmt::format(", {} waves", e.shape.waves);
+  if (e.shape.pipelines > 1) out += fmt::format(", {} pipelines", e.shape.pipelines);
+  if (!e.shape.variant.empty()) out += fmt::format(", variant {}", e.shape.variant);
+  out += fmt::format("\ncosts {} (per device share)\n\n", to_string(e.costs));
+
+  out += "formula (closed form)\n";
+  if (!e.formula) {
+    out += "  none: a user table has no schedule family\n";
+  } else {
+    const Formula& f = *e.formula;
+    auto line = [&](const char* what, const std::optional<double>& value) {
+      out += fmt::format("  {:<24}{}\n", what, value ? format_number(*value) : "-");
+    };
+    line("makespan", f.makespan);
+    line("bubble ratio", f.bubble_ratio);
+    line("published bubble ratio", f.published_bubble_ratio);
+    line("peak activation (M_a)", f.peak_activation_max());
+    if (!f.source.empty()) out += fmt::format("  source: {}\n", f.source);
+    if (!f.note.empty()) out += fmt::format("  note: {}\n", f.note);
+  }
+  out += "\ntable (idealized timing, zero communication)\n";
+  out += fmt::format("  {:<24}{}\n", "makespan", format_number(e.table.makespan));
+  out += fmt::format("  {:<24}{:.4f}\n", "bubble ratio", e.table.bubble_ratio);
+  out += fmt::format("  {:<24}{:.4f}\n", "span bubble ratio", e.table.span_bubble_ratio);
+  out += fmt::format("  {:<24}{}\n", "peak activation (M_a)",
+                     format_number(e.table.peak_activation_max()));
+  out += "  per device:   busy      peak M_a   at time\n";
+  for (std::size_t d = 0; d < e.table.busy.size(); ++d) {
+    out += fmt::format("    dev {:<6}{:>8}  {:>10}  {:>8}\n", d, format_number(e.table.busy[d]),
+                       format_number(e.table.peak_activation[d]),
+                       format_number(e.table.peak_activation_time[d]));
+  }
+  return out;
+}
+
+}  // namespace pipetab

@@ -1,0 +1,52 @@
+// Private to schedules/: helpers shared by the generators.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "pipetab/error.hpp"
+#include "pipetab/schedules/params.hpp"
+#include "pipetab/table/schedule_table.hpp"
+
+namespace pipetab::schedules {
+
+/// Throws ParamError("<schedule>: <message>") unless `condition` holds.
+template <class... Args>
+void require(bool condition, const ResolvedParams& params, fmt::format_string<Args...> format,
+             Args&&... args) {
+  if (!condition) {
+    throw ParamError(
+        fmt::format("{}: {}", params.schedule, fmt::format(format, std::forward<Args>(args)...)));
+  }
+}
+
+/// Rejects tables whose stage or op count would exceed the table limits, before allocating.
+/// `ops` is computed in 64 bits from parameters that resolve() already bounded.
+void require_size(const ResolvedParams& params, std::int64_t stages, std::int64_t ops);
+
+/// Looping placement of `stages` stages over `devices` devices: stage s on device s mod S
+/// (one stage per device when stages == devices; Megatron's interleaving otherwise).
+std::vector<std::int32_t> looping_placement(int devices, int stages);
+
+/// Zig-zag placement: stages go down the devices and back up, repeatedly (the V-shape for
+/// 2S stages, Hanayo's waves for 2SW): stage s on r = s mod 2S if r < S, else 2S-1-r.
+std::vector<std::int32_t> zigzag_placement(int devices, int stages);
+
+}  // namespace pipetab::schedules
+
+namespace pipetab::schedules {
+
+/// The 1F1B generator (one_f_one_b.cpp); interleaved with one chunk runs it, as Megatron does.
+ScheduleTable one_f_one_b(const ResolvedParams& params);
+
+}  // namespace pipetab::schedules
+
+namespace pipetab::schedules {
+
+/// Chimera's table (chimera.cpp) with the given stage sizes (empty: equal stages); chimera-asym
+/// reuses it with unequal ones.
+ScheduleTable chimera_table(const ResolvedParams& params, std::vector<std::int32_t> stage_layers);
+
+}  // namespace pipetab::schedules

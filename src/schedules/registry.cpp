@@ -1,0 +1,120 @@
+#include "pipetab/schedules/registry.hpp"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "pipetab/error.hpp"
+
+namespace pipetab {
+
+namespace schedules {
+#define PIPETAB_SCHEDULE(info) extern const ScheduleInfo info;
+#include "list.inc"
+#undef PIPETAB_SCHEDULE
+}  // namespace schedules
+
+namespace {
+
+constexpr const ScheduleInfo* kAll[] = {
+#define PIPETAB_SCHEDULE(info) &schedules::info,
+#include "list.inc"
+#undef PIPETAB_SCHEDULE
+};
+
+std::int32_t in_range(const ScheduleInfo& info, const char* what, std::int64_t value,
+                      std::int64_t limit) {
+  if (value < 1)
+    throw ParamError(fmt::format("{}: {} = {}: must be at least 1", info.name, what, value));
+  if (value > limit) {
+    throw ParamError(fmt::format("{}: {} = {}: must be at most {}", info.name, what, value, limit));
+  }
+  return static_cast<std::int32_t>(value);
+}
+
+[[noreturn]] void not_taken(const ScheduleInfo& info, const char* option) {
+  throw ParamError(fmt::format("{}: {} is not a parameter of this schedule", info.name, option));
+}
+
+// "E:L" with two positive integers.
+std::pair<std::int32_t, std::int32_t> parse_split(const ScheduleInfo& info,
+                                                  const std::string& text) {
+  const auto colon = text.find(':');
+  auto part = [&](std::string_view s) {
+    std::int32_t value = 0;
+    const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+    if (s.empty() || ec != std::errc{} || ptr != s.data() + s.size() || value < 1 ||
+        value > 1000000) {
+      throw ParamError(fmt::format(
+          "{}: --split {}: expected E:L, two whole numbers from 1 to 1000000 (e.g. 1:2)", info.name,
+          text));
+    }
+    return value;
+  };
+  if (colon == std::string::npos) part("");
+  const std::string_view view(text);
+  return {part(view.substr(0, colon)), part(view.substr(colon + 1))};
+}
+
+}  // namespace
+
+std::span<const ScheduleInfo* const> all_schedules() {
+  return kAll;
+}
+
+const ScheduleInfo& find_schedule(std::string_view name) {
+  for (const auto* info : kAll) {
+    if (info->name == name) return *info;
+  }
+  std::string known;
+  for (const auto* info : kAll)
+    known += fmt::format("{}{}", known.empty() ? "" : ", ", info->name);
+  throw ParamError(fmt::format("unknown schedule '{}' (known: {})", name, known));
+}
+
+ResolvedParams resolve(const ScheduleInfo& info, const ScheduleParams& params) {
+  ResolvedParams r;
+  r.schedule = std::string(info.name);
+  r.devices = in_range(info, "devices (-S)", params.devices, kMaxDevices);
+  r.microbatches = in_range(info, "microbatches (-M)", params.microbatches, kMaxMicrobatches);
+  if (params.chunks) {
+    if (info.default_chunks == 0) not_taken(info, "-v/--chunks");
+    r.chunks = in_range(info, "chunks (-v)", *params.chunks, kMaxStages);
+  } else if (info.default_chunks > 0) {
+    r.chunks = info.default_chunks;
+  }
+  if (params.waves) {
+    if (info.default_waves == 0) not_taken(info, "-W/--waves");
+    r.waves = in_range(info, "waves (-W)", *params.waves, kMaxStages);
+  } else if (info.default_waves > 0) {
+    r.waves = info.default_waves;
+  }
+  if (params.variant) {
+    if (info.variants.empty()) not_taken(info, "--variant");
+    bool known = false;
+    std::string names;
+    for (const auto v : info.variants) {
+      known = known || v == *params.variant;
+      names += fmt::format("{}{}", names.empty() ? "" : ", ", v);
+    }
+    if (!known) {
+      throw ParamError(fmt::format("{}: unknown variant '{}' (expected one of: {})", info.name,
+                                   *params.variant, names));
+    }
+    r.variant = *params.variant;
+  } else if (!info.variants.empty()) {
+    r.variant = std::string(info.variants.front());
+  }
+  if (params.split && info.default_split.empty()) not_taken(info, "--split");
+  if (!info.default_split.empty()) {
+    std::tie(r.split_early, r.split_late) =
+        parse_split(info, params.split.value_or(std::string(info.default_split)));
+  }
+  return r;
+}
+
+ScheduleTable generate(const ScheduleInfo& info, const ScheduleParams& params) {
+  return info.generate(resolve(info, params));
+}
+
+}  // namespace pipetab
