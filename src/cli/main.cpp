@@ -37,6 +37,17 @@ int main(int argc, char** argv) {
   const std::vector<Subcommand> commands = {add_list(app),    add_show(app),     add_analyze(app),
                                             add_compare(app), add_validate(app), add_convert(app)};
 
+  // CLI11 reports a mistyped subcommand as "A subcommand is required"; name it instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    std::string names;
+    for (const auto& command : commands) {
+      known = known || command.app->get_name() == argv[1];
+      names += (names.empty() ? "" : ", ") + command.app->get_name();
+    }
+    if (!known)
+      return fail(fmt::format("unknown subcommand '{}' (expected one of: {})", argv[1], names), 2);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,6 +1,7 @@
 #include "pipetab/io/table_json.hpp"
 
 #include <array>
+#include <cmath>
 
 #include "json_locate.hpp"
 #include "text.hpp"
@@ -45,8 +46,6 @@ const char* type_name(const json& value) {
       return "a boolean";
     case json::value_t::null:
       return "null";
-    case json::value_t::number_float:
-      return "a fractional number";
     default:
       return "a number";
   }
@@ -140,13 +139,21 @@ class Reader {
 
   std::int64_t integer(const json& value, const JsonPath& path, std::int64_t lo,
                        std::int64_t hi) const {
+    const auto out_of_range = [&] {
+      fail(path, fmt::format("{} is out of range (expected {}..{})", value.dump(), lo, hi));
+    };
+    if (value.is_number_float()) {
+      // Whole numbers beyond 64 bits arrive as floating point.
+      const double v = value.get<double>();
+      if (std::isfinite(v) && v == std::floor(v)) out_of_range();
+      fail(path, fmt::format("expected a whole number, got {}", value.dump()));
+    }
     if (!value.is_number_integer())
       fail(path, fmt::format("expected a whole number, got {}", type_name(value)));
     const bool huge = value.is_number_unsigned() &&
                       value.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX);
     const auto v = huge ? INT64_MAX : value.get<std::int64_t>();
-    if (v < lo || v > hi)
-      fail(path, fmt::format("{} is out of range (expected {}..{})", value.dump(), lo, hi));
+    if (v < lo || v > hi) out_of_range();
     return v;
   }
 

@@ -115,6 +115,8 @@ std::string render_grid(const ScheduleTable& t, const Timing& timing, const Grid
     out += fmt::format("{:<{}}", fmt::format("{:g}", static_cast<double>(c) * unit),
                        static_cast<std::size_t>(step) * width);
   }
+  while (!out.empty() && out.back() == ' ')
+    out.pop_back();
   out += '\n';
 
   for (std::int32_t d = 0; d < t.devices; ++d) {

@@ -25,17 +25,24 @@ ScheduleTable generate_interleaved(const ResolvedParams& p) {
   TableBuilder table(p.devices, stages, p.microbatches, looping_placement(p.devices, stages),
                      2 * v * S * M);
   const std::int64_t total = v * M;
-  const auto microbatch_of = [&](std::int64_t k) {
-    return static_cast<std::int32_t>((k / (v * S)) * S + k % S);
-  };
-  const auto chunk_of = [&](std::int64_t k) { return (k % (v * S)) / S; };
+  // Virtual microbatch k → (microbatch, forward chunk); the same on every device, so it is
+  // computed once instead of with divisions per op.
+  std::vector<std::int32_t> microbatch_of(static_cast<std::size_t>(total));
+  std::vector<std::int32_t> chunk_of(static_cast<std::size_t>(total));
+  for (std::int64_t k = 0; k < total; ++k) {
+    microbatch_of[static_cast<std::size_t>(k)] =
+        static_cast<std::int32_t>((k / (v * S)) * S + k % S);
+    chunk_of[static_cast<std::size_t>(k)] = static_cast<std::int32_t>((k % (v * S)) / S);
+  }
   for (std::int64_t d = 0; d < S; ++d) {
     const std::int64_t warmup = M == S ? total : std::min(total, 2 * (S - d - 1) + (v - 1) * S);
     const auto forward = [&](std::int64_t k) {
-      table.push(PassKind::F, microbatch_of(k), static_cast<int>(chunk_of(k) * S + d));
+      const auto i = static_cast<std::size_t>(k);
+      table.push(PassKind::F, microbatch_of[i], static_cast<int>(chunk_of[i] * S + d));
     };
     const auto backward = [&](std::int64_t k) {
-      table.push(PassKind::B, microbatch_of(k), static_cast<int>((v - 1 - chunk_of(k)) * S + d));
+      const auto i = static_cast<std::size_t>(k);
+      table.push(PassKind::B, microbatch_of[i], static_cast<int>((v - 1 - chunk_of[i]) * S + d));
     };
     for (std::int64_t k = 0; k < warmup; ++k)
       forward(k);

@@ -13,12 +13,17 @@
 namespace pipetab::detail {
 
 /// A dependency slot: the forward of (microbatch, stage) or its input-gradient backward (the B
-/// or I pass). Encoded as key * 2 + (0 forward, 1 backward), key = microbatch * stages + stage.
+/// or I pass). Encoded as key * 2 + (0 forward, 1 backward) with key = stage * microbatches +
+/// microbatch: stage-major, because a device mostly runs consecutive microbatches of a stage,
+/// so its lookups stream through memory.
 using Slot = std::int64_t;
 inline constexpr Slot kNoSlot = -1;
 
+inline std::int64_t pass_key(const ScheduleTable& t, std::int32_t microbatch, int stage) {
+  return static_cast<std::int64_t>(stage) * t.microbatches + microbatch;
+}
 inline Slot forward_slot(const ScheduleTable& t, std::int32_t microbatch, int stage) {
-  return (static_cast<Slot>(microbatch) * t.stages + stage) * 2;
+  return pass_key(t, microbatch, stage) * 2;
 }
 inline Slot backward_slot(const ScheduleTable& t, std::int32_t microbatch, int stage) {
   return forward_slot(t, microbatch, stage) + 1;
@@ -52,25 +57,23 @@ inline Slot produced_slot(const ScheduleTable& t, const Pass& pass) {
   return kNoSlot;
 }
 
-/// Result of a traversal: start/end per op; `complete` is false on deadlock, and then
-/// `next[d]` is the first op device d could not run and `blocked_on[d]` the slot it waits for.
+/// Where a traversal ended: `complete` is false on deadlock, and then `next[d]` is the first
+/// op device d could not run and `blocked_on[d]` the slot it waits for.
 struct Execution {
   bool complete = true;
-  std::vector<double> start, end;  // per op
   std::vector<std::int64_t> next;
   std::vector<Slot> blocked_on;
 };
 
-/// Runs the table. `duration(op_index)` gives each op's duration. Requires a structurally valid
-/// table (every referenced pass exists once, on its placed device).
-template <class Duration>
-Execution execute(const ScheduleTable& t, Duration&& duration) {
+/// Runs the table. `duration(op_index)` gives each op's duration; `on_run(op_index, start, end)`
+/// sees every op once, in an order that respects all dependencies. Requires a structurally
+/// valid table (every referenced pass exists once, on its placed device).
+template <class Duration, class OnRun>
+Execution execute(const ScheduleTable& t, Duration&& duration, OnRun&& on_run) {
   const auto devices = static_cast<std::size_t>(t.devices);
   const auto slots =
       static_cast<std::size_t>(t.microbatches) * static_cast<std::size_t>(t.stages) * 2;
   Execution ex;
-  ex.start.assign(t.ops.size(), 0.0);
-  ex.end.assign(t.ops.size(), 0.0);
   ex.next.assign(t.row_begin.begin(), t.row_begin.end() - 1);
   ex.blocked_on.assign(devices, kNoSlot);
   std::vector<double> done_at(slots, -1.0);  // end time of each slot's pass, -1 until it ran
@@ -81,7 +84,7 @@ Execution execute(const ScheduleTable& t, Duration&& duration) {
     ready.push_back(static_cast<std::int32_t>(d));
 
   auto wake = [&](Slot slot, std::int32_t device) {
-    if (device >= 0 && ex.blocked_on[static_cast<std::size_t>(device)] == slot) {
+    if (ex.blocked_on[static_cast<std::size_t>(device)] == slot) {
       ex.blocked_on[static_cast<std::size_t>(device)] = kNoSlot;
       ready.push_back(device);
     }
@@ -111,8 +114,7 @@ Execution execute(const ScheduleTable& t, Duration&& duration) {
         break;
       }
       const double finish = ready_at + duration(static_cast<std::size_t>(i));
-      ex.start[static_cast<std::size_t>(i)] = ready_at;
-      ex.end[static_cast<std::size_t>(i)] = finish;
+      on_run(static_cast<std::size_t>(i), ready_at, finish);
       free_at[d] = finish;
       for (const Pass& pass : op.passes()) {
         const Slot slot = produced_slot(t, pass);

@@ -15,9 +15,11 @@ struct Delta {
 class DeltaTable {
  public:
   DeltaTable(const ScheduleTable& t, const MemoryOptions& options)
-      : t_(t), units_(t.stage_units()), frees_(options.input_grad_frees) {
-    scale_ = static_cast<double>(t.devices) / static_cast<double>(t.model_units());
-  }
+      : t_(t),
+        units_(t.stage_units()),
+        frees_(options.input_grad_frees),
+        devices_(static_cast<double>(t.devices)),
+        model_units_(static_cast<double>(t.model_units())) {}
 
   Delta of(const Op& op) const {
     Delta delta;
@@ -42,8 +44,8 @@ class DeltaTable {
     }
     return delta;
   }
-  // Stage units → M_a.
-  double scale() const noexcept { return scale_; }
+  // Stage units → M_a, as one rounding of the exact ratio units · S / model units.
+  double to_ma(double units) const noexcept { return units * devices_ / model_units_; }
 
  private:
   double unit(const Pass& pass) const {
@@ -55,7 +57,8 @@ class DeltaTable {
   const ScheduleTable& t_;
   std::vector<std::int32_t> units_;
   double frees_;
-  double scale_ = 1.0;
+  double devices_;
+  double model_units_;
 };
 
 }  // namespace
@@ -72,7 +75,7 @@ std::vector<double> activation_peaks(const ScheduleTable& table, const MemoryOpt
       peak = std::max(peak, live);
       live -= delta.release;
     }
-    peaks[static_cast<std::size_t>(d)] = peak * deltas.scale();
+    peaks[static_cast<std::size_t>(d)] = deltas.to_ma(peak);
   }
   return peaks;
 }
@@ -83,9 +86,11 @@ std::vector<MemorySample> activation_curve(const ScheduleTable& table, const Tim
   std::vector<MemorySample> curve{{0.0, 0.0}};
   double live = 0.0;
   auto record = [&](double time) {
-    const double value = live * deltas.scale();
+    const double value = deltas.to_ma(live);
     if (curve.back().time == time) {
       curve.back().value = value;
+      // A free and an allocation at the same instant may cancel out.
+      if (curve.size() > 1 && curve[curve.size() - 2].value == value) curve.pop_back();
     } else if (curve.back().value != value) {
       curve.push_back({time, value});
     }

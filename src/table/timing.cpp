@@ -5,29 +5,51 @@
 #include "execution.hpp"
 
 namespace pipetab {
+namespace {
+
+// The duration of each op, computed on demand from per-stage shares.
+class DurationOf {
+ public:
+  DurationOf(const ScheduleTable& table, const Costs& costs)
+      : table_(table), costs_(costs), shares_(table.stage_shares()) {}
+
+  double operator()(std::size_t i) const {
+    const Op& op = table_.ops[i];
+    return op.is_pair() ? costs_.pair() * (share(op.first()) + share(op.second())) / 2
+                        : costs_.of(op.first().kind) * share(op.first());
+  }
+
+ private:
+  double share(const Pass& pass) const {
+    return shares_[static_cast<std::size_t>(table_.pipeline_of_microbatch(pass.microbatch)) *
+                       static_cast<std::size_t>(table_.stages) +
+                   pass.stage];
+  }
+
+  const ScheduleTable& table_;
+  const Costs& costs_;
+  std::vector<double> shares_;
+};
+
+}  // namespace
 
 std::vector<double> op_durations(const ScheduleTable& table, const Costs& costs) {
-  const auto shares = table.stage_shares();
-  const auto share_of = [&](const Pass& pass) {
-    return shares[static_cast<std::size_t>(table.pipeline_of_microbatch(pass.microbatch)) *
-                      static_cast<std::size_t>(table.stages) +
-                  pass.stage];
-  };
+  const DurationOf duration(table, costs);
   std::vector<double> durations(table.ops.size());
-  for (std::size_t i = 0; i < table.ops.size(); ++i) {
-    const Op& op = table.ops[i];
-    durations[i] = op.is_pair() ? costs.pair() * (share_of(op.first()) + share_of(op.second())) / 2
-                                : costs.of(op.first().kind) * share_of(op.first());
-  }
+  for (std::size_t i = 0; i < durations.size(); ++i)
+    durations[i] = duration(i);
   return durations;
 }
 
 Timing idealized_timing(const ScheduleTable& table, const Costs& costs) {
-  const auto durations = op_durations(table, costs);
-  auto ex = detail::execute(table, [&](std::size_t i) { return durations[i]; });
+  const DurationOf duration(table, costs);
   Timing timing;
-  timing.start = std::move(ex.start);
-  timing.end = std::move(ex.end);
+  timing.start.resize(table.ops.size());
+  timing.end.resize(table.ops.size());
+  detail::execute(table, duration, [&](std::size_t i, double start, double end) {
+    timing.start[i] = start;
+    timing.end[i] = end;
+  });
   const auto devices = static_cast<std::size_t>(table.devices);
   timing.busy.assign(devices, 0.0);
   timing.first_start.assign(devices, 0.0);
@@ -38,7 +60,7 @@ Timing idealized_timing(const ScheduleTable& table, const Costs& costs) {
     if (b == e) continue;
     double busy = 0.0;
     for (auto i = b; i < e; ++i)
-      busy += durations[i];
+      busy += duration(i);
     timing.busy[d] = busy;
     timing.first_start[d] = timing.start[b];
     timing.last_end[d] = timing.end[e - 1];
@@ -67,10 +89,10 @@ double span_bubble_ratio(const Timing& timing) {
 }
 
 std::vector<std::int32_t> unit_slots(const ScheduleTable& table) {
-  const auto ex = detail::execute(table, [](std::size_t) { return 1.0; });
-  std::vector<std::int32_t> slots(ex.start.size());
-  for (std::size_t i = 0; i < slots.size(); ++i)
-    slots[i] = static_cast<std::int32_t>(ex.start[i]);
+  std::vector<std::int32_t> slots(table.ops.size());
+  detail::execute(
+      table, [](std::size_t) { return 1.0; },
+      [&](std::size_t i, double start, double) { slots[i] = static_cast<std::int32_t>(start); });
   return slots;
 }
 

@@ -253,9 +253,9 @@ class Checker {
 
   void check_complete() {
     const auto& t = t_;
-    for (std::int32_t m = 0; m < t.microbatches; ++m) {
-      const auto pipeline = t.pipeline_of_microbatch(m);
-      for (std::int32_t s = 0; s < t.stages; ++s) {
+    for (std::int32_t s = 0; s < t.stages; ++s) {
+      for (std::int32_t m = 0; m < t.microbatches; ++m) {
+        const auto pipeline = t.pipeline_of_microbatch(m);
         const auto seen = seen_[key(m, s)];
         const auto device = t.placement.device_of(pipeline, s);
         auto missing = [&](const char* what) {
@@ -277,7 +277,8 @@ class Checker {
   }
 
   void check_executable() {
-    const auto ex = detail::execute(t_, [](std::size_t) { return 1.0; });
+    const auto ex = detail::execute(
+        t_, [](std::size_t) { return 1.0; }, [](std::size_t, double, double) {});
     if (ex.complete) return;
     report_deadlock(ex);
   }
@@ -306,8 +307,7 @@ class Checker {
       const auto [e, q] = locate(needed);
       if (e == d && q == position) {
         add(d, position,
-            fmt::format("the two halves of this pair depend on each other ({} needs the other "
-                        "half)",
+            fmt::format("the halves of this pair depend on each other (one needs {})",
                         to_string(needed)));
         return;
       }
@@ -339,8 +339,8 @@ class Checker {
   Pass pass_of(detail::Slot slot) const {
     const auto key_index = slot / 2;
     Pass pass;
-    pass.microbatch = static_cast<std::int32_t>(key_index / t_.stages);
-    pass.stage = static_cast<std::uint16_t>(key_index % t_.stages);
+    pass.microbatch = static_cast<std::int32_t>(key_index % t_.microbatches);
+    pass.stage = static_cast<std::uint16_t>(key_index / t_.microbatches);
     if (slot % 2 == 0) {
       pass.kind = PassKind::F;
     } else {
@@ -362,8 +362,7 @@ class Checker {
   }
 
   std::size_t key(std::int32_t microbatch, std::int32_t stage) const {
-    return static_cast<std::size_t>(microbatch) * static_cast<std::size_t>(t_.stages) +
-           static_cast<std::size_t>(stage);
+    return static_cast<std::size_t>(detail::pass_key(t_, microbatch, stage));
   }
   std::size_t key(const Pass& pass) const { return key(pass.microbatch, pass.stage); }
 

@@ -1,0 +1,97 @@
+// Table-level throughput (issue: at least 10 million ops per second on one core, memory linear
+// in ops): generation, validation, idealized timing and activation peaks, apart and together,
+// for 1F1B S=64 M=4096 (524,288 ops) and interleaved S=64 v=4 M=4096 (2,097,152 ops).
+#include <benchmark/benchmark.h>
+
+#include "pipetab/schedules/registry.hpp"
+#include "pipetab/table/memory.hpp"
+#include "pipetab/table/timing.hpp"
+#include "pipetab/table/validate.hpp"
+
+namespace {
+
+using namespace pipetab;
+
+ScheduleParams params(std::int64_t chunks) {
+  ScheduleParams p;
+  p.devices = 64;
+  p.microbatches = 4096;
+  if (chunks > 0) p.chunks = chunks;
+  return p;
+}
+
+const char* name_of(std::int64_t chunks) {
+  return chunks > 0 ? "interleaved" : "1f1b";
+}
+
+void report(benchmark::State& state, const ScheduleTable& table) {
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(table.ops.size()));
+  state.counters["ops"] = static_cast<double>(table.ops.size());
+  // Bytes the table itself holds per op (flat arrays: ops, row index, placement, pipelines).
+  const double bytes = static_cast<double>(
+      table.ops.capacity() * sizeof(Op) + table.row_begin.capacity() * sizeof(std::int64_t) +
+      table.placement.device.capacity() * sizeof(std::int32_t) + table.pipeline_of.capacity());
+  state.counters["table_bytes_per_op"] = bytes / static_cast<double>(table.ops.size());
+}
+
+// The whole table level: generate + validate + idealized timing + activation peaks.
+void BM_TableLevel(benchmark::State& state) {
+  const auto& info = find_schedule(name_of(state.range(0)));
+  const auto p = params(state.range(0));
+  ScheduleTable last;
+  for (auto _ : state) {
+    auto table = generate(info, p);
+    const auto report = validate(table);
+    if (!report.ok()) state.SkipWithError("invalid table");
+    const auto timing = idealized_timing(table, Costs{});
+    const auto peaks = activation_peaks(table);
+    benchmark::DoNotOptimize(timing.makespan);
+    benchmark::DoNotOptimize(peaks.data());
+    last = std::move(table);
+  }
+  report(state, last);
+}
+
+void BM_Generate(benchmark::State& state) {
+  const auto& info = find_schedule(name_of(state.range(0)));
+  const auto p = params(state.range(0));
+  ScheduleTable last;
+  for (auto _ : state) {
+    auto table = generate(info, p);
+    benchmark::DoNotOptimize(table.ops.data());
+    last = std::move(table);
+  }
+  report(state, last);
+}
+
+void BM_Validate(benchmark::State& state) {
+  const auto table = generate(find_schedule(name_of(state.range(0))), params(state.range(0)));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(validate(table).total);
+  report(state, table);
+}
+
+void BM_IdealizedTiming(benchmark::State& state) {
+  const auto table = generate(find_schedule(name_of(state.range(0))), params(state.range(0)));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(idealized_timing(table, Costs{}).makespan);
+  report(state, table);
+}
+
+void BM_ActivationPeaks(benchmark::State& state) {
+  const auto table = generate(find_schedule(name_of(state.range(0))), params(state.range(0)));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(activation_peaks(table).data());
+  report(state, table);
+}
+
+// Argument: chunks (0 = 1F1B, 4 = interleaved with v = 4).
+BENCHMARK(BM_TableLevel)->Arg(0)->Arg(4)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Generate)->Arg(0)->Arg(4)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Validate)->Arg(0)->Arg(4)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_IdealizedTiming)->Arg(0)->Arg(4)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ActivationPeaks)->Arg(0)->Arg(4)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

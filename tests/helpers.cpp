@@ -1,0 +1,40 @@
+#include "helpers.hpp"
+
+#include <stdexcept>
+
+#include "pipetab/io/action.hpp"
+
+namespace pipetab::test {
+
+ScheduleTable table(int devices, std::vector<std::int32_t> placement, int microbatches,
+                    const std::vector<std::vector<std::string>>& rows) {
+  const int stages = static_cast<int>(placement.size());
+  TableBuilder builder(devices, stages, microbatches, std::move(placement), 0);
+  for (const auto& row : rows) {
+    for (const auto& token : row) {
+      if (token.empty()) continue;
+      const auto parsed = io::parse_action(token);
+      if (!parsed.op) throw std::invalid_argument("bad test token " + token + ": " + parsed.error);
+      builder.push(*parsed.op);
+    }
+    builder.end_row();
+  }
+  return std::move(builder).finish();
+}
+
+std::vector<std::string> row_tokens(const ScheduleTable& t, int device) {
+  std::vector<std::string> out;
+  for (const Op& op : t.row(device))
+    out.push_back(to_string(op));
+  return out;
+}
+
+ScheduleTable make(const std::string& name, ScheduleParams params) {
+  return generate(find_schedule(name), params);
+}
+
+ResolvedParams resolved(const std::string& name, ScheduleParams params) {
+  return resolve(find_schedule(name), params);
+}
+
+}  // namespace pipetab::test

@@ -1,0 +1,26 @@
+// Helpers shared by the tests: hand-written tables and small utilities.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "pipetab/schedules/registry.hpp"
+#include "pipetab/table/schedule_table.hpp"
+
+namespace pipetab::test {
+
+/// A single-pipeline table from rows of PyTorch action tokens ("0F1", "1B0"; "" = skipped).
+/// `placement[s]` is the device of stage s.
+ScheduleTable table(int devices, std::vector<std::int32_t> placement, int microbatches,
+                    const std::vector<std::vector<std::string>>& rows);
+
+/// The ops of one device as PyTorch action tokens.
+std::vector<std::string> row_tokens(const ScheduleTable& table, int device);
+
+/// Generates a schedule by name with the given params.
+ScheduleTable make(const std::string& name, ScheduleParams params);
+
+/// The parameters `make` would resolve (for formula lookups).
+ResolvedParams resolved(const std::string& name, ScheduleParams params);
+
+}  // namespace pipetab::test

@@ -1,0 +1,235 @@
+// The `pipetab` command end to end: outputs, exit codes (0 success, 2 bad usage or input) and
+// one-line reasons on stderr.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+namespace pipetab {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("pipetab-cli-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Result run(const std::string& args) const {
+    const auto out = dir_ / "stdout", err = dir_ / "stderr";
+    const std::string command = std::string(PIPETAB_BINARY) + " " + args + " > " + out.string() +
+                                " 2> " + err.string() + " < /dev/null";
+    const int status = std::system(command.c_str());
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+  std::string file(const std::string& name, const std::string& text) const {
+    const auto path = dir_ / name;
+    std::ofstream(path, std::ios::binary) << text;
+    return path.string();
+  }
+  // A failed run: exit code 2 and exactly one line on stderr containing `fragment`.
+  void expect_usage_error(const std::string& args, const std::string& fragment) const {
+    const auto r = run(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.err.rfind("pipetab: error: ", 0), 0U) << r.err;
+    EXPECT_NE(r.err.find(fragment), std::string::npos) << args << ": " << r.err;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(Cli, HelpOnEverySubcommand) {
+  auto r = run("--help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* sub : {"list", "show", "analyze", "compare", "validate", "convert"}) {
+    EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
+    const auto help = run(std::string(sub) + " --help");
+    EXPECT_EQ(help.code, 0) << sub;
+    EXPECT_NE(help.out.find("Usage"), std::string::npos) << sub;
+  }
+  r = run("--version");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_FALSE(r.out.empty());
+}
+
+TEST_F(Cli, List) {
+  auto r = run("list");
+  EXPECT_EQ(r.code, 0);
+  for (const char* name : {"gpipe", "1f1b", "interleaved", "chimera", "chimera-asym", "hanayo"}) {
+    EXPECT_NE(r.out.find(name), std::string::npos) << name;
+  }
+  r = run("list --format json");
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.size(), 6U);
+  EXPECT_EQ(j[2]["default_chunks"], 2);
+}
+
+TEST_F(Cli, ShowGridAndExports) {
+  auto r = run("show 1f1b -S 2 -M 2 --color never");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("dev 0| F0 F1 .  .  B0--- .  B1---\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos);
+  r = run("show 1f1b -S 2 -M 2 --color always");
+  EXPECT_NE(r.out.find('\x1b'), std::string::npos);
+  r = run("show 1f1b -S 2 -M 2 --format csv");
+  EXPECT_EQ(r.out, "0F0,0F1,,0B0,,0B1\n,1F0,1B0,1F1,1B1\n");
+  r = run("show chimera -S 4 -M 8 --format json");
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["source"]["schedule"], "chimera");
+  EXPECT_EQ(j["placement"].size(), 2U);
+  const auto out = (dir_ / "t.csv").string();
+  r = run("show gpipe -S 3 -M 3 --format csv -o " + out);
+  EXPECT_EQ(r.code, 0);
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_EQ(slurp(out).substr(0, 8), "0F0,0F1,");
+}
+
+TEST_F(Cli, AnalyzeFormats) {
+  auto r = run("analyze 1f1b -S 4 -M 8 --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["schedule"], "1f1b");
+  EXPECT_EQ(j["params"]["devices"], 4);
+  EXPECT_EQ(j["table"]["makespan"], 33.0);
+  EXPECT_EQ(j["table"]["peak_activation"], nlohmann::json({4.0, 3.0, 2.0, 1.0}));
+  EXPECT_TRUE(j.contains("simulation"));
+  EXPECT_EQ(run("analyze 1f1b -S 4 -M 8 --format json").out, r.out) << "not deterministic";
+
+  r = run("analyze interleaved -S 4 -M 8 -v 4 --format csv --costs F=1,B=1");
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2);
+  EXPECT_EQ(r.out.rfind("schedule,params.devices,", 0), 0U);
+
+  r = run("analyze chimera -S 4 -M 8 --variant doubling");
+  EXPECT_NE(r.out.find("published bubble ratio"), std::string::npos);
+  EXPECT_NE(r.out.find("variant doubling"), std::string::npos);
+}
+
+TEST_F(Cli, BadUsageIsExitTwoWithOneLine) {
+  expect_usage_error("", "A subcommand is required");
+  expect_usage_error("frobnicate",
+                     "unknown subcommand 'frobnicate' (expected one of: list, show, analyze, "
+                     "compare, validate, convert)");
+  expect_usage_error("analyze", "give a schedule name (see pipetab list) or --table FILE");
+  expect_usage_error("analyze nosuch", "unknown schedule 'nosuch'");
+  expect_usage_error("analyze gpipe -v 2",
+                     "gpipe: -v/--chunks is not a parameter of this schedule");
+  expect_usage_error("analyze chimera -S 3 -M 6", "D = S = 3 must be even");
+  expect_usage_error("analyze interleaved -S 4 -M 6", "M = 6 must be a multiple of S = 4");
+  expect_usage_error("analyze 1f1b -S 0", "devices (-S) = 0: must be at least 1");
+  expect_usage_error("analyze 1f1b -S abc", "abc");
+  expect_usage_error("analyze 1f1b --costs B=0", "--costs: B=0: costs must be positive");
+  expect_usage_error("analyze 1f1b --format xml", "xml");
+  expect_usage_error("show 1f1b --color sometimes", "sometimes");
+  expect_usage_error("analyze 1f1b --input-grad-frees 2", "2");
+  expect_usage_error("show 1f1b -S 64 -M 4096 --costs F=1,B=1.0000001", "use --format csv or json");
+}
+
+TEST_F(Cli, Compare) {
+  auto r = run("compare");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* name : {"gpipe", "1f1b", "interleaved", "chimera", "chimera-asym", "hanayo"}) {
+    EXPECT_NE(r.out.find(name), std::string::npos) << name;
+  }
+  EXPECT_EQ(run("compare").out, r.out) << "not deterministic";
+  r = run("compare -M 16 --format json");
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["schedules"].size(), 5U);
+  EXPECT_EQ(j["skipped"][0]["schedule"], "hanayo");
+  EXPECT_EQ(j["skipped"][0]["reason"],
+            "M = 16 must equal S = 8: only the restricted regime of one wave unit (M = S) is "
+            "supported (see "
+            "docs/schedules.md)");
+  r = run("compare 1f1b interleaved -S 4 -M 8 -v 4 --format csv");
+  EXPECT_NE(r.out.find("rank.changed"), std::string::npos);
+  EXPECT_NE(r.out.find("interleaved,4,16,8,4"), std::string::npos)
+      << r.out;  // -v reaches interleaved only
+  expect_usage_error("compare gpipe nosuch", "unknown schedule 'nosuch'");
+}
+
+TEST_F(Cli, ValidateAndConvert) {
+  const auto good = file("good.csv", "0F0,0F1,,0B0,,0B1\n,1F0,1B0,1F1,1B1\n");
+  auto r = run("validate " + good);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("valid: 2 devices, 2 stages, 2 microbatches, 8 ops"), std::string::npos)
+      << r.out;
+
+  // 1B1 is missing and 1F1 comes after 1B... a duplicate 0F1 too.
+  const auto bad = file("bad.csv", "0F0,0F1,,0B0,,0B1,0F1\n,1F0,1B0,1F1\n");
+  r = run("validate " + bad);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(
+      r.out.find(bad +
+                 ":1:19: device 0, position 4 (0F1): duplicate 0F1: it already ran at device 0, "
+                 "position 1"),
+      std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.err, "pipetab: error: " + bad + ": invalid table (1 issue)\n");
+  r = run("validate --format json " + bad);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_FALSE(nlohmann::json::parse(r.out)["valid"]);
+
+  const auto broken = file("broken.csv", "0F0,0Z0\n");
+  expect_usage_error("validate " + broken, broken + ":1:6: unknown action type 'Z'");
+  expect_usage_error("validate " + (dir_ / "missing.csv").string(),
+                     "cannot read: No such file or directory");
+
+  r = run("convert " + good + " --to json");
+  EXPECT_EQ(r.code, 0) << r.err;
+  const auto json = file("good.json", r.out);
+  r = run("convert " + json + " --to csv");
+  EXPECT_EQ(r.out, "0F0,0F1,,0B0,,0B1\n,1F0,1B0,1F1,1B1\n");
+  expect_usage_error("convert " + bad + " --to json",
+                     bad + ":1:19: invalid table: device 0, position 4 (0F1)");
+  expect_usage_error("convert " + good + " --to xml", "xml");
+}
+
+TEST_F(Cli, UserTablesAreFirstClass) {
+  const auto exported = file("chimera.json", run("show chimera -S 4 -M 8 --format json").out);
+  auto r = run("analyze --table " + exported + " --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["schedule"], "chimera") << "a table regenerated exactly is recognized";
+  EXPECT_FALSE(j["formula"]["bubble_ratio"].is_null());
+
+  const auto csv = file("mine.csv", run("show chimera -S 4 -M 8 --format csv").out);
+  r = run("analyze --table " + csv + " --format json");
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["schedule"], csv);
+  EXPECT_TRUE(j["formula"].is_null());
+  EXPECT_EQ(j["table"]["makespan"], 30.0);
+  EXPECT_EQ(j["params"]["pipelines"], 2);
+  EXPECT_EQ(run("show --table " + csv + " --color never").code, 0);
+  expect_usage_error("analyze --table " + csv + " -S 4", "the file sets the sizes");
+  expect_usage_error("analyze 1f1b --table " + csv, "not both");
+  r = run("compare 1f1b --table " + csv + " -S 4 -M 8 --format json");
+  EXPECT_EQ(nlohmann::json::parse(r.out)["schedules"].size(), 2U);
+}
+
+}  // namespace
+}  // namespace pipetab

@@ -1,0 +1,186 @@
+// PyTorch pipelining CSV: strict parsing with line and column, placement inference, writing on
+// the lock-step grid, and round trips of every generator's table.
+#include "helpers.hpp"
+#include <gtest/gtest.h>
+
+#include "pipetab/error.hpp"
+#include "pipetab/io/action.hpp"
+#include "pipetab/io/pytorch_csv.hpp"
+#include "pipetab/table/validate.hpp"
+
+namespace pipetab {
+namespace {
+
+using io::read_pytorch_csv;
+using io::write_pytorch_csv;
+
+// The error message `read_pytorch_csv(text)` throws.
+std::string error_of(const std::string& text) {
+  try {
+    read_pytorch_csv(text, "t.csv");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Action, ParsesEveryComputeToken) {
+  EXPECT_EQ(io::parse_action("3F1").op, Op::make(PassKind::F, 1, 3));
+  EXPECT_EQ(io::parse_action(" 2I0\t").op, Op::make(PassKind::I, 0, 2));
+  EXPECT_EQ(io::parse_action("0W3").op, Op::make(PassKind::W, 3, 0));
+  EXPECT_EQ(io::parse_action("0B3").op, Op::make(PassKind::B, 3, 0));
+  EXPECT_EQ(io::parse_action("(0F7;7B3)OVERLAP_F_B").op,
+            Op::pair({7, 0, PassKind::F}, {3, 7, PassKind::B}));
+  EXPECT_TRUE(io::parse_action("").idle());
+  EXPECT_TRUE(io::parse_action("  ").idle());
+}
+
+TEST(Action, RejectsWhatPyTorchSilentlyAccepts) {
+  // pytorch-interop.md §1.2: prefix matching ignores trailing garbage and reads 0BW0 as B with no
+  // microbatch. Here both are errors, as are communication actions in a compute table.
+  EXPECT_EQ(io::parse_action("0F1x").error, "unexpected 'x' after the microbatch");
+  EXPECT_EQ(io::parse_action("0BW0").error, "'BW' is the legacy full-backward token; write B");
+  EXPECT_EQ(io::parse_action("3SEND_F1").error,
+            "'SEND_F' is a communication action; pipetab reads compute-only tables (F, B, I, W, "
+            "OVERLAP_F_B)");
+  EXPECT_NE(io::parse_action("1UNSHARD").error.find("'UNSHARD' is a communication action"),
+            std::string::npos);
+  EXPECT_NE(io::parse_action("0REDUCE_GRAD").error.find("communication action"), std::string::npos);
+  EXPECT_EQ(io::parse_action("0F").error, "expected the microbatch (digits) here");
+  EXPECT_EQ(io::parse_action("F0").error, "expected the stage (digits) here");
+  EXPECT_EQ(io::parse_action("0f1").error, "unknown action type 'f' (expected F, B, I or W)");
+  EXPECT_EQ(io::parse_action("0 F1").error,
+            "expected an action type (F, B, I or W) after the stage");
+  EXPECT_EQ(io::parse_action("70000F0").error, "stage is too large (at most 65534)");
+  EXPECT_EQ(io::parse_action("0F99999999999").error, "microbatch is too large (at most 16777215)");
+  EXPECT_EQ(io::parse_action("0F1\x01").error, "unexpected '\\x01' after the microbatch");
+  EXPECT_EQ(
+      io::parse_action("(0F1)OVERLAP_F_B").error,
+      "an overlapped pair is written (FORWARD;BACKWARD)OVERLAP_F_B, e.g. (0F7;7B3)OVERLAP_F_B");
+  EXPECT_EQ(io::parse_action("(0F1;1B0)OVERLAP").error,
+            "unknown compound type 'OVERLAP' (expected OVERLAP_F_B)");
+  EXPECT_EQ(io::parse_action("(1B0;0F1)OVERLAP_F_B").error,
+            "an overlapped pair holds a forward F then a full backward B (got B then F)");
+  EXPECT_EQ(io::parse_action("(0F1;1X0)OVERLAP_F_B").error,
+            "unknown action type 'X' (expected F, B, I or W)");
+  EXPECT_EQ(io::parse_action("(0F1;1X0)OVERLAP_F_B").error_offset, 6U);
+}
+
+TEST(Csv, ReadsPyTorchLockStepTable) {
+  // pytorch-interop.md §3.9 "simple_2_rank_2_stage", with CRLF line ends as Python writes them.
+  const auto t = read_pytorch_csv("0F0,0F1,,0B0,,0B1\r\n,1F0,1B0,1F1,1B1\r\n", "t.csv");
+  EXPECT_EQ(t.devices, 2);
+  EXPECT_EQ(t.stages, 2);
+  EXPECT_EQ(t.microbatches, 2);
+  EXPECT_EQ(t.pipelines(), 1);
+  EXPECT_EQ(t.placement.device, (std::vector<std::int32_t>{0, 1}));
+  EXPECT_EQ(t.slots, (std::vector<std::int32_t>{0, 1, 3, 5, 1, 2, 3, 4}));
+  EXPECT_TRUE(validate(t).ok());
+}
+
+TEST(Csv, WritesThePyTorchLockStepGrid) {
+  ScheduleParams p;
+  p.devices = 2;
+  p.microbatches = 2;
+  EXPECT_EQ(write_pytorch_csv(test::make("1f1b", p)), "0F0,0F1,,0B0,,0B1\n,1F0,1B0,1F1,1B1\n");
+}
+
+TEST(Csv, AcceptsWhitespaceQuotesRaggedRowsAndNoFinalNewline) {
+  const auto t = read_pytorch_csv(" 0F0 ,\"0B0\"\n\"\",1F0,1B0,,,", "t.csv");
+  EXPECT_TRUE(validate(t).ok());
+  EXPECT_EQ(t.slots, (std::vector<std::int32_t>{0, 1, 1, 2}));
+  const auto quoted = read_pytorch_csv("0F0,\"(0F1;0B0)OVERLAP_F_B\",0B1", "t.csv");
+  EXPECT_TRUE(quoted.ops[1].is_pair());
+  EXPECT_TRUE(validate(quoted).ok());
+}
+
+TEST(Csv, ErrorsNameLineAndColumn) {
+  EXPECT_EQ(error_of("0F0,0B0\n1F0,1X0\n"),
+            "t.csv:2:6: unknown action type 'X' (expected F, B, I or W)");
+  EXPECT_EQ(error_of("0F0,  0BW0\n"), "t.csv:1:8: 'BW' is the legacy full-backward token; write B");
+  EXPECT_EQ(error_of("0F0,\"0B0\n"), "t.csv:1:9: line break inside a quoted cell");
+  EXPECT_EQ(error_of("0F0,\"0B0"), "t.csv:1:5: unterminated quoted cell");
+  EXPECT_EQ(error_of("\"0F0\"x,0B0"), "t.csv:1:6: expected ',' after the closing quote");
+  EXPECT_EQ(error_of("0F\"0\""), "t.csv:1:3: a quote inside an unquoted cell");
+  EXPECT_EQ(error_of("0F0,0B0\r1F0"), "t.csv:1:9: expected ',' or the end of the line");
+  EXPECT_EQ(error_of("\"0F0\",\"0X0\""),
+            "t.csv:1:9: unknown action type 'X' (expected F, B, I or W)");
+  EXPECT_EQ(error_of(""), "t.csv:1:1: empty table: expected one line per device");
+  EXPECT_EQ(error_of(",,\n,\n"), "t.csv: the table has no ops");
+}
+
+TEST(Csv, InconsistentPlacementIsAnError) {
+  EXPECT_EQ(error_of("0F0,0B0\n,0F0\n"),
+            "t.csv:2:2: 0F0 is on device 1, but microbatch 0 ran stage 0 on device 0 (line 1, "
+            "column 1); a "
+            "stage of a microbatch runs on one device");
+  EXPECT_EQ(error_of("0F0,2F0,2B0,0B0\n"),
+            "t.csv: stage 1 appears in no cell, so its device is unknown");
+  EXPECT_EQ(error_of("0F0,0B0,5F9\n"),
+            "t.csv: the cells name microbatches 0..9 and stages 0..5 but hold only 3 ops; every "
+            "microbatch "
+            "needs a forward and a backward on every stage");
+}
+
+TEST(Csv, TooManyLines) {
+  EXPECT_EQ(error_of(std::string(65536, '\n') + "0F0"),
+            "t.csv:65536:1: more than 65535 lines (devices)");
+}
+
+TEST(Csv, TwoPipelinesAreInferredFromThePlacement) {
+  ScheduleParams p;
+  p.devices = 4;
+  p.microbatches = 8;
+  const auto chimera = test::make("chimera", p);
+  const auto back = read_pytorch_csv(write_pytorch_csv(chimera), "c.csv");
+  EXPECT_EQ(back.pipelines(), 2);
+  EXPECT_EQ(back.placement, chimera.placement);
+  EXPECT_EQ(back.pipeline_of, chimera.pipeline_of);
+  EXPECT_TRUE(back.same_schedule(chimera));
+}
+
+// Every generator's tables, over a small grid of parameters.
+std::vector<ScheduleTable> generator_tables() {
+  std::vector<ScheduleTable> out;
+  for (const auto* info : all_schedules()) {
+    for (std::int64_t S : {1, 2, 4, 6}) {
+      for (std::int64_t M : {S, 2 * S, 4 * S}) {
+        ScheduleParams p;
+        p.devices = S;
+        p.microbatches = M;
+        try {
+          out.push_back(generate(*info, p));
+          if (info->default_chunks) {
+            p.chunks = 3;
+            out.push_back(generate(*info, p));
+          }
+          if (info->default_waves) {
+            p.waves = 3;
+            out.push_back(generate(*info, p));
+          }
+        } catch (const ParamError&) {
+          // outside this schedule's constraints
+        }
+      }
+    }
+  }
+  return out;
+}
+
+TEST(Csv, EveryGeneratorRoundTrips) {
+  const auto tables = generator_tables();
+  ASSERT_GT(tables.size(), 40U);
+  for (const auto& t : tables) {
+    const auto text = write_pytorch_csv(t);
+    const auto back = read_pytorch_csv(text, "t.csv");
+    EXPECT_TRUE(validate(back).ok());
+    // CSV carries the orders and the placement, not stage sizes (chimera-asym).
+    auto expected = t;
+    expected.stage_layers.clear();
+    EXPECT_TRUE(back.same_schedule(expected)) << text;
+    EXPECT_EQ(write_pytorch_csv(back), text);
+  }
+}
+
+}  // namespace
+}  // namespace pipetab

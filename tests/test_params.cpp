@@ -1,0 +1,142 @@
+// Parameter resolution and every constraint a generator enforces: impossible parameters are
+// rejected with the rule that was broken.
+#include "helpers.hpp"
+#include <gtest/gtest.h>
+
+#include "pipetab/error.hpp"
+
+namespace pipetab {
+namespace {
+
+ScheduleParams sm(std::int64_t S, std::int64_t M) {
+  ScheduleParams p;
+  p.devices = S;
+  p.microbatches = M;
+  return p;
+}
+
+void expect_rejected(const std::string& name, const ScheduleParams& p,
+                     const std::string& fragment) {
+  try {
+    test::make(name, p);
+    FAIL() << name << " accepted the parameters; expected: " << fragment;
+  } catch (const ParamError& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(Params, UnknownScheduleListsTheKnownOnes) {
+  try {
+    find_schedule("zigzag");
+    FAIL();
+  } catch (const ParamError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "unknown schedule 'zigzag' (known: gpipe, 1f1b, interleaved, chimera, chimera-asym, "
+              "hanayo)");
+  }
+}
+
+TEST(Params, Defaults) {
+  EXPECT_EQ(test::resolved("interleaved", sm(4, 8)).chunks, 2);
+  EXPECT_EQ(test::resolved("hanayo", sm(4, 4)).waves, 2);
+  EXPECT_EQ(test::resolved("chimera", sm(4, 8)).variant, "direct");
+  const auto asym = test::resolved("chimera-asym", sm(4, 8));
+  EXPECT_EQ(asym.split_early, 1);
+  EXPECT_EQ(asym.split_late, 2);
+  const auto plain = test::resolved("gpipe", sm(4, 8));
+  EXPECT_EQ(plain.chunks, 1);
+  EXPECT_EQ(plain.waves, 1);
+  EXPECT_EQ(plain.variant, "");
+}
+
+TEST(Params, CommonRanges) {
+  for (const auto* info : all_schedules()) {
+    const std::string name(info->name);
+    expect_rejected(name, sm(0, 8), "devices (-S) = 0: must be at least 1");
+    expect_rejected(name, sm(-3, 8), "devices (-S) = -3: must be at least 1");
+    expect_rejected(name, sm(4, 0), "microbatches (-M) = 0: must be at least 1");
+    expect_rejected(name, sm(70000, 8), "devices (-S) = 70000: must be at most 65535");
+    expect_rejected(name, sm(4, std::int64_t{1} << 40),
+                    "microbatches (-M) = 1099511627776: must be at most");
+  }
+  auto p = sm(4, 8);
+  p.chunks = 0;
+  expect_rejected("interleaved", p, "chunks (-v) = 0: must be at least 1");
+  p = sm(4, 4);
+  p.waves = 0;
+  expect_rejected("hanayo", p, "waves (-W) = 0: must be at least 1");
+}
+
+TEST(Params, OptionsASchedulesDoesNotTakeAreErrors) {
+  auto p = sm(4, 8);
+  p.chunks = 2;
+  expect_rejected("gpipe", p, "gpipe: -v/--chunks is not a parameter of this schedule");
+  p = sm(4, 8);
+  p.waves = 2;
+  expect_rejected("1f1b", p, "-W/--waves is not a parameter");
+  p = sm(4, 8);
+  p.variant = "direct";
+  expect_rejected("interleaved", p, "--variant is not a parameter");
+  p = sm(4, 8);
+  p.split = "1:2";
+  expect_rejected("chimera", p, "--split is not a parameter");
+  p = sm(4, 8);
+  p.variant = "tripling";
+  expect_rejected("chimera", p, "unknown variant 'tripling' (expected one of: direct, doubling)");
+}
+
+TEST(Params, Interleaved) {
+  auto p = sm(4, 6);
+  p.chunks = 2;
+  expect_rejected("interleaved", p, "M = 6 must be a multiple of S = 4");
+  p.chunks = 1;  // one chunk is 1F1B, which has no such rule
+  EXPECT_NO_THROW(test::make("interleaved", p));
+  p = sm(2, 2);
+  p.chunks = 40000;
+  expect_rejected("interleaved", p, "80000 stages exceed the limit of 65535");
+}
+
+TEST(Params, Chimera) {
+  for (const char* name : {"chimera", "chimera-asym"}) {
+    expect_rejected(name, sm(3, 6), "D = S = 3 must be even");
+    expect_rejected(name, sm(1, 1), "D = S = 1 must be even");
+    expect_rejected(name, sm(4, 6), "N = M = 6 must be a multiple of D = S = 4");
+    expect_rejected(name, sm(4, 2), "N = M = 2 must be a multiple of D = S = 4");
+    auto p = sm(4, 12);
+    p.variant = "doubling";
+    expect_rejected(name, p, "forward doubling needs N = M = 12 to be a multiple of 2D = 8");
+  }
+}
+
+TEST(Params, ChimeraAsymSplit) {
+  for (const char* bad : {"1:0", "0:1", "a:b", "12", "1:2:3", ":2", "1:", "1:2000000", "-1:2"}) {
+    auto p = sm(4, 8);
+    p.split = bad;
+    expect_rejected("chimera-asym", p, "expected E:L, two whole numbers from 1 to 1000000");
+  }
+  auto p = sm(4, 8);
+  p.split = "3:5";
+  const auto r = test::resolved("chimera-asym", p);
+  EXPECT_EQ(r.split_early, 3);
+  EXPECT_EQ(r.split_late, 5);
+}
+
+TEST(Params, Hanayo) {
+  expect_rejected("hanayo", sm(4, 8), "M = 8 must equal S = 4");
+  auto p = sm(4, 4);
+  p.waves = 40000;
+  expect_rejected("hanayo", p, "320000 stages exceed the limit of 65535");
+}
+
+TEST(Params, OpCountOverflowIsRejectedBeforeAllocating) {
+  expect_rejected("1f1b", sm(65535, std::int64_t{1} << 24),
+                  "ops exceed the table limit of 268435456 ops");
+  expect_rejected("gpipe", sm(60000, 60000), "ops exceed the table limit");
+  auto p = sm(64, 1 << 20);
+  p.chunks = 64;
+  expect_rejected("interleaved", p, "ops exceed the table limit");
+  expect_rejected("chimera", sm(65534, 65534 * 8), "ops exceed the table limit");
+}
+
+}  // namespace
+}  // namespace pipetab

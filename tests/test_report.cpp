@@ -1,0 +1,144 @@
+// Reports: the JSON contract of DESIGN.md §7, CSV rows, rankings, and the terminal grid.
+#include "helpers.hpp"
+#include <gtest/gtest.h>
+
+#include "pipetab/error.hpp"
+#include "pipetab/report/compare.hpp"
+#include "pipetab/report/grid.hpp"
+#include "pipetab/report/output.hpp"
+
+namespace pipetab {
+namespace {
+
+Evaluation evaluate_named(const std::string& name, std::int64_t S, std::int64_t M) {
+  ScheduleParams p;
+  p.devices = S;
+  p.microbatches = M;
+  const auto params = test::resolved(name, p);
+  return evaluate(test::make(name, p), &params, name, Costs{});
+}
+
+TEST(Report, JsonFollowsTheDesignContract) {
+  const auto j = to_json(evaluate_named("1f1b", 4, 8));
+  EXPECT_EQ(j["schedule"], "1f1b");
+  EXPECT_EQ(j["params"]["devices"], 4);
+  EXPECT_EQ(j["params"]["stages"], 4);
+  EXPECT_EQ(j["params"]["microbatches"], 8);
+  EXPECT_EQ(j["params"]["chunks"], 1);
+  EXPECT_EQ(j["params"]["waves"], 1);
+  EXPECT_DOUBLE_EQ(j["formula"]["bubble_ratio"].get<double>(), 3.0 / 11.0);
+  EXPECT_EQ(j["formula"]["peak_activation"], 4.0);
+  EXPECT_EQ(j["table"]["makespan"], 33.0);
+  EXPECT_DOUBLE_EQ(j["table"]["bubble_ratio"].get<double>(), 3.0 / 11.0);
+  EXPECT_EQ(j["table"]["peak_activation"], nlohmann::json({4.0, 3.0, 2.0, 1.0}));
+  EXPECT_TRUE(j["simulation"].is_null());
+  // A user table has no formula level.
+  const auto t = test::make("1f1b", {});
+  EXPECT_TRUE(to_json(evaluate(t, nullptr, "mine.csv", Costs{}))["formula"].is_null());
+  // Schedules without a closed form report null fields with a note.
+  const auto hanayo = to_json(evaluate_named("hanayo", 4, 4));
+  EXPECT_TRUE(hanayo["formula"]["bubble_ratio"].is_null());
+  EXPECT_FALSE(hanayo["formula"]["note"].is_null());
+}
+
+TEST(Report, CsvRowMatchesHeader) {
+  const auto e = evaluate_named("interleaved", 4, 8);
+  const auto header = csv_header();
+  const auto row = csv_row(e);
+  ASSERT_EQ(header.size(), row.size());
+  const auto column = [&](const std::string& name) {
+    return row[static_cast<std::size_t>(std::find(header.begin(), header.end(), name) -
+                                        header.begin())];
+  };
+  EXPECT_EQ(column("table.makespan"), "28.5");
+  EXPECT_EQ(column("table.peak_activation"), "5.5;4.5;3.5;2.5");
+  EXPECT_EQ(column("params.chunks"), "2");
+  EXPECT_EQ(csv_line({"a", "b,c", "d\"e"}), "a,\"b,c\",\"d\"\"e\"\n");
+}
+
+TEST(Report, NumbersRoundTrip) {
+  EXPECT_EQ(format_number(28.5), "28.5");
+  EXPECT_EQ(format_number(33.0), "33");
+  EXPECT_EQ(std::stod(format_number(3.0 / 11.0)), 3.0 / 11.0);
+}
+
+Evaluation fake(const std::string& name, std::optional<double> formula_makespan,
+                double table_makespan, double peak) {
+  Evaluation e;
+  e.schedule = name;
+  if (formula_makespan) {
+    e.formula = Formula{};
+    e.formula->makespan = formula_makespan;
+  }
+  e.table.makespan = table_makespan;
+  e.table.peak_activation = {peak};
+  return e;
+}
+
+TEST(Compare, RanksTiesAndChanges) {
+  const auto c = compare({fake("a", 10, 12, 3), fake("b", 11, 11, 3), fake("c", std::nullopt, 5, 1),
+                          fake("d", 10, 12, 9)},
+                         {{"e", "needs M = S"}});
+  EXPECT_EQ(c.formula_rank, (std::vector<int>{1, 3, 0, 1}));
+  EXPECT_EQ(c.table_rank, (std::vector<int>{3, 2, 1, 3}));
+  EXPECT_EQ(c.memory_rank, (std::vector<int>{2, 2, 1, 4}));
+  // Among a, b, d (ranked at both levels): b moves from last to first.
+  EXPECT_EQ(c.rank_changed, (std::vector<bool>{true, true, false, true}));
+  const auto j = to_json(c);
+  EXPECT_TRUE(j["schedules"][2]["rank"]["formula"].is_null());
+  EXPECT_EQ(j["skipped"][0]["reason"], "needs M = S");
+  EXPECT_NE(to_text(c).find("* rank changes formula -> table"), std::string::npos);
+  EXPECT_NE(to_csv(c).find("rank.changed"), std::string::npos);
+}
+
+TEST(Compare, PaperSchedulesAtDefaults) {
+  std::vector<Evaluation> rows;
+  for (const char* name : {"gpipe", "1f1b", "chimera"})
+    rows.push_back(evaluate_named(name, 8, 8));
+  const auto c = compare(std::move(rows), {});
+  EXPECT_EQ(c.table_rank, (std::vector<int>{2, 2, 1}));   // GPipe and 1F1B tie
+  EXPECT_EQ(c.memory_rank, (std::vector<int>{1, 1, 1}));  // all hold 8 M_a at M = S = 8
+  EXPECT_EQ(c.rank_changed, (std::vector<bool>{false, false, false}));
+}
+
+TEST(GridRender, TwoDevicesByHand) {
+  ScheduleParams p;
+  p.devices = 2;
+  p.microbatches = 2;
+  const auto t = test::make("1f1b", p);
+  const auto timing = idealized_timing(t, Costs{});
+  EXPECT_EQ(render_grid(t, timing),
+            "time   0  1  2  3  4  5  6  7  8\n"
+            "dev 0| F0 F1 .  .  B0--- .  B1---\n"
+            "dev 1| .  F0 B0--- F1 B1--- .  .\n");
+  const auto colored = render_grid(t, timing, {true});
+  EXPECT_NE(colored.find("\x1b[44;97mF0"), std::string::npos);
+  EXPECT_NE(colored.find("\x1b[42;30mB0   \x1b[0m"), std::string::npos);
+}
+
+TEST(GridRender, ChunkLettersAndHalfUnits) {
+  ScheduleParams p;
+  p.devices = 2;
+  p.microbatches = 2;
+  p.chunks = 2;
+  const auto t = test::make("interleaved", p);
+  const auto grid = render_grid(t, idealized_timing(t, Costs{}));
+  EXPECT_NE(grid.find("dev 0| F0a F1a F0b F1b"), std::string::npos) << grid;
+}
+
+TEST(GridRender, RefusesWhatItCannotDraw) {
+  const auto t = test::make("1f1b", {});
+  try {
+    render_grid(t, idealized_timing(t, Costs{}), {false, 5});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "the grid would be 33 columns wide (limit 5); use --format csv or json");
+  }
+  Costs irrational;
+  irrational.B = std::sqrt(2.0);
+  EXPECT_THROW(render_grid(t, idealized_timing(t, irrational)), Error);
+}
+
+}  // namespace
+}  // namespace pipetab

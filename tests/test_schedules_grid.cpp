@@ -1,0 +1,224 @@
+// Property tests over whole parameter grids (S 1–16, M 1–64, v 1–4, W 1–4, several cost
+// ratios, within each schedule's constraints). Independent facts checked: every table
+// validates; the closed forms of formulas/ equal the table level; every device computes
+// exactly M·(F + B); the makespan respects two lower bounds; peaks match the reference formulas.
+#include <functional>
+
+#include "helpers.hpp"
+#include <gtest/gtest.h>
+
+#include "pipetab/formulas/formulas.hpp"
+#include "pipetab/table/memory.hpp"
+#include "pipetab/table/timing.hpp"
+#include "pipetab/table/validate.hpp"
+
+namespace pipetab {
+namespace {
+
+constexpr int kMaxDevices = 16;
+constexpr int kMaxMicrobatches = 64;
+
+const std::vector<std::pair<double, double>> kCostRatios = {{1, 2}, {1, 1},   {1, 3},
+                                                            {2, 1}, {1, 0.5}, {0.7, 1.9}};
+
+struct Config {
+  std::string name;
+  ScheduleParams params;
+  std::string label() const {
+    std::string out =
+        name + " S=" + std::to_string(params.devices) + " M=" + std::to_string(params.microbatches);
+    if (params.chunks) out += " v=" + std::to_string(*params.chunks);
+    if (params.waves) out += " W=" + std::to_string(*params.waves);
+    if (params.variant) out += " " + *params.variant;
+    if (params.split) out += " split " + *params.split;
+    return out;
+  }
+};
+
+std::vector<Config> grid(const std::string& name) {
+  std::vector<Config> out;
+  auto add = [&](std::int64_t S, std::int64_t M, auto&& tweak) {
+    Config c{name, {}};
+    c.params.devices = S;
+    c.params.microbatches = M;
+    tweak(c.params);
+    out.push_back(std::move(c));
+  };
+  const auto none = [](ScheduleParams&) {};
+  for (int S = 1; S <= kMaxDevices; ++S) {
+    if (name == "gpipe" || name == "1f1b") {
+      for (int M = 1; M <= kMaxMicrobatches; ++M)
+        add(S, M, none);
+    } else if (name == "interleaved") {
+      for (int v = 1; v <= 4; ++v) {
+        for (int M = S; M <= kMaxMicrobatches; M += S)
+          add(S, M, [v](ScheduleParams& p) { p.chunks = v; });
+      }
+    } else if (name == "chimera" || name == "chimera-asym") {
+      if (S % 2) continue;
+      const std::vector<std::string> splits =
+          name == "chimera" ? std::vector<std::string>{""}
+                            : std::vector<std::string>{"1:1", "1:2", "2:1", "3:5"};
+      for (const auto& split : splits) {
+        for (const char* variant : {"direct", "doubling"}) {
+          const int step = std::string(variant) == "doubling" ? 2 * S : S;
+          for (int M = step; M <= kMaxMicrobatches; M += step) {
+            add(S, M, [&](ScheduleParams& p) {
+              p.variant = variant;
+              if (!split.empty()) p.split = split;
+            });
+          }
+        }
+      }
+    } else if (name == "hanayo") {
+      for (int W = 1; W <= 4; ++W)
+        add(S, S, [W](ScheduleParams& p) { p.waves = W; });
+    }
+  }
+  return out;
+}
+
+// Checks every configuration of a schedule; `extra` adds schedule-specific checks.
+void check_grid(const std::string& name,
+                const std::function<void(const Config&, const ScheduleTable&)>& extra = {}) {
+  const auto configs = grid(name);
+  ASSERT_FALSE(configs.empty());
+  int failures = 0;
+  for (const auto& config : configs) {
+    const auto label = config.label();
+    const auto t = test::make(name, config.params);
+    const auto report = validate(t);
+    ASSERT_TRUE(report.ok()) << label << ": " << to_string(report.issues.front());
+    ASSERT_TRUE(t.same_schedule(test::make(name, config.params))) << label << ": not deterministic";
+    const auto resolved = test::resolved(name, config.params);
+    const auto peaks = activation_peaks(t);
+
+    for (const auto& [F, B] : kCostRatios) {
+      Costs costs;
+      costs.F = F;
+      costs.B = B;
+      const auto timing = idealized_timing(t, costs);
+      const double work = t.microbatches * (F + B);
+      for (int d = 0; d < t.devices; ++d) {
+        EXPECT_NEAR(timing.busy[static_cast<std::size_t>(d)], work, 1e-9 * work)
+            << label << " device " << d;
+      }
+      // Lower bounds: a device's work, and one microbatch's chain through every stage.
+      EXPECT_GE(timing.makespan, work * (1 - 1e-12)) << label;
+      const double chain = t.devices * (F + B);  // the stages of a pipeline sum to S shares
+      EXPECT_GE(timing.makespan, chain * (1 - 1e-12)) << label;
+      EXPECT_LE(span_bubble_ratio(timing), bubble_ratio(timing) + 1e-12) << label;
+
+      const auto f = formula(resolved, costs);
+      if (f.makespan) {
+        const bool ok = std::abs(*f.makespan - timing.makespan) <= 1e-9 * timing.makespan &&
+                        std::abs(*f.bubble_ratio - bubble_ratio(timing)) <= 1e-9;
+        EXPECT_TRUE(ok) << label << " F=" << F << " B=" << B << ": formula makespan " << *f.makespan
+                        << " table " << timing.makespan;
+        if (!ok && ++failures > 5) FAIL() << "too many failures";
+      }
+      if (F == B && f.published_bubble_ratio) {
+        // The published ratios assume equal forward and backward slots: there they are exact.
+        EXPECT_NEAR(*f.published_bubble_ratio, bubble_ratio(timing), 1e-9) << label;
+      }
+    }
+    const auto f = formula(resolved, Costs{});
+    if (f.peak_activation) {
+      EXPECT_EQ(peaks, *f.peak_activation) << label;
+    }
+    for (double peak : peaks) {
+      EXPECT_GT(peak, 0.0) << label;
+      EXPECT_LE(peak, t.microbatches * 1.0 + 1e-12) << label;  // never more than every microbatch
+    }
+    if (extra) extra(config, t);
+  }
+}
+
+TEST(Grid, GPipe) {
+  check_grid("gpipe", [](const Config& c, const ScheduleTable& t) {
+    EXPECT_EQ(activation_peaks(t), std::vector<double>(static_cast<std::size_t>(t.devices),
+                                                       static_cast<double>(c.params.microbatches)));
+  });
+}
+
+TEST(Grid, OneFOneB) {
+  check_grid("1f1b", [](const Config& c, const ScheduleTable& t) {
+    // Reference §3(e): device d holds min(S - d, M) microbatches.
+    for (int d = 0; d < t.devices; ++d) {
+      EXPECT_EQ(activation_peaks(t)[static_cast<std::size_t>(d)],
+                std::min<double>(t.devices - d, static_cast<double>(c.params.microbatches)))
+          << c.label();
+    }
+    // The paper's claim: GPipe and 1F1B run equally long, 1F1B with the lower (or equal) peak.
+    const auto gpipe = test::make("gpipe", c.params);
+    EXPECT_EQ(idealized_timing(gpipe, Costs{}).makespan, idealized_timing(t, Costs{}).makespan)
+        << c.label();
+    const auto g = activation_peaks(gpipe), o = activation_peaks(t);
+    EXPECT_LE(*std::max_element(o.begin(), o.end()), *std::max_element(g.begin(), g.end()))
+        << c.label();
+  });
+}
+
+TEST(Grid, Interleaved) {
+  check_grid("interleaved", [](const Config& c, const ScheduleTable& t) {
+    const int S = t.devices, v = static_cast<int>(*c.params.chunks);
+    EXPECT_EQ(t.stages, v * S);
+    for (int s = 0; s < t.stages; ++s)
+      EXPECT_EQ(t.placement.device[static_cast<std::size_t>(s)], s % S);
+    if (v == 1) {
+      auto plain = c.params;
+      plain.chunks.reset();
+      EXPECT_TRUE(t.same_schedule(test::make("1f1b", plain))) << c.label();
+    }
+    if (c.params.microbatches != S && v > 1) {
+      // Megatron's interleaving memory penalty on device 0: S(1 + (S-1)/(vS)) M_a (reference
+      // §4(e)).
+      const double penalty = S * (1.0 + (S - 1.0) / (v * S));
+      EXPECT_NEAR(activation_peaks(t).front(),
+                  std::min(penalty, static_cast<double>(c.params.microbatches)), 1e-12)
+          << c.label();
+    }
+  });
+}
+
+TEST(Grid, Chimera) {
+  check_grid("chimera", [](const Config& c, const ScheduleTable& t) {
+    const int D = t.devices;
+    const auto peaks = activation_peaks(t);
+    const double lo = c.params.variant == "doubling" ? 1.5 * D + 1 : D / 2.0 + 1;
+    const double hi = c.params.variant == "doubling" ? 2.0 * D : D;
+    // The paper's range [(D/2 + 1) M_a, D M_a] (doubling: [3D/2 + 1, 2D]).
+    EXPECT_EQ(*std::min_element(peaks.begin(), peaks.end()), lo) << c.label();
+    EXPECT_EQ(*std::max_element(peaks.begin(), peaks.end()), hi) << c.label();
+    EXPECT_EQ(t.pipelines(), 2);
+  });
+}
+
+TEST(Grid, ChimeraAsym) {
+  check_grid("chimera-asym", [](const Config& c, const ScheduleTable& t) {
+    // Same order and pairing as Chimera, so the same per-device work; E:L = 1:1 is Chimera.
+    auto base = c.params;
+    base.split.reset();
+    const auto chimera = test::make("chimera", base);
+    EXPECT_EQ(t.ops, chimera.ops) << c.label();
+    if (c.params.split == "1:1") {
+      EXPECT_EQ(activation_peaks(t), activation_peaks(chimera)) << c.label();
+    }
+  });
+}
+
+TEST(Grid, Hanayo) {
+  check_grid("hanayo", [](const Config& c, const ScheduleTable& t) {
+    EXPECT_EQ(t.stages, 2 * t.devices * static_cast<int>(*c.params.waves));
+    EXPECT_EQ(t.placement.device.front(), 0);
+    EXPECT_EQ(t.placement.device.back(), 0) << "the last stage returns to device 0";
+  });
+}
+
+TEST(Grid, EveryRegisteredScheduleHasAGrid) {
+  for (const auto* info : all_schedules())
+    EXPECT_FALSE(grid(std::string(info->name)).empty()) << info->name;
+}
+
+}  // namespace
+}  // namespace pipetab
