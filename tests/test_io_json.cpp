@@ -98,6 +98,10 @@ TEST(Json, SyntaxErrorsHaveLineAndColumn) {
             "last read: "
             "'\"pipetab-table\",<U+000A>  o'; expected string literal");
   EXPECT_EQ(error_of("[1]"), "t.json:1:1: expected a JSON object, got an array");
+  // Found by fuzz_json: nlohmann reports overflow as out_of_range, not as a parse error.
+  EXPECT_EQ(error_of("1e400"), "t.json:1:1: invalid JSON: number overflow parsing '1e400'");
+  EXPECT_EQ(error_of("{\"devices\":\n 1e999}"),
+            "t.json:2:2: invalid JSON: number overflow parsing '1e999'");
   EXPECT_EQ(error_of(""),
             "t.json:1:1: invalid JSON: syntax error while parsing value - unexpected end of input; "
             "expected '[', '{', or a literal");

@@ -117,6 +117,17 @@ class Reader {
       if (colon != std::string::npos) what = what.substr(colon + 2);
       const auto [line, column] = detail::line_column(text_, e.byte > 0 ? e.byte - 1 : 0);
       throw ParseError(file_, line, column, "invalid JSON: " + what);
+    } catch (const json::exception& e) {
+      // Number overflow ("1e400") is reported without a position: point at the number.
+      std::string what = e.what();
+      what = what.substr(what.find(']') + 2);
+      const auto quote = what.find('\'');
+      const auto token = quote == std::string::npos
+                             ? std::string()
+                             : what.substr(quote + 1, what.rfind('\'') - quote - 1);
+      const auto at = token.empty() ? std::string_view::npos : text_.find(token);
+      const auto [line, column] = detail::line_column(text_, at == std::string_view::npos ? 0 : at);
+      throw ParseError(file_, line, column, "invalid JSON: " + what);
     }
     if (duplicate)
       fail(JsonPath{*duplicate}, fmt::format("duplicate key '{}'", duplicate->key), true);

@@ -101,11 +101,11 @@ std::string to_text(const Comparison& c) {
     out += fmt::format("{} devices, {} microbatches, costs {} per device share\n\n",
                        first.shape.devices, first.shape.microbatches, to_string(first.costs));
   }
-  out += fmt::format("{:<14}{:>7} | {:>10}{:>9}{:>10}{:>5} | {:>10}{:>9}{:>5} | {:>9}{:>5}\n", "",
-                     "", "formula", "", "published", "", "table", "", "", "peak", "");
-  out += fmt::format("{:<14}{:>7} | {:>10}{:>9}{:>10}{:>5} | {:>10}{:>9}{:>5} | {:>9}{:>5}\n",
-                     "schedule", "stages", "makespan", "bubble", "bubble", "rank", "makespan",
-                     "bubble", "rank", "act M_a", "rank");
+  out += fmt::format("{:<21}| {:<33} | {:<23} | {}\n", "", "formula (closed form)",
+                     "table (idealized)", "activation");
+  out += fmt::format("{:<14}{:>6} | {:>9}{:>8}{:>10}{:>6} | {:>9}{:>8}{:>6} | {:>9}{:>6}\n",
+                     "schedule", "stages", "makespan", "bubble", "published", "rank", "makespan",
+                     "bubble", "rank", "peak M_a", "rank");
   auto opt = [](const std::optional<double>& v, const char* spec) {
     return v ? fmt::format(fmt::runtime(spec), *v) : std::string("-");
   };
@@ -113,24 +113,22 @@ std::string to_text(const Comparison& c) {
     const auto& e = c.rows[i];
     const Formula none;
     const Formula& f = e.formula ? *e.formula : none;
-    out +=
-        fmt::format("{:<14}{:>7} | {:>10}{:>9}{:>10}{:>5} | {:>10}{:>9.4f}{:>5} | {:>9}{:>5}{}\n",
-                    e.schedule, e.shape.stages, opt(f.makespan, "{:g}"),
-                    opt(f.bubble_ratio, "{:.4f}"), opt(f.published_bubble_ratio, "{:.4f}"),
-                    c.formula_rank[i] ? std::to_string(c.formula_rank[i]) : "-",
-                    fmt::format("{:g}", e.table.makespan), e.table.bubble_ratio, c.table_rank[i],
-                    fmt::format("{:g}", e.table.peak_activation_max()), c.memory_rank[i],
-                    c.rank_changed[i] ? "  * rank changes formula -> table" : "");
+    out += fmt::format("{:<14}{:>6} | {:>9}{:>8}{:>10}{:>6} | {:>9}{:>8.4f}{:>6} | {:>9}{:>6}{}\n",
+                       e.schedule, e.shape.stages, opt(f.makespan, "{:g}"),
+                       opt(f.bubble_ratio, "{:.4f}"), opt(f.published_bubble_ratio, "{:.4f}"),
+                       c.formula_rank[i] ? std::to_string(c.formula_rank[i]) : "-",
+                       fmt::format("{:g}", e.table.makespan), e.table.bubble_ratio, c.table_rank[i],
+                       fmt::format("{:g}", e.table.peak_activation_max()), c.memory_rank[i],
+                       c.rank_changed[i] ? "  * rank changes formula -> table" : "");
   }
   for (const auto& s : c.skipped)
     out += fmt::format("{:<14}skipped: {}\n", s.schedule, s.reason);
   out +=
-      "\nTime ranks: lower makespan first (ties share a rank). 'published' is the bubble ratio as "
-      "its\n"
-      "paper states it, under that paper's assumptions (e.g. equal F and B); the formula columns "
-      "are\n"
-      "the closed form for these costs. Memory rank: largest per-device activation peak, lower "
-      "first.\n";
+      "\nRanks: time by makespan, memory by the largest per-device activation peak; lower first, "
+      "ties\n"
+      "share a rank. 'published' is the bubble ratio as its paper states it, under that paper's\n"
+      "assumptions (e.g. equal F and B); the formula columns are the closed form for these "
+      "costs.\n";
   return out;
 }
 
