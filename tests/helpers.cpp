@@ -29,6 +29,13 @@ std::vector<std::string> row_tokens(const ScheduleTable& t, int device) {
   return out;
 }
 
+ScheduleParams sm(std::int64_t devices, std::int64_t microbatches) {
+  ScheduleParams p;
+  p.devices = devices;
+  p.microbatches = microbatches;
+  return p;
+}
+
 ScheduleTable make(const std::string& name, ScheduleParams params) {
   return generate(find_schedule(name), params);
 }

@@ -17,6 +17,9 @@ ScheduleTable table(int devices, std::vector<std::int32_t> placement, int microb
 /// The ops of one device as PyTorch action tokens.
 std::vector<std::string> row_tokens(const ScheduleTable& table, int device);
 
+/// Parameters with S devices and M microbatches, everything else default.
+ScheduleParams sm(std::int64_t devices, std::int64_t microbatches);
+
 /// Generates a schedule by name with the given params.
 ScheduleTable make(const std::string& name, ScheduleParams params);
 

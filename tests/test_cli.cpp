@@ -125,6 +125,11 @@ TEST_F(Cli, AnalyzeFormats) {
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2);
   EXPECT_EQ(r.out.rfind("schedule,params.devices,", 0), 0U);
 
+  // Memory over time, device by device (hand-checked in test_timing_memory.cpp).
+  r = run("analyze 1f1b -S 2 -M 2 --format json --memory-curves");
+  EXPECT_EQ(nlohmann::json::parse(r.out)["table"]["activation_curve"],
+            nlohmann::json::parse("[[[0,1],[1,2],[6,1],[9,0]], [[0,0],[1,1],[7,0]]]"));
+
   r = run("analyze chimera -S 4 -M 8 --variant doubling");
   EXPECT_NE(r.out.find("published bubble ratio"), std::string::npos);
   EXPECT_NE(r.out.find("variant doubling"), std::string::npos);
@@ -229,6 +234,29 @@ TEST_F(Cli, UserTablesAreFirstClass) {
   expect_usage_error("analyze 1f1b --table " + csv, "not both");
   r = run("compare 1f1b --table " + csv + " -S 4 -M 8 --format json");
   EXPECT_EQ(nlohmann::json::parse(r.out)["schedules"].size(), 2U);
+  r = run("compare 1f1b --table " + csv + " -S 4 -M 4 --format json");
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["schedules"].size(), 1U);
+  EXPECT_EQ(j["skipped"][0]["reason"], "has S = 4, M = 8; the comparison is at S = 4, M = 4");
+
+  r = run("analyze --table " + csv);
+  EXPECT_NE(r.out.find("none: a user table has no schedule family"), std::string::npos) << r.out;
+  r = run("validate " + csv);
+  EXPECT_NE(r.out.find(", 2 pipelines (read from the placement"), std::string::npos) << r.out;
+
+  r = run("show chimera-asym -S 4 -M 8 --split 1:3 --format json");
+  EXPECT_EQ(nlohmann::json::parse(r.out)["source"]["params"]["split"], "1:3");
+}
+
+TEST_F(Cli, ValidateListsAtMostFiftyIssues) {
+  std::string text = "0F0,0B0";
+  for (int i = 0; i < 60; ++i)
+    text += ",0F0";
+  const auto many = file("many.csv", text + "\n");
+  const auto r = run("validate " + many);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("... and 10 more\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err, "pipetab: error: " + many + ": invalid table (60 issues)\n");
 }
 
 }  // namespace

@@ -79,9 +79,7 @@ TEST(Csv, ReadsPyTorchLockStepTable) {
 }
 
 TEST(Csv, WritesThePyTorchLockStepGrid) {
-  ScheduleParams p;
-  p.devices = 2;
-  p.microbatches = 2;
+  auto p = test::sm(2, 2);
   EXPECT_EQ(write_pytorch_csv(test::make("1f1b", p)), "0F0,0F1,,0B0,,0B1\n,1F0,1B0,1F1,1B1\n");
 }
 
@@ -122,15 +120,30 @@ TEST(Csv, InconsistentPlacementIsAnError) {
             "needs a forward and a backward on every stage");
 }
 
+TEST(Csv, AtMost255Pipelines) {
+  // 17 devices, 2 stages: microbatch m runs stage 0 on device m / 17 and stage 1 on m % 17,
+  // 289 different placements.
+  std::vector<std::string> rows(17);
+  for (int m = 0; m < 289; ++m) {
+    const auto first = static_cast<std::size_t>(m / 17), second = static_cast<std::size_t>(m % 17);
+    rows[first] += "0F" + std::to_string(m) + ",";
+    rows[second] += "1F" + std::to_string(m) + ",1B" + std::to_string(m) + ",";
+    rows[first] += "0B" + std::to_string(m) + ",";
+  }
+  std::string text;
+  for (const auto& row : rows)
+    text += row + "\n";
+  EXPECT_EQ(error_of(text),
+            "t.csv: the placement differs between more than 255 groups of microbatches");
+}
+
 TEST(Csv, TooManyLines) {
   EXPECT_EQ(error_of(std::string(65536, '\n') + "0F0"),
             "t.csv:65536:1: more than 65535 lines (devices)");
 }
 
 TEST(Csv, TwoPipelinesAreInferredFromThePlacement) {
-  ScheduleParams p;
-  p.devices = 4;
-  p.microbatches = 8;
+  auto p = test::sm(4, 8);
   const auto chimera = test::make("chimera", p);
   const auto back = read_pytorch_csv(write_pytorch_csv(chimera), "c.csv");
   EXPECT_EQ(back.pipelines(), 2);
@@ -145,9 +158,7 @@ std::vector<ScheduleTable> generator_tables() {
   for (const auto* info : all_schedules()) {
     for (std::int64_t S : {1, 2, 4, 6}) {
       for (std::int64_t M : {S, 2 * S, 4 * S}) {
-        ScheduleParams p;
-        p.devices = S;
-        p.microbatches = M;
+        auto p = test::sm(S, M);
         try {
           out.push_back(generate(*info, p));
           if (info->default_chunks) {

@@ -14,9 +14,7 @@ using io::read_table_json;
 using io::write_table_json;
 
 ScheduleTable small() {
-  ScheduleParams p;
-  p.devices = 2;
-  p.microbatches = 2;
+  auto p = test::sm(2, 2);
   return test::make("1f1b", p);
 }
 
@@ -55,9 +53,7 @@ TEST(Json, Layout) {
 }
 
 TEST(Json, KeepsSourceStageSizesPipelinesAndIdleSlots) {
-  ScheduleParams p;
-  p.devices = 4;
-  p.microbatches = 8;
+  auto p = test::sm(4, 8);
   const auto asym = test::make("chimera-asym", p);
   io::TableSource source;
   const auto back = read_table_json(write_table_json(asym, {"chimera-asym", {{"devices", 4}}}),
@@ -76,9 +72,7 @@ TEST(Json, KeepsSourceStageSizesPipelinesAndIdleSlots) {
 TEST(Json, EveryGeneratorRoundTripsExactly) {
   for (const auto* info : all_schedules()) {
     for (std::int64_t S : {1, 2, 4, 8}) {
-      ScheduleParams p;
-      p.devices = S;
-      p.microbatches = S;
+      auto p = test::sm(S, S);
       try {
         const auto t = generate(*info, p);
         const auto text = write_table_json(t);
@@ -131,6 +125,10 @@ TEST(Json, ValuesAreChecked) {
             "t.json:4:14: devices: expected a whole number, got a string");
   EXPECT_EQ(error_of(with("devices", "2.5")),
             "t.json:4:14: devices: expected a whole number, got 2.5");
+  EXPECT_EQ(error_of(with("devices", "true")),
+            "t.json:4:14: devices: expected a whole number, got a boolean");
+  EXPECT_EQ(error_of(with("devices", "null")),
+            "t.json:4:14: devices: expected a whole number, got null");
   EXPECT_EQ(error_of(with("devices", "0")),
             "t.json:4:14: devices: 0 is out of range (expected 1..65535)");
   EXPECT_EQ(error_of(with("microbatches", "99999999999999999999")),
@@ -172,6 +170,12 @@ TEST(Json, SourceIsChecked) {
   text = write_table_json(small(), {"1f1b", nullptr});
   text.replace(text.find("\"1f1b\""), 6, "4");
   EXPECT_EQ(error_of(text), "t.json:4:25: source.schedule: expected a string");
+  text = write_table_json(small(), {"1f1b", nullptr});
+  text.replace(text.find("{\"schedule\""), 19, "[]");
+  EXPECT_EQ(error_of(text), "t.json:4:13: source: expected an object, got an array");
+  text = write_table_json(small(), {"1f1b", {{"devices", 2}}});
+  text.replace(text.find("{\"devices\":2}"), 13, "7");
+  EXPECT_EQ(error_of(text), "t.json:4:23: source.params: expected an object");
 }
 
 }  // namespace

@@ -8,12 +8,7 @@
 namespace pipetab {
 namespace {
 
-ScheduleParams sm(std::int64_t S, std::int64_t M) {
-  ScheduleParams p;
-  p.devices = S;
-  p.microbatches = M;
-  return p;
-}
+using test::sm;
 
 void expect_rejected(const std::string& name, const ScheduleParams& p,
                      const std::string& fragment) {

@@ -11,9 +11,7 @@ namespace pipetab {
 namespace {
 
 Evaluation evaluate_named(const std::string& name, std::int64_t S, std::int64_t M) {
-  ScheduleParams p;
-  p.devices = S;
-  p.microbatches = M;
+  auto p = test::sm(S, M);
   const auto params = test::resolved(name, p);
   return evaluate(test::make(name, p), &params, name, Costs{});
 }
@@ -31,6 +29,9 @@ TEST(Report, JsonFollowsTheDesignContract) {
   EXPECT_EQ(j["table"]["makespan"], 33.0);
   EXPECT_DOUBLE_EQ(j["table"]["bubble_ratio"].get<double>(), 3.0 / 11.0);
   EXPECT_EQ(j["table"]["peak_activation"], nlohmann::json({4.0, 3.0, 2.0, 1.0}));
+  EXPECT_EQ(j["table"]["busy"], nlohmann::json({24.0, 24.0, 24.0, 24.0}));
+  EXPECT_EQ(j["table"]["idle"], nlohmann::json({9.0, 9.0, 9.0, 9.0}));
+  EXPECT_FALSE(j["table"].contains("activation_curve"));
   EXPECT_TRUE(j["simulation"].is_null());
   // A user table has no formula level.
   const auto t = test::make("1f1b", {});
@@ -39,6 +40,14 @@ TEST(Report, JsonFollowsTheDesignContract) {
   const auto hanayo = to_json(evaluate_named("hanayo", 4, 4));
   EXPECT_TRUE(hanayo["formula"]["bubble_ratio"].is_null());
   EXPECT_FALSE(hanayo["formula"]["note"].is_null());
+}
+
+TEST(Report, ScheduleWithoutAFormulaEntryGetsANote) {
+  ResolvedParams p;
+  p.schedule = "unregistered";
+  const auto f = formula(p, Costs{});
+  EXPECT_FALSE(f.bubble_ratio);
+  EXPECT_EQ(f.note, "no closed form is known for unregistered");
 }
 
 TEST(Report, CsvRowMatchesHeader) {
@@ -102,9 +111,7 @@ TEST(Compare, PaperSchedulesAtDefaults) {
 }
 
 TEST(GridRender, TwoDevicesByHand) {
-  ScheduleParams p;
-  p.devices = 2;
-  p.microbatches = 2;
+  auto p = test::sm(2, 2);
   const auto t = test::make("1f1b", p);
   const auto timing = idealized_timing(t, Costs{});
   EXPECT_EQ(render_grid(t, timing),
@@ -117,13 +124,27 @@ TEST(GridRender, TwoDevicesByHand) {
 }
 
 TEST(GridRender, ChunkLettersAndHalfUnits) {
-  ScheduleParams p;
-  p.devices = 2;
-  p.microbatches = 2;
+  auto p = test::sm(2, 2);
   p.chunks = 2;
   const auto t = test::make("interleaved", p);
   const auto grid = render_grid(t, idealized_timing(t, Costs{}));
   EXPECT_NE(grid.find("dev 0| F0a F1a F0b F1b"), std::string::npos) << grid;
+}
+
+TEST(GridRender, ColoursSplitBackwardsAndPairs) {
+  // One stage on one device: 0F0, the pair (0F1;0B0), 0I1, 0W1.
+  auto t = test::table(1, {0}, 2, {{"0F0", "0I1", "0W1"}});
+  t.ops.insert(t.ops.begin() + 1, Op::pair({1, 0, PassKind::F}, {0, 0, PassKind::B}));
+  t.row_begin = {0, 4};
+  const auto timing = idealized_timing(t, Costs{});
+  // Widest label "F1&B0" → columns of 6; the pair costs F + B = 3 columns.
+  EXPECT_EQ(render_grid(t, timing),
+            "time   0     1     2     3     4     5\n"
+            "dev 0| F0    F1&B0------------ I1    W1\n");
+  const auto colored = render_grid(t, timing, {true});
+  for (const char* code : {"\x1b[44;97mF0", "\x1b[46;30mF1&B0", "\x1b[43;30mI1", "\x1b[45;97mW1"}) {
+    EXPECT_NE(colored.find(code), std::string::npos) << code;
+  }
 }
 
 TEST(GridRender, RefusesWhatItCannotDraw) {

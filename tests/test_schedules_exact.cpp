@@ -60,16 +60,9 @@ void expect_rows(const ScheduleTable& t, const std::vector<std::string>& referen
   }
 }
 
-ScheduleParams params(std::int64_t S, std::int64_t M) {
-  ScheduleParams p;
-  p.devices = S;
-  p.microbatches = M;
-  return p;
-}
-
 TEST(Exact, OneFOneB_S4_M8) {
   // schedules.md §16 (basic1f1b.py), identical to PyTorch's Schedule1F1B (pytorch-interop §3.1).
-  expect_rows(test::make("1f1b", params(4, 8)),
+  expect_rows(test::make("1f1b", test::sm(4, 8)),
               {"F0 F1 F2 F3 BW0 F4 BW1 F5 BW2 F6 BW3 F7 BW4 BW5 BW6 BW7",
                "F0 F1 F2 BW0 F3 BW1 F4 BW2 F5 BW3 F6 BW4 F7 BW5 BW6 BW7",
                "F0 F1 BW0 F2 BW1 F3 BW2 F4 BW3 F5 BW4 F6 BW5 F7 BW6 BW7",
@@ -81,11 +74,11 @@ TEST(Exact, GPipe_S4_M8) {
   std::vector<std::string> rows;
   for (int d = 0; d < 4; ++d)
     rows.emplace_back("F0 F1 F2 F3 F4 F5 F6 F7 BW7 BW6 BW5 BW4 BW3 BW2 BW1 BW0");
-  expect_rows(test::make("gpipe", params(4, 8)), rows);
+  expect_rows(test::make("gpipe", test::sm(4, 8)), rows);
 }
 
 TEST(Exact, Interleaved_S4_V2_M8) {
-  auto p = params(4, 8);
+  auto p = test::sm(4, 8);
   p.chunks = 2;
   expect_rows(test::make("interleaved", p),
               {"F0.s0 F1.s0 F2.s0 F3.s0 F0.s4 F1.s4 F2.s4 F3.s4 F4.s0 F5.s0 F6.s0 BW0.s4 F7.s0 "
@@ -108,7 +101,7 @@ TEST(Exact, Interleaved_S4_V2_M8) {
 
 TEST(Exact, Interleaved_S2_V2_M4_MatchesPyTorch) {
   // pytorch-interop.md §3.3, ScheduleInterleaved1F1B pp=2, n=4, idle slots removed.
-  auto p = params(2, 4);
+  auto p = test::sm(2, 4);
   p.chunks = 2;
   const auto t = test::make("interleaved", p);
   EXPECT_EQ(test::row_tokens(t, 0),
@@ -120,14 +113,14 @@ TEST(Exact, Interleaved_S2_V2_M4_MatchesPyTorch) {
 }
 
 TEST(Exact, Chimera_D4_N4) {
-  expect_rows(test::make("chimera", params(4, 4)),
+  expect_rows(test::make("chimera", test::sm(4, 4)),
               {"F0d F1d F0u BW0u F1u BW1u BW0d BW1d", "F0d F0u F1d F1u BW0u BW0d BW1u BW1d",
                "F0u F0d F1u F1d BW0d BW0u BW1d BW1u", "F0u F1u F0d BW0d F1d BW1d BW0u BW1u"},
               4);
 }
 
 TEST(Exact, Chimera_D4_N8_DirectConcatenation) {
-  expect_rows(test::make("chimera", params(4, 8)),
+  expect_rows(test::make("chimera", test::sm(4, 8)),
               {"F0d F1d F0u BW0u F1u BW1u BW0d F2d BW1d F3d F2u BW2u F3u BW3u BW2d BW3d",
                "F0d F0u F1d F1u BW0u BW0d BW1u BW1d F2d F2u F3d F3u BW2u BW2d BW3u BW3d",
                "F0u F0d F1u F1d BW0d BW0u BW1d BW1u F2u F2d F3u F3d BW2d BW2u BW3d BW3u",
@@ -136,7 +129,7 @@ TEST(Exact, Chimera_D4_N8_DirectConcatenation) {
 }
 
 TEST(Exact, Chimera_D4_N8_ForwardDoubling) {
-  auto p = params(4, 8);
+  auto p = test::sm(4, 8);
   p.variant = "doubling";
   expect_rows(test::make("chimera", p),
               {"F0d F1d F2d F3d F0u F1u BW0u F2u F3u BW1u BW0d BW2u BW1d BW3u BW2d BW3d",
@@ -147,17 +140,17 @@ TEST(Exact, Chimera_D4_N8_ForwardDoubling) {
 }
 
 TEST(Exact, ChimeraPlacementAndPipelines) {
-  const auto t = test::make("chimera", params(4, 8));
+  const auto t = test::make("chimera", test::sm(4, 8));
   EXPECT_EQ(t.pipelines(), 2);
   EXPECT_EQ(t.placement.device, (std::vector<std::int32_t>{0, 1, 2, 3, 3, 2, 1, 0}));
   EXPECT_EQ(t.pipeline_of, (std::vector<std::uint8_t>{0, 0, 1, 1, 0, 0, 1, 1}));
 }
 
 TEST(Exact, ChimeraAsymKeepsOrderAndPairingWithUnequalStages) {
-  auto p = params(4, 8);
+  auto p = test::sm(4, 8);
   p.split = "1:3";
   const auto asym = test::make("chimera-asym", p);
-  const auto base = test::make("chimera", params(4, 8));
+  const auto base = test::make("chimera", test::sm(4, 8));
   EXPECT_EQ(asym.ops, base.ops);
   EXPECT_EQ(asym.placement, base.placement);
   EXPECT_EQ(asym.stage_layers, (std::vector<std::int32_t>{1, 1, 3, 3, 1, 1, 3, 3}));
@@ -172,7 +165,7 @@ TEST(Exact, ChimeraAsymKeepsOrderAndPairingWithUnequalStages) {
 TEST(Exact, HanayoByHand_S2_W1) {
   // List scheduling traced by hand (F = 1, B = 2 per chunk unit): stages 0..3 zig-zag over
   // devices 0, 1, 1, 0.
-  auto p = params(2, 2);
+  auto p = test::sm(2, 2);
   p.waves = 1;
   const auto t = test::make("hanayo", p);
   EXPECT_EQ(t.placement.device, (std::vector<std::int32_t>{0, 1, 1, 0}));
@@ -182,7 +175,7 @@ TEST(Exact, HanayoByHand_S2_W1) {
 }
 
 TEST(Exact, HanayoWavesZigZag) {
-  auto p = params(2, 2);
+  auto p = test::sm(2, 2);
   p.waves = 2;
   EXPECT_EQ(test::make("hanayo", p).placement.device,
             (std::vector<std::int32_t>{0, 1, 1, 0, 0, 1, 1, 0}));
@@ -216,7 +209,7 @@ TEST(Exact, ReferenceTable15_2) {
       {"chimera", 4, 16, 0, "doubling", 1, 2, 51, 0.0588, {7, 8, 8, 7}},
   };
   for (const auto& r : rows) {
-    auto p = params(r.S, r.M);
+    auto p = test::sm(r.S, r.M);
     if (r.v) p.chunks = r.v;
     if (*r.variant) p.variant = r.variant;
     const auto t = test::make(r.schedule, p);

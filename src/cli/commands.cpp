@@ -66,8 +66,9 @@ void recognize(Subject& subject) {
   }
 }
 
-Evaluation evaluate_subject(const Subject& s, const ScheduleOptions& o) {
-  return evaluate(s.table, s.params ? &*s.params : nullptr, s.name, o.parsed_costs(), o.memory());
+Evaluation evaluate_subject(const Subject& s, const ScheduleOptions& o, bool curves = false) {
+  return evaluate(s.table, s.params ? &*s.params : nullptr, s.name, o.parsed_costs(),
+                  {o.memory(), curves});
 }
 
 bool use_color(const std::string& mode, const std::string& output) {
@@ -174,36 +175,33 @@ Subcommand add_show(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "show", "Draw a schedule as a device x time grid, or export its table (--format csv|json)");
   struct State {
-    std::string name, table, format, color = "auto", output;
-    ScheduleOptions options;
+    SubjectOptions subject;
+    std::string format, color = "auto";
   };
   auto s = std::make_shared<State>();
-  cmd->add_option("name", s->name, "schedule name (see pipetab list)");
-  cmd->add_option("--table", s->table,
-                  "a table file (PyTorch CSV or pipetab JSON) instead of a name");
-  add_schedule_options(*cmd, s->options);
+  add_subject_options(*cmd, s->subject);
   add_format(*cmd, s->format, {"text", "csv", "json"});
   cmd->add_option("--color", s->color, "colour the grid: auto (on a terminal), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->capture_default_str();
-  cmd->add_option("-o,--output", s->output, "write to this file instead of stdout");
   return {cmd, [s] {
-            Subject subject = one_subject(s->name, s->table, s->options);
+            Subject subject = one_subject(s->subject);
             recognize(subject);
+            const auto& output = s->subject.output;
             if (s->format != "text") {
               io::TableSource source;
               if (subject.params) source = {subject.params->schedule, params_json(*subject.params)};
               const auto format = s->format == "csv" ? io::TableFormat::Csv : io::TableFormat::Json;
-              emit(s->output, io::format_table(subject.table, format, source));
+              emit(output, io::format_table(subject.table, format, source));
               return;
             }
-            const auto evaluation = evaluate_subject(subject, s->options);
+            const auto evaluation = evaluate_subject(subject, s->subject.schedule);
             const auto timing = idealized_timing(subject.table, evaluation.costs);
             GridOptions grid;
-            grid.color = use_color(s->color, s->output);
-            emit(s->output, text_header(subject, evaluation) + "\n" +
-                                render_grid(subject.table, timing, grid) + "\n" +
-                                legend(subject.table));
+            grid.color = use_color(s->color, output);
+            emit(output, text_header(subject, evaluation) + "\n" +
+                             render_grid(subject.table, timing, grid) + "\n" +
+                             legend(subject.table));
           }};
 }
 
@@ -211,26 +209,28 @@ Subcommand add_analyze(CLI::App& app) {
   auto* cmd =
       app.add_subcommand("analyze", "Evaluate one schedule at the formula and table levels");
   struct State {
-    std::string name, table, format, output;
-    ScheduleOptions options;
+    SubjectOptions subject;
+    std::string format;
+    bool curves = false;
   };
   auto s = std::make_shared<State>();
-  cmd->add_option("name", s->name, "schedule name (see pipetab list)");
-  cmd->add_option("--table", s->table,
-                  "a table file (PyTorch CSV or pipetab JSON) instead of a name");
-  add_schedule_options(*cmd, s->options);
+  add_subject_options(*cmd, s->subject);
   add_format(*cmd, s->format, {"text", "json", "csv"});
-  cmd->add_option("-o,--output", s->output, "write to this file instead of stdout");
+  cmd->add_flag(
+      "--memory-curves", s->curves,
+      "with --format json: add each device's activation memory over time (table.activation_curve: "
+      "[time, M_a] points)");
   return {cmd, [s] {
-            Subject subject = one_subject(s->name, s->table, s->options);
+            Subject subject = one_subject(s->subject);
             recognize(subject);
-            const auto e = evaluate_subject(subject, s->options);
+            const auto e = evaluate_subject(subject, s->subject.schedule, s->curves);
+            const auto& output = s->subject.output;
             if (s->format == "json") {
-              emit(s->output, to_json(e).dump(2) + "\n");
+              emit(output, to_json(e).dump(2) + "\n");
             } else if (s->format == "csv") {
-              emit(s->output, csv_line(csv_header()) + csv_line(csv_row(e)));
+              emit(output, csv_line(csv_header()) + csv_line(csv_row(e)));
             } else {
-              emit(s->output, to_text(e));
+              emit(output, to_text(e));
             }
           }};
 }
@@ -281,7 +281,7 @@ Subcommand add_compare(CLI::App& app) {
             continue;
           }
           rows.push_back(evaluate(subject.table, nullptr, path, s->options.parsed_costs(),
-                                  s->options.memory()));
+                                  {s->options.memory(), false}));
         }
         const auto comparison = compare(std::move(rows), std::move(skipped));
         if (s->format == "json") {

@@ -100,16 +100,23 @@ Subject file_subject(const std::string& path, const ScheduleOptions& options) {
   return subject;
 }
 
-Subject one_subject(const std::string& name, const std::string& table_path,
-                    const ScheduleOptions& options) {
-  if (!name.empty() && !table_path.empty()) {
+void add_subject_options(CLI::App& command, SubjectOptions& o) {
+  command.add_option("name", o.name, "schedule name (see pipetab list)");
+  command.add_option("--table", o.table,
+                     "a table file (PyTorch CSV or pipetab JSON) instead of a name");
+  add_schedule_options(command, o.schedule);
+  command.add_option("-o,--output", o.output, "write to this file instead of stdout");
+}
+
+Subject one_subject(const SubjectOptions& o) {
+  if (!o.name.empty() && !o.table.empty()) {
     throw Error(fmt::format("give a schedule name or --table FILE, not both ('{}' and --table {})",
-                            name, table_path));
+                            o.name, o.table));
   }
-  if (name.empty() && table_path.empty()) {
+  if (o.name.empty() && o.table.empty())
     throw Error("give a schedule name (see pipetab list) or --table FILE");
-  }
-  return name.empty() ? file_subject(table_path, options) : generated_subject(name, options, false);
+  return o.name.empty() ? file_subject(o.table, o.schedule)
+                        : generated_subject(o.name, o.schedule, false);
 }
 
 }  // namespace pipetab::cli

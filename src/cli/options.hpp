@@ -62,9 +62,19 @@ Subject generated_subject(const std::string& name, const ScheduleOptions& option
 /// "FILE:LINE:COLUMN: ..." for the first problem.
 Subject file_subject(const std::string& path, const ScheduleOptions& options);
 
-/// The subject of show/analyze: exactly one of `name` and `table_path` must be given.
-Subject one_subject(const std::string& name, const std::string& table_path,
-                    const ScheduleOptions& options);
+/// What show and analyze take: a schedule NAME or --table FILE, the common flags, -o FILE.
+struct SubjectOptions {
+  std::string name;
+  std::string table;
+  std::string output;
+  ScheduleOptions schedule;
+};
+
+/// Adds NAME, --table, the common flags and -o to `command`.
+void add_subject_options(CLI::App& command, SubjectOptions& options);
+
+/// The subject of show/analyze: exactly one of NAME and --table must be given.
+Subject one_subject(const SubjectOptions& options);
 
 /// Throws Error with the first validation issue of a file, located in the file.
 void require_valid_file(const io::TableFile& file);

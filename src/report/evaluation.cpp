@@ -29,7 +29,8 @@ ScheduleShape shape_of(const ScheduleTable& table, const ResolvedParams* params)
 }
 
 Evaluation evaluate(const ScheduleTable& table, const ResolvedParams* params,
-                    const std::string& name, const Costs& costs, const MemoryOptions& memory) {
+                    const std::string& name, const Costs& costs, const EvaluationOptions& options) {
+  const MemoryOptions& memory = options.memory;
   Evaluation e;
   e.schedule = params ? params->schedule : name;
   e.shape = shape_of(table, params);
@@ -42,9 +43,16 @@ Evaluation evaluate(const ScheduleTable& table, const ResolvedParams* params,
   e.table.bubble_ratio = bubble_ratio(timing);
   e.table.span_bubble_ratio = span_bubble_ratio(timing);
   e.table.busy = timing.busy;
+  for (double busy : timing.busy)
+    e.table.idle.push_back(timing.makespan - busy);
   e.table.peak_activation = activation_peaks(table, memory);
   e.table.peak_activation_time = activation_peak_times(table, timing, memory);
   e.table.ops = static_cast<std::int64_t>(table.ops.size());
+  if (options.activation_curves) {
+    for (std::int32_t d = 0; d < table.devices; ++d) {
+      e.table.activation_curves.push_back(activation_curve(table, timing, d, memory));
+    }
+  }
   return e;
 }
 

@@ -64,8 +64,19 @@ json to_json(const Evaluation& e) {
                 {"peak_activation_max", e.table.peak_activation_max()},
                 {"peak_activation_time", e.table.peak_activation_time},
                 {"busy", e.table.busy},
+                {"idle", e.table.idle},
                 {"ops", e.table.ops},
                 {"input_grad_frees", e.memory.input_grad_frees}};
+  if (!e.table.activation_curves.empty()) {
+    json curves = json::array();
+    for (const auto& curve : e.table.activation_curves) {
+      json points = json::array();
+      for (const auto& sample : curve)
+        points.push_back({sample.time, sample.value});
+      curves.push_back(std::move(points));
+    }
+    table["activation_curve"] = std::move(curves);
+  }
   return {{"schedule", e.schedule}, {"params", params}, {"costs", costs},
           {"formula", formula},     {"table", table},   {"simulation", nullptr}};
 }
@@ -171,11 +182,12 @@ std::string to_text(const Evaluation& e) {
   out += fmt::format("  {:<24}{:.4f}\n", "span bubble ratio", e.table.span_bubble_ratio);
   out += fmt::format("  {:<24}{}\n", "peak activation (M_a)",
                      format_number(e.table.peak_activation_max()));
-  out += "  per device:   busy      peak M_a   at time\n";
+  out += "  per device:   busy      idle  peak M_a   at time\n";
   for (std::size_t d = 0; d < e.table.busy.size(); ++d) {
-    out += fmt::format("    dev {:<6}{:>8}  {:>10}  {:>8}\n", d, format_number(e.table.busy[d]),
-                       format_number(e.table.peak_activation[d]),
-                       format_number(e.table.peak_activation_time[d]));
+    out +=
+        fmt::format("    dev {:<6}{:>8}  {:>8}  {:>8}  {:>8}\n", d, format_number(e.table.busy[d]),
+                    format_number(e.table.idle[d]), format_number(e.table.peak_activation[d]),
+                    format_number(e.table.peak_activation_time[d]));
   }
   return out;
 }

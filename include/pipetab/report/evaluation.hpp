@@ -31,9 +31,13 @@ struct TableMetrics {
   double makespan = 0.0;
   double bubble_ratio = 0.0;                 ///< global, Def-B (timing.hpp)
   double span_bubble_ratio = 0.0;            ///< per-device span, Def-A (timing.hpp)
-  std::vector<double> busy;                  ///< per device
+  std::vector<double> busy;                  ///< per device: time computing
+  std::vector<double> idle;                  ///< per device: makespan - busy
   std::vector<double> peak_activation;       ///< per device, M_a
   std::vector<double> peak_activation_time;  ///< per device: first time at the peak
+  /// Per device, activation memory over time (M_a); filled only when asked for (it holds one
+  /// sample per op).
+  std::vector<std::vector<MemorySample>> activation_curves;
   std::int64_t ops = 0;
   double peak_activation_max() const;
 };
@@ -48,10 +52,17 @@ struct Evaluation {
   TableMetrics table;
 };
 
+/// What to compute beyond the defaults.
+struct EvaluationOptions {
+  MemoryOptions memory;
+  bool activation_curves = false;  ///< keep every device's activation memory over time
+};
+
 /// Evaluates a valid table. `params` names the schedule family (for the formula level); pass
 /// nullptr for a user table, whose name is then `name`.
 Evaluation evaluate(const ScheduleTable& table, const ResolvedParams* params,
-                    const std::string& name, const Costs& costs, const MemoryOptions& memory = {});
+                    const std::string& name, const Costs& costs,
+                    const EvaluationOptions& options = {});
 
 /// The shape of a generated schedule, or of a user table (chunks = stages / devices when whole).
 ScheduleShape shape_of(const ScheduleTable& table, const ResolvedParams* params);
