@@ -147,7 +147,10 @@ TEST_F(Cli, BadUsageIsExitTwoWithOneLine) {
   expect_usage_error("analyze chimera -S 3 -M 6", "D = S = 3 must be even");
   expect_usage_error("analyze interleaved -S 4 -M 6", "M = 6 must be a multiple of S = 4");
   expect_usage_error("analyze 1f1b -S 0", "devices (-S) = 0: must be at least 1");
-  expect_usage_error("analyze 1f1b -S abc", "abc");
+  expect_usage_error("analyze 1f1b -S abc", "'abc' is not a whole number");
+  expect_usage_error("analyze 1f1b -M 99999999999999999999",
+                     "'99999999999999999999' is not a whole number");
+  expect_usage_error("analyze interleaved -v 2.5", "'2.5' is not a whole number");
   expect_usage_error("analyze 1f1b --costs B=0", "--costs: B=0: costs must be positive");
   expect_usage_error("analyze 1f1b --format xml", "xml");
   expect_usage_error("show 1f1b --color sometimes", "sometimes");

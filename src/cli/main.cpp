@@ -25,9 +25,9 @@ int fail(const std::string& message, int code) {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "pipetab: evaluate pipeline-parallel training schedules at three levels: closed-form "
-      "formula,\n"
-      "schedule table (idealized timing, zero communication) and communication-aware simulation.",
+      "pipetab: evaluate pipeline-parallel training schedules at the formula level (closed forms)\n"
+      "and the table level (the schedule as a table, timed without communication). The\n"
+      "communication-aware simulation level is not built yet.",
       "pipetab"};
   app.set_version_flag("--version", std::string(PIPETAB_VERSION));
   app.require_subcommand(1);

@@ -1,5 +1,7 @@
 #include "options.hpp"
 
+#include <charconv>
+
 #include <fmt/format.h>
 
 #include "pipetab/error.hpp"
@@ -7,19 +9,40 @@
 
 namespace pipetab::cli {
 
+namespace {
+
+// CLI11 clamps out-of-range integers to the type's limit; reject them with the text as given.
+const CLI::Validator kWholeNumber(
+    [](const std::string& text) {
+      std::int64_t value = 0;
+      const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+      if (text.empty() || ec != std::errc{} || ptr != text.data() + text.size()) {
+        return fmt::format("'{}' is not a whole number within 64 bits", text);
+      }
+      return std::string();
+    },
+    "INT");
+
+}  // namespace
+
 void add_schedule_options(CLI::App& command, ScheduleOptions& o, std::int64_t default_devices,
                           std::int64_t default_microbatches) {
   o.devices = default_devices;
   o.microbatches = default_microbatches;
   o.devices_opt =
       command.add_option("-S,--devices", o.devices, "pipeline depth S: number of devices")
+          ->check(kWholeNumber)
           ->capture_default_str();
   o.microbatches_opt =
       command.add_option("-M,--microbatches", o.microbatches, "microbatches per iteration M")
+          ->check(kWholeNumber)
           ->capture_default_str();
-  o.chunks_opt = command.add_option("-v,--chunks", o.chunks,
-                                    "model chunks per device v (interleaved; default 2)");
-  o.waves_opt = command.add_option("-W,--waves", o.waves, "waves W (hanayo; default 2)");
+  o.chunks_opt =
+      command
+          .add_option("-v,--chunks", o.chunks, "model chunks per device v (interleaved; default 2)")
+          ->check(kWholeNumber);
+  o.waves_opt =
+      command.add_option("-W,--waves", o.waves, "waves W (hanayo; default 2)")->check(kWholeNumber);
   o.variant_opt = command.add_option("--variant", o.variant,
                                      "schedule variant, e.g. chimera's direct or doubling");
   o.split_opt =
