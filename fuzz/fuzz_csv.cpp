@@ -5,6 +5,7 @@
 
 #include "pipetab/error.hpp"
 #include "pipetab/io/pytorch_csv.hpp"
+#include "pipetab/io/table_file.hpp"
 #include "pipetab/table/memory.hpp"
 #include "pipetab/table/timing.hpp"
 #include "pipetab/table/validate.hpp"
@@ -13,7 +14,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   try {
     const auto table = pipetab::io::read_pytorch_csv(text, "fuzz.csv");
-    if (!pipetab::validate(table).ok()) return 0;
+    const auto report = pipetab::validate(table);
+    if (!report.ok()) {
+      // Invalid tables are reported at their cells' file positions.
+      const pipetab::io::TableFile file{
+          "fuzz.csv", std::string(text), table, pipetab::io::TableFormat::Csv, {}};
+      for (const auto& issue : report.issues)
+        (void)pipetab::io::issue_location(file, issue);
+      return 0;
+    }
     (void)pipetab::idealized_timing(table, pipetab::Costs{});
     (void)pipetab::activation_peaks(table);
     // A valid table round-trips: written and read back, it is the same schedule.

@@ -36,14 +36,16 @@ class Cli : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  Result run(const std::string& args) const {
+  // Runs pipetab with `args`; stdout goes to `stdout_path` (default: captured in Result::out).
+  Result run(const std::string& args, std::string stdout_path = {}) const {
     const auto out = dir_ / "stdout", err = dir_ / "stderr";
-    const std::string command = std::string(PIPETAB_BINARY) + " " + args + " > " + out.string() +
+    if (stdout_path.empty()) stdout_path = out.string();
+    const std::string command = std::string(PIPETAB_BINARY) + " " + args + " > " + stdout_path +
                                 " 2> " + err.string() + " < /dev/null";
     const int status = std::system(command.c_str());
     Result r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(out);
+    r.out = stdout_path == out.string() ? slurp(out) : std::string();
     r.err = slurp(err);
     return r;
   }
@@ -154,8 +156,21 @@ TEST_F(Cli, BadUsageIsExitTwoWithOneLine) {
   expect_usage_error("analyze 1f1b --costs B=0", "--costs: B=0: costs must be positive");
   expect_usage_error("analyze 1f1b --format xml", "xml");
   expect_usage_error("show 1f1b --color sometimes", "sometimes");
-  expect_usage_error("analyze 1f1b --input-grad-frees 2", "2");
+  expect_usage_error("analyze 1f1b --input-grad-frees 2", "'2' is not a fraction between 0 and 1");
+  expect_usage_error("analyze 1f1b --input-grad-frees nan",
+                     "'nan' is not a fraction between 0 and 1");
+  expect_usage_error("analyze 1f1b --costs ''", "--costs: empty");
+  expect_usage_error("analyze 1f1b -S 0x10", "'0x10' is not a whole number");
   expect_usage_error("show 1f1b -S 64 -M 4096 --costs F=1,B=1.0000001", "use --format csv or json");
+}
+
+TEST_F(Cli, DecimalNumbersOnlyAndWriteErrors) {
+  // "010" is ten, not CLI11's octal eight.
+  EXPECT_EQ(run("analyze 1f1b -S 010 -M 10 --format json").out,
+            run("analyze 1f1b -S 10 -M 10 --format json").out);
+  const auto r = run("analyze 1f1b", "/dev/full");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("cannot write to standard output"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, Compare) {
@@ -224,6 +239,14 @@ TEST_F(Cli, UserTablesAreFirstClass) {
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["schedule"], "chimera") << "a table regenerated exactly is recognized";
   EXPECT_FALSE(j["formula"]["bubble_ratio"].is_null());
+
+  // A small file whose source claims a huge schedule is not regenerated to check it.
+  auto huge = nlohmann::json::parse(run("show 1f1b -S 2 -M 2 --format json").out);
+  huge["source"]["params"]["microbatches"] = 16777216;
+  const auto claimed = file("claimed.json", huge.dump());
+  r = run("analyze --table " + claimed + " --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["schedule"], claimed);
 
   const auto csv = file("mine.csv", run("show chimera -S 4 -M 8 --format csv").out);
   r = run("analyze --table " + csv + " --format json");

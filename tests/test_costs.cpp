@@ -50,6 +50,8 @@ TEST(Costs, DerivesMissingBackwardParts) {
   EXPECT_EQ(c.W, 1.0);
   c = parse_costs("B=3,W=2");
   EXPECT_EQ(c.I, 1.0);
+  c = parse_costs("B=3,I=2,W=1");
+  EXPECT_EQ(c.I, 2.0);
   c = parse_costs("F=2");
   EXPECT_EQ(c.F, 2.0);
   EXPECT_EQ(c.B, 2.0);  // untouched keys keep their defaults
@@ -80,6 +82,10 @@ TEST(Costs, RejectsBadInputNamingTheKey) {
   expect_error("W=1", "W given without I or B");
   expect_error("B=1,I=2", "derived W = B - I is positive");
   expect_error("F=1,,B=2", "expected KEY=VALUE");
+  expect_error("B=2,I=5,W=5",
+               "--costs: B=2 but I + W = 10; the split backward must add up to the full one");
+  expect_error("F=1e308", "--costs: F=1e308: costs must lie between 1e-12 and 1e+12");
+  expect_error("B=1e-13", "costs must lie between");
 }
 
 }  // namespace

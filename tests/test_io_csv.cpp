@@ -137,6 +137,25 @@ TEST(Csv, AtMost255Pipelines) {
             "t.csv: the placement differs between more than 255 groups of microbatches");
 }
 
+TEST(Csv, TrailingBlankLinesAreNotDevices) {
+  const auto t = read_pytorch_csv("0F0,0B0\n\n\r\n\n", "t.csv");
+  EXPECT_EQ(t.devices, 1);
+  EXPECT_TRUE(validate(t).ok());
+  // A blank line between devices is a device without ops, which validation reports.
+  EXPECT_EQ(read_pytorch_csv("0F0,0B0\n\n1F0,1B0\n", "t.csv").devices, 3);
+}
+
+TEST(Csv, AMistypedCellIsNotReadAsASecondPipeline) {
+  // 1F1 and 1B1 sit on device 0 instead of 1: microbatch 1 would form a pipeline that leaves
+  // device 1 out, which no real multi-pipeline schedule does.
+  EXPECT_EQ(error_of("0F0,0F1,1F1,1B1,0B1,0B0\n1F0,1B0\n"),
+            "t.csv:1:9: microbatch 1 runs stage 1 on device 0, but microbatch 0 runs it on device "
+            "1 (line 2, "
+            "column 1); differently placed microbatches form separate pipelines only if every "
+            "pipeline spans "
+            "every device and all hold as many microbatches");
+}
+
 TEST(Csv, TooManyLines) {
   EXPECT_EQ(error_of(std::string(65536, '\n') + "0F0"),
             "t.csv:65536:1: more than 65535 lines (devices)");

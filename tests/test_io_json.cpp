@@ -111,6 +111,9 @@ TEST(Json, KeysAreChecked) {
   text = write_table_json(small());
   text.insert(text.find("  \"rows\""), "  \"devices\": 2,\n");
   EXPECT_EQ(error_of(text), "t.json:8:3: devices: duplicate key 'devices'");
+  text = write_table_json(small(), {"1f1b", nullptr});
+  text.replace(text.find("{\"schedule\""), 1, "{\"schedule\":\"x\",");
+  EXPECT_EQ(error_of(text), "t.json:4:29: source.schedule: duplicate key 'schedule'");
   text = write_table_json(small());
   text.erase(text.find("  \"stages\""), std::string("  \"stages\": 2,\n").size());
   EXPECT_EQ(error_of(text), "t.json:1:1: missing key 'stages'");
@@ -125,6 +128,9 @@ TEST(Json, ValuesAreChecked) {
             "t.json:4:14: devices: expected a whole number, got a string");
   EXPECT_EQ(error_of(with("devices", "2.5")),
             "t.json:4:14: devices: expected a whole number, got 2.5");
+  EXPECT_EQ(error_of(with("devices", "2.0")),
+            "t.json:4:14: devices: expected a whole number written without a fraction or exponent, "
+            "got 2.0");
   EXPECT_EQ(error_of(with("devices", "true")),
             "t.json:4:14: devices: expected a whole number, got a boolean");
   EXPECT_EQ(error_of(with("devices", "null")),

@@ -86,6 +86,20 @@ TEST(Memory, SplitBackwardFreesPerOption) {
   EXPECT_EQ(activation_curve(t, timing, 0, all), (std::vector<MemorySample>{{0, 1}, {2, 0}}));
 }
 
+TEST(Memory, FractionalFreesReturnExactlyToZero) {
+  // Stage sizes 3:1 and I freeing 0.3: A − f·P keeps the accounting exact.
+  auto t = table(
+      2, {0, 1}, 2,
+      {{"0F0", "0F1", "0I0", "0W0", "0I1", "0W1"}, {"1F0", "1I0", "1W0", "1F1", "1I1", "1W1"}});
+  t.stage_layers = {3, 1};
+  ASSERT_TRUE(validate(t).ok());
+  const MemoryOptions frees{0.3};
+  const auto timing = idealized_timing(t, Costs{});
+  for (int d = 0; d < 2; ++d)
+    EXPECT_EQ(activation_curve(t, timing, d, frees).back().value, 0.0);
+  EXPECT_EQ(activation_peaks(t, frees), (std::vector<double>{3.0, 0.5}));
+}
+
 TEST(Memory, StageSizesWeighActivations) {
   // Two stages of sizes 1 and 3 on two devices: device shares are 0.5 and 1.5.
   auto t = table(2, {0, 1}, 1, {{"0F0", "0B0"}, {"1F0", "1B0"}});

@@ -1,7 +1,9 @@
 #include "commands.hpp"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "options.hpp"
 #include <fmt/format.h>
@@ -21,7 +23,9 @@ namespace pipetab::cli {
 void emit(const std::string& path, const std::string& text) {
   if (path.empty() || path == "-") {
     std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      throw Error(fmt::format("cannot write to standard output: {}", std::strerror(errno)));
+    }
   } else {
     io::write_file(path, text);
   }
@@ -59,8 +63,17 @@ void recognize(Subject& subject) {
     if (info.default_waves > 0 && j.contains("waves")) p.waves = j["waves"].get<std::int64_t>();
     if (j.contains("variant")) p.variant = j["variant"].get<std::string>();
     if (j.contains("split")) p.split = j["split"].get<std::string>();
+    // Regenerate only what could be this table: the same S and M, and a size bounded by the
+    // file's (generators make 2·S·M·v or 4·S·M·W ops), so a small file cannot ask for a huge
+    // generation.
+    const auto& t = subject.table;
+    if (p.devices != t.devices || p.microbatches != t.microbatches) return;
+    const double ops = 2.0 * static_cast<double>(t.devices) * static_cast<double>(t.microbatches) *
+                       static_cast<double>(p.chunks.value_or(1)) *
+                       static_cast<double>(p.waves.value_or(1));
+    if (ops > 2.0 * static_cast<double>(t.ops.size())) return;
     auto params = resolve(info, p);
-    if (info.generate(params).same_schedule(subject.table)) subject.params = std::move(params);
+    if (info.generate(params).same_schedule(t)) subject.params = std::move(params);
   } catch (const std::exception&) {
     // Not a recognizable generated table: evaluate it as a user table.
   }
@@ -87,18 +100,10 @@ CLI::Option* add_format(CLI::App& command, std::string& format, std::vector<std:
       ->capture_default_str();
 }
 
-std::string text_header(const Subject& s, const Evaluation& e) {
-  std::string out = fmt::format("{}: {} devices, {} stages, {} microbatches", e.schedule,
-                                e.shape.devices, e.shape.stages, e.shape.microbatches);
-  if (e.shape.pipelines > 1) out += fmt::format(", {} pipelines", e.shape.pipelines);
-  if (s.params && s.params->chunks > 1) out += fmt::format(", v={}", s.params->chunks);
-  if (s.params && s.params->waves > 1) out += fmt::format(", W={}", s.params->waves);
-  if (!e.shape.variant.empty()) out += fmt::format(", {}", e.shape.variant);
-  out += fmt::format("; costs {}\n", to_string(e.costs));
-  out += fmt::format("makespan {}, bubble ratio {:.4f}, peak activation {} M_a\n",
-                     format_number(e.table.makespan), e.table.bubble_ratio,
-                     format_number(e.table.peak_activation_max()));
-  return out;
+std::string text_header(const Evaluation& e) {
+  return summary(e) + fmt::format("\nmakespan {}, bubble ratio {:.4f}, peak activation {} M_a\n",
+                                  format_number(e.table.makespan), e.table.bubble_ratio,
+                                  format_number(e.table.peak_activation_max()));
 }
 
 std::string legend(const ScheduleTable& t) {
@@ -199,9 +204,8 @@ Subcommand add_show(CLI::App& app) {
             const auto timing = idealized_timing(subject.table, evaluation.costs);
             GridOptions grid;
             grid.color = use_color(s->color, output);
-            emit(output, text_header(subject, evaluation) + "\n" +
-                             render_grid(subject.table, timing, grid) + "\n" +
-                             legend(subject.table));
+            emit(output, text_header(evaluation) + "\n" + render_grid(subject.table, timing, grid) +
+                             "\n" + legend(subject.table));
           }};
 }
 
@@ -270,18 +274,17 @@ Subcommand add_compare(CLI::App& app) {
           }
         }
         for (const auto& path : s->tables) {
-          auto subject = io::load_table(path);
-          require_valid_file(subject);
-          if (subject.table.devices != s->options.devices ||
-              subject.table.microbatches != s->options.microbatches) {
+          Subject subject = file_subject(path);
+          recognize(subject);
+          const auto& t = subject.table;
+          if (t.devices != s->options.devices || t.microbatches != s->options.microbatches) {
             skipped.push_back(
-                {path, fmt::format("has S = {}, M = {}; the comparison is at S = {}, M = {}",
-                                   subject.table.devices, subject.table.microbatches,
-                                   s->options.devices, s->options.microbatches)});
+                {path,
+                 fmt::format("has S = {}, M = {}; the comparison is at S = {}, M = {}", t.devices,
+                             t.microbatches, s->options.devices, s->options.microbatches)});
             continue;
           }
-          rows.push_back(evaluate(subject.table, nullptr, path, s->options.parsed_costs(),
-                                  {s->options.memory(), false}));
+          rows.push_back(evaluate_subject(subject, s->options));
         }
         const auto comparison = compare(std::move(rows), std::move(skipped));
         if (s->format == "json") {

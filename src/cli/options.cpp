@@ -11,17 +11,32 @@ namespace pipetab::cli {
 
 namespace {
 
-// CLI11 clamps out-of-range integers to the type's limit; reject them with the text as given.
+// CLI11 clamps out-of-range integers and reads "010" as octal and "0x10" as hex; whole
+// numbers here are decimal, so the text is checked and rewritten in canonical decimal first.
 const CLI::Validator kWholeNumber(
-    [](const std::string& text) {
+    [](std::string& text) {
       std::int64_t value = 0;
       const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
       if (text.empty() || ec != std::errc{} || ptr != text.data() + text.size()) {
         return fmt::format("'{}' is not a whole number within 64 bits", text);
       }
+      text = std::to_string(value);
       return std::string();
     },
     "INT");
+
+// A fraction in [0, 1]; CLI::Range lets NaN through.
+const CLI::Validator kFraction(
+    [](std::string& text) {
+      double value = 0.0;
+      const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+      if (text.empty() || ec != std::errc{} || ptr != text.data() + text.size() ||
+          !(value >= 0.0 && value <= 1.0)) {
+        return fmt::format("'{}' is not a fraction between 0 and 1", text);
+      }
+      return std::string();
+    },
+    "FRACTION");
 
 }  // namespace
 
@@ -31,32 +46,33 @@ void add_schedule_options(CLI::App& command, ScheduleOptions& o, std::int64_t de
   o.microbatches = default_microbatches;
   o.devices_opt =
       command.add_option("-S,--devices", o.devices, "pipeline depth S: number of devices")
-          ->check(kWholeNumber)
+          ->transform(kWholeNumber)
           ->capture_default_str();
   o.microbatches_opt =
       command.add_option("-M,--microbatches", o.microbatches, "microbatches per iteration M")
-          ->check(kWholeNumber)
+          ->transform(kWholeNumber)
           ->capture_default_str();
   o.chunks_opt =
       command
           .add_option("-v,--chunks", o.chunks, "model chunks per device v (interleaved; default 2)")
-          ->check(kWholeNumber);
-  o.waves_opt =
-      command.add_option("-W,--waves", o.waves, "waves W (hanayo; default 2)")->check(kWholeNumber);
+          ->transform(kWholeNumber);
+  o.waves_opt = command.add_option("-W,--waves", o.waves, "waves W (hanayo; default 2)")
+                    ->transform(kWholeNumber);
   o.variant_opt = command.add_option("--variant", o.variant,
                                      "schedule variant, e.g. chimera's direct or doubling");
   o.split_opt =
       command.add_option("--split", o.split, "stage-size split E:L of chimera-asym (default 1:2)");
-  command
-      .add_option("--costs", o.costs,
-                  "op costs per device share, e.g. F=1,B=2,I=1,W=1 (B = I + W and I = W = B/2 "
-                  "are derived when left out)")
-      ->default_str("F=1,B=2,I=1,W=1");
+  o.costs_opt =
+      command
+          .add_option("--costs", o.costs,
+                      "op costs per device share, e.g. F=1,B=2,I=1,W=1 (B = I + W and I = W = B/2 "
+                      "are derived when left out)")
+          ->default_str("F=1,B=2,I=1,W=1");
   command
       .add_option(
           "--input-grad-frees", o.input_grad_frees,
           "fraction of a stage's activation an I (input-grad backward) frees; W frees the rest")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(kFraction)
       ->capture_default_str();
 }
 
@@ -73,7 +89,7 @@ ScheduleParams ScheduleOptions::params(const ScheduleInfo* info, bool only_appli
 }
 
 Costs ScheduleOptions::parsed_costs() const {
-  return costs.empty() ? Costs{} : parse_costs(costs);
+  return costs_opt->count() ? parse_costs(costs) : Costs{};
 }
 
 MemoryOptions ScheduleOptions::memory() const {
@@ -115,6 +131,10 @@ Subject file_subject(const std::string& path, const ScheduleOptions& options) {
                     "do not apply to it",
                     path));
   }
+  return file_subject(path);
+}
+
+Subject file_subject(const std::string& path) {
   Subject subject;
   subject.name = path;
   subject.file = io::load_table(path);

@@ -32,6 +32,7 @@ struct ScheduleOptions {
   CLI::Option* waves_opt = nullptr;
   CLI::Option* variant_opt = nullptr;
   CLI::Option* split_opt = nullptr;
+  CLI::Option* costs_opt = nullptr;
 
   /// The parameters as given; for schedules that do not take an option it is left out when
   /// `only_applicable` (compare applies -v to the schedules that have chunks, and so on).
@@ -61,6 +62,9 @@ Subject generated_subject(const std::string& name, const ScheduleOptions& option
 /// Reads and validates a table file; -S/-M/... must not be given with it. Throws Error with
 /// "FILE:LINE:COLUMN: ..." for the first problem.
 Subject file_subject(const std::string& path, const ScheduleOptions& options);
+
+/// Reads and validates a table file (whatever flags were given).
+Subject file_subject(const std::string& path);
 
 /// What show and analyze take: a schedule NAME or --table FILE, the common flags, -o FILE.
 struct SubjectOptions {

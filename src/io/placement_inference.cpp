@@ -8,6 +8,52 @@
 
 namespace pipetab::io::detail {
 
+namespace {
+
+// Microbatches that place their stages differently run in different pipelines (model
+// replicas, as in Chimera). A mistyped cell looks the same, so the inference is accepted only
+// in the shape real multi-pipeline schedules have: every pipeline spans every device, and all
+// carry the same number of microbatches. Otherwise the first cell of the odd pipeline that
+// differs from pipeline 0 is reported.
+void check_pipelines(const Cells& cells, const std::vector<std::vector<std::int32_t>>& maps,
+                     const std::vector<std::uint8_t>& pipeline_of,
+                     const std::vector<std::int32_t>& first_cell, std::size_t stages,
+                     const std::string& file) {
+  std::vector<std::int64_t> count(maps.size(), 0);
+  for (const auto p : pipeline_of)
+    ++count[p];
+  std::size_t odd = maps.size();
+  for (std::size_t p = 0; p < maps.size() && odd == maps.size(); ++p) {
+    std::vector<bool> used(static_cast<std::size_t>(cells.rows), false);
+    for (const auto d : maps[p]) {
+      if (d >= 0) used[static_cast<std::size_t>(d)] = true;
+    }
+    if (count[p] != count[0] || std::find(used.begin(), used.end(), false) != used.end()) odd = p;
+  }
+  if (odd == maps.size()) return;
+  if (odd == 0) odd = 1;
+  const auto m = static_cast<std::size_t>(std::find(pipeline_of.begin(), pipeline_of.end(), odd) -
+                                          pipeline_of.begin());
+  const auto m0 = static_cast<std::size_t>(std::find(pipeline_of.begin(), pipeline_of.end(), 0) -
+                                           pipeline_of.begin());
+  for (std::size_t s = 0; s < stages; ++s) {
+    if (maps[odd][s] == maps[0][s] || first_cell[m * stages + s] < 0 ||
+        first_cell[m0 * stages + s] < 0)
+      continue;
+    const auto& here = cells.where[static_cast<std::size_t>(first_cell[m * stages + s])];
+    const auto& there = cells.where[static_cast<std::size_t>(first_cell[m0 * stages + s])];
+    throw ParseError(
+        file, here.line, here.column,
+        fmt::format(
+            "microbatch {} runs stage {} on device {}, but microbatch {} runs it on device {} "
+            "(line {}, column {}); differently placed microbatches form separate pipelines "
+            "only if every pipeline spans every device and all hold as many microbatches",
+            m, s, maps[odd][s], m0, maps[0][s], there.line, there.column));
+  }
+}
+
+}  // namespace
+
 ScheduleTable infer_table(Cells cells, const std::string& file) {
   if (cells.ops.empty()) throw Error(fmt::format("{}: the table has no ops", file));
   std::int64_t stages = 0, microbatches = 0;
@@ -76,6 +122,8 @@ ScheduleTable infer_table(Cells cells, const std::string& file) {
     }
     pipeline_of[m] = static_cast<std::uint8_t>(p);
   }
+
+  if (maps.size() > 1) check_pipelines(cells, maps, pipeline_of, first_cell, N, file);
 
   ScheduleTable table;
   table.devices = cells.rows;

@@ -17,6 +17,8 @@ class CsvReader {
   detail::Cells read() && {
     while (pos_ < text_.size())
       read_row();
+    // Blank lines at the end (an editor's final newline) are not devices.
+    cells_.rows -= trailing_blank_;
     if (cells_.rows == 0)
       throw ParseError(file_, 1, 1, "empty table: expected one line per device");
     return std::move(cells_);
@@ -31,6 +33,9 @@ class CsvReader {
     if (cells_.rows >= kMaxDevices)
       fail(pos_, fmt::format("more than {} lines (devices)", kMaxDevices));
     const auto device = cells_.rows++;
+    const bool blank = pos_ == text_.size() || text_[pos_] == '\n' ||
+                       (text_[pos_] == '\r' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '\n');
+    trailing_blank_ = blank ? trailing_blank_ + 1 : 0;
     std::int32_t slot = 0;
     while (true) {
       read_cell(device, slot);
@@ -105,6 +110,7 @@ class CsvReader {
   std::size_t pos_ = 0;
   std::size_t line_start_ = 0;
   int line_ = 1;
+  std::int32_t trailing_blank_ = 0;
   detail::Cells cells_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cmath>
+#include <map>
 
 #include "json_locate.hpp"
 #include "text.hpp"
@@ -93,16 +94,48 @@ class Reader {
 
  private:
   json parse() {
-    // Top-level keys are counted while parsing: the DOM keeps only the last of duplicates.
-    std::vector<std::string> keys;
-    std::optional<JsonStep> duplicate;
-    const json::parser_callback_t on_event = [&](int depth, json::parse_event_t event,
-                                                 json& parsed) {
-      if (event == json::parse_event_t::key && depth == 1 && !duplicate) {
-        const auto key = parsed.get<std::string>();
-        const auto n = std::count(keys.begin(), keys.end(), key);
-        if (n > 0) duplicate = JsonStep{key, -1, static_cast<int>(n) + 1};
-        keys.push_back(key);
+    // Keys are tracked while parsing, in every object: the DOM keeps only the last of
+    // duplicates. Each frame is an open object (its keys) or array (its element index).
+    struct Frame {
+      bool object = false;
+      std::map<std::string, int> keys;
+      std::string key;
+      std::int64_t index = -1;
+    };
+    std::vector<Frame> frames;
+    std::optional<JsonPath> duplicate;
+    const auto element = [&] {
+      if (!frames.empty() && !frames.back().object) ++frames.back().index;
+    };
+    const json::parser_callback_t on_event = [&](int, json::parse_event_t event, json& parsed) {
+      switch (event) {
+        case json::parse_event_t::object_start:
+        case json::parse_event_t::array_start:
+          element();
+          frames.push_back(Frame{event == json::parse_event_t::object_start, {}, {}, -1});
+          break;
+        case json::parse_event_t::object_end:
+        case json::parse_event_t::array_end:
+          frames.pop_back();
+          break;
+        case json::parse_event_t::value:
+          element();
+          break;
+        case json::parse_event_t::key: {
+          auto& frame = frames.back();
+          frame.key = parsed.get<std::string>();
+          const int seen = ++frame.keys[frame.key];
+          if (seen > 1 && !duplicate) {
+            JsonPath path;
+            for (std::size_t i = 0; i + 1 < frames.size(); ++i) {
+              path.push_back(frames[i].object ? JsonStep{frames[i].key}
+                                              : JsonStep{{}, frames[i].index});
+            }
+            path.push_back(JsonStep{frame.key, -1, seen});
+            duplicate = std::move(path);
+          }
+          break;
+        }
       }
       return true;
     };
@@ -129,8 +162,7 @@ class Reader {
       const auto [line, column] = detail::line_column(text_, at == std::string_view::npos ? 0 : at);
       throw ParseError(file_, line, column, "invalid JSON: " + what);
     }
-    if (duplicate)
-      fail(JsonPath{*duplicate}, fmt::format("duplicate key '{}'", duplicate->key), true);
+    if (duplicate) fail(*duplicate, fmt::format("duplicate key '{}'", duplicate->back().key), true);
     return doc;
   }
 
@@ -154,10 +186,12 @@ class Reader {
       fail(path, fmt::format("{} is out of range (expected {}..{})", value.dump(), lo, hi));
     };
     if (value.is_number_float()) {
-      // Whole numbers beyond 64 bits arrive as floating point.
+      // Whole numbers beyond 64 bits arrive as floating point, and so does "2.0".
       const double v = value.get<double>();
-      if (std::isfinite(v) && v == std::floor(v)) out_of_range();
-      fail(path, fmt::format("expected a whole number, got {}", value.dump()));
+      const bool whole = std::isfinite(v) && v == std::floor(v);
+      if (whole && (v < static_cast<double>(lo) || v > static_cast<double>(hi))) out_of_range();
+      fail(path, fmt::format("expected a whole number{}, got {}",
+                             whole ? " written without a fraction or exponent" : "", value.dump()));
     }
     if (!value.is_number_integer())
       fail(path, fmt::format("expected a whole number, got {}", type_name(value)));

@@ -39,7 +39,7 @@ Comparison compare(std::vector<Evaluation> rows, std::vector<Skipped> skipped) {
   std::vector<std::optional<double>> formula(n), table(n), memory(n);
   for (std::size_t i = 0; i < n; ++i) {
     const auto& e = c.rows[i];
-    if (e.formula) formula[i] = e.formula->makespan;
+    if (e.formula) formula[i] = e.formula->published_bubble_ratio;
     table[i] = e.table.makespan;
     memory[i] = e.table.peak_activation_max();
   }
@@ -101,34 +101,34 @@ std::string to_text(const Comparison& c) {
     out += fmt::format("{} devices, {} microbatches, costs {} per device share\n\n",
                        first.shape.devices, first.shape.microbatches, to_string(first.costs));
   }
-  out += fmt::format("{:<21}| {:<33} | {:<23} | {}\n", "", "formula (closed form)",
-                     "table (idealized)", "activation");
-  out += fmt::format("{:<14}{:>6} | {:>9}{:>8}{:>10}{:>6} | {:>9}{:>8}{:>6} | {:>9}{:>6}\n",
-                     "schedule", "stages", "makespan", "bubble", "published", "rank", "makespan",
-                     "bubble", "rank", "peak M_a", "rank");
-  auto opt = [](const std::optional<double>& v, const char* spec) {
-    return v ? fmt::format(fmt::runtime(spec), *v) : std::string("-");
+  out += fmt::format("{:<21}| {:<25} | {:<23} | {}\n", "", "formula", "table (idealized)",
+                     "activation");
+  out += fmt::format("{:<14}{:>6} | {:>10}{:>6}{:>9} | {:>9}{:>8}{:>6} | {:>9}{:>6}\n", "schedule",
+                     "stages", "published", "rank", "exact", "makespan", "bubble", "rank",
+                     "peak M_a", "rank");
+  auto opt = [](const std::optional<double>& v) {
+    return v ? fmt::format("{:.4f}", *v) : std::string("-");
   };
   for (std::size_t i = 0; i < c.rows.size(); ++i) {
     const auto& e = c.rows[i];
     const Formula none;
     const Formula& f = e.formula ? *e.formula : none;
-    out += fmt::format("{:<14}{:>6} | {:>9}{:>8}{:>10}{:>6} | {:>9}{:>8.4f}{:>6} | {:>9}{:>6}{}\n",
-                       e.schedule, e.shape.stages, opt(f.makespan, "{:g}"),
-                       opt(f.bubble_ratio, "{:.4f}"), opt(f.published_bubble_ratio, "{:.4f}"),
+    out += fmt::format("{:<14}{:>6} | {:>10}{:>6}{:>9} | {:>9}{:>8.4f}{:>6} | {:>9}{:>6}{}\n",
+                       e.schedule, e.shape.stages, opt(f.published_bubble_ratio),
                        c.formula_rank[i] ? std::to_string(c.formula_rank[i]) : "-",
-                       fmt::format("{:g}", e.table.makespan), e.table.bubble_ratio, c.table_rank[i],
+                       opt(f.bubble_ratio), fmt::format("{:g}", e.table.makespan),
+                       e.table.bubble_ratio, c.table_rank[i],
                        fmt::format("{:g}", e.table.peak_activation_max()), c.memory_rank[i],
-                       c.rank_changed[i] ? "  * rank changes formula -> table" : "");
+                       c.rank_changed[i] ? "  * rank changes: formula -> table" : "");
   }
   for (const auto& s : c.skipped)
     out += fmt::format("{:<14}skipped: {}\n", s.schedule, s.reason);
   out +=
-      "\nRanks: time by makespan, memory by the largest per-device activation peak; lower first, "
-      "ties\n"
-      "share a rank. 'published' is the bubble ratio as its paper states it, under that paper's\n"
-      "assumptions (e.g. equal F and B); the formula columns are the closed form for these "
-      "costs.\n";
+      "\nFormula rank: by the published bubble ratio, as its paper states it under the paper's\n"
+      "assumptions (e.g. equal F and B); 'exact' is the closed form for these costs, equal to the\n"
+      "table. Table rank: by makespan. Memory rank: by the largest per-device activation peak.\n"
+      "Lower first; ties share a rank. '*' marks a schedule whose place differs between the\n"
+      "formula and table rankings (among the schedules ranked at both).\n";
   return out;
 }
 

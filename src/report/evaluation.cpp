@@ -18,12 +18,12 @@ ScheduleShape shape_of(const ScheduleTable& table, const ResolvedParams* params)
   shape.stages = table.stages;
   shape.microbatches = table.microbatches;
   shape.pipelines = table.pipelines();
+  // Stages per device in each pipeline: v for interleaved, 2W for Hanayo, 1 for one stage per
+  // device; the same whether the table was generated or read from a file.
+  if (table.stages % table.devices == 0) shape.chunks = table.stages / table.devices;
   if (params) {
-    shape.chunks = params->chunks;
     shape.waves = params->waves;
     shape.variant = params->variant;
-  } else if (table.stages % table.devices == 0) {
-    shape.chunks = table.stages / table.devices;
   }
   return shape;
 }

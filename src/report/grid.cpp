@@ -78,6 +78,14 @@ std::string render_grid(const ScheduleTable& t, const Timing& timing, const Grid
   const auto column_of = [&](double time) {
     return static_cast<std::int64_t>(std::llround(time / unit));
   };
+  // Every op must cover at least one whole column (the unit search tolerates rounding, so an
+  // op far below the largest duration could otherwise round to nothing).
+  for (std::size_t i = 0; i < t.ops.size(); ++i) {
+    if (column_of(timing.end[i]) <= column_of(timing.start[i])) {
+      throw Error(
+          "the op durations are too unequal to draw on one time axis; use --format csv or json");
+    }
+  }
 
   std::vector<bool> multi_stage;
   const auto letters = chunk_letters(t, multi_stage);
@@ -109,7 +117,10 @@ std::string render_grid(const ScheduleTable& t, const Timing& timing, const Grid
   const std::string margin = fmt::format("dev {:<{}}| ", "", std::to_string(t.devices - 1).size());
   std::string out = fmt::format("{:<{}}", "time", margin.size());
   // Time axis: a tick label every `step` columns, where it fits.
-  const std::size_t tick_width = fmt::format("{:g}", timing.makespan).size();
+  std::size_t tick_width = 0;
+  for (std::int64_t c = 0; c < total_columns; ++c) {
+    tick_width = std::max(tick_width, fmt::format("{:g}", static_cast<double>(c) * unit).size());
+  }
   const auto step = static_cast<std::int64_t>((tick_width + width) / width);
   for (std::int64_t c = 0; c < total_columns; c += step) {
     out += fmt::format("{:<{}}", fmt::format("{:g}", static_cast<double>(c) * unit),

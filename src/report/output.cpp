@@ -152,14 +152,18 @@ std::string csv_line(const std::vector<std::string>& cells) {
   return out + '\n';
 }
 
-std::string to_text(const Evaluation& e) {
+std::string summary(const Evaluation& e) {
   std::string out = fmt::format("{}: {} devices, {} stages, {} microbatches", e.schedule,
                                 e.shape.devices, e.shape.stages, e.shape.microbatches);
   if (e.shape.chunks && *e.shape.chunks > 1) out += fmt::format(", {} chunks", *e.shape.chunks);
   if (e.shape.waves > 1) out += fmt::format(", {} waves", e.shape.waves);
   if (e.shape.pipelines > 1) out += fmt::format(", {} pipelines", e.shape.pipelines);
   if (!e.shape.variant.empty()) out += fmt::format(", variant {}", e.shape.variant);
-  out += fmt::format("\ncosts {} (per device share)\n\n", to_string(e.costs));
+  return out + fmt::format("; costs {} per device share", to_string(e.costs));
+}
+
+std::string to_text(const Evaluation& e) {
+  std::string out = summary(e) + "\n\n";
 
   out += "formula (closed form)\n";
   if (!e.formula) {

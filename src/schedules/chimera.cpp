@@ -18,8 +18,6 @@
 namespace pipetab::schedules {
 namespace {
 
-constexpr std::string_view kVariants[] = {"direct", "doubling"};
-
 class ChimeraWorker {
  public:
   ChimeraWorker(TableBuilder& table, int D, int w) : table_(table), D_(D), w_(w) {}
@@ -137,7 +135,7 @@ extern const ScheduleInfo kChimera{
     .title = "Chimera: two pipelines (down and up) over two model replicas",
     .source = "Li & Hoefler, SC'21; order of the official ChimeraBk training loops",
     .constraints = "S (= D) even; M (= N) a multiple of S, of 2S for --variant doubling",
-    .variants = kVariants,
+    .variants = kChimeraVariants,
     .generate = generate_chimera,
 };
 

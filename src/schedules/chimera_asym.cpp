@@ -12,8 +12,6 @@
 namespace pipetab::schedules {
 namespace {
 
-constexpr std::string_view kVariants[] = {"direct", "doubling"};
-
 ScheduleTable generate_chimera_asym(const ResolvedParams& p) {
   const int D = p.devices;
   std::vector<std::int32_t> layers(2 * static_cast<std::size_t>(D));
@@ -32,7 +30,7 @@ extern const ScheduleInfo kChimeraAsym{
     .title = "Chimera with unequal stages: first-half stages E parts, second-half L (--split E:L)",
     .source = "Barley et al., arXiv 2605.24006, Fig. 6 (our reading); Chimera order",
     .constraints = "as chimera",
-    .variants = kVariants,
+    .variants = kChimeraVariants,
     .default_split = "1:2",
     .generate = generate_chimera_asym,
 };

@@ -45,6 +45,9 @@ ScheduleTable one_f_one_b(const ResolvedParams& params);
 
 namespace pipetab::schedules {
 
+/// Chimera's variants (--variant), default first.
+inline constexpr std::string_view kChimeraVariants[] = {"direct", "doubling"};
+
 /// Chimera's table (chimera.cpp) with the given stage sizes (empty: equal stages); chimera-asym
 /// reuses it with unequal ones.
 ScheduleTable chimera_table(const ResolvedParams& params, std::vector<std::int32_t> stage_layers);

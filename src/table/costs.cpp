@@ -29,6 +29,9 @@ double Costs::of(PassKind kind) const noexcept {
 namespace {
 
 constexpr std::array<std::string_view, 5> kKeys = {"F", "B", "I", "W", "FB"};
+// Bounds that keep every sum over a table (at most 2^28 ops) finite and ratios drawable.
+constexpr double kMinCost = 1e-12;
+constexpr double kMaxCost = 1e12;
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
@@ -47,6 +50,10 @@ double parse_value(std::string_view key, std::string_view text) {
   }
   if (value <= 0.0) {
     throw ParamError(fmt::format("--costs: {}={}: costs must be positive", key, text));
+  }
+  if (value < kMinCost || value > kMaxCost) {
+    throw ParamError(fmt::format("--costs: {}={}: costs must lie between {:g} and {:g}", key, text,
+                                 kMinCost, kMaxCost));
   }
   return value;
 }
@@ -89,6 +96,16 @@ Costs parse_costs(std::string_view text) {
     costs.I = *i;
     costs.W = *w;
     costs.B = *i + *w;
+  } else if (b && i && w) {
+    if (std::fabs(*b - (*i + *w)) > 1e-9 * *b) {
+      throw ParamError(
+          fmt::format("--costs: B={} but I + W = {}; the split backward must add up to the full "
+                      "one (B = I + W)",
+                      *b, *i + *w));
+    }
+    costs.B = *b;
+    costs.I = *i;
+    costs.W = *w;
   } else if (b && (i || w)) {
     costs.B = *b;
     costs.I = i ? *i : *b - *w;

@@ -5,88 +5,98 @@
 namespace pipetab {
 namespace {
 
-// Per-op memory deltas in stage units (integers for whole-stage events, so sums are exact):
-// `alloc` when the op starts, `release` when it ends.
+// Live activation memory is kept exactly as A − f·P in stage units: A counts the units
+// allocated and not yet wholly freed (integers), P the units whose I has run and whose W has
+// not (integers), f the fraction an I frees. An op allocates when it starts and frees when it
+// ends.
 struct Delta {
-  double alloc = 0.0;
-  double release = 0.0;
+  std::int64_t alloc = 0;    // A += at start
+  std::int64_t release = 0;  // A −= at end (B and W free the rest of their activation)
+  std::int64_t pending = 0;  // P += at end (+ for I, − for W)
 };
 
-class DeltaTable {
+class LiveMemory {
  public:
-  DeltaTable(const ScheduleTable& t, const MemoryOptions& options)
+  LiveMemory(const ScheduleTable& t, const MemoryOptions& options)
       : t_(t),
         units_(t.stage_units()),
         frees_(options.input_grad_frees),
         devices_(static_cast<double>(t.devices)),
         model_units_(static_cast<double>(t.model_units())) {}
 
-  Delta of(const Op& op) const {
-    Delta delta;
+  Delta delta(const Op& op) const {
+    Delta d;
     for (const Pass& pass : op.passes()) {
-      const double units = unit(pass);
+      const std::int64_t units =
+          units_[static_cast<std::size_t>(t_.pipeline_of_microbatch(pass.microbatch)) *
+                     static_cast<std::size_t>(t_.stages) +
+                 pass.stage];
       switch (pass.kind) {
         case PassKind::F:
-          delta.alloc += units;
+          d.alloc += units;
           break;
         case PassKind::B:
-          delta.release += units;
+          d.release += units;
           break;
         case PassKind::I:
-          delta.release += units * frees_;
+          d.pending += units;
           break;
         case PassKind::W:
-          delta.release += units * (1.0 - frees_);
+          d.release += units;
+          d.pending -= units;
           break;
         case PassKind::None:
           break;
       }
     }
-    return delta;
+    return d;
   }
-  // Stage units → M_a, as one rounding of the exact ratio units · S / model units.
-  double to_ma(double units) const noexcept { return units * devices_ / model_units_; }
+
+  void start(const Delta& d) { allocated_ += d.alloc; }
+  void end(const Delta& d) {
+    allocated_ -= d.release;
+    pending_ += d.pending;
+  }
+  // In M_a: one rounding of units · S / model units when f is 0 or 1.
+  double value() const {
+    const double units = static_cast<double>(allocated_) - frees_ * static_cast<double>(pending_);
+    return units * devices_ / model_units_;
+  }
 
  private:
-  double unit(const Pass& pass) const {
-    return units_[static_cast<std::size_t>(t_.pipeline_of_microbatch(pass.microbatch)) *
-                      static_cast<std::size_t>(t_.stages) +
-                  pass.stage];
-  }
-
   const ScheduleTable& t_;
   std::vector<std::int32_t> units_;
   double frees_;
   double devices_;
   double model_units_;
+  std::int64_t allocated_ = 0;
+  std::int64_t pending_ = 0;
 };
 
 }  // namespace
 
 std::vector<double> activation_peaks(const ScheduleTable& table, const MemoryOptions& options) {
-  const DeltaTable deltas(table, options);
   std::vector<double> peaks(static_cast<std::size_t>(table.devices), 0.0);
   for (std::int32_t d = 0; d < table.devices; ++d) {
-    double live = 0.0;
+    LiveMemory live(table, options);
     double peak = 0.0;
     for (const Op& op : table.row(d)) {
-      const Delta delta = deltas.of(op);
-      live += delta.alloc;
-      peak = std::max(peak, live);
-      live -= delta.release;
+      const Delta delta = live.delta(op);
+      live.start(delta);
+      peak = std::max(peak, live.value());
+      live.end(delta);
     }
-    peaks[static_cast<std::size_t>(d)] = deltas.to_ma(peak);
+    peaks[static_cast<std::size_t>(d)] = peak;
   }
   return peaks;
 }
 
 std::vector<MemorySample> activation_curve(const ScheduleTable& table, const Timing& timing,
                                            int device, const MemoryOptions& options) {
-  const DeltaTable deltas(table, options);
+  LiveMemory live(table, options);
   std::vector<MemorySample> curve{{0.0, 0.0}};
-  double live = 0.0;
   auto record = [&](double time) {
-    const double value = deltas.to_ma(live);
+    const double value = live.value();
     if (curve.back().time == time) {
       curve.back().value = value;
       // A free and an allocation at the same instant may cancel out.
@@ -98,13 +108,13 @@ std::vector<MemorySample> activation_curve(const ScheduleTable& table, const Tim
   const auto b = static_cast<std::size_t>(table.row_begin[static_cast<std::size_t>(device)]);
   const auto e = static_cast<std::size_t>(table.row_begin[static_cast<std::size_t>(device) + 1]);
   for (auto i = b; i < e; ++i) {
-    const Delta delta = deltas.of(table.ops[i]);
-    if (delta.alloc != 0.0) {
-      live += delta.alloc;
+    const Delta delta = live.delta(table.ops[i]);
+    if (delta.alloc != 0) {
+      live.start(delta);
       record(timing.start[i]);
     }
-    if (delta.release != 0.0) {
-      live -= delta.release;
+    if (delta.release != 0 || delta.pending != 0) {
+      live.end(delta);
       record(timing.end[i]);
     }
   }

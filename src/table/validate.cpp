@@ -1,5 +1,7 @@
 #include "pipetab/table/validate.hpp"
 
+#include <type_traits>
+
 #include "execution.hpp"
 #include <fmt/format.h>
 
@@ -48,19 +50,24 @@ class Checker {
   }
 
  private:
-  void add(std::int32_t device, std::int64_t position, std::string message) {
+  // Counts an issue; builds its message (`message` is a string or a callable returning one)
+  // only if the issue is kept, so that a table with millions of bad ops stays linear.
+  template <class Message>
+  void add(std::int32_t device, std::int64_t position, Message&& message) {
     ++report_.total;
     if (report_.issues.size() >= max_) return;
     ValidationIssue issue;
     issue.device = device;
     issue.position = position;
     if (device >= 0 && position >= 0) {
-      const auto index =
-          static_cast<std::size_t>(t_.row_begin[static_cast<std::size_t>(device)] + position);
-      issue.op = to_string(t_.ops[index]);
-      if (!t_.slots.empty()) issue.slot = t_.slots[index];
+      issue.op = to_string(t_.ops[static_cast<std::size_t>(
+          t_.row_begin[static_cast<std::size_t>(device)] + position)]);
     }
-    issue.message = std::move(message);
+    if constexpr (std::is_invocable_v<Message>) {
+      issue.message = message();
+    } else {
+      issue.message = std::forward<Message>(message);
+    }
     report_.issues.push_back(std::move(issue));
   }
   void add(std::string message) { add(-1, -1, std::move(message)); }
@@ -241,10 +248,11 @@ class Checker {
       auto& seen = seen_[key(pass)];
       const auto bit = seen_bit(pass.kind);
       if (seen & bit) {
-        const auto [first_device, first_position] = locate(pass);
-        add(d, p,
-            fmt::format("duplicate {}: it already ran at device {}, position {}", to_string(pass),
-                        first_device, first_position));
+        add(d, p, [&] {
+          const auto [first_device, first_position] = locate(pass);
+          return fmt::format("duplicate {}: it already ran at device {}, position {}",
+                             to_string(pass), first_device, first_position);
+        });
         continue;
       }
       seen = static_cast<std::uint8_t>(seen | bit);

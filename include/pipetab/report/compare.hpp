@@ -17,9 +17,10 @@ struct Skipped {
   std::string reason;
 };
 
-/// Ranks are 1-based competition ranks (ties share a rank: 1, 1, 3); 0 means not ranked at
-/// that level (no closed form). Time levels rank by makespan, lower first; memory by the
-/// largest per-device activation peak.
+/// Ranks are 1-based competition ranks (ties share a rank: 1, 1, 3), lower value first; 0 means
+/// not ranked at that level. The formula level ranks by the published bubble ratio (the view
+/// from the papers; the exact closed form always equals the table), the table level by
+/// makespan, memory by the largest per-device activation peak.
 struct Comparison {
   std::vector<Evaluation> rows;
   std::vector<Skipped> skipped;

@@ -20,7 +20,7 @@ struct ScheduleShape {
   std::int32_t devices = 0;
   std::int32_t stages = 0;
   std::int32_t microbatches = 0;
-  std::optional<std::int32_t> chunks;  ///< unknown for a table file whose stages do not divide
+  std::optional<std::int32_t> chunks;  ///< stages per device per pipeline; unset if S ∤ stages
   std::int32_t waves = 1;
   std::int32_t pipelines = 1;
   std::string variant;  ///< empty when the schedule has none
@@ -64,7 +64,7 @@ Evaluation evaluate(const ScheduleTable& table, const ResolvedParams* params,
                     const std::string& name, const Costs& costs,
                     const EvaluationOptions& options = {});
 
-/// The shape of a generated schedule, or of a user table (chunks = stages / devices when whole).
+/// The shape of a table; `params` (for a generated one) adds its waves and variant.
 ScheduleShape shape_of(const ScheduleTable& table, const ResolvedParams* params);
 
 }  // namespace pipetab

@@ -14,6 +14,9 @@ namespace pipetab {
 /// (null until the simulation level exists). Key names are a stable contract.
 nlohmann::json to_json(const Evaluation& evaluation);
 
+/// One line: schedule, sizes, chunks/waves/pipelines/variant where they apply, costs.
+std::string summary(const Evaluation& evaluation);
+
 /// A readable multi-line report.
 std::string to_text(const Evaluation& evaluation);
 

@@ -21,15 +21,14 @@ struct Costs {
 
   double of(PassKind kind) const noexcept;
   double pair() const noexcept { return FB.value_or(F + B); }
-  /// Every kind costs 1 (the lock-step slot grid).
-  static Costs unit() noexcept { return Costs{1.0, 1.0, 1.0, 1.0, 1.0}; }
   friend bool operator==(const Costs&, const Costs&) = default;
 };
 
 /// Parses "F=1,B=2,I=1,W=1[,FB=2.5]". Keys left out are derived (DESIGN.md §7): B = I + W when
 /// I and W are given without B; I = W = B/2 when B is given without I and W; W = B - I (or
-/// I = B - W) when B and one half are given. Untouched keys keep their defaults (F=1, B=2,
-/// I=1, W=1). Throws ParamError naming the offending key on bad input.
+/// I = B - W) when B and one half are given; B, I and W all given must satisfy B = I + W.
+/// Untouched keys keep their defaults (F=1, B=2, I=1, W=1). Values lie in [1e-12, 1e12], so that
+/// no sum over a table can overflow. Throws ParamError naming the offending key on bad input.
 Costs parse_costs(std::string_view text);
 
 /// "F=1,B=2,I=1,W=1" (plus ",FB=x" when set), shortest round-trip number formatting.

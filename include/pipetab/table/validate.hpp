@@ -10,12 +10,10 @@
 namespace pipetab {
 
 /// One thing wrong with a table. `device`/`position` locate the op (position = index in the
-/// device's order; -1 when the problem is not one op, e.g. a missing pass). `slot` is the op's
-/// explicit column when the table came from a grid file, else -1.
+/// device's order; -1 when the problem is not one op, e.g. a missing pass).
 struct ValidationIssue {
   std::int32_t device = -1;
   std::int64_t position = -1;
-  std::int32_t slot = -1;
   std::string op;  ///< the op in action syntax, empty when not about one op
   std::string message;
 };
