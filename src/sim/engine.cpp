@@ -1,0 +1,493 @@
+#include "pipetab/sim/engine.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <span>
+
+namespace pipetab {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+enum class EventType : std::uint8_t { ComputeDone, LatencyDone, FlowDone };
+
+struct Event {
+  double time;
+  std::uint64_t seq;  // scheduling order: ties in time are taken first-scheduled first
+  std::int32_t node;
+  std::uint32_t version;  // FlowDone: the transfer's rate version it was computed for
+  EventType type() const noexcept { return static_cast<EventType>(seq & 3U); }
+  bool before(const Event& other) const noexcept {
+    return time < other.time || (time == other.time && seq < other.seq);
+  }
+};
+static_assert(sizeof(Event) == 24);
+
+// A 4-ary min-heap of events: shallower than a binary heap and friendlier to the cache, which
+// matters with millions of events.
+class EventQueue {
+ public:
+  bool empty() const noexcept { return heap_.empty(); }
+  void push(const Event& e) {
+    heap_.push_back(e);
+    std::size_t i = heap_.size() - 1;
+    while (i > 0) {
+      const std::size_t parent = (i - 1) / 4;
+      if (!heap_[i].before(heap_[parent])) break;
+      std::swap(heap_[i], heap_[parent]);
+      i = parent;
+    }
+  }
+  Event pop() {
+    const Event top = heap_.front();
+    heap_.front() = heap_.back();
+    heap_.pop_back();
+    const std::size_t n = heap_.size();
+    std::size_t i = 0;
+    while (true) {
+      const std::size_t first = 4 * i + 1;
+      if (first >= n) break;
+      std::size_t best = first;
+      for (std::size_t c = first + 1; c < std::min(first + 4, n); ++c) {
+        if (heap_[c].before(heap_[best])) best = c;
+      }
+      if (!heap_[best].before(heap_[i])) break;
+      std::swap(heap_[i], heap_[best]);
+      i = best;
+    }
+    return top;
+  }
+
+ private:
+  std::vector<Event> heap_;
+};
+
+// Total length of disjoint intervals.
+double length(const std::vector<std::pair<double, double>>& intervals) {
+  double total = 0.0;
+  for (const auto& [a, b] : intervals)
+    total += b - a;
+  return total;
+}
+
+// Measure of the intersection of two sorted lists of disjoint intervals.
+double overlap(const std::vector<std::pair<double, double>>& x,
+               const std::vector<std::pair<double, double>>& y) {
+  double total = 0.0;
+  std::size_t i = 0, j = 0;
+  while (i < x.size() && j < y.size()) {
+    const double a = std::max(x[i].first, y[j].first);
+    const double b = std::min(x[i].second, y[j].second);
+    if (b > a) total += b - a;
+    if (x[i].second < y[j].second) {
+      ++i;
+    } else {
+      ++j;
+    }
+  }
+  return total;
+}
+
+class Engine {
+ public:
+  Engine(const ExecGraph& g, const Network& network, const SimOptions& options)
+      : g_(g), net_(network), options_(options) {
+    const auto nodes = static_cast<std::size_t>(g.nodes());
+    const auto devices = static_cast<std::size_t>(g.devices);
+    const auto transfers = static_cast<std::size_t>(g.transfers());
+    const auto links = net_.links().size();
+    remaining_.assign(g.preds.begin(), g.preds.end());
+    ready_at_.assign(nodes, 0.0);
+    binding_.assign(nodes, -1);
+    result_.start.assign(nodes, 0.0);
+    result_.end.assign(nodes, 0.0);
+    next_.assign(g.row_begin.begin(), g.row_begin.end() - 1);
+    busy_.assign(devices, false);
+    free_at_.assign(devices, 0.0);
+    pending_sends_.assign(devices, 0);
+    stream_binding_.assign(devices, -1);
+    memory_.assign(g.static_bytes.begin(), g.static_bytes.end());
+    in_flight_.assign(devices, 0);
+    comm_since_.assign(devices, 0.0);
+    comm_.resize(devices);
+    result_.devices.resize(devices);
+    for (std::size_t d = 0; d < devices; ++d) {
+      result_.devices[d].static_bytes = g.static_bytes[d];
+      result_.devices[d].peak_memory_bytes = g.static_bytes[d];
+    }
+    if (options_.record_memory) {
+      result_.memory.resize(devices);
+      for (std::size_t d = 0; d < devices; ++d)
+        result_.memory[d].push_back({0.0, memory_[d]});
+    }
+    rate_.assign(transfers, 0.0);
+    left_.assign(transfers, 0.0);
+    updated_.assign(transfers, 0.0);
+    version_.assign(transfers, 0);
+    flow_mark_.assign(transfers, 0);
+    frozen_.assign(transfers, false);
+    new_rate_.assign(transfers, 0.0);
+    flows_on_.resize(links);
+    active_on_.assign(links, 0);
+    busy_since_.assign(links, 0.0);
+    link_mark_.assign(links, 0);
+    capacity_.assign(links, 0.0);
+    count_.assign(links, 0);
+    result_.links.resize(links);
+  }
+
+  SimResult run() && {
+    for (std::int32_t d = 0; d < g_.devices; ++d)
+      try_start(d);
+    for (std::int64_t n = g_.compute_nodes; n < g_.nodes(); ++n) {
+      if (remaining_[static_cast<std::size_t>(n)] == 0) issue(static_cast<std::int32_t>(n));
+    }
+    while (!queue_.empty()) {
+      const Event e = queue_.pop();
+      now_ = e.time;
+      ++result_.events;
+      switch (e.type()) {
+        case EventType::ComputeDone:
+          finish_compute(e.node);
+          break;
+        case EventType::LatencyDone:
+          start_data(e.node);
+          break;
+        case EventType::FlowDone:
+          if (e.version == version_[transfer(e.node)]) finish_transfer(e.node);
+          break;
+      }
+    }
+    summarize();
+    return std::move(result_);
+  }
+
+ private:
+  std::size_t transfer(std::int32_t node) const {
+    return static_cast<std::size_t>(node - g_.compute_nodes);
+  }
+  std::span<const std::int32_t> route(std::size_t t) const {
+    return {g_.route.data() + g_.route_begin[t],
+            static_cast<std::size_t>(g_.route_begin[t + 1] - g_.route_begin[t])};
+  }
+  bool blocks_stream(std::size_t t) const {
+    return options_.blocking_send &&
+           (g_.kind[t] == TransferKind::Activation || g_.kind[t] == TransferKind::Gradient);
+  }
+
+  void push(double time, EventType type, std::int32_t node, std::uint32_t version = 0) {
+    queue_.push(Event{time, (seq_++ << 2) | static_cast<std::uint64_t>(type), node, version});
+  }
+
+  void record_memory(std::int32_t d) {
+    auto& dev = result_.devices[static_cast<std::size_t>(d)];
+    const double bytes = memory_[static_cast<std::size_t>(d)];
+    if (bytes > dev.peak_memory_bytes) {
+      dev.peak_memory_bytes = bytes;
+      dev.peak_memory_time_s = now_;
+    }
+    if (options_.record_memory) {
+      auto& curve = result_.memory[static_cast<std::size_t>(d)];
+      if (curve.back().time_s == now_) {
+        curve.back().bytes = bytes;
+      } else {
+        curve.push_back({now_, bytes});
+      }
+    }
+  }
+
+  // Starts the next op of device d's stream if the stream is free and its inputs are in.
+  void try_start(std::int32_t d) {
+    const auto dev = static_cast<std::size_t>(d);
+    if (busy_[dev] || pending_sends_[dev] > 0) return;
+    const auto n = next_[dev];
+    if (n == g_.row_begin[dev + 1] || remaining_[static_cast<std::size_t>(n)] > 0) return;
+    const auto node = static_cast<std::size_t>(n);
+    // Held up by its data if that arrived after the stream was free, else by the stream.
+    if (!(ready_at_[node] > free_at_[dev])) binding_[node] = stream_binding_[dev];
+    busy_[dev] = true;
+    result_.start[node] = now_;
+    memory_[dev] += g_.alloc_bytes[node];
+    record_memory(d);
+    push(now_ + g_.duration[node], EventType::ComputeDone, static_cast<std::int32_t>(n));
+  }
+
+  // The edge from → to is satisfied now.
+  void release(std::int32_t from, std::int32_t to) {
+    const auto n = static_cast<std::size_t>(to);
+    if (now_ >= ready_at_[n]) {
+      ready_at_[n] = now_;
+      binding_[n] = from;
+    }
+    if (--remaining_[n] > 0) return;
+    if (g_.is_transfer(to)) {
+      issue(to);
+    } else {
+      try_start(g_.device[n]);
+    }
+  }
+
+  void release_successors(std::int32_t node) {
+    const auto n = static_cast<std::size_t>(node);
+    for (auto k = g_.succ_begin[n]; k < g_.succ_begin[n + 1]; ++k)
+      release(node, g_.succ[static_cast<std::size_t>(k)]);
+  }
+
+  void finish_compute(std::int32_t node) {
+    const auto n = static_cast<std::size_t>(node);
+    const auto d = g_.device[n];
+    const auto dev = static_cast<std::size_t>(d);
+    busy_[dev] = false;
+    free_at_[dev] = now_;
+    stream_binding_[dev] = node;
+    ++next_[dev];
+    result_.end[n] = now_;
+    memory_[dev] -= g_.free_bytes[n];
+    record_memory(d);
+    release_successors(node);
+    try_start(d);
+  }
+
+  // A transfer's inputs are in: it is issued now and starts moving data after its latency.
+  // Communication of a device: the union of the transfers it sends or receives, kept as
+  // sorted disjoint intervals while the simulation runs.
+  void communicating(std::int32_t d, int delta) {
+    const auto dev = static_cast<std::size_t>(d);
+    if (delta > 0 && in_flight_[dev]++ == 0) comm_since_[dev] = now_;
+    if (delta < 0 && --in_flight_[dev] == 0 && now_ > comm_since_[dev])
+      comm_[dev].emplace_back(comm_since_[dev], now_);
+  }
+  void communicating(std::size_t t, std::int32_t sender, int delta) {
+    communicating(sender, delta);
+    if (g_.receiver[t] != sender) communicating(g_.receiver[t], delta);
+  }
+
+  void issue(std::int32_t node) {
+    const auto t = transfer(node);
+    result_.start[static_cast<std::size_t>(node)] = now_;
+    communicating(t, g_.device[static_cast<std::size_t>(node)], +1);
+    if (blocks_stream(t))
+      ++pending_sends_[static_cast<std::size_t>(g_.device[static_cast<std::size_t>(node)])];
+    if (g_.latency_s[t] > 0.0) {
+      push(now_ + g_.latency_s[t], EventType::LatencyDone, node);
+    } else {
+      start_data(node);
+    }
+  }
+
+  void start_data(std::int32_t node) {
+    const auto t = transfer(node);
+    for (const auto l : route(t)) {
+      const auto link = static_cast<std::size_t>(l);
+      if (active_on_[link]++ == 0) busy_since_[link] = now_;
+    }
+    left_[t] = g_.bytes[t];
+    updated_[t] = now_;
+    if (!options_.contention) {
+      double bottleneck = kInf;
+      for (const auto l : route(t))
+        bottleneck = std::min(bottleneck, net_.links()[static_cast<std::size_t>(l)].bandwidth);
+      rate_[t] = bottleneck;
+      push(now_ + (g_.bytes[t] > 0.0 ? g_.bytes[t] / bottleneck : 0.0), EventType::FlowDone, node,
+           version_[t]);
+      return;
+    }
+    for (const auto l : route(t))
+      flows_on_[static_cast<std::size_t>(l)].push_back(static_cast<std::int32_t>(t));
+    rate_[t] = 0.0;
+    reshare(route(t), static_cast<std::int32_t>(t));
+  }
+
+  void finish_transfer(std::int32_t node) {
+    const auto t = transfer(node);
+    result_.end[static_cast<std::size_t>(node)] = now_;
+    communicating(t, g_.device[static_cast<std::size_t>(node)], -1);
+    ++version_[t];  // no later completion event of this transfer counts
+    for (const auto l : route(t)) {
+      const auto link = static_cast<std::size_t>(l);
+      result_.links[link].bytes += g_.bytes[t];
+      if (--active_on_[link] == 0) result_.links[link].busy_s += now_ - busy_since_[link];
+      if (options_.contention) {
+        auto& flows = flows_on_[link];
+        flows.erase(std::find(flows.begin(), flows.end(), static_cast<std::int32_t>(t)));
+      }
+    }
+    if (options_.contention) reshare(route(t), -1);
+    if (blocks_stream(t)) {
+      const auto d = g_.device[static_cast<std::size_t>(node)];
+      if (--pending_sends_[static_cast<std::size_t>(d)] == 0) {
+        stream_binding_[static_cast<std::size_t>(d)] = node;
+        try_start(d);
+      }
+    }
+    release_successors(node);
+  }
+
+  // Max-min fair rates (progressive filling) for the transfers connected through shared links
+  // to `seeds`; transfers whose rate changes get a new completion time.
+  void reshare(std::span<const std::int32_t> seeds, std::int32_t started) {
+    ++epoch_;
+    component_links_.clear();
+    component_flows_.clear();
+    stack_.clear();
+    for (const auto l : seeds) {
+      if (link_mark_[static_cast<std::size_t>(l)] != epoch_) {
+        link_mark_[static_cast<std::size_t>(l)] = epoch_;
+        stack_.push_back(l);
+      }
+    }
+    while (!stack_.empty()) {
+      const auto l = static_cast<std::size_t>(stack_.back());
+      stack_.pop_back();
+      component_links_.push_back(static_cast<std::int32_t>(l));
+      for (const auto f : flows_on_[l]) {
+        if (flow_mark_[static_cast<std::size_t>(f)] == epoch_) continue;
+        flow_mark_[static_cast<std::size_t>(f)] = epoch_;
+        component_flows_.push_back(f);
+        for (const auto l2 : route(static_cast<std::size_t>(f))) {
+          if (link_mark_[static_cast<std::size_t>(l2)] != epoch_) {
+            link_mark_[static_cast<std::size_t>(l2)] = epoch_;
+            stack_.push_back(l2);
+          }
+        }
+      }
+    }
+    for (const auto l : component_links_) {
+      const auto link = static_cast<std::size_t>(l);
+      capacity_[link] = net_.links()[link].bandwidth;
+      count_[link] = static_cast<std::int32_t>(flows_on_[link].size());
+    }
+    for (const auto f : component_flows_)
+      frozen_[static_cast<std::size_t>(f)] = false;
+    while (true) {
+      std::int32_t bottleneck = -1;
+      double share = kInf;
+      for (const auto l : component_links_) {
+        const auto link = static_cast<std::size_t>(l);
+        if (count_[link] == 0) continue;
+        const double s = capacity_[link] / count_[link];
+        if (s < share) {
+          share = s;
+          bottleneck = l;
+        }
+      }
+      if (bottleneck < 0) break;
+      for (const auto f : flows_on_[static_cast<std::size_t>(bottleneck)]) {
+        const auto flow = static_cast<std::size_t>(f);
+        if (frozen_[flow]) continue;
+        frozen_[flow] = true;
+        new_rate_[flow] = share;
+        for (const auto l2 : route(flow)) {
+          capacity_[static_cast<std::size_t>(l2)] -= share;
+          --count_[static_cast<std::size_t>(l2)];
+        }
+      }
+    }
+    for (const auto l : component_links_) {
+      const auto link = static_cast<std::size_t>(l);
+      const double bandwidth = net_.links()[link].bandwidth;
+      if (std::isfinite(bandwidth) && bandwidth > 0.0) {
+        auto& util = result_.links[link].max_utilization;
+        util = std::max(util, (bandwidth - capacity_[link]) / bandwidth);
+      }
+    }
+    for (const auto f : component_flows_) {
+      const auto flow = static_cast<std::size_t>(f);
+      const double rate = frozen_[flow] ? new_rate_[flow] : kInf;
+      if (rate == rate_[flow] && f != started) continue;
+      if (rate_[flow] > 0.0)
+        left_[flow] = std::max(0.0, left_[flow] - rate_[flow] * (now_ - updated_[flow]));
+      updated_[flow] = now_;
+      rate_[flow] = rate;
+      ++version_[flow];
+      const double eta = left_[flow] > 0.0 ? left_[flow] / rate : 0.0;
+      push(now_ + eta, EventType::FlowDone,
+           static_cast<std::int32_t>(flow + static_cast<std::size_t>(g_.compute_nodes)),
+           version_[flow]);
+    }
+  }
+
+  void summarize() {
+    auto& r = result_;
+    for (std::int64_t n = 0; n < g_.nodes(); ++n)
+      r.runtime_s = std::max(r.runtime_s, r.end[static_cast<std::size_t>(n)]);
+    // Per device: compute intervals (its stream, in order, disjoint) against its communication
+    // intervals; exposed communication is communication while not computing.
+    const auto devices = static_cast<std::size_t>(g_.devices);
+    double busy = 0.0;
+    std::vector<std::pair<double, double>> computing;
+    for (std::size_t d = 0; d < devices; ++d) {
+      computing.clear();
+      for (auto n = g_.row_begin[d]; n < g_.row_begin[d + 1]; ++n) {
+        computing.emplace_back(r.start[static_cast<std::size_t>(n)],
+                               r.end[static_cast<std::size_t>(n)]);
+      }
+      auto& dev = r.devices[d];
+      dev.compute_s = length(computing);
+      dev.exposed_comm_s = length(comm_[d]) - overlap(comm_[d], computing);
+      dev.idle_s = std::max(0.0, r.runtime_s - dev.compute_s - dev.exposed_comm_s);
+      dev.over_capacity = dev.peak_memory_bytes > net_.system().memory_bytes;
+      busy += dev.compute_s;
+    }
+    r.idle_ratio =
+        r.runtime_s > 0.0 ? 1.0 - busy / (static_cast<double>(devices) * r.runtime_s) : 0.0;
+    // The critical path: from the node that ends last, back through what held each one up.
+    std::int32_t node = -1;
+    for (std::int64_t n = 0; n < g_.nodes(); ++n) {
+      if (node < 0 || r.end[static_cast<std::size_t>(n)] > r.end[static_cast<std::size_t>(node)]) {
+        node = static_cast<std::int32_t>(n);
+      }
+    }
+    for (; node >= 0; node = binding_[static_cast<std::size_t>(node)])
+      r.critical_path.push_back(node);
+    std::reverse(r.critical_path.begin(), r.critical_path.end());
+  }
+
+  const ExecGraph& g_;
+  const Network& net_;
+  const SimOptions options_;
+  SimResult result_;
+  EventQueue queue_;
+  std::uint64_t seq_ = 0;
+  double now_ = 0.0;
+
+  // Nodes.
+  std::vector<std::int32_t> remaining_;
+  std::vector<double> ready_at_;
+  std::vector<std::int32_t> binding_;
+  // Devices.
+  std::vector<std::int64_t> next_;
+  std::vector<bool> busy_;
+  std::vector<double> free_at_;
+  std::vector<std::int32_t> pending_sends_;
+  std::vector<std::int32_t> stream_binding_;
+  std::vector<double> memory_;
+  std::vector<std::int32_t> in_flight_;
+  std::vector<double> comm_since_;
+  std::vector<std::vector<std::pair<double, double>>> comm_;
+  // Transfers.
+  std::vector<double> rate_, left_, updated_;
+  std::vector<std::uint32_t> version_;
+  std::vector<std::uint32_t> flow_mark_;
+  std::vector<bool> frozen_;
+  std::vector<double> new_rate_;
+  // Links.
+  std::vector<std::vector<std::int32_t>> flows_on_;
+  std::vector<std::int32_t> active_on_;
+  std::vector<double> busy_since_;
+  std::vector<std::uint32_t> link_mark_;
+  std::vector<double> capacity_;
+  std::vector<std::int32_t> count_;
+  // Water-filling scratch.
+  std::uint32_t epoch_ = 0;
+  std::vector<std::int32_t> component_links_, component_flows_, stack_;
+};
+
+}  // namespace
+
+SimResult simulate(const ExecGraph& graph, const Network& network, const SimOptions& options) {
+  return Engine(graph, network, options).run();
+}
+
+}  // namespace pipetab
