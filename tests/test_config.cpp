@@ -1,0 +1,257 @@
+// Model and system files, presets, and the workload model's formulas (reference §12–§14).
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "pipetab/error.hpp"
+#include "pipetab/io/config.hpp"
+
+namespace pipetab {
+namespace {
+
+std::string model_error(const std::string& text) {
+  try {
+    io::parse_model(text, "m.toml");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string system_error(const std::string& text) {
+  try {
+    io::parse_system(text, "s.toml");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+const std::string kSystem =
+    "name = \"x\"\n"
+    "[device]\npeak_flops = 1e15\nefficiency = 0.5\nmemory_bytes = 8e10\n"
+    "[network]\ntopology = \"switched\"\ndevices_per_node = 4\n"
+    "[network.intra]\nlatency_s = 1e-6\nbandwidth = 4e11\n"
+    "[network.inter]\nlatency_s = 5e-6\nbandwidth = inf\n";
+
+TEST(Presets, AllParseAndAreListed) {
+  EXPECT_EQ(io::model_presets(), (std::vector<std::string>{"default", "gpt3-1.3b", "gpt3-13b",
+                                                           "gpt3-175b", "llama2-70b"}));
+  EXPECT_EQ(io::system_presets(),
+            (std::vector<std::string>{"a100-pcie", "balanced", "compute-bound", "dgx-h100", "ideal",
+                                      "network-bound"}));
+  for (const auto& name : io::model_presets())
+    EXPECT_EQ(io::load_model(name).name, name);
+  for (const auto& name : io::system_presets())
+    EXPECT_EQ(io::load_system(name).name, name);
+}
+
+TEST(Presets, PublishedNumbers) {
+  const auto dgx = io::load_system("dgx-h100");
+  EXPECT_EQ(dgx.peak_flops, 989.4e12);
+  EXPECT_EQ(dgx.devices_per_node, 8);
+  EXPECT_EQ(dgx.intra.bandwidth, 450e9);
+  EXPECT_EQ(dgx.inter.bandwidth, 50e9);
+  const auto a100 = io::load_system("a100-pcie");
+  EXPECT_EQ(a100.peak_flops, 312e12);
+  EXPECT_EQ(a100.intra.bandwidth, 32e9);
+  // Parameter counts against the published sizes (+ an untied output copy of V·h).
+  const auto params = [](const char* name) {
+    return total_params(std::get<TransformerConfig>(io::load_model(name).spec));
+  };
+  EXPECT_NEAR(params("gpt3-1.3b"), 1.31e9 + 2048.0 * 50257, 0.03e9);
+  EXPECT_NEAR(params("gpt3-13b"), 12.85e9 + 5120.0 * 50257, 0.2e9);
+  EXPECT_NEAR(params("gpt3-175b"), 174.6e9 + 12288.0 * 50257, 1.5e9);
+  EXPECT_NEAR(params("llama2-70b"), 68.98e9, 0.3e9);
+}
+
+TEST(Presets, RegimesHaveTheirRatio) {
+  // rho = (α + 2·s·b·h / β) / (forward time of a 16-layer stage) for the default model.
+  const auto model = io::load_model("default");
+  const std::vector<std::int32_t> units(8, 1);
+  const auto work = stage_work(model, units, 8);
+  for (const auto& [name, rho] :
+       {std::pair{"compute-bound", 0.01}, {"balanced", 0.1}, {"network-bound", 1.0}}) {
+    const auto s = io::load_system(name);
+    const double forward = work[3].forward_flops / s.flops();
+    const double transfer = s.inter.latency_s + work[3].message_bytes / s.inter.bandwidth;
+    EXPECT_NEAR(transfer / forward, rho, 1e-3 * rho) << name;
+    EXPECT_EQ(s.devices_per_node, 1) << name;
+  }
+  const auto ideal = io::load_system("ideal");
+  EXPECT_EQ(ideal.inter.latency_s, 0.0);
+  EXPECT_TRUE(std::isinf(ideal.inter.bandwidth));
+}
+
+TEST(Workload, TransformerLayerFormulas) {
+  // GPT-3 13B, no parallelism: per layer forward 24·b·s·h² + 4·b·s²·h FLOPs (reference §13),
+  // activations 34·s·b·h + 5·a·s²·b bytes (Korthikanti), I + W = 2F, messages 2·s·b·h.
+  ModelConfig model = io::load_model("gpt3-13b");
+  auto& m = std::get<TransformerConfig>(model.spec);
+  const double s = 2048, b = 1, h = 5120, a = 40;
+  const std::vector<std::int32_t> units(40, 1);  // one layer per stage
+  auto work = stage_work(model, units, 40);
+  const auto& w = work[5];
+  EXPECT_EQ(w.layers, 1);
+  EXPECT_DOUBLE_EQ(w.forward_flops, 24 * b * s * h * h + 4 * b * s * s * h);
+  EXPECT_DOUBLE_EQ(w.input_grad_flops + w.weight_grad_flops, 2 * w.forward_flops);
+  EXPECT_DOUBLE_EQ(w.weight_grad_flops, 24 * b * s * h * h);
+  EXPECT_DOUBLE_EQ(w.activation_bytes, 34 * s * b * h + 5 * a * s * s * b);
+  EXPECT_DOUBLE_EQ(w.activation_kept_for_weight_grad, 32 * s * b * h);
+  EXPECT_DOUBLE_EQ(w.message_bytes, 2 * s * b * h);
+  EXPECT_DOUBLE_EQ(w.params, 12 * h * h + 4 * h);
+  EXPECT_DOUBLE_EQ(w.weight_bytes + w.grad_bytes + w.optimizer_bytes,
+                   18 * w.params);  // Megatron's 18 B/param
+  EXPECT_TRUE(work.front().embedding);
+  EXPECT_TRUE(work.back().output);
+  EXPECT_DOUBLE_EQ(work.back().message_bytes, 0.0);
+  // Korthikanti's table: TP only sbh(10 + 24/t + 5as/(ht)); TP + SP sbh(34 + 5as/h)/t;
+  // selective recompute drops 5as²b; full recompute keeps 2sbh.
+  m.tensor_parallel = 8;
+  work = stage_work(model, units, 40);
+  EXPECT_DOUBLE_EQ(work[5].activation_bytes, s * b * h * (10 + 24.0 / 8 + 5 * a * s / (h * 8)));
+  EXPECT_DOUBLE_EQ(work[5].message_bytes, 2 * s * b * h / 8);
+  m.sequence_parallel = true;
+  work = stage_work(model, units, 40);
+  EXPECT_DOUBLE_EQ(work[5].activation_bytes, s * b * h * (34 + 5 * a * s / h) / 8);
+  m.recompute = Recompute::Selective;
+  work = stage_work(model, units, 40);
+  EXPECT_DOUBLE_EQ(work[5].activation_bytes, 34 * s * b * h / 8);
+  m.recompute = Recompute::Full;
+  m.sequence_parallel = false;
+  m.tensor_parallel = 1;
+  work = stage_work(model, units, 40);
+  EXPECT_DOUBLE_EQ(work[5].activation_bytes, 2 * s * b * h);
+  EXPECT_DOUBLE_EQ(work[5].input_grad_flops,
+                   work[5].forward_flops + (24 * b * s * h * h + 8 * b * s * s * h));
+  m.recompute = Recompute::None;
+  m.flash_attention = true;
+  work = stage_work(model, units, 40);
+  EXPECT_DOUBLE_EQ(work[5].activation_bytes, 34 * s * b * h + 4 * a * s * b);
+  EXPECT_DOUBLE_EQ(work[5].input_grad_flops, 24 * b * s * h * h + 10 * b * s * s * h);
+}
+
+TEST(Workload, Partition) {
+  TransformerConfig m;
+  m.layers = 10;
+  const std::vector<std::int32_t> equal(4, 1), skewed{1, 1, 2, 2};
+  EXPECT_EQ(partition_layers(m, equal), (std::vector<std::int64_t>{3, 3, 2, 2}));
+  EXPECT_EQ(partition_layers(m, skewed), (std::vector<std::int64_t>{2, 2, 3, 3}));
+  m.balance_embedding = true;  // 12 slots; the first and last give one each to embedding/output
+  EXPECT_EQ(partition_layers(m, equal), (std::vector<std::int64_t>{2, 3, 3, 2}));
+  m.layers = 3;
+  m.balance_embedding = false;
+  EXPECT_THROW(partition_layers(m, equal), ParamError);
+}
+
+TEST(Workload, ExplicitScalesByShare) {
+  ExplicitWorkload e;
+  e.forward_s = 2.0;
+  e.input_grad_s = 1.0;
+  e.weight_grad_s = 3.0;
+  e.message_bytes = 7.0;
+  e.activation_bytes = 10.0;
+  const std::vector<std::int32_t> units{1, 1, 1, 1};  // 4 stages on 2 devices: half a share each
+  const auto work = stage_work({"e", e}, units, 2);
+  EXPECT_DOUBLE_EQ(work[0].forward_s, 1.0);
+  EXPECT_DOUBLE_EQ(work[0].weight_grad_s, 1.5);
+  EXPECT_DOUBLE_EQ(work[0].activation_bytes, 5.0);
+  EXPECT_DOUBLE_EQ(work[0].message_bytes, 7.0);
+}
+
+TEST(Config, ReadsAModelAndASystem) {
+  const auto model = io::parse_model(
+      "name = \"tiny\"\n[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nkv_heads = 2\nseq_len = "
+      "32\nvocab = 100\n"
+      "recompute = \"selective\"\nflash_attention = true\n",
+      "m.toml");
+  const auto& t = std::get<TransformerConfig>(model.spec);
+  EXPECT_EQ(model.name, "tiny");
+  EXPECT_EQ(t.kv_heads, 2);
+  EXPECT_EQ(t.ffn_hidden, 256);
+  EXPECT_EQ(t.recompute, Recompute::Selective);
+  const auto system = io::parse_system(kSystem, "s.toml");
+  EXPECT_EQ(system.devices_per_node, 4);
+  EXPECT_TRUE(std::isinf(system.inter.bandwidth));
+  EXPECT_EQ(
+      io::parse_model(
+          "[explicit]\nforward_s = 1\ninput_grad_s = 1\nweight_grad_s = 1\nmessage_bytes = 0\n"
+          "activation_bytes = 5\n",
+          "dir/costs.toml")
+          .name,
+      "costs");
+}
+
+TEST(Config, ErrorsNameFileLineAndKey) {
+  const std::string head =
+      "[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\nvocab = 100\n";
+  EXPECT_EQ(model_error(head + "colour = 3\n"),
+            "m.toml:7:1: key 'transformer.colour': unknown key (expected: layers, hidden, heads, "
+            "kv_heads, ffn_hidden, "
+            "seq_len, micro_batch, vocab, dtype_bytes, tensor_parallel, sequence_parallel, "
+            "recompute, flash_attention, "
+            "gated_mlp, learned_positions, balance_embedding, grad_bytes_per_param, "
+            "optimizer_bytes_per_param)");
+  EXPECT_EQ(model_error("[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\n"),
+            "m.toml:1:1: key 'transformer': missing key 'vocab'");
+  EXPECT_EQ(model_error(head + "micro_batch = \"two\"\n"),
+            "m.toml:7:15: key 'transformer.micro_batch': expected an integer, got a string");
+  EXPECT_EQ(model_error(head + "micro_batch = 0\n"),
+            "m.toml:7:15: key 'transformer.micro_batch': 0 is out of range (1..1048576)");
+  EXPECT_EQ(
+      model_error(head + "recompute = \"some\"\n"),
+      "m.toml:7:13: key 'transformer.recompute': 'some' is not one of: none, selective, full");
+  EXPECT_EQ(
+      model_error(head + "flash_attention = 1\n"),
+      "m.toml:7:19: key 'transformer.flash_attention': expected true or false, got an integer");
+  EXPECT_EQ(
+      model_error("[transformer]\nlayers = 4\nhidden = 65\nheads = 4\nseq_len = 32\nvocab = 100\n"),
+      "m.toml:3:10: key 'transformer.hidden': 65 is not a multiple of heads = 4");
+  EXPECT_EQ(model_error(head + "kv_heads = 3\n"),
+            "m.toml:7:12: key 'transformer.kv_heads': heads = 4 is not a multiple of 3");
+  EXPECT_EQ(model_error("name = \"x\"\n"),
+            "m.toml:1:1: expected exactly one of the tables [transformer] and [explicit]");
+  EXPECT_EQ(model_error("layers = [\n"),
+            "m.toml:1:12: invalid TOML: Error while parsing array: encountered end-of-file");
+  EXPECT_EQ(model_error("transformer = 3\n"),
+            "m.toml:1:15: key 'transformer': expected a table, got an integer");
+  EXPECT_EQ(model_error("[explicit]\nforward_s = -1\n"),
+            "m.toml:2:13: key 'explicit.forward_s': -1 is out of range (above 0 .. 1e+30)");
+  EXPECT_EQ(model_error("[explicit]\nforward_s = nan\n"),
+            "m.toml:2:13: key 'explicit.forward_s': nan is not allowed here");
+
+  std::string text = kSystem;
+  EXPECT_EQ(system_error(text.replace(text.find("efficiency = 0.5"), 16, "efficiency = 1.5")),
+            "s.toml:4:14: key 'device.efficiency': 1.5 is out of range (above 0 .. 1)");
+  text = kSystem;
+  EXPECT_EQ(system_error(text.replace(text.find("\"switched\""), 10, "\"torus\"")),
+            "s.toml:7:12: key 'network.topology': 'torus' is not one of: switched, chain");
+  text = kSystem;
+  EXPECT_EQ(
+      system_error(text.replace(text.find("topology = \"switched\""), 21, "topology = \"chain\"")),
+      "s.toml:12:1: key 'network.inter': a chain has one link class: give [network.intra] only");
+  text = kSystem;
+  EXPECT_EQ(
+      system_error(text.replace(text.find("bandwidth = 4e11"), 16, "bandwidth = 0")),
+      "s.toml:11:13: key 'network.intra.bandwidth': 0 is out of range (above 0 .. 1e+30, or inf)");
+  EXPECT_EQ(system_error("name = \"x\"\n"), "s.toml:1:1: key 'device': missing");
+  EXPECT_EQ(system_error("[device]\npeak_flops = 1\nefficiency = 1\nmemory_bytes = 1\n[network]\n"),
+            "s.toml:5:1: key 'network.intra': missing");
+}
+
+TEST(Config, LoadByNameOrPath) {
+  try {
+    io::load_system("nosuch");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--system nosuch: no such preset or file (presets: a100-pcie, balanced, "
+              "compute-bound, dgx-h100, ideal, "
+              "network-bound)");
+  }
+  EXPECT_FALSE(io::preset_text("models", "default").empty());
+  EXPECT_TRUE(io::preset_text("models", "nosuch").empty());
+}
+
+}  // namespace
+}  // namespace pipetab
