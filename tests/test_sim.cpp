@@ -276,7 +276,9 @@ TEST(SimGrid, MoreBandwidthNeverSlowsANoContentionRun) {
       const auto system =
           system_with(Topology::Switched, {1e-5, bandwidth}, {1e-5, bandwidth / 2}, 2);
       const double runtime = run(t, model, system, options).result.runtime_s;
-      if (previous > 0.0) EXPECT_LE(runtime, previous * (1 + 1e-12));
+      if (previous > 0.0) {
+        EXPECT_LE(runtime, previous * (1 + 1e-12));
+      }
       previous = runtime;
     }
   }
