@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -69,7 +70,8 @@ class Cli : public ::testing::Test {
 TEST_F(Cli, HelpOnEverySubcommand) {
   auto r = run("--help");
   EXPECT_EQ(r.code, 0);
-  for (const char* sub : {"list", "show", "analyze", "compare", "validate", "convert"}) {
+  for (const char* sub :
+       {"list", "show", "analyze", "simulate", "compare", "validate", "convert"}) {
     EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
     const auto help = run(std::string(sub) + " --help");
     EXPECT_EQ(help.code, 0) << sub;
@@ -141,7 +143,7 @@ TEST_F(Cli, BadUsageIsExitTwoWithOneLine) {
   expect_usage_error("", "A subcommand is required");
   expect_usage_error("frobnicate",
                      "unknown subcommand 'frobnicate' (expected one of: list, show, analyze, "
-                     "compare, validate, convert)");
+                     "simulate, compare, validate, convert)");
   expect_usage_error("analyze", "give a schedule name (see pipetab list) or --table FILE");
   expect_usage_error("analyze nosuch", "unknown schedule 'nosuch'");
   expect_usage_error("analyze gpipe -v 2",
@@ -176,23 +178,94 @@ TEST_F(Cli, DecimalNumbersOnlyAndWriteErrors) {
 TEST_F(Cli, Compare) {
   auto r = run("compare");
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const char* name : {"gpipe", "1f1b", "interleaved", "chimera", "chimera-asym", "hanayo"}) {
+  for (const char* name : {"gpipe", "1f1b", "interleaved", "chimera", "chimera-asym", "hanayo",
+                           "== compute-bound", "== balanced", "== network-bound"}) {
     EXPECT_NE(r.out.find(name), std::string::npos) << name;
   }
   EXPECT_EQ(run("compare").out, r.out) << "not deterministic";
-  r = run("compare -M 16 --format json");
-  const auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["schedules"].size(), 5U);
-  EXPECT_EQ(j["skipped"][0]["schedule"], "hanayo");
-  EXPECT_EQ(j["skipped"][0]["reason"],
+  r = run("compare -M 16 --system balanced --format json");
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["comparisons"].size(), 1U);
+  const auto& c = j["comparisons"][0];
+  EXPECT_EQ(c["system"], "balanced");
+  EXPECT_EQ(c["schedules"].size(), 5U);
+  EXPECT_EQ(c["skipped"][0]["schedule"], "hanayo");
+  EXPECT_EQ(c["skipped"][0]["reason"],
             "M = 16 must equal S = 8: only the restricted regime of one wave unit (M = S) is "
             "supported (see "
             "docs/schedules.md)");
+  for (const auto& row : c["schedules"]) {
+    EXPECT_TRUE(row["rank"]["simulation"].is_number());
+    EXPECT_EQ(row["simulation"]["system"], "balanced");
+  }
   r = run("compare 1f1b interleaved -S 4 -M 8 -v 4 --format csv");
-  EXPECT_NE(r.out.find("rank.changed"), std::string::npos);
+  EXPECT_NE(r.out.find("rank.changed_simulation"), std::string::npos);
   EXPECT_NE(r.out.find("interleaved,4,16,8,4"), std::string::npos)
       << r.out;  // -v reaches interleaved only
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1 + 2 * 3)
+      << "one header, two rows per regime";
   expect_usage_error("compare gpipe nosuch", "unknown schedule 'nosuch'");
+  expect_usage_error("compare --system nosuch", "--system nosuch: no such preset or file");
+}
+
+TEST_F(Cli, SimulationLevel) {
+  // --costs at the simulation level are seconds per device share: on the ideal system the run
+  // takes exactly the table's makespan (issue: analyze ... --costs F=1,B=2 --system ideal).
+  auto r = run("analyze 1f1b -S 4 -M 8 --costs F=1,B=2 --system ideal --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["simulation"]["runtime_s"], j["table"]["makespan"]);
+  EXPECT_EQ(j["simulation"]["system"], "ideal");
+  EXPECT_EQ(j["simulation"]["model"], "default");
+  EXPECT_EQ(j["simulation"]["peak_memory_bytes"].size(), 4U);
+  EXPECT_TRUE(j["simulation"]["explicit_costs"]);
+
+  r = run("analyze chimera -S 4 -M 8 --system dgx-h100 --model gpt3-13b");
+  EXPECT_NE(r.out.find("simulation (system dgx-h100, model gpt3-13b)"), std::string::npos) << r.out;
+
+  const auto trace = (dir_ / "run.json").string(), svg = (dir_ / "run.svg").string();
+  r = run("simulate 1f1b -S 4 -M 8 --system balanced --trace " + trace + " --svg " + svg);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("critical path: 38 steps"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("over the 80 GB of the device"), std::string::npos);
+  j = nlohmann::json::parse(slurp(trace));
+  std::map<std::string, int> phases;
+  for (const auto& e : j["traceEvents"])
+    ++phases[e["ph"].get<std::string>()];
+  EXPECT_EQ(phases["X"], 64);  // the ops
+  EXPECT_EQ(phases["s"], 48);  // a flow arrow per pipeline transfer: 8 × 3 hops × 2 directions
+  EXPECT_EQ(phases["f"], 48);
+  EXPECT_EQ(phases["b"], phases["e"]);
+  EXPECT_EQ(phases["b"], 48 * 3);  // each transfer on the sender's track and on its 2 links
+  EXPECT_GT(phases["C"], 4);       // memory counters
+  const auto picture = slurp(svg);
+  EXPECT_EQ(picture.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0U);
+  EXPECT_NE(picture.find("time (s)"), std::string::npos);
+  std::size_t boxes = 0;
+  for (auto at = picture.find("<title>"); at != std::string::npos;
+       at = picture.find("<title>", at + 1))
+    ++boxes;
+  EXPECT_EQ(boxes, 64U);
+  EXPECT_EQ(std::count(picture.begin(), picture.end(), '<') -
+                std::count(picture.begin(), picture.end(), '>'),
+            0);
+
+  r =
+      run("simulate gpipe -S 2 -M 2 --system compute-bound --format json --no-contention "
+          "--blocking-send --dp 2");
+  j = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(j["contention"]);
+  EXPECT_TRUE(j["blocking_send"]);
+  EXPECT_EQ(j["data_parallel"], 2);
+  EXPECT_EQ(j["devices"].size(), 2U);
+  EXPECT_FALSE(j["critical_path"].empty());
+  expect_usage_error("simulate 1f1b --dp 0", "--dp");
+  expect_usage_error("simulate 1f1b --model nosuch", "--model nosuch: no such preset or file");
+  const auto bad_model = file("bad.toml", "[transformer]\nlayers = 2\n");
+  expect_usage_error("simulate 1f1b --model " + bad_model,
+                     bad_model + ":1:1: key 'transformer': missing key 'hidden'");
+  expect_usage_error("simulate 1f1b --model gpt3-1.3b -S 32 -M 32",
+                     "24 layers cannot fill 32 stages");
 }
 
 TEST_F(Cli, ValidateAndConvert) {
@@ -258,10 +331,10 @@ TEST_F(Cli, UserTablesAreFirstClass) {
   EXPECT_EQ(run("show --table " + csv + " --color never").code, 0);
   expect_usage_error("analyze --table " + csv + " -S 4", "the file sets the sizes");
   expect_usage_error("analyze 1f1b --table " + csv, "not both");
-  r = run("compare 1f1b --table " + csv + " -S 4 -M 8 --format json");
-  EXPECT_EQ(nlohmann::json::parse(r.out)["schedules"].size(), 2U);
-  r = run("compare 1f1b --table " + csv + " -S 4 -M 4 --format json");
-  j = nlohmann::json::parse(r.out);
+  r = run("compare 1f1b --table " + csv + " -S 4 -M 8 --system ideal --format json");
+  EXPECT_EQ(nlohmann::json::parse(r.out)["comparisons"][0]["schedules"].size(), 2U);
+  r = run("compare 1f1b --table " + csv + " -S 4 -M 4 --system ideal --format json");
+  j = nlohmann::json::parse(r.out)["comparisons"][0];
   EXPECT_EQ(j["schedules"].size(), 1U);
   EXPECT_EQ(j["skipped"][0]["reason"], "has S = 4, M = 8; the comparison is at S = 4, M = 4");
 

@@ -72,9 +72,14 @@ TEST(Report, NumbersRoundTrip) {
 }
 
 Evaluation fake(const std::string& name, std::optional<double> published, double table_makespan,
-                double peak) {
+                double peak, std::optional<double> runtime = std::nullopt) {
   Evaluation e;
   e.schedule = name;
+  if (runtime) {
+    e.simulation = SimulationMetrics{};
+    e.simulation->system = "sys";
+    e.simulation->runtime_s = *runtime;
+  }
   if (published) {
     e.formula = Formula{};
     e.formula->published_bubble_ratio = published;
@@ -85,18 +90,23 @@ Evaluation fake(const std::string& name, std::optional<double> published, double
 }
 
 TEST(Compare, RanksTiesAndChanges) {
-  const auto c = compare({fake("a", 0.10, 12, 3), fake("b", 0.11, 11, 3),
-                          fake("c", std::nullopt, 5, 1), fake("d", 0.10, 12, 9)},
+  const auto c = compare({fake("a", 0.10, 12, 3, 7.0), fake("b", 0.11, 11, 3, 9.0),
+                          fake("c", std::nullopt, 5, 1, 8.0), fake("d", 0.10, 12, 9, 6.0)},
                          {{"e", "needs M = S"}});
   EXPECT_EQ(c.formula_rank, (std::vector<int>{1, 3, 0, 1}));
   EXPECT_EQ(c.table_rank, (std::vector<int>{3, 2, 1, 3}));
   EXPECT_EQ(c.memory_rank, (std::vector<int>{2, 2, 1, 4}));
   // Among a, b, d (ranked at both levels): b moves from last to first.
   EXPECT_EQ(c.rank_changed, (std::vector<bool>{true, true, false, true}));
+  // Simulation: d 6, a 7, c 8, b 9 against the table c 5, b 11, a 12, d 12: every place moves.
+  EXPECT_EQ(c.simulation_rank, (std::vector<int>{2, 4, 3, 1}));
+  EXPECT_EQ(c.simulation_rank_changed, (std::vector<bool>{true, true, true, true}));
+  EXPECT_EQ(c.system, "sys");
   const auto j = to_json(c);
   EXPECT_TRUE(j["schedules"][2]["rank"]["formula"].is_null());
   EXPECT_EQ(j["skipped"][0]["reason"], "needs M = S");
-  EXPECT_NE(to_text(c).find("* rank changes: formula -> table"), std::string::npos);
+  EXPECT_NE(to_text(c).find("* formula -> table"), std::string::npos);
+  EXPECT_NE(to_text(c).find("* table -> simulation"), std::string::npos);
   EXPECT_NE(to_csv(c).find("rank.changed"), std::string::npos);
 }
 

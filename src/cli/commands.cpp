@@ -15,6 +15,7 @@
 #include "pipetab/report/evaluation.hpp"
 #include "pipetab/report/grid.hpp"
 #include "pipetab/report/output.hpp"
+#include "pipetab/report/trace.hpp"
 #include "pipetab/table/timing.hpp"
 #include "pipetab/table/validate.hpp"
 
@@ -36,6 +37,9 @@ namespace {
 // The schedules of the paper (arXiv 2605.24006), which `compare` runs by default.
 const std::vector<std::string> kPaperSchedules = {"gpipe",   "1f1b",         "interleaved",
                                                   "chimera", "chimera-asym", "hanayo"};
+
+// The paper's three systems (Figure 4), as pipetab defines them (configs/systems).
+const std::vector<std::string> kRegimes = {"compute-bound", "balanced", "network-bound"};
 
 nlohmann::json params_json(const ResolvedParams& p) {
   nlohmann::json j = {{"devices", p.devices},
@@ -79,9 +83,10 @@ void recognize(Subject& subject) {
   }
 }
 
-Evaluation evaluate_subject(const Subject& s, const ScheduleOptions& o, bool curves = false) {
+Evaluation evaluate_subject(const Subject& s, const ScheduleOptions& o,
+                            const SimulationSetup* simulation = nullptr, bool curves = false) {
   return evaluate(s.table, s.params ? &*s.params : nullptr, s.name, o.parsed_costs(),
-                  {o.memory(), curves});
+                  {o.memory(), curves, simulation});
 }
 
 bool use_color(const std::string& mode, const std::string& output) {
@@ -210,8 +215,8 @@ Subcommand add_show(CLI::App& app) {
 }
 
 Subcommand add_analyze(CLI::App& app) {
-  auto* cmd =
-      app.add_subcommand("analyze", "Evaluate one schedule at the formula and table levels");
+  auto* cmd = app.add_subcommand(
+      "analyze", "Evaluate one schedule at the formula, table and simulation levels");
   struct State {
     SubjectOptions subject;
     std::string format;
@@ -219,6 +224,7 @@ Subcommand add_analyze(CLI::App& app) {
   };
   auto s = std::make_shared<State>();
   add_subject_options(*cmd, s->subject);
+  add_simulation_options(*cmd, s->subject.schedule);
   add_format(*cmd, s->format, {"text", "json", "csv"});
   cmd->add_flag(
       "--memory-curves", s->curves,
@@ -227,7 +233,8 @@ Subcommand add_analyze(CLI::App& app) {
   return {cmd, [s] {
             Subject subject = one_subject(s->subject);
             recognize(subject);
-            const auto e = evaluate_subject(subject, s->subject.schedule, s->curves);
+            const auto setup = s->subject.schedule.simulation();
+            const auto e = evaluate_subject(subject, s->subject.schedule, &setup, s->curves);
             const auto& output = s->subject.output;
             if (s->format == "json") {
               emit(output, to_json(e).dump(2) + "\n");
@@ -239,62 +246,125 @@ Subcommand add_analyze(CLI::App& app) {
           }};
 }
 
+Subcommand add_simulate(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "simulate",
+      "Run a schedule over a modelled cluster: runtime, breakdown, memory, links, critical path");
+  struct State {
+    SubjectOptions subject;
+    std::string format, trace, svg;
+  };
+  auto s = std::make_shared<State>();
+  add_subject_options(*cmd, s->subject);
+  add_simulation_options(*cmd, s->subject.schedule);
+  add_format(*cmd, s->format, {"text", "json", "csv"});
+  cmd->add_option("--trace", s->trace,
+                  "write a Chrome Trace Event file (open in ui.perfetto.dev or chrome://tracing)");
+  cmd->add_option("--svg", s->svg, "write an SVG timeline of the run");
+  return {cmd, [s] {
+            Subject subject = one_subject(s->subject);
+            recognize(subject);
+            auto setup = s->subject.schedule.simulation();
+            setup.options.record_memory = !s->trace.empty();
+            const auto simulation = simulate_table(subject.table, setup);
+            if (!s->trace.empty())
+              io::write_file(s->trace, chrome_trace(subject.table, simulation));
+            if (!s->svg.empty()) {
+              io::write_file(
+                  s->svg,
+                  timeline_svg(subject.table, simulation,
+                               fmt::format("{} on {} ({}), S={} M={}", subject.name,
+                                           setup.system.name, setup.model.name,
+                                           subject.table.devices, subject.table.microbatches)));
+            }
+            const auto& output = s->subject.output;
+            if (s->format == "json") {
+              emit(output, simulation_json(subject.table, simulation).dump(2) + "\n");
+            } else if (s->format == "csv") {
+              auto e = evaluate_subject(subject, s->subject.schedule);
+              e.simulation = simulation.metrics;
+              emit(output, csv_line(csv_header()) + csv_line(csv_row(e)));
+            } else {
+              emit(output, simulation_text(subject.table, simulation));
+            }
+          }};
+}
+
 Subcommand add_compare(CLI::App& app) {
-  auto* cmd = app.add_subcommand("compare",
-                                 "Compare schedules on the same S and M, ranked at each level "
-                                 "(default: the paper's schedules, "
-                                 "S = M = 8)");
+  auto* cmd = app.add_subcommand(
+      "compare",
+      "Compare schedules on the same S and M, ranked at each level (default: the paper's "
+      "schedules, S = M = 8, on the compute-bound, balanced and network-bound systems)");
   struct State {
     std::vector<std::string> names, tables;
     std::string format, output;
     ScheduleOptions options;
   };
   auto s = std::make_shared<State>();
-  cmd->add_option("names", s->names,
-                  "schedules to compare (default: gpipe 1f1b interleaved chimera "
-                  "chimera-asym hanayo)");
+  cmd->add_option(
+      "names", s->names,
+      "schedules to compare (default: gpipe 1f1b interleaved chimera chimera-asym hanayo)");
   cmd->add_option("--table", s->tables, "table files to add to the comparison (repeatable)");
   add_schedule_options(*cmd, s->options, 8, 8);
+  add_simulation_options(*cmd, s->options);
   add_format(*cmd, s->format, {"text", "json", "csv"});
   cmd->add_option("-o,--output", s->output, "write to this file instead of stdout");
-  return {
-      cmd, [s] {
-        const auto& names = s->names.empty() && s->tables.empty() ? kPaperSchedules : s->names;
-        for (const auto& name : names)
-          find_schedule(name);  // unknown names are usage errors
-        std::vector<Evaluation> rows;
-        std::vector<Skipped> skipped;
-        for (const auto& name : names) {
-          try {
-            rows.push_back(evaluate_subject(generated_subject(name, s->options, true), s->options));
-          } catch (const ParamError& e) {
-            std::string reason = e.what();
-            if (reason.rfind(name + ": ", 0) == 0) reason = reason.substr(name.size() + 2);
-            skipped.push_back({name, reason});
-          }
-        }
-        for (const auto& path : s->tables) {
-          Subject subject = file_subject(path);
-          recognize(subject);
-          const auto& t = subject.table;
-          if (t.devices != s->options.devices || t.microbatches != s->options.microbatches) {
-            skipped.push_back(
-                {path,
-                 fmt::format("has S = {}, M = {}; the comparison is at S = {}, M = {}", t.devices,
-                             t.microbatches, s->options.devices, s->options.microbatches)});
-            continue;
-          }
-          rows.push_back(evaluate_subject(subject, s->options));
-        }
-        const auto comparison = compare(std::move(rows), std::move(skipped));
-        if (s->format == "json") {
-          emit(s->output, to_json(comparison).dump(2) + "\n");
-        } else if (s->format == "csv") {
-          emit(s->output, to_csv(comparison));
-        } else {
-          emit(s->output, to_text(comparison));
-        }
-      }};
+  return {cmd, [s] {
+            const auto& names = s->names.empty() && s->tables.empty() ? kPaperSchedules : s->names;
+            for (const auto& name : names)
+              find_schedule(name);  // unknown names are usage errors
+            // One comparison per system: the one given, or the paper's three regimes.
+            const std::vector<std::string> systems =
+                s->options.system_opt->count() ? std::vector<std::string>{s->options.system}
+                                               : kRegimes;
+            std::vector<Comparison> comparisons;
+            for (const auto& system : systems) {
+              const auto setup = s->options.simulation(&system);
+              std::vector<Evaluation> rows;
+              std::vector<Skipped> skipped;
+              for (const auto& name : names) {
+                try {
+                  rows.push_back(evaluate_subject(generated_subject(name, s->options, true),
+                                                  s->options, &setup));
+                } catch (const ParamError& e) {
+                  std::string reason = e.what();
+                  if (reason.rfind(name + ": ", 0) == 0) reason = reason.substr(name.size() + 2);
+                  skipped.push_back({name, reason});
+                }
+              }
+              for (const auto& path : s->tables) {
+                Subject subject = file_subject(path);
+                recognize(subject);
+                const auto& t = subject.table;
+                if (t.devices != s->options.devices || t.microbatches != s->options.microbatches) {
+                  skipped.push_back(
+                      {path, fmt::format("has S = {}, M = {}; the comparison is at S = {}, M = {}",
+                                         t.devices, t.microbatches, s->options.devices,
+                                         s->options.microbatches)});
+                  continue;
+                }
+                rows.push_back(evaluate_subject(subject, s->options, &setup));
+              }
+              comparisons.push_back(compare(std::move(rows), std::move(skipped)));
+            }
+            std::string out;
+            if (s->format == "json") {
+              nlohmann::json all = nlohmann::json::array();
+              for (const auto& c : comparisons)
+                all.push_back(to_json(c));
+              out = nlohmann::json{{"comparisons", std::move(all)}}.dump(2) + "\n";
+            } else {
+              for (std::size_t i = 0; i < comparisons.size(); ++i) {
+                if (s->format == "csv") {
+                  out += to_csv(comparisons[i], i == 0);
+                } else {
+                  out += fmt::format("{}== {}\n", i ? "\n" : "", comparisons[i].system) +
+                         to_text(comparisons[i], i + 1 == comparisons.size());
+                }
+              }
+            }
+            emit(s->output, out);
+          }};
 }
 
 Subcommand add_validate(CLI::App& app) {

@@ -17,6 +17,7 @@ struct Subcommand {
 Subcommand add_list(CLI::App& app);
 Subcommand add_show(CLI::App& app);
 Subcommand add_analyze(CLI::App& app);
+Subcommand add_simulate(CLI::App& app);
 Subcommand add_compare(CLI::App& app);
 Subcommand add_validate(CLI::App& app);
 Subcommand add_convert(CLI::App& app);

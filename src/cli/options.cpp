@@ -3,8 +3,10 @@
 #include <charconv>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "pipetab/error.hpp"
+#include "pipetab/io/config.hpp"
 #include "pipetab/table/validate.hpp"
 
 namespace pipetab::cli {
@@ -74,6 +76,41 @@ void add_schedule_options(CLI::App& command, ScheduleOptions& o, std::int64_t de
           "fraction of a stage's activation an I (input-grad backward) frees; W frees the rest")
       ->check(kFraction)
       ->capture_default_str();
+}
+
+void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
+  o.system_opt = command
+                     .add_option("--system", o.system,
+                                 "system preset or TOML file for the simulation level (presets: " +
+                                     fmt::format("{}", fmt::join(io::system_presets(), ", ")) + ")")
+                     ->capture_default_str();
+  command
+      .add_option("--model", o.model,
+                  "model preset or TOML file (presets: " +
+                      fmt::format("{}", fmt::join(io::model_presets(), ", ")) + ")")
+      ->capture_default_str();
+  command
+      .add_option("--dp", o.data_parallel,
+                  "data-parallel replicas of the pipeline (gradient all-reduce)")
+      ->transform(kWholeNumber)
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
+      ->capture_default_str();
+  command.add_flag(
+      "--no-contention", o.no_contention,
+      "transfers do not share link bandwidth (each takes latency + bytes/bandwidth alone)");
+  command.add_flag("--blocking-send", o.blocking_send,
+                   "a device's compute waits for the activations and gradients it sends");
+}
+
+SimulationSetup ScheduleOptions::simulation(const std::string* system_name) const {
+  SimulationSetup setup;
+  setup.model = io::load_model(model);
+  setup.system = io::load_system(system_name ? *system_name : system);
+  if (costs_opt->count()) setup.lowering.costs = parsed_costs();
+  setup.lowering.data_parallel = static_cast<std::int32_t>(data_parallel);
+  setup.options.contention = !no_contention;
+  setup.options.blocking_send = blocking_send;
+  return setup;
 }
 
 ScheduleParams ScheduleOptions::params(const ScheduleInfo* info, bool only_applicable) const {

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "pipetab/io/table_file.hpp"
+#include "pipetab/report/simulation.hpp"
 #include "pipetab/schedules/registry.hpp"
 #include "pipetab/table/costs.hpp"
 #include "pipetab/table/memory.hpp"
@@ -34,6 +35,18 @@ struct ScheduleOptions {
   CLI::Option* split_opt = nullptr;
   CLI::Option* costs_opt = nullptr;
 
+  // The simulation level (analyze, compare, simulate).
+  std::string system = "balanced";
+  std::string model = "default";
+  std::int64_t data_parallel = 1;
+  bool no_contention = false;
+  bool blocking_send = false;
+  CLI::Option* system_opt = nullptr;
+
+  /// Loads the model and system and applies --dp, --no-contention, --blocking-send, and
+  /// --costs (op times in seconds) when given. `system` overrides --system.
+  SimulationSetup simulation(const std::string* system = nullptr) const;
+
   /// The parameters as given; for schedules that do not take an option it is left out when
   /// `only_applicable` (compare applies -v to the schedules that have chunks, and so on).
   ScheduleParams params(const ScheduleInfo* info = nullptr, bool only_applicable = false) const;
@@ -46,6 +59,9 @@ struct ScheduleOptions {
 /// Adds -S -M -v -W --variant --split --costs --input-grad-frees to `command`.
 void add_schedule_options(CLI::App& command, ScheduleOptions& options,
                           std::int64_t default_devices = 4, std::int64_t default_microbatches = 8);
+
+/// Adds --system --model --dp --no-contention --blocking-send to `command`.
+void add_simulation_options(CLI::App& command, ScheduleOptions& options);
 
 /// A table to evaluate: generated from a schedule name, or read from --table FILE.
 struct Subject {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include <fmt/format.h>
 
@@ -29,6 +28,27 @@ std::vector<int> ranks(const std::vector<std::optional<double>>& values) {
   return rank;
 }
 
+// Where a schedule's place differs between two levels, among the schedules present at both.
+std::vector<bool> changed(const std::vector<std::optional<double>>& a,
+                          const std::vector<std::optional<double>>& b) {
+  std::vector<std::optional<double>> both_a(a.size()), both_b(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i] && b[i]) {
+      both_a[i] = a[i];
+      both_b[i] = b[i];
+    }
+  }
+  const auto ra = ranks(both_a), rb = ranks(both_b);
+  std::vector<bool> out(a.size(), false);
+  for (std::size_t i = 0; i < a.size(); ++i)
+    out[i] = both_a[i] && ra[i] != rb[i];
+  return out;
+}
+
+nlohmann::json rank_or_null(int rank) {
+  return rank ? nlohmann::json(rank) : nlohmann::json(nullptr);
+}
+
 }  // namespace
 
 Comparison compare(std::vector<Evaluation> rows, std::vector<Skipped> skipped) {
@@ -36,28 +56,24 @@ Comparison compare(std::vector<Evaluation> rows, std::vector<Skipped> skipped) {
   c.rows = std::move(rows);
   c.skipped = std::move(skipped);
   const auto n = c.rows.size();
-  std::vector<std::optional<double>> formula(n), table(n), memory(n);
+  std::vector<std::optional<double>> formula(n), table(n), simulation(n), memory(n);
   for (std::size_t i = 0; i < n; ++i) {
     const auto& e = c.rows[i];
     if (e.formula) formula[i] = e.formula->published_bubble_ratio;
     table[i] = e.table.makespan;
+    if (e.simulation) {
+      simulation[i] = e.simulation->runtime_s;
+      c.system = e.simulation->system;
+      c.model = e.simulation->model;
+    }
     memory[i] = e.table.peak_activation_max();
   }
   c.formula_rank = ranks(formula);
   c.table_rank = ranks(table);
+  c.simulation_rank = ranks(simulation);
   c.memory_rank = ranks(memory);
-  // Compare places only among schedules present at both levels.
-  std::vector<std::optional<double>> both_formula(n), both_table(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (formula[i]) {
-      both_formula[i] = formula[i];
-      both_table[i] = table[i];
-    }
-  }
-  const auto rf = ranks(both_formula), rt = ranks(both_table);
-  c.rank_changed.resize(n);
-  for (std::size_t i = 0; i < n; ++i)
-    c.rank_changed[i] = formula[i] && rf[i] != rt[i];
+  c.rank_changed = changed(formula, table);
+  c.simulation_rank_changed = changed(table, simulation);
   return c;
 }
 
@@ -65,70 +81,96 @@ nlohmann::json to_json(const Comparison& c) {
   nlohmann::json rows = nlohmann::json::array();
   for (std::size_t i = 0; i < c.rows.size(); ++i) {
     auto row = to_json(c.rows[i]);
-    row["rank"] = {{"formula", c.formula_rank[i] ? nlohmann::json(c.formula_rank[i])
-                                                 : nlohmann::json(nullptr)},
+    row["rank"] = {{"formula", rank_or_null(c.formula_rank[i])},
                    {"table", c.table_rank[i]},
+                   {"simulation", rank_or_null(c.simulation_rank[i])},
                    {"memory", c.memory_rank[i]},
-                   {"changed", static_cast<bool>(c.rank_changed[i])}};
+                   {"changed", static_cast<bool>(c.rank_changed[i])},
+                   {"changed_simulation", static_cast<bool>(c.simulation_rank_changed[i])}};
     rows.push_back(std::move(row));
   }
   nlohmann::json skipped = nlohmann::json::array();
   for (const auto& s : c.skipped)
     skipped.push_back({{"schedule", s.schedule}, {"reason", s.reason}});
-  return {{"schedules", std::move(rows)}, {"skipped", std::move(skipped)}};
+  return {{"system", c.system.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.system)},
+          {"model", c.model.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.model)},
+          {"schedules", std::move(rows)},
+          {"skipped", std::move(skipped)}};
 }
 
-std::string to_csv(const Comparison& c) {
-  auto header = csv_header();
-  for (const char* name : {"rank.formula", "rank.table", "rank.memory", "rank.changed"})
-    header.emplace_back(name);
-  std::string out = csv_line(header);
+std::string to_csv(const Comparison& c, bool header) {
+  std::string out;
+  if (header) {
+    auto names = csv_header();
+    for (const char* name : {"rank.formula", "rank.table", "rank.simulation", "rank.memory",
+                             "rank.changed", "rank.changed_simulation"}) {
+      names.emplace_back(name);
+    }
+    out += csv_line(names);
+  }
   for (std::size_t i = 0; i < c.rows.size(); ++i) {
     auto row = csv_row(c.rows[i]);
     row.push_back(c.formula_rank[i] ? std::to_string(c.formula_rank[i]) : "");
     row.push_back(std::to_string(c.table_rank[i]));
+    row.push_back(c.simulation_rank[i] ? std::to_string(c.simulation_rank[i]) : "");
     row.push_back(std::to_string(c.memory_rank[i]));
     row.emplace_back(c.rank_changed[i] ? "true" : "false");
+    row.emplace_back(c.simulation_rank_changed[i] ? "true" : "false");
     out += csv_line(row);
   }
   return out;
 }
 
-std::string to_text(const Comparison& c) {
+std::string to_text(const Comparison& c, bool legend) {
   std::string out;
   if (!c.rows.empty()) {
     const auto& first = c.rows.front();
-    out += fmt::format("{} devices, {} microbatches, costs {} per device share\n\n",
+    out += fmt::format("{} devices, {} microbatches; table costs {} per device share",
                        first.shape.devices, first.shape.microbatches, to_string(first.costs));
+    if (!c.system.empty()) out += fmt::format("; simulated on {} with model {}", c.system, c.model);
+    out += "\n\n";
   }
-  out += fmt::format("{:<21}| {:<25} | {:<23} | {}\n", "", "formula", "table (idealized)",
-                     "activation");
-  out += fmt::format("{:<14}{:>6} | {:>10}{:>6}{:>9} | {:>9}{:>8}{:>6} | {:>9}{:>6}\n", "schedule",
-                     "stages", "published", "rank", "exact", "makespan", "bubble", "rank",
-                     "peak M_a", "rank");
-  auto opt = [](const std::optional<double>& v) {
-    return v ? fmt::format("{:.4f}", *v) : std::string("-");
-  };
+  out += fmt::format("{:<21}| {:<17} | {:<23} | {:<20} | {}\n", "", "formula", "table (idealized)",
+                     "simulation", "memory");
+  out +=
+      fmt::format("{:<14}{:>6} | {:>10}{:>6}  | {:>9}{:>8}{:>6} | {:>10}{:>5}{:>5} | {:>8}{:>9}\n",
+                  "schedule", "stages", "published", "rank", "makespan", "bubble", "rank",
+                  "runtime s", "idle", "rank", "act M_a", "peak GB");
   for (std::size_t i = 0; i < c.rows.size(); ++i) {
     const auto& e = c.rows[i];
-    const Formula none;
-    const Formula& f = e.formula ? *e.formula : none;
-    out += fmt::format("{:<14}{:>6} | {:>10}{:>6}{:>9} | {:>9}{:>8.4f}{:>6} | {:>9}{:>6}{}\n",
-                       e.schedule, e.shape.stages, opt(f.published_bubble_ratio),
-                       c.formula_rank[i] ? std::to_string(c.formula_rank[i]) : "-",
-                       opt(f.bubble_ratio), fmt::format("{:g}", e.table.makespan),
-                       e.table.bubble_ratio, c.table_rank[i],
-                       fmt::format("{:g}", e.table.peak_activation_max()), c.memory_rank[i],
-                       c.rank_changed[i] ? "  * rank changes: formula -> table" : "");
+    const std::string published = e.formula && e.formula->published_bubble_ratio
+                                      ? fmt::format("{:.4f}", *e.formula->published_bubble_ratio)
+                                      : std::string("-");
+    std::string marks;
+    if (c.rank_changed[i]) marks += "  * formula -> table";
+    if (c.simulation_rank_changed[i]) marks += "  * table -> simulation";
+    const auto& sim = e.simulation;
+    out += fmt::format(
+        "{:<14}{:>6} | {:>10}{:>6}  | {:>9}{:>8.4f}{:>6} | {:>10}{:>5}{:>5} | {:>8}{:>9}{}\n",
+        e.schedule, e.shape.stages, published,
+        c.formula_rank[i] ? std::to_string(c.formula_rank[i]) : "-",
+        fmt::format("{:g}", e.table.makespan), e.table.bubble_ratio, c.table_rank[i],
+        sim ? fmt::format("{:.4g}", sim->runtime_s) : "-",
+        sim ? fmt::format("{:.2f}", sim->idle_ratio) : "-",
+        c.simulation_rank[i] ? std::to_string(c.simulation_rank[i]) : "-",
+        fmt::format("{:g}", e.table.peak_activation_max()),
+        sim ? fmt::format("{:.4g}{}", sim->peak_memory_max() / 1e9,
+                          sim->any_over_capacity() ? "!" : "")
+            : "-",
+        marks);
   }
   for (const auto& s : c.skipped)
     out += fmt::format("{:<14}skipped: {}\n", s.schedule, s.reason);
+  if (!legend) return out;
   out +=
-      "\nFormula rank: by the published bubble ratio, as its paper states it under the paper's\n"
-      "assumptions (e.g. equal F and B); 'exact' is the closed form for these costs, equal to the\n"
-      "table. Table rank: by makespan. Memory rank: by the largest per-device activation peak.\n"
-      "Lower first; ties share a rank. '*' marks a schedule whose place differs between the\n"
-      "formula and table rankings (among the schedules ranked at both).\n";
+      "\nRanks, lower first, ties shared: formula by the published bubble ratio (under its "
+      "paper's\n"
+      "assumptions, e.g. equal F and B; the exact closed forms always equal the table), table by\n"
+      "makespan, simulation by runtime. '*' marks a schedule whose place changes between two "
+      "levels\n"
+      "(among the schedules ranked at both). Memory: activation peak of the table in M_a, and the\n"
+      "simulated peak per device (weights, gradients, optimizer state and activations; '!' = over\n"
+      "the device's capacity).\n";
   return out;
 }
 

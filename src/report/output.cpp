@@ -33,6 +33,36 @@ std::string cell(const std::optional<double>& value) {
 
 }  // namespace
 
+namespace {
+
+json simulation_json(const Evaluation& e) {
+  if (!e.simulation) return nullptr;
+  const auto& m = *e.simulation;
+  return {{"system", m.system},
+          {"model", m.model},
+          {"runtime_s", m.runtime_s},
+          {"idle_ratio", m.idle_ratio},
+          {"peak_memory_bytes", m.peak_memory_bytes},
+          {"peak_memory_max_bytes", m.peak_memory_max()},
+          {"peak_memory_time_s", m.peak_memory_time_s},
+          {"static_bytes", m.static_bytes},
+          {"over_capacity", m.over_capacity},
+          {"memory_capacity_bytes", m.memory_capacity_bytes},
+          {"compute_s", m.compute_s},
+          {"exposed_comm_s", m.exposed_comm_s},
+          {"idle_s", m.idle_s},
+          {"contention", m.contention},
+          {"blocking_send", m.blocking_send},
+          {"data_parallel", m.data_parallel},
+          {"explicit_costs", m.explicit_costs},
+          {"nodes", m.nodes},
+          {"transfers", m.transfers},
+          {"events", m.events},
+          {"transfer_bytes", m.transfer_bytes}};
+}
+
+}  // namespace
+
 json to_json(const Evaluation& e) {
   json params = {{"devices", e.shape.devices},
                  {"stages", e.shape.stages},
@@ -78,7 +108,7 @@ json to_json(const Evaluation& e) {
     table["activation_curve"] = std::move(curves);
   }
   return {{"schedule", e.schedule}, {"params", params}, {"costs", costs},
-          {"formula", formula},     {"table", table},   {"simulation", nullptr}};
+          {"formula", formula},     {"table", table},   {"simulation", simulation_json(e)}};
 }
 
 std::vector<std::string> csv_header() {
@@ -104,7 +134,16 @@ std::vector<std::string> csv_header() {
           "table.span_bubble_ratio",
           "table.peak_activation",
           "table.peak_activation_max",
-          "table.ops"};
+          "table.ops",
+          "simulation.system",
+          "simulation.model",
+          "simulation.runtime_s",
+          "simulation.idle_ratio",
+          "simulation.peak_memory_bytes",
+          "simulation.peak_memory_max_bytes",
+          "simulation.over_capacity",
+          "simulation.exposed_comm_s",
+          "simulation.transfer_bytes"};
 }
 
 std::vector<std::string> csv_row(const Evaluation& e) {
@@ -132,7 +171,16 @@ std::vector<std::string> csv_row(const Evaluation& e) {
           format_number(e.table.span_bubble_ratio),
           joined(e.table.peak_activation),
           format_number(e.table.peak_activation_max()),
-          std::to_string(e.table.ops)};
+          std::to_string(e.table.ops),
+          e.simulation ? e.simulation->system : "",
+          e.simulation ? e.simulation->model : "",
+          e.simulation ? format_number(e.simulation->runtime_s) : "",
+          e.simulation ? format_number(e.simulation->idle_ratio) : "",
+          e.simulation ? joined(e.simulation->peak_memory_bytes) : "",
+          e.simulation ? format_number(e.simulation->peak_memory_max()) : "",
+          e.simulation ? (e.simulation->any_over_capacity() ? "true" : "false") : "",
+          e.simulation ? joined(e.simulation->exposed_comm_s) : "",
+          e.simulation ? format_number(e.simulation->transfer_bytes) : ""};
 }
 
 std::string csv_line(const std::vector<std::string>& cells) {
@@ -192,6 +240,25 @@ std::string to_text(const Evaluation& e) {
         fmt::format("    dev {:<6}{:>8}  {:>8}  {:>8}  {:>8}\n", d, format_number(e.table.busy[d]),
                     format_number(e.table.idle[d]), format_number(e.table.peak_activation[d]),
                     format_number(e.table.peak_activation_time[d]));
+  }
+  if (e.simulation) {
+    const auto& m = *e.simulation;
+    out += fmt::format("\nsimulation (system {}, model {}{}{}{})\n", m.system, m.model,
+                       m.explicit_costs ? ", op times from --costs in seconds" : "",
+                       m.contention ? "" : ", no contention",
+                       m.blocking_send ? ", blocking sends" : "");
+    out += fmt::format("  {:<24}{:.6g} s\n", "runtime", m.runtime_s);
+    out += fmt::format("  {:<24}{:.4f}\n", "idle ratio", m.idle_ratio);
+    out += fmt::format("  {:<24}{:.4g} GB{}\n", "peak memory", m.peak_memory_max() / 1e9,
+                       m.any_over_capacity() ? fmt::format("  (over the {:.4g} GB of a device)",
+                                                           m.memory_capacity_bytes / 1e9)
+                                             : "");
+    out += "  per device:   compute s   exposed comm s   idle s   peak GB\n";
+    for (std::size_t d = 0; d < m.compute_s.size(); ++d) {
+      out += fmt::format("    dev {:<6}{:>10.4g}  {:>14.4g}  {:>7.4g}  {:>8.4g}{}\n", d,
+                         m.compute_s[d], m.exposed_comm_s[d], m.idle_s[d],
+                         m.peak_memory_bytes[d] / 1e9, m.over_capacity[d] ? "  over capacity" : "");
+    }
   }
   return out;
 }

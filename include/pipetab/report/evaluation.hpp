@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "pipetab/formulas/formulas.hpp"
+#include "pipetab/report/simulation.hpp"
 #include "pipetab/schedules/params.hpp"
 #include "pipetab/table/costs.hpp"
 #include "pipetab/table/memory.hpp"
@@ -50,12 +51,14 @@ struct Evaluation {
   MemoryOptions memory;
   std::optional<Formula> formula;  ///< unset for user tables (no schedule family)
   TableMetrics table;
+  std::optional<SimulationMetrics> simulation;  ///< unset when not simulated
 };
 
 /// What to compute beyond the defaults.
 struct EvaluationOptions {
   MemoryOptions memory;
-  bool activation_curves = false;  ///< keep every device's activation memory over time
+  bool activation_curves = false;               ///< keep every device's activation memory over time
+  const SimulationSetup* simulation = nullptr;  ///< run the simulation level on this setup
 };
 
 /// Evaluates a valid table. `params` names the schedule family (for the formula level); pass

@@ -1,0 +1,70 @@
+// The simulation level of an evaluation: a table run over a modelled cluster, summarized for
+// reports (DESIGN.md §6, §7 "simulation").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pipetab/model/workload.hpp"
+#include "pipetab/sim/engine.hpp"
+#include "pipetab/sim/graph.hpp"
+#include "pipetab/system/system.hpp"
+#include "pipetab/table/schedule_table.hpp"
+
+namespace pipetab {
+
+/// What to simulate a table on, and how.
+struct SimulationSetup {
+  ModelConfig model;
+  SystemConfig system;
+  LoweringOptions lowering;
+  SimOptions options;
+};
+
+/// The numbers of a simulation that reports carry.
+struct SimulationMetrics {
+  std::string system;
+  std::string model;
+  double runtime_s = 0.0;
+  double idle_ratio = 0.0;
+  std::vector<double> compute_s, exposed_comm_s, idle_s;  ///< per device
+  std::vector<double> peak_memory_bytes;                  ///< per device: static + activations
+  std::vector<double> peak_memory_time_s;
+  std::vector<double> static_bytes;
+  std::vector<bool> over_capacity;
+  double memory_capacity_bytes = 0.0;
+  bool contention = true;
+  bool blocking_send = false;
+  std::int32_t data_parallel = 1;
+  bool explicit_costs = false;  ///< op times from --costs (seconds) instead of the model
+  std::int64_t nodes = 0, transfers = 0, events = 0;
+  double transfer_bytes = 0.0;  ///< all bytes moved
+
+  double peak_memory_max() const;
+  bool any_over_capacity() const;
+};
+
+/// A finished simulation: the graph it ran, the raw result and the summary.
+struct Simulation {
+  Network network;
+  ExecGraph graph;
+  SimResult result;
+  SimulationMetrics metrics;
+};
+
+/// Everything `pipetab simulate` reports: the metrics, per-device and per-link results (links
+/// that carried data), and the critical path, step by step.
+nlohmann::json simulation_json(const ScheduleTable& table, const Simulation& simulation);
+
+/// The same for reading: the critical path summarized (ops and transfers on it, their time) with
+/// its first and last steps.
+std::string simulation_text(const ScheduleTable& table, const Simulation& simulation);
+
+/// Lowers and runs a valid table. Throws ParamError when the workload cannot be cut into the
+/// table's stages or the system cannot take the options.
+Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& setup);
+
+}  // namespace pipetab

@@ -1,0 +1,184 @@
+#include "pipetab/report/simulation.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace pipetab {
+
+double SimulationMetrics::peak_memory_max() const {
+  return peak_memory_bytes.empty()
+             ? 0.0
+             : *std::max_element(peak_memory_bytes.begin(), peak_memory_bytes.end());
+}
+
+bool SimulationMetrics::any_over_capacity() const {
+  return std::find(over_capacity.begin(), over_capacity.end(), true) != over_capacity.end();
+}
+
+namespace {
+
+const char* transfer_kind_name(TransferKind kind) {
+  switch (kind) {
+    case TransferKind::Activation:
+      return "activation";
+    case TransferKind::Gradient:
+      return "gradient";
+    case TransferKind::ReplicaAllReduce:
+      return "replica all-reduce";
+    case TransferKind::DataAllReduce:
+      return "data-parallel all-reduce";
+  }
+  return "transfer";
+}
+
+// "op 1F3 on device 1" or "activation 0 -> 1".
+std::string describe(const ScheduleTable& table, const Simulation& sim, std::int32_t node) {
+  const auto& g = sim.graph;
+  const auto n = static_cast<std::size_t>(node);
+  if (!g.is_transfer(node))
+    return fmt::format("op {} on device {}", to_string(table.ops[n]), g.device[n]);
+  const auto t = static_cast<std::size_t>(node - g.compute_nodes);
+  return fmt::format("{} {} -> {} ({:.4g} MB)", transfer_kind_name(g.kind[t]), g.device[n],
+                     g.receiver[t], g.bytes[t] / 1e6);
+}
+
+}  // namespace
+
+nlohmann::json simulation_json(const ScheduleTable& table, const Simulation& sim) {
+  const auto& m = sim.metrics;
+  const auto& r = sim.result;
+  nlohmann::json devices = nlohmann::json::array();
+  for (std::size_t d = 0; d < r.devices.size(); ++d) {
+    const auto& dev = r.devices[d];
+    devices.push_back({{"device", d},
+                       {"compute_s", dev.compute_s},
+                       {"exposed_comm_s", dev.exposed_comm_s},
+                       {"idle_s", dev.idle_s},
+                       {"static_bytes", dev.static_bytes},
+                       {"peak_memory_bytes", dev.peak_memory_bytes},
+                       {"peak_memory_time_s", dev.peak_memory_time_s},
+                       {"over_capacity", dev.over_capacity}});
+  }
+  nlohmann::json links = nlohmann::json::array();
+  for (std::size_t l = 0; l < r.links.size(); ++l) {
+    if (r.links[l].bytes <= 0.0) continue;
+    links.push_back({{"link", sim.network.links()[l].name},
+                     {"bytes", r.links[l].bytes},
+                     {"busy_s", r.links[l].busy_s},
+                     {"max_utilization", r.links[l].max_utilization}});
+  }
+  nlohmann::json path = nlohmann::json::array();
+  for (const auto node : r.critical_path) {
+    const auto n = static_cast<std::size_t>(node);
+    path.push_back({{"node", node},
+                    {"kind", sim.graph.is_transfer(node) ? "transfer" : "compute"},
+                    {"what", describe(table, sim, node)},
+                    {"start_s", r.start[n]},
+                    {"end_s", r.end[n]}});
+  }
+  return {{"system", m.system},
+          {"model", m.model},
+          {"runtime_s", m.runtime_s},
+          {"idle_ratio", m.idle_ratio},
+          {"contention", m.contention},
+          {"blocking_send", m.blocking_send},
+          {"data_parallel", m.data_parallel},
+          {"explicit_costs", m.explicit_costs},
+          {"nodes", m.nodes},
+          {"transfers", m.transfers},
+          {"transfer_bytes", m.transfer_bytes},
+          {"events", m.events},
+          {"memory_capacity_bytes", m.memory_capacity_bytes},
+          {"devices", std::move(devices)},
+          {"links", std::move(links)},
+          {"critical_path", std::move(path)}};
+}
+
+std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
+  const auto& m = sim.metrics;
+  const auto& r = sim.result;
+  std::string out =
+      fmt::format("simulated on {} with model {}{}{}{}\n", m.system, m.model,
+                  m.explicit_costs ? " (op times from --costs, in seconds)" : "",
+                  m.contention ? "" : ", no contention", m.blocking_send ? ", blocking sends" : "");
+  out += fmt::format(
+      "runtime {:.6g} s, idle ratio {:.4f}; {} ops and {} transfers ({:.4g} GB), {} events\n\n",
+      m.runtime_s, m.idle_ratio, sim.graph.compute_nodes, m.transfers, m.transfer_bytes / 1e9,
+      m.events);
+  out += "device   compute s   exposed comm s      idle s   peak GB   at s\n";
+  for (std::size_t d = 0; d < r.devices.size(); ++d) {
+    const auto& dev = r.devices[d];
+    out += fmt::format(
+        "{:<6}{:>12.6g}{:>17.6g}{:>12.6g}{:>10.4g}{:>7.4g}{}\n", d, dev.compute_s,
+        dev.exposed_comm_s, dev.idle_s, dev.peak_memory_bytes / 1e9, dev.peak_memory_time_s,
+        dev.over_capacity
+            ? fmt::format("  over the {:.4g} GB of the device", m.memory_capacity_bytes / 1e9)
+            : std::string());
+  }
+  out += "\nlink                      GB moved      busy s   max utilization\n";
+  for (std::size_t l = 0; l < r.links.size(); ++l) {
+    if (r.links[l].bytes <= 0.0) continue;
+    out += fmt::format("{:<22}{:>12.4g}{:>12.6g}{:>18.3f}\n", sim.network.links()[l].name,
+                       r.links[l].bytes / 1e9, r.links[l].busy_s, r.links[l].max_utilization);
+  }
+  std::size_t ops = 0;
+  double op_time = 0.0, transfer_time = 0.0;
+  for (const auto node : r.critical_path) {
+    const auto n = static_cast<std::size_t>(node);
+    if (sim.graph.is_transfer(node)) {
+      transfer_time += r.end[n] - r.start[n];
+    } else {
+      ++ops;
+      op_time += r.end[n] - r.start[n];
+    }
+  }
+  out += fmt::format("\ncritical path: {} steps, {} ops ({:.6g} s) and {} transfers ({:.6g} s)\n",
+                     r.critical_path.size(), ops, op_time, r.critical_path.size() - ops,
+                     transfer_time);
+  constexpr std::size_t kShown = 8;
+  for (std::size_t k = 0; k < r.critical_path.size(); ++k) {
+    if (k == kShown && r.critical_path.size() > 2 * kShown) {
+      out += fmt::format("  ... {} more steps\n", r.critical_path.size() - 2 * kShown);
+      k = r.critical_path.size() - kShown;
+    }
+    const auto node = r.critical_path[k];
+    const auto n = static_cast<std::size_t>(node);
+    out += fmt::format("  {:>12.6g} - {:<12.6g} {}\n", r.start[n], r.end[n],
+                       describe(table, sim, node));
+  }
+  return out;
+}
+
+Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& setup) {
+  Simulation s{Network(setup.system, table.devices), {}, {}, {}};
+  s.graph = lower(table, setup.model, s.network, setup.lowering);
+  s.result = simulate(s.graph, s.network, setup.options);
+  auto& m = s.metrics;
+  m.system = setup.system.name;
+  m.model = setup.model.name;
+  m.runtime_s = s.result.runtime_s;
+  m.idle_ratio = s.result.idle_ratio;
+  for (const auto& d : s.result.devices) {
+    m.compute_s.push_back(d.compute_s);
+    m.exposed_comm_s.push_back(d.exposed_comm_s);
+    m.idle_s.push_back(d.idle_s);
+    m.peak_memory_bytes.push_back(d.peak_memory_bytes);
+    m.peak_memory_time_s.push_back(d.peak_memory_time_s);
+    m.static_bytes.push_back(d.static_bytes);
+    m.over_capacity.push_back(d.over_capacity);
+  }
+  m.memory_capacity_bytes = setup.system.memory_bytes;
+  m.contention = setup.options.contention;
+  m.blocking_send = setup.options.blocking_send;
+  m.data_parallel = setup.lowering.data_parallel;
+  m.explicit_costs = setup.lowering.costs.has_value();
+  m.nodes = s.graph.nodes();
+  m.transfers = s.graph.transfers();
+  m.events = s.result.events;
+  for (const double bytes : s.graph.bytes)
+    m.transfer_bytes += bytes;
+  return s;
+}
+
+}  // namespace pipetab
