@@ -266,6 +266,41 @@ TEST_F(Cli, SimulationLevel) {
                      bad_model + ":1:1: key 'transformer': missing key 'hidden'");
   expect_usage_error("simulate 1f1b --model gpt3-1.3b -S 32 -M 32",
                      "24 layers cannot fill 32 stages");
+  expect_usage_error("simulate 1f1b --dp 70000", "--dp");
+
+  // A table the model cannot fill keeps its formula and table levels in analyze and compare;
+  // the simulation level says why it is missing.
+  r = run("analyze 1f1b --model gpt3-1.3b -S 32 -M 32 --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["simulation"].is_null());
+  EXPECT_NE(j["simulation_error"].get<std::string>().find("24 layers cannot fill 32 stages"),
+            std::string::npos);
+  EXPECT_GT(j["table"]["makespan"].get<double>(), 0.0);
+  r = run("analyze 1f1b --model gpt3-1.3b -S 32 -M 32");
+  EXPECT_NE(r.out.find("simulation not run: model: 24 layers cannot fill 32 stages"),
+            std::string::npos)
+      << r.out;
+  r = run("compare 1f1b interleaved --model gpt3-1.3b -S 8 -M 8 -v 4 --system dgx-h100");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("interleaved   not simulated: model: 24 layers cannot fill 32 stages"),
+            std::string::npos)
+      << r.out;
+  r =
+      run("compare 1f1b interleaved --model gpt3-1.3b -S 8 -M 8 -v 4 --system dgx-h100 "
+          "--format json");
+  j = nlohmann::json::parse(r.out)["comparisons"][0];
+  EXPECT_EQ(j["schedules"][0]["rank"]["simulation"], 1);
+  EXPECT_TRUE(j["schedules"][1]["rank"]["simulation"].is_null());
+
+  // Options the system cannot take fail before any work.
+  const auto chain = file("chain.toml",
+                          "[device]\npeak_flops = 1e15\nefficiency = 0.5\nmemory_bytes = 8e10\n"
+                          "[network]\ntopology = \"chain\"\n"
+                          "[network.intra]\nlatency_s = 1e-6\nbandwidth = 4e11\n");
+  EXPECT_EQ(run("simulate gpipe -S 4 -M 4 --system " + chain).code, 0);
+  expect_usage_error("compare --dp 2 --system " + chain, "--dp needs a switched topology");
+  expect_usage_error("analyze gpipe --dp 2 --system " + chain, "--dp needs a switched topology");
 }
 
 TEST_F(Cli, ValidateAndConvert) {

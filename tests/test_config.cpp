@@ -111,6 +111,11 @@ TEST(Workload, TransformerLayerFormulas) {
   work = stage_work(model, units, 40);
   EXPECT_DOUBLE_EQ(work[5].activation_bytes, s * b * h * (10 + 24.0 / 8 + 5 * a * s / (h * 8)));
   EXPECT_DOUBLE_EQ(work[5].message_bytes, 2 * s * b * h / 8);
+  // W keeps 32/34 of what lies outside the attention core; LayerNorms are not split.
+  EXPECT_DOUBLE_EQ(work[5].activation_kept_for_weight_grad, s * b * h * (10 + 24.0 / 8) * 32 / 34);
+  EXPECT_DOUBLE_EQ(work[5].params, 12 * h * h / 8 + 4 * h);
+  EXPECT_DOUBLE_EQ(work.front().params, 12 * h * h / 8 + 4 * h + 50257 * h / 8 + s * h);
+  EXPECT_DOUBLE_EQ(work.back().params, 12 * h * h / 8 + 4 * h + 50257 * h / 8 + 2 * h);
   m.sequence_parallel = true;
   work = stage_work(model, units, 40);
   EXPECT_DOUBLE_EQ(work[5].activation_bytes, s * b * h * (34 + 5 * a * s / h) / 8);
@@ -227,13 +232,29 @@ TEST(Config, ErrorsNameFileLineAndKey) {
   EXPECT_EQ(system_error(text.replace(text.find("\"switched\""), 10, "\"torus\"")),
             "s.toml:7:12: key 'network.topology': 'torus' is not one of: switched, chain");
   text = kSystem;
-  EXPECT_EQ(
-      system_error(text.replace(text.find("topology = \"switched\""), 21, "topology = \"chain\"")),
-      "s.toml:12:1: key 'network.inter': a chain has one link class: give [network.intra] only");
+  text.replace(text.find("topology = \"switched\""), 21, "topology = \"chain\"");
+  EXPECT_EQ(system_error(text),
+            "s.toml:8:20: key 'network.devices_per_node': a chain has no "
+            "nodes: leave devices_per_node out");
+  text.replace(text.find("devices_per_node = 4\n"), 21, "");
+  EXPECT_EQ(system_error(text),
+            "s.toml:11:1: key 'network.inter': a chain has one link class: "
+            "give [network.intra] only");
   text = kSystem;
   EXPECT_EQ(
-      system_error(text.replace(text.find("bandwidth = 4e11"), 16, "bandwidth = 0")),
-      "s.toml:11:13: key 'network.intra.bandwidth': 0 is out of range (above 0 .. 1e+30, or inf)");
+      system_error(text.replace(text.find("bandwidth = 4e11"), 16, "bandwidth = 0.5")),
+      "s.toml:11:13: key 'network.intra.bandwidth': 0.5 is out of range (1 .. 1e+30, or inf)");
+  // Speeds and sizes below 1 would make simulated times overflow.
+  text = kSystem;
+  EXPECT_EQ(system_error(text.replace(text.find("peak_flops = 1e15"), 17, "peak_flops = 0")),
+            "s.toml:3:14: key 'device.peak_flops': 0 is out of range (1 .. 1e+30)");
+  text = kSystem;
+  EXPECT_EQ(system_error(text.replace(text.find("efficiency = 0.5"), 16, "efficiency = 1e-300")),
+            "s.toml:4:14: key 'device.efficiency': 1e-300 leaves 1e-285 FLOP/s of the peak: "
+            "expected at least 1");
+  text = kSystem;
+  EXPECT_EQ(system_error(text.replace(text.find("memory_bytes = 8e10"), 19, "memory_bytes = 0")),
+            "s.toml:5:16: key 'device.memory_bytes': 0 is out of range (1 .. 1e+30)");
   EXPECT_EQ(system_error("name = \"x\"\n"), "s.toml:1:1: key 'device': missing");
   EXPECT_EQ(system_error("[device]\npeak_flops = 1\nefficiency = 1\nmemory_bytes = 1\n[network]\n"),
             "s.toml:5:1: key 'network.intra': missing");

@@ -1,11 +1,15 @@
 // The simulation level: hand-computed cases and invariants over parameter grids (DESIGN.md §6).
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <tuple>
 
 #include "helpers.hpp"
 #include <gtest/gtest.h>
 
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
+#include "pipetab/io/table_json.hpp"
 #include "pipetab/sim/engine.hpp"
 #include "pipetab/table/memory.hpp"
 #include "pipetab/table/timing.hpp"
@@ -91,6 +95,7 @@ ExecGraph two_flows(const Network& network, double bytes, double delay_second = 
   g.succ = {3, 4, 2, 2};
   for (int k = 0; k < 2; ++k) {
     g.kind.push_back(TransferKind::Activation);
+    g.stage.push_back(1);
     g.receiver.push_back(1);
     g.bytes.push_back(k == 0 ? bytes : bytes / 2);
     g.latency_s.push_back(network.append_route(0, 1, g.route));
@@ -129,6 +134,61 @@ TEST(Sim, SharingIsRecomputedWhenFlowsStartAndEnd) {
   EXPECT_DOUBLE_EQ(r.start[4], 1.5);
   EXPECT_DOUBLE_EQ(r.end[4], 3.5);
   EXPECT_DOUBLE_EQ(r.end[3], 4.0);  // 3 GB in 3 s: the link never idles
+}
+
+TEST(Sim, MaxMinFairnessWithTwoBottlenecks) {
+  // A chain 0 - 1 - 2 at 1 GB/s, α = 0. All issued at time 0: A 0→2 (1 GB, both links),
+  // B 0→1 (3 GB), C and D 1→2 (1 GB each), E 1→0 (empty). Link 1→2 is the first bottleneck:
+  // A, C, D get 1/3 each; B gets the 2/3 that A leaves on 0→1. A, C and D end at 3 s, when B
+  // has moved 2 GB; B's last GB then goes at full rate and ends at 4 s.
+  const auto system = system_with(Topology::Chain, {0.0, 1e9}, {});
+  const Network network(system, 3);
+  ExecGraph g;
+  g.devices = 3;
+  g.compute_nodes = 3;  // one empty op per device; op 0 issues A and B, op 1 issues C, D, E
+  g.row_begin = {0, 1, 2, 3};
+  g.device = {0, 1, 2};
+  g.duration = {0.0, 0.0, 0.0};
+  g.alloc_bytes = g.free_bytes = {0.0, 0.0, 0.0};
+  g.static_bytes = {0.0, 0.0, 0.0};
+  g.preds = {0, 0, 0};
+  const std::vector<std::tuple<std::int32_t, std::int32_t, double>> transfers = {
+      {0, 2, 1e9}, {0, 1, 3e9}, {1, 2, 1e9}, {1, 2, 1e9}, {1, 0, 0.0}};
+  for (const auto& [from, to, bytes] : transfers) {
+    g.device.push_back(from);
+    g.preds.push_back(1);
+    g.kind.push_back(TransferKind::Activation);
+    g.stage.push_back(to);
+    g.receiver.push_back(to);
+    g.bytes.push_back(bytes);
+    g.latency_s.push_back(network.append_route(from, to, g.route));
+    g.route_begin.push_back(static_cast<std::int64_t>(g.route.size()));
+  }
+  g.succ_begin = {0, 2, 5, 5, 5, 5, 5, 5, 5};
+  g.succ = {3, 4, 5, 6, 7};
+  const auto r = simulate(g, network);
+  EXPECT_DOUBLE_EQ(r.end[3], 3.0);  // A
+  EXPECT_DOUBLE_EQ(r.end[4], 4.0);  // B
+  EXPECT_DOUBLE_EQ(r.end[5], 3.0);  // C
+  EXPECT_DOUBLE_EQ(r.end[6], 3.0);  // D
+  EXPECT_DOUBLE_EQ(r.end[7], 0.0);  // E
+  EXPECT_DOUBLE_EQ(r.runtime_s, 4.0);
+  // Links: [0→1, 1→0, 1→2, 2→1]. Both loaded links are full until 3 s; 1→0 only ever carried
+  // an empty transfer, which lasted no time.
+  EXPECT_DOUBLE_EQ(r.links[0].max_utilization, 1.0);
+  EXPECT_DOUBLE_EQ(r.links[2].max_utilization, 1.0);
+  EXPECT_EQ(r.links[1].max_utilization, 0.0);
+  EXPECT_DOUBLE_EQ(r.links[0].busy_s, 4.0);
+  EXPECT_DOUBLE_EQ(r.links[2].busy_s, 3.0);
+  // Without contention every transfer runs at 1 GB/s: 0→1 carries A and B at once (2× its
+  // bandwidth) for 1 s, 1→2 carries A, C and D (3×).
+  SimOptions alone;
+  alone.contention = false;
+  const auto free = simulate(g, network, alone);
+  EXPECT_DOUBLE_EQ(free.end[3], 1.0);
+  EXPECT_DOUBLE_EQ(free.end[4], 3.0);
+  EXPECT_DOUBLE_EQ(free.links[0].max_utilization, 2.0);
+  EXPECT_DOUBLE_EQ(free.links[2].max_utilization, 3.0);
 }
 
 TEST(Sim, BlockingSendHoldsTheStream) {
@@ -210,14 +270,155 @@ TEST(SimGrid, FreeCommunicationReproducesTheTableExactly) {
   }
 }
 
+// A transfer's data phase: from its issue plus its latency to its end.
+std::pair<double, double> data_phase(const ExecGraph& g, const SimResult& r, std::int64_t k) {
+  const auto node = static_cast<std::size_t>(g.compute_nodes + k);
+  return {r.start[node] + g.latency_s[static_cast<std::size_t>(k)], r.end[node]};
+}
+
+// Link results checked against the transfers' own intervals. With contention no link carries
+// more than its bandwidth: the bytes of its transfers fit in the union of their data phases at
+// full rate. Without, each transfer runs at its bottleneck rate and the peak utilization is the
+// largest sum of the rates of overlapping data phases (by a sweep over their ends).
+void check_links(const ExecGraph& g, const SimResult& r, const Network& network, bool contention,
+                 const std::string& label) {
+  const auto& links = network.links();
+  std::vector<std::vector<std::int64_t>> on(links.size());
+  for (std::int64_t k = 0; k < g.transfers(); ++k) {
+    const auto t = static_cast<std::size_t>(k);
+    for (auto e = g.route_begin[t]; e < g.route_begin[t + 1]; ++e)
+      on[static_cast<std::size_t>(g.route[static_cast<std::size_t>(e)])].push_back(k);
+  }
+  for (std::size_t l = 0; l < links.size(); ++l) {
+    const double beta = links[l].bandwidth;
+    std::vector<std::pair<double, double>> phases;
+    double bytes = 0.0;
+    for (const auto k : on[l]) {
+      phases.push_back(data_phase(g, r, k));
+      bytes += g.bytes[static_cast<std::size_t>(k)];
+    }
+    ASSERT_NEAR(r.links[l].bytes, bytes, 1e-9 * bytes) << label;
+    std::sort(phases.begin(), phases.end());
+    double covered = 0.0, reach = -1.0;
+    for (const auto& [a, b] : phases) {
+      covered += std::max(0.0, b - std::max(a, reach));
+      reach = std::max(reach, b);
+    }
+    if (contention) {
+      ASSERT_LE(bytes, beta * covered * (1 + 1e-9) + 1e-3) << label << " link " << l;
+      ASSERT_LE(r.links[l].max_utilization, 1.0 + 1e-9) << label;
+      continue;
+    }
+    // Sweep: at each time the load is the sum of bottleneck rates of the phases covering it.
+    std::vector<std::pair<double, double>> steps;  // (time, rate change)
+    for (const auto k : on[l]) {
+      const auto t = static_cast<std::size_t>(k);
+      double rate = std::numeric_limits<double>::infinity();
+      for (auto e = g.route_begin[t]; e < g.route_begin[t + 1]; ++e)
+        rate = std::min(
+            rate, links[static_cast<std::size_t>(g.route[static_cast<std::size_t>(e)])].bandwidth);
+      const auto [a, b] = data_phase(g, r, k);
+      if (b > a) {
+        steps.emplace_back(a, rate);
+        steps.emplace_back(b, -rate);
+      }
+    }
+    std::sort(steps.begin(), steps.end());  // at equal times, ends (negative) first
+    double load = 0.0, peak = 0.0;
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      load += steps[i].second;
+      if (i + 1 < steps.size() && steps[i + 1].first > steps[i].first) peak = std::max(peak, load);
+    }
+    ASSERT_NEAR(r.links[l].max_utilization, peak / beta, 1e-9 * peak / beta) << label;
+  }
+}
+
+// Per device: compute is the sum of its ops' durations; exposed communication, counted on
+// the elementary intervals between all event times, is the time a transfer from or to the
+// device is in flight while it does not compute; idle is what remains.
+void check_breakdown(const ExecGraph& g, const SimResult& r) {
+  std::vector<double> times{0.0, r.runtime_s};
+  for (std::int64_t n = 0; n < g.nodes(); ++n) {
+    times.push_back(r.start[static_cast<std::size_t>(n)]);
+    times.push_back(r.end[static_cast<std::size_t>(n)]);
+  }
+  std::sort(times.begin(), times.end());
+  times.erase(std::unique(times.begin(), times.end()), times.end());
+  for (std::int32_t d = 0; d < g.devices; ++d) {
+    const auto dev = static_cast<std::size_t>(d);
+    double compute = 0.0;
+    for (auto n = g.row_begin[dev]; n < g.row_begin[dev + 1]; ++n)
+      compute += g.duration[static_cast<std::size_t>(n)];
+    double exposed = 0.0;
+    for (std::size_t i = 0; i + 1 < times.size(); ++i) {
+      const double mid = (times[i] + times[i + 1]) / 2;
+      bool computing = false, communicating = false;
+      for (auto n = g.row_begin[dev]; n < g.row_begin[dev + 1] && !computing; ++n)
+        computing =
+            r.start[static_cast<std::size_t>(n)] < mid && mid < r.end[static_cast<std::size_t>(n)];
+      for (std::int64_t k = 0; k < g.transfers() && !communicating && !computing; ++k) {
+        const auto node = static_cast<std::size_t>(g.compute_nodes + k);
+        communicating = (g.device[node] == d || g.receiver[static_cast<std::size_t>(k)] == d) &&
+                        r.start[node] < mid && mid < r.end[node];
+      }
+      if (communicating && !computing) exposed += times[i + 1] - times[i];
+    }
+    const auto& result = r.devices[dev];
+    EXPECT_NEAR(result.compute_s, compute, 1e-9 * r.runtime_s);
+    EXPECT_NEAR(result.exposed_comm_s, exposed, 1e-9 * r.runtime_s);
+    EXPECT_NEAR(result.idle_s, r.runtime_s - compute - exposed, 1e-9 * r.runtime_s);
+  }
+}
+
+// The critical path is a chain without gaps from time 0 to the runtime: each step starts the
+// moment the one before it ends.
+void check_critical_path(const SimResult& r) {
+  ASSERT_FALSE(r.critical_path.empty());
+  EXPECT_EQ(r.start[static_cast<std::size_t>(r.critical_path.front())], 0.0);
+  EXPECT_EQ(r.end[static_cast<std::size_t>(r.critical_path.back())], r.runtime_s);
+  for (std::size_t k = 1; k < r.critical_path.size(); ++k) {
+    ASSERT_EQ(r.start[static_cast<std::size_t>(r.critical_path[k])],
+              r.end[static_cast<std::size_t>(r.critical_path[k - 1])])
+        << "step " << k;
+  }
+}
+
+// A device sends its part of a stage's gradient all-reduce only after its own gradient of
+// that stage is complete: after every B or W of the stage on it.
+void check_collectives(const ScheduleTable& t, const ExecGraph& g, const SimResult& r) {
+  const auto N = static_cast<std::size_t>(t.stages);
+  std::vector<double> done(static_cast<std::size_t>(t.devices) * N, 0.0);
+  for (std::size_t n = 0; n < t.ops.size(); ++n) {
+    for (const Pass& p : t.ops[n].passes()) {
+      if (p.kind == PassKind::B || p.kind == PassKind::W) {
+        auto& at = done[static_cast<std::size_t>(g.device[n]) * N + p.stage];
+        at = std::max(at, r.end[n]);
+      }
+    }
+  }
+  for (std::int64_t k = 0; k < g.transfers(); ++k) {
+    const auto i = static_cast<std::size_t>(k);
+    if (g.kind[i] != TransferKind::ReplicaAllReduce && g.kind[i] != TransferKind::DataAllReduce)
+      continue;
+    const auto node = static_cast<std::size_t>(g.compute_nodes + k);
+    ASSERT_GE(
+        r.start[node],
+        done[static_cast<std::size_t>(g.device[node]) * N + static_cast<std::size_t>(g.stage[i])])
+        << "all-reduce transfer " << k << " from device " << g.device[node] << ", stage "
+        << g.stage[i];
+  }
+}
+
 TEST(SimGrid, InvariantsOfEveryRun) {
   const auto model = io::load_model("gpt3-1.3b");
   for (const char* name : {"dgx-h100", "a100-pcie", "balanced", "network-bound"}) {
     const auto system = io::load_system(name);
     for (const auto& t : tables()) {
-      for (const bool contention : {true, false}) {
+      for (const int mode : {0, 1, 2}) {
+        const bool contention = mode != 1;
         SimOptions options;
         options.contention = contention;
+        options.blocking_send = mode == 2;
         const auto r = run(t, model, system, options);
         const auto& g = r.graph;
         const auto& s = r.result;
@@ -239,28 +440,109 @@ TEST(SimGrid, InvariantsOfEveryRun) {
                       s.end[static_cast<std::size_t>(n)]);
           }
         }
-        // Bytes sent = bytes received; no link above its capacity.
+        // Bytes sent = bytes received.
         double sent = 0.0, on_first = 0.0, on_last = 0.0;
-        for (std::int64_t k = 0; k < g.transfers(); ++k) {
-          const auto t_index = static_cast<std::size_t>(k);
-          sent += g.bytes[t_index];
-        }
-        for (std::size_t l = 0; l < s.links.size(); ++l) {
-          (l % 2 == 0 ? on_first : on_last) +=
-              s.links[l].bytes;  // Switched: up/nic out even, down/nic in odd
-          ASSERT_LE(s.links[l].max_utilization, 1.0 + 1e-9) << name;
-        }
+        for (std::int64_t k = 0; k < g.transfers(); ++k)
+          sent += g.bytes[static_cast<std::size_t>(k)];
+        for (std::size_t l = 0; l < s.links.size(); ++l)
+          (l % 2 == 0 ? on_first : on_last) += s.links[l].bytes;  // up/nic out even, down/in odd
         EXPECT_NEAR(on_first, sent, 1e-6 * sent + 1e-6);
         EXPECT_NEAR(on_last, sent, 1e-6 * sent + 1e-6);
-        // The breakdown adds up, and the critical path ends at the runtime.
-        for (const auto& dev : s.devices) {
-          EXPECT_NEAR(dev.compute_s + dev.exposed_comm_s + dev.idle_s, s.runtime_s,
-                      1e-9 * s.runtime_s);
-        }
-        ASSERT_FALSE(s.critical_path.empty());
-        EXPECT_EQ(s.end[static_cast<std::size_t>(s.critical_path.back())], s.runtime_s);
+        check_links(g, s, Network(system, t.devices), contention, name);
+        check_breakdown(g, s);
+        check_critical_path(s);
+        check_collectives(t, g, s);
         // Deterministic.
         EXPECT_EQ(simulate(g, Network(system, t.devices), options).end, s.end);
+      }
+    }
+  }
+}
+
+TEST(SimGrid, DataParallelAndReplicaRingsWaitForTheirGradients) {
+  // chimera-asym's replicas of a stage finish their gradients at different times; with --dp
+  // the data-parallel ring follows the replica ring on every member.
+  const auto model = io::load_model("gpt3-1.3b");
+  const auto system = io::load_system("dgx-h100");
+  for (const char* name : {"chimera", "chimera-asym", "1f1b", "hanayo"}) {
+    for (const std::int32_t dp : {1, 3}) {
+      const auto t = test::make(name, test::sm(4, 4));
+      LoweringOptions lowering;
+      lowering.data_parallel = dp;
+      const auto r = run(t, model, system, {}, lowering);
+      check_collectives(t, r.graph, r.result);
+      check_critical_path(r.result);
+    }
+  }
+}
+
+TEST(Sim, RingStepsWaitForTheSendersOwnGradient) {
+  // Two pipelines on two devices, each microbatch run to the end before the next: device 0
+  // completes stage 0's gradient (0B0) early, device 1 (0B1) last. Device 1 receives device
+  // 0's first ring step long before its own gradient exists, yet must not forward it sooner.
+  const auto t = io::read_table_json(
+      R"({"format": "pipetab-table", "version": 1, "devices": 2, "stages": 2,
+          "microbatches": 2, "placement": [[0, 1], [1, 0]], "microbatch_pipeline": [0, 1],
+          "rows": [["0F0", "0B0", "1F1", "1B1"], ["1F0", "1B0", "0F1", "0B1"]]})",
+      "two.json");
+  const auto model = explicit_model(1.0, 1.0, 1.0, 1e6, 1e6);
+  const auto system = system_with(Topology::Switched, {1e-6, 1e12}, {1e-6, 1e12});
+  const auto r = run(t, model, system);
+  check_collectives(t, r.graph, r.result);
+  // The stage-0 ring: device 0's step 0, device 1's step 0, then the step 1s.
+  std::vector<double> device1_sends;
+  for (std::int64_t k = 0; k < r.graph.transfers(); ++k) {
+    const auto node = static_cast<std::size_t>(r.graph.compute_nodes + k);
+    if (r.graph.kind[static_cast<std::size_t>(k)] == TransferKind::ReplicaAllReduce &&
+        r.graph.stage[static_cast<std::size_t>(k)] == 0 && r.graph.device[node] == 1)
+      device1_sends.push_back(r.result.start[node]);
+  }
+  ASSERT_EQ(device1_sends.size(), 2U);
+  EXPECT_EQ(device1_sends[0], r.result.end[7]);  // right after its 0B1, the last op
+  EXPECT_GE(device1_sends[1], device1_sends[0]);
+}
+
+TEST(Sim, OversizedGraphsAreRejectedBeforeBuilding) {
+  const auto t = test::make("gpipe", test::sm(4096, 1));
+  const auto system = system_with(Topology::Switched, {0.0, 1e9}, {0.0, 1e9});
+  LoweringOptions lowering;
+  lowering.data_parallel = kMaxDataParallel;  // 4096 stages × 2(R − 1) ring steps > 2^28
+  try {
+    run(t, explicit_model(1.0, 1.0, 1.0, 1.0), system, {}, lowering);
+    FAIL();
+  } catch (const ParamError& e) {
+    EXPECT_NE(std::string(e.what()).find("over the limit of 268435456"), std::string::npos)
+        << e.what();
+  }
+  lowering.data_parallel = kMaxDataParallel + 1;
+  EXPECT_THROW(require_supported(system, lowering), ParamError);
+}
+
+TEST(SimGrid, ExtremeSystemsGiveFiniteResults) {
+  // The slowest and fastest devices and links the system files accept.
+  for (const char* model_name : {"gpt3-175b", "gpt3-1.3b"}) {
+    const auto model = io::load_model(model_name);
+    for (const double flops : {1.0, 1e30}) {
+      for (const double bandwidth : {1.0, 1e30, std::numeric_limits<double>::infinity()}) {
+        for (const double latency : {0.0, 1e3}) {
+          auto system =
+              system_with(Topology::Switched, {latency, bandwidth}, {latency, bandwidth}, 2);
+          system.peak_flops = flops;
+          for (const char* name : {"1f1b", "chimera"}) {
+            const auto t = test::make(name, test::sm(4, 8));
+            for (const bool contention : {true, false}) {
+              SimOptions options;
+              options.contention = contention;
+              const auto r = run(t, model, system, options).result;
+              EXPECT_TRUE(std::isfinite(r.runtime_s) && r.runtime_s > 0.0) << model_name;
+              EXPECT_TRUE(r.idle_ratio >= 0.0 && r.idle_ratio <= 1.0) << r.idle_ratio;
+              for (const auto& link : r.links)
+                EXPECT_TRUE(std::isfinite(link.max_utilization) && std::isfinite(link.busy_s));
+              for (const auto& d : r.devices)
+                EXPECT_TRUE(std::isfinite(d.exposed_comm_s) && std::isfinite(d.peak_memory_bytes));
+            }
+          }
+        }
       }
     }
   }

@@ -25,9 +25,10 @@ int fail(const std::string& message, int code) {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "pipetab: evaluate pipeline-parallel training schedules at the formula level (closed forms)\n"
-      "and the table level (the schedule as a table, timed without communication). The\n"
-      "communication-aware simulation level is not built yet.",
+      "pipetab: evaluate pipeline-parallel training schedules at three levels: the formula "
+      "(closed\n"
+      "forms), the table (the schedule as a table, timed without communication) and the\n"
+      "simulation (the table run over a modelled cluster, communication included).",
       "pipetab"};
   app.set_version_flag("--version", std::string(PIPETAB_VERSION));
   app.require_subcommand(1);

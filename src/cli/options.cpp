@@ -93,7 +93,7 @@ void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
       .add_option("--dp", o.data_parallel,
                   "data-parallel replicas of the pipeline (gradient all-reduce)")
       ->transform(kWholeNumber)
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{kMaxDataParallel}))
       ->capture_default_str();
   command.add_flag(
       "--no-contention", o.no_contention,
@@ -110,6 +110,7 @@ SimulationSetup ScheduleOptions::simulation(const std::string* system_name) cons
   setup.lowering.data_parallel = static_cast<std::int32_t>(data_parallel);
   setup.options.contention = !no_contention;
   setup.options.blocking_send = blocking_send;
+  require_supported(setup.system, setup.lowering);
   return setup;
 }
 

@@ -251,7 +251,7 @@ LinkSpec read_link(const Reader& r, const toml::table& parent, const std::string
   r.only(*t, p, {"latency_s", "bandwidth"});
   LinkSpec link;
   link.latency_s = r.number(*t, p, "latency_s", std::nullopt, 0.0, 1e3, false);
-  link.bandwidth = r.number(*t, p, "bandwidth", std::nullopt, 0.0, kHuge, true, true);
+  link.bandwidth = r.number(*t, p, "bandwidth", std::nullopt, 1.0, kHuge, false, true);
   return link;
 }
 
@@ -289,9 +289,15 @@ SystemConfig parse_system(std::string_view text, const std::string& file) {
   const auto* device = r.table(root, "", "device");
   if (device == nullptr) r.fail(root.source(), "device", "missing");
   r.only(*device, "device", {"peak_flops", "efficiency", "memory_bytes"});
-  s.peak_flops = r.number(*device, "device", "peak_flops", std::nullopt, 0.0, kHuge, true);
+  // Lower bounds of 1 FLOP/s and 1 byte keep every simulated time finite.
+  s.peak_flops = r.number(*device, "device", "peak_flops", std::nullopt, 1.0, kHuge, false);
   s.efficiency = r.number(*device, "device", "efficiency", std::nullopt, 0.0, 1.0, true);
-  s.memory_bytes = r.number(*device, "device", "memory_bytes", std::nullopt, 0.0, kHuge, true);
+  if (s.flops() < 1.0) {
+    r.fail(device->get("efficiency")->source(), "device.efficiency",
+           fmt::format("{:g} leaves {:g} FLOP/s of the peak: expected at least 1", s.efficiency,
+                       s.flops()));
+  }
+  s.memory_bytes = r.number(*device, "device", "memory_bytes", std::nullopt, 1.0, kHuge, false);
   const auto* network = r.table(root, "", "network");
   if (network == nullptr) r.fail(root.source(), "network", "missing");
   r.only(*network, "network", {"topology", "devices_per_node", "intra", "inter"});
@@ -300,6 +306,10 @@ SystemConfig parse_system(std::string_view text, const std::string& file) {
   s.topology = topology == "chain" ? Topology::Chain : Topology::Switched;
   s.devices_per_node =
       static_cast<std::int32_t>(r.integer(*network, "network", "devices_per_node", 8, 1, 1 << 20));
+  if (s.topology == Topology::Chain && network->get("devices_per_node") != nullptr) {
+    r.fail(network->get("devices_per_node")->source(), "network.devices_per_node",
+           "a chain has no nodes: leave devices_per_node out");
+  }
   s.intra = read_link(r, *network, "network", "intra");
   if (s.topology == Topology::Switched) {
     s.inter = read_link(r, *network, "network", "inter");

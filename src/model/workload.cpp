@@ -39,11 +39,17 @@ double matmul_params(const Dims& d, bool gated) {
 // reference schedules.md §12; 16-bit activations, 1-byte dropout masks). For a GPT layer
 // without parallelism: 34·sbh + 5·a·s²·b. The generalization to GQA and other FFN widths keeps
 // Korthikanti's split: 10·sbh that tensor parallelism does not divide (LayerNorm inputs, the
-// QKV and fc1 inputs, two dropout masks) and the rest that it does.
-double layer_activation_bytes(const TransformerConfig& m, const Dims& d) {
+// QKV and fc1 inputs, two dropout masks) and the rest that it does. `attention` is the part of
+// the attention core (softmax and its dropout, or FlashAttention's log-sum-exp).
+struct LayerActivation {
+  double total = 0.0;
+  double attention = 0.0;
+};
+
+LayerActivation layer_activation_bytes(const TransformerConfig& m, const Dims& d) {
   const double sbh = d.sbh();
   if (m.recompute == Recompute::Full)
-    return 2 * sbh / (m.sequence_parallel ? d.t : 1);  // layer input
+    return {2 * sbh / (m.sequence_parallel ? d.t : 1), 0.0};  // layer input
   const double unsplit = 10 * sbh;
   // Q (2sbh), K and V (2·s·b·kv each), the output-projection input (2sbh); the MLP's
   // activation input and fc2 input (2·s·b·ffn each), a third for the gate.
@@ -57,8 +63,8 @@ double layer_activation_bytes(const TransformerConfig& m, const Dims& d) {
   } else if (m.recompute != Recompute::Selective) {
     attention = 5 * d.a * d.s * d.s * d.b;
   }
-  if (m.sequence_parallel) return (unsplit + split + attention) / d.t;
-  return unsplit + (split + attention) / d.t;
+  if (m.sequence_parallel) return {(unsplit + split + attention) / d.t, attention / d.t};
+  return {unsplit + (split + attention) / d.t, attention / d.t};
 }
 
 void require_positive(std::int64_t value, const char* what) {
@@ -69,7 +75,9 @@ void require_positive(std::int64_t value, const char* what) {
 
 double layer_params(const TransformerConfig& m) {
   const Dims d = dims(m);
-  return (matmul_params(d, m.gated_mlp) + 4 * d.h) / d.t;  // + two LayerNorms (not split)
+  // Tensor parallelism splits the matrices; the two LayerNorms (4h) are replicated on every
+  // device (Megatron-LM, Shoeybi et al. 2019).
+  return matmul_params(d, m.gated_mlp) / d.t + 4 * d.h;
 }
 
 double total_params(const TransformerConfig& m) {
@@ -163,15 +171,17 @@ std::vector<StageWork> stage_work(const ModelConfig& model, std::span<const std:
   if (m.recompute == Recompute::Full) layer_input_grad += layer_forward;
   if (m.recompute == Recompute::Selective) layer_input_grad += scores / d.t;
 
-  const double layer_act = layer_activation_bytes(m, d);
+  const auto [layer_act, layer_attention] = layer_activation_bytes(m, d);
   // After I, W still needs the inputs of the weight matrices: the zero-bubble runtime keeps
-  // 32·sbh of a GPT layer's 34·sbh (reference §7 cost model), so I frees 2·sbh and the s² part.
-  const double act_scale = m.sequence_parallel ? d.t : 1.0;
+  // 32·sbh of a GPT layer's 34·sbh outside the attention core (reference §7 cost model), so I
+  // frees the attention core and 2/34 of the rest; with full recomputation W needs all of the
+  // layer's input.
   const double layer_kept =
-      m.recompute == Recompute::Full ? layer_act : std::min(layer_act, 32 * d.sbh() / act_scale);
+      m.recompute == Recompute::Full ? layer_act : (layer_act - layer_attention) * 32.0 / 34.0;
   const double message =
       static_cast<double>(m.dtype_bytes) * d.sbh() / d.t;  // Megatron scatter/gather
 
+  const double act_scale = m.sequence_parallel ? d.t : 1.0;
   for (std::size_t s = 0; s < n; ++s) {
     auto& w = work[s];
     const double l = static_cast<double>(layers[s]);
@@ -188,7 +198,8 @@ std::vector<StageWork> stage_work(const ModelConfig& model, std::span<const std:
     if (w.embedding) {
       // Token ids (int64) and the embedding-dropout mask (Korthikanti, first stage).
       w.activation_bytes += 8 * bs + d.sbh() / act_scale;
-      w.params += (d.V * d.h + (m.learned_positions ? d.s * d.h : 0.0)) / d.t;
+      // The word embedding is split over the vocabulary; the position table is replicated.
+      w.params += d.V * d.h / d.t + (m.learned_positions ? d.s * d.h : 0.0);
     }
     if (w.output) {
       // Logits 2·b·s·h·V FLOPs each way; the output layer's input and the fp32 logits for the
@@ -198,8 +209,9 @@ std::vector<StageWork> stage_work(const ModelConfig& model, std::span<const std:
       w.input_grad_flops += logits;
       w.weight_grad_flops += logits;
       w.activation_bytes += 4 * bs * (d.h + d.V) / d.t;
-      w.params +=
-          (d.V * d.h + 2 * d.h) / d.t;  // output projection (an untied copy) + final LayerNorm
+      // The output projection (an untied copy, split over the vocabulary) and the final
+      // LayerNorm (replicated).
+      w.params += d.V * d.h / d.t + 2 * d.h;
     }
     w.weight_bytes = w.params * static_cast<double>(m.dtype_bytes);
     w.grad_bytes = w.params * m.grad_bytes_per_param;

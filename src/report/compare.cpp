@@ -159,6 +159,10 @@ std::string to_text(const Comparison& c, bool legend) {
             : "-",
         marks);
   }
+  for (const auto& e : c.rows) {
+    if (!e.simulation_error.empty())
+      out += fmt::format("{:<14}not simulated: {}\n", e.schedule, e.simulation_error);
+  }
   for (const auto& s : c.skipped)
     out += fmt::format("{:<14}skipped: {}\n", s.schedule, s.reason);
   if (!legend) return out;

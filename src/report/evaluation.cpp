@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "pipetab/error.hpp"
 #include "pipetab/table/timing.hpp"
 
 namespace pipetab {
@@ -48,7 +49,13 @@ Evaluation evaluate(const ScheduleTable& table, const ResolvedParams* params,
   e.table.peak_activation = activation_peaks(table, memory);
   e.table.peak_activation_time = activation_peak_times(table, timing, memory);
   e.table.ops = static_cast<std::int64_t>(table.ops.size());
-  if (options.simulation) e.simulation = simulate_table(table, *options.simulation).metrics;
+  if (options.simulation) {
+    try {
+      e.simulation = simulate_table(table, *options.simulation).metrics;
+    } catch (const ParamError& error) {
+      e.simulation_error = error.what();
+    }
+  }
   if (options.activation_curves) {
     for (std::int32_t d = 0; d < table.devices; ++d) {
       e.table.activation_curves.push_back(activation_curve(table, timing, d, memory));

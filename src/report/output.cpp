@@ -107,8 +107,10 @@ json to_json(const Evaluation& e) {
     }
     table["activation_curve"] = std::move(curves);
   }
-  return {{"schedule", e.schedule}, {"params", params}, {"costs", costs},
-          {"formula", formula},     {"table", table},   {"simulation", simulation_json(e)}};
+  json out = {{"schedule", e.schedule}, {"params", params}, {"costs", costs},
+              {"formula", formula},     {"table", table},   {"simulation", simulation_json(e)}};
+  if (!e.simulation_error.empty()) out["simulation_error"] = e.simulation_error;
+  return out;
 }
 
 std::vector<std::string> csv_header() {
@@ -143,7 +145,8 @@ std::vector<std::string> csv_header() {
           "simulation.peak_memory_max_bytes",
           "simulation.over_capacity",
           "simulation.exposed_comm_s",
-          "simulation.transfer_bytes"};
+          "simulation.transfer_bytes",
+          "simulation.error"};
 }
 
 std::vector<std::string> csv_row(const Evaluation& e) {
@@ -180,7 +183,8 @@ std::vector<std::string> csv_row(const Evaluation& e) {
           e.simulation ? format_number(e.simulation->peak_memory_max()) : "",
           e.simulation ? (e.simulation->any_over_capacity() ? "true" : "false") : "",
           e.simulation ? joined(e.simulation->exposed_comm_s) : "",
-          e.simulation ? format_number(e.simulation->transfer_bytes) : ""};
+          e.simulation ? format_number(e.simulation->transfer_bytes) : "",
+          e.simulation_error};
 }
 
 std::string csv_line(const std::vector<std::string>& cells) {
@@ -260,6 +264,8 @@ std::string to_text(const Evaluation& e) {
                          m.peak_memory_bytes[d] / 1e9, m.over_capacity[d] ? "  over capacity" : "");
     }
   }
+  if (!e.simulation_error.empty())
+    out += fmt::format("\nsimulation not run: {}\n", e.simulation_error);
   return out;
 }
 

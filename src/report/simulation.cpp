@@ -1,8 +1,11 @@
 #include "pipetab/report/simulation.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
+
+#include "pipetab/error.hpp"
 
 namespace pipetab {
 
@@ -32,15 +35,15 @@ const char* transfer_kind_name(TransferKind kind) {
   return "transfer";
 }
 
-// "op 1F3 on device 1" or "activation 0 -> 1".
+// "op 1F3 on device 1" or "activation 0 -> 1 (stage 1, 33.55 MB)".
 std::string describe(const ScheduleTable& table, const Simulation& sim, std::int32_t node) {
   const auto& g = sim.graph;
   const auto n = static_cast<std::size_t>(node);
   if (!g.is_transfer(node))
     return fmt::format("op {} on device {}", to_string(table.ops[n]), g.device[n]);
   const auto t = static_cast<std::size_t>(node - g.compute_nodes);
-  return fmt::format("{} {} -> {} ({:.4g} MB)", transfer_kind_name(g.kind[t]), g.device[n],
-                     g.receiver[t], g.bytes[t] / 1e6);
+  return fmt::format("{} {} -> {} (stage {}, {:.4g} MB)", transfer_kind_name(g.kind[t]),
+                     g.device[n], g.receiver[t], g.stage[t], g.bytes[t] / 1e6);
 }
 
 }  // namespace
@@ -106,11 +109,11 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
       "runtime {:.6g} s, idle ratio {:.4f}; {} ops and {} transfers ({:.4g} GB), {} events\n\n",
       m.runtime_s, m.idle_ratio, sim.graph.compute_nodes, m.transfers, m.transfer_bytes / 1e9,
       m.events);
-  out += "device   compute s   exposed comm s      idle s   peak GB   at s\n";
+  out += "device   compute s   exposed comm s      idle s   peak GB        at s\n";
   for (std::size_t d = 0; d < r.devices.size(); ++d) {
     const auto& dev = r.devices[d];
     out += fmt::format(
-        "{:<6}{:>12.6g}{:>17.6g}{:>12.6g}{:>10.4g}{:>7.4g}{}\n", d, dev.compute_s,
+        "{:<6}{:>12.6g}{:>17.6g}{:>12.6g}{:>10.4g}{:>12.6g}{}\n", d, dev.compute_s,
         dev.exposed_comm_s, dev.idle_s, dev.peak_memory_bytes / 1e9, dev.peak_memory_time_s,
         dev.over_capacity
             ? fmt::format("  over the {:.4g} GB of the device", m.memory_capacity_bytes / 1e9)
@@ -154,6 +157,12 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
   Simulation s{Network(setup.system, table.devices), {}, {}, {}};
   s.graph = lower(table, setup.model, s.network, setup.lowering);
   s.result = simulate(s.graph, s.network, setup.options);
+  if (!std::isfinite(s.result.runtime_s)) {
+    throw ParamError(fmt::format(
+        "the simulated runtime overflows ({}): the model's work is too large for the system's "
+        "speeds",
+        s.result.runtime_s));
+  }
   auto& m = s.metrics;
   m.system = setup.system.name;
   m.model = setup.model.name;

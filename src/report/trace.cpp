@@ -85,8 +85,8 @@ std::string chrome_trace(const ScheduleTable& table, const Simulation& sim) {
     const char* name = transfer_name(g.kind[t]);
     const auto to = g.receiver[t];
     w.event(
-        R"({{"ph":"b","name":"send","cat":"{}","id":{},"pid":{},"tid":1,"ts":{},"args":{{"to":{},"bytes":{}}}}})",
-        name, n, g.device[i], r.start[i] * kMicro, to, g.bytes[t]);
+        R"({{"ph":"b","name":"send","cat":"{}","id":{},"pid":{},"tid":1,"ts":{},"args":{{"to":{},"stage":{},"bytes":{}}}}})",
+        name, n, g.device[i], r.start[i] * kMicro, to, g.stage[t], g.bytes[t]);
     w.event(R"({{"ph":"e","name":"send","cat":"{}","id":{},"pid":{},"tid":1,"ts":{}}})", name, n,
             g.device[i], r.end[i] * kMicro);
     for (auto k = g.route_begin[t]; k < g.route_begin[t + 1]; ++k) {

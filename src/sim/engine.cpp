@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <span>
 
@@ -134,6 +135,10 @@ class Engine {
     link_mark_.assign(links, 0);
     capacity_.assign(links, 0.0);
     count_.assign(links, 0);
+    load_.assign(links, 0.0);
+    load_since_.assign(links, 0.0);
+    peak_load_.assign(links, 0.0);
+    position_.assign(g.route.size(), 0);
     result_.links.resize(links);
   }
 
@@ -276,6 +281,13 @@ class Engine {
     }
   }
 
+  // The links' load (Σ rates) changes now; the peak counts only loads that lasted.
+  void set_load(std::size_t link, double load) {
+    if (now_ > load_since_[link]) peak_load_[link] = std::max(peak_load_[link], load_[link]);
+    load_[link] = load;
+    load_since_[link] = now_;
+  }
+
   void start_data(std::int32_t node) {
     const auto t = transfer(node);
     for (const auto l : route(t)) {
@@ -289,14 +301,40 @@ class Engine {
       for (const auto l : route(t))
         bottleneck = std::min(bottleneck, net_.links()[static_cast<std::size_t>(l)].bandwidth);
       rate_[t] = bottleneck;
+      for (const auto l : route(t))
+        set_load(static_cast<std::size_t>(l), load_[static_cast<std::size_t>(l)] + bottleneck);
       push(now_ + (g_.bytes[t] > 0.0 ? g_.bytes[t] / bottleneck : 0.0), EventType::FlowDone, node,
            version_[t]);
       return;
     }
-    for (const auto l : route(t))
-      flows_on_[static_cast<std::size_t>(l)].push_back(static_cast<std::int32_t>(t));
+    const auto first = static_cast<std::size_t>(g_.route_begin[t]);
+    for (std::size_t k = 0; k < route(t).size(); ++k) {
+      auto& flows = flows_on_[static_cast<std::size_t>(route(t)[k])];
+      position_[first + k] = static_cast<std::int32_t>(flows.size());
+      flows.push_back(static_cast<std::int32_t>(t));
+    }
     rate_[t] = 0.0;
     reshare(route(t), static_cast<std::int32_t>(t));
+  }
+
+  // Removes transfer t from the flow lists of its links in O(route length) each: the last flow
+  // of a list takes its place.
+  void remove_flow(std::size_t t) {
+    const auto first = static_cast<std::size_t>(g_.route_begin[t]);
+    for (std::size_t k = 0; k < route(t).size(); ++k) {
+      const auto link = route(t)[k];
+      auto& flows = flows_on_[static_cast<std::size_t>(link)];
+      const auto at = static_cast<std::size_t>(position_[first + k]);
+      const auto moved = static_cast<std::size_t>(flows.back());
+      flows[at] = flows.back();
+      flows.pop_back();
+      if (moved == t) continue;
+      const auto moved_route = route(moved);
+      const auto j = static_cast<std::size_t>(
+          std::find(moved_route.begin(), moved_route.end(), link) - moved_route.begin());
+      position_[static_cast<std::size_t>(g_.route_begin[moved]) + j] =
+          static_cast<std::int32_t>(at);
+    }
   }
 
   void finish_transfer(std::int32_t node) {
@@ -308,20 +346,69 @@ class Engine {
       const auto link = static_cast<std::size_t>(l);
       result_.links[link].bytes += g_.bytes[t];
       if (--active_on_[link] == 0) result_.links[link].busy_s += now_ - busy_since_[link];
-      if (options_.contention) {
-        auto& flows = flows_on_[link];
-        flows.erase(std::find(flows.begin(), flows.end(), static_cast<std::int32_t>(t)));
-      }
+      if (!options_.contention)
+        set_load(link, active_on_[link] == 0 ? 0.0 : load_[link] - rate_[t]);
     }
-    if (options_.contention) reshare(route(t), -1);
+    if (options_.contention) {
+      remove_flow(t);
+      reshare(route(t), -1);
+    }
     if (blocks_stream(t)) {
       const auto d = g_.device[static_cast<std::size_t>(node)];
       if (--pending_sends_[static_cast<std::size_t>(d)] == 0) {
+        free_at_[static_cast<std::size_t>(d)] = now_;
         stream_binding_[static_cast<std::size_t>(d)] = node;
         try_start(d);
       }
     }
     release_successors(node);
+  }
+
+  // A flow alone in its component runs at its route's smallest bandwidth (the common case:
+  // the water-filling below gives the same, with more work).
+  void fill_one(std::size_t flow) {
+    double rate = kInf;
+    for (const auto l : route(flow))
+      rate = std::min(rate, capacity_[static_cast<std::size_t>(l)]);
+    if (rate == kInf) return;
+    frozen_[flow] = true;
+    new_rate_[flow] = rate;
+    for (const auto l : route(flow))
+      capacity_[static_cast<std::size_t>(l)] -= rate;
+  }
+
+  void fill() {
+    // Progressive filling: the link with the smallest fair share is the next bottleneck; its
+    // unfrozen flows get that share. Freezing a flow at the smallest share can only raise the
+    // shares of its other links, so a heap with stale entries skipped finds each bottleneck.
+    shares_.clear();
+    for (const auto l : component_links_) {
+      const auto link = static_cast<std::size_t>(l);
+      if (count_[link] > 0) shares_.push_back({capacity_[link] / count_[link], l});
+    }
+    std::make_heap(shares_.begin(), shares_.end(), std::greater<>{});
+    while (!shares_.empty()) {
+      std::pop_heap(shares_.begin(), shares_.end(), std::greater<>{});
+      const auto [share, bottleneck] = shares_.back();
+      shares_.pop_back();
+      const auto b = static_cast<std::size_t>(bottleneck);
+      if (count_[b] == 0 || share != capacity_[b] / count_[b]) continue;  // stale
+      for (const auto f : flows_on_[b]) {
+        const auto flow = static_cast<std::size_t>(f);
+        if (frozen_[flow]) continue;
+        frozen_[flow] = true;
+        new_rate_[flow] = share;
+        for (const auto l2 : route(flow)) {
+          const auto link = static_cast<std::size_t>(l2);
+          capacity_[link] -= share;
+          --count_[link];
+          if (l2 != bottleneck && count_[link] > 0) {
+            shares_.push_back({capacity_[link] / count_[link], l2});
+            std::push_heap(shares_.begin(), shares_.end(), std::greater<>{});
+          }
+        }
+      }
+    }
   }
 
   // Max-min fair rates (progressive filling) for the transfers connected through shared links
@@ -360,37 +447,15 @@ class Engine {
     }
     for (const auto f : component_flows_)
       frozen_[static_cast<std::size_t>(f)] = false;
-    while (true) {
-      std::int32_t bottleneck = -1;
-      double share = kInf;
-      for (const auto l : component_links_) {
-        const auto link = static_cast<std::size_t>(l);
-        if (count_[link] == 0) continue;
-        const double s = capacity_[link] / count_[link];
-        if (s < share) {
-          share = s;
-          bottleneck = l;
-        }
-      }
-      if (bottleneck < 0) break;
-      for (const auto f : flows_on_[static_cast<std::size_t>(bottleneck)]) {
-        const auto flow = static_cast<std::size_t>(f);
-        if (frozen_[flow]) continue;
-        frozen_[flow] = true;
-        new_rate_[flow] = share;
-        for (const auto l2 : route(flow)) {
-          capacity_[static_cast<std::size_t>(l2)] -= share;
-          --count_[static_cast<std::size_t>(l2)];
-        }
-      }
+    if (component_flows_.size() == 1) {
+      fill_one(static_cast<std::size_t>(component_flows_.front()));
+    } else {
+      fill();
     }
     for (const auto l : component_links_) {
       const auto link = static_cast<std::size_t>(l);
       const double bandwidth = net_.links()[link].bandwidth;
-      if (std::isfinite(bandwidth) && bandwidth > 0.0) {
-        auto& util = result_.links[link].max_utilization;
-        util = std::max(util, (bandwidth - capacity_[link]) / bandwidth);
-      }
+      if (std::isfinite(bandwidth)) set_load(link, bandwidth - capacity_[link]);
     }
     for (const auto f : component_flows_) {
       const auto flow = static_cast<std::size_t>(f);
@@ -410,6 +475,11 @@ class Engine {
 
   void summarize() {
     auto& r = result_;
+    for (std::size_t l = 0; l < r.links.size(); ++l) {
+      const double bandwidth = net_.links()[l].bandwidth;
+      if (std::isfinite(bandwidth) && bandwidth > 0.0)
+        r.links[l].max_utilization = peak_load_[l] / bandwidth;
+    }
     for (std::int64_t n = 0; n < g_.nodes(); ++n)
       r.runtime_s = std::max(r.runtime_s, r.end[static_cast<std::size_t>(n)]);
     // Per device: compute intervals (its stream, in order, disjoint) against its communication
@@ -479,9 +549,13 @@ class Engine {
   std::vector<std::uint32_t> link_mark_;
   std::vector<double> capacity_;
   std::vector<std::int32_t> count_;
+  std::vector<double> load_, load_since_, peak_load_;  // Σ rates, since when, largest lasting
+  // Per route entry of a transfer: its index in that link's flow list.
+  std::vector<std::int32_t> position_;
   // Water-filling scratch.
   std::uint32_t epoch_ = 0;
   std::vector<std::int32_t> component_links_, component_flows_, stack_;
+  std::vector<std::pair<double, std::int32_t>> shares_;  // min-heap of (fair share, link)
 };
 
 }  // namespace

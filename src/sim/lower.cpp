@@ -31,10 +31,8 @@ class Lowering {
       : t_(t), network_(network), options_(options), work_(table_work(t, model)) {}
 
   ExecGraph run() && {
-    if (options_.data_parallel > 1 && network_.system().topology != Topology::Switched) {
-      throw ParamError(
-          "--dp needs a switched topology: the data-parallel replicas meet over the devices' NICs");
-    }
+    require_supported(network_.system(), options_);
+    require_size();
     g_.devices = t_.devices;
     g_.compute_nodes = static_cast<std::int64_t>(t_.ops.size());
     g_.row_begin = t_.row_begin;
@@ -46,6 +44,29 @@ class Lowering {
   }
 
  private:
+  // The graph's node ids are 32-bit and its memory is about 100 bytes per node: bound the node
+  // count (an upper bound: every dependency crossing devices, every ring step) before building.
+  void require_size() const {
+    std::int64_t dependencies = 0;
+    for (const Op& op : t_.ops) {
+      for (const Pass& pass : op.passes()) {
+        dependencies += (pass.kind == PassKind::F && pass.stage > 0) ||
+                        (is_input_backward(pass.kind) && pass.stage + 1 < t_.stages);
+      }
+    }
+    const std::int64_t k = t_.pipelines();
+    const std::int64_t per_stage =
+        (k > 1 ? 2 * (k - 1) * k : 0) + 2 * (options_.data_parallel - 1) * k;
+    const std::int64_t nodes =
+        static_cast<std::int64_t>(t_.ops.size()) + dependencies + per_stage * t_.stages;
+    if (nodes > kMaxGraphNodes) {
+      throw ParamError(fmt::format(
+          "the execution graph would have up to {} nodes, over the limit of {}: use fewer "
+          "microbatches, stages or data-parallel replicas (--dp)",
+          nodes, kMaxGraphNodes));
+    }
+  }
+
   const StageWork& work(const Pass& pass) const {
     return work_[static_cast<std::size_t>(t_.pipeline_of_microbatch(pass.microbatch)) *
                      static_cast<std::size_t>(t_.stages) +
@@ -109,11 +130,13 @@ class Lowering {
     g_.preds.assign(ops, 0);
   }
 
-  std::int32_t add_transfer(TransferKind kind, std::int32_t from, std::int32_t to, double bytes) {
+  std::int32_t add_transfer(TransferKind kind, int stage, std::int32_t from, std::int32_t to,
+                            double bytes) {
     const auto node = static_cast<std::int32_t>(g_.device.size());
     g_.device.push_back(from);
     g_.preds.push_back(0);
     g_.kind.push_back(kind);
+    g_.stage.push_back(stage);
     g_.receiver.push_back(to);
     g_.bytes.push_back(bytes);
     g_.latency_s.push_back(network_.append_route(from, to, g_.route));
@@ -122,12 +145,13 @@ class Lowering {
   }
 
   // A transfer whose route is given (data-parallel ring steps).
-  std::int32_t add_transfer(TransferKind kind, std::int32_t device, double bytes,
+  std::int32_t add_transfer(TransferKind kind, int stage, std::int32_t device, double bytes,
                             std::initializer_list<std::int32_t> links, double latency) {
     const auto node = static_cast<std::int32_t>(g_.device.size());
     g_.device.push_back(device);
     g_.preds.push_back(0);
     g_.kind.push_back(kind);
+    g_.stage.push_back(stage);
     g_.receiver.push_back(device);
     g_.bytes.push_back(bytes);
     g_.latency_s.push_back(latency);
@@ -143,11 +167,12 @@ class Lowering {
 
   // A cross-device dependency becomes producer → transfer → consumer; a same-device one is
   // already ordered by the device's stream (a valid table runs the producer first).
-  void depend(std::int32_t consumer, std::int32_t producer, TransferKind kind, double bytes) {
+  void depend(std::int32_t consumer, int stage, std::int32_t producer, TransferKind kind,
+              double bytes) {
     const auto from = g_.device[static_cast<std::size_t>(producer)];
     const auto to = g_.device[static_cast<std::size_t>(consumer)];
     if (from == to) return;
-    const auto transfer = add_transfer(kind, from, to, bytes);
+    const auto transfer = add_transfer(kind, stage, from, to, bytes);
     edge(producer, transfer);
     edge(transfer, consumer);
   }
@@ -159,10 +184,10 @@ class Lowering {
         if (pass.kind == PassKind::F && pass.stage > 0) {
           const Pass previous{pass.microbatch, static_cast<std::uint16_t>(pass.stage - 1),
                               PassKind::F};
-          depend(consumer, forward_op_[key(pass.microbatch, pass.stage - 1)],
+          depend(consumer, pass.stage, forward_op_[key(pass.microbatch, pass.stage - 1)],
                  TransferKind::Activation, work(previous).message_bytes);
         } else if (is_input_backward(pass.kind) && pass.stage + 1 < t_.stages) {
-          depend(consumer, backward_op_[key(pass.microbatch, pass.stage + 1)],
+          depend(consumer, pass.stage, backward_op_[key(pass.microbatch, pass.stage + 1)],
                  TransferKind::Gradient, work(pass).message_bytes);
         }
       }
@@ -174,60 +199,73 @@ class Lowering {
   // (the B, or the W of a split backward) has run.
   void collectives() {
     const auto N = static_cast<std::size_t>(t_.stages);
-    std::vector<std::int32_t> last_grad(static_cast<std::size_t>(t_.devices) * N,
-                                        -1);  // [device * N + stage]
+    // [pipeline * N + stage]: the op that finishes the stage's gradient in that pipeline.
+    std::vector<std::int32_t> last_grad(static_cast<std::size_t>(t_.pipelines()) * N, -1);
     for (std::size_t n = 0; n < t_.ops.size(); ++n) {
       for (const Pass& pass : t_.ops[n].passes()) {
         if (pass.kind == PassKind::B || pass.kind == PassKind::W) {
-          last_grad[static_cast<std::size_t>(g_.device[n]) * N + pass.stage] =
-              static_cast<std::int32_t>(n);
+          last_grad[static_cast<std::size_t>(t_.pipeline_of_microbatch(pass.microbatch)) * N +
+                    pass.stage] = static_cast<std::int32_t>(n);
         }
       }
     }
+    std::vector<std::int32_t> members, ready;
     for (std::size_t s = 0; s < N; ++s) {
-      // The devices holding stage s, in ring order, and their grad bytes.
-      std::vector<std::int32_t> members;
-      for (std::int32_t p = 0; p < t_.pipelines(); ++p)
-        members.push_back(t_.placement.device_of(p, static_cast<int>(s)));
-      std::sort(members.begin(), members.end());
-      members.erase(std::unique(members.begin(), members.end()), members.end());
-      const double bytes = work_[s].grad_bytes;
-      std::vector<std::int32_t> done(members.size());  // per member: what its next step waits for
-      for (std::size_t i = 0; i < members.size(); ++i) {
-        done[i] = last_grad[static_cast<std::size_t>(members[i]) * N + s];
+      // The devices holding stage s, in ring order, and the op after which each one's gradient
+      // of the stage is complete (a device's ops run in table order, so the latest one).
+      members.clear();
+      ready.clear();
+      for (std::int32_t p = 0; p < t_.pipelines(); ++p) {
+        const auto device = t_.placement.device_of(p, static_cast<int>(s));
+        const auto op = last_grad[static_cast<std::size_t>(p) * N + s];
+        const auto at = std::find(members.begin(), members.end(), device);
+        if (at == members.end()) {
+          members.push_back(device);
+          ready.push_back(op);
+        } else {
+          auto& r = ready[static_cast<std::size_t>(at - members.begin())];
+          r = std::max(r, op);
+        }
       }
-      if (members.size() > 1) ring(members, bytes, done);
+      const double bytes = work_[s].grad_bytes;
+      const auto stage = static_cast<int>(s);
+      if (members.size() > 1) ring(stage, members, bytes, ready);
       if (options_.data_parallel > 1) {
         for (std::size_t i = 0; i < members.size(); ++i)
-          data_parallel(members[i], bytes, done[i]);
+          data_parallel(stage, members[i], bytes, ready[i]);
       }
     }
   }
 
   // Ring all-reduce over `members`: 2(k−1) steps; in each, every member sends bytes/k to the
-  // next one, once it has received the previous step (reduce-scatter, then all-gather).
-  void ring(const std::vector<std::int32_t>& members, double bytes,
-            std::vector<std::int32_t>& done) {
+  // next one (reduce-scatter, then all-gather). A member's send needs its own gradient (its
+  // previous send, or `ready` for the first) and, after the first step, the chunk it received
+  // in the previous step. On return `ready` holds, per member, the transfer that completes
+  // its copy of the reduced gradient.
+  void ring(int stage, const std::vector<std::int32_t>& members, double bytes,
+            std::vector<std::int32_t>& ready) {
     const auto k = members.size();
+    std::vector<std::int32_t> sent(ready), received(k, -1), next_received(k);
     for (std::size_t step = 0; step < 2 * (k - 1); ++step) {
-      std::vector<std::int32_t> received(k);
       for (std::size_t i = 0; i < k; ++i) {
-        const auto next = (i + 1) % k;
-        const auto transfer = add_transfer(TransferKind::ReplicaAllReduce, members[i],
-                                           members[next], bytes / static_cast<double>(k));
-        if (done[i] >= 0) edge(done[i], transfer);
-        received[next] = transfer;
+        const auto transfer = add_transfer(TransferKind::ReplicaAllReduce, stage, members[i],
+                                           members[(i + 1) % k], bytes / static_cast<double>(k));
+        if (sent[i] >= 0) edge(sent[i], transfer);
+        if (received[i] >= 0) edge(received[i], transfer);
+        sent[i] = transfer;
+        next_received[(i + 1) % k] = transfer;
       }
-      done = received;
+      received.swap(next_received);
     }
+    ready = received;
   }
 
   // Data-parallel ring over R identical replicas: each step sends bytes/R out through the
   // device's NIC and, by symmetry, receives as much through it from the previous replica.
-  void data_parallel(std::int32_t device, double bytes, std::int32_t& done) {
+  void data_parallel(int stage, std::int32_t device, double bytes, std::int32_t& done) {
     const auto R = options_.data_parallel;
     for (std::int32_t step = 0; step < 2 * (R - 1); ++step) {
-      const auto transfer = add_transfer(TransferKind::DataAllReduce, device, bytes / R,
+      const auto transfer = add_transfer(TransferKind::DataAllReduce, stage, device, bytes / R,
                                          {network_.nic_out(device), network_.nic_in(device)},
                                          network_.system().inter.latency_s);
       if (done >= 0) edge(done, transfer);
@@ -269,6 +307,19 @@ class Lowering {
 };
 
 }  // namespace
+
+void require_supported(const SystemConfig& system, const LoweringOptions& options) {
+  if (options.data_parallel < 1 || options.data_parallel > kMaxDataParallel) {
+    throw ParamError(fmt::format("--dp = {} is out of range: expected 1 to {} replicas",
+                                 options.data_parallel, kMaxDataParallel));
+  }
+  if (options.data_parallel > 1 && system.topology != Topology::Switched) {
+    throw ParamError(fmt::format(
+        "--dp needs a switched topology, and system '{}' is a chain: the data-parallel replicas "
+        "meet over the devices' NICs",
+        system.name));
+  }
+}
 
 ExecGraph lower(const ScheduleTable& table, const ModelConfig& model, const Network& network,
                 const LoweringOptions& options) {

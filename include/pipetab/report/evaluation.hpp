@@ -1,5 +1,5 @@
-// One schedule evaluated at every level available (DESIGN.md §2): formula and table today;
-// the simulation level joins here when it exists.
+// One schedule evaluated at every level (DESIGN.md §2): formula, table and, when asked for,
+// simulation.
 #pragma once
 
 #include <cstdint>
@@ -43,7 +43,7 @@ struct TableMetrics {
   double peak_activation_max() const;
 };
 
-/// A schedule evaluated at the formula and table levels.
+/// A schedule evaluated at the formula, table and simulation levels.
 struct Evaluation {
   std::string schedule;  ///< registry name, or the file name of a user table
   ScheduleShape shape;
@@ -52,6 +52,9 @@ struct Evaluation {
   std::optional<Formula> formula;  ///< unset for user tables (no schedule family)
   TableMetrics table;
   std::optional<SimulationMetrics> simulation;  ///< unset when not simulated
+  /// Why the simulation level could not run on this table (e.g. more stages than the model
+  /// has layers); empty otherwise. The other levels are still reported.
+  std::string simulation_error;
 };
 
 /// What to compute beyond the defaults.
@@ -62,7 +65,8 @@ struct EvaluationOptions {
 };
 
 /// Evaluates a valid table. `params` names the schedule family (for the formula level); pass
-/// nullptr for a user table, whose name is then `name`.
+/// nullptr for a user table, whose name is then `name`. A ParamError of the simulation level
+/// is kept in `simulation_error` rather than thrown.
 Evaluation evaluate(const ScheduleTable& table, const ResolvedParams* params,
                     const std::string& name, const Costs& costs,
                     const EvaluationOptions& options = {});

@@ -34,8 +34,10 @@ struct DeviceResult {
 /// Per link results.
 struct LinkResult {
   double bytes = 0.0;
-  double busy_s = 0.0;           ///< time with at least one transfer moving data on it
-  double max_utilization = 0.0;  ///< largest Σ rates / bandwidth seen (≤ 1)
+  double busy_s = 0.0;  ///< time with at least one transfer moving data on it
+  /// Largest Σ rates / bandwidth that lasted a positive time: ≤ 1 with contention; without it
+  /// transfers ignore each other and it may exceed 1 (how oversubscribed the link would be).
+  double max_utilization = 0.0;
 };
 
 /// A point of a device's memory curve.

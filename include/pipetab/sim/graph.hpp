@@ -13,6 +13,11 @@
 
 namespace pipetab {
 
+/// Most data-parallel replicas a lowering takes (--dp).
+inline constexpr std::int32_t kMaxDataParallel = 65536;
+/// Most nodes of an execution graph (ops and transfers); node ids are 32-bit.
+inline constexpr std::int64_t kMaxGraphNodes = std::int64_t{1} << 28;
+
 /// What a transfer carries.
 enum class TransferKind : std::uint8_t {
   Activation,        ///< forward, stage s → s+1
@@ -51,6 +56,7 @@ struct ExecGraph {
 
   // Per transfer (index = node − compute_nodes).
   std::vector<TransferKind> kind;
+  std::vector<std::int32_t> stage;  ///< the stage it serves: the consumer's, or the reduced one
   std::vector<std::int32_t> receiver;
   std::vector<double> bytes;
   std::vector<double> latency_s;
@@ -65,6 +71,10 @@ struct ExecGraph {
   bool is_transfer(std::int64_t node) const noexcept { return node >= compute_nodes; }
 };
 
+/// Throws ParamError when `system` cannot take `options`: --dp out of range, or on a chain.
+/// lower() checks this too; callers use it to reject a command before any table is built.
+void require_supported(const SystemConfig& system, const LoweringOptions& options);
+
 /// The work of every (pipeline, stage) of `table` under `model` ([pipeline * stages + stage]).
 std::vector<StageWork> table_work(const ScheduleTable& table, const ModelConfig& model);
 
@@ -72,7 +82,7 @@ std::vector<StageWork> table_work(const ScheduleTable& table, const ModelConfig&
 /// or from `options.costs`; transfers use the workload's message bytes and the network's routes.
 /// Two-pipeline tables get a gradient all-reduce between the replicas of each stage, started
 /// on each device as soon as its last backward of that stage ends. Throws ParamError for
-/// options the system cannot take (--dp on a chain).
+/// options the system cannot take (require_supported) and for graphs over kMaxGraphNodes.
 ExecGraph lower(const ScheduleTable& table, const ModelConfig& model, const Network& network,
                 const LoweringOptions& options = {});
 
