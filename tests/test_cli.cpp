@@ -257,7 +257,7 @@ TEST_F(Cli, SimulationLevel) {
   EXPECT_FALSE(j["contention"]);
   EXPECT_TRUE(j["blocking_send"]);
   EXPECT_EQ(j["data_parallel"], 2);
-  EXPECT_EQ(j["devices"].size(), 2U);
+  EXPECT_EQ(j["compute_s"].size(), 2U);
   EXPECT_FALSE(j["critical_path"].empty());
   expect_usage_error("simulate 1f1b --dp 0", "--dp");
   expect_usage_error("simulate 1f1b --model nosuch", "--model nosuch: no such preset or file");

@@ -33,36 +33,6 @@ std::string cell(const std::optional<double>& value) {
 
 }  // namespace
 
-namespace {
-
-json simulation_json(const Evaluation& e) {
-  if (!e.simulation) return nullptr;
-  const auto& m = *e.simulation;
-  return {{"system", m.system},
-          {"model", m.model},
-          {"runtime_s", m.runtime_s},
-          {"idle_ratio", m.idle_ratio},
-          {"peak_memory_bytes", m.peak_memory_bytes},
-          {"peak_memory_max_bytes", m.peak_memory_max()},
-          {"peak_memory_time_s", m.peak_memory_time_s},
-          {"static_bytes", m.static_bytes},
-          {"over_capacity", m.over_capacity},
-          {"memory_capacity_bytes", m.memory_capacity_bytes},
-          {"compute_s", m.compute_s},
-          {"exposed_comm_s", m.exposed_comm_s},
-          {"idle_s", m.idle_s},
-          {"contention", m.contention},
-          {"blocking_send", m.blocking_send},
-          {"data_parallel", m.data_parallel},
-          {"explicit_costs", m.explicit_costs},
-          {"nodes", m.nodes},
-          {"transfers", m.transfers},
-          {"events", m.events},
-          {"transfer_bytes", m.transfer_bytes}};
-}
-
-}  // namespace
-
 json to_json(const Evaluation& e) {
   json params = {{"devices", e.shape.devices},
                  {"stages", e.shape.stages},
@@ -107,8 +77,12 @@ json to_json(const Evaluation& e) {
     }
     table["activation_curve"] = std::move(curves);
   }
-  json out = {{"schedule", e.schedule}, {"params", params}, {"costs", costs},
-              {"formula", formula},     {"table", table},   {"simulation", simulation_json(e)}};
+  json out = {{"schedule", e.schedule},
+              {"params", params},
+              {"costs", costs},
+              {"formula", formula},
+              {"table", table},
+              {"simulation", e.simulation ? to_json(*e.simulation) : json(nullptr)}};
   if (!e.simulation_error.empty()) out["simulation_error"] = e.simulation_error;
   return out;
 }

@@ -21,20 +21,6 @@ bool SimulationMetrics::any_over_capacity() const {
 
 namespace {
 
-const char* transfer_kind_name(TransferKind kind) {
-  switch (kind) {
-    case TransferKind::Activation:
-      return "activation";
-    case TransferKind::Gradient:
-      return "gradient";
-    case TransferKind::ReplicaAllReduce:
-      return "replica all-reduce";
-    case TransferKind::DataAllReduce:
-      return "data-parallel all-reduce";
-  }
-  return "transfer";
-}
-
 // "op 1F3 on device 1" or "activation 0 -> 1 (stage 1, 33.55 MB)".
 std::string describe(const ScheduleTable& table, const Simulation& sim, std::int32_t node) {
   const auto& g = sim.graph;
@@ -42,27 +28,38 @@ std::string describe(const ScheduleTable& table, const Simulation& sim, std::int
   if (!g.is_transfer(node))
     return fmt::format("op {} on device {}", to_string(table.ops[n]), g.device[n]);
   const auto t = static_cast<std::size_t>(node - g.compute_nodes);
-  return fmt::format("{} {} -> {} (stage {}, {:.4g} MB)", transfer_kind_name(g.kind[t]),
-                     g.device[n], g.receiver[t], g.stage[t], g.bytes[t] / 1e6);
+  return fmt::format("{} {} -> {} (stage {}, {:.4g} MB)", to_string(g.kind[t]), g.device[n],
+                     g.receiver[t], g.stage[t], g.bytes[t] / 1e6);
 }
 
 }  // namespace
 
+nlohmann::json to_json(const SimulationMetrics& m) {
+  return {{"system", m.system},
+          {"model", m.model},
+          {"runtime_s", m.runtime_s},
+          {"idle_ratio", m.idle_ratio},
+          {"peak_memory_bytes", m.peak_memory_bytes},
+          {"peak_memory_max_bytes", m.peak_memory_max()},
+          {"peak_memory_time_s", m.peak_memory_time_s},
+          {"static_bytes", m.static_bytes},
+          {"over_capacity", m.over_capacity},
+          {"memory_capacity_bytes", m.memory_capacity_bytes},
+          {"compute_s", m.compute_s},
+          {"exposed_comm_s", m.exposed_comm_s},
+          {"idle_s", m.idle_s},
+          {"contention", m.contention},
+          {"blocking_send", m.blocking_send},
+          {"data_parallel", m.data_parallel},
+          {"explicit_costs", m.explicit_costs},
+          {"nodes", m.nodes},
+          {"transfers", m.transfers},
+          {"events", m.events},
+          {"transfer_bytes", m.transfer_bytes}};
+}
+
 nlohmann::json simulation_json(const ScheduleTable& table, const Simulation& sim) {
-  const auto& m = sim.metrics;
   const auto& r = sim.result;
-  nlohmann::json devices = nlohmann::json::array();
-  for (std::size_t d = 0; d < r.devices.size(); ++d) {
-    const auto& dev = r.devices[d];
-    devices.push_back({{"device", d},
-                       {"compute_s", dev.compute_s},
-                       {"exposed_comm_s", dev.exposed_comm_s},
-                       {"idle_s", dev.idle_s},
-                       {"static_bytes", dev.static_bytes},
-                       {"peak_memory_bytes", dev.peak_memory_bytes},
-                       {"peak_memory_time_s", dev.peak_memory_time_s},
-                       {"over_capacity", dev.over_capacity}});
-  }
   nlohmann::json links = nlohmann::json::array();
   for (std::size_t l = 0; l < r.links.size(); ++l) {
     if (r.links[l].bytes <= 0.0) continue;
@@ -80,22 +77,10 @@ nlohmann::json simulation_json(const ScheduleTable& table, const Simulation& sim
                     {"start_s", r.start[n]},
                     {"end_s", r.end[n]}});
   }
-  return {{"system", m.system},
-          {"model", m.model},
-          {"runtime_s", m.runtime_s},
-          {"idle_ratio", m.idle_ratio},
-          {"contention", m.contention},
-          {"blocking_send", m.blocking_send},
-          {"data_parallel", m.data_parallel},
-          {"explicit_costs", m.explicit_costs},
-          {"nodes", m.nodes},
-          {"transfers", m.transfers},
-          {"transfer_bytes", m.transfer_bytes},
-          {"events", m.events},
-          {"memory_capacity_bytes", m.memory_capacity_bytes},
-          {"devices", std::move(devices)},
-          {"links", std::move(links)},
-          {"critical_path", std::move(path)}};
+  auto j = to_json(sim.metrics);
+  j["links"] = std::move(links);
+  j["critical_path"] = std::move(path);
+  return j;
 }
 
 std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {

@@ -7,20 +7,6 @@ namespace {
 
 constexpr double kMicro = 1e6;
 
-const char* transfer_name(TransferKind kind) {
-  switch (kind) {
-    case TransferKind::Activation:
-      return "activation";
-    case TransferKind::Gradient:
-      return "gradient";
-    case TransferKind::ReplicaAllReduce:
-      return "replica all-reduce";
-    case TransferKind::DataAllReduce:
-      return "data-parallel all-reduce";
-  }
-  return "transfer";
-}
-
 // A short label of a compute op: "F3", "B0", "F3&B1".
 std::string op_label(const Op& op) {
   std::string label;
@@ -82,7 +68,7 @@ std::string chrome_trace(const ScheduleTable& table, const Simulation& sim) {
   for (std::int64_t n = g.compute_nodes; n < g.nodes(); ++n) {
     const auto i = static_cast<std::size_t>(n);
     const auto t = static_cast<std::size_t>(n - g.compute_nodes);
-    const char* name = transfer_name(g.kind[t]);
+    const char* name = to_string(g.kind[t]);
     const auto to = g.receiver[t];
     w.event(
         R"({{"ph":"b","name":"send","cat":"{}","id":{},"pid":{},"tid":1,"ts":{},"args":{{"to":{},"stage":{},"bytes":{}}}}})",
@@ -113,9 +99,9 @@ std::string chrome_trace(const ScheduleTable& table, const Simulation& sim) {
       // slice) and ends at the slice enclosing the consumer's start.
       const double inside = r.end[i] - 0.5 * (r.end[i] - r.start[i]);
       w.event(R"({{"ph":"s","name":"{}","cat":"flow","id":{},"pid":{},"tid":0,"ts":{}}})",
-              transfer_name(g.kind[t]), transfer, g.device[i], inside * kMicro);
+              to_string(g.kind[t]), transfer, g.device[i], inside * kMicro);
       w.event(R"({{"ph":"f","bp":"e","name":"{}","cat":"flow","id":{},"pid":{},"tid":0,"ts":{}}})",
-              transfer_name(g.kind[t]), transfer, g.device[consumer], r.start[consumer] * kMicro);
+              to_string(g.kind[t]), transfer, g.device[consumer], r.start[consumer] * kMicro);
     }
   }
   for (std::size_t d = 0; d < r.memory.size(); ++d) {

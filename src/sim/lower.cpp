@@ -8,6 +8,20 @@
 
 namespace pipetab {
 
+const char* to_string(TransferKind kind) {
+  switch (kind) {
+    case TransferKind::Activation:
+      return "activation";
+    case TransferKind::Gradient:
+      return "gradient";
+    case TransferKind::ReplicaAllReduce:
+      return "replica all-reduce";
+    case TransferKind::DataAllReduce:
+      return "data-parallel all-reduce";
+  }
+  return "transfer";
+}
+
 std::vector<StageWork> table_work(const ScheduleTable& table, const ModelConfig& model) {
   const auto units = table.stage_units();
   std::vector<StageWork> work;
@@ -130,8 +144,23 @@ class Lowering {
     g_.preds.assign(ops, 0);
   }
 
+  // A transfer routed by the network from one device to another.
   std::int32_t add_transfer(TransferKind kind, int stage, std::int32_t from, std::int32_t to,
                             double bytes) {
+    const double latency = network_.append_route(from, to, g_.route);
+    return close_transfer(kind, stage, from, to, bytes, latency);
+  }
+
+  // A transfer over the given links (data-parallel ring steps: a device's NIC out and in).
+  std::int32_t add_transfer(TransferKind kind, int stage, std::int32_t device, double bytes,
+                            std::initializer_list<std::int32_t> links, double latency) {
+    g_.route.insert(g_.route.end(), links.begin(), links.end());
+    return close_transfer(kind, stage, device, device, bytes, latency);
+  }
+
+  // Adds the transfer node whose route was just appended.
+  std::int32_t close_transfer(TransferKind kind, int stage, std::int32_t from, std::int32_t to,
+                              double bytes, double latency) {
     const auto node = static_cast<std::int32_t>(g_.device.size());
     g_.device.push_back(from);
     g_.preds.push_back(0);
@@ -139,23 +168,7 @@ class Lowering {
     g_.stage.push_back(stage);
     g_.receiver.push_back(to);
     g_.bytes.push_back(bytes);
-    g_.latency_s.push_back(network_.append_route(from, to, g_.route));
-    g_.route_begin.push_back(static_cast<std::int64_t>(g_.route.size()));
-    return node;
-  }
-
-  // A transfer whose route is given (data-parallel ring steps).
-  std::int32_t add_transfer(TransferKind kind, int stage, std::int32_t device, double bytes,
-                            std::initializer_list<std::int32_t> links, double latency) {
-    const auto node = static_cast<std::int32_t>(g_.device.size());
-    g_.device.push_back(device);
-    g_.preds.push_back(0);
-    g_.kind.push_back(kind);
-    g_.stage.push_back(stage);
-    g_.receiver.push_back(device);
-    g_.bytes.push_back(bytes);
     g_.latency_s.push_back(latency);
-    g_.route.insert(g_.route.end(), links.begin(), links.end());
     g_.route_begin.push_back(static_cast<std::int64_t>(g_.route.size()));
     return node;
   }

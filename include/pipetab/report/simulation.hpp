@@ -55,8 +55,12 @@ struct Simulation {
   SimulationMetrics metrics;
 };
 
-/// Everything `pipetab simulate` reports: the metrics, per-device and per-link results (links
-/// that carried data), and the critical path, step by step.
+/// The simulation section of an evaluation (DESIGN.md §7 "simulation"): the metrics, per-device
+/// values as arrays indexed by device.
+nlohmann::json to_json(const SimulationMetrics& metrics);
+
+/// Everything `pipetab simulate` reports: the simulation section plus the links that carried
+/// data (bytes, busy time, peak utilization) and the critical path, step by step.
 nlohmann::json simulation_json(const ScheduleTable& table, const Simulation& simulation);
 
 /// The same for reading: the critical path summarized (ops and transfers on it, their time) with

@@ -26,6 +26,9 @@ enum class TransferKind : std::uint8_t {
   DataAllReduce,     ///< ring step of the data-parallel gradient all-reduce
 };
 
+/// "activation", "gradient", "replica all-reduce" or "data-parallel all-reduce".
+const char* to_string(TransferKind kind);
+
 /// How a table is lowered.
 struct LoweringOptions {
   /// Per-kind op costs in seconds per device share; when set they replace the workload's
