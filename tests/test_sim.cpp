@@ -189,6 +189,9 @@ TEST(Sim, MaxMinFairnessWithTwoBottlenecks) {
   EXPECT_DOUBLE_EQ(free.end[4], 3.0);
   EXPECT_DOUBLE_EQ(free.links[0].max_utilization, 2.0);
   EXPECT_DOUBLE_EQ(free.links[2].max_utilization, 3.0);
+  // A route must not list a link twice.
+  g.route[1] = g.route[0];
+  EXPECT_THROW(simulate(g, network), Error);
 }
 
 TEST(Sim, BlockingSendHoldsTheStream) {
@@ -396,8 +399,24 @@ void check_collectives(const ScheduleTable& t, const ExecGraph& g, const SimResu
       }
     }
   }
+  // The replica ring's last chunk into each (device, stage), which the data-parallel ring waits
+  // for.
+  std::vector<double> replicas_done(done.size(), 0.0);
   for (std::int64_t k = 0; k < g.transfers(); ++k) {
     const auto i = static_cast<std::size_t>(k);
+    if (g.kind[i] != TransferKind::ReplicaAllReduce) continue;
+    auto& at = replicas_done[static_cast<std::size_t>(g.receiver[i]) * N +
+                             static_cast<std::size_t>(g.stage[i])];
+    at = std::max(at, r.end[static_cast<std::size_t>(g.compute_nodes + k)]);
+  }
+  for (std::int64_t k = 0; k < g.transfers(); ++k) {
+    const auto i = static_cast<std::size_t>(k);
+    if (g.kind[i] == TransferKind::DataAllReduce) {
+      const auto node = static_cast<std::size_t>(g.compute_nodes + k);
+      ASSERT_GE(r.start[node], replicas_done[static_cast<std::size_t>(g.device[node]) * N +
+                                             static_cast<std::size_t>(g.stage[i])])
+          << "data-parallel transfer " << k << " before its replica ring ended";
+    }
     if (g.kind[i] != TransferKind::ReplicaAllReduce && g.kind[i] != TransferKind::DataAllReduce)
       continue;
     const auto node = static_cast<std::size_t>(g.compute_nodes + k);

@@ -289,7 +289,7 @@ SystemConfig parse_system(std::string_view text, const std::string& file) {
   const auto* device = r.table(root, "", "device");
   if (device == nullptr) r.fail(root.source(), "device", "missing");
   r.only(*device, "device", {"peak_flops", "efficiency", "memory_bytes"});
-  // Lower bounds of 1 FLOP/s and 1 byte keep every simulated time finite.
+  // A lower bound of 1 FLOP/s (and of 1 B/s for links) keeps every simulated time finite.
   s.peak_flops = r.number(*device, "device", "peak_flops", std::nullopt, 1.0, kHuge, false);
   s.efficiency = r.number(*device, "device", "efficiency", std::nullopt, 0.0, 1.0, true);
   if (s.flops() < 1.0) {

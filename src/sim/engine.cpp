@@ -6,6 +6,10 @@
 #include <limits>
 #include <span>
 
+#include <fmt/format.h>
+
+#include "pipetab/error.hpp"
+
 namespace pipetab {
 namespace {
 
@@ -139,6 +143,16 @@ class Engine {
     load_since_.assign(links, 0.0);
     peak_load_.assign(links, 0.0);
     position_.assign(g.route.size(), 0);
+    // The flow lists keep one entry per (transfer, link): a route lists each link once.
+    for (std::size_t t = 0; t < transfers; ++t) {
+      ++epoch_;
+      for (const auto l : route(t)) {
+        if (link_mark_[static_cast<std::size_t>(l)] == epoch_) {
+          throw Error(fmt::format("execution graph: transfer {} lists link {} twice", t, l));
+        }
+        link_mark_[static_cast<std::size_t>(l)] = epoch_;
+      }
+    }
     result_.links.resize(links);
   }
 

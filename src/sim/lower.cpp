@@ -58,8 +58,9 @@ class Lowering {
   }
 
  private:
-  // The graph's node ids are 32-bit and its memory is about 100 bytes per node: bound the node
-  // count (an upper bound: every dependency crossing devices, every ring step) before building.
+  // Node ids are 32-bit: bound the node count (an upper bound: every dependency crossing
+  // devices, every ring step) before building. At about 135 bytes per node in a whole run the
+  // limit still allows tens of GB; it keeps ids valid, not memory small.
   void require_size() const {
     std::int64_t dependencies = 0;
     for (const Op& op : t_.ops) {

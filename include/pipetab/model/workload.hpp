@@ -86,7 +86,8 @@ std::vector<StageWork> stage_work(const ModelConfig& model,
 std::vector<std::int64_t> partition_layers(const TransformerConfig& model,
                                            std::span<const std::int32_t> stage_units);
 
-/// Parameters of one transformer layer (per device: divided by the tensor-parallel size).
+/// Parameters of one transformer layer per device: the matrices divided by the tensor-parallel
+/// size, the LayerNorms replicated.
 double layer_params(const TransformerConfig& model);
 
 /// Total parameters of the model (all devices, no tensor-parallel split).

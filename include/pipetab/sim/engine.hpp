@@ -61,7 +61,8 @@ struct SimResult {
 
 /// Runs the graph. Deterministic: events at equal times are taken in the order they were
 /// scheduled. O(events · log events) plus, with contention, the water-filling of the transfers
-/// that share links with one that starts or ends.
+/// that share links with one that starts or ends. Throws Error for a route that lists a link
+/// twice.
 SimResult simulate(const ExecGraph& graph, const Network& network, const SimOptions& options = {});
 
 }  // namespace pipetab

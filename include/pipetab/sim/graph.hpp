@@ -15,7 +15,8 @@ namespace pipetab {
 
 /// Most data-parallel replicas a lowering takes (--dp).
 inline constexpr std::int32_t kMaxDataParallel = 65536;
-/// Most nodes of an execution graph (ops and transfers); node ids are 32-bit.
+/// Most nodes of an execution graph (ops and transfers): node ids are 32-bit. A run takes about
+/// 135 bytes per node, so graphs near the limit need tens of GB.
 inline constexpr std::int64_t kMaxGraphNodes = std::int64_t{1} << 28;
 
 /// What a transfer carries.
@@ -63,7 +64,8 @@ struct ExecGraph {
   std::vector<std::int32_t> receiver;
   std::vector<double> bytes;
   std::vector<double> latency_s;
-  std::vector<std::int64_t> route_begin{0};  ///< links of transfer t: route[route_begin[t] ..]
+  /// Links of transfer t: route[route_begin[t] ..], each link at most once.
+  std::vector<std::int64_t> route_begin{0};
   std::vector<std::int32_t> route;
 
   // Per device.
