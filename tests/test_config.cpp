@@ -9,22 +9,23 @@
 namespace pipetab {
 namespace {
 
-std::string model_error(const std::string& text) {
+// The message of the error `parse` throws on `text` read as `file`.
+template <class Parse>
+std::string error_of(Parse parse, const std::string& text, const std::string& file) {
   try {
-    io::parse_model(text, "m.toml");
+    parse(text, file);
   } catch (const Error& e) {
     return e.what();
   }
   return "(no error)";
 }
 
+std::string model_error(const std::string& text) {
+  return error_of(io::parse_model, text, "m.toml");
+}
+
 std::string system_error(const std::string& text) {
-  try {
-    io::parse_system(text, "s.toml");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return error_of(io::parse_system, text, "s.toml");
 }
 
 const std::string kSystem =

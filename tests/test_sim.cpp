@@ -77,6 +77,18 @@ TEST(Sim, TwoDevicesOneMicrobatchIsTheChainSum) {
                    4 * f + 4 * b + 6 * (alpha + bytes / beta));
 }
 
+// The per-transfer fields of a hand-built graph's next transfer (its node's device, preds and
+// edges are the caller's).
+void add_transfer(ExecGraph& g, const Network& network, std::int32_t from, std::int32_t to,
+                  double bytes) {
+  g.kind.push_back(TransferKind::Activation);
+  g.stage.push_back(to);
+  g.receiver.push_back(to);
+  g.bytes.push_back(bytes);
+  g.latency_s.push_back(network.append_route(from, to, g.route));
+  g.route_begin.push_back(static_cast<std::int64_t>(g.route.size()));
+}
+
 // Device 0 runs one op, then sends two transfers of `bytes` to device 1, whose op needs both.
 ExecGraph two_flows(const Network& network, double bytes, double delay_second = 0.0) {
   ExecGraph g;
@@ -93,14 +105,8 @@ ExecGraph two_flows(const Network& network, double bytes, double delay_second = 
   g.preds = {0, 0, 2, 1, 1};
   g.succ_begin = {0, 1, 2, 2, 3, 4};
   g.succ = {3, 4, 2, 2};
-  for (int k = 0; k < 2; ++k) {
-    g.kind.push_back(TransferKind::Activation);
-    g.stage.push_back(1);
-    g.receiver.push_back(1);
-    g.bytes.push_back(k == 0 ? bytes : bytes / 2);
-    g.latency_s.push_back(network.append_route(0, 1, g.route));
-    g.route_begin.push_back(static_cast<std::int64_t>(g.route.size()));
-  }
+  add_transfer(g, network, 0, 1, bytes);
+  add_transfer(g, network, 0, 1, bytes / 2);
   return g;
 }
 
@@ -157,12 +163,7 @@ TEST(Sim, MaxMinFairnessWithTwoBottlenecks) {
   for (const auto& [from, to, bytes] : transfers) {
     g.device.push_back(from);
     g.preds.push_back(1);
-    g.kind.push_back(TransferKind::Activation);
-    g.stage.push_back(to);
-    g.receiver.push_back(to);
-    g.bytes.push_back(bytes);
-    g.latency_s.push_back(network.append_route(from, to, g.route));
-    g.route_begin.push_back(static_cast<std::int64_t>(g.route.size()));
+    add_transfer(g, network, from, to, bytes);
   }
   g.succ_begin = {0, 2, 5, 5, 5, 5, 5, 5, 5};
   g.succ = {3, 4, 5, 6, 7};
