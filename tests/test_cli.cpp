@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
@@ -70,8 +71,8 @@ class Cli : public ::testing::Test {
 TEST_F(Cli, HelpOnEverySubcommand) {
   auto r = run("--help");
   EXPECT_EQ(r.code, 0);
-  for (const char* sub :
-       {"list", "show", "analyze", "simulate", "compare", "validate", "convert"}) {
+  for (const char* sub : {"list", "show", "analyze", "simulate", "compare", "validate", "convert",
+                          "sweep", "sensitivity", "plot"}) {
     EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
     const auto help = run(std::string(sub) + " --help");
     EXPECT_EQ(help.code, 0) << sub;
@@ -143,7 +144,8 @@ TEST_F(Cli, BadUsageIsExitTwoWithOneLine) {
   expect_usage_error("", "A subcommand is required");
   expect_usage_error("frobnicate",
                      "unknown subcommand 'frobnicate' (expected one of: list, show, analyze, "
-                     "simulate, compare, validate, convert)");
+                     "simulate, compare, validate, convert, plot, sweep, "
+                     "sensitivity)");
   expect_usage_error("analyze", "give a schedule name (see pipetab list) or --table FILE");
   expect_usage_error("analyze nosuch", "unknown schedule 'nosuch'");
   expect_usage_error("analyze gpipe -v 2",
@@ -391,6 +393,138 @@ TEST_F(Cli, ValidateListsAtMostFiftyIssues) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("... and 10 more\n"), std::string::npos) << r.out;
   EXPECT_EQ(r.err, "pipetab: error: " + many + ": invalid table (60 issues)\n");
+}
+
+// A study small enough to run in a moment, with skipped configurations (Chimera and interleaved
+// need M a multiple of S) and two systems.
+const char* kStudy = R"(
+name = "cli"
+[grid]
+schedules = ["gpipe", "1f1b", "chimera", { name = "interleaved", chunks = [2] }]
+devices = [2, 4]
+microbatches = { from = 2, to = 32, times = 2 }
+systems = ["balanced", "network-bound"]
+)";
+
+TEST_F(Cli, SweepThreadsShardsAndFormats) {
+  const auto study = file("study.toml", kStudy);
+  const auto one = (dir_ / "one.csv").string(), four = (dir_ / "four.csv").string();
+  ASSERT_EQ(run("sweep " + study + " -o " + one + " -j 1").code, 0);
+  const auto r = run("sweep " + study + " -o " + four + " -j 4");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");  // silent when stderr is not a terminal
+  const auto whole = slurp(one);
+  EXPECT_EQ(slurp(four), whole);
+  EXPECT_EQ(std::count(whole.begin(), whole.end(), '\n'), 1 + 4 * 2 * 2 * 5);
+  EXPECT_NE(whole.find(",skipped,"), std::string::npos);
+
+  std::string joined;
+  for (int k = 1; k <= 3; ++k) {
+    const auto shard = (dir_ / ("shard" + std::to_string(k) + ".csv")).string();
+    ASSERT_EQ(run(fmt::format("sweep {} -o {} --shard {}/3 -j 2", study, shard, k)).code, 0);
+    joined += slurp(shard);
+  }
+  EXPECT_EQ(joined, whole);
+
+  // JSON Lines: one object per configuration, keys in the CSV's column order.
+  const auto jsonl = (dir_ / "rows.jsonl").string();
+  ASSERT_EQ(run("sweep " + study + " -o " + jsonl + " -j 3").code, 0);
+  std::istringstream lines(slurp(jsonl));
+  std::string line;
+  int index = 0;
+  while (std::getline(lines, line)) {
+    const auto row = nlohmann::ordered_json::parse(line);
+    EXPECT_EQ(row["index"], index++);
+    EXPECT_EQ(row.begin().key(), "index");
+  }
+  EXPECT_EQ(index, 80);
+
+  expect_usage_error("sweep " + study + " -o x.csv --shard 4/3", "--shard 4/3: expected K/N");
+  expect_usage_error("sweep " + study + " -o - --resume", "--resume needs an output file");
+  expect_usage_error("sweep missing.toml -o x.csv", "missing.toml");
+  const auto bad = file("bad.toml", "[grid]\nschedules = [\"1f1b\"]\ndevices = [4, \"8\"]\n");
+  expect_usage_error("sweep " + bad + " -o x.csv",
+                     bad + ":3:15: key 'grid.devices': expected whole numbers, got a string");
+}
+
+TEST_F(Cli, SweepResumesWithoutLosingOrRepeatingRows) {
+  const auto study = file("study.toml", kStudy);
+  const auto full = (dir_ / "full.csv").string();
+  ASSERT_EQ(run("sweep " + study + " -o " + full).code, 0);
+  const auto whole = slurp(full);
+  // Cut anywhere, also inside a row (a run killed while writing): resume gives the whole.
+  for (const std::size_t cut : {std::size_t{0}, std::size_t{10}, whole.size() / 3,
+                                whole.find('\n', whole.size() / 2) + 1, whole.size() - 5}) {
+    const auto part = file("part.csv", whole.substr(0, cut));
+    const auto r = run("sweep " + study + " -o " + part + " --resume -j 2");
+    ASSERT_EQ(r.code, 0) << cut << ": " << r.err;
+    EXPECT_EQ(slurp(part), whole) << "cut at " << cut;
+  }
+  // Resuming an already finished file runs nothing and changes nothing.
+  ASSERT_EQ(run("sweep " + study + " -o " + full + " --resume").code, 0);
+  EXPECT_EQ(slurp(full), whole);
+  // A file of another study, or an edited one, is refused.
+  auto other = whole;
+  other.replace(other.find("gpipe"), 5, "1f1b_");
+  const auto edited = file("edited.csv", other);
+  expect_usage_error("sweep " + study + " -o " + edited + " --resume",
+                     edited + ":2: column 'schedule' holds '1f1b_' where this study has 'gpipe'");
+  const auto foreign = file("foreign.csv", "a,b\n1,2\n");
+  expect_usage_error("sweep " + study + " -o " + foreign + " --resume",
+                     "the header is not this study's");
+}
+
+TEST_F(Cli, SweepInterruptedBySignalKeepsFinishedRows) {
+  // Big enough to be still running when the signal comes (whether or not it is, the file must
+  // be a prefix of the whole and --resume must complete it).
+  const auto study = file("big.toml", R"(
+[grid]
+schedules = ["gpipe", "1f1b"]
+devices = [16]
+microbatches = { from = 64, to = 2048, step = 64 }
+systems = ["balanced", "network-bound"]
+)");
+  const auto full = (dir_ / "full.csv").string(), cut = (dir_ / "cut.csv").string();
+  ASSERT_EQ(run("sweep " + study + " -o " + full + " -j 2").code, 0);
+  const auto whole = slurp(full);
+  const std::string command = fmt::format(
+      "sh -c '{} sweep {} -o {} -j 2 2> {} & pid=$!; sleep 0.5; kill -INT $pid; wait $pid; "
+      "exit $?'",
+      PIPETAB_BINARY, study, cut, (dir_ / "err").string());
+  const int status = std::system(command.c_str());
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const auto part = slurp(cut);
+  ASSERT_TRUE(code == 130 || code == 0) << code;
+  EXPECT_EQ(whole.rfind(part, 0), 0U) << "not a prefix of the whole output";
+  EXPECT_EQ(part.back(), '\n');
+  if (code == 130) {
+    EXPECT_LT(part.size(), whole.size());
+    EXPECT_NE(slurp(dir_ / "err").find("run the same command with --resume"), std::string::npos);
+  }
+  ASSERT_EQ(run("sweep " + study + " -o " + cut + " --resume -j 2").code, 0);
+  EXPECT_EQ(slurp(cut), whole);
+}
+
+TEST_F(Cli, Sensitivity) {
+  const auto r =
+      run("sensitivity gpipe 1f1b chimera interleaved -S 4 -M 8 --system compute-bound --steps 3");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* fragment : {"baseline s", "ranking at the baseline", "chimera", "overtakes"})
+    EXPECT_NE(r.out.find(fragment), std::string::npos) << fragment << "\n" << r.out;
+  const auto json =
+      nlohmann::json::parse(run("sensitivity gpipe 1f1b -S 4 -M 8 --steps 3 --format json").out);
+  EXPECT_EQ(json["points"].size(), 27U);
+  EXPECT_EQ(json["axes"]["collective"], nlohmann::json({0.7, 1.0, 1.3}));
+  const auto csv = run("sensitivity gpipe 1f1b -S 4 -M 8 --steps 3 --format csv").out;
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 27 * 2);
+  // Chimera needs an even S: reported, not fatal.
+  const auto odd = run("sensitivity gpipe chimera -S 3 -M 6 --steps 2");
+  ASSERT_EQ(odd.code, 0) << odd.err;
+  EXPECT_NE(odd.out.find("chimera         skipped: "), std::string::npos) << odd.out;
+  expect_usage_error("sensitivity gpipe --bandwidth 2:4",
+                     "--bandwidth factor range 2:4: expected 0 < LO <= 1 <= HI");
+  expect_usage_error("sensitivity gpipe --bandwidth fast", "expected LO:HI");
+  expect_usage_error("sensitivity gpipe --costs F=1,B=2", "--costs does not apply");
 }
 
 }  // namespace

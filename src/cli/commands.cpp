@@ -32,11 +32,21 @@ void emit(const std::string& path, const std::string& text) {
   }
 }
 
-namespace {
+const std::vector<std::string>& paper_schedules() {
+  static const std::vector<std::string> names = {"gpipe",   "1f1b",         "interleaved",
+                                                 "chimera", "chimera-asym", "hanayo"};
+  return names;
+}
 
-// The schedules of the paper (arXiv 2605.24006), which `compare` runs by default.
-const std::vector<std::string> kPaperSchedules = {"gpipe",   "1f1b",         "interleaved",
-                                                  "chimera", "chimera-asym", "hanayo"};
+CLI::Option* add_format(CLI::App& command, std::string& format, std::vector<std::string> choices) {
+  format = choices.front();
+  return command
+      .add_option("--format", format, fmt::format("output format: {}", fmt::join(choices, ", ")))
+      ->check(CLI::IsMember(choices))
+      ->capture_default_str();
+}
+
+namespace {
 
 // The paper's three systems (Figure 4), as pipetab defines them (configs/systems).
 const std::vector<std::string> kRegimes = {"compute-bound", "balanced", "network-bound"};
@@ -95,14 +105,6 @@ bool use_color(const std::string& mode, const std::string& output) {
   const char* term = std::getenv("TERM");
   return isatty(fileno(stdout)) && std::getenv("NO_COLOR") == nullptr &&
          !(term != nullptr && std::string(term) == "dumb");
-}
-
-CLI::Option* add_format(CLI::App& command, std::string& format, std::vector<std::string> choices) {
-  format = choices.front();
-  return command
-      .add_option("--format", format, fmt::format("output format: {}", fmt::join(choices, ", ")))
-      ->check(CLI::IsMember(choices))
-      ->capture_default_str();
 }
 
 std::string text_header(const Evaluation& e) {
@@ -309,62 +311,62 @@ Subcommand add_compare(CLI::App& app) {
   add_simulation_options(*cmd, s->options);
   add_format(*cmd, s->format, {"text", "json", "csv"});
   cmd->add_option("-o,--output", s->output, "write to this file instead of stdout");
-  return {cmd, [s] {
-            const auto& names = s->names.empty() && s->tables.empty() ? kPaperSchedules : s->names;
-            for (const auto& name : names)
-              find_schedule(name);  // unknown names are usage errors
-            // One comparison per system: the one given, or the paper's three regimes.
-            const std::vector<std::string> systems =
-                s->options.system_opt->count() ? std::vector<std::string>{s->options.system}
-                                               : kRegimes;
-            std::vector<Comparison> comparisons;
-            for (const auto& system : systems) {
-              const auto setup = s->options.simulation(&system);
-              std::vector<Evaluation> rows;
-              std::vector<Skipped> skipped;
-              for (const auto& name : names) {
-                try {
-                  rows.push_back(evaluate_subject(generated_subject(name, s->options, true),
-                                                  s->options, &setup));
-                } catch (const ParamError& e) {
-                  std::string reason = e.what();
-                  if (reason.rfind(name + ": ", 0) == 0) reason = reason.substr(name.size() + 2);
-                  skipped.push_back({name, reason});
-                }
-              }
-              for (const auto& path : s->tables) {
-                Subject subject = file_subject(path);
-                recognize(subject);
-                const auto& t = subject.table;
-                if (t.devices != s->options.devices || t.microbatches != s->options.microbatches) {
-                  skipped.push_back(
-                      {path, fmt::format("has S = {}, M = {}; the comparison is at S = {}, M = {}",
-                                         t.devices, t.microbatches, s->options.devices,
-                                         s->options.microbatches)});
-                  continue;
-                }
-                rows.push_back(evaluate_subject(subject, s->options, &setup));
-              }
-              comparisons.push_back(compare(std::move(rows), std::move(skipped)));
+  return {
+      cmd, [s] {
+        const auto& names = s->names.empty() && s->tables.empty() ? paper_schedules() : s->names;
+        for (const auto& name : names)
+          find_schedule(name);  // unknown names are usage errors
+        // One comparison per system: the one given, or the paper's three regimes.
+        const std::vector<std::string> systems =
+            s->options.system_opt->count() ? std::vector<std::string>{s->options.system} : kRegimes;
+        std::vector<Comparison> comparisons;
+        for (const auto& system : systems) {
+          const auto setup = s->options.simulation(&system);
+          std::vector<Evaluation> rows;
+          std::vector<Skipped> skipped;
+          for (const auto& name : names) {
+            try {
+              rows.push_back(
+                  evaluate_subject(generated_subject(name, s->options, true), s->options, &setup));
+            } catch (const ParamError& e) {
+              std::string reason = e.what();
+              if (reason.rfind(name + ": ", 0) == 0) reason = reason.substr(name.size() + 2);
+              skipped.push_back({name, reason});
             }
-            std::string out;
-            if (s->format == "json") {
-              nlohmann::json all = nlohmann::json::array();
-              for (const auto& c : comparisons)
-                all.push_back(to_json(c));
-              out = nlohmann::json{{"comparisons", std::move(all)}}.dump(2) + "\n";
+          }
+          for (const auto& path : s->tables) {
+            Subject subject = file_subject(path);
+            recognize(subject);
+            const auto& t = subject.table;
+            if (t.devices != s->options.devices || t.microbatches != s->options.microbatches) {
+              skipped.push_back(
+                  {path,
+                   fmt::format("has S = {}, M = {}; the comparison is at S = {}, M = {}", t.devices,
+                               t.microbatches, s->options.devices, s->options.microbatches)});
+              continue;
+            }
+            rows.push_back(evaluate_subject(subject, s->options, &setup));
+          }
+          comparisons.push_back(compare(std::move(rows), std::move(skipped)));
+        }
+        std::string out;
+        if (s->format == "json") {
+          nlohmann::json all = nlohmann::json::array();
+          for (const auto& c : comparisons)
+            all.push_back(to_json(c));
+          out = nlohmann::json{{"comparisons", std::move(all)}}.dump(2) + "\n";
+        } else {
+          for (std::size_t i = 0; i < comparisons.size(); ++i) {
+            if (s->format == "csv") {
+              out += to_csv(comparisons[i], i == 0);
             } else {
-              for (std::size_t i = 0; i < comparisons.size(); ++i) {
-                if (s->format == "csv") {
-                  out += to_csv(comparisons[i], i == 0);
-                } else {
-                  out += fmt::format("{}== {}\n", i ? "\n" : "", comparisons[i].system) +
-                         to_text(comparisons[i], i + 1 == comparisons.size());
-                }
-              }
+              out += fmt::format("{}== {}\n", i ? "\n" : "", comparisons[i].system) +
+                     to_text(comparisons[i], i + 1 == comparisons.size());
             }
-            emit(s->output, out);
-          }};
+          }
+        }
+        emit(s->output, out);
+      }};
 }
 
 Subcommand add_validate(CLI::App& app) {

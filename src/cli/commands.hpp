@@ -3,6 +3,9 @@
 #pragma once
 
 #include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -21,6 +24,22 @@ Subcommand add_simulate(CLI::App& app);
 Subcommand add_compare(CLI::App& app);
 Subcommand add_validate(CLI::App& app);
 Subcommand add_convert(CLI::App& app);
+Subcommand add_plot(CLI::App& app);         // plot_command.cpp
+Subcommand add_sweep(CLI::App& app);        // study_commands.cpp
+Subcommand add_sensitivity(CLI::App& app);  // study_commands.cpp
+
+/// A run stopped by the user (Ctrl-C) or a scheduler (SIGTERM) after keeping its results: the
+/// message says what was kept and how to go on; exit code 130.
+class Interrupted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The schedules of the paper (arXiv 2605.24006), which compare and sensitivity run by default.
+const std::vector<std::string>& paper_schedules();
+
+/// Adds --format with `choices` (the first is the default).
+CLI::Option* add_format(CLI::App& command, std::string& format, std::vector<std::string> choices);
 
 /// Writes `text` to `path`, or to stdout when `path` is empty or "-".
 void emit(const std::string& path, const std::string& text);

@@ -35,9 +35,10 @@ int main(int argc, char** argv) {
   app.fallthrough(false);
 
   using namespace pipetab::cli;
-  const std::vector<Subcommand> commands = {add_list(app),     add_show(app),    add_analyze(app),
-                                            add_simulate(app), add_compare(app), add_validate(app),
-                                            add_convert(app)};
+  const std::vector<Subcommand> commands = {
+      add_list(app),    add_show(app),       add_analyze(app), add_simulate(app),
+      add_compare(app), add_validate(app),   add_convert(app), add_plot(app),
+      add_sweep(app),   add_sensitivity(app)};
 
   // CLI11 reports a mistyped subcommand as "A subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {
@@ -66,6 +67,9 @@ int main(int argc, char** argv) {
     for (const auto& command : commands) {
       if (command.app->parsed()) command.run();
     }
+  } catch (const Interrupted& e) {
+    std::fprintf(stderr, "pipetab: %s\n", e.what());
+    return 130;
   } catch (const pipetab::Error& e) {
     return fail(e.what(), 2);
   } catch (const std::exception& e) {

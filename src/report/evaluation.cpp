@@ -2,7 +2,10 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "pipetab/error.hpp"
+#include "pipetab/schedules/registry.hpp"
 #include "pipetab/table/timing.hpp"
 
 namespace pipetab {
@@ -25,6 +28,8 @@ ScheduleShape shape_of(const ScheduleTable& table, const ResolvedParams* params)
   if (params) {
     shape.waves = params->waves;
     shape.variant = params->variant;
+    if (!find_schedule(params->schedule).default_split.empty())
+      shape.split = fmt::format("{}:{}", params->split_early, params->split_late);
   }
   return shape;
 }

@@ -18,19 +18,6 @@ json optional_json(const std::optional<T>& value) {
   return value ? json(*value) : json(nullptr);
 }
 
-std::string joined(const std::vector<double>& values) {
-  std::string out;
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (i) out += ';';
-    out += format_number(values[i]);
-  }
-  return out;
-}
-
-std::string cell(const std::optional<double>& value) {
-  return value ? format_number(*value) : "";
-}
-
 }  // namespace
 
 json to_json(const Evaluation& e) {
@@ -40,7 +27,8 @@ json to_json(const Evaluation& e) {
                  {"chunks", optional_json(e.shape.chunks)},
                  {"waves", e.shape.waves},
                  {"pipelines", e.shape.pipelines},
-                 {"variant", e.shape.variant.empty() ? json(nullptr) : json(e.shape.variant)}};
+                 {"variant", e.shape.variant.empty() ? json(nullptr) : json(e.shape.variant)},
+                 {"split", e.shape.split.empty() ? json(nullptr) : json(e.shape.split)}};
   json costs = {{"F", e.costs.F},
                 {"B", e.costs.B},
                 {"I", e.costs.I},
@@ -87,78 +75,89 @@ json to_json(const Evaluation& e) {
   return out;
 }
 
+FlatRecord flat_record(const Evaluation& e) {
+  const Formula none;
+  const Formula& f = e.formula ? *e.formula : none;
+  const SimulationMetrics* m = e.simulation ? &*e.simulation : nullptr;
+  auto text = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
+  auto sim = [m](auto&& get) { return m ? json(get(*m)) : json(nullptr); };
+  FlatRecord row;
+  row.emplace_back("schedule", e.schedule);
+  row.emplace_back("params.devices", e.shape.devices);
+  row.emplace_back("params.stages", e.shape.stages);
+  row.emplace_back("params.microbatches", e.shape.microbatches);
+  row.emplace_back("params.chunks", optional_json(e.shape.chunks));
+  row.emplace_back("params.waves", e.shape.waves);
+  row.emplace_back("params.pipelines", e.shape.pipelines);
+  row.emplace_back("params.variant", text(e.shape.variant));
+  row.emplace_back("params.split", text(e.shape.split));
+  row.emplace_back("costs.F", e.costs.F);
+  row.emplace_back("costs.B", e.costs.B);
+  row.emplace_back("costs.I", e.costs.I);
+  row.emplace_back("costs.W", e.costs.W);
+  row.emplace_back("costs.FB", optional_json(e.costs.FB));
+  row.emplace_back("formula.bubble_ratio", optional_json(f.bubble_ratio));
+  row.emplace_back("formula.peak_activation", optional_json(f.peak_activation_max()));
+  row.emplace_back("formula.makespan", optional_json(f.makespan));
+  row.emplace_back("formula.published_bubble_ratio", optional_json(f.published_bubble_ratio));
+  row.emplace_back("table.makespan", e.table.makespan);
+  row.emplace_back("table.bubble_ratio", e.table.bubble_ratio);
+  row.emplace_back("table.span_bubble_ratio", e.table.span_bubble_ratio);
+  row.emplace_back("table.peak_activation", e.table.peak_activation);
+  row.emplace_back("table.peak_activation_max", e.table.peak_activation_max());
+  row.emplace_back("table.ops", e.table.ops);
+  row.emplace_back("simulation.system", sim([](auto& s) { return s.system; }));
+  row.emplace_back("simulation.model", sim([](auto& s) { return s.model; }));
+  row.emplace_back("simulation.runtime_s", sim([](auto& s) { return s.runtime_s; }));
+  row.emplace_back("simulation.idle_ratio", sim([](auto& s) { return s.idle_ratio; }));
+  row.emplace_back("simulation.peak_memory_bytes",
+                   sim([](auto& s) { return s.peak_memory_bytes; }));
+  row.emplace_back("simulation.peak_memory_max_bytes",
+                   sim([](auto& s) { return s.peak_memory_max(); }));
+  row.emplace_back("simulation.peak_activation_bytes",
+                   sim([](auto& s) { return s.peak_activation_bytes(); }));
+  row.emplace_back("simulation.peak_activation_max_bytes",
+                   sim([](auto& s) { return s.peak_activation_max_bytes(); }));
+  row.emplace_back("simulation.over_capacity", sim([](auto& s) { return s.any_over_capacity(); }));
+  row.emplace_back("simulation.exposed_comm_s", sim([](auto& s) { return s.exposed_comm_s; }));
+  row.emplace_back("simulation.transfer_bytes", sim([](auto& s) { return s.transfer_bytes; }));
+  row.emplace_back("simulation.error", text(e.simulation_error));
+  return row;
+}
+
 std::vector<std::string> csv_header() {
-  return {"schedule",
-          "params.devices",
-          "params.stages",
-          "params.microbatches",
-          "params.chunks",
-          "params.waves",
-          "params.pipelines",
-          "params.variant",
-          "costs.F",
-          "costs.B",
-          "costs.I",
-          "costs.W",
-          "costs.FB",
-          "formula.bubble_ratio",
-          "formula.peak_activation",
-          "formula.makespan",
-          "formula.published_bubble_ratio",
-          "table.makespan",
-          "table.bubble_ratio",
-          "table.span_bubble_ratio",
-          "table.peak_activation",
-          "table.peak_activation_max",
-          "table.ops",
-          "simulation.system",
-          "simulation.model",
-          "simulation.runtime_s",
-          "simulation.idle_ratio",
-          "simulation.peak_memory_bytes",
-          "simulation.peak_memory_max_bytes",
-          "simulation.over_capacity",
-          "simulation.exposed_comm_s",
-          "simulation.transfer_bytes",
-          "simulation.error"};
+  std::vector<std::string> names;
+  for (auto& [key, value] : flat_record(Evaluation{}))
+    names.push_back(std::move(key));
+  return names;
+}
+
+std::string csv_cell(const json& value) {
+  switch (value.type()) {
+    case json::value_t::null:
+      return "";
+    case json::value_t::string:
+      return value.get<std::string>();
+    case json::value_t::boolean:
+      return value.get<bool>() ? "true" : "false";
+    case json::value_t::number_float:
+      return format_number(value.get<double>());
+    case json::value_t::array: {
+      std::string out;
+      for (std::size_t i = 0; i < value.size(); ++i)
+        out += (i ? ";" : "") + csv_cell(value[i]);
+      return out;
+    }
+    default:
+      return value.dump();
+  }
 }
 
 std::vector<std::string> csv_row(const Evaluation& e) {
-  const Formula none;
-  const Formula& f = e.formula ? *e.formula : none;
-  return {e.schedule,
-          std::to_string(e.shape.devices),
-          std::to_string(e.shape.stages),
-          std::to_string(e.shape.microbatches),
-          e.shape.chunks ? std::to_string(*e.shape.chunks) : "",
-          std::to_string(e.shape.waves),
-          std::to_string(e.shape.pipelines),
-          e.shape.variant,
-          format_number(e.costs.F),
-          format_number(e.costs.B),
-          format_number(e.costs.I),
-          format_number(e.costs.W),
-          cell(e.costs.FB),
-          cell(f.bubble_ratio),
-          cell(f.peak_activation_max()),
-          cell(f.makespan),
-          cell(f.published_bubble_ratio),
-          format_number(e.table.makespan),
-          format_number(e.table.bubble_ratio),
-          format_number(e.table.span_bubble_ratio),
-          joined(e.table.peak_activation),
-          format_number(e.table.peak_activation_max()),
-          std::to_string(e.table.ops),
-          e.simulation ? e.simulation->system : "",
-          e.simulation ? e.simulation->model : "",
-          e.simulation ? format_number(e.simulation->runtime_s) : "",
-          e.simulation ? format_number(e.simulation->idle_ratio) : "",
-          e.simulation ? joined(e.simulation->peak_memory_bytes) : "",
-          e.simulation ? format_number(e.simulation->peak_memory_max()) : "",
-          e.simulation ? (e.simulation->any_over_capacity() ? "true" : "false") : "",
-          e.simulation ? joined(e.simulation->exposed_comm_s) : "",
-          e.simulation ? format_number(e.simulation->transfer_bytes) : "",
-          e.simulation_error};
+  std::vector<std::string> cells;
+  for (const auto& [key, value] : flat_record(e))
+    cells.push_back(csv_cell(value));
+  return cells;
 }
 
 std::string csv_line(const std::vector<std::string>& cells) {

@@ -15,6 +15,18 @@ double SimulationMetrics::peak_memory_max() const {
              : *std::max_element(peak_memory_bytes.begin(), peak_memory_bytes.end());
 }
 
+std::vector<double> SimulationMetrics::peak_activation_bytes() const {
+  std::vector<double> out(peak_memory_bytes.size());
+  for (std::size_t d = 0; d < out.size(); ++d)
+    out[d] = peak_memory_bytes[d] - static_bytes[d];
+  return out;
+}
+
+double SimulationMetrics::peak_activation_max_bytes() const {
+  const auto peaks = peak_activation_bytes();
+  return peaks.empty() ? 0.0 : *std::max_element(peaks.begin(), peaks.end());
+}
+
 bool SimulationMetrics::any_over_capacity() const {
   return std::find(over_capacity.begin(), over_capacity.end(), true) != over_capacity.end();
 }
@@ -42,6 +54,7 @@ nlohmann::json to_json(const SimulationMetrics& m) {
           {"peak_memory_bytes", m.peak_memory_bytes},
           {"peak_memory_max_bytes", m.peak_memory_max()},
           {"peak_memory_time_s", m.peak_memory_time_s},
+          {"peak_activation_bytes", m.peak_activation_bytes()},
           {"static_bytes", m.static_bytes},
           {"over_capacity", m.over_capacity},
           {"memory_capacity_bytes", m.memory_capacity_bytes},

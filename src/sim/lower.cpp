@@ -241,7 +241,7 @@ class Lowering {
           r = std::max(r, op);
         }
       }
-      const double bytes = work_[s].grad_bytes;
+      const double bytes = work_[s].grad_bytes * options_.collective_scale;
       const auto stage = static_cast<int>(s);
       if (members.size() > 1) ring(stage, members, bytes, ready);
       if (options_.data_parallel > 1) {
@@ -332,6 +332,10 @@ void require_supported(const SystemConfig& system, const LoweringOptions& option
         "--dp needs a switched topology, and system '{}' is a chain: the data-parallel replicas "
         "meet over the devices' NICs",
         system.name));
+  }
+  if (!(options.collective_scale > 0.0 && options.collective_scale <= 1e6)) {
+    throw ParamError(fmt::format("collective scale {} is out of range: expected above 0, up to 1e6",
+                                 options.collective_scale));
   }
 }
 

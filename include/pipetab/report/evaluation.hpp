@@ -25,6 +25,7 @@ struct ScheduleShape {
   std::int32_t waves = 1;
   std::int32_t pipelines = 1;
   std::string variant;  ///< empty when the schedule has none
+  std::string split;    ///< "E:L" stage-size split (chimera-asym); empty when none
 };
 
 /// Results of the table level (idealized timing, zero communication).

@@ -20,9 +20,18 @@ std::string summary(const Evaluation& evaluation);
 /// A readable multi-line report.
 std::string to_text(const Evaluation& evaluation);
 
-/// CSV column names: the JSON keys flattened with dots ("table.bubble_ratio"); arrays are
-/// one cell joined by ';'.
+/// The evaluation as one flat record: the JSON keys flattened with dots ("table.bubble_ratio"),
+/// always every key, in csv_header() order; per-device values are arrays, unknown values null.
+/// CSV rows and sweep rows (CSV or JSON Lines) are made from it.
+using FlatRecord = std::vector<std::pair<std::string, nlohmann::json>>;
+FlatRecord flat_record(const Evaluation& evaluation);
+
+/// CSV column names: the keys of flat_record().
 std::vector<std::string> csv_header();
+
+/// One CSV cell for a flat value: numbers as format_number, arrays one cell joined by ';',
+/// null empty, booleans true/false.
+std::string csv_cell(const nlohmann::json& value);
 
 /// One CSV row, in csv_header() order. Unknown values are empty cells.
 std::vector<std::string> csv_row(const Evaluation& evaluation);

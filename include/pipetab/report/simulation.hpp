@@ -44,6 +44,10 @@ struct SimulationMetrics {
   double transfer_bytes = 0.0;  ///< all bytes moved
 
   double peak_memory_max() const;
+  /// Per device: the peak of activation memory alone (peak memory less the static bytes, which
+  /// do not change during a run).
+  std::vector<double> peak_activation_bytes() const;
+  double peak_activation_max_bytes() const;
   bool any_over_capacity() const;
 };
 

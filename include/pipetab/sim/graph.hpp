@@ -38,6 +38,10 @@ struct LoweringOptions {
   /// Data-parallel replicas of the whole pipeline (--dp). Each replica runs the same schedule;
   /// a stage's gradients are all-reduced in a ring over the replicas' NICs (Switched only).
   std::int32_t data_parallel = 1;
+  /// Multiplies the bytes of every collective (replica and data-parallel all-reduce): a knob for
+  /// sensitivity studies of the gradient traffic, e.g. 0.7 for a compressed or partly overlapped
+  /// all-reduce. Must be finite and positive.
+  double collective_scale = 1.0;
 };
 
 /// Nodes are numbered: compute nodes first (node id = op index in the table), then transfers.

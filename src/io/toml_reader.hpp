@@ -1,0 +1,179 @@
+// A strict TOML reader shared by the config parsers (models, systems, studies): every key must
+// be expected, every value typed and in range; errors carry the file, the line and column of
+// the key, and its dotted path. Internal to the library.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <toml++/toml.h>
+
+#include "pipetab/error.hpp"
+
+namespace pipetab::io {
+
+inline const char* type_name(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a number with a fraction";
+    case toml::node_type::boolean:
+      return "a boolean";
+    default:
+      return "a date or time";
+  }
+}
+
+class Reader {
+ public:
+  Reader(std::string_view text, const std::string& file) : file_(file) {
+    try {
+      root_ = toml::parse(text, file);
+    } catch (const toml::parse_error& e) {
+      throw ParseError(file_, static_cast<int>(e.source().begin.line),
+                       static_cast<int>(e.source().begin.column),
+                       fmt::format("invalid TOML: {}", e.description()));
+    }
+  }
+
+  const toml::table& root() const { return root_; }
+
+  [[noreturn]] void fail(const toml::source_region& where, const std::string& path,
+                         const std::string& message) const {
+    throw ParseError(file_, std::max(1, static_cast<int>(where.begin.line)),
+                     std::max(1, static_cast<int>(where.begin.column)),
+                     path.empty() ? message : fmt::format("key '{}': {}", path, message));
+  }
+
+  // Every key of `table` must be in `allowed`.
+  void only(const toml::table& table, const std::string& prefix,
+            std::initializer_list<std::string_view> allowed) const {
+    for (auto&& [key, node] : table) {
+      if (std::find(allowed.begin(), allowed.end(), key.str()) == allowed.end()) {
+        fail(key.source(), join(prefix, key.str()),
+             fmt::format("unknown key (expected: {})", fmt::join(allowed, ", ")));
+      }
+    }
+  }
+
+  const toml::table* table(const toml::table& parent, const std::string& prefix,
+                           std::string_view key) const {
+    const toml::node* node = parent.get(key);
+    if (node == nullptr) return nullptr;
+    if (!node->is_table())
+      fail(node->source(), join(prefix, key),
+           fmt::format("expected a table, got {}", type_name(*node)));
+    return node->as_table();
+  }
+
+  const toml::node& require(const toml::table& table, const std::string& prefix,
+                            std::string_view key) const {
+    const toml::node* node = table.get(key);
+    if (node == nullptr) {
+      fail(table.source(), prefix.empty() ? std::string(key) : prefix,
+           prefix.empty() ? std::string("missing") : fmt::format("missing key '{}'", key));
+    }
+    return *node;
+  }
+
+  std::int64_t integer(const toml::table& table, const std::string& prefix, std::string_view key,
+                       std::optional<std::int64_t> fallback, std::int64_t lo,
+                       std::int64_t hi) const {
+    const toml::node* node = table.get(key);
+    if (node == nullptr) {
+      if (fallback) return *fallback;
+      require(table, prefix, key);
+    }
+    const auto path = join(prefix, key);
+    if (!node->is_integer())
+      fail(node->source(), path, fmt::format("expected an integer, got {}", type_name(*node)));
+    const auto value = node->as_integer()->get();
+    if (value < lo || value > hi)
+      fail(node->source(), path, fmt::format("{} is out of range ({}..{})", value, lo, hi));
+    return value;
+  }
+
+  // A number (integer or float); `inf` only where allowed; within [lo, hi] (lo open if `open`).
+  double number(const toml::table& table, const std::string& prefix, std::string_view key,
+                std::optional<double> fallback, double lo, double hi, bool open_lo,
+                bool allow_inf = false) const {
+    const toml::node* node = table.get(key);
+    if (node == nullptr) {
+      if (fallback) return *fallback;
+      require(table, prefix, key);
+    }
+    const auto path = join(prefix, key);
+    double value = 0.0;
+    if (node->is_integer()) {
+      value = static_cast<double>(node->as_integer()->get());
+    } else if (node->is_floating_point()) {
+      value = node->as_floating_point()->get();
+    } else {
+      fail(node->source(), path, fmt::format("expected a number, got {}", type_name(*node)));
+    }
+    if (allow_inf && std::isinf(value) && value > 0) return value;
+    if (std::isnan(value) || std::isinf(value))
+      fail(node->source(), path, fmt::format("{} is not allowed here", value));
+    if ((open_lo ? value <= lo : value < lo) || value > hi) {
+      fail(node->source(), path,
+           fmt::format("{} is out of range ({}{:g} .. {:g}{})", value, open_lo ? "above " : "", lo,
+                       hi, allow_inf ? ", or inf" : ""));
+    }
+    return value;
+  }
+
+  bool boolean(const toml::table& table, const std::string& prefix, std::string_view key,
+               bool fallback) const {
+    const toml::node* node = table.get(key);
+    if (node == nullptr) return fallback;
+    if (!node->is_boolean()) {
+      fail(node->source(), join(prefix, key),
+           fmt::format("expected true or false, got {}", type_name(*node)));
+    }
+    return node->as_boolean()->get();
+  }
+
+  std::optional<std::string> string(const toml::table& table, const std::string& prefix,
+                                    std::string_view key) const {
+    const toml::node* node = table.get(key);
+    if (node == nullptr) return std::nullopt;
+    if (!node->is_string())
+      fail(node->source(), join(prefix, key),
+           fmt::format("expected a string, got {}", type_name(*node)));
+    return node->as_string()->get();
+  }
+
+  // A string that must be one of `choices`.
+  std::string choice(const toml::table& table, const std::string& prefix, std::string_view key,
+                     std::string fallback, std::initializer_list<std::string_view> choices) const {
+    const auto value = string(table, prefix, key);
+    if (!value) return fallback;
+    if (std::find(choices.begin(), choices.end(), *value) == choices.end()) {
+      fail(table.get(key)->source(), join(prefix, key),
+           fmt::format("'{}' is not one of: {}", *value, fmt::join(choices, ", ")));
+    }
+    return *value;
+  }
+
+  static std::string join(const std::string& prefix, std::string_view key) {
+    return prefix.empty() ? std::string(key) : fmt::format("{}.{}", prefix, key);
+  }
+
+ private:
+  std::string file_;
+  toml::table root_;
+};
+
+}  // namespace pipetab::io
