@@ -337,28 +337,37 @@ TEST(Sensitivity, FlipsMatchTheRuntimes) {
     EXPECT_EQ(r.runtime[static_cast<std::size_t>(r.baseline) * 4 + s], e.simulation->runtime_s);
   }
 
-  std::set<std::tuple<int, std::int64_t, std::int32_t, std::int32_t>> expected, reported;
+  // Oracle: along each line of the grid, the points where a pair has a strict order (x clearly
+  // faster than y when x < y·(1 − tolerance)); a flip joins consecutive such points whose orders
+  // differ.
+  std::set<std::tuple<int, std::int64_t, std::int64_t, std::int32_t, std::int32_t>> expected,
+      reported;
   const std::int64_t stride[3] = {9, 3, 1}, extent[3] = {5, 3, 3};
+  auto t = [&](std::int64_t p, std::int32_t s) {
+    return r.runtime[static_cast<std::size_t>(p * 4 + s)];
+  };
   for (int axis = 0; axis < 3; ++axis) {
-    for (std::int64_t p = 0; p < 45; ++p) {
-      if (p / stride[axis] % extent[axis] == extent[axis] - 1) continue;
-      const auto q = p + stride[axis];
+    for (std::int64_t p0 = 0; p0 < 45; ++p0) {
+      if (p0 / stride[axis] % extent[axis] != 0) continue;
       for (std::int32_t a = 0; a < 4; ++a) {
         for (std::int32_t b = 0; b < 4; ++b) {
-          const double ap = r.runtime[static_cast<std::size_t>(p * 4 + a)];
-          const double bp = r.runtime[static_cast<std::size_t>(p * 4 + b)];
-          const double aq = r.runtime[static_cast<std::size_t>(q * 4 + a)];
-          const double bq = r.runtime[static_cast<std::size_t>(q * 4 + b)];
-          // x is clearly faster than y when x < y·(1 − tolerance): b clearly faster at p, a at q.
-          if (bp < ap * (1 - tolerance) && aq < bq * (1 - tolerance))
-            expected.insert({axis, p, a, b});
+          std::vector<std::pair<std::int64_t, bool>> strict;  // (point, a ahead of b)
+          for (std::int64_t k = 0; k < extent[axis]; ++k) {
+            const auto p = p0 + k * stride[axis];
+            if (t(p, a) < t(p, b) * (1 - tolerance)) strict.emplace_back(p, true);
+            if (t(p, b) < t(p, a) * (1 - tolerance)) strict.emplace_back(p, false);
+          }
+          for (std::size_t i = 1; i < strict.size(); ++i) {
+            if (!strict[i - 1].second && strict[i].second)
+              expected.insert({axis, strict[i - 1].first, strict[i].first, a, b});
+          }
         }
       }
     }
   }
   for (const auto& f : r.flips) {
-    EXPECT_EQ(f.to - f.from, stride[f.axis]);
-    reported.insert({f.axis, f.from, f.overtaker, f.overtaken});
+    EXPECT_EQ((f.to - f.from) % stride[f.axis], 0);
+    reported.insert({f.axis, f.from, f.to, f.overtaker, f.overtaken});
   }
   EXPECT_EQ(reported, expected);
   // On this system the bandwidth decides between Chimera and the others; without a flip the

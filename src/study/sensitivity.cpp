@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <ranges>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -36,19 +37,31 @@ std::string point_text(const SensitivityResult& r, std::int64_t point) {
                      factor_text(f[1]), factor_text(f[2]));
 }
 
-// "hanayo < gpipe = 1f1b < chimera": '=' joins neighbours within the tolerance.
+// "hanayo < gpipe = 1f1b < chimera": '=' joins neighbours within the tolerance; tied runs are
+// written in list order, so that the same ranking always reads the same.
 std::string ranking_text(const SensitivityResult& r, std::int64_t point) {
-  const auto ranking = r.ranking(point);
+  auto ranking = r.ranking(point);
   const auto n = r.schedules.size();
+  const auto p = static_cast<std::size_t>(point) * n;
+  auto tied = [&](std::size_t i) {  // ranking[i] tied with ranking[i - 1]
+    return order(r.runtime[p + static_cast<std::size_t>(ranking[i - 1])],
+                 r.runtime[p + static_cast<std::size_t>(ranking[i])], r.tolerance) == 0;
+  };
+  std::vector<bool> joins(ranking.size(), false);
+  for (std::size_t i = 1; i < ranking.size(); ++i)
+    joins[i] = tied(i);
+  for (std::size_t i = 0; i < ranking.size();) {
+    std::size_t j = i + 1;
+    while (j < ranking.size() && joins[j])
+      ++j;
+    std::sort(ranking.begin() + static_cast<std::ptrdiff_t>(i),
+              ranking.begin() + static_cast<std::ptrdiff_t>(j));
+    i = j;
+  }
   std::string out;
   for (std::size_t i = 0; i < ranking.size(); ++i) {
-    const auto s = static_cast<std::size_t>(ranking[i]);
-    if (i > 0) {
-      const auto prev = static_cast<std::size_t>(ranking[i - 1]);
-      const auto p = static_cast<std::size_t>(point) * n;
-      out += order(r.runtime[p + prev], r.runtime[p + s], r.tolerance) == 0 ? " = " : " < ";
-    }
-    out += r.schedules[s];
+    if (i > 0) out += joins[i] ? " = " : " < ";
+    out += r.schedules[static_cast<std::size_t>(ranking[i])];
   }
   return out;
 }
@@ -161,28 +174,42 @@ SensitivityResult run_sensitivity(Study study, const SensitivityAxes& axes, doub
   r.baseline =
       (index_of(axes.bandwidth) * L + index_of(axes.latency)) * C + index_of(axes.collective);
 
-  // Neighbouring points along each axis; a pair flips when its strict order reverses.
+  // Along each line of the grid (one factor varying, the others fixed), a pair flips where its
+  // strict order reverses: between the last point where one was clearly ahead and the first
+  // where the other is, so that a crossing through tied points is reported too.
   const std::int64_t stride[3] = {L * C, C, 1};
   const std::int64_t extent[3] = {B, L, C};
+  auto at = [&](std::int64_t point, std::int64_t s) {
+    return r.runtime[static_cast<std::size_t>(point * n + s)];
+  };
   for (int axis = 0; axis < 3; ++axis) {
-    for (std::int64_t p = 0; p < P; ++p) {
-      if (p / stride[axis] % extent[axis] + 1 >= extent[axis]) continue;
-      const auto q = p + stride[axis];
+    for (std::int64_t start = 0; start < P; ++start) {
+      if (start / stride[axis] % extent[axis] != 0) continue;  // not the start of a line
       for (std::int64_t a = 0; a < n; ++a) {
         for (std::int64_t b = a + 1; b < n; ++b) {
-          auto at = [&](std::int64_t point, std::int64_t s) {
-            return r.runtime[static_cast<std::size_t>(point * n + s)];
-          };
-          const int before = order(at(p, a), at(p, b), tolerance);
-          const int after = order(at(q, a), at(q, b), tolerance);
-          if (before * after >= 0) continue;
-          const bool a_overtakes = before > 0;
-          r.flips.push_back({axis, p, q, static_cast<std::int32_t>(a_overtakes ? a : b),
-                             static_cast<std::int32_t>(a_overtakes ? b : a)});
+          int last = 0;
+          std::int64_t last_point = start;
+          for (std::int64_t k = 0; k < extent[axis]; ++k) {
+            const auto p = start + k * stride[axis];
+            const int now = order(at(p, a), at(p, b), tolerance);
+            if (now == 0) continue;
+            if (last != 0 && now != last) {
+              const bool a_overtakes = last > 0;
+              r.flips.push_back({axis, last_point, p,
+                                 static_cast<std::int32_t>(a_overtakes ? a : b),
+                                 static_cast<std::int32_t>(a_overtakes ? b : a)});
+            }
+            last = now;
+            last_point = p;
+          }
         }
       }
     }
   }
+  std::sort(r.flips.begin(), r.flips.end(), [](const RankFlip& x, const RankFlip& y) {
+    return std::tie(x.axis, x.from, x.to, x.overtaker, x.overtaken) <
+           std::tie(y.axis, y.from, y.to, y.overtaker, y.overtaken);
+  });
   return r;
 }
 
@@ -239,10 +266,10 @@ std::string to_text(const SensitivityResult& r) {
       out += fmt::format("  {:>5} points: {}{}\n", count, text, text == base ? "  (baseline)" : "");
   }
   if (r.flips.empty()) {
-    out += "no two schedules swap order between neighbouring points\n";
+    out += "no two schedules swap order along any factor\n";
     return out;
   }
-  out += fmt::format("\n{} flips (two schedules swap order between neighbouring points):\n",
+  out += fmt::format("\n{} flips (two schedules swap order along one factor, the others fixed):\n",
                      r.flips.size());
   for (const auto& f : r.flips) {
     const auto from = r.factors(f.from), to = r.factors(f.to);
