@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <ranges>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -29,6 +28,14 @@ int order(double a, double b, double tolerance) {
 
 std::string factor_text(double f) {
   return fmt::format("{:.3g}x", f);
+}
+
+// "0.5x 1x 2x" (std::views would be shorter, but clang 14 cannot compile libstdc++ 12's ranges).
+std::string factors_text(const std::vector<double>& factors) {
+  std::string out;
+  for (const double f : factors)
+    out += (out.empty() ? "" : " ") + factor_text(f);
+  return out;
 }
 
 std::string point_text(const SensitivityResult& r, std::int64_t point) {
@@ -219,10 +226,8 @@ std::string to_text(const SensitivityResult& r) {
   std::string out = fmt::format(
       "sensitivity of the simulated runtime: bandwidth {}, latency {}, collective {} ({} points; "
       "runtimes within {:g}% count as tied)\n\n",
-      fmt::join(r.axes.bandwidth | std::views::transform(factor_text), " "),
-      fmt::join(r.axes.latency | std::views::transform(factor_text), " "),
-      fmt::join(r.axes.collective | std::views::transform(factor_text), " "), P,
-      100.0 * r.tolerance);
+      factors_text(r.axes.bandwidth), factors_text(r.axes.latency), factors_text(r.axes.collective),
+      P, 100.0 * r.tolerance);
   out += fmt::format("{:<16}{:>14}{:>14}{:>14}{:>10}  slowest at\n", "schedule", "baseline s",
                      "min s", "max s", "max/min");
   for (std::size_t s = 0; s < n; ++s) {
