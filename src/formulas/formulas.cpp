@@ -28,6 +28,7 @@ Formula gpipe(const ResolvedParams& p, const Costs& c) {
   Formula f;
   const double S = p.devices, M = p.microbatches;
   set_makespan(f, (M + S - 1) * (c.F + c.B), M * (c.F + c.B));
+  f.span_bubble_ratio = f.bubble_ratio;  // device 0 starts at 0 and runs the last backward
   f.peak_activation = std::vector<double>(static_cast<std::size_t>(p.devices), M);
   f.published_bubble_ratio = (S - 1) / (M + S - 1);
   f.source = "Huang et al., GPipe (NeurIPS 2019): bubble (K-1)/(M+K-1); peak M·M_a";
@@ -61,6 +62,7 @@ Formula interleaved(const ResolvedParams& p, const Costs& c) {
   Formula f;
   const double S = p.devices, M = p.microbatches, v = p.chunks;
   set_makespan(f, M * (c.F + c.B) + (S - 1) * (c.F + c.B) / v, M * (c.F + c.B));
+  f.span_bubble_ratio = f.bubble_ratio;  // device 0 starts at 0 and runs the last backward
   std::vector<double> peaks(static_cast<std::size_t>(p.devices));
   for (std::size_t d = 0; d < peaks.size(); ++d) {
     const double chunks =
@@ -107,6 +109,71 @@ Formula chimera(const ResolvedParams& p, const Costs& c) {
   return f;
 }
 
+// Work of one device per microbatch with a split backward.
+double split_work(const Costs& c) {
+  return c.F + c.I + c.W;
+}
+
+// 1F1B with B split into I, W right after I (Qi et al., ICLR 2024, the 1F1B baseline of §2):
+// the cool-down backwards chain through I alone, so makespan M(F+I+W) + (S−1)(F+I) for every
+// M and every F, I, W (checked over the test grid); 1F1B's peaks min(S−d, M).
+Formula one_f_one_b_split(const ResolvedParams& p, const Costs& c) {
+  Formula f = one_f_one_b(p, c);
+  const double S = p.devices, M = p.microbatches;
+  set_makespan(f, M * split_work(c) + (S - 1) * (c.F + c.I), M * split_work(c));
+  f.span_bubble_ratio = f.bubble_ratio;
+  f.published_bubble_ratio.reset();
+  f.source = "Qi et al., Zero Bubble PP (ICLR 2024): 1F1B with B = I + W; peaks as 1F1B";
+  return f;
+}
+
+// ZB-H1 (Qi et al., ICLR 2024 §2.1; reference schedules.md §7): for M ≥ S, makespan
+// M(F+I+W) + (S−1)·max(F+I−W, F, I): the W delayed on device d fill the cool-down, so the
+// bubble shrinks from 1F1B's (S−1)(F+I+W) to the paper's (S−1)(F+I−W), but never below the
+// forward skew (S−1)F nor the input-gradient chain (S−1)I (our derivation from the order,
+// checked over the test grid). Every device holds min(S, M) microbatches.
+Formula zb_h1(const ResolvedParams& p, const Costs& c) {
+  Formula f;
+  const double S = p.devices, M = p.microbatches;
+  f.peak_activation = std::vector<double>(static_cast<std::size_t>(p.devices), std::min(S, M));
+  f.source = "Qi et al., Zero Bubble PP (ICLR 2024) §2.1: bubble (S-1)(F+B-W) in their B = our I";
+  if (M < S) {
+    f.note = "no closed makespan for M < S (fill-drain)";
+  } else {
+    set_makespan(f, M * split_work(c) + (S - 1) * std::max({c.F, c.I, c.F + c.I - c.W}),
+                 M * split_work(c));
+    // The longest device span drops the forward skew: (S−1)·max(I, F+I−W) beyond the work.
+    const double work = M * split_work(c);
+    f.span_bubble_ratio = 1.0 - work / (work + (S - 1) * std::max(c.I, c.F + c.I - c.W));
+  }
+  // The paper's B/3 (reference §7 table) assumes F = I = W and a steady phase (M ≥ S).
+  if (c.F == c.I && c.I == c.W && M >= S) f.published_bubble_ratio = (S - 1) / (3 * M + S - 1);
+  return f;
+}
+
+// ZB-H2 (Qi et al., ICLR 2024 §2.2): with F = I = W and M ≥ 2S−1, every device is busy without a
+// gap from its first forward to its last W (zero span bubble, Def-A); the makespan keeps the
+// start-up skew, 3M·F + (S−1)F. Peak 2S−1 microbatches on every device. Outside those
+// conditions the heuristic's order has no closed form.
+Formula zb_h2(const ResolvedParams& p, const Costs& c) {
+  Formula f;
+  const double S = p.devices, M = p.microbatches;
+  f.source = "Qi et al., Zero Bubble PP (ICLR 2024) §2.2: zero bubble (Def-A), peak (2S-1) M_a";
+  if (M < 2 * S - 1) {
+    f.note = "closed forms need M >= 2S-1 (the warm-up of 2S-1 forwards)";
+    return f;
+  }
+  f.published_bubble_ratio = 0.0;  // Def-A, for F = I = W
+  f.peak_activation = std::vector<double>(static_cast<std::size_t>(p.devices), 2 * S - 1);
+  if (c.F == c.I && c.I == c.W) {
+    set_makespan(f, (3 * M + S - 1) * c.F, M * split_work(c));
+    f.span_bubble_ratio = 0.0;
+  } else {
+    f.note = "makespan in closed form only for F = I = W (the order is built for equal costs)";
+  }
+  return f;
+}
+
 using FormulaFn = Formula (*)(const ResolvedParams&, const Costs&);
 
 struct Entry {
@@ -124,6 +191,9 @@ constexpr Entry kFormulas[] = {
      "stages of unequal size make op times differ by stage; no closed form"},
     {"hanayo", nullptr,
      "its order is list-scheduled (our reading, docs/schedules.md); no closed form is known"},
+    {"1f1b-split", one_f_one_b_split, {}},
+    {"zb-h1", zb_h1, {}},
+    {"zb-h2", zb_h2, {}},
 };
 
 }  // namespace

@@ -53,6 +53,7 @@ const KnownColumn kKnownColumns[] = {
     {"costs.I", "input-grad cost I", "", "per device share"},
     {"costs.W", "weight-grad cost W", "", "per device share"},
     {"formula.bubble_ratio", "bubble ratio", "formula", ""},
+    {"formula.span_bubble_ratio", "span bubble ratio", "formula", ""},
     {"formula.published_bubble_ratio", "bubble ratio", "published formula", ""},
     {"formula.makespan", "makespan", "formula", "cost units"},
     {"formula.peak_activation", "peak activation", "formula", kActivationUnit},

@@ -17,6 +17,9 @@ namespace pipetab {
 struct Formula {
   std::optional<double> makespan;      ///< idealized makespan, cost units
   std::optional<double> bubble_ratio;  ///< global bubble ratio (Def-B) under the given costs
+  /// Per-device-span bubble ratio (Def-A, the zero-bubble papers' "bubble rate"): 1 − a
+  /// device's work over the longest first-start-to-last-end span; ignores the start-up skew.
+  std::optional<double> span_bubble_ratio;
   std::optional<std::vector<double>> peak_activation;  ///< per device, M_a
   /// The bubble ratio as its paper states it, under the paper's assumption (e.g. equal F and B
   /// slots); it may differ from the table under other costs — that difference is a finding.
