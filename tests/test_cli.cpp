@@ -527,5 +527,25 @@ TEST_F(Cli, Sensitivity) {
   expect_usage_error("sensitivity gpipe --costs F=1,B=2", "--costs does not apply");
 }
 
+TEST_F(Cli, TuneWritesATableOthersRead) {
+  const auto table = (dir_ / "best.csv").string();
+  const auto r = run("tune -S 4 -M 8 --system network-bound --memory-limit 6 -t " + table);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("best: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("best built-in: "), std::string::npos) << r.out;
+  const auto analyzed = run("analyze --table " + table + " --format json");
+  ASSERT_EQ(analyzed.code, 0) << analyzed.err;
+  EXPECT_NE(analyzed.out.find("\"peak_activation_max\""), std::string::npos);
+  const auto json = run("tune -S 4 -M 8 --memory-limit 6 --format json");
+  ASSERT_EQ(json.code, 0) << json.err;
+  EXPECT_NE(json.out.find("\"best_builtin\""), std::string::npos);
+  expect_usage_error("tune -S 4 -M 8 --memory-limit 5XB", "--memory-limit 5XB: expected");
+  expect_usage_error("tune -S 4 -M 8 -v 2", "does not apply");
+  const auto none = run("tune -S 4 -M 8 --memory-limit 1GB");
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.err.find("no schedule fits the memory limit of 1 GB"), std::string::npos)
+      << none.err;
+}
+
 }  // namespace
 }  // namespace pipetab

@@ -1,0 +1,274 @@
+#include "pipetab/study/tune.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "pipetab/error.hpp"
+#include "pipetab/schedules/registry.hpp"
+#include "pipetab/schedules/zero_bubble.hpp"
+#include "pipetab/sim/graph.hpp"
+#include "pipetab/table/validate.hpp"
+
+namespace pipetab {
+namespace {
+
+std::uint64_t fingerprint(const ScheduleTable& t) {
+  // FNV-1a over the fields (not the bytes: Pass has padding).
+  std::uint64_t h = 1469598103934665603ULL;
+  const auto mix = [&h](std::uint64_t v) {
+    h ^= v;
+    h *= 1099511628211ULL;
+  };
+  for (auto b : t.row_begin)
+    mix(static_cast<std::uint64_t>(b));
+  for (const Op& op : t.ops) {
+    for (const Pass& p : op.halves) {
+      mix(static_cast<std::uint64_t>(static_cast<std::uint32_t>(p.microbatch)) << 24 |
+          static_cast<std::uint64_t>(p.stage) << 8 | static_cast<std::uint64_t>(p.kind));
+    }
+  }
+  return h;
+}
+
+class Search {
+ public:
+  explicit Search(const TuneRequest& r) : r_(r) {}
+
+  TuneResult run() {
+    if (r_.builtins) builtins();
+    if (r_.heuristic) heuristic_family();
+    rank();
+    return std::move(out_);
+  }
+
+ private:
+  // Simulates a table and keeps it unless an equal table already ran.
+  void consider(std::string name, bool builtin, ScheduleTable table) {
+    ++out_.generated;
+    const auto key = fingerprint(table);
+    auto [it, end] = seen_.equal_range(key);
+    for (; it != end; ++it) {
+      if (out_.candidates[it->second].table.same_schedule(table)) {
+        ++out_.duplicates;
+        return;
+      }
+    }
+    TuneCandidate c;
+    c.name = std::move(name);
+    c.builtin = builtin;
+    const auto peaks = activation_peaks(table, r_.memory);
+    c.peak_activation = *std::max_element(peaks.begin(), peaks.end());
+    const auto sim = simulate_table(table, r_.setup);
+    c.runtime_s = sim.metrics.runtime_s;
+    c.peak_memory_bytes = sim.metrics.peak_memory_max();
+    c.fits = r_.limit.unit == MemoryLimit::Unit::Activations
+                 ? c.peak_activation <= r_.limit.value + 1e-9
+                 : c.peak_memory_bytes <= r_.limit.value;
+    c.table = std::move(table);
+    seen_.emplace(key, out_.candidates.size());
+    out_.candidates.push_back(std::move(c));
+  }
+
+  // Every registered schedule at S, M, with its chunk, wave and variant options varied.
+  void builtins() {
+    for (const ScheduleInfo* info : all_schedules()) {
+      std::vector<ScheduleParams> options;
+      ScheduleParams base;
+      base.devices = r_.devices;
+      base.microbatches = r_.microbatches;
+      options.push_back(base);
+      const auto vary = [&options](auto&& set, std::initializer_list<std::int64_t> values) {
+        std::vector<ScheduleParams> next;
+        for (const auto& p : options) {
+          for (auto v : values) {
+            auto q = p;
+            set(q, v);
+            next.push_back(q);
+          }
+        }
+        options = std::move(next);
+      };
+      if (info->default_chunks > 0)
+        vary([](ScheduleParams& p, auto v) { p.chunks = v; }, {2, 3, 4});
+      if (info->default_waves > 0) vary([](ScheduleParams& p, auto v) { p.waves = v; }, {1, 2, 3});
+      if (!info->variants.empty()) {
+        std::vector<ScheduleParams> next;
+        for (const auto& p : options) {
+          for (auto variant : info->variants) {
+            auto q = p;
+            q.variant = std::string(variant);
+            next.push_back(q);
+          }
+        }
+        options = std::move(next);
+      }
+      for (const auto& p : options) {
+        std::string name(info->name);
+        if (p.chunks) name += fmt::format(" -v {}", *p.chunks);
+        if (p.waves) name += fmt::format(" -W {}", *p.waves);
+        if (p.variant) name += " --variant " + *p.variant;
+        try {
+          consider(name, true, generate(*info, p));
+        } catch (const ParamError& e) {
+          out_.skipped.push_back(fmt::format("{}: {}", name, e.what()));
+        }
+      }
+    }
+  }
+
+  // The heuristic's inputs measured on the workload: per-stage F, I, W times as the simulator
+  // lowers them (a 1f1b-split table has every kind once per stage), and the delay of the
+  // slowest stage boundary's message alone on its route.
+  ZeroBubbleProblem measured_problem() {
+    ScheduleParams p;
+    p.devices = r_.devices;
+    p.microbatches = 1;
+    const auto probe = generate(find_schedule("1f1b-split"), p);
+    const Network network(r_.setup.system, probe.devices);
+    const auto graph = lower(probe, r_.setup.model, network, r_.setup.lowering);
+    ZeroBubbleProblem problem =
+        ZeroBubbleProblem::uniform(r_.devices, r_.microbatches, 0.0, 0.0, 0.0, 1.0);
+    for (std::size_t n = 0; n < probe.ops.size(); ++n) {
+      const Pass& pass = probe.ops[n].first();
+      auto& slot = pass.kind == PassKind::F   ? problem.forward
+                   : pass.kind == PassKind::I ? problem.input_grad
+                                              : problem.weight_grad;
+      slot[pass.stage] = graph.duration[n];
+    }
+    const auto work = table_work(probe, r_.setup.model);
+    std::vector<std::int32_t> route;
+    for (std::int32_t j = 0; j + 1 < r_.devices; ++j) {
+      route.clear();
+      const double latency = network.append_route(j, j + 1, route);
+      double bandwidth = std::numeric_limits<double>::infinity();
+      for (auto link : route)
+        bandwidth = std::min(bandwidth, network.links()[static_cast<std::size_t>(link)].bandwidth);
+      const double bytes = work[static_cast<std::size_t>(j)].message_bytes;
+      problem.comm = std::max(problem.comm, latency + (route.empty() ? 0.0 : bytes / bandwidth));
+    }
+    problem.input_grad_frees = r_.memory.input_grad_frees;
+    return problem;
+  }
+
+  void heuristic_family() {
+    ZeroBubbleProblem problem = measured_problem();
+    const double estimate = problem.comm;
+    std::int32_t max_cap = std::min(r_.microbatches, 3 * r_.devices);
+    if (r_.limit.unit == MemoryLimit::Unit::Activations) {
+      max_cap = std::min(max_cap, static_cast<std::int32_t>(std::floor(r_.limit.value + 1e-9)));
+    }
+    std::vector<double> delays = {0.0};
+    if (estimate > 0) delays.insert(delays.end(), {estimate, 2 * estimate});
+    for (std::int32_t cap = 1; cap <= max_cap; ++cap) {
+      problem.memory_limit = cap;
+      for (double delay : delays) {
+        problem.comm = delay;
+        for (const auto& flags : ZeroBubbleFlags::all()) {
+          consider(fmt::format("zb-heuristic cap={} delay={:.3g}s{}{}{}", cap, delay,
+                               flags.warmup_overshoot ? " warmup-overshoot" : "",
+                               flags.gap_overshoot ? " gap-overshoot" : "",
+                               flags.eager_weight ? " eager-w" : ""),
+                   false, zero_bubble_schedule(problem, flags).table);
+        }
+      }
+    }
+  }
+
+  void rank() {
+    auto& c = out_.candidates;
+    std::vector<std::size_t> order(c.size());
+    for (std::size_t i = 0; i < order.size(); ++i)
+      order[i] = i;
+    // Fitting candidates by runtime; the others by how far over the limit they are, so that a
+    // limit nothing meets shows what memory the fastest schedules need.
+    const bool activations = r_.limit.unit == MemoryLimit::Unit::Activations;
+    std::stable_sort(order.begin(), order.end(), [&c, activations](std::size_t a, std::size_t b) {
+      if (c[a].fits != c[b].fits) return c[a].fits;
+      if (!c[a].fits) {
+        const double ma = activations ? c[a].peak_activation : c[a].peak_memory_bytes;
+        const double mb = activations ? c[b].peak_activation : c[b].peak_memory_bytes;
+        if (ma != mb) return ma < mb;
+      }
+      return c[a].runtime_s < c[b].runtime_s;
+    });
+    std::vector<TuneCandidate> sorted;
+    sorted.reserve(c.size());
+    for (auto i : order)
+      sorted.push_back(std::move(c[i]));
+    c = std::move(sorted);
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      if (!c[i].fits) break;
+      if (out_.best < 0) out_.best = static_cast<std::int64_t>(i);
+      if (c[i].builtin && out_.best_builtin < 0) out_.best_builtin = static_cast<std::int64_t>(i);
+    }
+  }
+
+  const TuneRequest& r_;
+  TuneResult out_;
+  std::unordered_multimap<std::uint64_t, std::size_t> seen_;
+};
+
+}  // namespace
+
+MemoryLimit parse_memory_limit(const std::string& text) {
+  const auto fail = [&text]() -> MemoryLimit {
+    throw ParamError(fmt::format(
+        "--memory-limit {}: expected activations in M_a (e.g. 6 or 6Ma) or bytes with a unit "
+        "(e.g. 80GB, 80GiB, 512MB, 8e10B), greater than 0",
+        text));
+  };
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  const double number = std::strtod(begin, &end);
+  if (end == begin || !std::isfinite(number) || number <= 0) return fail();
+  std::string unit(end);
+  unit.erase(0, unit.find_first_not_of(' '));
+  if (unit.empty() || unit == "Ma" || unit == "M_a") {
+    return {MemoryLimit::Unit::Activations, number};
+  }
+  struct Suffix {
+    const char* name;
+    double scale;
+  };
+  constexpr Suffix kSuffixes[] = {{"B", 1},
+                                  {"kB", 1e3},
+                                  {"KB", 1e3},
+                                  {"MB", 1e6},
+                                  {"GB", 1e9},
+                                  {"TB", 1e12},
+                                  {"KiB", 1024.0},
+                                  {"MiB", 1048576.0},
+                                  {"GiB", 1073741824.0},
+                                  {"TiB", 1099511627776.0}};
+  for (const auto& s : kSuffixes) {
+    if (unit == s.name) return {MemoryLimit::Unit::Bytes, number * s.scale};
+  }
+  return fail();
+}
+
+std::string to_string(const MemoryLimit& limit) {
+  if (limit.unit == MemoryLimit::Unit::Activations) return fmt::format("{:g} M_a", limit.value);
+  return fmt::format("{:.4g} GB", limit.value / 1e9);
+}
+
+TuneResult tune(const TuneRequest& request) {
+  if (request.devices < 1 || request.devices > kMaxDevices) {
+    throw ParamError(
+        fmt::format("tune: devices (-S) = {}: must be from 1 to {}", request.devices, kMaxDevices));
+  }
+  if (request.microbatches < 1 || request.microbatches > kMaxMicrobatches) {
+    throw ParamError(fmt::format("tune: microbatches (-M) = {}: must be from 1 to {}",
+                                 request.microbatches, kMaxMicrobatches));
+  }
+  if (!(request.limit.value > 0) || !std::isfinite(request.limit.value)) {
+    throw ParamError("tune: the memory limit must be a positive number");
+  }
+  require_supported(request.setup.system, request.setup.lowering);
+  return Search(request).run();
+}
+
+}  // namespace pipetab
