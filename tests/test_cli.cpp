@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
+#include "pipetab/schedules/registry.hpp"
+
 namespace pipetab {
 namespace {
 
@@ -91,7 +93,7 @@ TEST_F(Cli, List) {
   }
   r = run("list --format json");
   const auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j.size(), 6U);
+  EXPECT_EQ(j.size(), all_schedules().size());
   EXPECT_EQ(j[2]["default_chunks"], 2);
 }
 
@@ -145,7 +147,7 @@ TEST_F(Cli, BadUsageIsExitTwoWithOneLine) {
   expect_usage_error("frobnicate",
                      "unknown subcommand 'frobnicate' (expected one of: list, show, analyze, "
                      "simulate, compare, validate, convert, plot, sweep, "
-                     "sensitivity)");
+                     "sensitivity, tune)");
   expect_usage_error("analyze", "give a schedule name (see pipetab list) or --table FILE");
   expect_usage_error("analyze nosuch", "unknown schedule 'nosuch'");
   expect_usage_error("analyze gpipe -v 2",

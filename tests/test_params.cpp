@@ -25,9 +25,12 @@ TEST(Params, UnknownScheduleListsTheKnownOnes) {
     find_schedule("zigzag");
     FAIL();
   } catch (const ParamError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "unknown schedule 'zigzag' (known: gpipe, 1f1b, interleaved, chimera, chimera-asym, "
-              "hanayo)");
+    // Every registered name, in registration order, comma-separated.
+    std::string known;
+    for (const auto* info : all_schedules())
+      known += (known.empty() ? "" : ", ") + std::string(info->name);
+    EXPECT_EQ(std::string(e.what()), "unknown schedule 'zigzag' (known: " + known + ")");
+    EXPECT_EQ(known.rfind("gpipe, 1f1b, interleaved, chimera, chimera-asym, hanayo, ", 0), 0U);
   }
 }
 
