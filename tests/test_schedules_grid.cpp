@@ -73,6 +73,18 @@ std::vector<Config> grid(const std::string& name) {
     } else if (name == "hanayo") {
       for (int W = 1; W <= 4; ++W)
         add(S, S, [W](ScheduleParams& p) { p.waves = W; });
+    } else if (name == "dualpipe") {
+      if (S % 2) continue;
+      for (int M = 2 * S; M <= kMaxMicrobatches; M += 2)
+        add(S, M, none);
+    } else if (name == "dualpipev") {
+      for (int M = 2 * S; M <= kMaxMicrobatches; M += 3)
+        add(S, M, none);
+    } else if (name == "looped-bfs") {
+      for (int v = 1; v <= 4; ++v) {
+        for (int M : {1, S / 2 + 1, S, 2 * S + 1, kMaxMicrobatches})
+          add(S, M, [v](ScheduleParams& p) { p.chunks = v; });
+      }
     }
   }
   return out;
@@ -97,6 +109,7 @@ void check_grid(const std::string& name,
       Costs costs;
       costs.F = F;
       costs.B = B;
+      costs.I = costs.W = B / 2;  // split backwards (DualPipe's deferred W) cost B too
       const auto timing = idealized_timing(t, costs);
       const double work = t.microbatches * (F + B);
       for (int d = 0; d < t.devices; ++d) {
@@ -213,6 +226,16 @@ TEST(Grid, Hanayo) {
     EXPECT_EQ(t.placement.device.front(), 0);
     EXPECT_EQ(t.placement.device.back(), 0) << "the last stage returns to device 0";
   });
+}
+
+TEST(Grid, DualPipe) {
+  check_grid("dualpipe");
+}
+TEST(Grid, DualPipeV) {
+  check_grid("dualpipev");
+}
+TEST(Grid, LoopedBfs) {
+  check_grid("looped-bfs");
 }
 
 TEST(Grid, EveryRegisteredScheduleHasAGrid) {
