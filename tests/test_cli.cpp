@@ -88,7 +88,8 @@ TEST_F(Cli, HelpOnEverySubcommand) {
 TEST_F(Cli, List) {
   auto r = run("list");
   EXPECT_EQ(r.code, 0);
-  for (const char* name : {"gpipe", "1f1b", "interleaved", "chimera", "chimera-asym", "hanayo"}) {
+  for (const char* name : {"gpipe", "1f1b", "interleaved", "chimera", "chimera-asym", "hanayo",
+                           "dualpipe", "dualpipev", "looped-bfs"}) {
     EXPECT_NE(r.out.find(name), std::string::npos) << name;
   }
   r = run("list --format json");

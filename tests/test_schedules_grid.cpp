@@ -86,6 +86,18 @@ std::vector<Config> grid(const std::string& name) {
     } else if (name == "hanayo") {
       for (int W = 1; W <= 4; ++W)
         add(S, S, [W](ScheduleParams& p) { p.waves = W; });
+    } else if (name == "dualpipe") {
+      if (S % 2) continue;
+      for (int M = 2 * S; M <= kMaxMicrobatches; M += 2)
+        add(S, M, none);
+    } else if (name == "dualpipev") {
+      for (int M = 2 * S; M <= kMaxMicrobatches; M += 3)
+        add(S, M, none);
+    } else if (name == "looped-bfs") {
+      for (int v = 1; v <= 4; ++v) {
+        for (int M : {1, S / 2 + 1, S, 2 * S + 1, kMaxMicrobatches})
+          add(S, M, [v](ScheduleParams& p) { p.chunks = v; });
+      }
     }
   }
   return out;
@@ -316,6 +328,16 @@ TEST(Grid, ZbH2) {
         EXPECT_EQ(peak, 2 * S - 1) << c.label();
     }
   });
+}
+
+TEST(Grid, DualPipe) {
+  check_grid("dualpipe");
+}
+TEST(Grid, DualPipeV) {
+  check_grid("dualpipev");
+}
+TEST(Grid, LoopedBfs) {
+  check_grid("looped-bfs");
 }
 
 TEST(Grid, EveryRegisteredScheduleHasAGrid) {

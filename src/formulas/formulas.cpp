@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -174,6 +176,112 @@ Formula zb_h2(const ResolvedParams& p, const Costs& c) {
   return f;
 }
 
+// DualPipe (DeepSeek-V3 §3.2.1; reference schedules.md §9(d)), zero communication, B the full
+// backward, FB = Costs::pair() the cost of an overlapped F&B pair:
+//   makespan = N(F + B) − (N − PP − 1)(F + B − FB) + (PP/2 − 1)(FB + B − 3W).
+// The reference checked it at F = I = W for PP 4 and 8; we measured where it holds over PP 2..16,
+// N 2PP..64 and a grid of costs (tests DualPipe*): for I = F, W ≤ F and FB ≥ F + W (= B, the
+// longer half: a pair cannot beat it), and for PP = 2 at any costs. Elsewhere the table differs
+// (e.g. PP=4, N=8, F=I=1, W=1.01, F&B=2.01: table 22.08, form 22.07): no makespan is claimed.
+// Every device computes N(F + B) less F + B − FB per pair; rank r (half rank h = min(r, PP−1−r),
+// H = PP/2, n = N/2) runs 2(n − 2H + h + 1) + (H − h − 1) pairs, one fewer on the turning ranks
+// h = H − 1, whose first F0&B1 runs unpaired (dualpipe.py).
+bool dualpipe_form_holds(int PP, const Costs& c) {
+  const auto near = [](double a, double b) { return std::fabs(a - b) <= 1e-12 * (a + b); };
+  if (!near(c.B, c.I + c.W)) return false;  // the table's split backwards cost I + W
+  return PP == 2 ||
+         (near(c.I, c.F) && c.W <= c.F * (1 + 1e-12) && c.pair() >= (c.F + c.W) * (1 - 1e-12));
+}
+
+double dualpipe_makespan(double PP, double N, const Costs& c) {
+  const double FB = c.pair();
+  return N * (c.F + c.B) - (N - PP - 1) * (c.F + c.B - FB) + (PP / 2 - 1) * (FB + c.B - 3 * c.W);
+}
+
+// Pairs of all ranks of the eight steps with R ranks per half, n microbatches per chunk; `mirror`
+// counts each half rank twice (DualPipe's two halves), once for DualPipeV.
+double dualpipe_pairs(std::int64_t R, std::int64_t n, bool mirror) {
+  double pairs = 0;
+  for (std::int64_t h = 0; h < R; ++h)
+    pairs += static_cast<double>(2 * (n - 2 * R + h + 1) + (R - h - 1) - (h == R - 1 ? 1 : 0));
+  return mirror ? 2 * pairs : pairs;
+}
+
+// The README's bubble is a time, not a ratio, so it goes in the note, not in
+// published_bubble_ratio. On the domain, and while a pair is no slower than its halves
+// (F&B ≤ F + B), it equals the makespan less the busy time of the least idle device (tests
+// DualPipeGrid); with F&B > F + B the table idles more.
+std::string dualpipe_domain_note(double readme_bubble) {
+  return fmt::format(
+      "README bubble (PP/2-1)(F&B+B-3W) = {:g} time units (a time, not a ratio; B = full "
+      "backward; = makespan - least device busy time when F&B <= F+B). Makespan closed form "
+      "N(F+B)-(N-PP-1)(F+B-F&B)+(PP/2-1)(F&B+B-3W), exact for I = F, W <= F, F&B >= F+W (and "
+      "for PP = 2 at any costs); unset outside that domain",
+      readme_bubble);
+}
+
+Formula dualpipe(const ResolvedParams& p, const Costs& c) {
+  Formula f;
+  const double PP = p.devices, N = p.microbatches;
+  if (dualpipe_form_holds(p.devices, c)) {
+    const double makespan = dualpipe_makespan(PP, N, c);
+    const double busy =
+        PP * N * (c.F + c.B) -
+        dualpipe_pairs(p.devices / 2, p.microbatches / 2, true) * (c.F + c.B - c.pair());
+    f.makespan = makespan;
+    f.bubble_ratio = 1.0 - busy / (PP * makespan);
+  }
+  // Every rank holds PP + 1 stage activations at its peak; a stage is one device share, so that
+  // is PP + 1 M_a (README "activation per device: PP+1").
+  f.peak_activation = std::vector<double>(static_cast<std::size_t>(p.devices), PP + 1);
+  f.source =
+      "DeepSeek-V3 §3.2.1 / deepseek-ai/DualPipe README: bubble (PP/2-1)(F&B+B-3W); activations "
+      "PP+1 stage-acts per device = PP+1 M_a (a DualPipe stage is one device share)";
+  f.note = dualpipe_domain_note((PP / 2 - 1) * (c.pair() + c.B - 3 * c.W));
+  return f;
+}
+
+// DualPipeV is DualPipe cut in half (reference §9(a')): with per-stage costs it runs exactly as
+// long as DualPipe(PP = 2S, 2N) (reference [S]); a V stage is half a device share, so in
+// per-share costs makespan_V(S, N, c) = ½·makespan_DualPipe(2S, 2N, c), on the same domain
+// (S = 1 ↔ PP = 2: any costs). Pairs of two half-share passes cost FB/2 each.
+Formula dualpipev(const ResolvedParams& p, const Costs& c) {
+  Formula f;
+  const double R = p.devices, N = p.microbatches;
+  if (dualpipe_form_holds(2 * p.devices, c)) {
+    const double makespan = dualpipe_makespan(2 * R, 2 * N, c) / 2;
+    const double busy = R * N * (c.F + c.B) - dualpipe_pairs(p.devices, p.microbatches, false) *
+                                                  (c.F + c.B - c.pair()) / 2;
+    f.makespan = makespan;
+    f.bubble_ratio = 1.0 - busy / (R * makespan);
+  }
+  // 2S + 1 stage activations of half a device share each: (2S + 1)/2 M_a on every device.
+  f.peak_activation = std::vector<double>(static_cast<std::size_t>(p.devices), (2 * R + 1) / 2);
+  f.source =
+      "deepseek-ai/DualPipe README (DualPipeV row, PP = 2S): bubble (PP/2-1)(F&B+B-3W) in "
+      "per-stage costs; activations PP+1 = 2S+1 stage-acts of half a device share = (2S+1)/2 M_a";
+  f.note = dualpipe_domain_note((R - 1) * (c.pair() + c.B - 3 * c.W) / 2) +
+           " (DualPipeV: the forms of DualPipe with PP = 2S, 2N microbatches, halved)";
+  return f;
+}
+
+// Looped BFS (Lamy-Poirier 2022; reference §10(d)): for M ≥ S interleaved's makespan
+// M(F + B) + (S − 1)(F + B)/v; for M < S one microbatch's chain through all vS chunks and the
+// remaining M − 1 behind it bound it, (vS + M − 1)(F + B)/v. One form for both:
+// (F + B)(v·max(M, S) + min(M, S) − 1)/v (checked over the whole test grid, any F and B).
+// Every forward precedes every backward, so each device holds all M microbatches of all v
+// chunks at once: M M_a (GPipe-like).
+Formula looped_bfs(const ResolvedParams& p, const Costs& c) {
+  Formula f;
+  const double S = p.devices, M = p.microbatches, v = p.chunks;
+  set_makespan(f, (c.F + c.B) * (v * std::max(M, S) + std::min(M, S) - 1) / v, M * (c.F + c.B));
+  f.peak_activation = std::vector<double>(static_cast<std::size_t>(p.devices), M);
+  f.source =
+      "Lamy-Poirier, Breadth-First PP (arXiv 2211.05953); PyTorch ScheduleLoopedBFS order: "
+      "interleaved's bubble (S-1)/(vM+S-1) for M >= S (reference §10(d)); peak M M_a";
+  return f;
+}
+
 using FormulaFn = Formula (*)(const ResolvedParams&, const Costs&);
 
 struct Entry {
@@ -194,6 +302,9 @@ constexpr Entry kFormulas[] = {
     {"1f1b-split", one_f_one_b_split, {}},
     {"zb-h1", zb_h1, {}},
     {"zb-h2", zb_h2, {}},
+    {"dualpipe", dualpipe, {}},
+    {"dualpipev", dualpipev, {}},
+    {"looped-bfs", looped_bfs, {}},
 };
 
 }  // namespace
