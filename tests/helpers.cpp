@@ -1,5 +1,6 @@
 #include "helpers.hpp"
 
+#include <cctype>
 #include <stdexcept>
 
 #include "pipetab/io/action.hpp"
@@ -42,6 +43,18 @@ ScheduleTable make(const std::string& name, ScheduleParams params) {
 
 ResolvedParams resolved(const std::string& name, ScheduleParams params) {
   return resolve(find_schedule(name), params);
+}
+
+ReferenceOp parse_reference_op(const std::string& text) {
+  ReferenceOp op;
+  op.kind = text.rfind("BW", 0) == 0 ? "BW" : text.substr(0, 1);
+  std::size_t end = op.kind.size();
+  while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end])))
+    ++end;
+  if (end == op.kind.size()) throw std::invalid_argument("bad reference op " + text);
+  op.microbatch = std::stoi(text.substr(op.kind.size(), end - op.kind.size()));
+  op.suffix = text.substr(end);
+  return op;
 }
 
 }  // namespace pipetab::test

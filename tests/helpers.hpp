@@ -26,4 +26,13 @@ ScheduleTable make(const std::string& name, ScheduleParams params);
 /// The parameters `make` would resolve (for formula lookups).
 ResolvedParams resolved(const std::string& name, ScheduleParams params);
 
+/// One op of the reference's §16 notation split into its parts: "BW3u" → {"BW", 3, "u"},
+/// "F1.s5" → {"F", 1, ".s5"}. What the kind and the suffix mean depends on the schedule.
+struct ReferenceOp {
+  std::string kind;  ///< "F", "B", "W" or "BW"
+  int microbatch = 0;
+  std::string suffix;  ///< "", ".sK", "d" or "u"
+};
+ReferenceOp parse_reference_op(const std::string& text);
+
 }  // namespace pipetab::test

@@ -41,26 +41,17 @@ struct Notation {
 };
 
 std::string pass_token(const std::string& ref, int device, const Notation& n) {
-  std::size_t i = 1;
-  char kind = ref[0];
-  if (ref.rfind("BW", 0) == 0) {
-    kind = 'B';
-    i = 2;
-  } else if (kind == 'B') {
-    kind = 'I';  // the reference's B is the input-gradient half (W deferred)
-  }
-  std::size_t j = i;
-  while (j < ref.size() && std::isdigit(static_cast<unsigned char>(ref[j])))
-    ++j;
-  int microbatch = std::stoi(ref.substr(i, j - i));
+  const auto op = test::parse_reference_op(ref);
+  // The reference's B is the input-gradient half here (W deferred); BW the full backward.
+  const char kind = op.kind == "BW" ? 'B' : op.kind == "B" ? 'I' : op.kind[0];
+  int microbatch = op.microbatch;
   int stage = device;
-  const std::string rest = ref.substr(j);
-  if (rest.rfind(".s", 0) == 0) {
-    stage = std::stoi(rest.substr(2));
-  } else if (rest == "u") {
+  if (op.suffix.rfind(".s", 0) == 0) {
+    stage = std::stoi(op.suffix.substr(2));
+  } else if (op.suffix == "u") {
     stage = n.devices - 1 - device;
     microbatch += n.per_pipeline;
-  } else if (rest != "d") {
+  } else if (op.suffix != "d") {
     throw std::invalid_argument("bad reference token " + ref);
   }
   return std::to_string(stage) + kind + std::to_string(microbatch);

@@ -17,23 +17,13 @@ namespace {
 // pipeline runs stage w on device w, the up pipeline stage D-1-w; pipetab numbers unit k's
 // microbatches kD.., the first D/2 down).
 std::string token(const std::string& ref, int device, int chimera_devices) {
-  std::size_t i = 0;
-  char kind = ref[0];
-  if (ref.rfind("BW", 0) == 0) {
-    kind = 'B';
-    i = 2;
-  } else {
-    i = 1;
-  }
-  std::size_t j = i;
-  while (j < ref.size() && std::isdigit(static_cast<unsigned char>(ref[j])))
-    ++j;
-  int microbatch = std::stoi(ref.substr(i, j - i));
+  const auto op = test::parse_reference_op(ref);
+  const char kind = op.kind == "BW" ? 'B' : op.kind[0];
+  int microbatch = op.microbatch;
   int stage = device;
-  const std::string rest = ref.substr(j);
-  if (rest.rfind(".s", 0) == 0) stage = std::stoi(rest.substr(2));
-  if (rest == "d" || rest == "u") {
-    const int D = chimera_devices, H = D / 2, pipeline = rest == "u" ? 1 : 0;
+  if (op.suffix.rfind(".s", 0) == 0) stage = std::stoi(op.suffix.substr(2));
+  if (op.suffix == "d" || op.suffix == "u") {
+    const int D = chimera_devices, H = D / 2, pipeline = op.suffix == "u" ? 1 : 0;
     stage = pipeline == 0 ? device : D - 1 - device;
     microbatch = (microbatch / H) * D + pipeline * H + microbatch % H;
   }

@@ -20,8 +20,9 @@ std::vector<std::string> reference_row(const std::string& row, int device) {
   std::vector<std::string> out;
   std::istringstream in(row);
   for (std::string word; in >> word;) {
-    const char kind = word[0] == 'B' ? 'I' : word[0];
-    out.push_back(std::to_string(device) + kind + word.substr(1));
+    const auto op = test::parse_reference_op(word);
+    const char kind = op.kind == "B" ? 'I' : op.kind[0];
+    out.push_back(std::to_string(device) + kind + std::to_string(op.microbatch));
   }
   return out;
 }
