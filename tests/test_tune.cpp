@@ -68,7 +68,9 @@ void check(const TuneRequest& r) {
     const auto& a = result.candidates[i - 1];
     const auto& b = result.candidates[i];
     EXPECT_TRUE(a.fits >= b.fits) << label;
-    if (a.fits && b.fits) EXPECT_LE(a.runtime_s, b.runtime_s) << label;
+    if (a.fits && b.fits) {
+      EXPECT_LE(a.runtime_s, b.runtime_s) << label;
+    }
   }
 }
 
