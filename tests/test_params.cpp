@@ -27,7 +27,7 @@ TEST(Params, UnknownScheduleListsTheKnownOnes) {
   } catch (const ParamError& e) {
     EXPECT_EQ(std::string(e.what()),
               "unknown schedule 'zigzag' (known: gpipe, 1f1b, interleaved, chimera, chimera-asym, "
-              "hanayo)");
+              "hanayo, zb-v, v-half, v-min)");
   }
 }
 
