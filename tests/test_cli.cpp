@@ -86,12 +86,13 @@ TEST_F(Cli, HelpOnEverySubcommand) {
 TEST_F(Cli, List) {
   auto r = run("list");
   EXPECT_EQ(r.code, 0);
-  for (const char* name : {"gpipe", "1f1b", "interleaved", "chimera", "chimera-asym", "hanayo"}) {
+  for (const char* name : {"gpipe", "1f1b", "interleaved", "chimera", "chimera-asym", "hanayo",
+                           "zb-v", "v-half", "v-min"}) {
     EXPECT_NE(r.out.find(name), std::string::npos) << name;
   }
   r = run("list --format json");
   const auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j.size(), 6U);
+  EXPECT_EQ(j.size(), 9U);
   EXPECT_EQ(j[2]["default_chunks"], 2);
 }
 
