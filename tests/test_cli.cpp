@@ -89,7 +89,7 @@ TEST_F(Cli, List) {
   auto r = run("list");
   EXPECT_EQ(r.code, 0);
   for (const char* name : {"gpipe", "1f1b", "interleaved", "chimera", "chimera-asym", "hanayo",
-                           "dualpipe", "dualpipev", "looped-bfs"}) {
+                           "dualpipe", "dualpipev", "looped-bfs", "zb-v", "v-half", "v-min"}) {
     EXPECT_NE(r.out.find(name), std::string::npos) << name;
   }
   r = run("list --format json");

@@ -11,6 +11,7 @@
 
 #include "pipetab/error.hpp"
 #include "pipetab/io/table_file.hpp"
+#include "pipetab/report/block.hpp"
 #include "pipetab/report/compare.hpp"
 #include "pipetab/report/evaluation.hpp"
 #include "pipetab/report/grid.hpp"
@@ -211,8 +212,19 @@ Subcommand add_show(CLI::App& app) {
             const auto timing = idealized_timing(subject.table, evaluation.costs);
             GridOptions grid;
             grid.color = use_color(s->color, output);
-            emit(output, text_header(evaluation) + "\n" + render_grid(subject.table, timing, grid) +
-                             "\n" + legend(subject.table));
+            std::string text = text_header(evaluation) + "\n" +
+                               render_grid(subject.table, timing, grid) + "\n" +
+                               legend(subject.table);
+            // Schedules built from a repeated block (V-Half, V-Min) also show the block and
+            // the lifespans that bound their memory.
+            if (subject.params) {
+              const auto& info = find_schedule(subject.params->schedule);
+              if (info.block != nullptr) {
+                text += "\n" + render_building_block(info.block(*subject.params),
+                                                     evaluation.table.peak_activation);
+              }
+            }
+            emit(output, text);
           }};
 }
 

@@ -14,6 +14,18 @@ std::optional<double> Formula::peak_activation_max() const {
   return *std::max_element(peak_activation->begin(), peak_activation->end());
 }
 
+std::string_view to_string(PublishedBubble kind) {
+  switch (kind) {
+    case PublishedBubble::global:
+      return "global";
+    case PublishedBubble::span:
+      return "span";
+    case PublishedBubble::approximate_span:
+      return "approximate span";
+  }
+  return "global";
+}
+
 namespace {
 
 // Every device of these schedules computes M·(F + B) (a device share per microbatch), so the
@@ -165,7 +177,8 @@ Formula zb_h2(const ResolvedParams& p, const Costs& c) {
     f.note = "closed forms need M >= 2S-1 (the warm-up of 2S-1 forwards)";
     return f;
   }
-  f.published_bubble_ratio = 0.0;  // Def-A, for F = I = W
+  f.published_bubble_ratio = 0.0;  // for F = I = W
+  f.published_kind = PublishedBubble::span;
   f.peak_activation = std::vector<double>(static_cast<std::size_t>(p.devices), 2 * S - 1);
   if (c.F == c.I && c.I == c.W) {
     set_makespan(f, (3 * M + S - 1) * c.F, M * split_work(c));
@@ -282,6 +295,88 @@ Formula looped_bfs(const ResolvedParams& p, const Costs& c) {
   return f;
 }
 
+// ZB-V (Qi et al., ICLR 2024 §6) in PyTorch's handcrafted order (schedules/zb_v.cpp). With the
+// chunk costs f = F/2, i = I/2, w = W/2 and g = min(i, 2w), for S >= 2 and M >= 2S-1:
+//   makespan = M(F + I + W) + max((S−1)(2i − g), (S−1)(2f − g) − min(w, f − i), (S−2)w + max(f, i))
+// and M(F + I + W) for S = 1 (one device never waits). This is our fit to the tables, not a
+// published form: the overhead does not depend on M once M >= 2S−1, and the expression equals the
+// table exactly over S 1..16, M 2S−1..64 and 1000 cost triples (tests/test_v_shape.cpp); below
+// 2S−1 (PyTorch's padding drops microbatches) it does not hold. At F = I = W it is
+// 3M + (S−1)/2 in units of F (reference §7(d)). Peak on device d: min(S, M, (M + 1 + d)/2) M_a,
+// S on every device once M >= 2S−1 (reference §7(e)); measured over S 1..16, M 1..64.
+Formula zb_v(const ResolvedParams& p, const Costs& c) {
+  Formula f;
+  const double S = p.devices, M = p.microbatches;
+  const double work = M * (c.F + c.I + c.W);
+  if (p.devices == 1) {
+    set_makespan(f, work, work);
+  } else if (M >= 2 * S - 1) {
+    const double cf = c.F / 2, ci = c.I / 2, cw = c.W / 2, g = std::min(ci, 2 * cw);
+    const double overhead =
+        std::max({(S - 1) * (2 * ci - g), (S - 1) * (2 * cf - g) - std::min(cw, cf - ci),
+                  (S - 2) * cw + std::max(cf, ci)});
+    set_makespan(f, work + overhead, work);
+  } else {
+    f.note = "makespan: no closed form for M < 2S-1 (PyTorch's padded order drops microbatches); ";
+  }
+  std::vector<double> peaks(static_cast<std::size_t>(p.devices));
+  for (std::size_t d = 0; d < peaks.size(); ++d)
+    peaks[d] = std::min({S, M, (M + 1 + static_cast<double>(d)) / 2});
+  f.peak_activation = std::move(peaks);
+  if (M >= 2 * S - 1) {
+    f.published_bubble_ratio = 0.0;
+    f.published_kind = PublishedBubble::span;
+    if (c.F == c.I && c.I == c.W) f.span_bubble_ratio = 0.0;
+  }
+  f.source =
+      "Qi et al., Zero Bubble PP (ICLR 2024) §6: zero bubble, S·M_a on every device; makespan "
+      "fitted to the tables";
+  f.note +=
+      "published bubble 0 is Def-A (per-device span) under T_F = T_B = T_W and M >= 2S-1 (sail-sg "
+      "README); peaks in M_a (one microbatch over L/S layers)";
+  return f;
+}
+
+// V-Half and V-Min (Qi, Wan, Amar, Lin, NeurIPS 2024): the peak is ⌊(S+2)/2⌋ resp. ⌊(S+4)/3⌋ M_a
+// (HF space "Activation Memory (by #micro-batch)"; reference §8). Per device, as the tables
+// measure it over S 1..16, M 1..64 (tests/test_v_shape.cpp): once M >= 2·bound − 1 every device
+// holds the bound, except device 0 of V-Min when S ≡ 2 (mod 3), which holds half a microbatch
+// less; below that, the largest peak is min(M, bound) and no per-device form is claimed. The
+// published bubble rates are B/2 and 2B/3 with B = (S−1)/(M+S−1), 1F1B's rate (sail-sg README).
+Formula controllable_memory(const ResolvedParams& p, bool v_min) {
+  Formula f;
+  const double S = p.devices, M = p.microbatches;
+  const int bound = v_min ? (p.devices + 4) / 3 : (p.devices + 2) / 2;
+  if (p.microbatches >= 2 * bound - 1) {
+    std::vector<double> peaks(static_cast<std::size_t>(p.devices), bound);
+    if (v_min && p.devices % 3 == 2) peaks.front() -= 0.5;
+    f.peak_activation = std::move(peaks);
+  } else {
+    f.note =
+        fmt::format("peak: no per-device form for M < {} (the largest peak is min(M, {}) M_a); ",
+                    2 * bound - 1, bound);
+  }
+  const double one_f_one_b = (S - 1) / (M + S - 1);
+  f.published_bubble_ratio = v_min ? 2 * one_f_one_b / 3 : one_f_one_b / 2;
+  f.published_kind = PublishedBubble::approximate_span;
+  f.source = v_min ? "Qi, Wan, Amar, Lin, NeurIPS 2024: V-Min, peak (S+4)//3 M_a, bubble ~2B/3"
+                   : "Qi, Wan, Amar, Lin, NeurIPS 2024: V-Half, peak (S+2)//2 M_a, bubble ~B/2";
+  f.note += fmt::format(
+      "published bubble {} of 1F1B's (S-1)/(M+S-1) is approximate, Def-A (per-device span), under "
+      "T_F = T_B = T_W; the order is built at unit costs, so other costs add bubbles; no makespan "
+      "closed form; peaks in M_a (one microbatch over L/S layers)",
+      v_min ? "2/3" : "1/2");
+  return f;
+}
+
+Formula v_half(const ResolvedParams& p, const Costs&) {
+  return controllable_memory(p, false);
+}
+
+Formula v_min(const ResolvedParams& p, const Costs&) {
+  return controllable_memory(p, true);
+}
+
 using FormulaFn = Formula (*)(const ResolvedParams&, const Costs&);
 
 struct Entry {
@@ -305,6 +400,9 @@ constexpr Entry kFormulas[] = {
     {"dualpipe", dualpipe, {}},
     {"dualpipev", dualpipev, {}},
     {"looped-bfs", looped_bfs, {}},
+    {"zb-v", zb_v, {}},
+    {"v-half", v_half, {}},
+    {"v-min", v_min, {}},
 };
 
 }  // namespace

@@ -37,14 +37,17 @@ json to_json(const Evaluation& e) {
   json formula = nullptr;
   if (e.formula) {
     const Formula& f = *e.formula;
-    formula = {{"bubble_ratio", optional_json(f.bubble_ratio)},
-               {"span_bubble_ratio", optional_json(f.span_bubble_ratio)},
-               {"peak_activation", optional_json(f.peak_activation_max())},
-               {"makespan", optional_json(f.makespan)},
-               {"peak_activation_per_device", optional_json(f.peak_activation)},
-               {"published_bubble_ratio", optional_json(f.published_bubble_ratio)},
-               {"source", f.source.empty() ? json(nullptr) : json(std::string(f.source))},
-               {"note", f.note.empty() ? json(nullptr) : json(f.note)}};
+    formula = {
+        {"bubble_ratio", optional_json(f.bubble_ratio)},
+        {"span_bubble_ratio", optional_json(f.span_bubble_ratio)},
+        {"peak_activation", optional_json(f.peak_activation_max())},
+        {"makespan", optional_json(f.makespan)},
+        {"peak_activation_per_device", optional_json(f.peak_activation)},
+        {"published_bubble_ratio", optional_json(f.published_bubble_ratio)},
+        {"published_bubble_definition",
+         f.published_bubble_ratio ? json(std::string(to_string(f.published_kind))) : json(nullptr)},
+        {"source", f.source.empty() ? json(nullptr) : json(std::string(f.source))},
+        {"note", f.note.empty() ? json(nullptr) : json(f.note)}};
   }
   json table = {{"makespan", e.table.makespan},
                 {"bubble_ratio", e.table.bubble_ratio},
@@ -102,6 +105,9 @@ FlatRecord flat_record(const Evaluation& e) {
   row.emplace_back("formula.peak_activation", optional_json(f.peak_activation_max()));
   row.emplace_back("formula.makespan", optional_json(f.makespan));
   row.emplace_back("formula.published_bubble_ratio", optional_json(f.published_bubble_ratio));
+  row.emplace_back(
+      "formula.published_bubble_definition",
+      f.published_bubble_ratio ? json(std::string(to_string(f.published_kind))) : json(nullptr));
   row.emplace_back("table.makespan", e.table.makespan);
   row.emplace_back("table.bubble_ratio", e.table.bubble_ratio);
   row.emplace_back("table.span_bubble_ratio", e.table.span_bubble_ratio);
@@ -203,7 +209,11 @@ std::string to_text(const Evaluation& e) {
     line("makespan", f.makespan);
     line("bubble ratio (global)", f.bubble_ratio);
     line("span bubble ratio", f.span_bubble_ratio);
-    line("published bubble ratio", f.published_bubble_ratio);
+    out += fmt::format("  {:<24}{}\n", "published bubble ratio",
+                       f.published_bubble_ratio
+                           ? fmt::format("{} ({})", format_number(*f.published_bubble_ratio),
+                                         to_string(f.published_kind))
+                           : "-");
     line("peak activation (M_a)", f.peak_activation_max());
     if (!f.source.empty()) out += fmt::format("  source: {}\n", f.source);
     if (!f.note.empty()) out += fmt::format("  note: {}\n", f.note);

@@ -117,4 +117,10 @@ ScheduleTable generate(const ScheduleInfo& info, const ScheduleParams& params) {
   return info.generate(resolve(info, params));
 }
 
+std::optional<BuildingBlock> building_block(const ScheduleInfo& info,
+                                            const ScheduleParams& params) {
+  if (info.block == nullptr) return std::nullopt;
+  return info.block(resolve(info, params));
+}
+
 }  // namespace pipetab

@@ -12,6 +12,16 @@
 
 namespace pipetab {
 
+/// Which bubble a paper's published ratio measures (reference schedules.md §0).
+enum class PublishedBubble {
+  global,            ///< Def-B: idle over S × makespan; exact under the paper's costs
+  span,              ///< Def-A: per-device span; exact under the paper's costs
+  approximate_span,  ///< Def-A, which the paper itself states only approximately ("≈ B/2")
+};
+
+/// "global", "span" or "approximate span".
+std::string_view to_string(PublishedBubble kind);
+
 /// Closed forms for one schedule. An unset field has no closed form for these parameters and
 /// costs; `note` then says why.
 struct Formula {
@@ -24,8 +34,9 @@ struct Formula {
   /// The bubble ratio as its paper states it, under the paper's assumption (e.g. equal F and B
   /// slots); it may differ from the table under other costs — that difference is a finding.
   std::optional<double> published_bubble_ratio;
-  std::string_view source;  ///< where the closed forms come from
-  std::string note;         ///< why a field is unset, or the assumption behind a value
+  PublishedBubble published_kind = PublishedBubble::global;  ///< what published_bubble_ratio is
+  std::string_view source;                                   ///< where the closed forms come from
+  std::string note;  ///< why a field is unset, or the assumption behind a value
 
   /// The largest per-device peak, if known.
   std::optional<double> peak_activation_max() const;

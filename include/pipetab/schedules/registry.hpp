@@ -2,15 +2,19 @@
 // src/schedules/ plus one line in src/schedules/list.inc.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string_view>
 
+#include "pipetab/schedules/building_block.hpp"
 #include "pipetab/schedules/params.hpp"
 #include "pipetab/table/schedule_table.hpp"
 
 namespace pipetab {
 
 using Generator = ScheduleTable (*)(const ResolvedParams&);
+/// The building block a repeated schedule is made of (schedules/building_block.hpp).
+using BlockFn = BuildingBlock (*)(const ResolvedParams&);
 
 /// A schedule family: what it is called, which options it takes, and its generator.
 struct ScheduleInfo {
@@ -23,6 +27,7 @@ struct ScheduleInfo {
   std::span<const std::string_view> variants{};  ///< first is the default; empty: no --variant
   std::string_view default_split{};              ///< empty: the schedule does not take --split
   Generator generate = nullptr;
+  BlockFn block = nullptr;  ///< null: the schedule is not built from a repeated building block
 };
 
 /// Every registered schedule, in registration order.
@@ -38,5 +43,9 @@ ResolvedParams resolve(const ScheduleInfo& info, const ScheduleParams& params);
 
 /// Resolves and generates. Throws ParamError for impossible parameters.
 ScheduleTable generate(const ScheduleInfo& info, const ScheduleParams& params);
+
+/// The building block of the schedule at these parameters, or nullopt for a schedule without
+/// one (ScheduleInfo::block is null). Throws ParamError where `generate` would.
+std::optional<BuildingBlock> building_block(const ScheduleInfo& info, const ScheduleParams& params);
 
 }  // namespace pipetab

@@ -1,0 +1,506 @@
+// V-Half and V-Min: the V-shape schedules built from a building block (Qi, Wan, Amar, Lin,
+// "Pipeline Parallelism with Controllable Memory", NeurIPS 2024, arXiv 2405.15362; reference
+// schedules.md §8). Our own implementation of the algorithm of sail-sg/zero-bubble-pipeline-
+// parallelism, megatron/core/pipeline_parallel/zerobubble/scheduler/zbv_greedy.py
+// (PipelineGraph.schedule_from_pattern with do_reorder = True), which the runtime runs with unit
+// costs; the resulting order is then the table, timed with the user's costs.
+//
+// Slots are chunk passes under unit costs. Per device there are six pass types; we number them
+// as the paper's code does: 0 = F of chunk 0, 1 = F of chunk 1, 2 = I of chunk 1, 3 = I of chunk
+// 0 (the backward comes back through chunk 1 first), then W (one merged list while reordering;
+// 4 = W of chunk 1 and 5 = W of chunk 0 at the end). Chunk 0 of device d is stage d, chunk 1 is
+// stage 2S-1-d.
+//  1. Block: the slot offsets of F0, F1, I1, I0 on every device (stable_pattern_v_min /
+//     stable_pattern_v_half, the table of reference §8), repeated every 6 slots for M
+//     microbatches.
+//  2. W passes go into free slots (put_w): walking the slots, each I adds a pending W, and a free
+//     slot takes one pending W (chunk 1's first when they are kept apart).
+//  3. Greedy reordering (reorder), twice: walking all passes in slot order, a pass of the
+//     warm-up (first pass only, which also moves W) or of the cool-down (after device 0's last
+//     F0) moves to the earliest free slot after its dependencies where the device's activation
+//     count stays within the largest peak of the repeated block. The steady phase (from device
+//     0's first I0 to its last F0) is the block itself and never moves. After each pass the slots
+//     are squeezed (eager_execution_time, "squeeze" in the paper): every pass starts as early as
+//     its dependencies and its device's previous pass allow, in unchanged order, at unit costs.
+//  4. W passes are placed once more, per chunk, and each device runs its passes in slot order.
+// Activations count in chunk units while reordering: F allocates one, W frees one (in the second
+// reordering, where W is not placed yet, a free slot frees one pending W, as put_w would).
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <span>
+#include <stdexcept>
+
+#include "common.hpp"
+
+#include "pipetab/schedules/registry.hpp"
+
+namespace pipetab::schedules {
+namespace {
+
+constexpr int kF0 = 0, kF1 = 1, kI1 = 2, kI0 = 3, kW = 4, kW1 = 4, kW0 = 5;
+constexpr int kPeriod = 6;  // slots of one microbatch on one device: 2 chunks × F, I, W
+
+// Slot of every pass: per device, per type, a list in microbatch order (a merged W list holds
+// the device's W passes in placement order instead). Device d's lists start at d · 6M; type t's
+// at t · M within them; the merged W list (type 4 of a 5-type plan) has 2M entries.
+struct Plan {
+  std::int32_t devices = 0;
+  std::int32_t micro = 0;
+  std::int32_t types = 4;  // 4: F0 F1 I1 I0; 5: + merged W; 6: + W1, W0
+  std::vector<std::int32_t> time;
+
+  Plan(std::int32_t devices_, std::int32_t micro_, std::int32_t types_)
+      : devices(devices_),
+        micro(micro_),
+        types(types_),
+        time(static_cast<std::size_t>(devices_) * kPeriod * static_cast<std::size_t>(micro_), 0) {}
+  std::int32_t length(int type) const noexcept {
+    return types == 5 && type == kW ? 2 * micro : micro;
+  }
+  std::size_t at(int device, int type, int index) const noexcept {
+    return (static_cast<std::size_t>(device) * kPeriod + static_cast<std::size_t>(type)) *
+               static_cast<std::size_t>(micro) +
+           static_cast<std::size_t>(index);
+  }
+  std::int32_t& operator()(int device, int type, int index) noexcept {
+    return time[at(device, type, index)];
+  }
+  std::int32_t operator()(int device, int type, int index) const noexcept {
+    return time[at(device, type, index)];
+  }
+  // The last slot used on a device (every list is increasing).
+  std::int32_t bound(int device) const noexcept {
+    std::int32_t b = 0;
+    for (int t = 0; t < types; ++t)
+      b = std::max(b, (*this)(device, t, length(t) - 1));
+    return b;
+  }
+};
+
+// A pass: its slot, device, type and index in its list.
+struct Item {
+  std::int32_t time, device, type, index;
+};
+
+// Every pass of the plan in the order the paper's code visits them: by slot, then device, type
+// and index (its min over (time, stage, type, microbatch) tuples). A counting sort by slot,
+// filled in (device, type, index) order, which keeps ties in that order: linear in the passes.
+std::vector<Item> items_in_slot_order(const Plan& plan) {
+  std::int32_t last = 0;
+  for (const std::int32_t t : plan.time)
+    last = std::max(last, t);
+  std::vector<std::int64_t> first(static_cast<std::size_t>(last) + 2, 0);
+  std::int64_t count = 0;
+  const auto each = [&](auto&& visit) {
+    for (int d = 0; d < plan.devices; ++d) {
+      for (int t = 0; t < plan.types; ++t) {
+        for (int k = 0; k < plan.length(t); ++k)
+          visit(Item{plan(d, t, k), d, t, k});
+      }
+    }
+  };
+  each([&](const Item& item) {
+    ++first[static_cast<std::size_t>(item.time) + 1];
+    ++count;
+  });
+  for (std::size_t i = 1; i < first.size(); ++i)
+    first[i] += first[i - 1];
+  std::vector<Item> items(static_cast<std::size_t>(count));
+  each([&](const Item& item) {
+    items[static_cast<std::size_t>(first[static_cast<std::size_t>(item.time)]++)] = item;
+  });
+  return items;
+}
+
+// Item code in a slot map: type · 2M + index; -1 for a free slot.
+std::vector<std::int32_t> slot_map(const Plan& plan, int device, std::int32_t size) {
+  std::vector<std::int32_t> map(static_cast<std::size_t>(size), -1);
+  for (int t = 0; t < plan.types; ++t) {
+    for (int k = 0; k < plan.length(t); ++k) {
+      auto& cell = map[static_cast<std::size_t>(plan(device, t, k))];
+      if (cell != -1) throw std::logic_error("controllable-memory: two passes share a slot");
+      cell = t * 2 * plan.micro + k;
+    }
+  }
+  return map;
+}
+
+// put_w: the W passes of a 4-type plan into free slots (merged: one list; split: per chunk,
+// chunk 1's first when both are pending), the rest after the last pass.
+Plan put_w(const Plan& in, bool split) {
+  Plan out(in.devices, in.micro, split ? 6 : 5);
+  const auto M = in.micro;
+  for (int d = 0; d < in.devices; ++d) {
+    for (int t = 0; t < 4; ++t) {
+      for (int k = 0; k < M; ++k)
+        out(d, t, k) = in(d, t, k);
+    }
+    const std::int32_t bound = in.bound(d);
+    const auto map = slot_map(in, d, bound + 1);
+    std::array<std::int32_t, 2> pending{0, 0}, placed{0, 0};
+    const auto place = [&](int w, std::int32_t slot) {
+      if (split) {
+        out(d, w == 0 ? kW1 : kW0, placed[static_cast<std::size_t>(w)]) = slot;
+      } else {
+        out(d, kW, placed[0] + placed[1]) = slot;
+      }
+      ++placed[static_cast<std::size_t>(w)];
+      --pending[static_cast<std::size_t>(w)];
+    };
+    for (std::int32_t i = 0; i <= bound; ++i) {
+      const std::int32_t code = map[static_cast<std::size_t>(i)];
+      if (code >= 0) {
+        const int type = code / (2 * M);
+        if (type == kI1 || type == kI0) ++pending[split && type == kI0 ? 1 : 0];
+      } else {
+        for (int w = 0; w < 2; ++w) {
+          if (pending[static_cast<std::size_t>(w)] > 0) {
+            place(w, i);
+            break;
+          }
+        }
+      }
+    }
+    std::int32_t slot = bound;
+    for (int w = 0; w < 2; ++w) {
+      while (pending[static_cast<std::size_t>(w)] > 0)
+        place(w, ++slot);
+    }
+  }
+  return out;
+}
+
+// eager_execution_time at unit costs, zero communication: the start slot of every pass when each
+// runs as early as its dependencies and its device's previous pass allow, in slot order.
+Plan squeeze(const Plan& plan) {
+  Plan out(plan.devices, plan.micro, plan.types);
+  std::vector<std::int32_t> end(plan.time.size(), -1);
+  std::vector<std::int32_t> device_end(static_cast<std::size_t>(plan.devices), 0);
+  const auto end_of = [&](int d, int t, int k) {
+    const auto e = end[plan.at(d, t, k)];
+    if (e < 0) throw std::logic_error("controllable-memory: a dependency runs later");
+    return e;
+  };
+  const int S = plan.devices;
+  for (const Item& item : items_in_slot_order(plan)) {
+    const int d = item.device, t = item.type, k = item.index;
+    std::int32_t start = device_end[static_cast<std::size_t>(d)];
+    // Forward of chunk 0 and backward of chunk 1 come from the device before; forward of chunk 1
+    // and backward of chunk 0 from the device after (the V turns on device S-1).
+    if ((t == kF0 || t == kI1) && d > 0) start = std::max(start, end_of(d - 1, t, k));
+    if ((t == kF1 || t == kI0) && d + 1 < S) start = std::max(start, end_of(d + 1, t, k));
+    if (t > 0 && t < 4) start = std::max(start, end_of(d, t - 1, k));
+    if (k > 0) start = std::max(start, end_of(d, t, k - 1));
+    out(d, t, k) = start;
+    end[plan.at(d, t, k)] = start + 1;
+    device_end[static_cast<std::size_t>(d)] = start + 1;
+  }
+  return out;
+}
+
+// One device's activation count (chunk units) after every slot. Explicit: the plan has a merged
+// W list (+1 at F, -1 at W). Implicit: 4 types, a free slot frees one pending I's activation.
+struct Profile {
+  bool explicit_w = true;
+  std::vector<std::int32_t> map;      // slot → item code
+  std::vector<std::int32_t> mem;      // count after the slot
+  std::vector<std::int32_t> pending;  // implicit: I's whose W has not freed yet
+  std::int32_t micro = 0;
+
+  int type_at(std::int32_t slot) const {
+    const auto code = map[static_cast<std::size_t>(slot)];
+    return code < 0 ? -1 : code / (2 * micro);
+  }
+  // Recounts from slot `from` on with the current map; returns the largest count recounted and
+  // stores the counts if `store`. The map is unchanged after slot `settled`, so once the count
+  // and the pending W there equal the stored ones, everything after them would too: stop.
+  std::int32_t run(std::int32_t from, std::int32_t settled, bool store) {
+    std::int32_t cur = from > 0 ? mem[static_cast<std::size_t>(from) - 1] : 0;
+    std::int32_t pend = from > 0 && !explicit_w ? pending[static_cast<std::size_t>(from) - 1] : 0;
+    std::int32_t peak = 0;
+    for (auto i = static_cast<std::size_t>(from); i < map.size(); ++i) {
+      const int type = type_at(static_cast<std::int32_t>(i));
+      if (type == kF0 || type == kF1) {
+        ++cur;
+      } else if (type == kW) {
+        --cur;
+      } else if (type == kI1 || type == kI0) {
+        ++pend;
+      } else if (type < 0 && !explicit_w && pend > 0) {
+        --cur;
+        --pend;
+      }
+      peak = std::max(peak, cur);
+      const bool same = static_cast<std::int64_t>(i) >= settled && cur == mem[i] &&
+                        (explicit_w || pend == pending[i]);
+      if (store) {
+        mem[i] = cur;
+        if (!explicit_w) pending[i] = pend;
+      }
+      if (same) break;
+    }
+    return peak;
+  }
+};
+
+// The k-th smallest (0-based) of two increasing lists.
+std::int32_t kth_of_two(std::span<const std::int32_t> a, std::span<const std::int32_t> b,
+                        std::int32_t k) {
+  std::int32_t lo = std::min(a.front(), b.front()), hi = std::max(a.back(), b.back());
+  while (lo < hi) {  // smallest x with at least k+1 values <= x
+    const std::int32_t mid = lo + (hi - lo) / 2;
+    const auto count = (std::upper_bound(a.begin(), a.end(), mid) - a.begin()) +
+                       (std::upper_bound(b.begin(), b.end(), mid) - b.begin());
+    if (count >= k + 1) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
+// reorder: one greedy pass over a 4-type plan; returns the squeezed 5-type plan.
+Plan reorder(const Plan& input, bool consider_w) {
+  Plan plan = consider_w ? put_w(input, false) : input;
+  const int S = plan.devices;
+  const std::int32_t M = plan.micro;
+  std::vector<Profile> profiles(static_cast<std::size_t>(S));
+  std::int32_t limit = 0;  // the largest peak over all devices: no move may exceed it
+  for (int d = 0; d < S; ++d) {
+    auto& prof = profiles[static_cast<std::size_t>(d)];
+    prof.explicit_w = consider_w;
+    prof.micro = M;
+    prof.map = slot_map(plan, d, plan.bound(d) + 1);
+    prof.mem.assign(prof.map.size(), 0);
+    if (!consider_w) prof.pending.assign(prof.map.size(), 0);
+    limit = std::max(limit, prof.run(0, static_cast<std::int32_t>(prof.map.size()), true));
+  }
+  const auto span_of = [&](int d, int t) {
+    return std::span<const std::int32_t>(&plan.time[plan.at(d, t, 0)], static_cast<std::size_t>(M));
+  };
+
+  int phase = 0;  // 0 warm-up, 1 steady (never moves), 2 cool-down
+  for (const Item& item : items_in_slot_order(plan)) {
+    const int d = item.device, t = item.type, k = item.index;
+    if (t == kI0 && d == 0 && phase == 0) phase = 1;
+    if (phase == 1) {
+      if (t == kF0 && k == M - 1) phase = 2;
+      continue;
+    }
+    if (phase == 0 && !consider_w) continue;
+
+    std::int32_t deps = -1;
+    if ((t == kF0 || t == kI1) && d > 0) deps = std::max(deps, plan(d - 1, t, k));
+    if ((t == kF1 || t == kI0) && d + 1 < S) deps = std::max(deps, plan(d + 1, t, k));
+    if (t > 0 && t < 4) deps = std::max(deps, plan(d, t - 1, k));
+    if (t == kW) deps = std::max(deps, kth_of_two(span_of(d, kI1), span_of(d, kI0), k));
+    if (k > 0) deps = std::max(deps, plan(d, t, k - 1));
+    const std::int32_t from = item.time, earliest = deps + 1;
+    if (earliest > from) throw std::logic_error("controllable-memory: dependency after its pass");
+
+    auto& prof = profiles[static_cast<std::size_t>(d)];
+    const std::int32_t code = prof.map[static_cast<std::size_t>(from)];
+    for (std::int32_t slot = earliest; slot < from; ++slot) {
+      if (prof.map[static_cast<std::size_t>(slot)] != -1) continue;
+      bool fits = true;
+      if (consider_w) {
+        // Moving F earlier holds one more activation on [slot, from); I holds none; W earlier
+        // only frees sooner.
+        if (t == kF0 || t == kF1) {
+          const auto b = prof.mem.begin() + slot, e = prof.mem.begin() + from;
+          fits = *std::max_element(b, e) + 1 <= limit;
+          if (fits) std::for_each(b, e, [](std::int32_t& m) { ++m; });
+        } else if (t == kW) {
+          std::for_each(prof.mem.begin() + slot, prof.mem.begin() + from,
+                        [](std::int32_t& m) { --m; });
+        }
+        if (fits) {
+          prof.map[static_cast<std::size_t>(slot)] = code;
+          prof.map[static_cast<std::size_t>(from)] = -1;
+        }
+      } else {
+        // Pending W frees move with the pass: recount from the new slot on.
+        prof.map[static_cast<std::size_t>(slot)] = code;
+        prof.map[static_cast<std::size_t>(from)] = -1;
+        fits = prof.run(slot, from, false) <= limit;
+        if (fits) {
+          prof.run(slot, from, true);
+        } else {
+          prof.map[static_cast<std::size_t>(slot)] = -1;
+          prof.map[static_cast<std::size_t>(from)] = code;
+        }
+      }
+      if (fits) {
+        plan(d, t, k) = slot;
+        break;
+      }
+    }
+  }
+  return squeeze(consider_w ? plan : put_w(plan, false));
+}
+
+Plan first_four(const Plan& plan) {
+  Plan out(plan.devices, plan.micro, 4);
+  for (int d = 0; d < plan.devices; ++d) {
+    for (int t = 0; t < 4; ++t) {
+      for (int k = 0; k < plan.micro; ++k)
+        out(d, t, k) = plan(d, t, k);
+    }
+  }
+  return out;
+}
+
+enum class Memory { Half, Min };
+
+// The slot offsets of F0, F1, I1, I0 on device i (zbv_greedy.py stable_pattern_v_min /
+// stable_pattern_v_half; reference §8 table). The extra delay δ keeps the four offsets apart
+// modulo the period where S would make two of them collide.
+std::array<std::int32_t, 4> pattern(Memory memory, int S, int i) {
+  if (memory == Memory::Min) {
+    const int delta = S % 3 == 0 ? 2 : 0;
+    return {i, 2 * S - 1 - i, 2 * S + delta + i, 4 * S - 1 + delta - i};
+  }
+  const int delta = S % 2 == 0 ? 3 : 0;
+  return {2 * i, 3 * S - 2 - i, 3 * S - 1 + delta + 2 * i, 6 * S - 2 + delta - i};
+}
+
+Memory memory_of(const ResolvedParams& p) {
+  return p.schedule == "v-min" ? Memory::Min : Memory::Half;
+}
+
+// The slot grid the algorithm keeps per device: ~6(M + S) slots (plus the W passes that may
+// land after the last pass).
+void require_grid(const ResolvedParams& p) {
+  const std::int64_t S = p.devices, M = p.microbatches;
+  require_size(p, 2 * S, 6 * S * M);
+  require(S * kPeriod * (M + 2 * S + 2) <= kMaxOps, p,
+          "S = {}, M = {}: the slot grid of {} cells exceeds the limit of {} (the greedy "
+          "reordering keeps every device's slots)",
+          S, M, S * kPeriod * (M + 2 * S + 2), kMaxOps);
+}
+
+ScheduleTable generate_v_shape(const ResolvedParams& p) {
+  require_grid(p);
+  const int S = p.devices, M = p.microbatches;
+  const Memory memory = memory_of(p);
+  Plan plan(S, M, 4);
+  for (int d = 0; d < S; ++d) {
+    const auto offsets = pattern(memory, S, d);
+    for (int t = 0; t < 4; ++t) {
+      for (int k = 0; k < M; ++k)
+        plan(d, t, k) = offsets[static_cast<std::size_t>(t)] + kPeriod * k;
+    }
+  }
+  // schedule_from_pattern: reorder with W, drop W, reorder without W, drop W, place W per chunk.
+  plan = first_four(reorder(plan, true));
+  plan = first_four(reorder(plan, false));
+  const Plan final_plan = put_w(plan, true);
+
+  const int stages = 2 * S;
+  TableBuilder table(S, stages, M, zigzag_placement(S, stages), std::int64_t{6} * S * M);
+  constexpr std::array<PassKind, 6> kKind = {PassKind::F, PassKind::F, PassKind::I,
+                                             PassKind::I, PassKind::W, PassKind::W};
+  for (int d = 0; d < S; ++d) {
+    // Each device runs its passes in slot order (its slots are distinct).
+    for (const std::int32_t code : slot_map(final_plan, d, final_plan.bound(d) + 1)) {
+      if (code < 0) continue;
+      const int type = code / (2 * M), index = code % (2 * M);
+      const bool chunk1 = type == kF1 || type == kI1 || type == kW1;
+      table.push(kKind[static_cast<std::size_t>(type)], index, chunk1 ? stages - 1 - d : d);
+    }
+    table.end_row();
+  }
+  return std::move(table).finish();
+}
+
+// The block: the pattern's offsets, and the W offsets of the steady state of the repeated
+// pattern (put_w per chunk), read off a microbatch far enough from both ends.
+BuildingBlock v_shape_block(const ResolvedParams& p) {
+  require_grid(p);
+  const int S = p.devices;
+  const Memory memory = memory_of(p);
+  const int micro = 2 * S + 6, probe = S + 3;
+  Plan plan(S, micro, 4);
+  for (int d = 0; d < S; ++d) {
+    const auto offsets = pattern(memory, S, d);
+    for (int t = 0; t < 4; ++t) {
+      for (int k = 0; k < micro; ++k)
+        plan(d, t, k) = offsets[static_cast<std::size_t>(t)] + kPeriod * k;
+    }
+  }
+  const Plan placed = put_w(plan, true);
+
+  BuildingBlock block;
+  block.devices = S;
+  block.stages = 2 * S;
+  block.period = kPeriod;
+  block.lifespan.assign(static_cast<std::size_t>(2 * S), 0);
+  block.share.assign(static_cast<std::size_t>(2 * S), 0.5);  // a chunk is half a device share
+  constexpr std::array<PassKind, 6> kKind = {PassKind::F, PassKind::F, PassKind::I,
+                                             PassKind::I, PassKind::W, PassKind::W};
+  for (int d = 0; d < S; ++d) {
+    std::array<std::int32_t, 6> offset{};
+    for (int t = 0; t < 6; ++t)
+      offset[static_cast<std::size_t>(t)] = placed(d, t, probe) - kPeriod * probe;
+    const auto first = static_cast<std::ptrdiff_t>(block.passes.size());
+    for (int t = 0; t < 6; ++t) {
+      const bool chunk1 = t == kF1 || t == kI1 || t == kW1;
+      block.passes.push_back({kKind[static_cast<std::size_t>(t)], chunk1 ? 2 * S - 1 - d : d,
+                              offset[static_cast<std::size_t>(t)]});
+    }
+    std::sort(block.passes.begin() + first, block.passes.end(),
+              [](const BlockPass& a, const BlockPass& b) { return a.offset < b.offset; });
+    block.row_begin.push_back(static_cast<std::int64_t>(block.passes.size()));
+
+    // (stage, F offset, W offset) of the device's two chunks.
+    const std::array<std::array<int, 3>, 2> chunks = {
+        {{d, offset[kF0], offset[kW0]}, {2 * S - 1 - d, offset[kF1], offset[kW1]}}};
+    double implied = 0, steady = 0;
+    for (const auto& [stage, f, w] : chunks) {
+      const int life = w + 1 - f;
+      block.lifespan[static_cast<std::size_t>(stage)] = life;
+      implied += ((life + kPeriod - 1) / kPeriod) * block.share[static_cast<std::size_t>(stage)];
+    }
+    // Exact peak of the repetition: at slot t of a period, microbatch k of a chunk is alive if
+    // f <= t - 6k <= w (its F has started and its W has not ended; the maximum over slots is
+    // reached at an F, where the table's peak is taken too). Their number is the count of
+    // integers in [(t - w)/6, (t - f)/6]; shifting t by whole periods keeps both ends positive.
+    for (int t = 0; t < kPeriod; ++t) {
+      double alive = 0;
+      for (const auto& [stage, f, w] : chunks) {
+        const int shifted = t + kPeriod * (std::abs(w) / kPeriod + std::abs(f) / kPeriod + 2);
+        const int hi = (shifted - f) / kPeriod;
+        const int lo = (shifted - w + kPeriod - 1) / kPeriod;
+        alive += (hi - lo + 1) * block.share[static_cast<std::size_t>(stage)];
+      }
+      steady = std::max(steady, alive);
+    }
+    block.implied_peak.push_back(implied);
+    block.steady_peak.push_back(steady);
+  }
+  return block;
+}
+
+}  // namespace
+
+extern const ScheduleInfo kVHalf{
+    .name = "v-half",
+    .title = "V-Half: V-shape building block with half of 1F1B's activation memory",
+    .source = "Qi, Wan, Amar, Lin, NeurIPS 2024 (arXiv 2405.15362); sail-sg zbv_greedy.py",
+    .constraints = "exactly 2 chunks per device (no -v); any S, M; order built at unit costs",
+    .generate = generate_v_shape,
+    .block = v_shape_block,
+};
+
+extern const ScheduleInfo kVMin{
+    .name = "v-min",
+    .title = "V-Min: V-shape building block with a third of 1F1B's activation memory",
+    .source = "Qi, Wan, Amar, Lin, NeurIPS 2024 (arXiv 2405.15362); sail-sg zbv_greedy.py",
+    .constraints = "exactly 2 chunks per device (no -v); any S, M; order built at unit costs",
+    .generate = generate_v_shape,
+    .block = v_shape_block,
+};
+
+}  // namespace pipetab::schedules
