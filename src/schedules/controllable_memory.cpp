@@ -381,18 +381,35 @@ void require_grid(const ResolvedParams& p) {
           S, M, S * kPeriod * (M + 2 * S + 2), kMaxOps);
 }
 
-ScheduleTable generate_v_shape(const ResolvedParams& p) {
-  require_grid(p);
-  const int S = p.devices, M = p.microbatches;
-  const Memory memory = memory_of(p);
-  Plan plan(S, M, 4);
+// The pass kind of a type of the 6-type plan, and its stage on device d (chunk 1 is stage
+// 2S-1-d).
+PassKind kind_of(int type) {
+  constexpr std::array<PassKind, 6> kKind = {PassKind::F, PassKind::F, PassKind::I,
+                                             PassKind::I, PassKind::W, PassKind::W};
+  return kKind[static_cast<std::size_t>(type)];
+}
+int stage_of(int type, int d, int S) {
+  const bool chunk1 = type == kF1 || type == kI1 || type == kW1;
+  return chunk1 ? 2 * S - 1 - d : d;
+}
+
+// The block's F and I offsets repeated every period for `micro` microbatches (step 1).
+Plan repeated_pattern(Memory memory, int S, int micro) {
+  Plan plan(S, micro, 4);
   for (int d = 0; d < S; ++d) {
     const auto offsets = pattern(memory, S, d);
     for (int t = 0; t < 4; ++t) {
-      for (int k = 0; k < M; ++k)
+      for (int k = 0; k < micro; ++k)
         plan(d, t, k) = offsets[static_cast<std::size_t>(t)] + kPeriod * k;
     }
   }
+  return plan;
+}
+
+ScheduleTable generate_v_shape(const ResolvedParams& p) {
+  require_grid(p);
+  const int S = p.devices, M = p.microbatches;
+  Plan plan = repeated_pattern(memory_of(p), S, M);
   // schedule_from_pattern: reorder with W, drop W, reorder without W, drop W, place W per chunk.
   plan = first_four(reorder(plan, true));
   plan = first_four(reorder(plan, false));
@@ -400,15 +417,12 @@ ScheduleTable generate_v_shape(const ResolvedParams& p) {
 
   const int stages = 2 * S;
   TableBuilder table(S, stages, M, zigzag_placement(S, stages), std::int64_t{6} * S * M);
-  constexpr std::array<PassKind, 6> kKind = {PassKind::F, PassKind::F, PassKind::I,
-                                             PassKind::I, PassKind::W, PassKind::W};
   for (int d = 0; d < S; ++d) {
     // Each device runs its passes in slot order (its slots are distinct).
     for (const std::int32_t code : slot_map(final_plan, d, final_plan.bound(d) + 1)) {
       if (code < 0) continue;
       const int type = code / (2 * M), index = code % (2 * M);
-      const bool chunk1 = type == kF1 || type == kI1 || type == kW1;
-      table.push(kKind[static_cast<std::size_t>(type)], index, chunk1 ? stages - 1 - d : d);
+      table.push(kind_of(type), index, stage_of(type, d, S));
     }
     table.end_row();
   }
@@ -422,15 +436,7 @@ BuildingBlock v_shape_block(const ResolvedParams& p) {
   const int S = p.devices;
   const Memory memory = memory_of(p);
   const int micro = 2 * S + 6, probe = S + 3;
-  Plan plan(S, micro, 4);
-  for (int d = 0; d < S; ++d) {
-    const auto offsets = pattern(memory, S, d);
-    for (int t = 0; t < 4; ++t) {
-      for (int k = 0; k < micro; ++k)
-        plan(d, t, k) = offsets[static_cast<std::size_t>(t)] + kPeriod * k;
-    }
-  }
-  const Plan placed = put_w(plan, true);
+  const Plan placed = put_w(repeated_pattern(memory, S, micro), true);
 
   BuildingBlock block;
   block.devices = S;
@@ -438,17 +444,13 @@ BuildingBlock v_shape_block(const ResolvedParams& p) {
   block.period = kPeriod;
   block.lifespan.assign(static_cast<std::size_t>(2 * S), 0);
   block.share.assign(static_cast<std::size_t>(2 * S), 0.5);  // a chunk is half a device share
-  constexpr std::array<PassKind, 6> kKind = {PassKind::F, PassKind::F, PassKind::I,
-                                             PassKind::I, PassKind::W, PassKind::W};
   for (int d = 0; d < S; ++d) {
     std::array<std::int32_t, 6> offset{};
     for (int t = 0; t < 6; ++t)
       offset[static_cast<std::size_t>(t)] = placed(d, t, probe) - kPeriod * probe;
     const auto first = static_cast<std::ptrdiff_t>(block.passes.size());
     for (int t = 0; t < 6; ++t) {
-      const bool chunk1 = t == kF1 || t == kI1 || t == kW1;
-      block.passes.push_back({kKind[static_cast<std::size_t>(t)], chunk1 ? 2 * S - 1 - d : d,
-                              offset[static_cast<std::size_t>(t)]});
+      block.passes.push_back({kind_of(t), stage_of(t, d, S), offset[static_cast<std::size_t>(t)]});
     }
     std::sort(block.passes.begin() + first, block.passes.end(),
               [](const BlockPass& a, const BlockPass& b) { return a.offset < b.offset; });
