@@ -1,6 +1,7 @@
 #include "helpers.hpp"
 
 #include <cctype>
+#include <sstream>
 #include <stdexcept>
 
 #include "pipetab/io/action.hpp"
@@ -55,6 +56,19 @@ ReferenceOp parse_reference_op(const std::string& text) {
   op.microbatch = std::stoi(text.substr(op.kind.size(), end - op.kind.size()));
   op.suffix = text.substr(end);
   return op;
+}
+
+std::vector<std::string> zero_bubble_row(const std::string& row, int stage) {
+  std::vector<std::string> out;
+  std::istringstream in(row);
+  for (std::string word; in >> word;) {
+    const auto op = parse_reference_op(word);
+    const char kind = op.kind == "B" ? 'I' : op.kind[0];
+    const std::string where =
+        op.suffix.rfind(".s", 0) == 0 ? op.suffix.substr(2) : std::to_string(stage);
+    out.push_back(where + kind + std::to_string(op.microbatch));
+  }
+  return out;
 }
 
 }  // namespace pipetab::test

@@ -35,4 +35,8 @@ struct ReferenceOp {
 };
 ReferenceOp parse_reference_op(const std::string& text);
 
+/// A §16 row of a zero-bubble schedule ("F0 B0 W0 ..." or "F0.s7 B0.s7 ...", the ZB papers' B =
+/// our I) as PyTorch tokens; ops without ".sK" run stage `stage`.
+std::vector<std::string> zero_bubble_row(const std::string& row, int stage);
+
 }  // namespace pipetab::test

@@ -7,7 +7,6 @@
 #include <array>
 #include <cstdio>
 #include <map>
-#include <sstream>
 #include <tuple>
 
 #include "helpers.hpp"
@@ -52,18 +51,6 @@ double max_of(const std::vector<double>& v) {
   return *std::max_element(v.begin(), v.end());
 }
 
-// Reference §16 tokens ("F3.s5", "B3.s5" = ZB's B, our I; "W3.s5") → PyTorch tokens ("5F3").
-std::vector<std::string> reference_row(const std::string& line) {
-  std::istringstream in(line);
-  std::vector<std::string> out;
-  for (std::string ref; in >> ref;) {
-    const auto dot = ref.find(".s");
-    const char kind = ref[0] == 'B' ? 'I' : ref[0];
-    out.push_back(ref.substr(dot + 2) + kind + ref.substr(1, dot - 1));
-  }
-  return out;
-}
-
 int v_bound(const std::string& name, int S) {
   return name == "v-min" ? (S + 4) / 3 : (S + 2) / 2;
 }
@@ -94,7 +81,8 @@ TEST(ZbV, ExactOrder_S4_M8) {
   ASSERT_TRUE(validate(t).ok());
   EXPECT_EQ(t.placement.device, (std::vector<std::int32_t>{0, 1, 2, 3, 3, 2, 1, 0}));
   for (int d = 0; d < 4; ++d)
-    EXPECT_EQ(test::row_tokens(t, d), reference_row(reference[static_cast<std::size_t>(d)]))
+    EXPECT_EQ(test::row_tokens(t, d),
+              test::zero_bubble_row(reference[static_cast<std::size_t>(d)], d))
         << "device " << d;
 }
 

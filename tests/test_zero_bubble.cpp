@@ -1,7 +1,6 @@
 // The zero-bubble family with one stage per device: exact orders of reference schedules.md §16,
 // the numbers of §15.2 and §7, and properties of the zero-bubble heuristic over grids of
 // sizes, costs, transfer delays and memory limits.
-#include <sstream>
 
 #include "helpers.hpp"
 #include <gtest/gtest.h>
@@ -15,22 +14,10 @@
 namespace pipetab {
 namespace {
 
-// Reference §16 rows ("F0 B0 W0 ...", the ZB papers' B = our I) as PyTorch tokens of `device`.
-std::vector<std::string> reference_row(const std::string& row, int device) {
-  std::vector<std::string> out;
-  std::istringstream in(row);
-  for (std::string word; in >> word;) {
-    const auto op = test::parse_reference_op(word);
-    const char kind = op.kind == "B" ? 'I' : op.kind[0];
-    out.push_back(std::to_string(device) + kind + std::to_string(op.microbatch));
-  }
-  return out;
-}
-
 void expect_rows(const ScheduleTable& t, const std::vector<std::string>& rows) {
   ASSERT_EQ(t.devices, static_cast<int>(rows.size()));
   for (int d = 0; d < t.devices; ++d)
-    EXPECT_EQ(test::row_tokens(t, d), reference_row(rows[static_cast<std::size_t>(d)], d))
+    EXPECT_EQ(test::row_tokens(t, d), test::zero_bubble_row(rows[static_cast<std::size_t>(d)], d))
         << "device " << d;
 }
 
