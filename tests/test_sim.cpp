@@ -265,6 +265,9 @@ TEST(SimGrid, FreeCommunicationReproducesTheTableExactly) {
         const auto r = run(t, model, ideal, options, lowering);
         const auto timing = idealized_timing(t, costs);
         EXPECT_EQ(r.result.runtime_s, timing.makespan);
+        // Both bubble definitions of the table level, measured again by the simulator.
+        EXPECT_NEAR(r.result.idle_ratio, bubble_ratio(timing), 1e-12);
+        EXPECT_NEAR(r.result.span_idle_ratio, span_bubble_ratio(timing), 1e-12);
         for (std::size_t n = 0; n < t.ops.size(); ++n) {
           ASSERT_EQ(r.result.start[n], timing.start[n]);
           ASSERT_EQ(r.result.end[n], timing.end[n]);
@@ -469,6 +472,9 @@ TEST(SimGrid, InvariantsOfEveryRun) {
         EXPECT_NEAR(on_first, sent, 1e-6 * sent + 1e-6);
         EXPECT_NEAR(on_last, sent, 1e-6 * sent + 1e-6);
         check_links(g, s, Network(system, t.devices), contention, name);
+        // A device's span is within the run, its compute within its span.
+        EXPECT_GE(s.span_idle_ratio, -1e-12);
+        EXPECT_LE(s.span_idle_ratio, s.idle_ratio + 1e-12);
         check_breakdown(g, s);
         check_critical_path(s);
         check_collectives(t, g, s);

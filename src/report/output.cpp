@@ -118,6 +118,7 @@ FlatRecord flat_record(const Evaluation& e) {
   row.emplace_back("simulation.model", sim([](auto& s) { return s.model; }));
   row.emplace_back("simulation.runtime_s", sim([](auto& s) { return s.runtime_s; }));
   row.emplace_back("simulation.idle_ratio", sim([](auto& s) { return s.idle_ratio; }));
+  row.emplace_back("simulation.span_idle_ratio", sim([](auto& s) { return s.span_idle_ratio; }));
   row.emplace_back("simulation.peak_memory_bytes",
                    sim([](auto& s) { return s.peak_memory_bytes; }));
   row.emplace_back("simulation.peak_memory_max_bytes",
@@ -238,7 +239,8 @@ std::string to_text(const Evaluation& e) {
                        m.contention ? "" : ", no contention",
                        m.blocking_send ? ", blocking sends" : "");
     out += fmt::format("  {:<24}{:.6g} s\n", "runtime", m.runtime_s);
-    out += fmt::format("  {:<24}{:.4f}\n", "idle ratio", m.idle_ratio);
+    out += fmt::format("  {:<24}{:.4f}\n", "idle ratio (global)", m.idle_ratio);
+    out += fmt::format("  {:<24}{:.4f}\n", "span idle ratio", m.span_idle_ratio);
     out += fmt::format("  {:<24}{:.4g} GB{}\n", "peak memory", m.peak_memory_max() / 1e9,
                        m.any_over_capacity() ? fmt::format("  (over the {:.4g} GB of a device)",
                                                            m.memory_capacity_bytes / 1e9)

@@ -66,6 +66,7 @@ const KnownColumn kKnownColumns[] = {
     {"simulation.model", "model", "", ""},
     {"simulation.runtime_s", "simulated runtime", "", "s"},
     {"simulation.idle_ratio", "idle ratio", "", ""},
+    {"simulation.span_idle_ratio", "span idle ratio", "", ""},
     {"simulation.peak_memory_max_bytes", "peak memory per device", "", "bytes"},
     {"simulation.peak_activation_max_bytes", "peak activation memory per device", "", "bytes"},
     {"simulation.transfer_bytes", "data transferred", "", "bytes"},

@@ -51,6 +51,7 @@ nlohmann::json to_json(const SimulationMetrics& m) {
           {"model", m.model},
           {"runtime_s", m.runtime_s},
           {"idle_ratio", m.idle_ratio},
+          {"span_idle_ratio", m.span_idle_ratio},
           {"peak_memory_bytes", m.peak_memory_bytes},
           {"peak_memory_max_bytes", m.peak_memory_max()},
           {"peak_memory_time_s", m.peak_memory_time_s},
@@ -104,9 +105,10 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
                   m.explicit_costs ? " (op times from --costs, in seconds)" : "",
                   m.contention ? "" : ", no contention", m.blocking_send ? ", blocking sends" : "");
   out += fmt::format(
-      "runtime {:.6g} s, idle ratio {:.4f}; {} ops and {} transfers ({:.4g} GB), {} events\n\n",
-      m.runtime_s, m.idle_ratio, sim.graph.compute_nodes, m.transfers, m.transfer_bytes / 1e9,
-      m.events);
+      "runtime {:.6g} s, idle ratio {:.4f} (span {:.4f}); {} ops and {} transfers ({:.4g} GB), {} "
+      "events\n\n",
+      m.runtime_s, m.idle_ratio, m.span_idle_ratio, sim.graph.compute_nodes, m.transfers,
+      m.transfer_bytes / 1e9, m.events);
   out += "device   compute s   exposed comm s      idle s   peak GB        at s\n";
   for (std::size_t d = 0; d < r.devices.size(); ++d) {
     const auto& dev = r.devices[d];
@@ -166,6 +168,7 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
   m.model = setup.model.name;
   m.runtime_s = s.result.runtime_s;
   m.idle_ratio = s.result.idle_ratio;
+  m.span_idle_ratio = s.result.span_idle_ratio;
   for (const auto& d : s.result.devices) {
     m.compute_s.push_back(d.compute_s);
     m.exposed_comm_s.push_back(d.exposed_comm_s);

@@ -499,7 +499,7 @@ class Engine {
     // Per device: compute intervals (its stream, in order, disjoint) against its communication
     // intervals; exposed communication is communication while not computing.
     const auto devices = static_cast<std::size_t>(g_.devices);
-    double busy = 0.0;
+    double busy = 0.0, longest_span = 0.0;
     std::vector<std::pair<double, double>> computing;
     for (std::size_t d = 0; d < devices; ++d) {
       computing.clear();
@@ -513,9 +513,14 @@ class Engine {
       dev.idle_s = std::max(0.0, r.runtime_s - dev.compute_s - dev.exposed_comm_s);
       dev.over_capacity = dev.peak_memory_bytes > net_.system().memory_bytes;
       busy += dev.compute_s;
+      if (!computing.empty()) {
+        longest_span = std::max(longest_span, computing.back().second - computing.front().first);
+      }
     }
     r.idle_ratio =
         r.runtime_s > 0.0 ? 1.0 - busy / (static_cast<double>(devices) * r.runtime_s) : 0.0;
+    r.span_idle_ratio =
+        longest_span > 0.0 ? 1.0 - busy / (static_cast<double>(devices) * longest_span) : 0.0;
     // The critical path: from the node that ends last, back through what held each one up.
     std::int32_t node = -1;
     for (std::int64_t n = 0; n < g_.nodes(); ++n) {

@@ -30,6 +30,7 @@ struct SimulationMetrics {
   std::string model;
   double runtime_s = 0.0;
   double idle_ratio = 0.0;
+  double span_idle_ratio = 0.0;  ///< Def-A with communication (SimResult::span_idle_ratio)
   std::vector<double> compute_s, exposed_comm_s, idle_s;  ///< per device
   std::vector<double> peak_memory_bytes;                  ///< per device: static + activations
   std::vector<double> peak_memory_time_s;

@@ -50,6 +50,9 @@ struct MemoryPoint {
 struct SimResult {
   double runtime_s = 0.0;
   double idle_ratio = 0.0;  ///< 1 − Σ compute / (devices × runtime)
+  /// Per-device-span idle ratio (Def-A, the zero-bubble papers' bubble rate, with communication):
+  /// 1 − mean compute / the longest span from a device's first compute start to its last end.
+  double span_idle_ratio = 0.0;
   std::vector<DeviceResult> devices;
   std::vector<LinkResult> links;
   std::vector<double> start, end;  ///< per node; a transfer starts when it is issued
