@@ -110,6 +110,28 @@ TEST(Compare, RanksTiesAndChanges) {
   EXPECT_NE(to_csv(c).find("rank.changed"), std::string::npos);
 }
 
+TEST(Report, PublishedRatiosSayWhichBubbleTheyAre) {
+  // Reference §0: 1F1B's published ratio is the global bubble, ZB-V's "zero bubble" the
+  // per-device span one, V-Half's "≈ B/2" an approximate span rate.
+  const auto one_f_one_b = to_json(evaluate_named("1f1b", 4, 8));
+  const auto zb_v = to_json(evaluate_named("zb-v", 4, 8));
+  const auto v_half = to_json(evaluate_named("v-half", 4, 8));
+  EXPECT_EQ(one_f_one_b["formula"]["published_bubble_definition"], "global");
+  EXPECT_EQ(zb_v["formula"]["published_bubble_definition"], "span");
+  EXPECT_EQ(v_half["formula"]["published_bubble_definition"], "approximate span");
+  EXPECT_TRUE(to_json(evaluate_named("hanayo", 4, 4))["formula"]["published_bubble_definition"]
+                  .is_null());  // nothing published
+  EXPECT_NE(to_text(evaluate_named("zb-v", 4, 8)).find("published bubble ratio  0 (span)"),
+            std::string::npos);
+  std::vector<Evaluation> rows;
+  for (const char* name : {"1f1b", "zb-v", "v-half"})
+    rows.push_back(evaluate_named(name, 4, 8));
+  const auto text = to_text(compare(std::move(rows), {}));
+  EXPECT_NE(text.find(" 0.2727 "), std::string::npos) << text;
+  EXPECT_NE(text.find(" 0.0000s "), std::string::npos) << text;
+  EXPECT_NE(text.find(" ~0.1364s "), std::string::npos) << text;
+}
+
 TEST(Compare, PublishedChimeraFormulaIsOptimistic) {
   // S = 8, M = 16, B = 2F: Chimera's published (D-2)/(2N+D-2) = 0.158 ranks it ahead of
   // interleaved's 0.179, but its table (0.273, makespan 66) falls behind interleaved (58.5).

@@ -138,9 +138,14 @@ std::string to_text(const Comparison& c, bool legend) {
                   "runtime s", "idle", "rank", "act M_a", "peak GB");
   for (std::size_t i = 0; i < c.rows.size(); ++i) {
     const auto& e = c.rows[i];
-    const std::string published = e.formula && e.formula->published_bubble_ratio
-                                      ? fmt::format("{:.4f}", *e.formula->published_bubble_ratio)
-                                      : std::string("-");
+    // 's' marks a per-device-span (Def-A) rate, '~' one its paper states approximately.
+    std::string published = "-";
+    if (e.formula && e.formula->published_bubble_ratio) {
+      const auto kind = e.formula->published_kind;
+      published = fmt::format("{}{:.4f}{}", kind == PublishedBubble::approximate_span ? "~" : "",
+                              *e.formula->published_bubble_ratio,
+                              kind == PublishedBubble::global ? "" : "s");
+    }
     std::string marks;
     if (c.rank_changed[i]) marks += "  * formula -> table";
     if (c.simulation_rank_changed[i]) marks += "  * table -> simulation";
@@ -169,7 +174,8 @@ std::string to_text(const Comparison& c, bool legend) {
   out +=
       "\nRanks, lower first, ties shared: formula by the published bubble ratio (under its "
       "paper's\n"
-      "assumptions, e.g. equal F and B; the exact closed forms always equal the table), table by\n"
+      "assumptions, e.g. equal F and B; the exact closed forms always equal the table; 's' = a\n"
+      "per-device-span rate, the zero-bubble papers' definition, '~' = approximate), table by\n"
       "makespan, simulation by runtime. '*' marks a schedule whose place changes between two "
       "levels\n"
       "(among the schedules ranked at both). Memory: activation peak of the table in M_a, and the\n"
