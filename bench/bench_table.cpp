@@ -1,9 +1,14 @@
 // Table-level throughput (issue: at least 10 million ops per second on one core, memory linear
 // in ops): generation, validation, idealized timing and activation peaks, apart and together,
-// for 1F1B S=64 M=4096 (524,288 ops) and interleaved S=64 v=4 M=4096 (2,097,152 ops).
+// for 1F1B S=64 M=4096 (524,288 ops) and interleaved S=64 v=4 M=4096 (2,097,152 ops); the
+// generator of every registered schedule at S=16 M=1024; the zero-bubble heuristic.
+#include <string>
+
 #include <benchmark/benchmark.h>
 
+#include "pipetab/error.hpp"
 #include "pipetab/schedules/registry.hpp"
+#include "pipetab/schedules/zero_bubble.hpp"
 #include "pipetab/table/memory.hpp"
 #include "pipetab/table/timing.hpp"
 #include "pipetab/table/validate.hpp"
@@ -84,6 +89,55 @@ void BM_ActivationPeaks(benchmark::State& state) {
     benchmark::DoNotOptimize(activation_peaks(table).data());
   report(state, table);
 }
+
+// Every registered generator at S = 16 and the first of M = 1024, 1040 (= 65·16, for schedules
+// needing a multiple of S or 2S) and 16 (Hanayo's M = S) that it accepts; defaults otherwise.
+void BM_GenerateSchedule(benchmark::State& state, const ScheduleInfo* info) {
+  ScheduleParams p;
+  p.devices = 16;
+  ScheduleTable table;
+  for (const std::int64_t M : {1024, 1040, 16}) {
+    p.microbatches = M;
+    try {
+      table = generate(*info, p);
+      break;
+    } catch (const ParamError&) {
+    }
+  }
+  if (table.ops.empty()) {
+    state.SkipWithError("no accepted size");
+    return;
+  }
+  for (auto _ : state) {
+    auto t = generate(*info, p);
+    benchmark::DoNotOptimize(t.ops.data());
+  }
+  report(state, table);
+}
+
+const bool kEverySchedule = [] {
+  for (const auto* info : all_schedules()) {
+    benchmark::RegisterBenchmark(("BM_GenerateSchedule/" + std::string(info->name)).c_str(),
+                                 BM_GenerateSchedule, info)
+        ->Unit(benchmark::kMillisecond);
+  }
+  return true;
+}();
+
+// One run of the zero-bubble heuristic (8 flag combinations, the best kept) at S = 16,
+// M = 1024, cap 2S - 1, F = I = W = 1 with a transfer delay of 0.1.
+void BM_ZeroBubbleHeuristic(benchmark::State& state) {
+  auto problem = ZeroBubbleProblem::uniform(16, 1024, 1, 1, 1, 31);
+  problem.comm = 0.1;
+  ScheduleTable table;
+  for (auto _ : state) {
+    auto best = best_zero_bubble_schedule(problem);
+    benchmark::DoNotOptimize(best.makespan);
+    table = std::move(best.table);
+  }
+  report(state, table);
+}
+BENCHMARK(BM_ZeroBubbleHeuristic)->Unit(benchmark::kMillisecond);
 
 // Argument: chunks (0 = 1F1B, 4 = interleaved with v = 4).
 BENCHMARK(BM_TableLevel)->Arg(0)->Arg(4)->Unit(benchmark::kMillisecond);
