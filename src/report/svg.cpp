@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "xml.hpp"
 #include <fmt/format.h>
 
 #include "pipetab/error.hpp"
@@ -54,29 +55,6 @@ Axis axis(double span, int target) {
   return {step, 1e6, "µs"};
 }
 
-std::string xml_escaped(const std::string& text) {
-  std::string out;
-  for (const char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string timeline_svg(const ScheduleTable& table, const Simulation& sim,
@@ -102,7 +80,7 @@ std::string timeline_svg(const ScheduleTable& table, const Simulation& sim,
       width, height, width, height);
   out += fmt::format("<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
   out += fmt::format("<text x=\"{}\" y=\"24\" font-size=\"15\" font-weight=\"bold\">{}</text>\n",
-                     kLeft, xml_escaped(title));
+                     kLeft, report_detail::xml(title));
 
   // Lanes and device labels.
   for (std::int32_t d = 0; d < g.devices; ++d) {
@@ -137,8 +115,8 @@ std::string timeline_svg(const ScheduleTable& table, const Simulation& sim,
         "<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\" "
         "stroke=\"white\" "
         "stroke-width=\"0.4\"><title>{} {:.6g}-{:.6g} s</title></rect>\n",
-        x, y, w, kLane, fill(p.kind, op.is_pair(), shade), xml_escaped(to_string(op)), r.start[i],
-        r.end[i]);
+        x, y, w, kLane, fill(p.kind, op.is_pair(), shade), report_detail::xml(to_string(op)),
+        r.start[i], r.end[i]);
     if (w >= 13.0) {
       out += fmt::format(
           "<text x=\"{:.2f}\" y=\"{:.1f}\" font-size=\"9\" fill=\"white\" "
