@@ -71,4 +71,14 @@ std::vector<std::string> zero_bubble_row(const std::string& row, int stage) {
   return out;
 }
 
+Costs split_costs(double F, double I, double W, std::optional<double> FB) {
+  Costs c;
+  c.F = F;
+  c.I = I;
+  c.W = W;
+  c.B = I + W;
+  c.FB = FB;
+  return c;
+}
+
 }  // namespace pipetab::test

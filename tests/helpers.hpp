@@ -1,10 +1,12 @@
 // Helpers shared by the tests: hand-written tables and small utilities.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "pipetab/schedules/registry.hpp"
+#include "pipetab/table/costs.hpp"
 #include "pipetab/table/schedule_table.hpp"
 
 namespace pipetab::test {
@@ -25,6 +27,10 @@ ScheduleTable make(const std::string& name, ScheduleParams params);
 
 /// The parameters `make` would resolve (for formula lookups).
 ResolvedParams resolved(const std::string& name, ScheduleParams params);
+
+/// Costs with a split backward: F, I, W as given, B = I + W (as --costs derives it), and the cost
+/// of an overlapped F&B pair if given.
+Costs split_costs(double F, double I, double W, std::optional<double> FB = std::nullopt);
 
 /// One op of the reference's §16 notation split into its parts: "BW3u" → {"BW", 3, "u"},
 /// "F1.s5" → {"F", 1, ".s5"}. What the kind and the suffix mean depends on the schedule.

@@ -84,16 +84,6 @@ void expect_rows(const ScheduleTable& t, const std::vector<std::string>& referen
   }
 }
 
-Costs costs(double F, double I, double W, std::optional<double> FB = std::nullopt) {
-  Costs c;
-  c.F = F;
-  c.I = I;
-  c.W = W;
-  c.B = I + W;
-  c.FB = FB;
-  return c;
-}
-
 int pairs_on(const ScheduleTable& t, int device) {
   int pairs = 0;
   for (const Op& op : t.row(device))
@@ -254,7 +244,7 @@ TEST(DualPipeReference15, PP4_N8) {
     double FB, makespan, busy, readme;
   };
   for (const Row& r : {Row{3, 26, 24, 2}, Row{2, 22, 21, 1}}) {
-    const auto timing = idealized_timing(t, costs(1, 1, 1, r.FB));
+    const auto timing = idealized_timing(t, test::split_costs(1, 1, 1, r.FB));
     EXPECT_DOUBLE_EQ(timing.makespan, r.makespan);
     EXPECT_EQ(timing.busy, std::vector<double>(4, r.busy));
     EXPECT_DOUBLE_EQ(timing.makespan - min_of(timing.busy), r.readme);
@@ -283,7 +273,7 @@ TEST(DualPipeReference15, DualPipeV_R4) {
   };
   for (const auto& r : rows) {
     const auto t = test::make("dualpipev", test::sm(4, r.N));
-    const auto timing = idealized_timing(t, costs(2, 2, 2, r.FB));
+    const auto timing = idealized_timing(t, test::split_costs(2, 2, 2, r.FB));
     const auto label = "N=" + std::to_string(r.N) + " FB=" + std::to_string(r.FB);
     EXPECT_DOUBLE_EQ(timing.makespan, r.makespan) << label;
     EXPECT_EQ(timing.busy, r.busy) << label;
@@ -328,7 +318,7 @@ std::vector<Costs> cost_grid() {
          {std::optional<double>{}, std::optional<double>{std::max(F, B)},
           std::optional<double>{F + B - 0.5 * std::min(F, B)},
           std::optional<double>{1.25 * (F + B)}, std::optional<double>{0.5 * std::max(F, B)}}) {
-      out.push_back(costs(F, I, W, FB));
+      out.push_back(test::split_costs(F, I, W, FB));
     }
   }
   return out;
@@ -455,21 +445,21 @@ TEST(DualPipeGrid, DomainEdgesOfTheClosedForm) {
   const auto form = [](const Costs& c) {  // reference §9(d) with PP = 4, N = 8
     return 8 * (c.F + c.B) - 3 * (c.F + c.B - c.pair()) + 1 * (c.pair() + c.B - 3 * c.W);
   };
-  for (const Costs& c : {costs(1, 1, 1.01, 2.01),  // W > F
-                         costs(1, 1, 1, 1.9),      // FB below the longer half B = 2
-                         costs(1, 2, 1),           // I != F
-                         costs(2, 1, 1)}) {        // I != F
+  for (const Costs& c : {test::split_costs(1, 1, 1.01, 2.01),  // W > F
+                         test::split_costs(1, 1, 1, 1.9),      // FB below the longer half B = 2
+                         test::split_costs(1, 2, 1),           // I != F
+                         test::split_costs(2, 1, 1)}) {        // I != F
     EXPECT_GT(std::abs(idealized_timing(t, c).makespan - form(c)), 1e-3) << to_string(c);
     EXPECT_FALSE(formula(test::resolved("dualpipe", p), c).makespan) << to_string(c);
   }
   // On the domain's edges it holds: W = F, FB = F + W exactly.
-  for (const Costs& c : {costs(1, 1, 1, 2), costs(1, 1, 0.25, 1.25)}) {
+  for (const Costs& c : {test::split_costs(1, 1, 1, 2), test::split_costs(1, 1, 0.25, 1.25)}) {
     EXPECT_DOUBLE_EQ(idealized_timing(t, c).makespan, form(c)) << to_string(c);
     EXPECT_DOUBLE_EQ(*formula(test::resolved("dualpipe", p), c).makespan, form(c));
   }
   // PP = 2: any costs.
   const auto t2 = test::make("dualpipe", test::sm(2, 6));
-  const auto c = costs(2, 1, 1.5, 2.5);
+  const auto c = test::split_costs(2, 1, 1.5, 2.5);
   EXPECT_DOUBLE_EQ(*formula(test::resolved("dualpipe", test::sm(2, 6)), c).makespan,
                    idealized_timing(t2, c).makespan);
 }
@@ -551,7 +541,8 @@ TEST(LoopedBfsGrid, SameMakespanAsInterleavedWhereBothRun) {
         p.chunks = v;
         const auto bfs = test::make("looped-bfs", p);
         const auto il = test::make("interleaved", p);
-        for (const Costs& c : {costs(1, 1, 1), costs(2, 1, 1), costs(1, 1.5, 0.5)}) {
+        for (const Costs& c : {test::split_costs(1, 1, 1), test::split_costs(2, 1, 1),
+                               test::split_costs(1, 1.5, 0.5)}) {
           EXPECT_TRUE(near(idealized_timing(bfs, c).makespan, idealized_timing(il, c).makespan))
               << "S=" << S << " M=" << M << " v=" << v;
         }
@@ -606,7 +597,7 @@ TEST(DualPipeCsv, RoundTripsOverlappedPairsAndBothPipelines) {
     const auto back = io::read_pytorch_csv(text, "t.csv");
     ASSERT_TRUE(validate(back).ok()) << name;
     EXPECT_TRUE(back.same_schedule(t)) << name << "\n" << text;
-    const auto c = costs(1, 1, 1, 2.5);
+    const auto c = test::split_costs(1, 1, 1, 2.5);
     EXPECT_EQ(idealized_timing(back, c).makespan, idealized_timing(t, c).makespan);
     EXPECT_EQ(activation_peaks(back), activation_peaks(t));
   }

@@ -124,11 +124,7 @@ void check_grid(const std::string& name,
     const bool split = has_split_backward(t);
     for (const auto& [F, I, W] : kCosts) {
       const double B = I + W;
-      Costs costs;
-      costs.F = F;
-      costs.I = I;
-      costs.W = W;
-      costs.B = B;
+      const Costs costs = test::split_costs(F, I, W);
       const auto timing = idealized_timing(t, costs);
       const double work = t.microbatches * (F + B);
       for (int d = 0; d < t.devices; ++d) {
@@ -304,11 +300,7 @@ TEST(Grid, ZbH1) {
     // Filling the cool-down with W never makes it slower than W right after I.
     const auto split = test::make("1f1b-split", c.params);
     for (const auto& [F, I, W] : kCosts) {
-      Costs costs;
-      costs.F = F;
-      costs.I = I;
-      costs.W = W;
-      costs.B = I + W;
+      const Costs costs = test::split_costs(F, I, W);
       EXPECT_LE(idealized_timing(t, costs).makespan,
                 idealized_timing(split, costs).makespan * (1 + 1e-12))
           << c.label() << " F=" << F << " I=" << I << " W=" << W;
@@ -325,10 +317,7 @@ TEST(Grid, ZbH2) {
     if (M >= 2 * S - 1) {
       // Zero per-device-span bubble for F = I = W: every device busy from its first forward to
       // its last W (reference §7(d), §15: Def-A 0, Def-B keeps the skew (S-1)F).
-      Costs equal;
-      equal.F = equal.I = equal.W = 1;
-      equal.B = 2;
-      const auto timing = idealized_timing(t, equal);
+      const auto timing = idealized_timing(t, test::split_costs(1, 1, 1));
       EXPECT_NEAR(span_bubble_ratio(timing), 0.0, 1e-12) << c.label();
       EXPECT_EQ(timing.makespan, 3 * M + S - 1) << c.label();
       for (double peak : peaks)

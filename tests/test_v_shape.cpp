@@ -22,15 +22,7 @@
 namespace pipetab {
 namespace {
 
-// Per-share costs; B = I + W as --costs derives it.
-Costs split_costs(double F, double I, double W) {
-  Costs c;
-  c.F = F;
-  c.I = I;
-  c.W = W;
-  c.B = I + W;
-  return c;
-}
+using test::split_costs;
 
 // F = I = W = 1 per device share: a chunk pass costs 1/2 (reference §15.1).
 const Costs kUnit = split_costs(1, 1, 1);

@@ -21,13 +21,6 @@ void expect_rows(const ScheduleTable& t, const std::vector<std::string>& rows) {
         << "device " << d;
 }
 
-Costs equal_costs() {
-  Costs c;
-  c.F = c.I = c.W = 1;
-  c.B = 2;
-  return c;
-}
-
 TEST(ZeroBubble, ZbH1ExactS4M8) {
   expect_rows(test::make("zb-h1", test::sm(4, 8)),
               {"F0 F1 F2 F3 B0 W0 F4 B1 W1 F5 B2 W2 F6 B3 W3 F7 B4 W4 B5 W5 B6 W6 B7 W7",
@@ -72,14 +65,14 @@ Measured measure(const ScheduleTable& t, const Costs& costs) {
 
 TEST(ZeroBubble, Reference15_2) {
   // schedule, makespan, longest span, bubble A, bubble B, peaks (F = B = W = 1, S=4, M=8).
-  const auto zb_h1 = measure(test::make("zb-h1", test::sm(4, 8)), equal_costs());
+  const auto zb_h1 = measure(test::make("zb-h1", test::sm(4, 8)), test::split_costs(1, 1, 1));
   EXPECT_EQ(zb_h1.makespan, 27);
   EXPECT_EQ(zb_h1.span, 27);
   EXPECT_NEAR(zb_h1.bubble_a, 0.1111, 5e-5);
   EXPECT_NEAR(zb_h1.bubble_b, 0.1111, 5e-5);
   EXPECT_EQ(zb_h1.peaks, (std::vector<double>{4, 4, 4, 4}));
 
-  const auto zb_h2 = measure(test::make("zb-h2", test::sm(4, 8)), equal_costs());
+  const auto zb_h2 = measure(test::make("zb-h2", test::sm(4, 8)), test::split_costs(1, 1, 1));
   EXPECT_EQ(zb_h2.makespan, 27);
   EXPECT_EQ(zb_h2.span, 24);
   EXPECT_EQ(zb_h2.bubble_a, 0.0);
@@ -88,7 +81,7 @@ TEST(ZeroBubble, Reference15_2) {
 
   // "ZB-auto mem=S (ZB-1p)": the heuristic at limit S gives ZB-H1's makespan and peaks.
   const auto one_p = best_zero_bubble_schedule(ZeroBubbleProblem::uniform(4, 8, 1, 1, 1, 4));
-  const auto zb_1p = measure(one_p.table, equal_costs());
+  const auto zb_1p = measure(one_p.table, test::split_costs(1, 1, 1));
   EXPECT_EQ(zb_1p.makespan, 27);
   EXPECT_EQ(zb_1p.span, 27);
   EXPECT_EQ(zb_1p.peaks, (std::vector<double>{4, 4, 4, 4}));
@@ -97,12 +90,9 @@ TEST(ZeroBubble, Reference15_2) {
 TEST(ZeroBubble, ZbH1Reference7) {
   // Reference §7(d): S=8, M=32, (F, B, W) = (1, 2, 1) gives makespan 142 = M(F+B+W) +
   // (S-1)(F+B-W).
-  Costs c;
-  c.F = 1;
-  c.I = 2;
-  c.W = 1;
-  c.B = 3;
-  EXPECT_EQ(idealized_timing(test::make("zb-h1", test::sm(8, 32)), c).makespan, 142);
+  EXPECT_EQ(
+      idealized_timing(test::make("zb-h1", test::sm(8, 32)), test::split_costs(1, 2, 1)).makespan,
+      142);
 }
 
 TEST(ZeroBubble, InputGradFreesLowersTheCount) {
@@ -127,8 +117,9 @@ TEST(ZeroBubble, HeuristicAtLimitSIsZbH1) {
   for (int S = 2; S <= 8; ++S) {
     const auto best =
         best_zero_bubble_schedule(ZeroBubbleProblem::uniform(S, 3 * S, 1, 1, 1, S)).table;
-    EXPECT_EQ(idealized_timing(best, equal_costs()).makespan,
-              idealized_timing(test::make("zb-h1", test::sm(S, 3 * S)), equal_costs()).makespan)
+    EXPECT_EQ(idealized_timing(best, test::split_costs(1, 1, 1)).makespan,
+              idealized_timing(test::make("zb-h1", test::sm(S, 3 * S)), test::split_costs(1, 1, 1))
+                  .makespan)
         << S;
   }
 }
@@ -156,12 +147,7 @@ TEST(ZeroBubbleHeuristic, GridOfLimitsCostsAndDelays) {
               ASSERT_TRUE(report.ok()) << label << ": " << to_string(report.issues.front());
               for (double peak : activation_peaks(best.table, MemoryOptions{frees}))
                 ASSERT_LE(peak, p.memory_limit + 1e-9) << label;
-              Costs table_costs;
-              table_costs.F = c.F;
-              table_costs.I = c.I;
-              table_costs.W = c.W;
-              table_costs.B = c.I + c.W;
-              const auto timing = idealized_timing(best.table, table_costs);
+              const auto timing = idealized_timing(best.table, test::split_costs(c.F, c.I, c.W));
               // Without transfer delay the heuristic's own timing is the table level's.
               if (comm == 0.0) {
                 ASSERT_NEAR(best.makespan, timing.makespan, 1e-9) << label;
