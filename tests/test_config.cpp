@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "pipetab/cost/stage_cost.hpp"
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
 
@@ -39,8 +40,8 @@ TEST(Presets, AllParseAndAreListed) {
   EXPECT_EQ(io::model_presets(), (std::vector<std::string>{"default", "gpt3-1.3b", "gpt3-13b",
                                                            "gpt3-175b", "llama2-70b"}));
   EXPECT_EQ(io::system_presets(),
-            (std::vector<std::string>{"a100-pcie", "balanced", "compute-bound", "dgx-h100", "ideal",
-                                      "network-bound"}));
+            (std::vector<std::string>{"a100-pcie", "balanced", "compute-bound", "dgx-a100",
+                                      "dgx-h100", "ideal", "network-bound"}));
   for (const auto& name : io::model_presets())
     EXPECT_EQ(io::load_model(name).name, name);
   for (const auto& name : io::system_presets())
@@ -49,21 +50,72 @@ TEST(Presets, AllParseAndAreListed) {
 
 TEST(Presets, PublishedNumbers) {
   const auto dgx = io::load_system("dgx-h100");
-  EXPECT_EQ(dgx.peak_flops, 989.4e12);
+  EXPECT_EQ(dgx.device.peak(Precision::BF16), 989.4e12);
+  EXPECT_EQ(dgx.device.peak(Precision::FP8), 1978.9e12);
+  EXPECT_EQ(dgx.device.memory_bandwidth, 3.35e12);
+  EXPECT_EQ(dgx.device.gemm.sms, 132);
   EXPECT_EQ(dgx.devices_per_node, 8);
   EXPECT_EQ(dgx.intra.bandwidth, 450e9);
   EXPECT_EQ(dgx.inter.bandwidth, 50e9);
   const auto a100 = io::load_system("a100-pcie");
-  EXPECT_EQ(a100.peak_flops, 312e12);
+  EXPECT_EQ(a100.device.peak(Precision::BF16), 312e12);
+  EXPECT_EQ(a100.device.memory_bandwidth, 1.935e12);
   EXPECT_EQ(a100.intra.bandwidth, 32e9);
-  // Parameter counts against the published sizes (+ an untied output copy of V·h).
+  // Selene (reference measurements.md §1): 312 TFLOP/s FP16, NVLink 3 at 300 GB/s per
+  // direction, one 200 Gb/s HDR NIC per GPU.
+  const auto selene = io::load_system("dgx-a100");
+  EXPECT_EQ(selene.device.peak(Precision::FP16), 312e12);
+  EXPECT_EQ(selene.device.peak(Precision::FP8), 0.0);  // A100 has no FP8
+  EXPECT_EQ(selene.device.gemm.sms, 108);
+  EXPECT_EQ(selene.intra.bandwidth, 300e9);
+  EXPECT_EQ(selene.inter.bandwidth, 25e9);
+  // Parameter counts against the published sizes (GPT-3 ties its embeddings; Llama 2 does not).
   const auto params = [](const char* name) {
     return total_params(std::get<TransformerConfig>(io::load_model(name).spec));
   };
-  EXPECT_NEAR(params("gpt3-1.3b"), 1.31e9 + 2048.0 * 50257, 0.03e9);
-  EXPECT_NEAR(params("gpt3-13b"), 12.85e9 + 5120.0 * 50257, 0.2e9);
-  EXPECT_NEAR(params("gpt3-175b"), 174.6e9 + 12288.0 * 50257, 1.5e9);
+  EXPECT_NEAR(params("gpt3-1.3b"), 1.31e9, 0.03e9);
+  EXPECT_NEAR(params("gpt3-13b"), 12.85e9, 0.2e9);
+  EXPECT_NEAR(params("gpt3-175b"), 174.6e9, 1.5e9);
   EXPECT_NEAR(params("llama2-70b"), 68.98e9, 0.3e9);
+}
+
+// The dgx-a100 preset is data/dgx-a100-datasheet.toml, whose comments cite every constant, with
+// only the calibrated efficiencies changed (experiments/accuracy writes it).
+TEST(Presets, CalibratedA100IsTheDatasheetPlusItsFit) {
+  const auto preset = io::load_system("dgx-a100");
+  auto datasheet =
+      io::load_system(std::string(PIPETAB_SOURCE_DIR) + "/data/dgx-a100-datasheet.toml");
+  datasheet.name = preset.name;
+  datasheet.device.gemm.max_efficiency = preset.device.gemm.max_efficiency;
+  datasheet.device.gemm.k_overhead = preset.device.gemm.k_overhead;
+  datasheet.device.memory_efficiency = preset.device.memory_efficiency;
+  EXPECT_EQ(datasheet.device, preset.device);
+  EXPECT_EQ(datasheet.intra, preset.intra);
+  EXPECT_EQ(datasheet.inter, preset.inter);
+  EXPECT_EQ(datasheet.devices_per_node, preset.devices_per_node);
+  // The fitted values are physical: below the measured matmul maximum, above half of it.
+  EXPECT_GT(preset.device.gemm.max_efficiency, 0.5);
+  EXPECT_LT(preset.device.gemm.max_efficiency, 0.869);
+  EXPECT_GT(preset.device.memory_efficiency, 0.3);
+  EXPECT_LE(preset.device.memory_efficiency, 1.0);
+}
+
+// Systems that take their device from a preset get all of it, and keys they give override it.
+TEST(Presets, DeviceFromAPreset) {
+  EXPECT_EQ(io::load_system("balanced").device, io::load_system("dgx-h100").device);
+  EXPECT_EQ(io::load_system("ideal").device, io::load_system("dgx-h100").device);
+  const auto s = io::parse_system(
+      "[device]\npreset = \"dgx-h100\"\nmemory_bytes = 141e9\n[device.gemm]\nmax_efficiency = 0.5\n"
+      "[network]\n[network.intra]\nlatency_s = 0\nbandwidth = 1e9\n[network.inter]\nlatency_s = "
+      "0\nbandwidth = 1e9\n",
+      "s.toml");
+  EXPECT_EQ(s.device.memory_bytes, 141e9);
+  EXPECT_EQ(s.device.gemm.max_efficiency, 0.5);
+  EXPECT_EQ(s.device.gemm.sms, 132);
+  EXPECT_EQ(s.device.peak(Precision::BF16), 989.4e12);
+  EXPECT_EQ(system_error("[device]\npreset = \"tpu\"\n[network]\n"),
+            "s.toml:2:10: key 'device.preset': 'tpu' is not a system preset (presets: a100-pcie, "
+            "balanced, compute-bound, dgx-a100, dgx-h100, ideal, network-bound)");
 }
 
 TEST(Presets, RegimesHaveTheirRatio) {
@@ -74,7 +126,7 @@ TEST(Presets, RegimesHaveTheirRatio) {
   for (const auto& [name, rho] :
        {std::pair{"compute-bound", 0.01}, {"balanced", 0.1}, {"network-bound", 1.0}}) {
     const auto s = io::load_system(name);
-    const double forward = work[3].forward_flops / s.flops();
+    const double forward = cost::stage_costs(model, work, s)[3].forward.seconds;
     const double transfer = s.inter.latency_s + work[3].message_bytes / s.inter.bandwidth;
     EXPECT_NEAR(transfer / forward, rho, 1e-3 * rho) << name;
     EXPECT_EQ(s.devices_per_node, 1) << name;
@@ -193,11 +245,10 @@ TEST(Config, ErrorsNameFileLineAndKey) {
       "[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\nvocab = 100\n";
   EXPECT_EQ(model_error(head + "colour = 3\n"),
             "m.toml:7:1: key 'transformer.colour': unknown key (expected: layers, hidden, heads, "
-            "kv_heads, ffn_hidden, "
-            "seq_len, micro_batch, vocab, dtype_bytes, tensor_parallel, sequence_parallel, "
-            "recompute, flash_attention, "
-            "gated_mlp, learned_positions, balance_embedding, grad_bytes_per_param, "
-            "optimizer_bytes_per_param)");
+            "kv_heads, ffn_hidden, seq_len, micro_batch, vocab, precision, dtype_bytes, "
+            "tensor_parallel, sequence_parallel, recompute, flash_attention, gated_mlp, "
+            "learned_positions, dropout, tie_embeddings, balance_embedding, "
+            "grad_accumulation_fusion, grad_bytes_per_param, optimizer_bytes_per_param)");
   EXPECT_EQ(model_error("[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\n"),
             "m.toml:1:1: key 'transformer': missing key 'vocab'");
   EXPECT_EQ(model_error(head + "micro_batch = \"two\"\n"),
@@ -268,8 +319,7 @@ TEST(Config, LoadByNameOrPath) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
               "--system nosuch: no such preset or file (presets: a100-pcie, balanced, "
-              "compute-bound, dgx-h100, ideal, "
-              "network-bound)");
+              "compute-bound, dgx-a100, dgx-h100, ideal, network-bound)");
   }
   EXPECT_FALSE(io::preset_text("models", "default").empty());
   EXPECT_TRUE(io::preset_text("models", "nosuch").empty());

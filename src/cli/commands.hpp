@@ -28,6 +28,9 @@ Subcommand add_plot(CLI::App& app);         // plot_command.cpp
 Subcommand add_sweep(CLI::App& app);        // study_commands.cpp
 Subcommand add_sensitivity(CLI::App& app);  // study_commands.cpp
 Subcommand add_tune(CLI::App& app);         // tune_command.cpp
+Subcommand add_accuracy(CLI::App& app);     // accuracy_commands.cpp
+Subcommand add_calibrate(CLI::App& app);    // accuracy_commands.cpp
+Subcommand add_cost(CLI::App& app);         // accuracy_commands.cpp
 
 /// A run stopped by the user (Ctrl-C) or a scheduler (SIGTERM) after keeping its results: the
 /// message says what was kept and how to go on; exit code 130.

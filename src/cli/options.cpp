@@ -100,6 +100,33 @@ void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
       "transfers do not share link bandwidth (each takes latency + bytes/bandwidth alone)");
   command.add_flag("--blocking-send", o.blocking_send,
                    "a device's compute waits for the activations and gradients it sends");
+  command
+      .add_option("--runtime", o.runtime,
+                  "how the runtime waits on pipeline transfers: async (eager, only the consumer "
+                  "waits), megatron (blocking batched send/receive after each op), pytorch "
+                  "(receives waited by the op that needs them, one transfer at a time per pair)")
+      ->check(CLI::IsMember({"async", "megatron", "pytorch"}))
+      ->capture_default_str();
+  command
+      .add_option("--tp-overlap", o.tp_overlap,
+                  "tensor-parallel collectives that run beside a GEMM: none (Megatron-LM until "
+                  "2021-09), backward (Megatron-LM since), all (Megatron-Core --tp-comm-overlap)")
+      ->check(CLI::IsMember({"none", "backward", "all"}))
+      ->capture_default_str();
+  command.add_flag("--no-optimizer", o.no_optimizer,
+                   "simulate the pipeline and its gradient reductions only: no end-of-iteration "
+                   "synchronisation and optimizer step");
+  command.add_flag("--dp-overlap", o.dp_overlap,
+                   "reduce data-parallel gradients in buckets while the last backward passes run "
+                   "(torch DDP, Megatron-Core overlap_grad_reduce)");
+  command
+      .add_option("--dp-bucket-mb", o.dp_bucket_mb,
+                  "gradient bucket size in MB for --dp-overlap (torch DDP's default 25)")
+      ->check(CLI::Range(0.001, 1e9))
+      ->capture_default_str();
+  command.add_flag("--distributed-optimizer", o.distributed_optimizer,
+                   "shard the optimizer over the data-parallel replicas (reduce-scatter the "
+                   "gradients, all-gather the parameters)");
 }
 
 SimulationSetup ScheduleOptions::simulation(const std::string* system_name) const {
@@ -108,6 +135,12 @@ SimulationSetup ScheduleOptions::simulation(const std::string* system_name) cons
   setup.system = io::load_system(system_name ? *system_name : system);
   if (costs_opt->count()) setup.lowering.costs = parsed_costs();
   setup.lowering.data_parallel = static_cast<std::int32_t>(data_parallel);
+  setup.lowering.runtime = *parse_runtime(runtime);
+  setup.lowering.cost.tp_overlap = *cost::parse_overlap(tp_overlap);
+  setup.lowering.iteration.optimizer = !no_optimizer;
+  setup.lowering.iteration.dp_overlap = dp_overlap;
+  setup.lowering.iteration.dp_bucket_bytes = dp_bucket_mb * 1e6;
+  setup.lowering.iteration.distributed_optimizer = distributed_optimizer;
   setup.options.contention = !no_contention;
   setup.options.blocking_send = blocking_send;
   require_supported(setup.system, setup.lowering);

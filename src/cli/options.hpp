@@ -41,10 +41,17 @@ struct ScheduleOptions {
   std::int64_t data_parallel = 1;
   bool no_contention = false;
   bool blocking_send = false;
+  std::string runtime = "async";
+  std::string tp_overlap = "backward";
+  bool no_optimizer = false;
+  bool dp_overlap = false;
+  double dp_bucket_mb = 25.0;
+  bool distributed_optimizer = false;
   CLI::Option* system_opt = nullptr;
 
-  /// Loads the model and system and applies --dp, --no-contention, --blocking-send, and
-  /// --costs (op times in seconds) when given. `system` overrides --system.
+  /// Loads the model and system and applies --dp, --no-contention, --blocking-send, --runtime,
+  /// --tp-overlap, the iteration flags, and --costs (op times in seconds) when given. `system`
+  /// overrides --system.
   SimulationSetup simulation(const std::string* system = nullptr) const;
 
   /// The parameters as given; for schedules that do not take an option it is left out when
@@ -60,7 +67,8 @@ struct ScheduleOptions {
 void add_schedule_options(CLI::App& command, ScheduleOptions& options,
                           std::int64_t default_devices = 4, std::int64_t default_microbatches = 8);
 
-/// Adds --system --model --dp --no-contention --blocking-send to `command`.
+/// Adds --system --model --dp --no-contention --blocking-send --runtime --tp-overlap
+/// --no-optimizer --dp-overlap --dp-bucket-mb --distributed-optimizer to `command`.
 void add_simulation_options(CLI::App& command, ScheduleOptions& options);
 
 /// A table to evaluate: generated from a schedule name, or read from --table FILE.

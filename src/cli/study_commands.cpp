@@ -366,9 +366,9 @@ Subcommand add_sensitivity(CLI::App& app) {
             if (o.split_opt->count()) study.splits = {o.split};
             study.systems = {o.system};
             study.models = {o.model};
-            study.data_parallel = static_cast<std::int32_t>(o.data_parallel);
-            study.contention = !o.no_contention;
-            study.blocking_send = o.blocking_send;
+            const auto setup = o.simulation();
+            study.lowering = setup.lowering;
+            study.sim = setup.options;
             study.memory = o.memory();
             const auto result = run_sensitivity(std::move(study), axes, s->tolerance, s->threads);
             if (s->format == "json") {

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "config_reader.hpp"
 #include "presets.hpp"
 #include "toml_reader.hpp"
 #include <fmt/format.h>
@@ -23,12 +24,31 @@ std::string default_name(const std::string& file) {
   return std::filesystem::path(file).stem().string();
 }
 
-TransformerConfig read_transformer(const Reader& r, const toml::table& t) {
-  const std::string p = "transformer";
+}  // namespace
+
+TransformerConfig read_transformer(const Reader& r, const toml::table& t, const std::string& p) {
   r.only(t, p,
-         {"layers", "hidden", "heads", "kv_heads", "ffn_hidden", "seq_len", "micro_batch", "vocab",
-          "dtype_bytes", "tensor_parallel", "sequence_parallel", "recompute", "flash_attention",
-          "gated_mlp", "learned_positions", "balance_embedding", "grad_bytes_per_param",
+         {"layers",
+          "hidden",
+          "heads",
+          "kv_heads",
+          "ffn_hidden",
+          "seq_len",
+          "micro_batch",
+          "vocab",
+          "precision",
+          "dtype_bytes",
+          "tensor_parallel",
+          "sequence_parallel",
+          "recompute",
+          "flash_attention",
+          "gated_mlp",
+          "learned_positions",
+          "dropout",
+          "tie_embeddings",
+          "balance_embedding",
+          "grad_accumulation_fusion",
+          "grad_bytes_per_param",
           "optimizer_bytes_per_param"});
   constexpr std::int64_t kBig = std::int64_t{1} << 40;
   TransformerConfig m;
@@ -40,7 +60,11 @@ TransformerConfig read_transformer(const Reader& r, const toml::table& t) {
   m.seq_len = r.integer(t, p, "seq_len", std::nullopt, 1, 1 << 26);
   m.micro_batch = r.integer(t, p, "micro_batch", 1, 1, 1 << 20);
   m.vocab = r.integer(t, p, "vocab", std::nullopt, 1, kBig);
-  m.dtype_bytes = r.integer(t, p, "dtype_bytes", 2, 1, 16);
+  m.precision = *parse_precision(
+      r.choice(t, p, "precision", "bf16", {"fp32", "tf32", "fp16", "bf16", "fp8"}));
+  // FP8 training keeps activations and weights between layers in 16 bits (Transformer Engine).
+  m.dtype_bytes = r.integer(t, p, "dtype_bytes",
+                            m.precision == Precision::FP8 ? 2 : element_bytes(m.precision), 1, 16);
   m.tensor_parallel = r.integer(t, p, "tensor_parallel", 1, 1, 1 << 16);
   m.sequence_parallel = r.boolean(t, p, "sequence_parallel", false);
   const auto recompute = r.choice(t, p, "recompute", "none", {"none", "selective", "full"});
@@ -50,19 +74,44 @@ TransformerConfig read_transformer(const Reader& r, const toml::table& t) {
   m.flash_attention = r.boolean(t, p, "flash_attention", false);
   m.gated_mlp = r.boolean(t, p, "gated_mlp", false);
   m.learned_positions = r.boolean(t, p, "learned_positions", true);
+  m.dropout = r.boolean(t, p, "dropout", true);
+  m.tie_embeddings = r.boolean(t, p, "tie_embeddings", true);
   m.balance_embedding = r.boolean(t, p, "balance_embedding", false);
+  m.grad_accumulation_fusion = r.boolean(t, p, "grad_accumulation_fusion", true);
   m.grad_bytes_per_param = r.number(t, p, "grad_bytes_per_param", 4.0, 0.0, 64.0, false);
   m.optimizer_bytes_per_param = r.number(t, p, "optimizer_bytes_per_param", 12.0, 0.0, 64.0, false);
   if (m.hidden % m.heads != 0) {
-    r.fail(t.get("hidden")->source(), "transformer.hidden",
+    r.fail(t.get("hidden")->source(), Reader::join(p, "hidden"),
            fmt::format("{} is not a multiple of heads = {}", m.hidden, m.heads));
   }
   if (m.heads % m.kv_heads != 0) {
-    r.fail(t.get("kv_heads")->source(), "transformer.kv_heads",
+    r.fail(t.get("kv_heads")->source(), Reader::join(p, "kv_heads"),
            fmt::format("heads = {} is not a multiple of {}", m.heads, m.kv_heads));
+  }
+  // Tensor parallelism splits the heads, the key-value groups and the MLP over the ranks
+  // (Megatron-LM requires each to divide evenly).
+  if (const auto* tp = t.get("tensor_parallel")) {
+    const auto need = [&](std::int64_t value, const char* what) {
+      if (value % m.tensor_parallel != 0) {
+        r.fail(tp->source(), Reader::join(p, "tensor_parallel"),
+               fmt::format("{} does not divide {} = {}: each rank needs whole heads and an equal "
+                           "share of the MLP",
+                           m.tensor_parallel, what, value));
+      }
+    };
+    need(m.heads, "heads");
+    need(m.kv_heads, "kv_heads");
+    need(m.ffn_hidden, "ffn_hidden");
+  }
+  if (m.sequence_parallel && m.tensor_parallel == 1) {
+    r.fail(
+        t.get("sequence_parallel")->source(), Reader::join(p, "sequence_parallel"),
+        "needs tensor_parallel > 1: sequence parallelism splits along the tensor-parallel ranks");
   }
   return m;
 }
+
+namespace {
 
 ExplicitWorkload read_explicit(const Reader& r, const toml::table& t) {
   const std::string p = "explicit";
@@ -88,11 +137,115 @@ LinkSpec read_link(const Reader& r, const toml::table& parent, const std::string
   const std::string p = Reader::join(prefix, key);
   const toml::table* t = r.table(parent, prefix, key);
   if (t == nullptr) r.fail(parent.source(), p, "missing");
-  r.only(*t, p, {"latency_s", "bandwidth"});
+  r.only(*t, p, {"latency_s", "bandwidth", "collective_efficiency"});
   LinkSpec link;
   link.latency_s = r.number(*t, p, "latency_s", std::nullopt, 0.0, 1e3, false);
   link.bandwidth = r.number(*t, p, "bandwidth", std::nullopt, 1.0, kHuge, false, true);
+  link.collective_efficiency = r.number(*t, p, "collective_efficiency", 1.0, 0.0, 1.0, true);
   return link;
+}
+
+// [device.peak_flops]: one number for every precision, or a table of them by name. Absent: the
+// base device's (a preset's), if there is one.
+void read_peaks(const Reader& r, const toml::table& device, DeviceSpec& spec, bool based) {
+  const toml::node* node = device.get("peak_flops");
+  if (node == nullptr && based) return;
+  if (node == nullptr) node = &r.require(device, "device", "peak_flops");
+  if (const auto* table = node->as_table()) {
+    const std::string p = "device.peak_flops";
+    r.only(*table, p, {"fp32", "tf32", "fp16", "bf16", "fp8"});
+    if (table->empty()) r.fail(table->source(), p, "expected at least one precision");
+    for (std::size_t i = 0; i < kPrecisions; ++i) {
+      spec.peak_flops[i] = r.number(*table, p, kPrecisionNames[i], 0.0, 1.0, kHuge, false);
+    }
+    return;
+  }
+  // A lower bound of 1 FLOP/s (and of 1 B/s for links) keeps every simulated time finite.
+  spec.peak_flops.fill(r.number(device, "device", "peak_flops", std::nullopt, 1.0, kHuge, false));
+}
+
+// A key's fallback: the base device's value when there is one, else `none` (required when unset).
+std::optional<double> from(bool based, double base, std::optional<double> none = std::nullopt) {
+  return based ? std::optional<double>(base) : none;
+}
+
+void read_gemm(const Reader& r, const toml::table& t, GemmModel& g, bool based) {
+  const std::string p = "device.gemm";
+  r.only(t, p, {"sms", "tile_m", "tile_n", "max_efficiency", "k_overhead"});
+  g.sms = static_cast<std::int32_t>(r.integer(
+      t, p, "sms", based ? std::optional<std::int64_t>(g.sms) : std::nullopt, 1, 1 << 20));
+  g.tile_m = static_cast<std::int32_t>(r.integer(t, p, "tile_m", g.tile_m, 1, 1 << 16));
+  g.tile_n = static_cast<std::int32_t>(r.integer(t, p, "tile_n", g.tile_n, 1, 1 << 16));
+  g.max_efficiency =
+      r.number(t, p, "max_efficiency", from(based, g.max_efficiency), 0.0, 1.0, true);
+  g.k_overhead = r.number(t, p, "k_overhead", g.k_overhead, 0.0, 1e9, false);
+}
+
+SystemConfig parse_system_at(std::string_view text, const std::string& file, int depth);
+
+// [device]. With `preset = "NAME"` every key defaults to that system preset's device.
+void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int depth) {
+  r.only(device, "device",
+         {"preset", "name", "peak_flops", "efficiency", "memory_bytes", "memory_bandwidth",
+          "memory_efficiency", "kernel_overhead_s", "gemm", "attention"});
+  bool based = false;
+  if (const auto preset = r.string(device, "device", "preset")) {
+    const auto text = detail::preset("systems", *preset);
+    if (text.empty() || depth > 0) {
+      r.fail(device.get("preset")->source(), "device.preset",
+             text.empty() ? fmt::format("'{}' is not a system preset (presets: {})", *preset,
+                                        fmt::join(detail::preset_names("systems"), ", "))
+                          : std::string("a preset's device cannot name a preset in turn"));
+    }
+    d = parse_system_at(text, fmt::format("(preset {})", *preset), depth + 1).device;
+    based = true;
+  }
+  d.name = r.string(device, "device", "name").value_or(d.name);
+  read_peaks(r, device, d, based);
+  d.memory_bytes =
+      r.number(device, "device", "memory_bytes", from(based, d.memory_bytes), 1.0, kHuge, false);
+  if (device.get("efficiency") != nullptr) {
+    d.flat_efficiency = r.number(device, "device", "efficiency", std::nullopt, 0.0, 1.0, true);
+    for (const double peak : d.peak_flops) {
+      if (peak > 0.0 && peak * *d.flat_efficiency < 1.0) {
+        r.fail(device.get("efficiency")->source(), "device.efficiency",
+               fmt::format("{:g} leaves {:g} FLOP/s of the peak: expected at least 1",
+                           *d.flat_efficiency, peak * *d.flat_efficiency));
+      }
+    }
+    if (device.get("gemm") != nullptr) {
+      r.fail(device.get("gemm")->source(), "device.gemm",
+             "not with device.efficiency: give the FLOP-proportional efficiency or the "
+             "operator-level model's [device.gemm], not both");
+    }
+  }
+  d.memory_bandwidth =
+      r.number(device, "device", "memory_bandwidth",
+               from(based || d.flat_efficiency.has_value(), d.memory_bandwidth), 1.0, kHuge, false);
+  d.memory_efficiency =
+      r.number(device, "device", "memory_efficiency", d.memory_efficiency, 0.0, 1.0, true);
+  d.kernel_overhead_s =
+      r.number(device, "device", "kernel_overhead_s", d.kernel_overhead_s, 0.0, 1.0, false);
+  if (!d.flat_efficiency) {
+    const toml::table* gemm = r.table(device, "device", "gemm");
+    if (gemm == nullptr && !based) {
+      r.fail(device.source(), "device.gemm",
+             "missing: the operator-level model needs the GEMM efficiency model [device.gemm] "
+             "(sms, max_efficiency, ...), or give device.efficiency for the FLOP-proportional one");
+    }
+    if (gemm != nullptr) read_gemm(r, *gemm, d.gemm, based);
+  }
+  // FlashAttention's throughput; without the table, the base's or the GEMMs' best.
+  if (!based) d.attention_efficiency = d.attention_backward_efficiency = d.gemm.max_efficiency;
+  if (const toml::table* attention = r.table(device, "device", "attention")) {
+    const std::string p = "device.attention";
+    r.only(*attention, p, {"forward_efficiency", "backward_efficiency"});
+    d.attention_efficiency = r.number(*attention, p, "forward_efficiency",
+                                      from(based, d.attention_efficiency), 0.0, 1.0, true);
+    d.attention_backward_efficiency =
+        r.number(*attention, p, "backward_efficiency", from(based, d.attention_backward_efficiency),
+                 0.0, 1.0, true);
+  }
 }
 
 }  // namespace
@@ -111,14 +264,16 @@ ModelConfig parse_model(std::string_view text, const std::string& file) {
     r.fail(root.source(), "", "expected exactly one of the tables [transformer] and [explicit]");
   }
   if (transformer) {
-    model.spec = read_transformer(r, *transformer);
+    model.spec = read_transformer(r, *transformer, "transformer");
   } else {
     model.spec = read_explicit(r, *explicit_costs);
   }
   return model;
 }
 
-SystemConfig parse_system(std::string_view text, const std::string& file) {
+namespace {
+
+SystemConfig parse_system_at(std::string_view text, const std::string& file, int depth) {
   const Reader r(text, file);
   const auto& root = r.root();
   r.only(root, "", {"name", "description", "source", "device", "network"});
@@ -128,19 +283,10 @@ SystemConfig parse_system(std::string_view text, const std::string& file) {
   s.source = r.string(root, "", "source").value_or("");
   const auto* device = r.table(root, "", "device");
   if (device == nullptr) r.fail(root.source(), "device", "missing");
-  r.only(*device, "device", {"peak_flops", "efficiency", "memory_bytes"});
-  // A lower bound of 1 FLOP/s (and of 1 B/s for links) keeps every simulated time finite.
-  s.peak_flops = r.number(*device, "device", "peak_flops", std::nullopt, 1.0, kHuge, false);
-  s.efficiency = r.number(*device, "device", "efficiency", std::nullopt, 0.0, 1.0, true);
-  if (s.flops() < 1.0) {
-    r.fail(device->get("efficiency")->source(), "device.efficiency",
-           fmt::format("{:g} leaves {:g} FLOP/s of the peak: expected at least 1", s.efficiency,
-                       s.flops()));
-  }
-  s.memory_bytes = r.number(*device, "device", "memory_bytes", std::nullopt, 1.0, kHuge, false);
+  read_device(r, *device, s.device, depth);
   const auto* network = r.table(root, "", "network");
   if (network == nullptr) r.fail(root.source(), "network", "missing");
-  r.only(*network, "network", {"topology", "devices_per_node", "intra", "inter"});
+  r.only(*network, "network", {"topology", "devices_per_node", "nodes", "intra", "inter"});
   const auto topology =
       r.choice(*network, "network", "topology", "switched", {"switched", "chain"});
   s.topology = topology == "chain" ? Topology::Chain : Topology::Switched;
@@ -150,6 +296,11 @@ SystemConfig parse_system(std::string_view text, const std::string& file) {
     r.fail(network->get("devices_per_node")->source(), "network.devices_per_node",
            "a chain has no nodes: leave devices_per_node out");
   }
+  s.nodes = r.integer(*network, "network", "nodes", 0, 1, std::int64_t{1} << 40);
+  if (s.topology == Topology::Chain && network->get("nodes") != nullptr) {
+    r.fail(network->get("nodes")->source(), "network.nodes",
+           "a chain has no nodes: leave nodes out");
+  }
   s.intra = read_link(r, *network, "network", "intra");
   if (s.topology == Topology::Switched) {
     s.inter = read_link(r, *network, "network", "inter");
@@ -158,6 +309,82 @@ SystemConfig parse_system(std::string_view text, const std::string& file) {
            "a chain has one link class: give [network.intra] only");
   }
   return s;
+}
+
+}  // namespace
+
+SystemConfig parse_system(std::string_view text, const std::string& file) {
+  return parse_system_at(text, file, 0);
+}
+
+namespace {
+
+std::string number(double value) {
+  if (std::isinf(value)) return "inf";
+  return fmt::format("{}", value);  // the shortest text that reads back to the same double
+}
+
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string link_toml(const char* name, const LinkSpec& link) {
+  return fmt::format("\n[network.{}]\nlatency_s = {}\nbandwidth = {}\ncollective_efficiency = {}\n",
+                     name, number(link.latency_s), number(link.bandwidth),
+                     number(link.collective_efficiency));
+}
+
+}  // namespace
+
+std::string system_toml(const SystemConfig& s, const std::string& comment) {
+  std::string out;
+  std::size_t begin = 0;
+  while (begin < comment.size()) {
+    const auto end = comment.find('\n', begin);
+    const auto line = comment.substr(begin, end == std::string::npos ? end : end - begin);
+    out += line.empty() ? "#\n" : "# " + line + "\n";
+    if (end == std::string::npos) break;
+    begin = end + 1;
+  }
+  const auto& d = s.device;
+  out += fmt::format("name = {}\n", quoted(s.name));
+  if (!s.source.empty()) out += fmt::format("source = {}\n", quoted(s.source));
+  out += "\n[device]\n";
+  if (!d.name.empty()) out += fmt::format("name = {}\n", quoted(d.name));
+  out += fmt::format("memory_bytes = {}\n", number(d.memory_bytes));
+  if (d.memory_bandwidth > 0.0)
+    out += fmt::format("memory_bandwidth = {}\n", number(d.memory_bandwidth));
+  out += fmt::format("memory_efficiency = {}\nkernel_overhead_s = {}\n",
+                     number(d.memory_efficiency), number(d.kernel_overhead_s));
+  if (d.flat_efficiency) out += fmt::format("efficiency = {}\n", number(*d.flat_efficiency));
+  out += "\n[device.peak_flops]\n";
+  for (std::size_t i = 0; i < kPrecisions; ++i) {
+    if (d.peak_flops[i] > 0.0)
+      out += fmt::format("{} = {}\n", kPrecisionNames[i], number(d.peak_flops[i]));
+  }
+  if (!d.flat_efficiency) {
+    out += fmt::format(
+        "\n[device.gemm]\nsms = {}\ntile_m = {}\ntile_n = {}\nmax_efficiency = {}\nk_overhead = "
+        "{}\n",
+        d.gemm.sms, d.gemm.tile_m, d.gemm.tile_n, number(d.gemm.max_efficiency),
+        number(d.gemm.k_overhead));
+    out += fmt::format("\n[device.attention]\nforward_efficiency = {}\nbackward_efficiency = {}\n",
+                       number(d.attention_efficiency), number(d.attention_backward_efficiency));
+  }
+  out += fmt::format("\n[network]\ntopology = \"{}\"\n",
+                     s.topology == Topology::Chain ? "chain" : "switched");
+  if (s.topology == Topology::Switched) {
+    out += fmt::format("devices_per_node = {}\n", s.devices_per_node);
+    if (s.nodes > 0) out += fmt::format("nodes = {}\n", s.nodes);
+  }
+  out += link_toml("intra", s.intra);
+  if (s.topology == Topology::Switched) out += link_toml("inter", s.inter);
+  return out;
 }
 
 std::vector<std::string> model_presets() {

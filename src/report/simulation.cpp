@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "pipetab/error.hpp"
+#include "pipetab/model/flops.hpp"
 
 namespace pipetab {
 
@@ -37,8 +38,9 @@ namespace {
 std::string describe(const ScheduleTable& table, const Simulation& sim, std::int32_t node) {
   const auto& g = sim.graph;
   const auto n = static_cast<std::size_t>(node);
-  if (!g.is_transfer(node))
+  if (g.is_table_op(node))
     return fmt::format("op {} on device {}", to_string(table.ops[n]), g.device[n]);
+  if (!g.is_transfer(node)) return fmt::format("optimizer step on device {}", g.device[n]);
   const auto t = static_cast<std::size_t>(node - g.compute_nodes);
   return fmt::format("{} {} -> {} (stage {}, {:.4g} MB)", to_string(g.kind[t]), g.device[n],
                      g.receiver[t], g.stage[t], g.bytes[t] / 1e6);
@@ -46,10 +48,24 @@ std::string describe(const ScheduleTable& table, const Simulation& sim, std::int
 
 }  // namespace
 
+namespace {
+nlohmann::json optional_number(const std::optional<double>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+}  // namespace
+
 nlohmann::json to_json(const SimulationMetrics& m) {
   return {{"system", m.system},
           {"model", m.model},
           {"runtime_s", m.runtime_s},
+          {"pipeline_end_s", m.pipeline_end_s},
+          {"tokens_per_s", optional_number(m.tokens_per_s)},
+          {"mfu", optional_number(m.mfu)},
+          {"hfu", optional_number(m.hfu)},
+          {"model_flops", optional_number(m.model_flops)},
+          {"hardware_flops", optional_number(m.hardware_flops)},
+          {"sequences", optional_number(m.sequences)},
+          {"gpus", m.gpus},
           {"idle_ratio", m.idle_ratio},
           {"span_idle_ratio", m.span_idle_ratio},
           {"peak_memory_bytes", m.peak_memory_bytes},
@@ -60,11 +76,21 @@ nlohmann::json to_json(const SimulationMetrics& m) {
           {"over_capacity", m.over_capacity},
           {"memory_capacity_bytes", m.memory_capacity_bytes},
           {"compute_s", m.compute_s},
+          {"tp_comm_s", m.tp_comm_s},
+          {"optimizer_s", m.optimizer_s},
           {"exposed_comm_s", m.exposed_comm_s},
+          {"exposed_pipeline_s", m.exposed_pipeline_s},
+          {"exposed_collective_s", m.exposed_collective_s},
           {"idle_s", m.idle_s},
           {"contention", m.contention},
           {"blocking_send", m.blocking_send},
+          {"runtime", m.runtime},
+          {"tp_overlap", m.tp_overlap},
+          {"dp_overlap", m.dp_overlap},
+          {"distributed_optimizer", m.distributed_optimizer},
+          {"optimizer", m.optimizer},
           {"data_parallel", m.data_parallel},
+          {"tensor_parallel", m.tensor_parallel},
           {"explicit_costs", m.explicit_costs},
           {"nodes", m.nodes},
           {"transfers", m.transfers},
@@ -100,24 +126,49 @@ nlohmann::json simulation_json(const ScheduleTable& table, const Simulation& sim
 std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
   const auto& m = sim.metrics;
   const auto& r = sim.result;
-  std::string out =
-      fmt::format("simulated on {} with model {}{}{}{}\n", m.system, m.model,
-                  m.explicit_costs ? " (op times from --costs, in seconds)" : "",
-                  m.contention ? "" : ", no contention", m.blocking_send ? ", blocking sends" : "");
+  std::string out = fmt::format(
+      "simulated on {} with model {}{}{}{}; runtime {}\n", m.system, m.model,
+      m.explicit_costs ? " (op times from --costs, in seconds)" : "",
+      m.contention ? "" : ", no contention", m.blocking_send ? ", blocking sends" : "", m.runtime);
   out += fmt::format(
-      "runtime {:.6g} s, idle ratio {:.4f} (span {:.4f}); {} ops and {} transfers ({:.4g} GB), {} "
-      "events\n\n",
-      m.runtime_s, m.idle_ratio, m.span_idle_ratio, sim.graph.compute_nodes, m.transfers,
-      m.transfer_bytes / 1e9, m.events);
-  out += "device   compute s   exposed comm s      idle s   peak GB        at s\n";
+      "runtime {:.6g} s (pipeline {:.6g} s), idle ratio {:.4f} (span {:.4f}); {} ops and {} "
+      "transfers ({:.4g} GB), {} events\n",
+      m.runtime_s, m.pipeline_end_s, m.idle_ratio, m.span_idle_ratio, sim.graph.table_ops,
+      m.transfers, m.transfer_bytes / 1e9, m.events);
+  if (m.tokens_per_s) {
+    out += fmt::format(
+        "{} GPUs (tensor parallel {}, data parallel {}), {:g} sequences: {:.6g} tokens/s, MFU "
+        "{:.1f}%, HFU {:.1f}%\n",
+        m.gpus, m.tensor_parallel, m.data_parallel, *m.sequences, *m.tokens_per_s, 100 * *m.mfu,
+        100 * *m.hfu);
+  }
+  // Where the time went, averaged over the devices, as shares of the iteration.
+  const auto mean = [](const std::vector<double>& v) {
+    double sum = 0.0;
+    for (const double x : v)
+      sum += x;
+    return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+  };
+  const double runtime = m.runtime_s > 0.0 ? m.runtime_s : 1.0;
+  const double tp = mean(m.tp_comm_s);
+  out += fmt::format(
+      "breakdown (mean per device): compute {:.1f}%, tensor-parallel comm {:.1f}%, pipeline "
+      "bubble {:.1f}%, exposed pipeline transfers {:.1f}%, gradient reductions {:.1f}%, "
+      "optimizer {:.1f}%\n\n",
+      100 * (mean(m.compute_s) - tp) / runtime, 100 * tp / runtime, 100 * mean(m.idle_s) / runtime,
+      100 * mean(m.exposed_pipeline_s) / runtime, 100 * mean(m.exposed_collective_s) / runtime,
+      100 * mean(m.optimizer_s) / runtime);
+  out +=
+      "device   compute s  of which TP s  optimizer s  exposed comm s      idle s   peak GB        "
+      "at s\n";
   for (std::size_t d = 0; d < r.devices.size(); ++d) {
     const auto& dev = r.devices[d];
-    out += fmt::format(
-        "{:<6}{:>12.6g}{:>17.6g}{:>12.6g}{:>10.4g}{:>12.6g}{}\n", d, dev.compute_s,
-        dev.exposed_comm_s, dev.idle_s, dev.peak_memory_bytes / 1e9, dev.peak_memory_time_s,
-        dev.over_capacity
-            ? fmt::format("  over the {:.4g} GB of the device", m.memory_capacity_bytes / 1e9)
-            : std::string());
+    out += fmt::format("{:<6}{:>12.6g}{:>15.6g}{:>13.6g}{:>16.6g}{:>12.6g}{:>10.4g}{:>12.6g}{}\n",
+                       d, dev.compute_s, dev.tp_comm_s, dev.optimizer_s, dev.exposed_comm_s,
+                       dev.idle_s, dev.peak_memory_bytes / 1e9, dev.peak_memory_time_s,
+                       dev.over_capacity ? fmt::format("  over the {:.4g} GB of the device",
+                                                       m.memory_capacity_bytes / 1e9)
+                                         : std::string());
   }
   out += "\nlink                      GB moved      busy s   max utilization\n";
   for (std::size_t l = 0; l < r.links.size(); ++l) {
@@ -154,7 +205,10 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
 }
 
 Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& setup) {
-  Simulation s{Network(setup.system, table.devices), {}, {}, {}};
+  Simulation s{Network(setup.system, table.devices, gpus_per_device(setup.model, setup.lowering)),
+               {},
+               {},
+               {}};
   s.graph = lower(table, setup.model, s.network, setup.lowering);
   s.result = simulate(s.graph, s.network, setup.options);
   if (!std::isfinite(s.result.runtime_s)) {
@@ -167,21 +221,49 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
   m.system = setup.system.name;
   m.model = setup.model.name;
   m.runtime_s = s.result.runtime_s;
+  m.pipeline_end_s = s.result.pipeline_end_s;
   m.idle_ratio = s.result.idle_ratio;
   m.span_idle_ratio = s.result.span_idle_ratio;
   for (const auto& d : s.result.devices) {
     m.compute_s.push_back(d.compute_s);
+    m.tp_comm_s.push_back(d.tp_comm_s);
+    m.optimizer_s.push_back(d.optimizer_s);
     m.exposed_comm_s.push_back(d.exposed_comm_s);
+    m.exposed_pipeline_s.push_back(d.exposed_pipeline_s);
+    m.exposed_collective_s.push_back(d.exposed_collective_s);
     m.idle_s.push_back(d.idle_s);
     m.peak_memory_bytes.push_back(d.peak_memory_bytes);
     m.peak_memory_time_s.push_back(d.peak_memory_time_s);
     m.static_bytes.push_back(d.static_bytes);
     m.over_capacity.push_back(d.over_capacity);
   }
-  m.memory_capacity_bytes = setup.system.memory_bytes;
+  m.memory_capacity_bytes = setup.system.device.memory_bytes;
   m.contention = setup.options.contention;
   m.blocking_send = setup.options.blocking_send;
-  m.data_parallel = setup.lowering.data_parallel;
+  const auto& lowering = setup.lowering;
+  m.runtime = to_string(lowering.runtime);
+  m.tp_overlap = cost::to_string(lowering.cost.tp_overlap);
+  m.dp_overlap = lowering.iteration.dp_overlap;
+  m.distributed_optimizer = lowering.iteration.distributed_optimizer;
+  m.optimizer = lowering.iteration.optimizer;
+  m.data_parallel = lowering.data_parallel;
+  if (const auto* model = setup.model.transformer()) {
+    m.tensor_parallel = model->tensor_parallel;
+    const double microbatches = table.microbatches;
+    const double sequences = microbatches * static_cast<double>(model->micro_batch) *
+                             static_cast<double>(lowering.data_parallel);
+    const auto flops = iteration_flops(*model, sequences);
+    const double gpus = static_cast<double>(table.devices) *
+                        static_cast<double>(model->tensor_parallel) * lowering.data_parallel;
+    const double peak = setup.system.device.peak(model->precision) * gpus * m.runtime_s;
+    m.sequences = sequences;
+    m.tokens_per_s = sequences * static_cast<double>(model->seq_len) / m.runtime_s;
+    m.model_flops = flops.model;
+    m.hardware_flops = flops.hardware;
+    m.mfu = flops.model / peak;
+    m.hfu = flops.hardware / peak;
+  }
+  m.gpus = static_cast<std::int64_t>(table.devices) * m.tensor_parallel * m.data_parallel;
   m.explicit_costs = setup.lowering.costs.has_value();
   m.nodes = s.graph.nodes();
   m.transfers = s.graph.transfers();

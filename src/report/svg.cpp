@@ -61,10 +61,10 @@ std::string timeline_svg(const ScheduleTable& table, const Simulation& sim,
                          const std::string& title) {
   const auto& g = sim.graph;
   const auto& r = sim.result;
-  if (g.compute_nodes > kMaxSvgOps) {
+  if (g.table_ops > kMaxSvgOps) {
     throw Error(
         fmt::format("{} ops are too many for a readable SVG (at most {}); use --trace instead",
-                    g.compute_nodes, kMaxSvgOps));
+                    g.table_ops, kMaxSvgOps));
   }
   const double runtime = r.runtime_s > 0.0 ? r.runtime_s : 1.0;
   const double sx = kPlotWidth / runtime;
@@ -99,7 +99,17 @@ std::string timeline_svg(const ScheduleTable& table, const Simulation& sim,
       stage_index[i] = count[static_cast<std::size_t>(table.placement.device[i])]++;
     }
   }
-  for (std::int64_t n = 0; n < g.compute_nodes; ++n) {
+  for (std::int64_t n = g.table_ops; n < g.compute_nodes; ++n) {
+    const auto i = static_cast<std::size_t>(n);
+    const double x = kLeft + r.start[i] * sx;
+    const double w = std::max(0.5, (r.end[i] - r.start[i]) * sx);
+    out += fmt::format(
+        "<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{}\" fill=\"#7f8c8d\" "
+        "stroke=\"white\" stroke-width=\"0.4\"><title>optimizer step {:.6g}-{:.6g} "
+        "s</title></rect>\n",
+        x, lane_y(g.device[i]), w, kLane, r.start[i], r.end[i]);
+  }
+  for (std::int64_t n = 0; n < g.table_ops; ++n) {
     const auto i = static_cast<std::size_t>(n);
     const Op& op = table.ops[i];
     const Pass& p = op.first();
@@ -129,9 +139,9 @@ std::string timeline_svg(const ScheduleTable& table, const Simulation& sim,
   for (std::int64_t n = g.compute_nodes; n < g.nodes(); ++n) {
     const auto i = static_cast<std::size_t>(n);
     const auto t = static_cast<std::size_t>(n - g.compute_nodes);
+    if (g.kind[t] == TransferKind::Sync) continue;
     const auto from = g.device[i], to = g.receiver[t];
-    const bool collective =
-        g.kind[t] == TransferKind::ReplicaAllReduce || g.kind[t] == TransferKind::DataAllReduce;
+    const bool collective = !is_pipeline(g.kind[t]);
     const double y1 = from < to ? lane_y(from) + kLane : lane_y(from);
     const double y2 =
         from < to ? lane_y(to) : (from == to ? lane_y(to) + kLane : lane_y(to) + kLane);

@@ -1,5 +1,7 @@
 #include "pipetab/report/trace.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace pipetab {
@@ -56,11 +58,17 @@ std::string chrome_trace(const ScheduleTable& table, const Simulation& sim) {
 
   for (std::int64_t n = 0; n < g.compute_nodes; ++n) {
     const auto i = static_cast<std::size_t>(n);
+    if (!g.is_table_op(n)) {
+      w.event(
+          R"({{"ph":"X","name":"optimizer step","cat":"optimizer","pid":{},"tid":0,"ts":{},"dur":{}}})",
+          g.device[i], r.start[i] * kMicro, (r.end[i] - r.start[i]) * kMicro);
+      continue;
+    }
     const Op& op = table.ops[i];
     w.event(
-        R"({{"ph":"X","name":"{}","cat":"{}","pid":{},"tid":0,"ts":{},"dur":{},"args":{{"op":"{}"}}}})",
+        R"({{"ph":"X","name":"{}","cat":"{}","pid":{},"tid":0,"ts":{},"dur":{},"args":{{"op":"{}","tp_comm_s":{}}}}})",
         op_label(op), kind_letter(op.first().kind), g.device[i], r.start[i] * kMicro,
-        (r.end[i] - r.start[i]) * kMicro, to_string(op));
+        (r.end[i] - r.start[i]) * kMicro, to_string(op), g.tp_comm_s[i]);
   }
 
   // Transfers: on the sender's communication track, on every link of the route, and (pipeline
@@ -91,8 +99,9 @@ std::string chrome_trace(const ScheduleTable& table, const Simulation& sim) {
     const auto i = static_cast<std::size_t>(n);
     for (auto k = g.succ_begin[i]; k < g.succ_begin[i + 1]; ++k) {
       const auto transfer = g.succ[static_cast<std::size_t>(k)];
-      const auto t = static_cast<std::size_t>(transfer - g.compute_nodes);
-      if (g.kind[t] != TransferKind::Activation && g.kind[t] != TransferKind::Gradient) continue;
+      const auto t =
+          static_cast<std::size_t>(std::max<std::int64_t>(0, transfer - g.compute_nodes));
+      if (!g.is_transfer(transfer) || !is_pipeline(g.kind[t])) continue;
       const auto consumer = static_cast<std::size_t>(
           g.succ[static_cast<std::size_t>(g.succ_begin[static_cast<std::size_t>(transfer)])]);
       // The arrow starts inside the producing op (at its middle, so that it binds to that

@@ -1,8 +1,10 @@
 #include "pipetab/sim/engine.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <span>
 
@@ -15,7 +17,8 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-enum class EventType : std::uint8_t { ComputeDone, LatencyDone, FlowDone };
+// Release: a start edge's delay has passed (the event's `version` holds the releasing node).
+enum class EventType : std::uint8_t { ComputeDone, LatencyDone, FlowDone, Release };
 
 struct Event {
   double time;
@@ -68,8 +71,10 @@ class EventQueue {
   std::vector<Event> heap_;
 };
 
+using Intervals = std::vector<std::pair<double, double>>;
+
 // Total length of disjoint intervals.
-double length(const std::vector<std::pair<double, double>>& intervals) {
+double length(const Intervals& intervals) {
   double total = 0.0;
   for (const auto& [a, b] : intervals)
     total += b - a;
@@ -77,8 +82,7 @@ double length(const std::vector<std::pair<double, double>>& intervals) {
 }
 
 // Measure of the intersection of two sorted lists of disjoint intervals.
-double overlap(const std::vector<std::pair<double, double>>& x,
-               const std::vector<std::pair<double, double>>& y) {
+double overlap(const Intervals& x, const Intervals& y) {
   double total = 0.0;
   std::size_t i = 0, j = 0;
   while (i < x.size() && j < y.size()) {
@@ -94,6 +98,25 @@ double overlap(const std::vector<std::pair<double, double>>& x,
   return total;
 }
 
+// The union of two sorted lists of disjoint intervals, sorted and disjoint.
+Intervals unite(const Intervals& x, const Intervals& y) {
+  Intervals all;
+  all.reserve(x.size() + y.size());
+  std::merge(x.begin(), x.end(), y.begin(), y.end(), std::back_inserter(all));
+  Intervals out;
+  for (const auto& [a, b] : all) {
+    if (!out.empty() && a <= out.back().second) {
+      out.back().second = std::max(out.back().second, b);
+    } else {
+      out.emplace_back(a, b);
+    }
+  }
+  return out;
+}
+
+// Communication classes of a device: pipeline transfers and collectives.
+constexpr std::size_t kPipelineComm = 0, kCollectiveComm = 1;
+
 class Engine {
  public:
   Engine(const ExecGraph& g, const Network& network, const SimOptions& options)
@@ -107,15 +130,17 @@ class Engine {
     binding_.assign(nodes, -1);
     result_.start.assign(nodes, 0.0);
     result_.end.assign(nodes, 0.0);
-    next_.assign(g.row_begin.begin(), g.row_begin.end() - 1);
+    next_.assign(g.stream_begin.begin(), g.stream_begin.end() - 1);
     busy_.assign(devices, false);
     free_at_.assign(devices, 0.0);
     pending_sends_.assign(devices, 0);
     stream_binding_.assign(devices, -1);
     memory_.assign(g.static_bytes.begin(), g.static_bytes.end());
-    in_flight_.assign(devices, 0);
-    comm_since_.assign(devices, 0.0);
-    comm_.resize(devices);
+    for (std::size_t c = 0; c < 2; ++c) {
+      in_flight_[c].assign(devices, 0);
+      comm_since_[c].assign(devices, 0.0);
+      comm_[c].resize(devices);
+    }
     result_.devices.resize(devices);
     for (std::size_t d = 0; d < devices; ++d) {
       result_.devices[d].static_bytes = g.static_bytes[d];
@@ -176,8 +201,12 @@ class Engine {
         case EventType::FlowDone:
           if (e.version == version_[transfer(e.node)]) finish_transfer(e.node);
           break;
+        case EventType::Release:
+          release(static_cast<std::int32_t>(e.version), e.node);
+          break;
       }
     }
+    require_finished();
     summarize();
     return std::move(result_);
   }
@@ -191,8 +220,7 @@ class Engine {
             static_cast<std::size_t>(g_.route_begin[t + 1] - g_.route_begin[t])};
   }
   bool blocks_stream(std::size_t t) const {
-    return options_.blocking_send &&
-           (g_.kind[t] == TransferKind::Activation || g_.kind[t] == TransferKind::Gradient);
+    return g_.blocks_sender[t] || (options_.blocking_send && is_pipeline(g_.kind[t]));
   }
 
   void push(double time, EventType type, std::int32_t node, std::uint32_t version = 0) {
@@ -220,8 +248,10 @@ class Engine {
   void try_start(std::int32_t d) {
     const auto dev = static_cast<std::size_t>(d);
     if (busy_[dev] || pending_sends_[dev] > 0) return;
-    const auto n = next_[dev];
-    if (n == g_.row_begin[dev + 1] || remaining_[static_cast<std::size_t>(n)] > 0) return;
+    const auto position = next_[dev];
+    if (position == g_.stream_begin[dev + 1]) return;
+    const auto n = g_.stream[static_cast<std::size_t>(position)];
+    if (remaining_[static_cast<std::size_t>(n)] > 0) return;
     const auto node = static_cast<std::size_t>(n);
     // Held up by its data if that arrived after the stream was free, else by the stream.
     if (!(ready_at_[node] > free_at_[dev])) binding_[node] = stream_binding_[dev];
@@ -229,7 +259,12 @@ class Engine {
     result_.start[node] = now_;
     memory_[dev] += g_.alloc_bytes[node];
     record_memory(d);
-    push(now_ + g_.duration[node], EventType::ComputeDone, static_cast<std::int32_t>(n));
+    push(now_ + g_.duration[node], EventType::ComputeDone, n);
+    for (auto k = g_.start_begin[node]; k < g_.start_begin[node + 1]; ++k) {
+      const auto e = static_cast<std::size_t>(k);
+      push(now_ + g_.start_delay[e], EventType::Release, g_.start_succ[e],
+           static_cast<std::uint32_t>(n));
+    }
   }
 
   // The edge from → to is satisfied now.
@@ -261,6 +296,7 @@ class Engine {
     free_at_[dev] = now_;
     stream_binding_[dev] = node;
     ++next_[dev];
+    ++finished_;
     result_.end[n] = now_;
     memory_[dev] -= g_.free_bytes[n];
     record_memory(d);
@@ -268,19 +304,22 @@ class Engine {
     try_start(d);
   }
 
-  // A transfer's inputs are in: it is issued now and starts moving data after its latency.
-  // Communication of a device: the union of the transfers it sends or receives, kept as
-  // sorted disjoint intervals while the simulation runs.
-  void communicating(std::int32_t d, int delta) {
+  // Communication of a device, per class: the union of the transfers it sends or receives,
+  // kept as sorted disjoint intervals while the simulation runs. The sync is not traffic.
+  void communicating_in(std::size_t c, std::int32_t d, int delta) {
     const auto dev = static_cast<std::size_t>(d);
-    if (delta > 0 && in_flight_[dev]++ == 0) comm_since_[dev] = now_;
-    if (delta < 0 && --in_flight_[dev] == 0 && now_ > comm_since_[dev])
-      comm_[dev].emplace_back(comm_since_[dev], now_);
+    if (delta > 0 && in_flight_[c][dev]++ == 0) comm_since_[c][dev] = now_;
+    if (delta < 0 && --in_flight_[c][dev] == 0 && now_ > comm_since_[c][dev])
+      comm_[c][dev].emplace_back(comm_since_[c][dev], now_);
   }
   void communicating(std::size_t t, std::int32_t sender, int delta) {
-    communicating(sender, delta);
-    if (g_.receiver[t] != sender) communicating(g_.receiver[t], delta);
+    if (g_.kind[t] == TransferKind::Sync) return;
+    const auto c = is_pipeline(g_.kind[t]) ? kPipelineComm : kCollectiveComm;
+    communicating_in(c, sender, delta);
+    if (g_.receiver[t] != sender) communicating_in(c, g_.receiver[t], delta);
   }
+
+  // A transfer's inputs are in: it is issued now and starts moving data after its latency.
 
   void issue(std::int32_t node) {
     const auto t = transfer(node);
@@ -304,6 +343,10 @@ class Engine {
 
   void start_data(std::int32_t node) {
     const auto t = transfer(node);
+    if (route(t).empty()) {  // a synchronisation: its latency was all of it
+      finish_transfer(node);
+      return;
+    }
     for (const auto l : route(t)) {
       const auto link = static_cast<std::size_t>(l);
       if (active_on_[link]++ == 0) busy_since_[link] = now_;
@@ -487,6 +530,25 @@ class Engine {
     }
   }
 
+  // Every compute node must have run; otherwise the waits of the graph form a cycle.
+  void require_finished() const {
+    if (finished_ == g_.compute_nodes) return;
+    std::string stuck;
+    for (std::int32_t d = 0; d < g_.devices; ++d) {
+      const auto dev = static_cast<std::size_t>(d);
+      if (next_[dev] == g_.stream_begin[dev + 1]) continue;
+      const auto node = g_.stream[static_cast<std::size_t>(next_[dev])];
+      stuck += fmt::format(
+          "{}device {} before its {} (node {}, position {} of {})", stuck.empty() ? "" : "; ", d,
+          g_.is_table_op(node) ? "op" : "optimizer step", node,
+          next_[dev] - g_.stream_begin[dev] + 1, g_.stream_begin[dev + 1] - g_.stream_begin[dev]);
+    }
+    throw ParamError(
+        fmt::format("the simulation deadlocks: {} of {} ops ran; stuck: {} (the runtime's waits on "
+                    "transfers make this order impossible)",
+                    finished_, g_.compute_nodes, stuck));
+  }
+
   void summarize() {
     auto& r = result_;
     for (std::size_t l = 0; l < r.links.size(); ++l) {
@@ -498,29 +560,45 @@ class Engine {
       r.runtime_s = std::max(r.runtime_s, r.end[static_cast<std::size_t>(n)]);
     // Per device: compute intervals (its stream, in order, disjoint) against its communication
     // intervals; exposed communication is communication while not computing.
+    for (std::int64_t n = 0; n < g_.table_ops; ++n)
+      r.pipeline_end_s = std::max(r.pipeline_end_s, r.end[static_cast<std::size_t>(n)]);
     const auto devices = static_cast<std::size_t>(g_.devices);
-    double busy = 0.0, longest_span = 0.0;
-    std::vector<std::pair<double, double>> computing;
+    double busy = 0.0, longest_span = 0.0, span_busy = 0.0;
+    Intervals computing, table_ops;
     for (std::size_t d = 0; d < devices; ++d) {
       computing.clear();
-      for (auto n = g_.row_begin[d]; n < g_.row_begin[d + 1]; ++n) {
-        computing.emplace_back(r.start[static_cast<std::size_t>(n)],
-                               r.end[static_cast<std::size_t>(n)]);
-      }
+      table_ops.clear();
       auto& dev = r.devices[d];
-      dev.compute_s = length(computing);
-      dev.exposed_comm_s = length(comm_[d]) - overlap(comm_[d], computing);
-      dev.idle_s = std::max(0.0, r.runtime_s - dev.compute_s - dev.exposed_comm_s);
-      dev.over_capacity = dev.peak_memory_bytes > net_.system().memory_bytes;
-      busy += dev.compute_s;
-      if (!computing.empty()) {
-        longest_span = std::max(longest_span, computing.back().second - computing.front().first);
+      for (auto k = g_.stream_begin[d]; k < g_.stream_begin[d + 1]; ++k) {
+        const auto n = static_cast<std::size_t>(g_.stream[static_cast<std::size_t>(k)]);
+        computing.emplace_back(r.start[n], r.end[n]);
+        if (g_.compute_kind[n] == ComputeKind::TableOp) {
+          table_ops.emplace_back(r.start[n], r.end[n]);
+          dev.tp_comm_s += g_.tp_comm_s[n];
+        } else {
+          dev.optimizer_s += r.end[n] - r.start[n];
+        }
+      }
+      dev.compute_s = length(table_ops);
+      const auto& pipeline = comm_[kPipelineComm][d];
+      const auto& collective = comm_[kCollectiveComm][d];
+      dev.exposed_pipeline_s = length(pipeline) - overlap(pipeline, computing);
+      dev.exposed_collective_s =
+          length(collective) - overlap(collective, unite(computing, pipeline));
+      dev.exposed_comm_s = dev.exposed_pipeline_s + dev.exposed_collective_s;
+      dev.idle_s =
+          std::max(0.0, r.runtime_s - dev.compute_s - dev.optimizer_s - dev.exposed_comm_s);
+      dev.over_capacity = dev.peak_memory_bytes > net_.system().device.memory_bytes;
+      busy += dev.compute_s + dev.optimizer_s;
+      span_busy += dev.compute_s;
+      if (!table_ops.empty()) {
+        longest_span = std::max(longest_span, table_ops.back().second - table_ops.front().first);
       }
     }
     r.idle_ratio =
         r.runtime_s > 0.0 ? 1.0 - busy / (static_cast<double>(devices) * r.runtime_s) : 0.0;
     r.span_idle_ratio =
-        longest_span > 0.0 ? 1.0 - busy / (static_cast<double>(devices) * longest_span) : 0.0;
+        longest_span > 0.0 ? 1.0 - span_busy / (static_cast<double>(devices) * longest_span) : 0.0;
     // The critical path: from the node that ends last, back through what held each one up.
     std::int32_t node = -1;
     for (std::int64_t n = 0; n < g_.nodes(); ++n) {
@@ -552,9 +630,10 @@ class Engine {
   std::vector<std::int32_t> pending_sends_;
   std::vector<std::int32_t> stream_binding_;
   std::vector<double> memory_;
-  std::vector<std::int32_t> in_flight_;
-  std::vector<double> comm_since_;
-  std::vector<std::vector<std::pair<double, double>>> comm_;
+  std::array<std::vector<std::int32_t>, 2> in_flight_;  // per communication class, per device
+  std::array<std::vector<double>, 2> comm_since_;
+  std::array<std::vector<Intervals>, 2> comm_;
+  std::int64_t finished_ = 0;  // compute nodes run
   // Transfers.
   std::vector<double> rate_, left_, updated_;
   std::vector<std::uint32_t> version_;

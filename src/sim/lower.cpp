@@ -1,4 +1,7 @@
 #include <algorithm>
+#include <bit>
+#include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -17,9 +20,34 @@ const char* to_string(TransferKind kind) {
     case TransferKind::ReplicaAllReduce:
       return "replica all-reduce";
     case TransferKind::DataAllReduce:
-      return "data-parallel all-reduce";
+      return "data-parallel reduction";
+    case TransferKind::EmbeddingAllReduce:
+      return "embedding all-reduce";
+    case TransferKind::ParamAllGather:
+      return "parameter all-gather";
+    case TransferKind::Sync:
+      return "synchronisation";
   }
   return "transfer";
+}
+
+const char* to_string(Runtime runtime) {
+  switch (runtime) {
+    case Runtime::Async:
+      return "async";
+    case Runtime::Megatron:
+      return "megatron";
+    case Runtime::PyTorch:
+      return "pytorch";
+  }
+  return "async";
+}
+
+std::optional<Runtime> parse_runtime(std::string_view text) {
+  for (const auto r : {Runtime::Async, Runtime::Megatron, Runtime::PyTorch}) {
+    if (text == to_string(r)) return r;
+  }
+  return std::nullopt;
 }
 
 std::vector<StageWork> table_work(const ScheduleTable& table, const ModelConfig& model) {
@@ -36,28 +64,73 @@ std::vector<StageWork> table_work(const ScheduleTable& table, const ModelConfig&
   return work;
 }
 
+std::int32_t gpus_per_device(const ModelConfig& model, const LoweringOptions& options) {
+  const auto* m = model.transformer();
+  const std::int64_t t = m ? m->tensor_parallel : 1;
+  return static_cast<std::int32_t>(std::min<std::int64_t>(t * options.data_parallel, 1 << 30));
+}
+
 namespace {
 
 class Lowering {
  public:
   Lowering(const ScheduleTable& t, const ModelConfig& model, const Network& network,
            const LoweringOptions& options)
-      : t_(t), network_(network), options_(options), work_(table_work(t, model)) {}
+      : t_(t), model_(model), network_(network), options_(options), work_(table_work(t, model)) {
+    optimizer_ = options.iteration.optimizer && !options.costs && model.transformer() != nullptr;
+  }
 
   ExecGraph run() && {
     require_supported(network_.system(), options_);
+    if (!options_.costs) cost::require_costable(model_, network_.system());
+    require_gpus();
     require_size();
+    costs();
     g_.devices = t_.devices;
-    g_.compute_nodes = static_cast<std::int64_t>(t_.ops.size());
-    g_.row_begin = t_.row_begin;
+    g_.table_ops = static_cast<std::int64_t>(t_.ops.size());
+    g_.compute_nodes = g_.table_ops + (optimizer_ ? t_.devices : 0);
     compute_nodes();
     pipeline_transfers();
     collectives();
+    end_of_iteration();
     build_successors();
     return std::move(g_);
   }
 
  private:
+  std::int64_t tensor_parallel() const {
+    const auto* m = model_.transformer();
+    return m ? m->tensor_parallel : 1;
+  }
+
+  // The run must fit in the cluster when the system states its node count.
+  void require_gpus() const {
+    const auto& system = network_.system();
+    if (system.nodes <= 0 || system.topology != Topology::Switched) return;
+    const std::int64_t needed =
+        static_cast<std::int64_t>(t_.devices) * tensor_parallel() * options_.data_parallel;
+    const std::int64_t have = system.nodes * system.devices_per_node;
+    if (needed > have) {
+      throw ParamError(fmt::format(
+          "the run needs {} GPUs ({} pipeline devices × tensor parallel {} × data parallel {}), "
+          "and system '{}' has {} ({} nodes of {})",
+          needed, t_.devices, tensor_parallel(), options_.data_parallel, system.name, have,
+          system.nodes, system.devices_per_node));
+    }
+  }
+
+  // Data-parallel reductions per stage and device: ring steps per bucket, buckets.
+  std::int64_t reduction_steps() const {
+    const std::int64_t r = options_.data_parallel;
+    if (r <= 1) return 0;
+    double largest = 0.0;
+    for (const auto& w : work_)
+      largest = std::max(largest, w.grad_bytes * options_.collective_scale);
+    const double buckets =
+        options_.iteration.dp_overlap ? std::ceil(largest / options_.iteration.dp_bucket_bytes) : 1;
+    return 2 * (r - 1) * static_cast<std::int64_t>(std::min(std::max(buckets, 1.0), 1e9));
+  }
+
   // Node ids are 32-bit: bound the node count (an upper bound: every dependency crossing
   // devices, every ring step) before building. At about 135 bytes per node in a whole run the
   // limit still allows tens of GB; it keeps ids valid, not memory small.
@@ -70,79 +143,107 @@ class Lowering {
       }
     }
     const std::int64_t k = t_.pipelines();
-    const std::int64_t per_stage =
-        (k > 1 ? 2 * (k - 1) * k : 0) + 2 * (options_.data_parallel - 1) * k;
+    const std::int64_t per_stage = (k > 1 ? 2 * (k - 1) * k : 0) + reduction_steps() * k;
+    const std::int64_t tail = 4 * t_.devices + 2 * (options_.data_parallel - 1) * t_.devices + 8;
     const std::int64_t nodes =
-        static_cast<std::int64_t>(t_.ops.size()) + dependencies + per_stage * t_.stages;
+        static_cast<std::int64_t>(t_.ops.size()) + dependencies + per_stage * t_.stages + tail;
     if (nodes > kMaxGraphNodes) {
       throw ParamError(fmt::format(
           "the execution graph would have up to {} nodes, over the limit of {}: use fewer "
-          "microbatches, stages or data-parallel replicas (--dp)",
+          "microbatches, stages or data-parallel replicas (--dp), or larger gradient buckets",
           nodes, kMaxGraphNodes));
     }
   }
 
-  const StageWork& work(const Pass& pass) const {
-    return work_[static_cast<std::size_t>(t_.pipeline_of_microbatch(pass.microbatch)) *
-                     static_cast<std::size_t>(t_.stages) +
-                 pass.stage];
+  // Pass costs of every (pipeline, stage), once per stage.
+  void costs() {
+    if (options_.costs) return;
+    const auto n = static_cast<std::size_t>(t_.stages);
+    for (std::int32_t p = 0; p < t_.pipelines(); ++p) {
+      const std::span<const StageWork> stages(work_.data() + static_cast<std::size_t>(p) * n, n);
+      const auto c = cost::stage_costs(model_, stages, network_.system(), options_.cost);
+      cost_.insert(cost_.end(), c.begin(), c.end());
+    }
   }
+
+  std::size_t index(std::int32_t pipeline, int stage) const {
+    return static_cast<std::size_t>(pipeline) * static_cast<std::size_t>(t_.stages) +
+           static_cast<std::size_t>(stage);
+  }
+  std::size_t index(const Pass& pass) const {
+    return index(t_.pipeline_of_microbatch(pass.microbatch), pass.stage);
+  }
+  const StageWork& work(const Pass& pass) const { return work_[index(pass)]; }
   std::size_t key(std::int32_t microbatch, int stage) const {
     return static_cast<std::size_t>(stage) * static_cast<std::size_t>(t_.microbatches) +
            static_cast<std::size_t>(microbatch);
   }
 
-  // Durations, memory deltas, devices; and where each pass runs.
+  // Durations, memory deltas, devices, streams; and where each pass runs.
   void compute_nodes() {
     const auto ops = t_.ops.size();
-    g_.device.resize(ops);
-    g_.duration.resize(ops);
-    g_.alloc_bytes.assign(ops, 0.0);
-    g_.free_bytes.assign(ops, 0.0);
+    const auto nodes = static_cast<std::size_t>(g_.compute_nodes);
+    g_.device.resize(nodes);
+    g_.compute_kind.assign(nodes, ComputeKind::TableOp);
+    g_.duration.assign(nodes, 0.0);
+    g_.tp_comm_s.assign(nodes, 0.0);
+    g_.alloc_bytes.assign(nodes, 0.0);
+    g_.free_bytes.assign(nodes, 0.0);
     forward_op_.assign(
         static_cast<std::size_t>(t_.microbatches) * static_cast<std::size_t>(t_.stages), -1);
     backward_op_.assign(forward_op_.size(), -1);
-    const double flops = network_.system().flops();
-    const auto costs = options_.costs ? op_durations(t_, *options_.costs) : std::vector<double>{};
+    const auto explicit_costs =
+        options_.costs ? op_durations(t_, *options_.costs) : std::vector<double>{};
     for (std::int32_t d = 0; d < t_.devices; ++d) {
+      g_.stream_begin.push_back(static_cast<std::int64_t>(g_.stream.size()));
       for (auto i = t_.row_begin[static_cast<std::size_t>(d)];
            i < t_.row_begin[static_cast<std::size_t>(d) + 1]; ++i) {
         const auto n = static_cast<std::size_t>(i);
         g_.device[n] = d;
-        double seconds = 0.0;
+        g_.stream.push_back(static_cast<std::int32_t>(i));
         for (const Pass& pass : t_.ops[n].passes()) {
           const StageWork& w = work(pass);
-          const double forward = w.forward_s + w.forward_flops / flops;
-          const double input_grad = w.input_grad_s + w.input_grad_flops / flops;
-          const double weight_grad = w.weight_grad_s + w.weight_grad_flops / flops;
+          const cost::PassCost* c = nullptr;
+          const auto& stage = options_.costs ? none_ : cost_[index(pass)];
           switch (pass.kind) {
             case PassKind::F:
-              seconds += forward;
+              c = &stage.forward;
               g_.alloc_bytes[n] += w.activation_bytes;
               forward_op_[key(pass.microbatch, pass.stage)] = static_cast<std::int32_t>(i);
               break;
             case PassKind::B:
-              seconds += input_grad + weight_grad;
+              c = &stage.backward;
               g_.free_bytes[n] += w.activation_bytes;
               backward_op_[key(pass.microbatch, pass.stage)] = static_cast<std::int32_t>(i);
               break;
             case PassKind::I:
-              seconds += input_grad;
+              c = &stage.input_grad;
               g_.free_bytes[n] += w.activation_bytes - w.activation_kept_for_weight_grad;
               backward_op_[key(pass.microbatch, pass.stage)] = static_cast<std::int32_t>(i);
               break;
             case PassKind::W:
-              seconds += weight_grad;
+              c = &stage.weight_grad;
               g_.free_bytes[n] += w.activation_kept_for_weight_grad;
               break;
             case PassKind::None:
               break;
           }
+          if (c != nullptr) {
+            g_.duration[n] += c->seconds;
+            g_.tp_comm_s[n] += c->tp_comm_s;
+          }
         }
-        g_.duration[n] = options_.costs ? costs[n] : seconds;
+        if (options_.costs) g_.duration[n] = explicit_costs[n];
+      }
+      if (optimizer_) {
+        const auto n = static_cast<std::size_t>(g_.table_ops + d);
+        g_.device[n] = d;
+        g_.compute_kind[n] = ComputeKind::OptimizerStep;
+        g_.stream.push_back(static_cast<std::int32_t>(n));
       }
     }
-    g_.preds.assign(ops, 0);
+    g_.stream_begin.push_back(static_cast<std::int64_t>(g_.stream.size()));
+    g_.preds.assign(nodes, 0);
   }
 
   // A transfer routed by the network from one device to another.
@@ -152,7 +253,7 @@ class Lowering {
     return close_transfer(kind, stage, from, to, bytes, latency);
   }
 
-  // A transfer over the given links (data-parallel ring steps: a device's NIC out and in).
+  // A transfer over the given links (reduction ring steps: a device's own ports or NIC).
   std::int32_t add_transfer(TransferKind kind, int stage, std::int32_t device, double bytes,
                             std::initializer_list<std::int32_t> links, double latency) {
     g_.route.insert(g_.route.end(), links.begin(), links.end());
@@ -170,12 +271,19 @@ class Lowering {
     g_.receiver.push_back(to);
     g_.bytes.push_back(bytes);
     g_.latency_s.push_back(latency);
+    g_.blocks_sender.push_back(false);
     g_.route_begin.push_back(static_cast<std::int64_t>(g_.route.size()));
     return node;
   }
 
   void edge(std::int32_t from, std::int32_t to) {
     edges_.emplace_back(from, to);
+    ++g_.preds[static_cast<std::size_t>(to)];
+  }
+
+  // `to` is released `delay` seconds after `from` starts.
+  void start_edge(std::int32_t from, std::int32_t to, double delay) {
+    start_edges_.push_back({from, to, delay});
     ++g_.preds[static_cast<std::size_t>(to)];
   }
 
@@ -189,6 +297,14 @@ class Lowering {
     const auto transfer = add_transfer(kind, stage, from, to, bytes);
     edge(producer, transfer);
     edge(transfer, consumer);
+    if (options_.runtime == Runtime::Megatron) {
+      // The sender blocks until it is done; it moves once the receiver has posted its receive,
+      // which it does with the sends of the op before the consumer.
+      g_.blocks_sender.back() = true;
+      if (consumer > t_.row_begin[static_cast<std::size_t>(to)]) edge(consumer - 1, transfer);
+    } else if (options_.runtime == Runtime::PyTorch) {
+      sent_.push_back({from, to, producer, transfer});
+    }
   }
 
   void pipeline_transfers() {
@@ -206,21 +322,29 @@ class Lowering {
         }
       }
     }
+    // PyTorch: one NCCL stream per pair of ranks runs their transfers one at a time, in the
+    // order the sender issues them (its op order).
+    std::stable_sort(sent_.begin(), sent_.end(), [](const Sent& x, const Sent& y) {
+      return std::tie(x.from, x.to, x.producer) < std::tie(y.from, y.to, y.producer);
+    });
+    for (std::size_t k = 1; k < sent_.size(); ++k) {
+      if (sent_[k].from == sent_[k - 1].from && sent_[k].to == sent_[k - 1].to)
+        edge(sent_[k - 1].transfer, sent_[k].transfer);
+    }
   }
 
-  // Gradient all-reduces: between the replicas of each stage (two-pipeline schedules), then
-  // over the data-parallel replicas. Each device starts once its last backward of the stage
-  // (the B, or the W of a split backward) has run.
+  // Gradient reductions: between the replicas of each stage (two-pipeline schedules), over the
+  // data-parallel replicas, and of the tied embedding between the first and the last stage.
+  // Each device starts once its last backward of the stage (the B, or the W of a split
+  // backward) has run.
   void collectives() {
     const auto N = static_cast<std::size_t>(t_.stages);
     // [pipeline * N + stage]: the op that finishes the stage's gradient in that pipeline.
     std::vector<std::int32_t> last_grad(static_cast<std::size_t>(t_.pipelines()) * N, -1);
     for (std::size_t n = 0; n < t_.ops.size(); ++n) {
       for (const Pass& pass : t_.ops[n].passes()) {
-        if (pass.kind == PassKind::B || pass.kind == PassKind::W) {
-          last_grad[static_cast<std::size_t>(t_.pipeline_of_microbatch(pass.microbatch)) * N +
-                    pass.stage] = static_cast<std::int32_t>(n);
-        }
+        if (pass.kind == PassKind::B || pass.kind == PassKind::W)
+          last_grad[index(pass)] = static_cast<std::int32_t>(n);
       }
     }
     std::vector<std::int32_t> members, ready;
@@ -231,7 +355,7 @@ class Lowering {
       ready.clear();
       for (std::int32_t p = 0; p < t_.pipelines(); ++p) {
         const auto device = t_.placement.device_of(p, static_cast<int>(s));
-        const auto op = last_grad[static_cast<std::size_t>(p) * N + s];
+        const auto op = last_grad[index(p, static_cast<int>(s))];
         const auto at = std::find(members.begin(), members.end(), device);
         if (at == members.end()) {
           members.push_back(device);
@@ -243,12 +367,15 @@ class Lowering {
       }
       const double bytes = work_[s].grad_bytes * options_.collective_scale;
       const auto stage = static_cast<int>(s);
-      if (members.size() > 1) ring(stage, members, bytes, ready);
-      if (options_.data_parallel > 1) {
-        for (std::size_t i = 0; i < members.size(); ++i)
-          data_parallel(stage, members[i], bytes, ready[i]);
+      const bool replicas = members.size() > 1;
+      if (replicas) ring(TransferKind::ReplicaAllReduce, stage, members, bytes, ready);
+      for (std::size_t i = 0; i < members.size(); ++i) {
+        if (options_.data_parallel > 1)
+          data_parallel(stage, members[i], bytes, ready[i], !replicas);
+        done_[{members[i], stage}] = ready[i];
       }
     }
+    embedding_all_reduce();
   }
 
   // Ring all-reduce over `members`: 2(k−1) steps; in each, every member sends bytes/k to the
@@ -256,14 +383,14 @@ class Lowering {
   // previous send, or `ready` for the first) and, after the first step, the chunk it received
   // in the previous step. On return `ready` holds, per member, the transfer that completes
   // its copy of the reduced gradient.
-  void ring(int stage, const std::vector<std::int32_t>& members, double bytes,
+  void ring(TransferKind kind, int stage, const std::vector<std::int32_t>& members, double bytes,
             std::vector<std::int32_t>& ready) {
     const auto k = members.size();
     std::vector<std::int32_t> sent(ready), received(k, -1), next_received(k);
     for (std::size_t step = 0; step < 2 * (k - 1); ++step) {
       for (std::size_t i = 0; i < k; ++i) {
-        const auto transfer = add_transfer(TransferKind::ReplicaAllReduce, stage, members[i],
-                                           members[(i + 1) % k], bytes / static_cast<double>(k));
+        const auto transfer = add_transfer(kind, stage, members[i], members[(i + 1) % k],
+                                           bytes / static_cast<double>(k));
         if (sent[i] >= 0) edge(sent[i], transfer);
         if (received[i] >= 0) edge(received[i], transfer);
         sent[i] = transfer;
@@ -274,50 +401,211 @@ class Lowering {
     ready = received;
   }
 
-  // Data-parallel ring over R identical replicas: each step sends bytes/R out through the
-  // device's NIC and, by symmetry, receives as much through it from the previous replica.
-  void data_parallel(int stage, std::int32_t device, double bytes, std::int32_t& done) {
-    const auto R = options_.data_parallel;
-    for (std::int32_t step = 0; step < 2 * (R - 1); ++step) {
-      const auto transfer = add_transfer(TransferKind::DataAllReduce, stage, device, bytes / R,
-                                         {network_.nic_out(device), network_.nic_in(device)},
-                                         network_.system().inter.latency_s);
-      if (done >= 0) edge(done, transfer);
-      done = transfer;
+  // The data-parallel group of a pipeline device: its R replicas, of which `per_node` share its
+  // node (Megatron's rank order: tensor, then data, then pipeline parallel).
+  struct Group {
+    double replicas = 1.0, per_node = 1.0;
+    bool in_node = false;
+  };
+  Group data_parallel_group(std::int32_t device) const {
+    const std::int64_t r = options_.data_parallel, t = tensor_parallel();
+    const std::int64_t g = network_.system().devices_per_node;
+    const std::int64_t base = static_cast<std::int64_t>(device) * r * t;
+    std::int64_t same = 0;
+    for (std::int64_t k = 0; k < r; ++k)
+      same += (base + k * t) / g == base / g;
+    return {static_cast<double>(r), static_cast<double>(same), same == r};
+  }
+
+  // The data-parallel reduction of one stage's gradient on one device: R replicas run the same
+  // ring, so it is modelled from this device's side. Each of the 2(R−1) steps (R−1 for the
+  // distributed optimizer's reduce-scatter) sends bytes/R out of the device and receives as
+  // much: over its NIC when the group spans nodes — where the group's `per_node` members on a
+  // node share the node's NICs, each carrying 1/per_node of the traffic (NCCL's rings over
+  // one NIC per GPU) — or over its switch ports when the group fits in the node. In buckets
+  // (dp_overlap), bucket j is ready (j+1)/n of the way through the stage's last backward and
+  // waits for bucket j−1 (one communicator runs them in order).
+  void data_parallel(int stage, std::int32_t device, double bytes, std::int32_t& done,
+                     bool overlap_allowed) {
+    const auto group = data_parallel_group(device);
+    const double R = group.replicas;
+    const bool in_node = group.in_node;
+    const std::int32_t out = in_node ? network_.port_up(device) : network_.nic_out(device);
+    const std::int32_t in = in_node ? network_.port_down(device) : network_.nic_in(device);
+    const double latency =
+        in_node ? network_.system().intra.latency_s : network_.system().inter.latency_s;
+    const double share = in_node ? 1.0 : 1.0 / group.per_node;
+    const auto steps = static_cast<std::int32_t>(
+        (options_.iteration.distributed_optimizer ? 1 : 2) * (options_.data_parallel - 1));
+    const bool buckets_on =
+        options_.iteration.dp_overlap && overlap_allowed && done >= 0 && !g_.is_transfer(done);
+    const double n =
+        buckets_on ? std::max(1.0, std::ceil(bytes / options_.iteration.dp_bucket_bytes)) : 1.0;
+    const std::int32_t last_backward = done;
+    std::int32_t previous = -1;
+    for (double j = 0; j < n; ++j) {
+      std::int32_t chain = buckets_on ? -1 : done;
+      for (std::int32_t step = 0; step < steps; ++step) {
+        const auto transfer = add_transfer(TransferKind::DataAllReduce, stage, device,
+                                           bytes / n / R * share, {out, in}, latency);
+        if (step == 0 && buckets_on) {
+          start_edge(last_backward, transfer,
+                     (j + 1) / n * g_.duration[static_cast<std::size_t>(last_backward)]);
+          if (previous >= 0) edge(previous, transfer);
+        }
+        if (chain >= 0) edge(chain, transfer);
+        chain = transfer;
+      }
+      previous = chain;
+    }
+    if (previous >= 0) done = previous;
+  }
+
+  // The tied word embedding's copies on the first and the last stage: one all-reduce per pair of
+  // devices that hold them (Megatron's embedding group), after their data-parallel reduction.
+  void embedding_all_reduce() {
+    const int last = t_.stages - 1;
+    std::vector<std::pair<std::int32_t, std::int32_t>> pairs;
+    for (std::int32_t p = 0; p < t_.pipelines(); ++p) {
+      const double bytes = work_[index(p, 0)].tied_embedding_grad_bytes;
+      if (bytes <= 0.0) continue;
+      const std::int32_t first = t_.placement.device_of(p, 0);
+      const std::int32_t final = t_.placement.device_of(p, last);
+      const std::pair pair{std::min(first, final), std::max(first, final)};
+      if (pair.first == pair.second || std::find(pairs.begin(), pairs.end(), pair) != pairs.end())
+        continue;
+      pairs.push_back(pair);
+      const std::vector<std::int32_t> members{t_.placement.device_of(p, 0),
+                                              t_.placement.device_of(p, last)};
+      std::vector<std::int32_t> ready{done_[{members[0], 0}], done_[{members[1], last}]};
+      ring(TransferKind::EmbeddingAllReduce, 0, members, bytes * options_.collective_scale, ready);
+      done_[{members[0], 0}] = ready[0];
+      done_[{members[1], last}] = ready[1];
     }
   }
 
-  void build_successors() {
-    const auto nodes = g_.device.size();
-    g_.succ_begin.assign(nodes + 1, 0);
-    for (const auto& [from, to] : edges_)
-      ++g_.succ_begin[static_cast<std::size_t>(from) + 1];
-    for (std::size_t n = 0; n < nodes; ++n)
-      g_.succ_begin[n + 1] += g_.succ_begin[n];
-    g_.succ.resize(edges_.size());
-    auto fill = g_.succ_begin;
-    for (const auto& [from, to] : edges_)
-      g_.succ[static_cast<std::size_t>(fill[static_cast<std::size_t>(from)]++)] = to;
-    // Static memory: the stages each device holds (both replicas' stages in two-pipeline
-    // schedules).
-    g_.static_bytes.assign(static_cast<std::size_t>(t_.devices), 0.0);
+  // Megatron-LM's optimizer step begins with all-reduces over the model-parallel group (the
+  // gradient norm; with fp16 also the overflow check), each followed by a host sync: every
+  // stage waits for every other. Small messages go by NCCL's tree, about 2·log2(P) hops. Then
+  // each device runs its optimizer step, and the distributed optimizer all-gathers its shard.
+  void end_of_iteration() {
+    if (!optimizer_) return;
+    const auto& system = network_.system();
+    const auto* m = model_.transformer();
+    const double group = static_cast<double>(t_.devices) * static_cast<double>(m->tensor_parallel);
+    const bool spans_nodes = network_.node_of(0) != network_.node_of(t_.devices - 1) ||
+                             m->tensor_parallel > system.devices_per_node;
+    const double alpha = spans_nodes ? system.inter.latency_s : system.intra.latency_s;
+    const double reductions = m->precision == Precision::FP16 ? 2.0 : 1.0;
+    const double hops = 2.0 * std::ceil(std::log2(std::max(2.0, group)));
+    const auto sync = add_transfer(TransferKind::Sync, -1, 0, 0.0, {}, reductions * hops * alpha);
+    for (std::int32_t d = 0; d < t_.devices; ++d) {
+      const auto row_end = t_.row_begin[static_cast<std::size_t>(d) + 1];
+      if (row_end > t_.row_begin[static_cast<std::size_t>(d)])
+        edge(static_cast<std::int32_t>(row_end - 1), sync);
+    }
+    for (const auto& [where, node] : done_) {
+      if (node >= 0 && g_.is_transfer(node)) edge(node, sync);
+    }
+    const double shards = options_.iteration.distributed_optimizer ? options_.data_parallel : 1;
+    std::vector<double> step_bytes(static_cast<std::size_t>(t_.devices), 0.0);
+    std::vector<double> params(step_bytes.size(), 0.0);
     for (std::int32_t p = 0; p < t_.pipelines(); ++p) {
       for (std::int32_t s = 0; s < t_.stages; ++s) {
-        const auto& w = work_[static_cast<std::size_t>(p) * static_cast<std::size_t>(t_.stages) +
-                              static_cast<std::size_t>(s)];
-        g_.static_bytes[static_cast<std::size_t>(t_.placement.device_of(p, s))] +=
-            w.weight_bytes + w.grad_bytes + w.optimizer_bytes;
+        const auto d = static_cast<std::size_t>(t_.placement.device_of(p, s));
+        step_bytes[d] += work_[index(p, s)].optimizer_step_bytes / shards;
+        params[d] += work_[index(p, s)].weight_bytes;
+      }
+    }
+    for (std::int32_t d = 0; d < t_.devices; ++d) {
+      const auto node = static_cast<std::int32_t>(g_.table_ops + d);
+      g_.duration[static_cast<std::size_t>(node)] =
+          cost::optimizer_step_seconds(step_bytes[static_cast<std::size_t>(d)], system.device);
+      edge(sync, node);
+      if (options_.iteration.distributed_optimizer && options_.data_parallel > 1) {
+        // All-gather of the updated 16-bit weights: R−1 ring steps of 1/R each.
+        const auto groups = data_parallel_group(d);
+        const bool in_node = groups.in_node;
+        const double share = in_node ? 1.0 : 1.0 / groups.per_node;
+        std::int32_t chain = node;
+        for (std::int32_t step = 0; step + 1 < options_.data_parallel; ++step) {
+          const auto transfer =
+              add_transfer(TransferKind::ParamAllGather, -1, d,
+                           params[static_cast<std::size_t>(d)] / groups.replicas * share,
+                           {in_node ? network_.port_up(d) : network_.nic_out(d),
+                            in_node ? network_.port_down(d) : network_.nic_in(d)},
+                           in_node ? system.intra.latency_s : system.inter.latency_s);
+          edge(chain, transfer);
+          chain = transfer;
+        }
       }
     }
   }
 
+  template <class Edge, class Target>
+  static void compress(std::size_t nodes, const std::vector<Edge>& edges, Target target,
+                       std::vector<std::int64_t>& begin, std::vector<std::int32_t>& out) {
+    begin.assign(nodes + 1, 0);
+    for (const auto& e : edges)
+      ++begin[static_cast<std::size_t>(e.first) + 1];
+    for (std::size_t n = 0; n < nodes; ++n)
+      begin[n + 1] += begin[n];
+    out.resize(edges.size());
+    auto fill = begin;
+    for (const auto& e : edges)
+      out[static_cast<std::size_t>(fill[static_cast<std::size_t>(e.first)]++)] = target(e);
+  }
+
+  void build_successors() {
+    const auto nodes = g_.device.size();
+    compress(
+        nodes, edges_, [](const auto& e) { return e.second; }, g_.succ_begin, g_.succ);
+    // Start edges keep their delays in the same order as their targets.
+    std::stable_sort(start_edges_.begin(), start_edges_.end(),
+                     [](const StartEdge& x, const StartEdge& y) { return x.first < y.first; });
+    compress(
+        nodes, start_edges_, [](const StartEdge& e) { return e.second; }, g_.start_begin,
+        g_.start_succ);
+    g_.start_delay.clear();
+    for (const auto& e : start_edges_)
+      g_.start_delay.push_back(e.delay);
+    // Static memory: the stages each device holds (both replicas' stages in two-pipeline
+    // schedules); the distributed optimizer keeps 1/R of the optimizer state.
+    const double shards =
+        options_.iteration.distributed_optimizer ? static_cast<double>(options_.data_parallel) : 1;
+    g_.static_bytes.assign(static_cast<std::size_t>(t_.devices), 0.0);
+    for (std::int32_t p = 0; p < t_.pipelines(); ++p) {
+      for (std::int32_t s = 0; s < t_.stages; ++s) {
+        const auto& w = work_[index(p, s)];
+        g_.static_bytes[static_cast<std::size_t>(t_.placement.device_of(p, s))] +=
+            w.weight_bytes + w.grad_bytes + w.optimizer_bytes / shards;
+      }
+    }
+  }
+
+  struct Sent {
+    std::int32_t from, to, producer, transfer;
+  };
+  struct StartEdge {
+    std::int32_t first, second;
+    double delay;
+  };
+
   const ScheduleTable& t_;
+  const ModelConfig& model_;
   const Network& network_;
   const LoweringOptions& options_;
   std::vector<StageWork> work_;
+  std::vector<cost::StageCost> cost_;
+  const cost::StageCost none_{};
+  bool optimizer_ = false;
   ExecGraph g_;
   std::vector<std::int32_t> forward_op_, backward_op_;
   std::vector<std::pair<std::int32_t, std::int32_t>> edges_;
+  std::vector<StartEdge> start_edges_;
+  std::vector<Sent> sent_;
+  // (device, stage) → the node after which the device's gradient of the stage is reduced.
+  std::map<std::pair<std::int32_t, int>, std::int32_t> done_;
 };
 
 }  // namespace
@@ -336,6 +624,11 @@ void require_supported(const SystemConfig& system, const LoweringOptions& option
   if (!(options.collective_scale > 0.0 && options.collective_scale <= 1e6)) {
     throw ParamError(fmt::format("collective scale {} is out of range: expected above 0, up to 1e6",
                                  options.collective_scale));
+  }
+  if (!(options.iteration.dp_bucket_bytes >= 1e3 && options.iteration.dp_bucket_bytes <= 1e15)) {
+    throw ParamError(
+        fmt::format("gradient bucket of {} bytes is out of range: expected 1e3 to 1e15 bytes",
+                    options.iteration.dp_bucket_bytes));
   }
 }
 

@@ -30,6 +30,27 @@ std::filesystem::path base_dir(const std::string& file) {
 
 class StudyParser {
  public:
+  // [simulation]: the engine's and the lowering's options, as the flags of `simulate` set them.
+  void read_simulation(const toml::table& sim, Study& s) {
+    const std::string p = "simulation";
+    r_.only(sim, p,
+            {"contention", "blocking_send", "data_parallel", "runtime", "tp_overlap", "optimizer",
+             "dp_overlap", "dp_bucket_bytes", "distributed_optimizer"});
+    s.sim.contention = r_.boolean(sim, p, "contention", true);
+    s.sim.blocking_send = r_.boolean(sim, p, "blocking_send", false);
+    auto& l = s.lowering;
+    l.data_parallel =
+        static_cast<std::int32_t>(r_.integer(sim, p, "data_parallel", 1, 1, kMaxDataParallel));
+    l.runtime =
+        *parse_runtime(r_.choice(sim, p, "runtime", "async", {"async", "megatron", "pytorch"}));
+    l.cost.tp_overlap = *cost::parse_overlap(
+        r_.choice(sim, p, "tp_overlap", "backward", {"none", "backward", "all"}));
+    l.iteration.optimizer = r_.boolean(sim, p, "optimizer", true);
+    l.iteration.dp_overlap = r_.boolean(sim, p, "dp_overlap", false);
+    l.iteration.dp_bucket_bytes = r_.number(sim, p, "dp_bucket_bytes", 25e6, 1e3, 1e15, false);
+    l.iteration.distributed_optimizer = r_.boolean(sim, p, "distributed_optimizer", false);
+  }
+
   StudyParser(std::string_view text, const std::string& file) : r_(text, file), file_(file) {}
 
   Study parse() {
@@ -49,11 +70,7 @@ class StudyParser {
 
     if (const auto* sim = r_.table(root, "", "simulation")) {
       if (!s.simulate) r_.fail(sim->source(), "simulation", "given, but simulate = false");
-      r_.only(*sim, "simulation", {"contention", "blocking_send", "data_parallel"});
-      s.contention = r_.boolean(*sim, "simulation", "contention", true);
-      s.blocking_send = r_.boolean(*sim, "simulation", "blocking_send", false);
-      s.data_parallel =
-          static_cast<std::int32_t>(r_.integer(*sim, "simulation", "data_parallel", 1, 1, 65536));
+      read_simulation(*sim, s);
     }
     if (const auto* memory = r_.table(root, "", "memory")) {
       r_.only(*memory, "memory", {"input_grad_frees"});

@@ -148,10 +148,9 @@ SweepRow SweepPlan::run(const Configuration& cfg) const {
       setup->system.intra = scaled(setup->system.intra, cfg.bandwidth_scale, cfg.latency_scale);
       setup->system.inter = scaled(setup->system.inter, cfg.bandwidth_scale, cfg.latency_scale);
       setup->model = models_[static_cast<std::size_t>(cfg.model)];
-      setup->lowering.data_parallel = study_.data_parallel;
+      setup->lowering = study_.lowering;
       setup->lowering.collective_scale = cfg.collective_scale;
-      setup->options.contention = study_.contention;
-      setup->options.blocking_send = study_.blocking_send;
+      setup->options = study_.sim;
       require_supported(setup->system, setup->lowering);
     }
     const EvaluationOptions options{study_.memory, false, setup ? &*setup : nullptr};

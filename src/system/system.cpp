@@ -12,8 +12,8 @@ namespace {
 constexpr std::int32_t kSwitchedLinksPerDevice = 4;
 }
 
-Network::Network(const SystemConfig& system, std::int32_t devices)
-    : system_(system), devices_(devices) {
+Network::Network(const SystemConfig& system, std::int32_t devices, std::int32_t gpus_per_device)
+    : system_(system), devices_(devices), gpus_per_device_(std::max(1, gpus_per_device)) {
   if (system.topology == Topology::Switched) {
     links_.reserve(static_cast<std::size_t>(devices) * kSwitchedLinksPerDevice);
     for (std::int32_t d = 0; d < devices; ++d) {
@@ -30,13 +30,17 @@ Network::Network(const SystemConfig& system, std::int32_t devices)
   }
 }
 
+std::int64_t Network::node_of(std::int32_t device) const {
+  if (system_.topology != Topology::Switched) return 0;
+  return static_cast<std::int64_t>(device) * gpus_per_device_ / system_.devices_per_node;
+}
+
 double Network::append_route(std::int32_t from, std::int32_t to,
                              std::vector<std::int32_t>& links) const {
   if (system_.topology == Topology::Switched) {
-    const std::int32_t g = system_.devices_per_node;
-    if (from / g == to / g) {
-      links.push_back(from * kSwitchedLinksPerDevice + 0);
-      links.push_back(to * kSwitchedLinksPerDevice + 1);
+    if (node_of(from) == node_of(to)) {
+      links.push_back(port_up(from));
+      links.push_back(port_down(to));
       return system_.intra.latency_s;
     }
     links.push_back(nic_out(from));
@@ -50,6 +54,12 @@ double Network::append_route(std::int32_t from, std::int32_t to,
   return system_.intra.latency_s * std::abs(to - from);
 }
 
+std::int32_t Network::port_up(std::int32_t device) const {
+  return device * kSwitchedLinksPerDevice + 0;
+}
+std::int32_t Network::port_down(std::int32_t device) const {
+  return device * kSwitchedLinksPerDevice + 1;
+}
 std::int32_t Network::nic_out(std::int32_t device) const {
   return device * kSwitchedLinksPerDevice + 2;
 }

@@ -17,11 +17,19 @@ namespace pipetab::io {
 /// throw ParseError naming the file, line and key.
 ModelConfig parse_model(std::string_view text, const std::string& file);
 
-/// Reads a system file: `name`, `source`; [device] peak_flops, efficiency, memory_bytes;
-/// [network] topology ("switched" or "chain"), devices_per_node, and the link tables
-/// [network.intra] and [network.inter] (latency_s, bandwidth in bytes/s; `inf` allowed).
-/// Errors as parse_model.
+/// Reads a system file: `name`, `description`, `source`; [device] name, peak_flops (a number,
+/// or a table by precision: fp32, tf32, fp16, bf16, fp8), memory_bytes, memory_bandwidth,
+/// memory_efficiency, kernel_overhead_s, and either efficiency (the FLOP-proportional model) or
+/// [device.gemm] (sms, tile_m, tile_n, max_efficiency, k_overhead) with optional
+/// [device.attention] (forward_efficiency, backward_efficiency); [network] topology ("switched"
+/// or "chain"), devices_per_node, nodes, and the link tables [network.intra] and
+/// [network.inter] (latency_s, bandwidth in bytes/s, `inf` allowed; collective_efficiency).
+/// docs/simulation.md describes each key. Errors as parse_model.
 SystemConfig parse_system(std::string_view text, const std::string& file);
+
+/// A system file that parse_system reads back to `system` (numbers in their shortest exact form),
+/// preceded by `comment` as TOML comment lines.
+std::string system_toml(const SystemConfig& system, const std::string& comment = "");
 
 /// Names of the built-in presets, sorted.
 std::vector<std::string> model_presets();

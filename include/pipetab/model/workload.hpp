@@ -1,6 +1,7 @@
-// The workload model (DESIGN.md §5 `model/`): what one microbatch costs on one pipeline stage —
-// compute, the message at a stage boundary, the activations it holds, and the parameters,
-// gradients and optimizer state the stage keeps. Facts: reference schedules.md §12–§14.
+// The workload model (DESIGN.md §5 `model/`): what one microbatch asks of each pipeline stage —
+// its operators (operators.hpp), the message at a stage boundary, the activations it holds, and
+// the parameters, gradients and optimizer state the stage keeps. Machine-free: cost/ turns it
+// into time. Facts: reference schedules.md §12–§14.
 #pragma once
 
 #include <cstdint>
@@ -9,35 +10,9 @@
 #include <variant>
 #include <vector>
 
+#include "pipetab/model/transformer.hpp"
+
 namespace pipetab {
-
-/// Activation recomputation (Korthikanti et al., MLSys 2023).
-enum class Recompute { None, Selective, Full };
-
-/// A decoder-only transformer as trained: one microbatch of `micro_batch` sequences of
-/// `seq_len` tokens. Defaults of 0 mean "derived": kv_heads = heads, ffn_hidden = 4·hidden.
-struct TransformerConfig {
-  std::int64_t layers = 0;
-  std::int64_t hidden = 0;
-  std::int64_t heads = 0;
-  std::int64_t kv_heads = 0;    ///< grouped-query attention; 0 = heads
-  std::int64_t ffn_hidden = 0;  ///< 0 = 4 · hidden
-  std::int64_t seq_len = 0;
-  std::int64_t micro_batch = 1;
-  std::int64_t vocab = 0;
-  std::int64_t dtype_bytes = 2;      ///< activations, weights and messages (bf16)
-  std::int64_t tensor_parallel = 1;  ///< t: FLOPs, activations and weights per device divide by it
-  bool sequence_parallel = false;    ///< with t > 1, activations divide by t entirely
-  Recompute recompute = Recompute::None;
-  bool flash_attention = false;   ///< no s×s attention tensors kept; backward recomputes QKᵀ
-  bool gated_mlp = false;         ///< SwiGLU-style MLP: three weight matrices instead of two
-  bool learned_positions = true;  ///< a position-embedding table (GPT) or none (RoPE)
-  /// Count the embedding and the output layer as one transformer layer each when cutting the
-  /// model into stages, so that the first and last stages hold one layer fewer.
-  bool balance_embedding = false;
-  double grad_bytes_per_param = 4.0;        ///< fp32 main gradients (Megatron)
-  double optimizer_bytes_per_param = 12.0;  ///< fp32 master weights + Adam moments
-};
 
 /// Per-op costs given directly instead of by a transformer, all per device share (L/S layers)
 /// and per microbatch: a stage of share x costs x times as much (messages do not scale).
@@ -57,21 +32,29 @@ struct ExplicitWorkload {
 struct ModelConfig {
   std::string name;
   std::variant<TransformerConfig, ExplicitWorkload> spec;
+
+  const TransformerConfig* transformer() const { return std::get_if<TransformerConfig>(&spec); }
 };
 
-/// What one microbatch costs on one stage. Compute is in FLOPs (transformer) or seconds
-/// (explicit workload); the simulator turns FLOPs into time with the device's speed.
+/// What one microbatch asks of one stage, per device (a tensor-parallel rank). Compute is
+/// counted in matrix-multiply FLOPs for reports; its time comes from the operators (cost/).
+/// Explicit workloads give seconds instead.
 struct StageWork {
   std::int64_t layers = 0;  ///< transformer layers on the stage (0 for explicit workloads)
   bool embedding = false;   ///< holds the input embedding (first stage)
   bool output = false;      ///< holds the output layer and the loss (last stage)
   double forward_flops = 0.0, input_grad_flops = 0.0, weight_grad_flops = 0.0;
-  double forward_s = 0.0, input_grad_s = 0.0, weight_grad_s = 0.0;
+  double forward_s = 0.0, input_grad_s = 0.0, weight_grad_s = 0.0;  ///< explicit workloads
   double message_bytes = 0.0;     ///< sent to the next stage (forward) and back (backward)
   double activation_bytes = 0.0;  ///< allocated by F, freed by B (or by I and W)
   double activation_kept_for_weight_grad = 0.0;  ///< the part I leaves for W
   double params = 0.0;                           ///< parameters per device
   double weight_bytes = 0.0, grad_bytes = 0.0, optimizer_bytes = 0.0;
+  /// Bytes the optimizer step reads and writes per iteration (optimizer_step_bytes_per_param).
+  double optimizer_step_bytes = 0.0;
+  /// The gradient of the tied word embedding, all-reduced between the first and the last stage
+  /// when embeddings are tied and the model has more than one stage; 0 otherwise.
+  double tied_embedding_grad_bytes = 0.0;
 };
 
 /// The work of each stage of one pipeline when the model is cut into stages of the given
@@ -90,7 +73,15 @@ std::vector<std::int64_t> partition_layers(const TransformerConfig& model,
 /// size, the LayerNorms replicated.
 double layer_params(const TransformerConfig& model);
 
-/// Total parameters of the model (all devices, no tensor-parallel split).
+/// Total parameters of the model (all devices, no tensor-parallel split; an untied output layer
+/// counted once more).
 double total_params(const TransformerConfig& model);
+
+/// Bytes the optimizer step moves per parameter: Megatron-LM's mixed-precision Adam (apex
+/// FusedAdam, multi_tensor_adam) reads the fp32 gradient, master weight and both moments and
+/// writes the last three; the gradient norm reads the gradients once more; the master weights
+/// are copied to the 16-bit model weights. 16-bit main gradients are first copied to fp32, and
+/// fp16 training unscales them (read and write). bf16 with fp32 gradients: 38 B.
+double optimizer_step_bytes_per_param(const TransformerConfig& model);
 
 }  // namespace pipetab

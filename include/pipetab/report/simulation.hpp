@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,18 +29,33 @@ struct SimulationSetup {
 struct SimulationMetrics {
   std::string system;
   std::string model;
-  double runtime_s = 0.0;
+  double runtime_s = 0.0;       ///< the iteration
+  double pipeline_end_s = 0.0;  ///< the end of the table's last op
   double idle_ratio = 0.0;
   double span_idle_ratio = 0.0;  ///< Def-A with communication (SimResult::span_idle_ratio)
-  std::vector<double> compute_s, exposed_comm_s, idle_s;  ///< per device
-  std::vector<double> peak_memory_bytes;                  ///< per device: static + activations
+  /// Per device: table ops (of which exposed tensor-parallel communication), optimizer step,
+  /// exposed pipeline transfers, exposed collectives, idle; compute + optimizer + exposed
+  /// communication + idle = runtime.
+  std::vector<double> compute_s, tp_comm_s, optimizer_s, exposed_comm_s, exposed_pipeline_s,
+      exposed_collective_s, idle_s;
+  std::vector<double> peak_memory_bytes;  ///< per device: static + activations
   std::vector<double> peak_memory_time_s;
   std::vector<double> static_bytes;
   std::vector<bool> over_capacity;
   double memory_capacity_bytes = 0.0;
   bool contention = true;
   bool blocking_send = false;
+  std::string runtime = "async";        ///< Runtime
+  std::string tp_overlap = "backward";  ///< cost::CostOptions
+  bool dp_overlap = false, distributed_optimizer = false, optimizer = true;
   std::int32_t data_parallel = 1;
+  std::int64_t tensor_parallel = 1;
+  std::int64_t gpus = 0;  ///< pipeline devices × tensor × data parallel
+  /// For transformer models (unset otherwise): sequences and tokens per iteration (all data-
+  /// parallel replicas), their rate, and model and hardware FLOP/s utilization (Korthikanti et
+  /// al. §6: model FLOPs without recomputation, hardware FLOPs with it, over runtime × GPUs × the
+  /// device's peak in the model's precision).
+  std::optional<double> sequences, tokens_per_s, model_flops, hardware_flops, mfu, hfu;
   bool explicit_costs = false;  ///< op times from --costs (seconds) instead of the model
   std::int64_t nodes = 0, transfers = 0, events = 0;
   double transfer_bytes = 0.0;  ///< all bytes moved

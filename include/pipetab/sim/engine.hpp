@@ -14,7 +14,8 @@ struct SimOptions {
   /// transfer starts or ends. Without contention every transfer takes α + bytes/β alone.
   bool contention = true;
   /// A device's compute stream waits for the transfers its ops send (pipeline activations and
-  /// gradients), as a runtime without communication overlap would.
+  /// gradients), as a runtime without communication overlap would. (The Megatron runtime of
+  /// LoweringOptions marks its transfers so in the graph.)
   bool blocking_send = false;
   /// Keep each device's memory over time (for traces).
   bool record_memory = false;
@@ -22,10 +23,16 @@ struct SimOptions {
 
 /// Per device results.
 struct DeviceResult {
-  double compute_s = 0.0;          ///< time computing
-  double exposed_comm_s = 0.0;     ///< not computing while a transfer from or to it is in flight
-  double idle_s = 0.0;             ///< neither
-  double static_bytes = 0.0;       ///< weights, gradients, optimizer state
+  double compute_s = 0.0;    ///< time running the table's ops
+  double tp_comm_s = 0.0;    ///< of compute_s, exposed tensor-parallel communication in the ops
+  double optimizer_s = 0.0;  ///< time in the optimizer step
+  /// Not computing while a transfer from or to it is in flight: pipeline transfers first, then
+  /// collectives (gradient reductions, parameter all-gather) while no pipeline transfer is.
+  double exposed_comm_s = 0.0;
+  double exposed_pipeline_s = 0.0;
+  double exposed_collective_s = 0.0;
+  double idle_s = 0.0;        ///< none of these: runtime − compute − optimizer − exposed comm
+  double static_bytes = 0.0;  ///< weights, gradients, optimizer state
   double peak_memory_bytes = 0.0;  ///< static + activations at the peak
   double peak_memory_time_s = 0.0;
   bool over_capacity = false;  ///< the peak exceeds the device's memory
@@ -48,8 +55,9 @@ struct MemoryPoint {
 
 /// The outcome of a simulation.
 struct SimResult {
-  double runtime_s = 0.0;
-  double idle_ratio = 0.0;  ///< 1 − Σ compute / (devices × runtime)
+  double runtime_s = 0.0;       ///< the iteration: from the first event to the last
+  double pipeline_end_s = 0.0;  ///< when the last op of the table ended
+  double idle_ratio = 0.0;      ///< 1 − Σ (compute + optimizer) / (devices × runtime)
   /// Per-device-span idle ratio (Def-A, the zero-bubble papers' bubble rate, with communication):
   /// 1 − mean compute / the longest span from a device's first compute start to its last end.
   double span_idle_ratio = 0.0;
@@ -65,7 +73,8 @@ struct SimResult {
 /// Runs the graph. Deterministic: events at equal times are taken in the order they were
 /// scheduled. O(events · log events) plus, with contention, the water-filling of the transfers
 /// that share links with one that starts or ends. Throws Error for a route that lists a link
-/// twice.
+/// twice, and ParamError when the graph deadlocks (a runtime's waits can make a table's order
+/// impossible), naming where each stuck device waits.
 SimResult simulate(const ExecGraph& graph, const Network& network, const SimOptions& options = {});
 
 }  // namespace pipetab

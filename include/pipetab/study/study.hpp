@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "pipetab/sim/engine.hpp"
+#include "pipetab/sim/graph.hpp"
 #include "pipetab/table/memory.hpp"
 
 namespace pipetab {
@@ -37,9 +39,10 @@ struct Study {
   bool simulate = true;
   std::vector<std::string> systems{"balanced"}, models{"default"};  ///< presets or paths
   std::vector<double> bandwidth_scale{1.0}, latency_scale{1.0}, collective_scale{1.0};
-  bool contention = true;
-  bool blocking_send = false;
-  std::int32_t data_parallel = 1;
+  /// How every configuration is simulated: --dp, the runtime, the iteration's options and the
+  /// engine's (collective_scale and --costs come from the grid).
+  LoweringOptions lowering;
+  SimOptions sim;
   MemoryOptions memory;
   /// Columns to write (see sweep_columns()); empty: all.
   std::vector<std::string> record;

@@ -2,10 +2,14 @@
 // devices that the simulator's network uses.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "pipetab/precision.hpp"
 
 namespace pipetab {
 
@@ -13,7 +17,45 @@ namespace pipetab {
 struct LinkSpec {
   double latency_s = 0.0;
   double bandwidth = std::numeric_limits<double>::infinity();
+  /// Of the bandwidth, what a collective's ring achieves (NCCL's bus bandwidth / β). Used for
+  /// the tensor-parallel collectives inside a stage's passes.
+  double collective_efficiency = 1.0;
   friend bool operator==(const LinkSpec&, const LinkSpec&) = default;
+};
+
+/// How fast a device runs matrix multiplies of a given shape (cost/gemm.hpp): a well-shaped
+/// large GEMM reaches `max_efficiency` of the peak; the output is cut into tiles of
+/// tile_m × tile_n, one per streaming multiprocessor at a time, so a GEMM whose tiles do not
+/// fill whole waves of `sms` tiles leaves multiprocessors idle (tile and wave quantization,
+/// NVIDIA's "Matrix Multiplication Background" guide); each tile pays a fixed prologue and
+/// epilogue worth `k_overhead` steps of its K loop. sms = 0: no shape dependence.
+struct GemmModel {
+  std::int32_t sms = 0;
+  std::int32_t tile_m = 256, tile_n = 128;
+  double max_efficiency = 1.0;
+  double k_overhead = 0.0;
+  friend bool operator==(const GemmModel&, const GemmModel&) = default;
+};
+
+/// One accelerator.
+struct DeviceSpec {
+  std::string name;
+  /// Dense peak FLOP/s per precision (Precision order); 0 where the device has none.
+  std::array<double, kPrecisions> peak_flops{};
+  double memory_bytes = 0.0;
+  double memory_bandwidth = 0.0;   ///< HBM bytes/s; 0 = not given (flat model only)
+  double memory_efficiency = 1.0;  ///< achieved fraction of memory_bandwidth when streaming
+  double kernel_overhead_s = 0.0;  ///< added to every kernel launch
+  /// The FLOP-proportional model: when set, every matrix-multiply FLOP runs at
+  /// peak × flat_efficiency, and memory-bound operators and launches cost nothing.
+  std::optional<double> flat_efficiency;
+  GemmModel gemm;
+  double attention_efficiency = 1.0;           ///< FlashAttention forward: achieved / peak
+  double attention_backward_efficiency = 1.0;  ///< FlashAttention backward
+  friend bool operator==(const DeviceSpec&, const DeviceSpec&) = default;
+
+  /// Dense peak in `p` (0 if the device has none).
+  double peak(Precision p) const noexcept { return peak_flops[static_cast<std::size_t>(p)]; }
 };
 
 /// How devices are connected.
@@ -30,17 +72,14 @@ enum class Topology {
 /// A modelled cluster.
 struct SystemConfig {
   std::string name;
-  double peak_flops = 0.0;    ///< per device, dense, in the training dtype
-  double efficiency = 1.0;    ///< achieved fraction of peak (model FLOP utilization)
-  double memory_bytes = 0.0;  ///< per device
-  std::int32_t devices_per_node = 8;
-  Topology topology = Topology::Switched;
-  LinkSpec intra;      ///< within a node (Chain: every hop)
-  LinkSpec inter;      ///< between nodes
   std::string source;  ///< where the numbers come from, for reports
-
-  /// Achieved FLOP/s per device.
-  double flops() const noexcept { return peak_flops * efficiency; }
+  DeviceSpec device;
+  std::int32_t devices_per_node = 8;
+  /// Nodes in the cluster; 0 = as many as a run needs.
+  std::int64_t nodes = 0;
+  Topology topology = Topology::Switched;
+  LinkSpec intra;  ///< within a node (Chain: every hop)
+  LinkSpec inter;  ///< between nodes
 };
 
 /// One link of the network, one direction.
@@ -49,25 +88,35 @@ struct NetworkLink {
   double bandwidth = 0.0;
 };
 
-/// The links of a system of `devices` devices, and the routes between them.
+/// The links of a system running `devices` pipeline devices, and the routes between them. A
+/// pipeline device is one tensor-parallel rank of a stage (its group's other ranks move their
+/// own equal shares in parallel over their own links). With `gpus_per_device` GPUs between
+/// consecutive pipeline devices (tensor × data parallel, in Megatron-LM's rank order: tensor
+/// fastest, then data, then pipeline), device d sits on node d·gpus_per_device / devices_per_node.
 class Network {
  public:
-  Network(const SystemConfig& system, std::int32_t devices);
+  Network(const SystemConfig& system, std::int32_t devices, std::int32_t gpus_per_device = 1);
 
   const std::vector<NetworkLink>& links() const noexcept { return links_; }
   std::int32_t devices() const noexcept { return devices_; }
   const SystemConfig& system() const noexcept { return system_; }
 
+  /// The node a pipeline device is on (Switched; a chain has none: 0).
+  std::int64_t node_of(std::int32_t device) const;
   /// Appends the links of the route from one device to another to `links` and returns the
   /// route's latency: α of the link class (Switched), or α per hop (Chain).
   double append_route(std::int32_t from, std::int32_t to, std::vector<std::int32_t>& links) const;
-  /// A device's links to and from the inter-node fabric (Switched only).
+  /// A device's links to and from its node's switch, and to and from the inter-node fabric
+  /// (Switched only).
+  std::int32_t port_up(std::int32_t device) const;
+  std::int32_t port_down(std::int32_t device) const;
   std::int32_t nic_out(std::int32_t device) const;
   std::int32_t nic_in(std::int32_t device) const;
 
  private:
   SystemConfig system_;
   std::int32_t devices_;
+  std::int32_t gpus_per_device_;
   std::vector<NetworkLink> links_;
 };
 

@@ -1,0 +1,35 @@
+// What one microbatch costs per operator (pipetab cost): the rows behind cost::stage_costs, for
+// people checking the model against a profile.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pipetab/cost/stage_cost.hpp"
+
+namespace pipetab::cost {
+
+struct OperatorRow {
+  std::string part;  ///< "layer", "embedding", "output"
+  PassId pass = PassId::Forward;
+  Operator op;
+  OperatorCost cost;
+};
+
+struct Breakdown {
+  std::string model, system;
+  std::vector<OperatorRow> rows;
+  StageCost layer, embedding, output;  ///< the passes' totals (overlap applied)
+};
+
+/// Every operator of `model` (a transformer) on `system`. Throws ParamError for an explicit
+/// workload or a system that cannot run the model.
+Breakdown operator_breakdown(const ModelConfig& model, const SystemConfig& system,
+                             const CostOptions& options = {});
+
+std::string breakdown_text(const Breakdown& breakdown);
+nlohmann::json to_json(const Breakdown& breakdown);
+
+}  // namespace pipetab::cost

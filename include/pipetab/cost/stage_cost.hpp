@@ -1,0 +1,70 @@
+// The workload on a machine (DESIGN.md §5 `cost/`): operator → time (a roofline with the
+// GEMM efficiency of cost/gemm.hpp, memory-bound operators at the achieved HBM bandwidth, a
+// launch overhead per kernel), tensor-parallel collectives on the intra-node links, and the
+// per-stage times of the forward, input-gradient and weight-gradient passes that the
+// simulation's ops take. Computed once per stage, never per op of a table.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "pipetab/model/operators.hpp"
+#include "pipetab/model/workload.hpp"
+#include "pipetab/system/system.hpp"
+
+namespace pipetab::cost {
+
+/// How the model runs on the machine, beyond the model and the system files.
+struct CostOptions {
+  /// Which tensor-parallel collectives overlap a GEMM: none (Megatron-LM until 2021-09),
+  /// backward (Megatron-LM since; the default), all (Megatron-Core's --tp-comm-overlap).
+  Overlap tp_overlap = Overlap::Backward;
+};
+
+/// "none", "backward", "all"; and back (nullopt for anything else).
+const char* to_string(Overlap overlap);
+std::optional<Overlap> parse_overlap(std::string_view text);
+
+struct PassCost {
+  double seconds = 0.0;  ///< the pass: compute, memory traffic, launches, exposed TP communication
+  double tp_comm_s = 0.0;  ///< of which exposed tensor-parallel communication
+  friend bool operator==(const PassCost&, const PassCost&) = default;
+};
+
+/// One microbatch on one stage. `backward` is B, the input and weight gradients in one op: a
+/// backward collective may hide behind a weight-gradient GEMM there, so it can be shorter than
+/// input_grad + weight_grad.
+struct StageCost {
+  PassCost forward, input_grad, weight_grad, backward;
+};
+
+/// What one operator costs alone.
+struct OperatorCost {
+  double seconds = 0.0;
+  double efficiency = 0.0;  ///< GEMMs and fused attention: achieved / peak FLOP/s
+  bool memory_bound = false;
+};
+
+/// The link class a tensor-parallel group of `ranks` runs its collectives on: the intra-node
+/// links while it fits in a node, the inter-node ones beyond.
+const LinkSpec& tensor_parallel_link(const SystemConfig& system, std::int64_t ranks);
+
+/// Throws ParamError when `system` cannot run `model`: no peak for its precision, or a roofline
+/// device without a memory bandwidth.
+void require_costable(const ModelConfig& model, const SystemConfig& system);
+
+/// The cost of `op` alone on `system` for `model` (a transformer).
+OperatorCost operator_cost(const Operator& op, const TransformerConfig& model,
+                           const SystemConfig& system);
+
+/// The pass costs of every stage in `work` (one pipeline's stages of `model`).
+std::vector<StageCost> stage_costs(const ModelConfig& model, std::span<const StageWork> work,
+                                   const SystemConfig& system, const CostOptions& options = {});
+
+/// Seconds of the optimizer step moving `bytes` (StageWork::optimizer_step_bytes): a few
+/// multi-tensor kernels streaming through memory. 0 when the device gives no memory bandwidth.
+double optimizer_step_seconds(double bytes, const DeviceSpec& device);
+
+}  // namespace pipetab::cost

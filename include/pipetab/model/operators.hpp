@@ -1,0 +1,88 @@
+// The operators of a transformer stage, per pass (DESIGN.md §5 `model/`): what each kernel
+// computes and moves, machine-free. The cost layer (cost/) turns them into time on a device.
+//
+// Layout: Megatron-LM's tensor parallelism (Shoeybi et al. 2019; Narayanan et al. SC'21):
+// column-parallel QKV and fc1, row-parallel output projection and fc2, an all-reduce after each
+// row-parallel linear in forward and after each column-parallel linear's input gradient in
+// backward; with sequence parallelism (Korthikanti et al. 2022, §4.2.2) all-gathers before the
+// column-parallel linears and reduce-scatters after the row-parallel ones instead, and the
+// norms and dropouts run on 1/t of the sequence.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "pipetab/model/transformer.hpp"
+
+namespace pipetab {
+
+enum class OperatorKind : std::uint8_t {
+  Gemm,                    ///< a (batched) matrix multiply
+  FusedAttention,          ///< FlashAttention's forward: scores, softmax and values in one kernel
+  FusedAttentionBackward,  ///< FlashAttention's backward (recomputes the scores)
+  Memory,                  ///< bound by memory traffic: norms, softmax, dropout, activation, adds
+  Collective,              ///< a collective over the stage's tensor-parallel group
+};
+
+enum class CollectiveKind : std::uint8_t { AllReduce, ReduceScatter, AllGather };
+
+/// "all-reduce", "reduce-scatter", "all-gather".
+const char* to_string(CollectiveKind kind);
+
+/// When a tensor-parallel collective may run while a GEMM computes. Megatron-LM ran them all
+/// synchronously until 2021-09, then overlapped the backward ones (the input-gradient
+/// all-reduce or reduce-scatter during the weight-gradient GEMM, sequence parallelism's
+/// re-gather of the input during the input-gradient GEMM); Megatron-Core's --tp-comm-overlap
+/// overlaps the others with the GEMM next to them too.
+enum class Overlap : std::uint8_t { Never, Backward, All };
+
+/// The three passes of a stage: forward, input gradient (I) and weight gradient (W).
+enum class PassId : std::uint8_t { Forward, InputGrad, WeightGrad };
+
+/// C[m×n] = A[m×k]·B[k×n], `batch` independent products.
+struct GemmShape {
+  double m = 0.0, n = 0.0, k = 0.0, batch = 1.0;
+};
+
+struct Operator {
+  std::string_view name;  ///< e.g. "qkv", "fc1.weight_grad", "attention.softmax"
+  OperatorKind kind = OperatorKind::Memory;
+  GemmShape gemm;      ///< Gemm only
+  double flops = 0.0;  ///< matrix-multiply FLOPs: 2·m·n·k·batch, or the fused attention's
+  /// Bytes to and from device memory: what a memory-bound kernel reads and writes; a GEMM's
+  /// operands and result; the fused attention's inputs and outputs.
+  double bytes = 0.0;
+  CollectiveKind collective = CollectiveKind::AllReduce;
+  double collective_bytes = 0.0;  ///< the whole buffer, all ranks' parts together
+  Overlap overlap = Overlap::Never;
+  /// The GEMM it can run beside, in `hidden_pass` at `hidden_index` (collectives only).
+  PassId hidden_pass = PassId::Forward;
+  std::int32_t hidden_index = -1;
+  std::int32_t kernels = 1;  ///< kernel launches
+};
+
+/// The operators of each pass, in execution order. Full recomputation puts the whole forward
+/// at the head of the input-gradient pass; selective recomputation the attention core.
+struct PassOperators {
+  std::vector<Operator> forward, input_grad, weight_grad;
+  const std::vector<Operator>& pass(PassId id) const;
+};
+
+/// A transformer's operators: one layer, the input embedding (first stage) and the output
+/// layer with the loss (last stage).
+struct ModelOperators {
+  PassOperators layer;
+  PassOperators embedding;
+  PassOperators output;
+};
+
+/// The operators of `model` per device (its tensor-parallel share) for one microbatch. The
+/// configuration is assumed valid (io::parse_model checks it).
+ModelOperators model_operators(const TransformerConfig& model);
+
+/// Σ matrix-multiply FLOPs.
+double matmul_flops(std::span<const Operator> operators);
+
+}  // namespace pipetab

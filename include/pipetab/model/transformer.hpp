@@ -1,0 +1,49 @@
+// A decoder-only transformer as it is trained: its shape, its parallel layout inside a stage
+// (tensor and sequence parallelism), recomputation and number formats. Machine-free.
+#pragma once
+
+#include <cstdint>
+
+#include "pipetab/precision.hpp"
+
+namespace pipetab {
+
+/// Activation recomputation (Korthikanti et al., MLSys 2023).
+enum class Recompute { None, Selective, Full };
+
+/// One microbatch is `micro_batch` sequences of `seq_len` tokens. Defaults of 0 mean "derived":
+/// kv_heads = heads, ffn_hidden = 4·hidden.
+struct TransformerConfig {
+  std::int64_t layers = 0;
+  std::int64_t hidden = 0;
+  std::int64_t heads = 0;
+  std::int64_t kv_heads = 0;    ///< grouped-query attention; 0 = heads
+  std::int64_t ffn_hidden = 0;  ///< 0 = 4 · hidden
+  std::int64_t seq_len = 0;
+  std::int64_t micro_batch = 1;
+  std::int64_t vocab = 0;
+  Precision precision = Precision::BF16;  ///< the matrix multiplies' format (device peak)
+  std::int64_t dtype_bytes = 2;           ///< activations, weights and messages (bf16)
+  std::int64_t tensor_parallel = 1;  ///< t: FLOPs, activations and weights per device divide by it
+  bool sequence_parallel = false;    ///< with t > 1, activations divide by t entirely
+  Recompute recompute = Recompute::None;
+  bool flash_attention = false;   ///< no s×s attention tensors kept; backward recomputes QKᵀ
+  bool gated_mlp = false;         ///< SwiGLU-style MLP: three weight matrices instead of two
+  bool learned_positions = true;  ///< a position-embedding table (GPT) or none (RoPE)
+  bool dropout = true;            ///< dropout after attention and the MLP (GPT, Megatron: 0.1)
+  /// The output layer shares the input embedding's weights (GPT; Megatron's default). With
+  /// more than one stage the last stage keeps a copy, and the two copies' gradients are
+  /// all-reduced at the end of the iteration.
+  bool tie_embeddings = true;
+  /// Count the embedding and the output layer as one transformer layer each when cutting the
+  /// model into stages, so that the first and last stages hold one layer fewer.
+  bool balance_embedding = false;
+  /// The weight-gradient GEMMs add into the main gradients themselves (Megatron-LM since late
+  /// 2021); without it every microbatch's gradients are added in a separate pass over the
+  /// parameters (`main_grad.add_`, Megatron-LM v2.5).
+  bool grad_accumulation_fusion = true;
+  double grad_bytes_per_param = 4.0;        ///< fp32 main gradients (Megatron)
+  double optimizer_bytes_per_param = 12.0;  ///< fp32 master weights + Adam moments
+};
+
+}  // namespace pipetab

@@ -1,0 +1,48 @@
+// The number format a model trains in. Shared by the workload model (element sizes) and the
+// system model (peak FLOP/s per format), which otherwise know nothing of each other.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace pipetab {
+
+/// Matrix-multiply precision. TF32 and FP32 keep 4-byte elements, FP8 1-byte (Transformer
+/// Engine keeps activations between layers in 16 bits; the model's dtype_bytes says so).
+enum class Precision : std::uint8_t { FP32, TF32, FP16, BF16, FP8 };
+
+inline constexpr std::size_t kPrecisions = 5;
+
+/// "fp32", "tf32", "fp16", "bf16", "fp8".
+constexpr std::array<std::string_view, kPrecisions> kPrecisionNames{"fp32", "tf32", "fp16", "bf16",
+                                                                    "fp8"};
+
+constexpr std::string_view to_string(Precision p) {
+  return kPrecisionNames[static_cast<std::size_t>(p)];
+}
+
+constexpr std::optional<Precision> parse_precision(std::string_view name) {
+  for (std::size_t i = 0; i < kPrecisions; ++i) {
+    if (kPrecisionNames[i] == name) return static_cast<Precision>(i);
+  }
+  return std::nullopt;
+}
+
+/// Bytes of one element stored in this format.
+constexpr std::int64_t element_bytes(Precision p) {
+  switch (p) {
+    case Precision::FP32:
+    case Precision::TF32:
+      return 4;
+    case Precision::FP16:
+    case Precision::BF16:
+      return 2;
+    case Precision::FP8:
+      return 1;
+  }
+  return 2;
+}
+
+}  // namespace pipetab

@@ -1,0 +1,56 @@
+// Measured runs (DESIGN.md §5 `study/`): published or a user's own timings of real training,
+// with the configuration each was measured on — the ground truth `pipetab accuracy` compares
+// predictions with and `pipetab calibrate` fits a device's efficiencies to.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipetab/model/workload.hpp"
+#include "pipetab/sim/graph.hpp"
+
+namespace pipetab {
+
+enum class MeasurementKind : std::uint8_t {
+  Iteration,  ///< a whole training iteration
+  Layer,      ///< one transformer layer's forward and backward ([[layer]])
+};
+
+/// One measurement and the configuration it was taken on.
+struct MeasuredRun {
+  std::string id;
+  std::string source;
+  MeasurementKind kind = MeasurementKind::Iteration;
+  std::string system;  ///< preset name or path (resolved against the file's folder)
+  ModelConfig model;   ///< a transformer
+  // Iterations.
+  std::string schedule;  ///< registered schedule name
+  std::int64_t devices = 1, microbatches = 1;
+  std::optional<std::int64_t> chunks;
+  LoweringOptions lowering;  ///< data parallelism, runtime, TP overlap, the iteration's end
+  double measured_s = 0.0;   ///< iteration time (from TF/s per GPU where that was published)
+  std::optional<double> measured_tflops_per_gpu;  ///< as published (Narayanan et al. Eq. 3)
+  // Layers.
+  double measured_forward_s = 0.0, measured_backward_s = 0.0;
+  std::int32_t line = 0;  ///< where the entry starts in its file
+};
+
+struct Measurements {
+  std::string file;
+  std::vector<MeasuredRun> runs;
+};
+
+/// Reads a measured-run file (data/published-runs.toml documents the format): [models.NAME]
+/// fragments of [transformer] keys, [defaults.NAME] tables of run keys, and [[run]] and [[layer]]
+/// entries. Errors throw ParseError with the file, line and key. System names are checked when
+/// the runs are evaluated.
+Measurements parse_measurements(std::string_view text, const std::string& file);
+Measurements load_measurements(const std::string& path);
+
+/// "iteration" or "layer".
+const char* to_string(MeasurementKind kind);
+
+}  // namespace pipetab

@@ -1,0 +1,177 @@
+// pipetab accuracy and pipetab calibrate: predictions against measured runs, and a device's
+// efficiencies fitted to a user's own measurements.
+#include <memory>
+#include <thread>
+
+#include "commands.hpp"
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "pipetab/cost/breakdown.hpp"
+#include "pipetab/io/config.hpp"
+#include "pipetab/study/accuracy.hpp"
+#include "pipetab/study/calibrate.hpp"
+
+namespace pipetab::cli {
+
+namespace {
+// The published runs of reference measurements.md, shipped with the repository.
+constexpr const char* kDefaultRuns = "data/published-runs.toml";
+}  // namespace
+
+Subcommand add_accuracy(CLI::App& app) {
+  struct Options {
+    std::string file = kDefaultRuns;
+    std::string system;
+    std::string format = "markdown";
+    std::string output;
+    unsigned threads = 0;
+  };
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand(
+      "accuracy",
+      "Predict measured training runs (a TOML file of runs; default: the published runs) from "
+      "their system presets and report each run's error");
+  cmd->add_option("runs", o->file, "measured runs (see data/published-runs.toml)")
+      ->capture_default_str();
+  cmd->add_option("--system", o->system,
+                  "predict every run on this system preset or file instead of its own");
+  add_format(*cmd, o->format, {"markdown", "csv", "json"});
+  cmd->add_option("-o,--output", o->output, "write to this file instead of stdout");
+  cmd->add_option("-j,--threads", o->threads, "threads (default: all cores)");
+  return {cmd, [o] {
+            const auto runs = load_measurements(o->file);
+            std::optional<SystemConfig> system;
+            if (!o->system.empty()) system = io::load_system(o->system);
+            const auto report = predict(runs, system, o->threads);
+            if (o->format == "json") {
+              emit(o->output, to_json(report).dump(2) + "\n");
+            } else if (o->format == "csv") {
+              emit(o->output, accuracy_csv(report));
+            } else {
+              emit(o->output, accuracy_markdown(report));
+            }
+          }};
+}
+
+Subcommand add_calibrate(CLI::App& app) {
+  struct Options {
+    std::string file = kDefaultRuns;
+    std::string system;
+    std::vector<std::string> fit{"gemm.max_efficiency", "gemm.k_overhead", "memory_efficiency"};
+    std::string fit_on = "all";
+    bool leave_one_out = false;
+    std::string output;
+    std::string name;
+    int max_evaluations = 400;
+    unsigned threads = 0;
+  };
+  auto o = std::make_shared<Options>();
+  std::string parameters;
+  for (const auto& p : calibration_parameters())
+    parameters += fmt::format("\n  {:<30}{}", p.name, p.meaning);
+  auto* cmd = app.add_subcommand(
+      "calibrate",
+      "Fit a system's device efficiencies to measured runs (per-layer times or whole iterations) "
+      "and write the calibrated system file");
+  cmd->footer("Parameters (--fit):" + parameters);
+  cmd->add_option("runs", o->file, "measured runs (format: data/published-runs.toml)")
+      ->capture_default_str();
+  cmd->add_option("--system", o->system, "the system to start from (preset or file)")->required();
+  cmd->add_option("--fit", o->fit, "parameters to fit, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--fit-on", o->fit_on,
+                  "which measurements to fit on: all, layers, iterations, or source:TEXT (the "
+                  "runs whose source contains TEXT)")
+      ->capture_default_str();
+  cmd->add_flag("--leave-one-out", o->leave_one_out,
+                "also refit without each run and report its error out of sample");
+  cmd->add_option("-o,--output", o->output, "write the calibrated system file here");
+  cmd->add_option("--name", o->name, "name of the calibrated system (default: the base's)");
+  cmd->add_option("--max-evaluations", o->max_evaluations, "evaluations of the fit at most")
+      ->check(CLI::Range(10, 100000))
+      ->capture_default_str();
+  cmd->add_option("-j,--threads", o->threads, "threads (default: all cores)");
+  return {cmd, [o] {
+            const auto runs = load_measurements(o->file);
+            SystemConfig base = io::load_system(o->system);
+            CalibrationOptions options;
+            options.fit = o->fit;
+            options.fit_on = o->fit_on;
+            options.leave_one_out = o->leave_one_out;
+            options.max_evaluations = o->max_evaluations;
+            options.threads = o->threads;
+            const auto c = calibrate(runs, base, options);
+            std::string report =
+                fmt::format("calibrated {} on {} measurements of {} (fit on {}; {} evaluations)\n",
+                            base.name, c.measurements, o->file, o->fit_on, c.evaluations);
+            for (const auto& [name, value] : c.values) {
+              report += fmt::format("  {:<30} {:.6g}  (was {:.6g})\n", name, value,
+                                    parameter_value(base, name));
+            }
+            report += "\n" + accuracy_markdown(c.fit);
+            if (!c.left_out.empty()) {
+              report += "\nleave-one-out (refitted without the run, then predicted):\n";
+              double sum = 0.0, worst = 0.0;
+              for (const auto& [id, error] : c.left_out) {
+                report += fmt::format("  {:<44} {:+.2f}%\n", id, 100 * error);
+                sum += std::abs(error);
+                worst = std::max(worst, std::abs(error));
+              }
+              report +=
+                  fmt::format("  mean absolute {:.2f}%, max {:.2f}%\n",
+                              100 * sum / static_cast<double>(c.left_out.size()), 100 * worst);
+            }
+            emit("", report);
+            if (!o->output.empty()) {
+              SystemConfig fitted = c.system;
+              if (!o->name.empty()) fitted.name = o->name;
+              std::string comment = fmt::format(
+                  "Calibrated by pipetab calibrate {} --system {} --fit {} --fit-on {}\n"
+                  "from {}: {} measurements, fitted values:",
+                  o->file, o->system, fmt::join(o->fit, ","), o->fit_on, base.name, c.measurements);
+              for (const auto& [name, value] : c.values)
+                comment += fmt::format("\n  {} = {:.6g} (was {:.6g})", name, value,
+                                       parameter_value(base, name));
+              for (const auto& s : c.fit.summaries) {
+                comment += fmt::format("\nerror on {}: mean {:.2f}%, max {:.2f}% ({} runs)",
+                                       s.group, 100 * s.mean_abs, 100 * s.max_abs, s.count);
+              }
+              emit(o->output, io::system_toml(fitted, comment));
+            }
+          }};
+}
+
+Subcommand add_cost(CLI::App& app) {
+  struct Options {
+    std::string model = "default";
+    std::string system = "dgx-h100";
+    std::string tp_overlap = "backward";
+    std::string format = "text";
+  };
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand(
+      "cost",
+      "Show what one microbatch costs per operator on a system: each kernel of a transformer "
+      "layer, the embedding and the output layer, per pass, with its FLOPs, bytes, efficiency "
+      "and time");
+  cmd->add_option("--model", o->model, "model preset or TOML file (a transformer)")
+      ->capture_default_str();
+  cmd->add_option("--system", o->system, "system preset or TOML file")->capture_default_str();
+  cmd->add_option("--tp-overlap", o->tp_overlap, "none, backward or all (see simulate --help)")
+      ->check(CLI::IsMember({"none", "backward", "all"}))
+      ->capture_default_str();
+  add_format(*cmd, o->format, {"text", "json"});
+  return {cmd, [o] {
+            const auto model = io::load_model(o->model);
+            const auto system = io::load_system(o->system);
+            cost::CostOptions options;
+            options.tp_overlap = *cost::parse_overlap(o->tp_overlap);
+            const auto breakdown = cost::operator_breakdown(model, system, options);
+            emit("", o->format == "json" ? cost::to_json(breakdown).dump(2) + "\n"
+                                         : cost::breakdown_text(breakdown));
+          }};
+}
+
+}  // namespace pipetab::cli

@@ -1,0 +1,135 @@
+#include "pipetab/cost/breakdown.hpp"
+
+#include <fmt/format.h>
+
+#include "pipetab/error.hpp"
+
+namespace pipetab::cost {
+namespace {
+
+const char* pass_name(PassId pass) {
+  switch (pass) {
+    case PassId::Forward:
+      return "F";
+    case PassId::InputGrad:
+      return "I";
+    case PassId::WeightGrad:
+      return "W";
+  }
+  return "?";
+}
+
+const char* kind_name(const Operator& op) {
+  switch (op.kind) {
+    case OperatorKind::Gemm:
+      return "gemm";
+    case OperatorKind::FusedAttention:
+    case OperatorKind::FusedAttentionBackward:
+      return "flash";
+    case OperatorKind::Memory:
+      return "memory";
+    case OperatorKind::Collective:
+      return to_string(op.collective);
+  }
+  return "";
+}
+
+// The stage cost of one part alone (a stage of one layer, or of the embedding or the output
+// only, with no layers).
+StageCost part_cost(const ModelConfig& model, const SystemConfig& system,
+                    const CostOptions& options, std::int64_t layers, bool embedding, bool output) {
+  StageWork w;
+  w.layers = layers;
+  w.embedding = embedding;
+  w.output = output;
+  return stage_costs(model, std::span(&w, 1), system, options).front();
+}
+
+}  // namespace
+
+Breakdown operator_breakdown(const ModelConfig& model, const SystemConfig& system,
+                             const CostOptions& options) {
+  const auto* m = model.transformer();
+  if (m == nullptr)
+    throw ParamError(
+        fmt::format("model '{}' gives op times directly: it has no operators", model.name));
+  require_costable(model, system);
+  Breakdown b{model.name, system.name, {}, {}, {}, {}};
+  const ModelOperators ops = model_operators(*m);
+  const std::pair<const char*, const PassOperators*> parts[] = {
+      {"layer", &ops.layer}, {"embedding", &ops.embedding}, {"output", &ops.output}};
+  for (const auto& [part, passes] : parts) {
+    for (const auto pass : {PassId::Forward, PassId::InputGrad, PassId::WeightGrad}) {
+      for (const Operator& op : passes->pass(pass))
+        b.rows.push_back({part, pass, op, operator_cost(op, *m, system)});
+    }
+  }
+  b.layer = part_cost(model, system, options, 1, false, false);
+  b.embedding = part_cost(model, system, options, 0, true, false);
+  b.output = part_cost(model, system, options, 0, false, true);
+  return b;
+}
+
+std::string breakdown_text(const Breakdown& b) {
+  std::string out = fmt::format(
+      "model {} on {}: one microbatch per device (a tensor-parallel rank)\n\n", b.model, b.system);
+  out += fmt::format("{:<10}{:<5}{:<36}{:<15}{:>12}{:>12}{:>8}{:>12}\n", "part", "pass", "operator",
+                     "kind", "GFLOP", "MB", "eff", "time ms");
+  for (const auto& r : b.rows) {
+    const bool collective = r.op.kind == OperatorKind::Collective;
+    out += fmt::format("{:<10}{:<5}{:<36}{:<15}{:>12.4g}{:>12.4g}{:>8}{:>12.4g}\n", r.part,
+                       pass_name(r.pass), r.op.name, kind_name(r.op), r.op.flops / 1e9,
+                       (collective ? r.op.collective_bytes : r.op.bytes) / 1e6,
+                       r.cost.efficiency > 0.0 ? fmt::format("{:.3f}", r.cost.efficiency)
+                                               : std::string(r.cost.memory_bound ? "mem" : "-"),
+                       r.cost.seconds * 1e3);
+  }
+  out +=
+      "\npass totals, ms (exposed tensor-parallel communication in brackets; B = I and W in "
+      "one op):\n";
+  const auto line = [&](const char* part, const StageCost& c) {
+    out += fmt::format(
+        "  {:<10} F {:.4g} ({:.3g})   I {:.4g} ({:.3g})   W {:.4g} ({:.3g})   B {:.4g} ({:.3g})\n",
+        part, 1e3 * c.forward.seconds, 1e3 * c.forward.tp_comm_s, 1e3 * c.input_grad.seconds,
+        1e3 * c.input_grad.tp_comm_s, 1e3 * c.weight_grad.seconds, 1e3 * c.weight_grad.tp_comm_s,
+        1e3 * c.backward.seconds, 1e3 * c.backward.tp_comm_s);
+  };
+  line("layer", b.layer);
+  line("embedding", b.embedding);
+  line("output", b.output);
+  return out;
+}
+
+nlohmann::json to_json(const Breakdown& b) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : b.rows) {
+    rows.push_back({{"part", r.part},
+                    {"pass", pass_name(r.pass)},
+                    {"operator", r.op.name},
+                    {"kind", kind_name(r.op)},
+                    {"flops", r.op.flops},
+                    {"bytes", r.op.bytes},
+                    {"collective_bytes", r.op.collective_bytes},
+                    {"kernels", r.op.kernels},
+                    {"efficiency", r.cost.efficiency},
+                    {"memory_bound", r.cost.memory_bound},
+                    {"seconds", r.cost.seconds}});
+  }
+  const auto pass = [](const PassCost& c) {
+    return nlohmann::json{{"seconds", c.seconds}, {"tp_comm_s", c.tp_comm_s}};
+  };
+  const auto stage = [&](const StageCost& c) {
+    return nlohmann::json{{"forward", pass(c.forward)},
+                          {"input_grad", pass(c.input_grad)},
+                          {"weight_grad", pass(c.weight_grad)},
+                          {"backward", pass(c.backward)}};
+  };
+  return {{"model", b.model},
+          {"system", b.system},
+          {"operators", rows},
+          {"layer", stage(b.layer)},
+          {"embedding", stage(b.embedding)},
+          {"output", stage(b.output)}};
+}
+
+}  // namespace pipetab::cost

@@ -1,0 +1,213 @@
+#include "pipetab/cost/stage_cost.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include <fmt/format.h>
+
+#include "pipetab/cost/collective.hpp"
+#include "pipetab/cost/gemm.hpp"
+#include "pipetab/error.hpp"
+
+namespace pipetab::cost {
+
+const char* to_string(Overlap overlap) {
+  switch (overlap) {
+    case Overlap::Never:
+      return "none";
+    case Overlap::Backward:
+      return "backward";
+    case Overlap::All:
+      return "all";
+  }
+  return "none";
+}
+
+std::optional<Overlap> parse_overlap(std::string_view text) {
+  for (const auto o : {Overlap::Never, Overlap::Backward, Overlap::All}) {
+    if (text == to_string(o)) return o;
+  }
+  return std::nullopt;
+}
+
+const LinkSpec& tensor_parallel_link(const SystemConfig& system, std::int64_t ranks) {
+  if (system.topology == Topology::Switched && ranks > system.devices_per_node) return system.inter;
+  return system.intra;
+}
+
+void require_costable(const ModelConfig& model, const SystemConfig& system) {
+  const auto* m = model.transformer();
+  if (m == nullptr) return;
+  const auto& device = system.device;
+  if (!(device.peak(m->precision) > 0.0)) {
+    throw ParamError(fmt::format(
+        "system '{}' gives no {} peak (device.peak_flops.{}) for model '{}', which trains in {}",
+        system.name, to_string(m->precision), to_string(m->precision), model.name,
+        to_string(m->precision)));
+  }
+  if (!device.flat_efficiency && !(device.memory_bandwidth > 0.0)) {
+    throw ParamError(fmt::format(
+        "system '{}' gives no device.memory_bandwidth: the operator-level model needs it (or "
+        "device.efficiency for the FLOP-proportional one)",
+        system.name));
+  }
+}
+
+namespace {
+
+// FlashAttention skips the tiles above the diagonal of a causal mask: it executes about half of
+// the product's FLOPs (Dao 2023, §3.1.1). Its measured throughputs count the executed FLOPs.
+constexpr double kCausalFraction = 0.5;
+
+double memory_seconds(double bytes, const DeviceSpec& device) {
+  if (!(device.memory_bandwidth > 0.0)) return 0.0;
+  return bytes / (device.memory_bandwidth * device.memory_efficiency);
+}
+
+}  // namespace
+
+OperatorCost operator_cost(const Operator& op, const TransformerConfig& m,
+                           const SystemConfig& system) {
+  const DeviceSpec& device = system.device;
+  const double peak = device.peak(m.precision);
+  const double launches = op.kernels * device.kernel_overhead_s;
+  OperatorCost c;
+  switch (op.kind) {
+    case OperatorKind::Gemm:
+    case OperatorKind::FusedAttention:
+    case OperatorKind::FusedAttentionBackward: {
+      if (device.flat_efficiency) {
+        c.efficiency = *device.flat_efficiency;
+        c.seconds = op.flops / (peak * c.efficiency);
+        return c;
+      }
+      double flops = op.flops;
+      if (op.kind == OperatorKind::Gemm) {
+        c.efficiency = gemm_efficiency(device.gemm, op.gemm);
+      } else {
+        flops *= kCausalFraction;
+        c.efficiency = op.kind == OperatorKind::FusedAttention
+                           ? device.attention_efficiency
+                           : device.attention_backward_efficiency;
+      }
+      const double compute = flops / (peak * c.efficiency);
+      const double memory = memory_seconds(op.bytes, device);
+      c.memory_bound = memory > compute;
+      c.seconds = std::max(compute, memory) + launches;
+      return c;
+    }
+    case OperatorKind::Memory:
+      c.memory_bound = true;
+      if (!device.flat_efficiency) c.seconds = memory_seconds(op.bytes, device) + launches;
+      return c;
+    case OperatorKind::Collective: {
+      const double ranks = static_cast<double>(m.tensor_parallel);
+      c.seconds = collective_seconds(op.collective, op.collective_bytes, ranks,
+                                     tensor_parallel_link(system, m.tensor_parallel));
+      return c;
+    }
+  }
+  return c;
+}
+
+namespace {
+
+// Every operator's time, per pass, computed once.
+struct Timed {
+  std::array<std::vector<double>, 3> seconds;
+};
+
+Timed timed(const PassOperators& ops, const TransformerConfig& m, const SystemConfig& system) {
+  Timed t;
+  for (const auto id : {PassId::Forward, PassId::InputGrad, PassId::WeightGrad}) {
+    for (const Operator& op : ops.pass(id))
+      t.seconds[static_cast<std::size_t>(id)].push_back(operator_cost(op, m, system).seconds);
+  }
+  return t;
+}
+
+// The cost of running the passes in `set` as one op: every operator once, a collective less the
+// time of its partner GEMM when that runs in the same op and the overlap is on.
+PassCost pass_cost(const PassOperators& ops, const Timed& t, std::initializer_list<PassId> set,
+                   Overlap overlap) {
+  PassCost c;
+  const auto in_set = [&](PassId id) { return std::find(set.begin(), set.end(), id) != set.end(); };
+  for (const auto id : set) {
+    const auto& list = ops.pass(id);
+    const auto& seconds = t.seconds[static_cast<std::size_t>(id)];
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      const Operator& op = list[k];
+      double s = seconds[k];
+      if (op.kind == OperatorKind::Collective) {
+        if (op.overlap != Overlap::Never && overlap >= op.overlap && op.hidden_index >= 0 &&
+            in_set(op.hidden_pass)) {
+          const double partner = t.seconds[static_cast<std::size_t>(op.hidden_pass)]
+                                          [static_cast<std::size_t>(op.hidden_index)];
+          s = std::max(0.0, s - partner);
+        }
+        c.tp_comm_s += s;
+      }
+      c.seconds += s;
+    }
+  }
+  return c;
+}
+
+StageCost stage_cost_of(const PassOperators& ops, const Timed& t, Overlap overlap) {
+  return {pass_cost(ops, t, {PassId::Forward}, overlap),
+          pass_cost(ops, t, {PassId::InputGrad}, overlap),
+          pass_cost(ops, t, {PassId::WeightGrad}, overlap),
+          pass_cost(ops, t, {PassId::InputGrad, PassId::WeightGrad}, overlap)};
+}
+
+void add(PassCost& into, const PassCost& part, double times) {
+  into.seconds += times * part.seconds;
+  into.tp_comm_s += times * part.tp_comm_s;
+}
+
+void add(StageCost& into, const StageCost& part, double times) {
+  add(into.forward, part.forward, times);
+  add(into.input_grad, part.input_grad, times);
+  add(into.weight_grad, part.weight_grad, times);
+  add(into.backward, part.backward, times);
+}
+
+}  // namespace
+
+std::vector<StageCost> stage_costs(const ModelConfig& model, std::span<const StageWork> work,
+                                   const SystemConfig& system, const CostOptions& options) {
+  std::vector<StageCost> costs(work.size());
+  const auto* m = model.transformer();
+  if (m == nullptr) {
+    for (std::size_t s = 0; s < work.size(); ++s) {
+      const auto& w = work[s];
+      costs[s] = {{w.forward_s, 0.0},
+                  {w.input_grad_s, 0.0},
+                  {w.weight_grad_s, 0.0},
+                  {w.input_grad_s + w.weight_grad_s, 0.0}};
+    }
+    return costs;
+  }
+  require_costable(model, system);
+  const ModelOperators ops = model_operators(*m);
+  const Overlap overlap = options.tp_overlap;
+  const StageCost layer = stage_cost_of(ops.layer, timed(ops.layer, *m, system), overlap);
+  const StageCost embedding =
+      stage_cost_of(ops.embedding, timed(ops.embedding, *m, system), overlap);
+  const StageCost output = stage_cost_of(ops.output, timed(ops.output, *m, system), overlap);
+  for (std::size_t s = 0; s < work.size(); ++s) {
+    add(costs[s], layer, static_cast<double>(work[s].layers));
+    if (work[s].embedding) add(costs[s], embedding, 1.0);
+    if (work[s].output) add(costs[s], output, 1.0);
+  }
+  return costs;
+}
+
+double optimizer_step_seconds(double bytes, const DeviceSpec& device) {
+  if (!(device.memory_bandwidth > 0.0) || bytes <= 0.0) return 0.0;
+  // apex's multi_tensor_apply launches: the gradient norm, Adam, the copy to the model weights.
+  constexpr double kLaunches = 3;
+  return memory_seconds(bytes, device) + kLaunches * device.kernel_overhead_s;
+}
+
+}  // namespace pipetab::cost

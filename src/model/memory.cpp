@@ -1,0 +1,63 @@
+#include "memory.hpp"
+
+#include "pipetab/model/workload.hpp"
+
+namespace pipetab {
+namespace detail {
+
+// Activation bytes one layer holds for one microbatch, per device (Korthikanti et al. §4,
+// reference schedules.md §12; 16-bit activations, 1-byte dropout masks). For a GPT layer
+// without parallelism: 34·sbh + 5·a·s²·b. The generalization to GQA and other FFN widths keeps
+// Korthikanti's split: 10·sbh that tensor parallelism does not divide (LayerNorm inputs, the
+// QKV and fc1 inputs, two dropout masks) and the rest that it does. `attention` is the part of
+// the attention core (softmax and its dropout, or FlashAttention's log-sum-exp). Without
+// dropout the masks (2·sbh and a·s²·b) and the dropout's output (2·a·s²·b) are not kept.
+LayerActivation layer_activation_bytes(const TransformerConfig& m, const Dims& d) {
+  const double sbh = d.sbh();
+  if (m.recompute == Recompute::Full)
+    return {2 * sbh / (m.sequence_parallel ? d.t : 1), 0.0};  // layer input
+  const double unsplit = (m.dropout ? 10 : 8) * sbh;
+  // Q (2sbh), K and V (2·s·b·kv each), the output-projection input (2sbh); the MLP's
+  // activation input and fc2 input (2·s·b·ffn each), a third for the gate.
+  const double split = 4 * sbh + 4 * d.s * d.b * d.kv + (m.gated_mlp ? 6 : 4) * d.s * d.b * d.ffn;
+  // Softmax output (2·a·s²·b), its dropout mask (a·s²·b), the dropout output (2·a·s²·b); with
+  // FlashAttention only a row-wise log-sum-exp (fp32) per head; selective recomputation drops
+  // the attention core altogether.
+  double attention = 0.0;
+  if (m.flash_attention) {
+    attention = 4 * d.a * d.s * d.b;
+  } else if (m.recompute != Recompute::Selective) {
+    attention = (m.dropout ? 5 : 2) * d.a * d.s * d.s * d.b;
+  }
+  if (m.sequence_parallel) return {(unsplit + split + attention) / d.t, attention / d.t};
+  return {unsplit + (split + attention) / d.t, attention / d.t};
+}
+
+}  // namespace detail
+
+double layer_params(const TransformerConfig& m) {
+  const detail::Dims d = detail::dims(m);
+  // Tensor parallelism splits the matrices; the two LayerNorms (4h) are replicated on every
+  // device (Megatron-LM, Shoeybi et al. 2019).
+  return detail::matmul_params(d, m.gated_mlp) / d.t + 4 * d.h;
+}
+
+double total_params(const TransformerConfig& m) {
+  const detail::Dims d = detail::dims(m);
+  const double embedding = d.V * d.h + (m.learned_positions ? d.s * d.h : 0.0);
+  return static_cast<double>(m.layers) * (detail::matmul_params(d, m.gated_mlp) + 4 * d.h) +
+         embedding + (m.tie_embeddings ? 0.0 : d.V * d.h) + 2 * d.h;
+}
+
+double optimizer_step_bytes_per_param(const TransformerConfig& m) {
+  const double grad = m.grad_bytes_per_param;
+  const double state = m.optimizer_bytes_per_param;  // master weights and moments, fp32
+  double bytes = 4;                                  // the gradient norm reads the fp32 gradients
+  if (grad < 4) bytes += grad + 4;                   // 16-bit main gradients copied to fp32
+  if (m.precision == Precision::FP16) bytes += 8;    // loss-scale unscale, in place
+  bytes += 4 + 2 * state;                            // Adam: read g, read and write p, m, v
+  bytes += 4 + static_cast<double>(m.dtype_bytes);   // master weights to model weights
+  return bytes;
+}
+
+}  // namespace pipetab

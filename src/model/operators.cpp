@@ -1,0 +1,389 @@
+#include "pipetab/model/operators.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <utility>
+
+#include "dims.hpp"
+
+namespace pipetab {
+
+const char* to_string(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::AllReduce:
+      return "all-reduce";
+    case CollectiveKind::ReduceScatter:
+      return "reduce-scatter";
+    case CollectiveKind::AllGather:
+      return "all-gather";
+  }
+  return "collective";
+}
+
+const std::vector<Operator>& PassOperators::pass(PassId id) const {
+  switch (id) {
+    case PassId::Forward:
+      return forward;
+    case PassId::InputGrad:
+      return input_grad;
+    case PassId::WeightGrad:
+      return weight_grad;
+  }
+  return forward;
+}
+
+double matmul_flops(std::span<const Operator> operators) {
+  return std::accumulate(operators.begin(), operators.end(), 0.0,
+                         [](double sum, const Operator& op) { return sum + op.flops; });
+}
+
+namespace {
+
+using detail::Dims;
+
+std::vector<Operator>& pass_of(PassOperators& ops, PassId id) {
+  return const_cast<std::vector<Operator>&>(std::as_const(ops).pass(id));
+}
+
+// A collective's partner GEMM, named while the passes are built and resolved to an index after.
+struct Pending {
+  PassId pass;
+  std::size_t op;
+  PassId hidden_pass;
+  std::string_view hidden_name;
+};
+
+// Appends the operators of one pass; byte counts follow the kernels Megatron-LM runs (fused
+// scale-mask-softmax, fused bias-GeLU, fused bias-dropout-add; reference schedules.md §12).
+class Builder {
+ public:
+  Builder(const TransformerConfig& m, PassOperators& out, PassId pass,
+          std::vector<Pending>& pending)
+      : m_(m), d_(detail::dims(m)), out_(out), pass_(pass), pending_(pending) {}
+
+  std::vector<Operator>& ops() { return pass_of(out_, pass_); }
+
+  void gemm(std::string_view name, double m, double n, double k, double batch = 1.0) {
+    Operator op;
+    op.name = name;
+    op.kind = OperatorKind::Gemm;
+    op.gemm = {m, n, k, batch};
+    op.flops = 2 * m * n * k * batch;
+    op.bytes = d_.e * (m * k + k * n + m * n) * batch;
+    ops().push_back(op);
+  }
+
+  // A weight-gradient GEMM dW[m×n] = Xᵀ[m×k]·dY[k×n]. Megatron-LM adds each microbatch's
+  // gradient into the main gradient: fused into the GEMM (it reads and writes the accumulator),
+  // or (before late 2021, v2.5) as a separate `main_grad.add_` over the parameters.
+  void weight_gemm(std::string_view name, std::string_view accumulate, double m, double n,
+                   double k) {
+    gemm(name, m, n, k);
+    auto& op = ops().back();
+    const double g = m_.grad_bytes_per_param;
+    if (m_.grad_accumulation_fusion) {
+      op.bytes = d_.e * (m * k + k * n) + 2 * g * m * n;
+    } else {
+      memory(accumulate, m * n * (d_.e + 2 * g));
+    }
+  }
+
+  void memory(std::string_view name, double bytes, std::int32_t kernels = 1) {
+    Operator op;
+    op.name = name;
+    op.kind = OperatorKind::Memory;
+    op.bytes = bytes;
+    op.kernels = kernels;
+    ops().push_back(op);
+  }
+
+  void fused_attention(std::string_view name, OperatorKind kind, double flops, double bytes) {
+    Operator op;
+    op.name = name;
+    op.kind = kind;
+    op.flops = flops;
+    op.bytes = bytes;
+    ops().push_back(op);
+  }
+
+  // A tensor-parallel collective over the full [s, b, h] buffer (e bytes per element). No-op
+  // without tensor parallelism.
+  void collective(std::string_view name, CollectiveKind kind, double bytes, Overlap overlap,
+                  PassId hidden_pass, std::string_view hidden_by) {
+    if (d_.t <= 1.0) return;
+    Operator op;
+    op.name = name;
+    op.kind = OperatorKind::Collective;
+    op.collective = kind;
+    op.collective_bytes = bytes;
+    op.overlap = overlap;
+    ops().push_back(op);
+    if (!hidden_by.empty()) pending_.push_back({pass_, ops().size() - 1, hidden_pass, hidden_by});
+  }
+
+ private:
+  const TransformerConfig& m_;
+  Dims d_;
+  PassOperators& out_;
+  PassId pass_;
+  std::vector<Pending>& pending_;
+};
+
+// Sizes of one layer per device, in elements: the residual stream on a device (all of it, or
+// 1/t of the sequence with sequence parallelism), the attention score matrices, the MLP.
+struct LayerSizes {
+  double T;         // tokens s·b
+  double x;         // residual stream elements on the device
+  double full;      // s·b·h: the buffer of a tensor-parallel collective
+  double scores;    // b·(a/t)·s²
+  double qkv_out;   // (h + 2·kv)/t
+  double ffn_out;   // fc1's output width per device (gated: two halves)
+  double ffn;       // ffn/t
+  double heads;     // b·a/t: batched attention products
+  double head_dim;  // h/a
+};
+
+LayerSizes sizes(const TransformerConfig& m, const Dims& d) {
+  LayerSizes z;
+  z.T = d.tokens();
+  z.full = d.sbh();
+  z.x = m.sequence_parallel ? z.full / d.t : z.full;
+  z.scores = d.b * (d.a / d.t) * d.s * d.s;
+  z.qkv_out = (d.h + 2 * d.kv) / d.t;
+  z.ffn = d.ffn / d.t;
+  z.ffn_out = (m.gated_mlp ? 2 : 1) * z.ffn;
+  z.heads = d.b * d.a / d.t;
+  z.head_dim = d.head_dim();
+  return z;
+}
+
+// Forward of the attention core: QKᵀ, softmax, dropout, ·V (or FlashAttention's one kernel).
+void attention_core_forward(Builder& f, const TransformerConfig& m, const Dims& d,
+                            const LayerSizes& z) {
+  if (m.flash_attention) {
+    // Reads Q, K, V and writes the output; the s×s tiles stay on chip (Dao 2023).
+    f.fused_attention("attention.flash", OperatorKind::FusedAttention, 4 * z.T * d.s * d.h / d.t,
+                      d.e * z.T * (2 * d.h + 2 * d.kv) / d.t);
+    return;
+  }
+  f.gemm("attention.scores", d.s, d.s, z.head_dim, z.heads);
+  // Fused scale, causal mask and softmax: read and write the scores.
+  f.memory("attention.softmax", 2 * d.e * z.scores);
+  // Dropout: read, write, and a one-byte mask.
+  if (m.dropout) f.memory("attention.dropout", (2 * d.e + 1) * z.scores);
+  f.gemm("attention.values", d.s, z.head_dim, d.s, z.heads);
+}
+
+void layer_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
+  const bool sp = m.sequence_parallel;
+  // Fused bias-dropout-add: read the projection's output and the residual, write the sum and
+  // the mask (without dropout: a bias-add with the residual).
+  const double dropout_add = (3 * d.e + (m.dropout ? 1 : 0)) * z.x;
+  f.memory("layernorm1", 2 * d.e * z.x);
+  if (sp)
+    f.collective("attention.all_gather", CollectiveKind::AllGather, d.e * z.full, Overlap::All,
+                 PassId::Forward, "qkv");
+  f.gemm("qkv", z.T, z.qkv_out, d.h);
+  attention_core_forward(f, m, d, z);
+  f.gemm("projection", z.T, d.h, d.h / d.t);
+  f.collective(sp ? "attention.reduce_scatter" : "attention.all_reduce",
+               sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
+               Overlap::All, PassId::Forward, "projection");
+  f.memory("attention.dropout_add", dropout_add);
+  f.memory("layernorm2", 2 * d.e * z.x);
+  if (sp)
+    f.collective("mlp.all_gather", CollectiveKind::AllGather, d.e * z.full, Overlap::All,
+                 PassId::Forward, "fc1");
+  f.gemm("fc1", z.T, z.ffn_out, d.h);
+  // Fused bias-GeLU reads and writes the hidden activation; SwiGLU reads two halves, writes one.
+  f.memory("mlp.activation", (m.gated_mlp ? 3 : 2) * d.e * z.T * z.ffn);
+  f.gemm("fc2", z.T, d.h, z.ffn);
+  f.collective(sp ? "mlp.reduce_scatter" : "mlp.all_reduce",
+               sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
+               Overlap::All, PassId::Forward, "fc2");
+  f.memory("mlp.dropout_add", dropout_add);
+}
+
+void layer_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
+  const bool sp = m.sequence_parallel;
+  // Backward of the dropout-add: read the gradient and the mask, write the gradient.
+  const double dropout_add = (2 * d.e + (m.dropout ? 1 : 0)) * z.x;
+  // LayerNorm backward: read its input, the output gradient and the residual's gradient,
+  // write the input gradient.
+  const double norm = 4 * d.e * z.x;
+  const auto input_grad_collective = [&](std::string_view name, std::string_view wgrad) {
+    // Megatron's asynchronous backward communication runs it during the weight-gradient GEMM
+    // of the same linear, when that GEMM runs in the same op (B = I + W).
+    i.collective(name, sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
+                 Overlap::Backward, PassId::WeightGrad, wgrad);
+  };
+  i.memory("mlp.dropout_add.backward", dropout_add);
+  if (sp)
+    i.collective("mlp.reduce_scatter.backward", CollectiveKind::AllGather, d.e * z.full,
+                 Overlap::All, PassId::InputGrad, "fc2.input_grad");
+  i.gemm("fc2.input_grad", z.T, z.ffn, d.h);
+  // GeLU backward reads its input and the gradient, writes the gradient; SwiGLU reads two
+  // halves and the gradient, writes two halves.
+  i.memory("mlp.activation.backward", (m.gated_mlp ? 5 : 3) * d.e * z.T * z.ffn);
+  i.gemm("fc1.input_grad", z.T, d.h, z.ffn_out);
+  input_grad_collective(sp ? "mlp.all_gather.backward" : "mlp.all_reduce.backward",
+                        "fc1.weight_grad");
+  i.memory("layernorm2.backward", norm);
+  i.memory("attention.dropout_add.backward", dropout_add);
+  if (sp)
+    i.collective("attention.reduce_scatter.backward", CollectiveKind::AllGather, d.e * z.full,
+                 Overlap::All, PassId::InputGrad, "projection.input_grad");
+  i.gemm("projection.input_grad", z.T, d.h / d.t, d.h);
+  if (m.flash_attention) {
+    // Recomputes QKᵀ and the softmax: five products against the forward's two (Dao 2023).
+    i.fused_attention("attention.flash.backward", OperatorKind::FusedAttentionBackward,
+                      10 * z.T * d.s * d.h / d.t, d.e * z.T * (4 * d.h + 4 * d.kv) / d.t);
+  } else {
+    i.gemm("attention.values.input_grad", d.s, d.s, z.head_dim, z.heads);  // dP = dO·Vᵀ
+    i.gemm("attention.values.value_grad", d.s, z.head_dim, d.s, z.heads);  // dV = Pᵀ·dO
+    if (m.dropout) i.memory("attention.dropout.backward", (2 * d.e + 1) * z.scores);
+    i.memory("attention.softmax.backward", 3 * d.e * z.scores);            // read y, dy; write dx
+    i.gemm("attention.scores.query_grad", d.s, z.head_dim, d.s, z.heads);  // dQ = dS·K
+    i.gemm("attention.scores.key_grad", d.s, z.head_dim, d.s, z.heads);    // dK = dSᵀ·Q
+  }
+  i.gemm("qkv.input_grad", z.T, d.h, z.qkv_out);
+  input_grad_collective(sp ? "attention.all_gather.backward" : "attention.all_reduce.backward",
+                        "qkv.weight_grad");
+  i.memory("layernorm1.backward", norm);
+}
+
+void layer_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
+  if (m.sequence_parallel) {
+    // The weight gradients of the column-parallel linears need their whole input again:
+    // Megatron all-gathers it a second time, during the input-gradient GEMM.
+    w.collective("attention.all_gather.regather", CollectiveKind::AllGather, d.e * z.full,
+                 Overlap::Backward, PassId::InputGrad, "qkv.input_grad");
+    w.collective("mlp.all_gather.regather", CollectiveKind::AllGather, d.e * z.full,
+                 Overlap::Backward, PassId::InputGrad, "fc1.input_grad");
+  }
+  w.weight_gemm("qkv.weight_grad", "qkv.weight_grad.accumulate", d.h, z.qkv_out, z.T);
+  w.weight_gemm("projection.weight_grad", "projection.weight_grad.accumulate", d.h / d.t, d.h, z.T);
+  w.weight_gemm("fc1.weight_grad", "fc1.weight_grad.accumulate", d.h, z.ffn_out, z.T);
+  w.weight_gemm("fc2.weight_grad", "fc2.weight_grad.accumulate", z.ffn, d.h, z.T);
+}
+
+void embedding(PassOperators& out, const TransformerConfig& m, const Dims& d, const LayerSizes& z,
+               std::vector<Pending>& pending) {
+  Builder f(m, out, PassId::Forward, pending);
+  // Each rank looks up its part of the vocabulary and writes the [s, b, h] result (zeros for
+  // tokens outside it); the ranks' results are summed (VocabParallelEmbedding).
+  f.memory("embedding.lookup", 2 * d.e * z.T * d.h);
+  if (m.learned_positions) f.memory("embedding.positions", 3 * d.e * z.T * d.h);
+  f.collective(m.sequence_parallel ? "embedding.reduce_scatter" : "embedding.all_reduce",
+               m.sequence_parallel ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
+               d.e * z.full, Overlap::Never, PassId::Forward, "");
+  if (m.dropout) f.memory("embedding.dropout", (2 * d.e + 1) * z.x);
+  Builder i(m, out, PassId::InputGrad, pending);
+  if (m.dropout) i.memory("embedding.dropout.backward", (2 * d.e + 1) * z.x);
+  if (m.sequence_parallel)
+    i.collective("embedding.reduce_scatter.backward", CollectiveKind::AllGather, d.e * z.full,
+                 Overlap::Never, PassId::InputGrad, "");
+  // The weight gradient scatters the output gradient into the rows of the tokens, accumulated
+  // in the main gradient (read the gradient, read and write the rows).
+  Builder w(m, out, PassId::WeightGrad, pending);
+  w.memory("embedding.weight_grad", z.T * d.h * (d.e + 2 * m.grad_bytes_per_param));
+}
+
+void output(PassOperators& out, const TransformerConfig& m, const Dims& d, const LayerSizes& z,
+            std::vector<Pending>& pending) {
+  const bool sp = m.sequence_parallel;
+  const double logits = z.T * d.V / d.t;  // fp32 logits' elements per device
+  Builder f(m, out, PassId::Forward, pending);
+  f.memory("final_layernorm", 2 * d.e * z.x);
+  if (sp)
+    f.collective("logits.all_gather", CollectiveKind::AllGather, d.e * z.full, Overlap::All,
+                 PassId::Forward, "logits");
+  f.gemm("logits", z.T, d.V / d.t, d.h);
+  // Vocabulary-parallel cross entropy (Megatron): the logits read and cast to fp32, the max,
+  // the exponentials and their sum, the normalized softmax kept for backward: about four fp32
+  // passes over the logits, and three all-reduces of s·b fp32 values (max, predicted logit, sum).
+  f.memory("cross_entropy", (d.e + 16) * logits, 4);
+  f.collective("cross_entropy.all_reduce", CollectiveKind::AllReduce, 3 * 4 * z.T, Overlap::Never,
+               PassId::Forward, "");
+  Builder i(m, out, PassId::InputGrad, pending);
+  i.memory("cross_entropy.backward", (4 + d.e) * logits);  // read the softmax, write the gradient
+  i.gemm("logits.input_grad", z.T, d.h, d.V / d.t);
+  i.collective(sp ? "logits.all_gather.backward" : "logits.all_reduce.backward",
+               sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
+               Overlap::Backward, PassId::WeightGrad, "logits.weight_grad");
+  i.memory("final_layernorm.backward", 4 * d.e * z.x);
+  Builder w(m, out, PassId::WeightGrad, pending);
+  w.weight_gemm("logits.weight_grad", "logits.weight_grad.accumulate", d.V / d.t, d.h, z.T);
+}
+
+// Full recomputation runs the whole forward again at the start of the input-gradient pass;
+// selective recomputation the attention core (Korthikanti et al. §5). Copies keep their indices,
+// so a recomputed collective's partner GEMM is the recomputed one.
+void recompute(PassOperators& layer, const TransformerConfig& m, const Dims& d, const LayerSizes& z,
+               std::vector<Pending>& pending) {
+  if (m.recompute == Recompute::None) return;
+  std::vector<Operator> head;
+  if (m.recompute == Recompute::Full) {
+    head = layer.forward;
+    for (auto& p : pending) {
+      if (p.pass == PassId::InputGrad) p.op += head.size();
+    }
+    std::vector<Pending> copies;
+    for (const auto& p : pending) {
+      if (p.pass == PassId::Forward)
+        copies.push_back({PassId::InputGrad, p.op, PassId::InputGrad, p.hidden_name});
+    }
+    pending.insert(pending.end(), copies.begin(), copies.end());
+  } else {
+    PassOperators core;
+    std::vector<Pending> none;
+    Builder b(m, core, PassId::Forward, none);
+    attention_core_forward(b, m, d, z);
+    head = std::move(core.forward);
+    for (auto& p : pending) {
+      if (p.pass == PassId::InputGrad) p.op += head.size();
+    }
+  }
+  layer.input_grad.insert(layer.input_grad.begin(), head.begin(), head.end());
+}
+
+// Resolves every collective's partner GEMM by name (the first with that name in its pass; a
+// recomputed copy's partner is looked up among the operators before the copy's end).
+void resolve(PassOperators& ops, const std::vector<Pending>& pending) {
+  for (const auto& p : pending) {
+    auto& list = pass_of(ops, p.pass);
+    const auto& target = ops.pass(p.hidden_pass);
+    const auto it = std::find_if(target.begin(), target.end(),
+                                 [&](const Operator& op) { return op.name == p.hidden_name; });
+    if (it == target.end()) continue;  // no such GEMM in this model (cannot happen when valid)
+    list[p.op].hidden_pass = p.hidden_pass;
+    list[p.op].hidden_index = static_cast<std::int32_t>(it - target.begin());
+  }
+}
+
+}  // namespace
+
+ModelOperators model_operators(const TransformerConfig& m) {
+  const Dims d = detail::dims(m);
+  const LayerSizes z = sizes(m, d);
+  ModelOperators out;
+  std::vector<Pending> pending;
+  Builder f(m, out.layer, PassId::Forward, pending);
+  layer_forward(f, m, d, z);
+  Builder i(m, out.layer, PassId::InputGrad, pending);
+  layer_input_grad(i, m, d, z);
+  Builder w(m, out.layer, PassId::WeightGrad, pending);
+  layer_weight_grad(w, m, d, z);
+  recompute(out.layer, m, d, z, pending);
+  resolve(out.layer, pending);
+
+  pending.clear();
+  embedding(out.embedding, m, d, z, pending);
+  resolve(out.embedding, pending);
+  pending.clear();
+  output(out.output, m, d, z, pending);
+  resolve(out.output, pending);
+  return out;
+}
+
+}  // namespace pipetab

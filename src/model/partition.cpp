@@ -1,0 +1,46 @@
+#include <algorithm>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "pipetab/error.hpp"
+#include "pipetab/model/workload.hpp"
+
+namespace pipetab {
+
+std::vector<std::int64_t> partition_layers(const TransformerConfig& m,
+                                           std::span<const std::int32_t> units) {
+  const auto n = units.size();
+  const std::int64_t extra = m.balance_embedding ? 2 : 0;
+  const std::int64_t slots = m.layers + extra;
+  const double total_units = std::accumulate(units.begin(), units.end(), 0.0);
+  std::vector<std::int64_t> layers(n);
+  std::vector<std::pair<double, std::size_t>> remainder(n);
+  std::int64_t given = 0;
+  for (std::size_t s = 0; s < n; ++s) {
+    const double ideal = static_cast<double>(slots) * units[s] / total_units;
+    layers[s] = static_cast<std::int64_t>(ideal);
+    given += layers[s];
+    remainder[s] = {ideal - static_cast<double>(layers[s]), s};
+  }
+  // Largest remainders first; ties to the earlier stage, so the split is deterministic.
+  std::stable_sort(remainder.begin(), remainder.end(),
+                   [](const auto& x, const auto& y) { return x.first > y.first; });
+  for (std::size_t k = 0; given < slots; ++k, ++given)
+    ++layers[remainder[k % n].second];
+  if (m.balance_embedding) {
+    --layers.front();
+    --layers.back();
+  }
+  for (std::size_t s = 0; s < n; ++s) {
+    const bool carries_embedding_or_output = m.balance_embedding && (s == 0 || s + 1 == n);
+    if (layers[s] < (carries_embedding_or_output ? 0 : 1)) {
+      throw ParamError(fmt::format(
+          "model: {} layers cannot fill {} stages{}: stage {} would hold {} layers", m.layers, n,
+          m.balance_embedding ? " (embedding and output balanced)" : "", s, layers[s]));
+    }
+  }
+  return layers;
+}
+
+}  // namespace pipetab

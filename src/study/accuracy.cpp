@@ -1,0 +1,231 @@
+#include "pipetab/study/accuracy.hpp"
+
+#include <cmath>
+#include <map>
+
+#include "parallel.hpp"
+#include <fmt/format.h>
+
+#include "pipetab/cost/stage_cost.hpp"
+#include "pipetab/error.hpp"
+#include "pipetab/io/config.hpp"
+#include "pipetab/report/simulation.hpp"
+#include "pipetab/schedules/registry.hpp"
+
+namespace pipetab {
+namespace {
+
+void predict_layer(Prediction& p, const SystemConfig& system) {
+  const auto& run = p.run;
+  StageWork layer;
+  layer.layers = 1;
+  const auto costs = cost::stage_costs(run.model, std::span(&layer, 1), system, run.lowering.cost);
+  p.predicted_forward_s = costs.front().forward.seconds;
+  p.predicted_backward_s = costs.front().backward.seconds;
+  p.forward_error = p.predicted_forward_s / run.measured_forward_s - 1.0;
+  p.backward_error = p.predicted_backward_s / run.measured_backward_s - 1.0;
+}
+
+void predict_iteration(Prediction& p, const SystemConfig& system) {
+  const auto& run = p.run;
+  ScheduleParams params;
+  params.devices = run.devices;
+  params.microbatches = run.microbatches;
+  params.chunks = run.chunks;
+  const ScheduleInfo& info = find_schedule(run.schedule);
+  const auto table = info.generate(resolve(info, params));
+  const SimulationSetup setup{run.model, system, run.lowering, SimOptions{}};
+  const auto sim = simulate_table(table, setup);
+  p.predicted_s = sim.metrics.runtime_s;
+  p.error = p.predicted_s / run.measured_s - 1.0;
+  p.mfu = sim.metrics.mfu;
+}
+
+void summarize(AccuracyReport& report) {
+  std::map<std::string, ErrorSummary> by_source;
+  std::vector<std::string> order;
+  ErrorSummary all{"all iterations"}, layers{"layers (forward and backward)"};
+  const auto add = [](ErrorSummary& s, double error) {
+    ++s.count;
+    s.mean_abs += std::abs(error);
+    s.max_abs = std::max(s.max_abs, std::abs(error));
+  };
+  for (const auto& p : report.predictions) {
+    if (!p.failure.empty()) continue;
+    if (p.run.kind == MeasurementKind::Layer) {
+      add(layers, p.forward_error);
+      add(layers, p.backward_error);
+      continue;
+    }
+    if (!by_source.contains(p.run.source)) {
+      order.push_back(p.run.source);
+      by_source[p.run.source].group = p.run.source;
+    }
+    add(by_source[p.run.source], p.error);
+    add(all, p.error);
+  }
+  for (const auto& source : order)
+    report.summaries.push_back(by_source[source]);
+  report.summaries.push_back(all);
+  if (layers.count > 0) report.summaries.push_back(layers);
+  for (auto& s : report.summaries)
+    s.mean_abs = s.count > 0 ? s.mean_abs / s.count : 0.0;
+}
+
+// "TP 8, PP 8 (interleaved, v 3), DP 1, M 64 × 1, selective + SP".
+std::string configuration(const MeasuredRun& run) {
+  const auto& m = *run.model.transformer();
+  const char* recompute = m.recompute == Recompute::Full        ? "full recompute"
+                          : m.recompute == Recompute::Selective ? "selective recompute"
+                                                                : "no recompute";
+  if (run.kind == MeasurementKind::Layer) {
+    return fmt::format("h {}, TP {}, micro batch {}, {}{}", m.hidden, m.tensor_parallel,
+                       m.micro_batch, recompute, m.sequence_parallel ? " + SP" : "");
+  }
+  return fmt::format("h {}, TP {}, PP {} ({}{}), DP {}, M {} × {}, {}{}", m.hidden,
+                     m.tensor_parallel, run.devices, run.schedule,
+                     run.chunks ? fmt::format(" v {}", *run.chunks) : std::string(),
+                     run.lowering.data_parallel, run.microbatches, m.micro_batch, recompute,
+                     m.sequence_parallel ? " + SP" : "");
+}
+
+std::string percent(double error) {
+  return fmt::format("{:+.1f}%", 100 * error);
+}
+
+}  // namespace
+
+AccuracyReport predict(const Measurements& measurements, const std::optional<SystemConfig>& system,
+                       unsigned threads) {
+  AccuracyReport report;
+  report.file = measurements.file;
+  for (const auto kind : {MeasurementKind::Iteration, MeasurementKind::Layer}) {
+    for (const auto& run : measurements.runs) {
+      if (run.kind == kind) report.predictions.push_back({run});
+    }
+  }
+  // Each system once, before the parallel part.
+  std::map<std::string, SystemConfig> systems;
+  for (auto& p : report.predictions) {
+    if (system) {
+      p.system = system->name;
+    } else if (!systems.contains(p.run.system)) {
+      systems.emplace(p.run.system, io::load_system(p.run.system));
+    }
+  }
+  detail::parallel_for(report.predictions.size(), threads, [&](std::size_t i) {
+    auto& p = report.predictions[i];
+    const SystemConfig& s = system ? *system : systems.at(p.run.system);
+    p.system = s.name;
+    try {
+      if (p.run.kind == MeasurementKind::Layer) {
+        predict_layer(p, s);
+      } else {
+        predict_iteration(p, s);
+      }
+    } catch (const ParamError& e) {
+      p.failure = e.what();
+    }
+  });
+  summarize(report);
+  return report;
+}
+
+std::string accuracy_markdown(const AccuracyReport& r) {
+  std::string out = "| run | source | configuration | system | measured | predicted | error |\n";
+  out += "|---|---|---|---|---:|---:|---:|\n";
+  for (const auto& p : r.predictions) {
+    const auto& run = p.run;
+    if (!p.failure.empty()) {
+      out += fmt::format("| {} | {} | {} | {} | | not predicted: {} | |\n", run.id, run.source,
+                         configuration(run), p.system, p.failure);
+    } else if (run.kind == MeasurementKind::Layer) {
+      out += fmt::format(
+          "| {} | {} | {} | {} | {:.1f} / {:.1f} ms | {:.2f} / {:.2f} ms | {} / {} |\n", run.id,
+          run.source, configuration(run), p.system, 1e3 * run.measured_forward_s,
+          1e3 * run.measured_backward_s, 1e3 * p.predicted_forward_s, 1e3 * p.predicted_backward_s,
+          percent(p.forward_error), percent(p.backward_error));
+    } else {
+      out += fmt::format("| {} | {} | {} | {} | {:.2f} s{} | {:.2f} s | {} |\n", run.id, run.source,
+                         configuration(run), p.system, run.measured_s,
+                         run.measured_tflops_per_gpu
+                             ? fmt::format(" ({:g} TF/s)", *run.measured_tflops_per_gpu)
+                             : std::string(),
+                         p.predicted_s, percent(p.error));
+    }
+  }
+  out += "\n| group | runs | mean absolute error | max absolute error |\n|---|---:|---:|---:|\n";
+  for (const auto& s : r.summaries) {
+    out += fmt::format("| {} | {} | {:.2f}% | {:.2f}% |\n", s.group, s.count, 100 * s.mean_abs,
+                       100 * s.max_abs);
+  }
+  return out;
+}
+
+std::string accuracy_csv(const AccuracyReport& r) {
+  std::string out =
+      "id,source,kind,system,measured_s,predicted_s,error,measured_forward_s,predicted_forward_s,"
+      "forward_error,measured_backward_s,predicted_backward_s,backward_error,mfu,failure\n";
+  const auto cell = [](const std::string& text) {
+    std::string quoted = "\"";
+    for (const char c : text)
+      quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return quoted + "\"";
+  };
+  for (const auto& p : r.predictions) {
+    const auto& run = p.run;
+    const bool layer = run.kind == MeasurementKind::Layer;
+    const bool ok = p.failure.empty();
+    const auto number = [&](double value, bool shown) {
+      return shown ? fmt::format("{:.6g}", value) : std::string();
+    };
+    out += fmt::format(
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", cell(run.id), cell(run.source),
+        to_string(run.kind), cell(p.system), number(run.measured_s, !layer),
+        number(p.predicted_s, ok && !layer), number(p.error, ok && !layer),
+        number(run.measured_forward_s, layer), number(p.predicted_forward_s, ok && layer),
+        number(p.forward_error, ok && layer), number(run.measured_backward_s, layer),
+        number(p.predicted_backward_s, ok && layer), number(p.backward_error, ok && layer),
+        number(p.mfu.value_or(0.0), ok && p.mfu.has_value()), cell(p.failure));
+  }
+  return out;
+}
+
+nlohmann::json to_json(const AccuracyReport& r) {
+  nlohmann::json predictions = nlohmann::json::array();
+  for (const auto& p : r.predictions) {
+    nlohmann::json j{{"id", p.run.id},
+                     {"source", p.run.source},
+                     {"kind", to_string(p.run.kind)},
+                     {"system", p.system},
+                     {"configuration", configuration(p.run)}};
+    if (!p.failure.empty()) {
+      j["failure"] = p.failure;
+    } else if (p.run.kind == MeasurementKind::Layer) {
+      j["measured_forward_s"] = p.run.measured_forward_s;
+      j["predicted_forward_s"] = p.predicted_forward_s;
+      j["forward_error"] = p.forward_error;
+      j["measured_backward_s"] = p.run.measured_backward_s;
+      j["predicted_backward_s"] = p.predicted_backward_s;
+      j["backward_error"] = p.backward_error;
+    } else {
+      j["measured_s"] = p.run.measured_s;
+      j["predicted_s"] = p.predicted_s;
+      j["error"] = p.error;
+      if (p.mfu) j["mfu"] = *p.mfu;
+      if (p.run.measured_tflops_per_gpu)
+        j["measured_tflops_per_gpu"] = *p.run.measured_tflops_per_gpu;
+    }
+    predictions.push_back(std::move(j));
+  }
+  nlohmann::json summaries = nlohmann::json::array();
+  for (const auto& s : r.summaries) {
+    summaries.push_back({{"group", s.group},
+                         {"count", s.count},
+                         {"mean_abs_error", s.mean_abs},
+                         {"max_abs_error", s.max_abs}});
+  }
+  return {{"file", r.file}, {"predictions", predictions}, {"summaries", summaries}};
+}
+
+}  // namespace pipetab

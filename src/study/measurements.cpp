@@ -1,0 +1,241 @@
+#include "pipetab/study/measurements.hpp"
+
+#include <filesystem>
+#include <map>
+
+#include "../io/config_reader.hpp"
+#include "../io/toml_reader.hpp"
+#include <fmt/format.h>
+
+#include "pipetab/error.hpp"
+#include "pipetab/io/config.hpp"
+#include "pipetab/io/table_file.hpp"
+#include "pipetab/model/flops.hpp"
+#include "pipetab/schedules/registry.hpp"
+
+namespace pipetab {
+
+const char* to_string(MeasurementKind kind) {
+  return kind == MeasurementKind::Layer ? "layer" : "iteration";
+}
+
+namespace {
+
+using io::Reader;
+
+constexpr double kHuge = 1e30;
+
+class MeasurementParser {
+ public:
+  MeasurementParser(std::string_view text, const std::string& file) : r_(text, file), file_(file) {}
+
+  Measurements parse() {
+    const auto& root = r_.root();
+    r_.only(root, "", {"models", "defaults", "run", "layer"});
+    if (const auto* models = r_.table(root, "", "models")) {
+      for (auto&& [name, node] : *models) {
+        const auto* t = r_.table(*models, "models", name.str());
+        models_.emplace(std::string(name.str()), t);
+      }
+    }
+    if (const auto* defaults = r_.table(root, "", "defaults")) {
+      for (auto&& [name, node] : *defaults) {
+        const auto* t = r_.table(*defaults, "defaults", name.str());
+        only_run_keys(*t, Reader::join("defaults", name.str()));
+        defaults_.emplace(std::string(name.str()), t);
+      }
+    }
+    Measurements m;
+    m.file = file_;
+    entries(root, "run", MeasurementKind::Iteration, m);
+    entries(root, "layer", MeasurementKind::Layer, m);
+    if (m.runs.empty()) r_.fail(root.source(), "", "no [[run]] or [[layer]] entries");
+    return m;
+  }
+
+ private:
+  void only_run_keys(const toml::table& t, const std::string& path) const {
+    r_.only(t, path,
+            {"id",
+             "source",
+             "defaults",
+             "system",
+             "models",
+             "model",
+             "schedule",
+             "devices",
+             "microbatches",
+             "chunks",
+             "data_parallel",
+             "runtime",
+             "tp_overlap",
+             "dp_overlap",
+             "dp_bucket_bytes",
+             "distributed_optimizer",
+             "optimizer",
+             "measured_iteration_s",
+             "measured_tflops_per_gpu",
+             "measured_forward_ms",
+             "measured_backward_ms"});
+  }
+
+  void entries(const toml::table& root, std::string_view key, MeasurementKind kind,
+               Measurements& out) {
+    const toml::node* node = root.get(key);
+    if (node == nullptr) return;
+    const auto* array = node->as_array();
+    if (array == nullptr || !array->is_homogeneous(toml::node_type::table)) {
+      r_.fail(node->source(), std::string(key),
+              fmt::format("expected [[{}]] entries (an array of tables)", key));
+    }
+    for (std::size_t i = 0; i < array->size(); ++i) {
+      const auto path = fmt::format("{}[{}]", key, i);
+      out.runs.push_back(entry(*(*array)[i].as_table(), path, kind));
+    }
+  }
+
+  // The run's keys over its defaults' keys.
+  toml::table with_defaults(const toml::table& t, const std::string& path) const {
+    toml::table merged;
+    if (const auto name = r_.string(t, path, "defaults")) {
+      const auto it = defaults_.find(*name);
+      if (it == defaults_.end())
+        r_.fail(t.get("defaults")->source(), Reader::join(path, "defaults"),
+                fmt::format("no [defaults.{}] table", *name));
+      merged = *it->second;
+    }
+    for (auto&& [k, v] : t)
+      merged.insert_or_assign(k, v);
+    return merged;
+  }
+
+  // The model: the named fragments merged in order, then the inline `model` table.
+  TransformerConfig model(const toml::table& raw, const toml::table& t,
+                          const std::string& path) const {
+    toml::table merged;
+    if (const auto* list = t.get("models")) {
+      const auto* array = list->as_array();
+      if (array == nullptr)
+        r_.fail(list->source(), Reader::join(path, "models"), "expected an array of names");
+      for (const auto& item : *array) {
+        const auto* name = item.as_string();
+        if (name == nullptr)
+          r_.fail(item.source(), Reader::join(path, "models"), "expected model fragment names");
+        const auto it = models_.find(name->get());
+        if (it == models_.end()) {
+          r_.fail(item.source(), Reader::join(path, "models"),
+                  fmt::format("no [models.{}] table", name->get()));
+        }
+        for (auto&& [k, v] : *it->second)
+          merged.insert_or_assign(k, v);
+      }
+    }
+    if (const auto* inline_model = r_.table(t, path, "model")) {
+      for (auto&& [k, v] : *inline_model)
+        merged.insert_or_assign(k, v);
+    }
+    // Required keys are looked for in all the parts; missing ones are reported at the run.
+    for (const auto* key : {"layers", "hidden", "heads", "seq_len", "vocab"}) {
+      if (merged.get(key) == nullptr) {
+        r_.fail(raw.source(), Reader::join(path, fmt::format("model.{}", key)),
+                "missing (in the `models` fragments and the inline `model` table)");
+      }
+    }
+    return io::read_transformer(r_, merged, Reader::join(path, "model"));
+  }
+
+  MeasuredRun entry(const toml::table& raw, const std::string& path, MeasurementKind kind) {
+    const toml::table merged = with_defaults(raw, path);
+    const toml::table& t = merged;
+    only_run_keys(t, path);
+    MeasuredRun run;
+    run.kind = kind;
+    run.line = static_cast<std::int32_t>(raw.source().begin.line);
+    const auto id = r_.string(t, path, "id");
+    if (!id) r_.fail(raw.source(), Reader::join(path, "id"), "missing");
+    run.id = *id;
+    run.source = r_.string(t, path, "source").value_or("");
+    const auto system = r_.string(t, path, "system");
+    if (!system) r_.fail(raw.source(), Reader::join(path, "system"), "missing");
+    run.system = resolve(*system);
+    run.model = {run.id, model(raw, t, path)};
+    const auto& m = *run.model.transformer();
+    auto& l = run.lowering;
+    l.cost.tp_overlap = *cost::parse_overlap(
+        r_.choice(t, path, "tp_overlap", "backward", {"none", "backward", "all"}));
+    if (kind == MeasurementKind::Layer) {
+      for (const auto* key : {"schedule", "devices", "microbatches", "chunks", "data_parallel",
+                              "runtime", "measured_iteration_s", "measured_tflops_per_gpu"}) {
+        if (t.get(key) != nullptr)
+          r_.fail(t.get(key)->source(), Reader::join(path, key), "not for a [[layer]] entry");
+      }
+      run.measured_forward_s =
+          r_.number(t, path, "measured_forward_ms", std::nullopt, 0.0, kHuge, true) / 1e3;
+      run.measured_backward_s =
+          r_.number(t, path, "measured_backward_ms", std::nullopt, 0.0, kHuge, true) / 1e3;
+      return run;
+    }
+    const auto schedule = r_.string(t, path, "schedule");
+    if (!schedule) r_.fail(raw.source(), Reader::join(path, "schedule"), "missing");
+    try {
+      (void)find_schedule(*schedule);
+    } catch (const Error& e) {
+      r_.fail(t.get("schedule")->source(), Reader::join(path, "schedule"), e.what());
+    }
+    run.schedule = *schedule;
+    run.devices = r_.integer(t, path, "devices", std::nullopt, 1, 1 << 20);
+    run.microbatches = r_.integer(t, path, "microbatches", std::nullopt, 1, 1 << 24);
+    if (t.get("chunks") != nullptr) run.chunks = r_.integer(t, path, "chunks", 1, 1, 1 << 16);
+    l.data_parallel =
+        static_cast<std::int32_t>(r_.integer(t, path, "data_parallel", 1, 1, kMaxDataParallel));
+    l.runtime =
+        *parse_runtime(r_.choice(t, path, "runtime", "async", {"async", "megatron", "pytorch"}));
+    l.iteration.dp_overlap = r_.boolean(t, path, "dp_overlap", false);
+    l.iteration.dp_bucket_bytes = r_.number(t, path, "dp_bucket_bytes", 25e6, 1e3, 1e15, false);
+    l.iteration.distributed_optimizer = r_.boolean(t, path, "distributed_optimizer", false);
+    l.iteration.optimizer = r_.boolean(t, path, "optimizer", true);
+    const bool seconds = t.get("measured_iteration_s") != nullptr;
+    const bool tflops = t.get("measured_tflops_per_gpu") != nullptr;
+    if (seconds == tflops) {
+      r_.fail(raw.source(), path,
+              "expected exactly one of measured_iteration_s and measured_tflops_per_gpu");
+    }
+    if (seconds) {
+      run.measured_s = r_.number(t, path, "measured_iteration_s", std::nullopt, 0.0, kHuge, true);
+    } else {
+      run.measured_tflops_per_gpu =
+          r_.number(t, path, "measured_tflops_per_gpu", std::nullopt, 0.0, kHuge, true);
+      // Narayanan et al. count an iteration's FLOPs by their Eq. 3 (global batch B sequences).
+      const double sequences = static_cast<double>(run.microbatches) *
+                               static_cast<double>(m.micro_batch) * l.data_parallel;
+      const double gpus = static_cast<double>(run.devices) *
+                          static_cast<double>(m.tensor_parallel) * l.data_parallel;
+      run.measured_s =
+          narayanan_eq3_flops(m, sequences) / (*run.measured_tflops_per_gpu * 1e12 * gpus);
+    }
+    return run;
+  }
+
+  std::string resolve(const std::string& name) const {
+    if (!io::preset_text("systems", name).empty()) return name;
+    const std::filesystem::path path(name);
+    if (path.is_absolute()) return name;
+    return (std::filesystem::path(file_).parent_path() / path).string();
+  }
+
+  Reader r_;
+  std::string file_;
+  std::map<std::string, const toml::table*> models_, defaults_;
+};
+
+}  // namespace
+
+Measurements parse_measurements(std::string_view text, const std::string& file) {
+  return MeasurementParser(text, file).parse();
+}
+
+Measurements load_measurements(const std::string& path) {
+  return parse_measurements(io::read_file(path), path);
+}
+
+}  // namespace pipetab
