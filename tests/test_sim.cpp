@@ -7,6 +7,7 @@
 #include "helpers.hpp"
 #include <gtest/gtest.h>
 
+#include "pipetab/cost/stage_cost.hpp"
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
 #include "pipetab/io/table_json.hpp"
@@ -515,7 +516,9 @@ TEST(SimGrid, InvariantsOfEveryRun) {
         // A device's span is within the run, its compute within its span (the global idle ratio
         // counts the optimizer step as busy, the span does not: compared without it).
         EXPECT_GE(s.span_idle_ratio, -1e-12);
-        if (!lowering.iteration.optimizer) EXPECT_LE(s.span_idle_ratio, s.idle_ratio + 1e-12);
+        if (!lowering.iteration.optimizer) {
+          EXPECT_LE(s.span_idle_ratio, s.idle_ratio + 1e-12);
+        }
         // The synchronisation: no optimizer step starts before every table op has ended.
         for (std::int64_t n = g.table_ops; n < g.compute_nodes; ++n)
           EXPECT_GE(s.start[static_cast<std::size_t>(n)], s.pipeline_end_s);
@@ -687,6 +690,223 @@ TEST(SimPaper, GPipeAnd1F1B) {
       }
     }
   }
+}
+
+// --- Runtime wait semantics (DESIGN.md §6), on hand-computed cases ---------------------------
+
+// 1F1B on two devices, two microbatches; F = 1, B = 2 (I = W = 1), every hop 0.5 s (latency).
+TEST(Runtime, MegatronBlocksOnItsSendsAndWaitsForTheReceiver) {
+  const auto t = test::make("1f1b", test::sm(2, 2));  // dev0 F0 F1 B0 B1; dev1 F0 B0 F1 B1
+  const auto model = explicit_model(1.0, 1.0, 1.0, 1.0);
+  const auto system = system_with(Topology::Switched, {0.5, 1e30}, {0.5, 1e30});
+  // Asynchronous: dev0 F0 [0,1] F1 [1,2]; dev1 F0 [1.5,2.5] B0 [2.5,4.5] F1 [4.5,5.5]
+  // B1 [5.5,7.5]; gradients arrive at dev0 at 5 and 8: B0 [5,7], B1 [8,10].
+  EXPECT_DOUBLE_EQ(run(t, model, system).result.runtime_s, 10.0);
+  // Megatron: dev0 waits for its activation to arrive (1.5) before F1 [1.5,2.5]; that
+  // activation moves only once dev1 has posted its receive after B0 (4.5): [4.5,5], so dev0 is
+  // held until 5 and runs B0 [5,7] with the gradient that left dev1 at 4.5 (dev0 posted its
+  // receive after F1); dev1 runs F1 [5,6] B1 [6,8]; the last gradient waits for dev0's receive
+  // after B0 (7) and its own end (8): [8,8.5]; dev0 B1 [8.5,10.5].
+  LoweringOptions megatron;
+  megatron.runtime = Runtime::Megatron;
+  const auto r = run(t, model, system, {}, megatron);
+  EXPECT_DOUBLE_EQ(r.result.runtime_s, 10.5);
+  EXPECT_DOUBLE_EQ(r.result.start[1], 1.5);  // dev0's F1
+  // PyTorch posts receives early and does not block on sends: here as asynchronous.
+  LoweringOptions pytorch;
+  pytorch.runtime = Runtime::PyTorch;
+  EXPECT_DOUBLE_EQ(run(t, model, system, {}, pytorch).result.runtime_s, 10.0);
+}
+
+TEST(Runtime, MegatronRunsItsOwnSchedulesAndOnlyAddsWaits) {
+  // Megatron-LM runs 1F1B and its interleaved schedule; under its waits neither deadlocks, and
+  // (without contention, where a later transfer cannot speed another up) no op starts earlier
+  // than with eager transfers.
+  const auto model = io::load_model("gpt3-1.3b");
+  const auto system = io::load_system("dgx-a100");
+  SimOptions alone;
+  alone.contention = false;
+  LoweringOptions megatron;
+  megatron.runtime = Runtime::Megatron;
+  for (const std::int64_t S : {2, 4, 8}) {
+    for (const std::int64_t v : {1, 2, 3}) {
+      if (24 % (S * v) != 0) continue;
+      auto params = test::sm(S, 2 * S);
+      if (v > 1) params.chunks = v;
+      const auto t = test::make(v > 1 ? "interleaved" : "1f1b", params);
+      const auto eager = run(t, model, system, alone).result;
+      const auto blocked = run(t, model, system, alone, megatron).result;
+      for (std::size_t n = 0; n < t.ops.size(); ++n)
+        ASSERT_GE(blocked.start[n], eager.start[n] - 1e-12) << "S=" << S << " v=" << v;
+      EXPECT_GT(blocked.runtime_s, eager.runtime_s) << "S=" << S << " v=" << v;
+    }
+  }
+}
+
+TEST(Runtime, MegatronOrderThatCannotRunIsReported) {
+  // dev1 runs F1 before F0: fine when transfers are eager, but under Megatron dev0 blocks on
+  // sending F0's activation, which dev1 receives only after its F1, which needs dev0's F1.
+  const auto t =
+      test::table(2, {0, 1}, 2, {{"0F0", "0F1", "0B0", "0B1"}, {"1F1", "1F0", "1B0", "1B1"}});
+  const auto model = explicit_model(1.0, 1.0, 1.0, 1.0);
+  const auto system = system_with(Topology::Switched, {0.5, 1e30}, {0.5, 1e30});
+  EXPECT_NO_THROW(run(t, model, system));
+  LoweringOptions megatron;
+  megatron.runtime = Runtime::Megatron;
+  try {
+    run(t, model, system, {}, megatron);
+    FAIL() << "no deadlock reported";
+  } catch (const ParamError& e) {
+    EXPECT_NE(std::string(e.what()).find("the simulation deadlocks"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("device 0 before its op"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Runtime, PyTorchRunsAPairsTransfersOneAtATime) {
+  // dev0 F0 [0,1] F1 [1,2] each send 2 B at 1 B/s to dev1. Sharing the link, F0's activation
+  // moves alone for 1 s, then at half rate: done at 4, F1's at 5. One at a time (PyTorch's
+  // communicator per pair): F0's [1,3], F1's [3,5].
+  const auto t =
+      test::table(2, {0, 1}, 2, {{"0F0", "0F1", "0B0", "0B1"}, {"1F0", "1F1", "1B0", "1B1"}});
+  const auto model = explicit_model(1.0, 1.0, 1.0, 2.0);
+  const auto system = system_with(Topology::Switched, {0.0, 1.0}, {0.0, 1.0});
+  const auto dev1_first = static_cast<std::size_t>(t.row_begin[1]);
+  const auto shared = run(t, model, system);
+  EXPECT_DOUBLE_EQ(shared.result.start[dev1_first], 4.0);
+  EXPECT_DOUBLE_EQ(shared.result.start[dev1_first + 1], 5.0);
+  LoweringOptions pytorch;
+  pytorch.runtime = Runtime::PyTorch;
+  const auto ordered = run(t, model, system, {}, pytorch);
+  EXPECT_DOUBLE_EQ(ordered.result.start[dev1_first], 3.0);
+  EXPECT_DOUBLE_EQ(ordered.result.start[dev1_first + 1], 5.0);
+}
+
+// --- The end of the iteration -----------------------------------------------------------------
+
+TEST(Iteration, DataParallelBucketsOverlapTheLastBackward) {
+  // One stage, one microbatch: F [0,1], B [1,3]; 4 GB of gradients over 2 replicas on separate
+  // nodes at 1 GB/s: one ring of 2 steps of 2 GB after B ends at 3: 7 s. In 1 GB buckets, bucket
+  // j is ready at 1 + 2(j+1)/4 and takes 2 steps of 0.5 GB (1 s) after the one before it:
+  // [1.5,2.5] [2.5,3.5] [3.5,4.5] [4.5,5.5]. In 2 GB buckets: ready at 2 and 3, [2,4] [4,6].
+  const auto t = test::make("1f1b", test::sm(1, 1));
+  const auto model = explicit_model(1.0, 1.0, 1.0, 0.0, 4e9);
+  const auto system = system_with(Topology::Switched, {0.0, 1e12}, {0.0, 1e9}, 1);
+  LoweringOptions lowering;
+  lowering.data_parallel = 2;
+  EXPECT_DOUBLE_EQ(run(t, model, system, {}, lowering).result.runtime_s, 7.0);
+  lowering.iteration.dp_overlap = true;
+  lowering.iteration.dp_bucket_bytes = 1e9;
+  const auto buckets = run(t, model, system, {}, lowering);
+  EXPECT_DOUBLE_EQ(buckets.result.runtime_s, 5.5);
+  EXPECT_EQ(buckets.graph.transfers(), 4 * 2);
+  lowering.iteration.dp_bucket_bytes = 2e9;
+  EXPECT_DOUBLE_EQ(run(t, model, system, {}, lowering).result.runtime_s, 6.0);
+}
+
+std::vector<std::size_t> transfers_of(const ExecGraph& g, TransferKind kind) {
+  std::vector<std::size_t> out;
+  for (std::int64_t k = 0; k < g.transfers(); ++k) {
+    if (g.kind[static_cast<std::size_t>(k)] == kind) out.push_back(static_cast<std::size_t>(k));
+  }
+  return out;
+}
+
+TEST(Iteration, TiedEmbeddingsSynchronisationAndOptimizerStep) {
+  const auto system = io::load_system("dgx-h100");
+  const auto model = io::load_model("gpt3-1.3b");  // tied embeddings, bf16
+  const auto t = test::make("1f1b", test::sm(4, 8));
+  const auto r = run(t, model, system);
+  const auto& g = r.graph;
+  // The two copies of the word embedding (first and last stage) are all-reduced: a ring of two
+  // members, two steps each, half the gradient (V·h · 4 B of fp32) per step.
+  const auto embedding = transfers_of(g, TransferKind::EmbeddingAllReduce);
+  ASSERT_EQ(embedding.size(), 4U);
+  for (const auto k : embedding) {
+    EXPECT_DOUBLE_EQ(g.bytes[k], 50257.0 * 2048 * 4 / 2);
+    const auto sender = g.device[static_cast<std::size_t>(g.compute_nodes) + k];
+    EXPECT_TRUE((sender == 0 && g.receiver[k] == 3) || (sender == 3 && g.receiver[k] == 0));
+  }
+  // One synchronisation: the gradient norm's all-reduce over the 4 devices of one node, by tree
+  // (2·log2 4 hops of α = 2 µs); then each device's optimizer step over its parameters.
+  const auto sync = transfers_of(g, TransferKind::Sync);
+  ASSERT_EQ(sync.size(), 1U);
+  EXPECT_DOUBLE_EQ(g.latency_s[sync[0]], 4 * 2e-6);
+  const auto work = table_work(t, model);
+  for (std::int32_t d = 0; d < 4; ++d) {
+    const auto n = static_cast<std::size_t>(g.table_ops) + static_cast<std::size_t>(d);
+    EXPECT_EQ(g.compute_kind[n], ComputeKind::OptimizerStep);
+    EXPECT_DOUBLE_EQ(g.duration[n],
+                     cost::optimizer_step_seconds(
+                         work[static_cast<std::size_t>(d)].optimizer_step_bytes, system.device));
+    EXPECT_GE(r.result.start[n], r.result.pipeline_end_s);
+  }
+  // Untied (Llama 2) and V-shaped (both ends on device 0): no embedding all-reduce.
+  EXPECT_TRUE(transfers_of(run(t, io::load_model("llama2-70b"), system).graph,
+                           TransferKind::EmbeddingAllReduce)
+                  .empty());
+  EXPECT_TRUE(transfers_of(run(test::make("zb-v", test::sm(4, 8)), model, system).graph,
+                           TransferKind::EmbeddingAllReduce)
+                  .empty());
+  // --no-optimizer: the pipeline and its reductions alone.
+  LoweringOptions pipeline;
+  pipeline.iteration.optimizer = false;
+  const auto bare = run(t, model, system, {}, pipeline);
+  EXPECT_EQ(bare.graph.compute_nodes, bare.graph.table_ops);
+  EXPECT_TRUE(transfers_of(bare.graph, TransferKind::Sync).empty());
+  EXPECT_LT(bare.result.runtime_s, r.result.runtime_s);
+}
+
+TEST(Iteration, DistributedOptimizerShardsTheStep) {
+  const auto system = io::load_system("dgx-h100");
+  const auto model = io::load_model("gpt3-1.3b");
+  const auto t = test::make("1f1b", test::sm(2, 4));
+  LoweringOptions plain, sharded;
+  plain.data_parallel = sharded.data_parallel = 4;
+  sharded.iteration.distributed_optimizer = true;
+  const auto a = run(t, model, system, {}, plain), b = run(t, model, system, {}, sharded);
+  // Reduce-scatter (R−1 steps) instead of all-reduce (2(R−1)) per stage; an all-gather of the
+  // 16-bit weights after the step (R−1 steps per device).
+  EXPECT_EQ(transfers_of(a.graph, TransferKind::DataAllReduce).size(), 2U * 6);
+  EXPECT_EQ(transfers_of(b.graph, TransferKind::DataAllReduce).size(), 2U * 3);
+  EXPECT_EQ(transfers_of(b.graph, TransferKind::ParamAllGather).size(), 2U * 3);
+  const auto work = table_work(t, model);
+  for (std::size_t d = 0; d < 2; ++d) {
+    const auto n = static_cast<std::size_t>(b.graph.table_ops) + d;
+    EXPECT_DOUBLE_EQ(b.graph.duration[n],
+                     cost::optimizer_step_seconds(work[d].optimizer_step_bytes / 4, system.device));
+    EXPECT_DOUBLE_EQ(b.graph.static_bytes[d],
+                     work[d].weight_bytes + work[d].grad_bytes + work[d].optimizer_bytes / 4);
+  }
+}
+
+TEST(Iteration, RunsNeedTheGpusTheSystemHas) {
+  auto system = io::load_system("dgx-h100");
+  system.nodes = 1;
+  const auto t = test::make("1f1b", test::sm(4, 8));
+  LoweringOptions lowering;
+  lowering.data_parallel = 4;
+  try {
+    run(t, io::load_model("gpt3-1.3b"), system, {}, lowering);
+    FAIL();
+  } catch (const ParamError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "the run needs 16 GPUs (4 pipeline devices × tensor parallel 1 × data parallel 4), "
+              "and system 'dgx-h100' has 8 (1 nodes of 8)");
+  }
+  lowering.data_parallel = 2;
+  EXPECT_NO_THROW(run(t, io::load_model("gpt3-1.3b"), system, {}, lowering));
+}
+
+TEST(Iteration, PipelineDevicesSpanTheirTensorAndDataParallelRanks) {
+  // Megatron's rank order: tensor parallel fastest, then data parallel, then pipeline. With
+  // TP 8 each pipeline device fills a DGX node, so every hop crosses the fabric.
+  const auto system = io::load_system("dgx-a100");
+  const Network wide(system, 4, 8), narrow(system, 4, 2);
+  EXPECT_EQ(wide.node_of(1), 1);
+  EXPECT_EQ(narrow.node_of(3), 0);
+  std::vector<std::int32_t> links;
+  EXPECT_EQ(wide.append_route(0, 1, links), system.inter.latency_s);
+  EXPECT_EQ(narrow.append_route(0, 1, links), system.intra.latency_s);
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ std::string default_name(const std::string& file) {
 
 }  // namespace
 
-TransformerConfig read_transformer(const Reader& r, const toml::table& t, const std::string& p) {
+void only_transformer_keys(const Reader& r, const toml::table& t, const std::string& p) {
   r.only(t, p,
          {"layers",
           "hidden",
@@ -50,65 +50,6 @@ TransformerConfig read_transformer(const Reader& r, const toml::table& t, const 
           "grad_accumulation_fusion",
           "grad_bytes_per_param",
           "optimizer_bytes_per_param"});
-  constexpr std::int64_t kBig = std::int64_t{1} << 40;
-  TransformerConfig m;
-  m.layers = r.integer(t, p, "layers", std::nullopt, 1, 1 << 20);
-  m.hidden = r.integer(t, p, "hidden", std::nullopt, 1, 1 << 24);
-  m.heads = r.integer(t, p, "heads", std::nullopt, 1, 1 << 20);
-  m.kv_heads = r.integer(t, p, "kv_heads", m.heads, 1, m.heads);
-  m.ffn_hidden = r.integer(t, p, "ffn_hidden", 4 * m.hidden, 1, 1 << 26);
-  m.seq_len = r.integer(t, p, "seq_len", std::nullopt, 1, 1 << 26);
-  m.micro_batch = r.integer(t, p, "micro_batch", 1, 1, 1 << 20);
-  m.vocab = r.integer(t, p, "vocab", std::nullopt, 1, kBig);
-  m.precision = *parse_precision(
-      r.choice(t, p, "precision", "bf16", {"fp32", "tf32", "fp16", "bf16", "fp8"}));
-  // FP8 training keeps activations and weights between layers in 16 bits (Transformer Engine).
-  m.dtype_bytes = r.integer(t, p, "dtype_bytes",
-                            m.precision == Precision::FP8 ? 2 : element_bytes(m.precision), 1, 16);
-  m.tensor_parallel = r.integer(t, p, "tensor_parallel", 1, 1, 1 << 16);
-  m.sequence_parallel = r.boolean(t, p, "sequence_parallel", false);
-  const auto recompute = r.choice(t, p, "recompute", "none", {"none", "selective", "full"});
-  m.recompute = recompute == "full"        ? Recompute::Full
-                : recompute == "selective" ? Recompute::Selective
-                                           : Recompute::None;
-  m.flash_attention = r.boolean(t, p, "flash_attention", false);
-  m.gated_mlp = r.boolean(t, p, "gated_mlp", false);
-  m.learned_positions = r.boolean(t, p, "learned_positions", true);
-  m.dropout = r.boolean(t, p, "dropout", true);
-  m.tie_embeddings = r.boolean(t, p, "tie_embeddings", true);
-  m.balance_embedding = r.boolean(t, p, "balance_embedding", false);
-  m.grad_accumulation_fusion = r.boolean(t, p, "grad_accumulation_fusion", true);
-  m.grad_bytes_per_param = r.number(t, p, "grad_bytes_per_param", 4.0, 0.0, 64.0, false);
-  m.optimizer_bytes_per_param = r.number(t, p, "optimizer_bytes_per_param", 12.0, 0.0, 64.0, false);
-  if (m.hidden % m.heads != 0) {
-    r.fail(t.get("hidden")->source(), Reader::join(p, "hidden"),
-           fmt::format("{} is not a multiple of heads = {}", m.hidden, m.heads));
-  }
-  if (m.heads % m.kv_heads != 0) {
-    r.fail(t.get("kv_heads")->source(), Reader::join(p, "kv_heads"),
-           fmt::format("heads = {} is not a multiple of {}", m.heads, m.kv_heads));
-  }
-  // Tensor parallelism splits the heads, the key-value groups and the MLP over the ranks
-  // (Megatron-LM requires each to divide evenly).
-  if (const auto* tp = t.get("tensor_parallel")) {
-    const auto need = [&](std::int64_t value, const char* what) {
-      if (value % m.tensor_parallel != 0) {
-        r.fail(tp->source(), Reader::join(p, "tensor_parallel"),
-               fmt::format("{} does not divide {} = {}: each rank needs whole heads and an equal "
-                           "share of the MLP",
-                           m.tensor_parallel, what, value));
-      }
-    };
-    need(m.heads, "heads");
-    need(m.kv_heads, "kv_heads");
-    need(m.ffn_hidden, "ffn_hidden");
-  }
-  if (m.sequence_parallel && m.tensor_parallel == 1) {
-    r.fail(
-        t.get("sequence_parallel")->source(), Reader::join(p, "sequence_parallel"),
-        "needs tensor_parallel > 1: sequence parallelism splits along the tensor-parallel ranks");
-  }
-  return m;
 }
 
 namespace {
@@ -264,6 +205,7 @@ ModelConfig parse_model(std::string_view text, const std::string& file) {
     r.fail(root.source(), "", "expected exactly one of the tables [transformer] and [explicit]");
   }
   if (transformer) {
+    only_transformer_keys(r, *transformer, "transformer");
     model.spec = read_transformer(r, *transformer, "transformer");
   } else {
     model.spec = read_explicit(r, *explicit_costs);

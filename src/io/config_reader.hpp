@@ -1,18 +1,84 @@
-// Reading a model's [transformer] keys from any TOML table: the model files and the measured-run
-// files (study/measurements.cpp) share it. Internal to the library.
+// Reading a model's [transformer] keys from a TOML table, or from layers of tables
+// (LayeredTable): the model files and the measured-run files (study/measurements.cpp) share it.
+// Internal to the library.
 #pragma once
 
 #include <string>
 
 #include "toml_reader.hpp"
+#include <fmt/format.h>
 
 #include "pipetab/model/transformer.hpp"
 
 namespace pipetab::io {
 
-/// The TransformerConfig of table `t`, whose keys are reported as `prefix.key`. Unknown keys,
-/// wrong types, out-of-range values and impossible shapes throw ParseError.
-TransformerConfig read_transformer(const Reader& r, const toml::table& t,
-                                   const std::string& prefix);
+/// Every key of `t` must be a [transformer] key.
+void only_transformer_keys(const Reader& r, const toml::table& t, const std::string& prefix);
+
+/// The TransformerConfig of `t` (a toml::table or a LayeredTable), whose keys are reported as
+/// `prefix.key`. Wrong types, out-of-range values and impossible shapes throw ParseError (check
+/// the keys with only_transformer_keys first).
+template <class Table>
+TransformerConfig read_transformer(const Reader& r, const Table& t, const std::string& p) {
+  constexpr std::int64_t kBig = std::int64_t{1} << 40;
+  TransformerConfig m;
+  m.layers = r.integer(t, p, "layers", std::nullopt, 1, 1 << 20);
+  m.hidden = r.integer(t, p, "hidden", std::nullopt, 1, 1 << 24);
+  m.heads = r.integer(t, p, "heads", std::nullopt, 1, 1 << 20);
+  m.kv_heads = r.integer(t, p, "kv_heads", m.heads, 1, m.heads);
+  m.ffn_hidden = r.integer(t, p, "ffn_hidden", 4 * m.hidden, 1, 1 << 26);
+  m.seq_len = r.integer(t, p, "seq_len", std::nullopt, 1, 1 << 26);
+  m.micro_batch = r.integer(t, p, "micro_batch", 1, 1, 1 << 20);
+  m.vocab = r.integer(t, p, "vocab", std::nullopt, 1, kBig);
+  m.precision = *parse_precision(
+      r.choice(t, p, "precision", "bf16", {"fp32", "tf32", "fp16", "bf16", "fp8"}));
+  // FP8 training keeps activations and weights between layers in 16 bits (Transformer Engine).
+  m.dtype_bytes = r.integer(t, p, "dtype_bytes",
+                            m.precision == Precision::FP8 ? 2 : element_bytes(m.precision), 1, 16);
+  m.tensor_parallel = r.integer(t, p, "tensor_parallel", 1, 1, 1 << 16);
+  m.sequence_parallel = r.boolean(t, p, "sequence_parallel", false);
+  const auto recompute = r.choice(t, p, "recompute", "none", {"none", "selective", "full"});
+  m.recompute = recompute == "full"        ? Recompute::Full
+                : recompute == "selective" ? Recompute::Selective
+                                           : Recompute::None;
+  m.flash_attention = r.boolean(t, p, "flash_attention", false);
+  m.gated_mlp = r.boolean(t, p, "gated_mlp", false);
+  m.learned_positions = r.boolean(t, p, "learned_positions", true);
+  m.dropout = r.boolean(t, p, "dropout", true);
+  m.tie_embeddings = r.boolean(t, p, "tie_embeddings", true);
+  m.balance_embedding = r.boolean(t, p, "balance_embedding", false);
+  m.grad_accumulation_fusion = r.boolean(t, p, "grad_accumulation_fusion", true);
+  m.grad_bytes_per_param = r.number(t, p, "grad_bytes_per_param", 4.0, 0.0, 64.0, false);
+  m.optimizer_bytes_per_param = r.number(t, p, "optimizer_bytes_per_param", 12.0, 0.0, 64.0, false);
+  if (m.hidden % m.heads != 0) {
+    r.fail(t.get("hidden")->source(), Reader::join(p, "hidden"),
+           fmt::format("{} is not a multiple of heads = {}", m.hidden, m.heads));
+  }
+  if (m.heads % m.kv_heads != 0) {
+    r.fail(t.get("kv_heads")->source(), Reader::join(p, "kv_heads"),
+           fmt::format("heads = {} is not a multiple of {}", m.heads, m.kv_heads));
+  }
+  // Tensor parallelism splits the heads, the key-value groups and the MLP over the ranks
+  // (Megatron-LM requires each to divide evenly).
+  if (const auto* tp = t.get("tensor_parallel")) {
+    const auto need = [&](std::int64_t value, const char* what) {
+      if (value % m.tensor_parallel != 0) {
+        r.fail(tp->source(), Reader::join(p, "tensor_parallel"),
+               fmt::format("{} does not divide {} = {}: each rank needs whole heads and an equal "
+                           "share of the MLP",
+                           m.tensor_parallel, what, value));
+      }
+    };
+    need(m.heads, "heads");
+    need(m.kv_heads, "kv_heads");
+    need(m.ffn_hidden, "ffn_hidden");
+  }
+  if (m.sequence_parallel && m.tensor_parallel == 1) {
+    r.fail(
+        t.get("sequence_parallel")->source(), Reader::join(p, "sequence_parallel"),
+        "needs tensor_parallel > 1: sequence parallelism splits along the tensor-parallel ranks");
+  }
+  return m;
+}
 
 }  // namespace pipetab::io

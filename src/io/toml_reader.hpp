@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -35,6 +36,21 @@ inline const char* type_name(const toml::node& node) {
       return "a date or time";
   }
 }
+
+/// Tables looked up in order, the first that has a key giving it: a measured run's own keys over
+/// its defaults, a model's inline keys over its named fragments. Each key keeps its place in the
+/// file (toml++ drops the source region of a copied node, so tables are never merged).
+struct LayeredTable {
+  std::vector<const toml::table*> layers;      ///< highest priority first
+  const toml::source_region* where = nullptr;  ///< reported for a missing key
+  const toml::node* get(std::string_view key) const {
+    for (const auto* layer : layers) {
+      if (const auto* node = layer->get(key)) return node;
+    }
+    return nullptr;
+  }
+  const toml::source_region& source() const { return *where; }
+};
 
 class Reader {
  public:
@@ -68,7 +84,8 @@ class Reader {
     }
   }
 
-  const toml::table* table(const toml::table& parent, const std::string& prefix,
+  template <class Table>
+  const toml::table* table(const Table& parent, const std::string& prefix,
                            std::string_view key) const {
     const toml::node* node = parent.get(key);
     if (node == nullptr) return nullptr;
@@ -78,7 +95,8 @@ class Reader {
     return node->as_table();
   }
 
-  const toml::node& require(const toml::table& table, const std::string& prefix,
+  template <class Table>
+  const toml::node& require(const Table& table, const std::string& prefix,
                             std::string_view key) const {
     const toml::node* node = table.get(key);
     if (node == nullptr) {
@@ -88,7 +106,8 @@ class Reader {
     return *node;
   }
 
-  std::int64_t integer(const toml::table& table, const std::string& prefix, std::string_view key,
+  template <class Table>
+  std::int64_t integer(const Table& table, const std::string& prefix, std::string_view key,
                        std::optional<std::int64_t> fallback, std::int64_t lo,
                        std::int64_t hi) const {
     const toml::node* node = table.get(key);
@@ -106,7 +125,8 @@ class Reader {
   }
 
   // A number (integer or float); `inf` only where allowed; within [lo, hi] (lo open if `open`).
-  double number(const toml::table& table, const std::string& prefix, std::string_view key,
+  template <class Table>
+  double number(const Table& table, const std::string& prefix, std::string_view key,
                 std::optional<double> fallback, double lo, double hi, bool open_lo,
                 bool allow_inf = false) const {
     const toml::node* node = table.get(key);
@@ -134,7 +154,8 @@ class Reader {
     return value;
   }
 
-  bool boolean(const toml::table& table, const std::string& prefix, std::string_view key,
+  template <class Table>
+  bool boolean(const Table& table, const std::string& prefix, std::string_view key,
                bool fallback) const {
     const toml::node* node = table.get(key);
     if (node == nullptr) return fallback;
@@ -145,7 +166,8 @@ class Reader {
     return node->as_boolean()->get();
   }
 
-  std::optional<std::string> string(const toml::table& table, const std::string& prefix,
+  template <class Table>
+  std::optional<std::string> string(const Table& table, const std::string& prefix,
                                     std::string_view key) const {
     const toml::node* node = table.get(key);
     if (node == nullptr) return std::nullopt;
@@ -156,7 +178,8 @@ class Reader {
   }
 
   // A string that must be one of `choices`.
-  std::string choice(const toml::table& table, const std::string& prefix, std::string_view key,
+  template <class Table>
+  std::string choice(const Table& table, const std::string& prefix, std::string_view key,
                      std::string fallback, std::initializer_list<std::string_view> choices) const {
     const auto value = string(table, prefix, key);
     if (!value) return fallback;

@@ -300,6 +300,15 @@ class Engine {
     result_.end[n] = now_;
     memory_[dev] -= g_.free_bytes[n];
     record_memory(d);
+    // A blocking send holds the stream from its producer's end (the runtime posts it then and
+    // waits), also while the transfer itself still waits for the receiver. (An edge from an op
+    // to a transfer another device sends is that receiver's posting, not a send.)
+    for (auto k = g_.succ_begin[n]; k < g_.succ_begin[n + 1]; ++k) {
+      const auto s = g_.succ[static_cast<std::size_t>(k)];
+      if (g_.is_transfer(s) && g_.device[static_cast<std::size_t>(s)] == d &&
+          blocks_stream(transfer(s)))
+        ++pending_sends_[dev];
+    }
     release_successors(node);
     try_start(d);
   }
@@ -325,8 +334,6 @@ class Engine {
     const auto t = transfer(node);
     result_.start[static_cast<std::size_t>(node)] = now_;
     communicating(t, g_.device[static_cast<std::size_t>(node)], +1);
-    if (blocks_stream(t))
-      ++pending_sends_[static_cast<std::size_t>(g_.device[static_cast<std::size_t>(node)])];
     if (g_.latency_s[t] > 0.0) {
       push(now_ + g_.latency_s[t], EventType::LatencyDone, node);
     } else {

@@ -181,7 +181,6 @@ class Lowering {
 
   // Durations, memory deltas, devices, streams; and where each pass runs.
   void compute_nodes() {
-    const auto ops = t_.ops.size();
     const auto nodes = static_cast<std::size_t>(g_.compute_nodes);
     g_.device.resize(nodes);
     g_.compute_kind.assign(nodes, ComputeKind::TableOp);
@@ -295,19 +294,48 @@ class Lowering {
     const auto to = g_.device[static_cast<std::size_t>(consumer)];
     if (from == to) return;
     const auto transfer = add_transfer(kind, stage, from, to, bytes);
-    edge(producer, transfer);
     edge(transfer, consumer);
     if (options_.runtime == Runtime::Megatron) {
-      // The sender blocks until it is done; it moves once the receiver has posted its receive,
-      // which it does with the sends of the op before the consumer.
+      // Sent at the producer's step boundary, blocking the sender until it is delivered; moved
+      // once the receiver has posted its receive at its last step boundary before the consumer.
       g_.blocks_sender.back() = true;
-      if (consumer > t_.row_begin[static_cast<std::size_t>(to)]) edge(consumer - 1, transfer);
-    } else if (options_.runtime == Runtime::PyTorch) {
-      sent_.push_back({from, to, producer, transfer});
+      edge(step_end(producer), transfer);
+      const auto row = t_.row_begin[static_cast<std::size_t>(to)];
+      std::int64_t posted = consumer - 1;
+      if (posted >= row && !boundary_[static_cast<std::size_t>(posted)]) --posted;
+      if (posted >= row) edge(static_cast<std::int32_t>(posted), transfer);
+      return;
     }
+    edge(producer, transfer);
+    if (options_.runtime == Runtime::PyTorch) sent_.push_back({from, to, producer, transfer});
+  }
+
+  // Megatron-LM communicates at step boundaries: after every op, except that its interleaved
+  // schedule (forward_backward_pipelining_with_interleaving; the tables with more stages than
+  // devices) runs a steady-state forward and the backward after it as one step, and exchanges
+  // their sends and the next two receives in one batch after the backward.
+  void megatron_steps() {
+    boundary_.assign(t_.ops.size(), true);
+    if (t_.stages <= t_.devices) return;
+    for (std::int32_t d = 0; d < t_.devices; ++d) {
+      const auto begin = t_.row_begin[static_cast<std::size_t>(d)];
+      const auto end = t_.row_begin[static_cast<std::size_t>(d) + 1];
+      for (auto i = begin; i + 1 < end; ++i) {
+        const auto& op = t_.ops[static_cast<std::size_t>(i)];
+        const auto& next = t_.ops[static_cast<std::size_t>(i) + 1];
+        if (!op.is_pair() && op.first().kind == PassKind::F && !next.is_pair() &&
+            next.first().kind == PassKind::B)
+          boundary_[static_cast<std::size_t>(i)] = false;
+      }
+    }
+  }
+  // The op after which the step holding `op` ends.
+  std::int32_t step_end(std::int32_t op) const {
+    return boundary_[static_cast<std::size_t>(op)] ? op : op + 1;
   }
 
   void pipeline_transfers() {
+    if (options_.runtime == Runtime::Megatron) megatron_steps();
     for (std::size_t n = 0; n < t_.ops.size(); ++n) {
       const auto consumer = static_cast<std::int32_t>(n);
       for (const Pass& pass : t_.ops[n].passes()) {
@@ -604,6 +632,7 @@ class Lowering {
   std::vector<std::pair<std::int32_t, std::int32_t>> edges_;
   std::vector<StartEdge> start_edges_;
   std::vector<Sent> sent_;
+  std::vector<bool> boundary_;  // Megatron: a step ends after this op
   // (device, stage) → the node after which the device's gradient of the stage is reduced.
   std::map<std::pair<std::int32_t, int>, std::int32_t> done_;
 };

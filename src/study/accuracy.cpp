@@ -101,7 +101,10 @@ AccuracyReport predict(const Measurements& measurements, const std::optional<Sys
   report.file = measurements.file;
   for (const auto kind : {MeasurementKind::Iteration, MeasurementKind::Layer}) {
     for (const auto& run : measurements.runs) {
-      if (run.kind == kind) report.predictions.push_back({run});
+      if (run.kind != kind) continue;
+      Prediction p;
+      p.run = run;
+      report.predictions.push_back(std::move(p));
     }
   }
   // Each system once, before the parallel part.

@@ -35,6 +35,7 @@ class MeasurementParser {
     if (const auto* models = r_.table(root, "", "models")) {
       for (auto&& [name, node] : *models) {
         const auto* t = r_.table(*models, "models", name.str());
+        io::only_transformer_keys(r_, *t, Reader::join("models", name.str()));
         models_.emplace(std::string(name.str()), t);
       }
     }
@@ -94,30 +95,33 @@ class MeasurementParser {
     }
   }
 
-  // The run's keys over its defaults' keys.
-  toml::table with_defaults(const toml::table& t, const std::string& path) const {
-    toml::table merged;
-    if (const auto name = r_.string(t, path, "defaults")) {
+  // The run's keys over its defaults' keys, each where it was written.
+  io::LayeredTable with_defaults(const toml::table& raw, const std::string& path) const {
+    io::LayeredTable t{{&raw}, &raw.source()};
+    if (const auto name = r_.string(raw, path, "defaults")) {
       const auto it = defaults_.find(*name);
       if (it == defaults_.end())
-        r_.fail(t.get("defaults")->source(), Reader::join(path, "defaults"),
+        r_.fail(raw.get("defaults")->source(), Reader::join(path, "defaults"),
                 fmt::format("no [defaults.{}] table", *name));
-      merged = *it->second;
+      t.layers.push_back(it->second);
     }
-    for (auto&& [k, v] : t)
-      merged.insert_or_assign(k, v);
-    return merged;
+    return t;
   }
 
-  // The model: the named fragments merged in order, then the inline `model` table.
-  TransformerConfig model(const toml::table& raw, const toml::table& t,
+  // The model: the inline `model` table over the named fragments, later fragments over earlier.
+  TransformerConfig model(const toml::table& raw, const io::LayeredTable& t,
                           const std::string& path) const {
-    toml::table merged;
+    io::LayeredTable m{{}, &raw.source()};
+    if (const auto* inline_model = r_.table(t, path, "model")) {
+      io::only_transformer_keys(r_, *inline_model, Reader::join(path, "model"));
+      m.layers.push_back(inline_model);
+    }
     if (const auto* list = t.get("models")) {
       const auto* array = list->as_array();
       if (array == nullptr)
         r_.fail(list->source(), Reader::join(path, "models"), "expected an array of names");
-      for (const auto& item : *array) {
+      for (std::size_t k = array->size(); k-- > 0;) {
+        const toml::node& item = (*array)[k];
         const auto* name = item.as_string();
         if (name == nullptr)
           r_.fail(item.source(), Reader::join(path, "models"), "expected model fragment names");
@@ -126,28 +130,15 @@ class MeasurementParser {
           r_.fail(item.source(), Reader::join(path, "models"),
                   fmt::format("no [models.{}] table", name->get()));
         }
-        for (auto&& [k, v] : *it->second)
-          merged.insert_or_assign(k, v);
+        m.layers.push_back(it->second);
       }
     }
-    if (const auto* inline_model = r_.table(t, path, "model")) {
-      for (auto&& [k, v] : *inline_model)
-        merged.insert_or_assign(k, v);
-    }
-    // Required keys are looked for in all the parts; missing ones are reported at the run.
-    for (const auto* key : {"layers", "hidden", "heads", "seq_len", "vocab"}) {
-      if (merged.get(key) == nullptr) {
-        r_.fail(raw.source(), Reader::join(path, fmt::format("model.{}", key)),
-                "missing (in the `models` fragments and the inline `model` table)");
-      }
-    }
-    return io::read_transformer(r_, merged, Reader::join(path, "model"));
+    return io::read_transformer(r_, m, Reader::join(path, "model"));
   }
 
   MeasuredRun entry(const toml::table& raw, const std::string& path, MeasurementKind kind) {
-    const toml::table merged = with_defaults(raw, path);
-    const toml::table& t = merged;
-    only_run_keys(t, path);
+    only_run_keys(raw, path);
+    const io::LayeredTable t = with_defaults(raw, path);
     MeasuredRun run;
     run.kind = kind;
     run.line = static_cast<std::int32_t>(raw.source().begin.line);

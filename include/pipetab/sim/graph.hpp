@@ -49,6 +49,8 @@ enum class Runtime : std::uint8_t {
   /// Megatron-LM (p2p_communication.py): after each op a rank posts its sends and the receives
   /// of its next op as one batch and blocks until all of them are done (batch_isend_irecv,
   /// wait, cuda.synchronize); a transfer moves only once the receiver has posted its receive.
+  /// Its interleaved schedule (tables with more stages than devices) pairs each steady-state
+  /// forward with the backward after it and communicates once after the pair.
   Megatron,
   /// PyTorch pipelining's runtime (_PipelineScheduleRuntime): sends are posted after their
   /// producer and not waited by the compute stream, receives are posted ahead and waited by the

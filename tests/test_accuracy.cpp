@@ -1,0 +1,219 @@
+// Measured runs, predictions against them, and calibration (README "Accuracy").
+#include <cmath>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "pipetab/error.hpp"
+#include "pipetab/io/config.hpp"
+#include "pipetab/model/flops.hpp"
+#include "pipetab/study/accuracy.hpp"
+#include "pipetab/study/calibrate.hpp"
+#include "pipetab/study/measurements.hpp"
+
+namespace pipetab {
+namespace {
+
+const std::string kRuns = std::string(PIPETAB_SOURCE_DIR) + "/data/published-runs.toml";
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_measurements(text, "runs.toml");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+const std::string kModel =
+    "[models.gpt]\nlayers = 4\nhidden = 1024\nheads = 16\nseq_len = 1024\nvocab = 51200\n";
+
+TEST(Measurements, ThePublishedRuns) {
+  const auto m = load_measurements(kRuns);
+  int iterations = 0, layers = 0;
+  for (const auto& run : m.runs) {
+    (run.kind == MeasurementKind::Layer ? layers : iterations) += 1;
+    EXPECT_FALSE(run.source.empty()) << run.id;
+    EXPECT_EQ(run.system, "dgx-a100") << run.id;
+  }
+  EXPECT_EQ(iterations, 18);  // reference measurements.md §2 (8) and §3 (10)
+  EXPECT_EQ(layers, 5);       // Korthikanti Table 4
+  // A run of measurements.md §3 as published: 530B at 163 TF/s per GPU on 2,520 GPUs is
+  // Eq. 3 / (163e12 × 2520) seconds; its model is the fragments merged with the inline table.
+  const auto& r = *std::find_if(m.runs.begin(), m.runs.end(),
+                                [](const MeasuredRun& x) { return x.id == "530B"; });
+  const auto& model = *r.model.transformer();
+  EXPECT_EQ(model.hidden, 20480);
+  EXPECT_EQ(model.seq_len, 2048);
+  EXPECT_EQ(model.recompute, Recompute::Full);
+  EXPECT_EQ(model.precision, Precision::FP16);
+  EXPECT_EQ(r.lowering.data_parallel, 9);
+  EXPECT_EQ(r.lowering.runtime, Runtime::Megatron);
+  EXPECT_EQ(r.lowering.cost.tp_overlap, Overlap::Never);
+  EXPECT_EQ(r.chunks, 3);
+  const double s = 2048, l = 105, h = 20480, V = 51200, B = 2520;
+  const double eq3 = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+  EXPECT_NEAR(r.measured_s, eq3 / (163e12 * 2520), 1e-9);
+  const auto& layer = m.runs.back();
+  EXPECT_EQ(layer.kind, MeasurementKind::Layer);
+  EXPECT_DOUBLE_EQ(layer.measured_forward_s, 7.2e-3);
+}
+
+TEST(Measurements, ErrorsNameFileLineAndKey) {
+  const std::string run =
+      "[[run]]\nid = \"a\"\nsystem = \"dgx-a100\"\nmodels = [\"gpt\"]\nschedule = \"1f1b\"\n"
+      "devices = 2\nmicrobatches = 4\n";
+  EXPECT_EQ(error_of(kModel + run + "measured_iteration_s = 1.0\n"), "(no error)");
+  EXPECT_EQ(error_of(kModel + run),
+            "runs.toml:7:1: key 'run[0]': expected exactly one of measured_iteration_s and "
+            "measured_tflops_per_gpu");
+  EXPECT_EQ(error_of(kModel + run + "measured_iteration_s = 1.0\nmeasured_tflops_per_gpu = 5\n"),
+            "runs.toml:7:1: key 'run[0]': expected exactly one of measured_iteration_s and "
+            "measured_tflops_per_gpu");
+  EXPECT_EQ(error_of(kModel + run + "measured_iteration_s = -1.0\n"),
+            "runs.toml:14:24: key 'run[0].measured_iteration_s': -1 is out of range (above 0 .. "
+            "1e+30)");
+  EXPECT_EQ(error_of(kModel + run + "measured_iteration_s = 1.0\ncolour = 3\n"),
+            "runs.toml:15:1: key 'run[0].colour': unknown key (expected: id, source, defaults, "
+            "system, models, model, schedule, devices, microbatches, chunks, data_parallel, "
+            "runtime, tp_overlap, dp_overlap, dp_bucket_bytes, distributed_optimizer, optimizer, "
+            "measured_iteration_s, measured_tflops_per_gpu, measured_forward_ms, "
+            "measured_backward_ms)");
+  EXPECT_EQ(error_of(kModel + "[[run]]\nid = \"a\"\nsystem = \"x\"\nmodels = [\"nope\"]\n"),
+            "runs.toml:10:11: key 'run[0].models': no [models.nope] table");
+  EXPECT_EQ(error_of("[models.gpt]\nlayers = 4\n[[run]]\nid = \"a\"\nsystem = \"x\"\nmodels = "
+                     "[\"gpt\"]\nschedule = \"1f1b\"\n"),
+            "runs.toml:3:1: key 'run[0].model': missing key 'hidden'");
+  EXPECT_EQ(error_of(kModel + run + "measured_iteration_s = 1.0\nruntime = \"fast\"\n"),
+            "runs.toml:15:11: key 'run[0].runtime': 'fast' is not one of: async, megatron, "
+            "pytorch");
+  EXPECT_EQ(error_of(kModel + "[[run]]\nid = \"a\"\nsystem = \"x\"\nmodels = [\"gpt\"]\n"
+                              "schedule = \"nope\"\n"),
+            "runs.toml:11:12: key 'run[0].schedule': unknown schedule 'nope' (known: gpipe, 1f1b, "
+            "interleaved, chimera, chimera-asym, hanayo, 1f1b-split, zb-h1, zb-h2, dualpipe, "
+            "dualpipev, looped-bfs, zb-v, v-half, v-min)");
+  EXPECT_EQ(error_of(kModel + "[[layer]]\nid = \"a\"\nsystem = \"x\"\nmodels = [\"gpt\"]\n"
+                              "devices = 2\nmeasured_forward_ms = 1\nmeasured_backward_ms = 2\n"),
+            "runs.toml:11:11: key 'layer[0].devices': not for a [[layer]] entry");
+  EXPECT_EQ(error_of(kModel + "[[run]]\nid = \"a\"\ndefaults = \"x\"\n"),
+            "runs.toml:9:12: key 'run[0].defaults': no [defaults.x] table");
+  // The model's keys are checked as in a model file, with their place in this one.
+  EXPECT_EQ(
+      error_of(kModel + run + "measured_iteration_s = 1.0\nmodel = { tensor_parallel = 3 }\n"),
+      "runs.toml:15:29: key 'run[0].model.tensor_parallel': 3 does not divide heads = 16: "
+      "each rank needs whole heads and an equal share of the MLP");
+  EXPECT_EQ(error_of(kModel), "runs.toml:1:1: no [[run]] or [[layer]] entries");
+}
+
+TEST(Accuracy, ThePresetMeetsTheTargetOnThePublishedRuns) {
+  // The target for the 18 runs (mean absolute error ≤ 5%, max ≤ 10%): a regression guard
+  // for the cost model and the dgx-a100 preset. Out-of-sample errors are in results/.
+  const auto report = predict(load_measurements(kRuns));
+  ASSERT_EQ(report.predictions.size(), 23U);
+  double sum = 0.0, worst = 0.0;
+  int n = 0;
+  for (const auto& p : report.predictions) {
+    EXPECT_TRUE(p.failure.empty()) << p.run.id << ": " << p.failure;
+    if (p.run.kind != MeasurementKind::Iteration) continue;
+    EXPECT_NEAR(p.error, p.predicted_s / p.run.measured_s - 1, 1e-12);
+    sum += std::abs(p.error);
+    worst = std::max(worst, std::abs(p.error));
+    ++n;
+  }
+  const auto& all =
+      *std::find_if(report.summaries.begin(), report.summaries.end(),
+                    [](const ErrorSummary& s) { return s.group == "all iterations"; });
+  EXPECT_EQ(all.count, 18);
+  EXPECT_NEAR(all.mean_abs, sum / n, 1e-12);
+  EXPECT_EQ(all.max_abs, worst);
+  EXPECT_LE(all.mean_abs, 0.05);
+  EXPECT_LE(all.max_abs, 0.10);
+  // The same on any thread count, and in every output format.
+  EXPECT_EQ(to_json(predict(load_measurements(kRuns), std::nullopt, 1)), to_json(report));
+  EXPECT_NE(accuracy_markdown(report).find("| 530B |"), std::string::npos);
+  const auto csv = accuracy_csv(report);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 24);  // header and one row per run
+}
+
+TEST(Calibrate, RecoversKnownEfficiencies) {
+  // Layer times made by a device with known efficiencies; calibration from another start finds
+  // them again.
+  auto truth = io::load_system("dgx-a100");
+  truth.device.gemm.max_efficiency = 0.7;
+  truth.device.memory_efficiency = 0.55;
+  Measurements m;
+  m.file = "synthetic";
+  for (const auto h : {2048, 6144, 12288}) {
+    for (const auto b : {1, 4}) {
+      MeasuredRun run;
+      run.id = fmt::format("h{} b{}", h, b);
+      run.kind = MeasurementKind::Layer;
+      TransformerConfig t;
+      t.layers = 1;
+      t.hidden = h;
+      t.heads = h / 128;
+      t.seq_len = 2048;
+      t.micro_batch = b;
+      t.vocab = 51200;
+      t.tensor_parallel = 8;
+      run.model = {run.id, t};
+      run.measured_forward_s = run.measured_backward_s = 1.0;
+      m.runs.push_back(run);
+    }
+  }
+  for (auto& run : m.runs) {
+    Measurements one{"x", {run}};
+    const auto p = predict(one, truth).predictions.front();
+    run.measured_forward_s = p.predicted_forward_s;
+    run.measured_backward_s = p.predicted_backward_s;
+  }
+  CalibrationOptions options;
+  options.fit = {"gemm.max_efficiency", "memory_efficiency"};
+  options.threads = 1;
+  const auto c = calibrate(m, io::load_system("dgx-a100"), options);
+  EXPECT_NEAR(c.values[0].second, 0.7, 1e-3);
+  EXPECT_NEAR(c.values[1].second, 0.55, 1e-3);
+  EXPECT_EQ(c.measurements, 12);
+  for (const auto& p : c.fit.predictions) {
+    EXPECT_NEAR(p.forward_error, 0.0, 1e-3) << p.run.id;
+    EXPECT_NEAR(p.backward_error, 0.0, 1e-3) << p.run.id;
+  }
+  // Deterministic, and the written system reads back to the fitted one.
+  EXPECT_EQ(calibrate(m, io::load_system("dgx-a100"), options).values, c.values);
+  const auto back = io::parse_system(io::system_toml(c.system, "a comment\nover two lines"), "f");
+  EXPECT_EQ(back.device, c.system.device);
+  // Leave-one-out refits without each run.
+  options.leave_one_out = true;
+  options.max_evaluations = 60;
+  EXPECT_EQ(calibrate(m, io::load_system("dgx-a100"), options).left_out.size(), m.runs.size());
+}
+
+TEST(Calibrate, RejectsWhatItCannotFit) {
+  const auto m = load_measurements(kRuns);
+  CalibrationOptions options;
+  options.fit = {"colour"};
+  EXPECT_THROW(calibrate(m, io::load_system("dgx-a100"), options), Error);
+  options.fit = {"efficiency"};  // only for the FLOP-proportional model
+  EXPECT_THROW(calibrate(m, io::load_system("dgx-a100"), options), Error);
+  options.fit = {"gemm.max_efficiency"};
+  options.fit_on = "source:nobody";
+  EXPECT_THROW(calibrate(m, io::load_system("dgx-a100"), options), Error);
+  options.fit_on = "sometimes";
+  EXPECT_THROW(calibrate(m, io::load_system("dgx-a100"), options), Error);
+}
+
+TEST(Config, SystemFilesRoundTrip) {
+  for (const auto& name : io::system_presets()) {
+    const auto s = io::load_system(name);
+    const auto back = io::parse_system(io::system_toml(s), name + ".toml");
+    EXPECT_EQ(back.name, s.name);
+    EXPECT_EQ(back.device, s.device) << name;
+    EXPECT_EQ(back.intra, s.intra) << name;
+    EXPECT_EQ(back.inter, s.inter) << name;
+    EXPECT_EQ(back.devices_per_node, s.devices_per_node) << name;
+    EXPECT_EQ(back.topology, s.topology) << name;
+  }
+}
+
+}  // namespace
+}  // namespace pipetab

@@ -1,0 +1,421 @@
+// The operator-level workload model and the cost layer (DESIGN.md §5 `model/`, `cost/`):
+// operators against the closed forms of Narayanan et al. (SC'21) and Korthikanti et al. (2022),
+// Megatron's tensor-parallel traffic, the GEMM efficiency model's shape, and the pass costs.
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "pipetab/cost/breakdown.hpp"
+#include "pipetab/cost/collective.hpp"
+#include "pipetab/cost/gemm.hpp"
+#include "pipetab/cost/stage_cost.hpp"
+#include "pipetab/error.hpp"
+#include "pipetab/io/config.hpp"
+#include "pipetab/model/flops.hpp"
+#include "pipetab/model/operators.hpp"
+
+namespace pipetab {
+namespace {
+
+TransformerConfig gpt(std::int64_t h, std::int64_t a, std::int64_t s, std::int64_t b,
+                      std::int64_t t) {
+  TransformerConfig m;
+  m.layers = 4;
+  m.hidden = h;
+  m.heads = a;
+  m.kv_heads = a;
+  m.ffn_hidden = 4 * h;
+  m.seq_len = s;
+  m.micro_batch = b;
+  m.vocab = 51200;
+  m.tensor_parallel = t;
+  return m;
+}
+
+// Every combination the closed forms cover.
+std::vector<TransformerConfig> grid() {
+  std::vector<TransformerConfig> out;
+  for (const auto h : {1024, 6144})
+    for (const auto s : {512, 2048})
+      for (const auto b : {1, 4})
+        for (const auto t : {1, 2, 8})
+          for (const bool sp : {false, true})
+            for (const auto recompute : {Recompute::None, Recompute::Selective, Recompute::Full})
+              for (const bool flash : {false, true})
+                for (const bool gated : {false, true})
+                  for (const bool dropout : {false, true}) {
+                    if (sp && t == 1) continue;
+                    auto m = gpt(h, 16, s, b, t);
+                    m.sequence_parallel = sp;
+                    m.recompute = recompute;
+                    m.flash_attention = flash;
+                    m.gated_mlp = gated;
+                    m.dropout = dropout;
+                    m.grad_accumulation_fusion = dropout;  // both ways, without more loops
+                    out.push_back(m);
+                  }
+  // Grouped-query attention with other MLP widths.
+  auto llama = gpt(8192, 64, 4096, 1, 8);
+  llama.kv_heads = 8;
+  llama.ffn_hidden = 28672;
+  llama.gated_mlp = true;
+  out.push_back(llama);
+  return out;
+}
+
+TEST(Operators, LayerFlopsEqualTheClosedForms) {
+  // Per layer and device (reference schedules.md §13, generalized to GQA and other MLP widths):
+  // forward 2·T·W/t + 4·b·s²·h/t with W the matmul weights; the input gradient the same matmuls
+  // and 8·b·s²·h/t (FlashAttention recomputes QKᵀ: 10); the weight gradient 2·T·W/t;
+  // recomputation adds the forward (full) or the attention core's 4·b·s²·h/t (selective).
+  for (const auto& m : grid()) {
+    const auto d = [](std::int64_t x) { return static_cast<double>(x); };
+    const double s = d(m.seq_len), b = d(m.micro_batch), h = d(m.hidden), t = d(m.tensor_parallel);
+    const double kv = h * d(m.kv_heads) / d(m.heads), ffn = d(m.ffn_hidden);
+    const double W = 2 * h * h + 2 * h * kv + (m.gated_mlp ? 3 : 2) * h * ffn;
+    const double matmul = 2 * s * b * W / t, scores = 4 * b * s * s * h / t;
+    const auto ops = model_operators(m).layer;
+    const double forward = matmul + scores;
+    double input = matmul + (m.flash_attention ? 2.5 : 2.0) * scores;
+    if (m.recompute == Recompute::Full) input += forward;
+    if (m.recompute == Recompute::Selective) input += scores;
+    EXPECT_NEAR(matmul_flops(ops.forward), forward, 1e-9 * forward);
+    EXPECT_NEAR(matmul_flops(ops.input_grad), input, 1e-9 * input);
+    EXPECT_NEAR(matmul_flops(ops.weight_grad), matmul, 1e-9 * matmul);
+  }
+}
+
+TEST(Operators, IterationFlopsEqualNarayananAndKorthikanti) {
+  // A GPT with full recomputation: Narayanan et al. (SC'21) Eq. 3,
+  // 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)); the model FLOPs without recomputation, Korthikanti
+  // et al.'s 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)).
+  for (const auto h : {2304, 12288})
+    for (const auto t : {1, 8})
+      for (const auto b : {1, 4}) {
+        auto m = gpt(h, 96, 2048, b, t);
+        m.layers = 24;
+        m.recompute = Recompute::Full;
+        const double B = 64, s = 2048, l = 24, H = h, V = 51200;
+        const auto flops = iteration_flops(m, B);
+        const double eq3 = 96 * B * s * l * H * H * (1 + s / (6 * H) + V / (16 * l * H));
+        const double model = 72 * B * s * l * H * H * (1 + s / (6 * H) + V / (12 * l * H));
+        EXPECT_NEAR(flops.hardware, eq3, 1e-9 * eq3);
+        EXPECT_NEAR(narayanan_eq3_flops(m, B), eq3, 1e-9 * eq3);
+        EXPECT_NEAR(flops.model, model, 1e-9 * model);
+      }
+}
+
+// Collective operators of a pass: (kind, overlap) → count, and their bytes.
+struct Traffic {
+  int all_reduce = 0, reduce_scatter = 0, all_gather = 0;
+  double bytes = 0.0;
+};
+Traffic traffic(const std::vector<Operator>& ops) {
+  Traffic t;
+  for (const auto& op : ops) {
+    if (op.kind != OperatorKind::Collective) continue;
+    t.all_reduce += op.collective == CollectiveKind::AllReduce;
+    t.reduce_scatter += op.collective == CollectiveKind::ReduceScatter;
+    t.all_gather += op.collective == CollectiveKind::AllGather;
+    t.bytes += op.collective_bytes;
+  }
+  return t;
+}
+
+TEST(Operators, TensorParallelTrafficIsMegatrons) {
+  // Megatron-LM: an all-reduce of the [s, b, h] activation after attention and after the MLP in
+  // the forward, and of the input gradient before them in the backward; with sequence
+  // parallelism all-gathers before the column-parallel linears and reduce-scatters after the
+  // row-parallel ones, the same volume per rank (Korthikanti et al. §4.2.2), and the weight
+  // gradients all-gather their inputs again.
+  for (const auto& m : grid()) {
+    const auto ops = model_operators(m).layer;
+    const double buffer = static_cast<double>(m.dtype_bytes * m.seq_len * m.micro_batch * m.hidden);
+    if (m.tensor_parallel == 1) {
+      for (const auto* pass : {&ops.forward, &ops.input_grad, &ops.weight_grad})
+        EXPECT_EQ(traffic(*pass).bytes, 0.0);
+      continue;
+    }
+    // Full recomputation repeats the forward's collectives at the head of the backward.
+    const int again = m.recompute == Recompute::Full ? 1 : 0;
+    const auto f = traffic(ops.forward), i = traffic(ops.input_grad), w = traffic(ops.weight_grad);
+    if (m.sequence_parallel) {
+      EXPECT_EQ(f.all_gather, 2);
+      EXPECT_EQ(f.reduce_scatter, 2);
+      EXPECT_EQ(f.all_reduce, 0);
+      EXPECT_EQ(i.all_gather, 2 + 2 * again);
+      EXPECT_EQ(i.reduce_scatter, 2 + 2 * again);
+      EXPECT_EQ(w.all_gather, 2);
+    } else {
+      EXPECT_EQ(f.all_reduce, 2);
+      EXPECT_EQ(i.all_reduce, 2 + 2 * again);
+      EXPECT_EQ(f.all_gather + f.reduce_scatter + w.all_gather, 0);
+    }
+    EXPECT_DOUBLE_EQ(f.bytes, (m.sequence_parallel ? 4 : 2) * buffer);
+    // Per rank, a ring all-reduce moves 2(t−1)/t of the buffer, an all-gather or a
+    // reduce-scatter (t−1)/t: both layouts move the same in each pass.
+    const double t = static_cast<double>(m.tensor_parallel);
+    const auto per_rank = [&](const Traffic& x) {
+      return (2 * x.all_reduce + x.all_gather + x.reduce_scatter) * (t - 1) / t * buffer;
+    };
+    EXPECT_DOUBLE_EQ(per_rank(f), 4 * (t - 1) / t * buffer);
+  }
+}
+
+TEST(Operators, RecomputationAddsExactlyTheRecomputedOperators) {
+  for (const bool flash : {false, true}) {
+    auto m = gpt(4096, 32, 2048, 1, 4);
+    m.flash_attention = flash;
+    const auto plain = model_operators(m).layer;
+    m.recompute = Recompute::Full;
+    const auto full = model_operators(m).layer;
+    ASSERT_EQ(full.input_grad.size(), plain.forward.size() + plain.input_grad.size());
+    for (std::size_t k = 0; k < plain.forward.size(); ++k) {
+      EXPECT_EQ(full.input_grad[k].name, plain.forward[k].name);
+      EXPECT_EQ(full.input_grad[k].flops, plain.forward[k].flops);
+      EXPECT_EQ(full.input_grad[k].bytes, plain.forward[k].bytes);
+    }
+    m.recompute = Recompute::Selective;
+    const auto selective = model_operators(m).layer;
+    std::set<std::string_view> core;
+    for (std::size_t k = 0; k + plain.input_grad.size() < selective.input_grad.size(); ++k)
+      core.insert(selective.input_grad[k].name);
+    const std::set<std::string_view> expected =
+        flash ? std::set<std::string_view>{"attention.flash"}
+              : std::set<std::string_view>{"attention.scores", "attention.softmax",
+                                           "attention.dropout", "attention.values"};
+    EXPECT_EQ(core, expected);
+  }
+}
+
+TEST(Operators, WeightGradientHoldsOnlyTheWeightGemms) {
+  for (const bool fusion : {false, true}) {
+    auto m = gpt(4096, 32, 2048, 2, 2);
+    m.grad_accumulation_fusion = fusion;
+    const auto ops = model_operators(m);
+    std::vector<std::string_view> gemms, others;
+    for (const auto& op : ops.layer.weight_grad)
+      (op.kind == OperatorKind::Gemm ? gemms : others).push_back(op.name);
+    EXPECT_EQ(gemms, (std::vector<std::string_view>{"qkv.weight_grad", "projection.weight_grad",
+                                                    "fc1.weight_grad", "fc2.weight_grad"}));
+    // Without fused accumulation each weight GEMM's gradient is added in a pass of its own:
+    // read it, read and write the main gradient.
+    EXPECT_EQ(others.size(), fusion ? 0U : 4U);
+    if (!fusion) {
+      const auto& qkv = ops.layer.weight_grad[1];
+      EXPECT_EQ(qkv.name, "qkv.weight_grad.accumulate");
+      EXPECT_DOUBLE_EQ(qkv.bytes, 4096.0 * 3 * 4096 / 2 * (2 + 2 * 4.0));
+    }
+  }
+}
+
+TEST(Gemm, EfficiencyHasItsShape) {
+  const GemmModel g{108, 256, 128, 0.8, 128.0};
+  const auto eff = [&](double m, double n, double k, double batch = 1) {
+    return cost::gemm_efficiency(g, {m, n, k, batch});
+  };
+  // Whole waves: 108 tiles of 256 × 128 are one wave; then only the K loop's overhead counts.
+  const double wave_m = 256 * 12, wave_n = 128 * 9;
+  for (const double k : {64.0, 1024.0, 8192.0})
+    EXPECT_DOUBLE_EQ(eff(wave_m, wave_n, k), 0.8 * k / (k + 128));
+  // Monotone in K everywhere; in M, N and the batch across whole waves.
+  for (const double m : {100.0, 2048.0, 3000.0})
+    for (const double n : {96.0, 2304.0}) {
+      double last = 0.0;
+      for (double k = 16; k <= 65536; k *= 2) {
+        EXPECT_GE(eff(m, n, k), last);
+        last = eff(m, n, k);
+        EXPECT_LE(last, 0.8);
+      }
+    }
+  double last = 0.0;
+  for (int waves = 1; waves <= 64; waves *= 2) {
+    EXPECT_GE(eff(wave_m * waves, wave_n, 4096), last);
+    EXPECT_DOUBLE_EQ(eff(wave_m, wave_n * waves, 4096), eff(wave_m * waves, wave_n, 4096));
+    EXPECT_DOUBLE_EQ(eff(wave_m, wave_n, 4096, waves), eff(wave_m * waves, wave_n, 4096));
+    last = eff(wave_m * waves, wave_n, 4096);
+  }
+  // Small or skinny GEMMs run slower: a half-empty tile, a part of a wave, one tile alone.
+  EXPECT_LT(eff(wave_m, wave_n - 64, 4096), eff(wave_m, wave_n, 4096));
+  // One more row of tiles: 117 tiles need two waves of 108 (216 slots).
+  EXPECT_DOUBLE_EQ(eff(wave_m + 256, wave_n, 4096), 0.8 * 117.0 / 216.0 * 4096 / (4096 + 128));
+  EXPECT_NEAR(eff(256, 128, 4096), 0.8 / 108 * 4096 / (4096 + 128), 1e-12);
+  // No shape model: the maximum for every shape.
+  EXPECT_EQ(cost::gemm_efficiency({0, 256, 128, 0.7, 0.0}, {3, 5, 7, 1}), 0.7);
+}
+
+TEST(Collective, RingFormulas) {
+  const LinkSpec link{2e-6, 100e9, 0.8};
+  const double n = 64e6;
+  // All-reduce 2(p−1) steps, reduce-scatter and all-gather p−1, of n/p at 80 GB/s plus α.
+  EXPECT_DOUBLE_EQ(cost::collective_seconds(CollectiveKind::AllReduce, n, 8, link),
+                   14 * (2e-6 + 8e6 / 80e9));
+  EXPECT_DOUBLE_EQ(cost::collective_seconds(CollectiveKind::AllGather, n, 8, link),
+                   7 * (2e-6 + 8e6 / 80e9));
+  EXPECT_DOUBLE_EQ(cost::collective_seconds(CollectiveKind::ReduceScatter, n, 4, link),
+                   3 * (2e-6 + 16e6 / 80e9));
+  EXPECT_EQ(cost::collective_seconds(CollectiveKind::AllReduce, n, 1, link), 0.0);
+}
+
+double layer_seconds(const ModelConfig& model, const SystemConfig& system,
+                     cost::CostOptions options = {}) {
+  StageWork w;
+  w.layers = 1;
+  const auto c = cost::stage_costs(model, std::span(&w, 1), system, options).front();
+  return c.forward.seconds + c.backward.seconds;
+}
+
+TEST(Cost, MicroBatchHiddenSizeAndTensorParallelChangeTheAchievedFlops) {
+  // Larger GEMMs fill the device better: the achieved FLOP/s of a layer rises with the micro
+  // batch and the hidden size (measurements.md §4: 2–10% when the micro batch doubles), and
+  // falls with the tensor-parallel size, whose shares are smaller and whose collectives grow.
+  const auto system = io::load_system("dgx-a100");
+  const auto rate = [&](const TransformerConfig& m) {
+    const auto ops = model_operators(m).layer;
+    const double flops =
+        matmul_flops(ops.forward) + matmul_flops(ops.input_grad) + matmul_flops(ops.weight_grad);
+    return flops / layer_seconds({"m", m}, system);
+  };
+  for (const auto b : {1, 2, 4}) {
+    const double gain = rate(gpt(12288, 96, 2048, 2 * b, 8)) / rate(gpt(12288, 96, 2048, b, 8));
+    EXPECT_GT(gain, 1.0) << b;
+    EXPECT_LT(gain, 1.10) << b;
+  }
+  EXPECT_GT(rate(gpt(12288, 96, 2048, 1, 8)), rate(gpt(6144, 48, 2048, 1, 8)));
+  EXPECT_GT(rate(gpt(6144, 48, 2048, 1, 2)), rate(gpt(6144, 48, 2048, 1, 8)));
+}
+
+TEST(Cost, TensorParallelOverNvlinkAndPcieDiffer) {
+  // The same TP 2 layer: NVLink's 300 GB/s against PCIe Gen4's 32 GB/s per direction.
+  const ModelConfig model{"m", gpt(5120, 40, 2048, 1, 2)};
+  StageWork w;
+  w.layers = 1;
+  const auto comm = [&](const char* system) {
+    return cost::stage_costs(model, std::span(&w, 1), io::load_system(system))
+        .front()
+        .forward.tp_comm_s;
+  };
+  EXPECT_GT(comm("a100-pcie"), 5 * comm("dgx-a100"));
+  // A 16-way group spans two 8-GPU nodes: its collectives run on the inter-node links.
+  const auto selene = io::load_system("dgx-a100");
+  EXPECT_EQ(&cost::tensor_parallel_link(selene, 8), &selene.intra);
+  EXPECT_EQ(&cost::tensor_parallel_link(selene, 16), &selene.inter);
+}
+
+TEST(Cost, OverlapHidesOnlyWhatMegatronHides) {
+  const auto system = io::load_system("dgx-a100");
+  for (const bool sp : {false, true}) {
+    auto m = gpt(6144, 64, 2048, 4, 8);
+    m.sequence_parallel = sp;
+    const ModelConfig model{"m", m};
+    StageWork w;
+    w.layers = 1;
+    const auto cost = [&](Overlap o) {
+      return cost::stage_costs(model, std::span(&w, 1), system, {o}).front();
+    };
+    const auto none = cost(Overlap::Never), backward = cost(Overlap::Backward),
+               all = cost(Overlap::All);
+    // The forward hides nothing until --tp-comm-overlap; the backward from 2021-09 on.
+    EXPECT_EQ(none.forward, backward.forward);
+    EXPECT_LT(all.forward.seconds, backward.forward.seconds);
+    EXPECT_LT(backward.backward.seconds, none.backward.seconds);
+    // B hides the input-gradient collectives behind the weight-gradient GEMMs; split into I
+    // and W it cannot.
+    EXPECT_NEAR(none.backward.seconds, none.input_grad.seconds + none.weight_grad.seconds, 1e-15);
+    EXPECT_LT(backward.backward.seconds,
+              backward.input_grad.seconds + backward.weight_grad.seconds);
+    EXPECT_EQ(backward.input_grad, none.input_grad);
+    EXPECT_GE(backward.backward.tp_comm_s, 0.0);
+  }
+}
+
+TEST(Cost, FlatEfficiencyIsFlopProportional) {
+  // device.efficiency: every matmul FLOP at peak × efficiency, nothing else (the model before the
+  // operator level, kept for the paper's regimes and old system files).
+  auto system = io::load_system("dgx-h100");
+  system.device.flat_efficiency = 0.45;
+  for (const auto& m : grid()) {
+    if (m.tensor_parallel > 1) continue;  // TP collectives are communication, costed in both
+    const ModelConfig model{"m", m};
+    const std::vector<std::int32_t> units(4, 1);
+    const auto work = stage_work(model, units, 4);
+    const auto costs = cost::stage_costs(model, work, system);
+    const double speed = 989.4e12 * 0.45;
+    for (std::size_t s = 0; s < work.size(); ++s) {
+      EXPECT_NEAR(costs[s].forward.seconds, work[s].forward_flops / speed, 1e-12);
+      EXPECT_NEAR(costs[s].input_grad.seconds, work[s].input_grad_flops / speed, 1e-12);
+      EXPECT_NEAR(costs[s].weight_grad.seconds, work[s].weight_grad_flops / speed, 1e-12);
+    }
+  }
+}
+
+TEST(Cost, RooflineAndLaunches) {
+  // A memory-bound operator takes its bytes at the achieved bandwidth plus a launch; a GEMM the
+  // larger of its compute and its memory time.
+  const auto system = io::load_system("dgx-a100");
+  const auto& d = system.device;
+  const auto m = gpt(6144, 64, 2048, 4, 8);
+  const auto ops = model_operators(m).layer.forward;
+  for (const auto& op : ops) {
+    const auto c = cost::operator_cost(op, m, system);
+    const double memory = op.bytes / (d.memory_bandwidth * d.memory_efficiency);
+    if (op.kind == OperatorKind::Memory) {
+      EXPECT_DOUBLE_EQ(c.seconds, memory + op.kernels * d.kernel_overhead_s) << op.name;
+    } else if (op.kind == OperatorKind::Gemm) {
+      const double compute =
+          op.flops / (d.peak(Precision::BF16) * cost::gemm_efficiency(d.gemm, op.gemm));
+      EXPECT_DOUBLE_EQ(c.seconds, std::max(compute, memory) + d.kernel_overhead_s) << op.name;
+      EXPECT_EQ(c.memory_bound, memory > compute) << op.name;
+    }
+  }
+}
+
+TEST(Cost, OptimizerStepBytes) {
+  // Megatron's mixed-precision Adam: the gradient norm reads the fp32 gradient (4), Adam reads
+  // the gradient, master weight and moments and writes the last three (28), the master weights
+  // are copied to the bf16 weights (4 + 2): 38 B; fp16 main gradients are first copied to fp32
+  // (2 + 4) and unscaled (4 + 4): 52 B.
+  TransformerConfig m = gpt(1024, 16, 512, 1, 1);
+  EXPECT_EQ(optimizer_step_bytes_per_param(m), 38.0);
+  m.precision = Precision::FP16;
+  m.grad_bytes_per_param = 2;
+  EXPECT_EQ(optimizer_step_bytes_per_param(m), 52.0);
+  const auto system = io::load_system("dgx-a100");
+  EXPECT_DOUBLE_EQ(cost::optimizer_step_seconds(38e9, system.device),
+                   38e9 / (2.039e12 * system.device.memory_efficiency) + 3 * 5e-6);
+}
+
+TEST(Cost, ExplicitWorkloadsAndUncostableSystems) {
+  ExplicitWorkload e;
+  e.forward_s = 1.0;
+  e.input_grad_s = 2.0;
+  e.weight_grad_s = 3.0;
+  const std::vector<std::int32_t> units{1, 1};
+  const auto work = stage_work({"e", e}, units, 2);
+  const auto c = cost::stage_costs({"e", e}, work, io::load_system("dgx-h100"));
+  EXPECT_EQ(c[0].backward.seconds, 5.0);
+  // An FP8 model on a device without FP8.
+  auto m = gpt(1024, 16, 512, 1, 1);
+  m.precision = Precision::FP8;
+  EXPECT_THROW(cost::stage_costs({"m", m}, work, io::load_system("dgx-a100")), ParamError);
+  EXPECT_NO_THROW(cost::stage_costs({"m", m}, work, io::load_system("dgx-h100")));
+  EXPECT_THROW(cost::operator_breakdown({"e", e}, io::load_system("dgx-h100")), ParamError);
+}
+
+TEST(Cost, BreakdownAddsUpToThePasses) {
+  const ModelConfig model{"m", gpt(4096, 32, 2048, 2, 1)};
+  const auto b = cost::operator_breakdown(model, io::load_system("dgx-a100"), {Overlap::Never});
+  double forward = 0.0;
+  for (const auto& r : b.rows) {
+    if (r.part == "layer" && r.pass == PassId::Forward) forward += r.cost.seconds;
+  }
+  EXPECT_NEAR(forward, b.layer.forward.seconds, 1e-15);
+  const auto text = cost::breakdown_text(b);
+  EXPECT_NE(text.find("fc1.weight_grad"), std::string::npos);
+  EXPECT_EQ(cost::to_json(b)["operators"].size(), b.rows.size());
+}
+
+}  // namespace
+}  // namespace pipetab
