@@ -185,7 +185,11 @@ TEST(Calibrate, RecoversKnownEfficiencies) {
   // Leave-one-out refits without each run.
   options.leave_one_out = true;
   options.max_evaluations = 60;
-  EXPECT_EQ(calibrate(m, io::load_system("dgx-a100"), options).left_out.size(), m.runs.size());
+  const auto loo = calibrate(m, io::load_system("dgx-a100"), options).left_out;
+  ASSERT_EQ(loo.predictions.size(), m.runs.size());
+  for (const auto& p : loo.predictions)
+    EXPECT_NEAR(p.forward_error, 0.0, 1e-2) << p.run.id;  // exact data: every fold finds it
+  EXPECT_EQ(loo.summaries.back().count, 12);
 }
 
 TEST(Calibrate, RejectsWhatItCannotFit) {

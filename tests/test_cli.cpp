@@ -213,6 +213,89 @@ TEST_F(Cli, Compare) {
   expect_usage_error("compare --system nosuch", "--system nosuch: no such preset or file");
 }
 
+TEST_F(Cli, TheWholeIterationOnAModelledCluster) {
+  // 175B on 8 nodes of Selene, TP 8 inside a node (a model file as a user writes it).
+  const auto model = file("175b.toml",
+                          "[transformer]\nlayers = 96\nhidden = 12288\nheads = 96\nseq_len = "
+                          "2048\nvocab = 51200\ntensor_parallel = 8\nsequence_parallel = "
+                          "true\nrecompute = \"selective\"\n");
+  auto r = run("simulate interleaved -S 8 -v 3 -M 16 --model " + model +
+               " --system dgx-a100 --runtime megatron --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["runtime"], "megatron");
+  EXPECT_EQ(j["tp_overlap"], "backward");
+  EXPECT_EQ(j["gpus"], 64);
+  EXPECT_EQ(j["tensor_parallel"], 8);
+  EXPECT_EQ(j["sequences"], 16.0);
+  // MFU and HFU by Korthikanti's definitions: selective recomputation adds the attention core.
+  EXPECT_GT(j["mfu"].get<double>(), 0.2);
+  EXPECT_LT(j["mfu"].get<double>(), j["hfu"].get<double>());
+  EXPECT_NEAR(j["tokens_per_s"].get<double>(), 16 * 2048 / j["runtime_s"].get<double>(), 1e-6);
+  // The breakdown adds up on every device.
+  for (std::size_t d = 0; d < 8; ++d) {
+    const double sum = j["compute_s"][d].get<double>() + j["optimizer_s"][d].get<double>() +
+                       j["exposed_comm_s"][d].get<double>() + j["idle_s"][d].get<double>();
+    EXPECT_NEAR(sum, j["runtime_s"].get<double>(), 1e-9 * sum);
+    EXPECT_GT(j["tp_comm_s"][d].get<double>(), 0.0);
+    EXPECT_GT(j["optimizer_s"][d].get<double>(), 0.0);
+  }
+  r = run("simulate interleaved -S 8 -v 3 -M 16 --model " + model + " --system dgx-a100");
+  EXPECT_NE(r.out.find("64 GPUs (tensor parallel 8, data parallel 1), 16 sequences"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("breakdown (mean per device): compute"), std::string::npos);
+  // Pipeline only: no optimizer step, a shorter run.
+  const auto whole = j["runtime_s"].get<double>();
+  r = run("simulate interleaved -S 8 -v 3 -M 16 --model " + model +
+          " --system dgx-a100 --runtime megatron --no-optimizer --format json");
+  j = nlohmann::json::parse(r.out);
+  EXPECT_LT(j["runtime_s"].get<double>(), whole);
+  EXPECT_EQ(j["optimizer_s"][0], 0.0);
+  expect_usage_error("simulate 1f1b --runtime eager",
+                     "--runtime: eager not in {async,megatron,pytorch}");
+  expect_usage_error("simulate 1f1b --tp-overlap some", "--tp-overlap");
+  // A schedule that the Megatron runtime's waits cannot run says where it stops.
+  const auto crossed = file("crossed.csv", "0F0,0F1,0B0,0B1\n1F1,1F0,1B0,1B1\n");
+  r = run("simulate --table " + crossed +
+          " --system dgx-a100 --model gpt3-1.3b --runtime megatron");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("the simulation deadlocks"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, CostAccuracyAndCalibrate) {
+  auto r = run("cost --model gpt3-13b --system dgx-a100");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("fc1.weight_grad"), std::string::npos);
+  EXPECT_NE(r.out.find("pass totals"), std::string::npos);
+  r = run("cost --model gpt3-13b --system dgx-a100 --format json");
+  EXPECT_GT(nlohmann::json::parse(r.out)["operators"].size(), 40U);
+  // The built-in published runs, as Markdown and as JSON.
+  r = run("accuracy");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("| 1T present work |"), std::string::npos);
+  EXPECT_NE(r.out.find("| all iterations | 18 |"), std::string::npos);
+  r = run("accuracy --format json");
+  EXPECT_EQ(nlohmann::json::parse(r.out)["predictions"].size(), 23U);
+  // A user's own layer timings: calibrate writes a system file the other commands take.
+  const auto mine = file("mine.toml",
+                         "[models.m]\nlayers = 2\nhidden = 4096\nheads = 32\nseq_len = 2048\n"
+                         "vocab = 51200\ntensor_parallel = 8\n"
+                         "[[layer]]\nid = \"one\"\nsystem = \"dgx-a100\"\nmodels = [\"m\"]\n"
+                         "measured_forward_ms = 3.0\nmeasured_backward_ms = 6.5\n");
+  const auto out = (dir_ / "calibrated.toml").string();
+  r = run("calibrate " + mine + " --system dgx-a100 --fit gemm.max_efficiency --name mine -o " +
+          out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("calibrated dgx-a100 on 2 measurements"), std::string::npos) << r.out;
+  r = run("simulate 1f1b -S 2 -M 4 --model gpt3-1.3b --system " + out);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("simulated on mine"), std::string::npos);
+  expect_usage_error("calibrate " + mine + " --system dgx-a100 --fit colour",
+                     "unknown calibration parameter 'colour'");
+  expect_usage_error("accuracy nosuch.toml", "nosuch.toml");
+}
+
 TEST_F(Cli, SimulationLevel) {
   // --costs at the simulation level are seconds per device share: on the ideal system the run
   // takes exactly the table's makespan (issue: analyze ... --costs F=1,B=2 --system ideal).

@@ -100,6 +100,21 @@ TEST(Presets, CalibratedA100IsTheDatasheetPlusItsFit) {
   EXPECT_LE(preset.device.memory_efficiency, 1.0);
 }
 
+// dgx-h100 and a100-pcie carry the dgx-a100 calibration over as their files state: the GEMM
+// efficiency is their own measured matmul maximum (MAMF) times the ratio fitted for A100 to its
+// MAMF (0.869), the other fitted constants the same.
+TEST(Presets, TransferredCalibrationStaysConsistent) {
+  const auto a100 = io::load_system("dgx-a100").device;
+  const double ratio = a100.gemm.max_efficiency / 0.869;
+  for (const auto& [name, mamf] :
+       {std::pair{"dgx-h100", 794.5 / 989.4}, {"a100-pcie", 252.9 / 312}}) {
+    const auto d = io::load_system(name).device;
+    EXPECT_NEAR(d.gemm.max_efficiency, mamf * ratio, 5e-4) << name;
+    EXPECT_NEAR(d.memory_efficiency, a100.memory_efficiency, 5e-4) << name;
+    EXPECT_NEAR(d.gemm.k_overhead, a100.gemm.k_overhead, 0.5) << name;
+  }
+}
+
 // Systems that take their device from a preset get all of it, and keys they give override it.
 TEST(Presets, DeviceFromAPreset) {
   EXPECT_EQ(io::load_system("balanced").device, io::load_system("dgx-h100").device);
@@ -310,6 +325,80 @@ TEST(Config, ErrorsNameFileLineAndKey) {
   EXPECT_EQ(system_error("name = \"x\"\n"), "s.toml:1:1: key 'device': missing");
   EXPECT_EQ(system_error("[device]\npeak_flops = 1\nefficiency = 1\nmemory_bytes = 1\n[network]\n"),
             "s.toml:5:1: key 'network.intra': missing");
+}
+
+// The keys of the operator-level model, and impossible layouts.
+TEST(Config, OperatorLevelKeysAreChecked) {
+  const std::string head =
+      "[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\nvocab = 100\n";
+  EXPECT_EQ(model_error(head + "precision = \"fp4\"\n"),
+            "m.toml:7:13: key 'transformer.precision': 'fp4' is not one of: fp32, tf32, fp16, "
+            "bf16, fp8");
+  EXPECT_EQ(model_error(head + "tensor_parallel = 3\n"),
+            "m.toml:7:19: key 'transformer.tensor_parallel': 3 does not divide heads = 4: each "
+            "rank needs whole heads and an equal share of the MLP");
+  EXPECT_EQ(model_error(head + "kv_heads = 2\ntensor_parallel = 4\n"),
+            "m.toml:8:19: key 'transformer.tensor_parallel': 4 does not divide kv_heads = 2: each "
+            "rank needs whole heads and an equal share of the MLP");
+  EXPECT_EQ(model_error(head + "sequence_parallel = true\n"),
+            "m.toml:7:21: key 'transformer.sequence_parallel': needs tensor_parallel > 1: "
+            "sequence parallelism splits along the tensor-parallel ranks");
+  EXPECT_EQ(model_error(head + "dropout = \"yes\"\n"),
+            "m.toml:7:11: key 'transformer.dropout': expected true or false, got a string");
+  // The precision sets the element size unless dtype_bytes says otherwise; FP8 keeps 16-bit
+  // activations between layers.
+  const auto dtype = [&](const std::string& extra) {
+    return std::get<TransformerConfig>(io::parse_model(head + extra, "m.toml").spec).dtype_bytes;
+  };
+  EXPECT_EQ(dtype(""), 2);
+  EXPECT_EQ(dtype("precision = \"fp32\"\n"), 4);
+  EXPECT_EQ(dtype("precision = \"fp8\"\n"), 2);
+  EXPECT_EQ(dtype("precision = \"fp8\"\ndtype_bytes = 1\n"), 1);
+
+  const std::string network =
+      "[network]\n[network.intra]\nlatency_s = 0\nbandwidth = 1e9\n[network.inter]\nlatency_s = "
+      "0\nbandwidth = 1e9\n";
+  const std::string roofline =
+      "[device]\nmemory_bytes = 8e10\nmemory_bandwidth = 2e12\n[device.peak_flops]\nbf16 = "
+      "1e15\n[device.gemm]\nsms = 100\nmax_efficiency = 0.8\n";
+  EXPECT_EQ(system_error(roofline + network), "(no error)");
+  EXPECT_EQ(system_error("[device]\nmemory_bytes = 8e10\nmemory_bandwidth = 2e12\npeak_flops = "
+                         "1e15\n" +
+                         network),
+            "s.toml:1:1: key 'device.gemm': missing: the operator-level model needs the GEMM "
+            "efficiency model [device.gemm] (sms, max_efficiency, ...), or give "
+            "device.efficiency for the FLOP-proportional one");
+  EXPECT_EQ(system_error("[device]\nmemory_bytes = 8e10\npeak_flops = 1e15\n[device.gemm]\nsms "
+                         "= 1\nmax_efficiency = 1\n" +
+                         network),
+            "s.toml:1:1: key 'device': missing key 'memory_bandwidth'");
+  std::string text = roofline + network;
+  EXPECT_EQ(system_error(text.replace(text.find("bf16"), 4, "fp4")),
+            "s.toml:5:1: key 'device.peak_flops.fp4': unknown key (expected: fp32, tf32, fp16, "
+            "bf16, fp8)");
+  text = roofline + network;
+  EXPECT_EQ(system_error(text.replace(text.find("sms = 100"), 9, "sms = 0")),
+            "s.toml:7:7: key 'device.gemm.sms': 0 is out of range (1..1048576)");
+  text = roofline + network;
+  EXPECT_EQ(
+      system_error(text.replace(text.find("max_efficiency = 0.8"), 20, "max_efficiency = 1.2")),
+      "s.toml:8:18: key 'device.gemm.max_efficiency': 1.2 is out of range (above 0 .. 1)");
+  text = roofline + network;
+  EXPECT_EQ(system_error(text.replace(text.find("[device.peak"), 0, "efficiency = 0.5\n")),
+            "s.toml:7:1: key 'device.gemm': not with device.efficiency: give the "
+            "FLOP-proportional efficiency or the operator-level model's [device.gemm], not both");
+  text = roofline + network;
+  EXPECT_EQ(system_error(text.replace(text.find("bandwidth = 1e9"), 15,
+                                      "bandwidth = 1e9\ncollective_efficiency = 0")),
+            "s.toml:13:25: key 'network.intra.collective_efficiency': 0 is out of range (above 0 "
+            ".. 1)");
+  text = roofline + network;
+  EXPECT_EQ(system_error(text.replace(text.find("[network]\n"), 10, "[network]\nnodes = 0\n")),
+            "s.toml:10:9: key 'network.nodes': 0 is out of range (1..1099511627776)");
+  EXPECT_EQ(
+      system_error("[device]\npreset = \"dgx-h100\"\n[network]\ntopology = \"chain\"\nnodes = "
+                   "2\n[network.intra]\nlatency_s = 0\nbandwidth = 1e9\n"),
+      "s.toml:5:9: key 'network.nodes': a chain has no nodes: leave nodes out");
 }
 
 TEST(Config, LoadByNameOrPath) {

@@ -15,8 +15,8 @@
 namespace pipetab::cli {
 
 namespace {
-// The published runs of reference measurements.md, shipped with the repository.
-constexpr const char* kDefaultRuns = "data/published-runs.toml";
+// The published runs of reference measurements.md (data/published-runs.toml, compiled in).
+constexpr const char* kDefaultRuns = "published-runs";
 }  // namespace
 
 Subcommand add_accuracy(CLI::App& app) {
@@ -32,7 +32,9 @@ Subcommand add_accuracy(CLI::App& app) {
       "accuracy",
       "Predict measured training runs (a TOML file of runs; default: the published runs) from "
       "their system presets and report each run's error");
-  cmd->add_option("runs", o->file, "measured runs (see data/published-runs.toml)")
+  cmd->add_option("runs", o->file,
+                  "measured runs: a TOML file (format: data/published-runs.toml), or "
+                  "published-runs, the built-in copy of that file")
       ->capture_default_str();
   cmd->add_option("--system", o->system,
                   "predict every run on this system preset or file instead of its own");
@@ -75,7 +77,9 @@ Subcommand add_calibrate(CLI::App& app) {
       "Fit a system's device efficiencies to measured runs (per-layer times or whole iterations) "
       "and write the calibrated system file");
   cmd->footer("Parameters (--fit):" + parameters);
-  cmd->add_option("runs", o->file, "measured runs (format: data/published-runs.toml)")
+  cmd->add_option("runs", o->file,
+                  "measured runs: a TOML file (format: data/published-runs.toml), or "
+                  "published-runs, the built-in copy of that file")
       ->capture_default_str();
   cmd->add_option("--system", o->system, "the system to start from (preset or file)")->required();
   cmd->add_option("--fit", o->fit, "parameters to fit, comma-separated")
@@ -111,17 +115,9 @@ Subcommand add_calibrate(CLI::App& app) {
                                     parameter_value(base, name));
             }
             report += "\n" + accuracy_markdown(c.fit);
-            if (!c.left_out.empty()) {
-              report += "\nleave-one-out (refitted without the run, then predicted):\n";
-              double sum = 0.0, worst = 0.0;
-              for (const auto& [id, error] : c.left_out) {
-                report += fmt::format("  {:<44} {:+.2f}%\n", id, 100 * error);
-                sum += std::abs(error);
-                worst = std::max(worst, std::abs(error));
-              }
-              report +=
-                  fmt::format("  mean absolute {:.2f}%, max {:.2f}%\n",
-                              100 * sum / static_cast<double>(c.left_out.size()), 100 * worst);
+            if (!c.left_out.predictions.empty()) {
+              report += "\nleave-one-out: each run predicted by a fit made without it\n\n" +
+                        accuracy_markdown(c.left_out);
             }
             emit("", report);
             if (!o->output.empty()) {
@@ -129,8 +125,10 @@ Subcommand add_calibrate(CLI::App& app) {
               if (!o->name.empty()) fitted.name = o->name;
               std::string comment = fmt::format(
                   "Calibrated by pipetab calibrate {} --system {} --fit {} --fit-on {}\n"
+                  "Every other constant as in {}, whose comments cite them.\n"
                   "from {}: {} measurements, fitted values:",
-                  o->file, o->system, fmt::join(o->fit, ","), o->fit_on, base.name, c.measurements);
+                  o->file, o->system, fmt::join(o->fit, ","), o->fit_on, o->system, base.name,
+                  c.measurements);
               for (const auto& [name, value] : c.values)
                 comment += fmt::format("\n  {} = {:.6g} (was {:.6g})", name, value,
                                        parameter_value(base, name));

@@ -41,7 +41,10 @@ void predict_iteration(Prediction& p, const SystemConfig& system) {
   p.mfu = sim.metrics.mfu;
 }
 
+}  // namespace
+
 void summarize(AccuracyReport& report) {
+  report.summaries.clear();
   std::map<std::string, ErrorSummary> by_source;
   std::vector<std::string> order;
   ErrorSummary all{"all iterations"}, layers{"layers (forward and backward)"};
@@ -71,6 +74,8 @@ void summarize(AccuracyReport& report) {
   for (auto& s : report.summaries)
     s.mean_abs = s.count > 0 ? s.mean_abs / s.count : 0.0;
 }
+
+namespace {
 
 // "TP 8, PP 8 (interleaved, v 3), DP 1, M 64 × 1, selective + SP".
 std::string configuration(const MeasuredRun& run) {

@@ -235,21 +235,16 @@ Calibration calibrate(const Measurements& measurements, const SystemConfig& base
   (void)objective(predict(chosen, c.system, options.threads), &c.measurements);
   c.fit = predict(measurements, c.system, options.threads);
   if (options.leave_one_out) {
+    c.left_out.file = measurements.file;
     for (const auto& run : chosen.runs) {
       const Measurements rest = only(measurements, options.fit_on, run.id);
       if (rest.runs.empty()) continue;
       const Fit without = fit(rest, base, options);
-      Measurements one;
-      one.file = measurements.file;
-      one.runs.push_back(run);
-      const auto p = predict(one, without.system, options.threads).predictions.front();
-      const double error =
-          run.kind == MeasurementKind::Layer
-              ? (std::abs(p.forward_error) > std::abs(p.backward_error) ? p.forward_error
-                                                                        : p.backward_error)
-              : p.error;
-      c.left_out.emplace_back(run.id, p.failure.empty() ? error : std::nan(""));
+      const Measurements one{measurements.file, {run}};
+      c.left_out.predictions.push_back(
+          predict(one, without.system, options.threads).predictions.front());
     }
+    summarize(c.left_out);
   }
   return c;
 }

@@ -225,8 +225,10 @@ Measurements parse_measurements(std::string_view text, const std::string& file) 
   return MeasurementParser(text, file).parse();
 }
 
-Measurements load_measurements(const std::string& path) {
-  return parse_measurements(io::read_file(path), path);
+Measurements load_measurements(const std::string& name_or_path) {
+  const auto text = io::preset_text("data", name_or_path);
+  if (!text.empty()) return parse_measurements(text, fmt::format("(built-in {})", name_or_path));
+  return parse_measurements(io::read_file(name_or_path), name_or_path);
 }
 
 }  // namespace pipetab

@@ -45,6 +45,10 @@ AccuracyReport predict(const Measurements& measurements,
                        const std::optional<SystemConfig>& system = std::nullopt,
                        unsigned threads = 0);
 
+/// Fills `report.summaries` from its predictions: per source of iterations, all iterations,
+/// layers (a failed prediction counts in none).
+void summarize(AccuracyReport& report);
+
 /// The report as a Markdown table with the summaries, as CSV (one row per prediction), as JSON.
 std::string accuracy_markdown(const AccuracyReport& report);
 std::string accuracy_csv(const AccuracyReport& report);

@@ -45,9 +45,8 @@ struct Calibration {
   std::int32_t measurements = 0;  ///< residuals fitted (a layer counts forward and backward)
   int evaluations = 0;
   AccuracyReport fit;  ///< every run of the file predicted with the fitted system
-  /// With leave_one_out: per run fitted on, its error when the fit left it out (layers: the
-  /// larger of forward and backward).
-  std::vector<std::pair<std::string, double>> left_out;
+  /// With leave_one_out: each run fitted on, predicted by a fit made without it.
+  AccuracyReport left_out;
 };
 
 /// Fits `options.fit` of `base` to the chosen runs of `measurements` by least squares on the

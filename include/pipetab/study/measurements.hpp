@@ -48,7 +48,10 @@ struct Measurements {
 /// entries. Errors throw ParseError with the file, line and key. System names are checked when
 /// the runs are evaluated.
 Measurements parse_measurements(std::string_view text, const std::string& file);
-Measurements load_measurements(const std::string& path);
+
+/// The built-in runs by name ("published-runs": data/published-runs.toml, compiled in), or else
+/// a file by path.
+Measurements load_measurements(const std::string& name_or_path);
 
 /// "iteration" or "layer".
 const char* to_string(MeasurementKind kind);
