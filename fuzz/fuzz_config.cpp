@@ -1,22 +1,37 @@
-// libFuzzer target: the model and system TOML readers.
+// libFuzzer target: the model, system and measured-run TOML readers, the cost layer on what they
+// accept, and the system writer's round trip.
 #include <cstdint>
 #include <string_view>
 
+#include "pipetab/cost/stage_cost.hpp"
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
+#include "pipetab/study/measurements.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
+  static const auto h100 = pipetab::io::load_system("dgx-h100");
   try {
     const auto model = pipetab::io::parse_model(text, "fuzz.toml");
-    // What the reader accepts, the workload model can cut into stages or rejects cleanly.
+    // What the reader accepts, the workload model can cut into stages or rejects cleanly, and the
+    // cost layer prices.
     const std::int32_t units[] = {1, 2, 1};
-    (void)pipetab::stage_work(model, units, 3);
+    const auto work = pipetab::stage_work(model, units, 3);
+    (void)pipetab::cost::stage_costs(model, work, h100);
   } catch (const pipetab::Error&) {
   }
   try {
     const auto system = pipetab::io::parse_system(text, "fuzz.toml");
     (void)pipetab::Network(system, 3);
+    // A system written out reads back to itself.
+    const auto back = pipetab::io::parse_system(pipetab::io::system_toml(system), "back.toml");
+    if (!(back.device == system.device) || !(back.intra == system.intra) ||
+        !(back.inter == system.inter) || back.name != system.name)
+      __builtin_trap();
+  } catch (const pipetab::Error&) {
+  }
+  try {
+    (void)pipetab::parse_measurements(text, "fuzz.toml");
   } catch (const pipetab::Error&) {
   }
   return 0;

@@ -148,6 +148,13 @@ TEST(Study, MalformedFilesNameFileLineAndKey) {
        "expected exactly one of the keys 'name' and 'table'"},
       {"[simulation]\ndata_parallel = 0\n[grid]\nschedules = [\"1f1b\"]\n",
        "key 'simulation.data_parallel': 0 is out of range"},
+      {"[simulation]\nruntime = \"eager\"\n[grid]\nschedules = [\"1f1b\"]\n",
+       "study.toml:2:11: key 'simulation.runtime': 'eager' is not one of: async, megatron, "
+       "pytorch"},
+      {"[simulation]\ntp_overlap = 1\n[grid]\nschedules = [\"1f1b\"]\n",
+       "study.toml:2:14: key 'simulation.tp_overlap': expected a string, got an integer"},
+      {"[simulation]\ndp_bucket_bytes = 10\n[grid]\nschedules = [\"1f1b\"]\n",
+       "key 'simulation.dp_bucket_bytes': 10 is out of range (1000 .. 1e+15)"},
       {"[grid\nschedules = 1\n", "study.toml:1:6: invalid TOML"},
   };
   for (const auto& [text, fragment] : cases)
@@ -295,6 +302,35 @@ TEST(Sweep, CollectiveScaleActsOnCollectivesOnly) {
   EXPECT_EQ(t[1], t[2]);
   EXPECT_LT(t[3], t[4]);
   EXPECT_LT(t[4], t[5]);
+}
+
+// [simulation] sets what the flags of `simulate` set, for every configuration of the study.
+TEST(Study, SimulationTableSetsTheRuntimeAndTheIteration) {
+  const auto study = parse_study(
+      "[simulation]\nruntime = \"megatron\"\ntp_overlap = \"none\"\noptimizer = false\n"
+      "dp_overlap = true\ndp_bucket_bytes = 4e7\ndistributed_optimizer = true\ndata_parallel = "
+      "2\ncontention = false\n[grid]\nschedules = [\"1f1b\"]\nsystems = [\"dgx-a100\"]\n"
+      "models = [\"gpt3-1.3b\"]\n",
+      "study.toml");
+  EXPECT_EQ(study.lowering.runtime, Runtime::Megatron);
+  EXPECT_EQ(study.lowering.cost.tp_overlap, Overlap::Never);
+  EXPECT_FALSE(study.lowering.iteration.optimizer);
+  EXPECT_TRUE(study.lowering.iteration.dp_overlap);
+  EXPECT_EQ(study.lowering.iteration.dp_bucket_bytes, 4e7);
+  EXPECT_TRUE(study.lowering.iteration.distributed_optimizer);
+  EXPECT_EQ(study.lowering.data_parallel, 2);
+  EXPECT_FALSE(study.sim.contention);
+  // A row carries them.
+  const SweepPlan plan(study);
+  std::vector<SweepRow> rows;
+  run_sweep(plan, 0, 1, 1, [&](std::int64_t, SweepRow&& row) { rows.push_back(std::move(row)); });
+  const auto columns = plan.columns();
+  const auto at = [&](const std::string& name) {
+    return rows[0][static_cast<std::size_t>(std::find(columns.begin(), columns.end(), name) -
+                                            columns.begin())];
+  };
+  EXPECT_EQ(at("simulation.runtime"), "megatron");
+  EXPECT_EQ(at("simulation.distributed_optimizer"), true);
 }
 
 TEST(Sensitivity, Factors) {

@@ -266,11 +266,19 @@ std::string number(double value) {
   return fmt::format("{}", value);  // the shortest text that reads back to the same double
 }
 
+// A TOML basic string: quotes, backslashes and control characters escaped (TOML 1.0 §String).
 std::string quoted(const std::string& text) {
   std::string out = "\"";
   for (const char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20 || u == 0x7f) {
+      out += fmt::format("\\u{:04X}", u);
+    } else {
+      out += c;
+    }
   }
   return out + "\"";
 }

@@ -116,7 +116,19 @@ FlatRecord flat_record(const Evaluation& e) {
   row.emplace_back("table.ops", e.table.ops);
   row.emplace_back("simulation.system", sim([](auto& s) { return s.system; }));
   row.emplace_back("simulation.model", sim([](auto& s) { return s.model; }));
+  row.emplace_back("simulation.runtime", sim([](auto& s) { return s.runtime; }));
+  row.emplace_back("simulation.tp_overlap", sim([](auto& s) { return s.tp_overlap; }));
+  row.emplace_back("simulation.optimizer", sim([](auto& s) { return s.optimizer; }));
+  row.emplace_back("simulation.dp_overlap", sim([](auto& s) { return s.dp_overlap; }));
+  row.emplace_back("simulation.distributed_optimizer",
+                   sim([](auto& s) { return s.distributed_optimizer; }));
+  row.emplace_back("simulation.gpus", sim([](auto& s) { return s.gpus; }));
   row.emplace_back("simulation.runtime_s", sim([](auto& s) { return s.runtime_s; }));
+  row.emplace_back("simulation.pipeline_end_s", sim([](auto& s) { return s.pipeline_end_s; }));
+  row.emplace_back("simulation.tokens_per_s",
+                   sim([](auto& s) { return optional_json(s.tokens_per_s); }));
+  row.emplace_back("simulation.mfu", sim([](auto& s) { return optional_json(s.mfu); }));
+  row.emplace_back("simulation.hfu", sim([](auto& s) { return optional_json(s.hfu); }));
   row.emplace_back("simulation.idle_ratio", sim([](auto& s) { return s.idle_ratio; }));
   row.emplace_back("simulation.span_idle_ratio", sim([](auto& s) { return s.span_idle_ratio; }));
   row.emplace_back("simulation.peak_memory_bytes",
@@ -128,7 +140,15 @@ FlatRecord flat_record(const Evaluation& e) {
   row.emplace_back("simulation.peak_activation_max_bytes",
                    sim([](auto& s) { return s.peak_activation_max_bytes(); }));
   row.emplace_back("simulation.over_capacity", sim([](auto& s) { return s.any_over_capacity(); }));
+  row.emplace_back("simulation.compute_s", sim([](auto& s) { return s.compute_s; }));
+  row.emplace_back("simulation.tp_comm_s", sim([](auto& s) { return s.tp_comm_s; }));
+  row.emplace_back("simulation.optimizer_s", sim([](auto& s) { return s.optimizer_s; }));
   row.emplace_back("simulation.exposed_comm_s", sim([](auto& s) { return s.exposed_comm_s; }));
+  row.emplace_back("simulation.exposed_pipeline_s",
+                   sim([](auto& s) { return s.exposed_pipeline_s; }));
+  row.emplace_back("simulation.exposed_collective_s",
+                   sim([](auto& s) { return s.exposed_collective_s; }));
+  row.emplace_back("simulation.idle_s", sim([](auto& s) { return s.idle_s; }));
   row.emplace_back("simulation.transfer_bytes", sim([](auto& s) { return s.transfer_bytes; }));
   row.emplace_back("simulation.error", text(e.simulation_error));
   return row;
