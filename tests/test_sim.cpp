@@ -94,7 +94,7 @@ void set_rows(ExecGraph& g, const std::vector<std::int64_t>& rows) {
 
 // No start edges (call once all nodes are there).
 void no_start_edges(ExecGraph& g) {
-  g.start_begin.assign(static_cast<std::size_t>(g.nodes()) + 1, 0);
+  g.start_begin = {0};
 }
 
 void add_transfer(ExecGraph& g, const Network& network, std::int32_t from, std::int32_t to,

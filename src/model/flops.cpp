@@ -19,10 +19,11 @@ double microbatch_flops(const TransformerConfig& m) {
 IterationFlops iteration_flops(const TransformerConfig& model, double sequences) {
   const double ranks = static_cast<double>(model.tensor_parallel);
   const double microbatches = sequences / static_cast<double>(model.micro_batch);
+  const double hardware = microbatch_flops(model) * ranks * microbatches;
+  if (model.recompute == Recompute::None) return {hardware, hardware};
   TransformerConfig plain = model;
   plain.recompute = Recompute::None;
-  return {microbatch_flops(plain) * ranks * microbatches,
-          microbatch_flops(model) * ranks * microbatches};
+  return {microbatch_flops(plain) * ranks * microbatches, hardware};
 }
 
 double narayanan_eq3_flops(const TransformerConfig& m, double global_batch) {

@@ -140,15 +140,18 @@ FlatRecord flat_record(const Evaluation& e) {
   row.emplace_back("simulation.peak_activation_max_bytes",
                    sim([](auto& s) { return s.peak_activation_max_bytes(); }));
   row.emplace_back("simulation.over_capacity", sim([](auto& s) { return s.any_over_capacity(); }));
-  row.emplace_back("simulation.compute_s", sim([](auto& s) { return s.compute_s; }));
-  row.emplace_back("simulation.tp_comm_s", sim([](auto& s) { return s.tp_comm_s; }));
-  row.emplace_back("simulation.optimizer_s", sim([](auto& s) { return s.optimizer_s; }));
   row.emplace_back("simulation.exposed_comm_s", sim([](auto& s) { return s.exposed_comm_s; }));
-  row.emplace_back("simulation.exposed_pipeline_s",
-                   sim([](auto& s) { return s.exposed_pipeline_s; }));
-  row.emplace_back("simulation.exposed_collective_s",
-                   sim([](auto& s) { return s.exposed_collective_s; }));
-  row.emplace_back("simulation.idle_s", sim([](auto& s) { return s.idle_s; }));
+  // The breakdown as shares of the runtime (per-device seconds are in the JSON).
+  const auto share = [&](double SimulationMetrics::Breakdown::*part) {
+    return m ? json(m->breakdown().*part) : json(nullptr);
+  };
+  using B = SimulationMetrics::Breakdown;
+  row.emplace_back("simulation.breakdown.compute", share(&B::compute));
+  row.emplace_back("simulation.breakdown.tp_comm", share(&B::tp_comm));
+  row.emplace_back("simulation.breakdown.bubble", share(&B::bubble));
+  row.emplace_back("simulation.breakdown.exposed_pipeline", share(&B::exposed_pipeline));
+  row.emplace_back("simulation.breakdown.reductions", share(&B::reductions));
+  row.emplace_back("simulation.breakdown.optimizer", share(&B::optimizer));
   row.emplace_back("simulation.transfer_bytes", sim([](auto& s) { return s.transfer_bytes; }));
   row.emplace_back("simulation.error", text(e.simulation_error));
   return row;

@@ -72,6 +72,8 @@ const KnownColumn kKnownColumns[] = {
     {"simulation.tokens_per_s", "throughput", "", "tokens/s"},
     {"simulation.mfu", "model FLOP/s utilization", "", ""},
     {"simulation.hfu", "hardware FLOP/s utilization", "", ""},
+    {"simulation.breakdown.bubble", "pipeline bubble (share of the runtime)", "", ""},
+    {"simulation.breakdown.tp_comm", "tensor-parallel communication (share)", "", ""},
     {"simulation.idle_ratio", "idle ratio", "", ""},
     {"simulation.span_idle_ratio", "span idle ratio", "", ""},
     {"simulation.peak_memory_max_bytes", "peak memory per device", "", "bytes"},

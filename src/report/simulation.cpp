@@ -10,6 +10,23 @@
 
 namespace pipetab {
 
+SimulationMetrics::Breakdown SimulationMetrics::breakdown() const {
+  const auto mean = [](const std::vector<double>& v) {
+    double sum = 0.0;
+    for (const double x : v)
+      sum += x;
+    return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+  };
+  const double total = runtime_s > 0.0 ? runtime_s : 1.0;
+  const double tp = mean(tp_comm_s);
+  return {(mean(compute_s) - tp) / total,
+          tp / total,
+          mean(idle_s) / total,
+          mean(exposed_pipeline_s) / total,
+          mean(exposed_collective_s) / total,
+          mean(optimizer_s) / total};
+}
+
 double SimulationMetrics::peak_memory_max() const {
   return peak_memory_bytes.empty()
              ? 0.0
@@ -81,6 +98,14 @@ nlohmann::json to_json(const SimulationMetrics& m) {
           {"exposed_comm_s", m.exposed_comm_s},
           {"exposed_pipeline_s", m.exposed_pipeline_s},
           {"exposed_collective_s", m.exposed_collective_s},
+          {"breakdown",
+           [&] {
+             const auto b = m.breakdown();
+             return nlohmann::json{
+                 {"compute", b.compute},       {"tp_comm", b.tp_comm},
+                 {"bubble", b.bubble},         {"exposed_pipeline", b.exposed_pipeline},
+                 {"reductions", b.reductions}, {"optimizer", b.optimizer}};
+           }()},
           {"idle_s", m.idle_s},
           {"contention", m.contention},
           {"blocking_send", m.blocking_send},
@@ -142,22 +167,13 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
         m.gpus, m.tensor_parallel, m.data_parallel, *m.sequences, *m.tokens_per_s, 100 * *m.mfu,
         100 * *m.hfu);
   }
-  // Where the time went, averaged over the devices, as shares of the iteration.
-  const auto mean = [](const std::vector<double>& v) {
-    double sum = 0.0;
-    for (const double x : v)
-      sum += x;
-    return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
-  };
-  const double runtime = m.runtime_s > 0.0 ? m.runtime_s : 1.0;
-  const double tp = mean(m.tp_comm_s);
+  const auto b = m.breakdown();
   out += fmt::format(
       "breakdown (mean per device): compute {:.1f}%, tensor-parallel comm {:.1f}%, pipeline "
       "bubble {:.1f}%, exposed pipeline transfers {:.1f}%, gradient reductions {:.1f}%, "
       "optimizer {:.1f}%\n\n",
-      100 * (mean(m.compute_s) - tp) / runtime, 100 * tp / runtime, 100 * mean(m.idle_s) / runtime,
-      100 * mean(m.exposed_pipeline_s) / runtime, 100 * mean(m.exposed_collective_s) / runtime,
-      100 * mean(m.optimizer_s) / runtime);
+      100 * b.compute, 100 * b.tp_comm, 100 * b.bubble, 100 * b.exposed_pipeline,
+      100 * b.reductions, 100 * b.optimizer);
   out +=
       "device   compute s  of which TP s  optimizer s  exposed comm s      idle s   peak GB        "
       "at s\n";

@@ -179,6 +179,8 @@ class Engine {
       }
     }
     result_.links.resize(links);
+    blocking_ = options_.blocking_send || std::find(g.blocks_sender.begin(), g.blocks_sender.end(),
+                                                    true) != g.blocks_sender.end();
   }
 
   SimResult run() && {
@@ -260,6 +262,7 @@ class Engine {
     memory_[dev] += g_.alloc_bytes[node];
     record_memory(d);
     push(now_ + g_.duration[node], EventType::ComputeDone, n);
+    if (g_.start_succ.empty()) return;
     for (auto k = g_.start_begin[node]; k < g_.start_begin[node + 1]; ++k) {
       const auto e = static_cast<std::size_t>(k);
       push(now_ + g_.start_delay[e], EventType::Release, g_.start_succ[e],
@@ -303,7 +306,7 @@ class Engine {
     // A blocking send holds the stream from its producer's end (the runtime posts it then and
     // waits), also while the transfer itself still waits for the receiver. (An edge from an op
     // to a transfer another device sends is that receiver's posting, not a send.)
-    for (auto k = g_.succ_begin[n]; k < g_.succ_begin[n + 1]; ++k) {
+    for (auto k = g_.succ_begin[n]; blocking_ && k < g_.succ_begin[n + 1]; ++k) {
       const auto s = g_.succ[static_cast<std::size_t>(k)];
       if (g_.is_transfer(s) && g_.device[static_cast<std::size_t>(s)] == d &&
           blocks_stream(transfer(s)))
@@ -591,7 +594,8 @@ class Engine {
       const auto& collective = comm_[kCollectiveComm][d];
       dev.exposed_pipeline_s = length(pipeline) - overlap(pipeline, computing);
       dev.exposed_collective_s =
-          length(collective) - overlap(collective, unite(computing, pipeline));
+          collective.empty() ? 0.0
+                             : length(collective) - overlap(collective, unite(computing, pipeline));
       dev.exposed_comm_s = dev.exposed_pipeline_s + dev.exposed_collective_s;
       dev.idle_s =
           std::max(0.0, r.runtime_s - dev.compute_s - dev.optimizer_s - dev.exposed_comm_s);
@@ -641,6 +645,7 @@ class Engine {
   std::array<std::vector<double>, 2> comm_since_;
   std::array<std::vector<Intervals>, 2> comm_;
   std::int64_t finished_ = 0;  // compute nodes run
+  bool blocking_ = false;      // some transfer holds its sender's stream
   // Transfers.
   std::vector<double> rate_, left_, updated_;
   std::vector<std::uint32_t> version_;

@@ -1,7 +1,6 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <map>
 
 #include <fmt/format.h>
 
@@ -400,7 +399,7 @@ class Lowering {
       for (std::size_t i = 0; i < members.size(); ++i) {
         if (options_.data_parallel > 1)
           data_parallel(stage, members[i], bytes, ready[i], !replicas);
-        done_[{members[i], stage}] = ready[i];
+        done(members[i], stage) = ready[i];
       }
     }
     embedding_all_reduce();
@@ -505,10 +504,10 @@ class Lowering {
       pairs.push_back(pair);
       const std::vector<std::int32_t> members{t_.placement.device_of(p, 0),
                                               t_.placement.device_of(p, last)};
-      std::vector<std::int32_t> ready{done_[{members[0], 0}], done_[{members[1], last}]};
+      std::vector<std::int32_t> ready{done(members[0], 0), done(members[1], last)};
       ring(TransferKind::EmbeddingAllReduce, 0, members, bytes * options_.collective_scale, ready);
-      done_[{members[0], 0}] = ready[0];
-      done_[{members[1], last}] = ready[1];
+      done(members[0], 0) = ready[0];
+      done(members[1], last) = ready[1];
     }
   }
 
@@ -532,7 +531,7 @@ class Lowering {
       if (row_end > t_.row_begin[static_cast<std::size_t>(d)])
         edge(static_cast<std::int32_t>(row_end - 1), sync);
     }
-    for (const auto& [where, node] : done_) {
+    for (const auto node : done_) {
       if (node >= 0 && g_.is_transfer(node)) edge(node, sync);
     }
     const double shards = options_.iteration.distributed_optimizer ? options_.data_parallel : 1;
@@ -588,15 +587,16 @@ class Lowering {
     const auto nodes = g_.device.size();
     compress(
         nodes, edges_, [](const auto& e) { return e.second; }, g_.succ_begin, g_.succ);
-    // Start edges keep their delays in the same order as their targets.
-    std::stable_sort(start_edges_.begin(), start_edges_.end(),
-                     [](const StartEdge& x, const StartEdge& y) { return x.first < y.first; });
-    compress(
-        nodes, start_edges_, [](const StartEdge& e) { return e.second; }, g_.start_begin,
-        g_.start_succ);
-    g_.start_delay.clear();
-    for (const auto& e : start_edges_)
-      g_.start_delay.push_back(e.delay);
+    // Start edges keep their delays in the same order as their targets; most graphs have none.
+    if (!start_edges_.empty()) {
+      std::stable_sort(start_edges_.begin(), start_edges_.end(),
+                       [](const StartEdge& x, const StartEdge& y) { return x.first < y.first; });
+      compress(
+          static_cast<std::size_t>(g_.compute_nodes), start_edges_,
+          [](const StartEdge& e) { return e.second; }, g_.start_begin, g_.start_succ);
+      for (const auto& e : start_edges_)
+        g_.start_delay.push_back(e.delay);
+    }
     // Static memory: the stages each device holds (both replicas' stages in two-pipeline
     // schedules); the distributed optimizer keeps 1/R of the optimizer state.
     const double shards =
@@ -633,8 +633,15 @@ class Lowering {
   std::vector<StartEdge> start_edges_;
   std::vector<Sent> sent_;
   std::vector<bool> boundary_;  // Megatron: a step ends after this op
-  // (device, stage) → the node after which the device's gradient of the stage is reduced.
-  std::map<std::pair<std::int32_t, int>, std::int32_t> done_;
+  // [device * stages + stage]: the node after which the device's gradient of the stage is
+  // reduced (-1: it holds no such stage).
+  std::vector<std::int32_t> done_;
+  std::int32_t& done(std::int32_t device, int stage) {
+    if (done_.empty())
+      done_.assign(static_cast<std::size_t>(t_.devices) * static_cast<std::size_t>(t_.stages), -1);
+    return done_[static_cast<std::size_t>(device) * static_cast<std::size_t>(t_.stages) +
+                 static_cast<std::size_t>(stage)];
+  }
 };
 
 }  // namespace

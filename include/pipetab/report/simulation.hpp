@@ -60,6 +60,15 @@ struct SimulationMetrics {
   std::int64_t nodes = 0, transfers = 0, events = 0;
   double transfer_bytes = 0.0;  ///< all bytes moved
 
+  /// Where the time went, averaged over the devices, as shares of the runtime: compute (the
+  /// table's ops less their exposed TP communication), TP communication, the bubble (idle),
+  /// exposed pipeline transfers, exposed gradient reductions, the optimizer step; they add to 1.
+  struct Breakdown {
+    double compute = 0.0, tp_comm = 0.0, bubble = 0.0, exposed_pipeline = 0.0, reductions = 0.0,
+           optimizer = 0.0;
+  };
+  Breakdown breakdown() const;
+
   double peak_memory_max() const;
   /// Per device: the peak of activation memory alone (peak memory less the static bytes, which
   /// do not change during a run).
