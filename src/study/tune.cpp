@@ -128,7 +128,8 @@ class Search {
     p.devices = r_.devices;
     p.microbatches = 1;
     const auto probe = generate(find_schedule("1f1b-split"), p);
-    const Network network(r_.setup.system, probe.devices);
+    const Network network(r_.setup.system, probe.devices,
+                          gpus_per_device(r_.setup.model, r_.setup.lowering));
     const auto graph = lower(probe, r_.setup.model, network, r_.setup.lowering);
     ZeroBubbleProblem problem =
         ZeroBubbleProblem::uniform(r_.devices, r_.microbatches, 0.0, 0.0, 0.0, 1.0);
