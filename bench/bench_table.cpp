@@ -6,6 +6,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "pipetab/allocator.hpp"
 #include "pipetab/error.hpp"
 #include "pipetab/schedules/registry.hpp"
 #include "pipetab/schedules/zero_bubble.hpp"
@@ -148,4 +149,12 @@ BENCHMARK(BM_ActivationPeaks)->Arg(0)->Arg(4)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// BENCHMARK_MAIN with the allocator policy of the pipetab command (pipetab/allocator.hpp).
+int main(int argc, char** argv) {
+  pipetab::keep_freed_memory();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -100,7 +100,7 @@ void no_start_edges(ExecGraph& g) {
 void add_transfer(ExecGraph& g, const Network& network, std::int32_t from, std::int32_t to,
                   double bytes) {
   g.kind.push_back(TransferKind::Activation);
-  g.blocks_sender.push_back(false);
+  g.blocks_sender.push_back(0);
   g.stage.push_back(to);
   g.receiver.push_back(to);
   g.bytes.push_back(bytes);

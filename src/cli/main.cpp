@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "pipetab/allocator.hpp"
 #include "pipetab/error.hpp"
 
 namespace {
@@ -24,6 +25,7 @@ int fail(const std::string& message, int code) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  pipetab::keep_freed_memory();
   CLI::App app{
       "pipetab: evaluate pipeline-parallel training schedules at three levels: the formula "
       "(closed\n"

@@ -142,8 +142,9 @@ FlatRecord flat_record(const Evaluation& e) {
   row.emplace_back("simulation.over_capacity", sim([](auto& s) { return s.any_over_capacity(); }));
   row.emplace_back("simulation.exposed_comm_s", sim([](auto& s) { return s.exposed_comm_s; }));
   // The breakdown as shares of the runtime (per-device seconds are in the JSON).
+  const auto breakdown = m ? m->breakdown() : SimulationMetrics::Breakdown{};
   const auto share = [&](double SimulationMetrics::Breakdown::*part) {
-    return m ? json(m->breakdown().*part) : json(nullptr);
+    return m ? json(breakdown.*part) : json(nullptr);
   };
   using B = SimulationMetrics::Breakdown;
   row.emplace_back("simulation.breakdown.compute", share(&B::compute));

@@ -222,7 +222,8 @@ class Engine {
             static_cast<std::size_t>(g_.route_begin[t + 1] - g_.route_begin[t])};
   }
   bool blocks_stream(std::size_t t) const {
-    return g_.blocks_sender[t] || (options_.blocking_send && is_pipeline(g_.kind[t]));
+    return blocking_ &&
+           (g_.blocks_sender[t] != 0 || (options_.blocking_send && is_pipeline(g_.kind[t])));
   }
 
   void push(double time, EventType type, std::int32_t node, std::uint32_t version = 0) {
@@ -574,22 +575,23 @@ class Engine {
       r.pipeline_end_s = std::max(r.pipeline_end_s, r.end[static_cast<std::size_t>(n)]);
     const auto devices = static_cast<std::size_t>(g_.devices);
     double busy = 0.0, longest_span = 0.0, span_busy = 0.0;
-    Intervals computing, table_ops;
+    Intervals computing;
     for (std::size_t d = 0; d < devices; ++d) {
       computing.clear();
-      table_ops.clear();
       auto& dev = r.devices[d];
+      // The device's stream: its table ops, then (last) its optimizer step.
+      std::size_t table_ops = 0;
       for (auto k = g_.stream_begin[d]; k < g_.stream_begin[d + 1]; ++k) {
         const auto n = static_cast<std::size_t>(g_.stream[static_cast<std::size_t>(k)]);
         computing.emplace_back(r.start[n], r.end[n]);
         if (g_.compute_kind[n] == ComputeKind::TableOp) {
-          table_ops.emplace_back(r.start[n], r.end[n]);
+          ++table_ops;
           dev.tp_comm_s += g_.tp_comm_s[n];
         } else {
           dev.optimizer_s += r.end[n] - r.start[n];
         }
       }
-      dev.compute_s = length(table_ops);
+      dev.compute_s = length(computing) - dev.optimizer_s;
       const auto& pipeline = comm_[kPipelineComm][d];
       const auto& collective = comm_[kCollectiveComm][d];
       dev.exposed_pipeline_s = length(pipeline) - overlap(pipeline, computing);
@@ -602,8 +604,9 @@ class Engine {
       dev.over_capacity = dev.peak_memory_bytes > net_.system().device.memory_bytes;
       busy += dev.compute_s + dev.optimizer_s;
       span_busy += dev.compute_s;
-      if (!table_ops.empty()) {
-        longest_span = std::max(longest_span, table_ops.back().second - table_ops.front().first);
+      if (table_ops > 0) {
+        longest_span =
+            std::max(longest_span, computing[table_ops - 1].second - computing.front().first);
       }
     }
     r.idle_ratio =

@@ -192,6 +192,8 @@ class Lowering {
     backward_op_.assign(forward_op_.size(), -1);
     const auto explicit_costs =
         options_.costs ? op_durations(t_, *options_.costs) : std::vector<double>{};
+    g_.stream.reserve(nodes);
+    g_.stream_begin.reserve(static_cast<std::size_t>(t_.devices) + 1);
     for (std::int32_t d = 0; d < t_.devices; ++d) {
       g_.stream_begin.push_back(static_cast<std::int64_t>(g_.stream.size()));
       for (auto i = t_.row_begin[static_cast<std::size_t>(d)];
@@ -269,7 +271,7 @@ class Lowering {
     g_.receiver.push_back(to);
     g_.bytes.push_back(bytes);
     g_.latency_s.push_back(latency);
-    g_.blocks_sender.push_back(false);
+    g_.blocks_sender.push_back(0);
     g_.route_begin.push_back(static_cast<std::int64_t>(g_.route.size()));
     return node;
   }
@@ -297,7 +299,7 @@ class Lowering {
     if (options_.runtime == Runtime::Megatron) {
       // Sent at the producer's step boundary, blocking the sender until it is delivered; moved
       // once the receiver has posted its receive at its last step boundary before the consumer.
-      g_.blocks_sender.back() = true;
+      g_.blocks_sender.back() = 1;
       edge(step_end(producer), transfer);
       const auto row = t_.row_begin[static_cast<std::size_t>(to)];
       std::int64_t posted = consumer - 1;

@@ -137,7 +137,7 @@ struct ExecGraph {
   std::vector<double> bytes;
   std::vector<double> latency_s;
   /// The sender's stream waits for it to finish before its next op (Megatron's blocking p2p).
-  std::vector<bool> blocks_sender;
+  std::vector<std::uint8_t> blocks_sender;
   /// Links of transfer t: route[route_begin[t] ..], each link at most once.
   std::vector<std::int64_t> route_begin{0};
   std::vector<std::int32_t> route;
