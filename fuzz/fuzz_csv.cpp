@@ -1,9 +1,11 @@
-// libFuzzer target: the PyTorch CSV reader, and what a valid table must then survive.
+// libFuzzer target: the PyTorch CSV reader, and what a valid table must then survive; the GPU
+// probe's CSV reader.
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
 #include "pipetab/error.hpp"
+#include "pipetab/io/gemm_probe.hpp"
 #include "pipetab/io/pytorch_csv.hpp"
 #include "pipetab/io/table_file.hpp"
 #include "pipetab/table/memory.hpp"
@@ -12,6 +14,10 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
+  try {
+    (void)pipetab::io::parse_gemm_probe(text, "probe.csv");
+  } catch (const pipetab::Error&) {
+  }
   try {
     const auto table = pipetab::io::read_pytorch_csv(text, "fuzz.csv");
     const auto report = pipetab::validate(table);

@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "pipetab/cost/stage_cost.hpp"
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
+#include "pipetab/io/gemm_probe.hpp"
 #include "pipetab/model/flops.hpp"
 #include "pipetab/study/accuracy.hpp"
 #include "pipetab/study/calibrate.hpp"
@@ -204,6 +206,95 @@ TEST(Calibrate, RejectsWhatItCannotFit) {
   EXPECT_THROW(calibrate(m, io::load_system("dgx-a100"), options), Error);
   options.fit_on = "sometimes";
   EXPECT_THROW(calibrate(m, io::load_system("dgx-a100"), options), Error);
+}
+
+std::string probe_error(const std::string& text) {
+  try {
+    io::parse_gemm_probe(text, "probe.csv");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(GemmProbe, ReadsTheProbesOutputAndNamesBadFields) {
+  const auto p = io::parse_gemm_probe(
+      "# device,NVIDIA H100 80GB HBM3,sms,132\n# gemm,layout,m,n,k,seconds,tflops\n"
+      "gemm,forward,256,512,1024,1.5e-05,17.9\r\n\ngemm,weight_grad,8192,8192,8192,0.0014,785\n"
+      "memory,axpy_bf16,402653184,1.4e-04,2862.2\nlaunch,empty_back_to_back,20000,3.8e-06\n",
+      "probe.csv");
+  EXPECT_EQ(p.device, "NVIDIA H100 80GB HBM3");
+  ASSERT_EQ(p.gemms.size(), 2U);
+  EXPECT_EQ(p.gemms[0].layout, io::GemmLayout::Forward);
+  EXPECT_EQ(p.gemms[0].shape.m, 256);
+  EXPECT_EQ(p.gemms[0].shape.n, 512);
+  EXPECT_EQ(p.gemms[0].shape.k, 1024);
+  EXPECT_EQ(p.gemms[0].seconds, 1.5e-5);
+  EXPECT_EQ(p.gemms[1].layout, io::GemmLayout::WeightGrad);
+  EXPECT_EQ(p.gemms[1].line, 5);
+  EXPECT_EQ(probe_error("gemm,sideways,1,2,3,1e-3\n"),
+            "probe.csv:1:6: layout 'sideways': expected forward, input_grad or weight_grad");
+  EXPECT_EQ(probe_error("gemm,forward,1,0,3,1e-3\n"),
+            "probe.csv:1:16: n '0': expected a positive integer");
+  EXPECT_EQ(probe_error("\ngemm,forward,1,2,3.5,1e-3\n"),
+            "probe.csv:2:18: k '3.5': expected a positive integer");
+  EXPECT_EQ(probe_error("gemm,forward,1,2,3,-1\n"),
+            "probe.csv:1:20: seconds '-1': expected a positive number of seconds");
+  EXPECT_EQ(probe_error("gemm,forward,1,2,3,nan\n"),
+            "probe.csv:1:20: seconds 'nan': expected a positive number of seconds");
+  EXPECT_EQ(probe_error("gemm,forward,1,2,3\n"),
+            "probe.csv:1:1: a gemm row has 6 or 7 fields (gemm,layout,m,n,k,seconds[,tflops]), "
+            "not 5");
+  EXPECT_EQ(probe_error("flops,1\n"),
+            "probe.csv:1:1: kind 'flops': expected gemm, memory or launch (or a '#' comment)");
+  EXPECT_THROW(io::read_gemm_probe(std::string(PIPETAB_SOURCE_DIR) + "/data/published-runs.toml"),
+               Error);
+}
+
+TEST(Calibrate, GemmModelRecoveredFromItsOwnTimes) {
+  // GEMM times made by a known model (a tile set and split-K) are fitted back to it, from
+  // another start, on one layout; the other two are predicted exactly out of sample.
+  auto truth = io::load_system("dgx-h100");
+  truth.device.gemm.tiles = {{128, 128}, {256, 128}};
+  truth.device.gemm.split_k_min = 256;
+  truth.device.gemm.max_efficiency = 0.71;
+  truth.device.gemm.k_overhead = 180;
+  io::GemmProbe probe;
+  probe.file = "synthetic";
+  TransformerConfig bf16;
+  bf16.precision = Precision::BF16;
+  for (const auto layout : io::kGemmLayouts)
+    for (const double m : {256.0, 2048.0, 12288.0})
+      for (const double n : {512.0, 1536.0, 8192.0})
+        for (const double k : {256.0, 4096.0, 32768.0}) {
+          Operator op;
+          op.kind = OperatorKind::Gemm;
+          op.gemm = {m, n, k, 1};
+          op.flops = 2 * m * n * k;
+          op.bytes = 2 * (m * k + k * n + m * n);
+          probe.gemms.push_back({layout, op.gemm, cost::operator_cost(op, bf16, truth).seconds, 0});
+        }
+  auto base = truth;
+  base.device.gemm.max_efficiency = 0.5;
+  base.device.gemm.k_overhead = 20;
+  GemmCalibrationOptions options;
+  options.fit_on = "input_grad";
+  const auto c = calibrate_gemm(probe, base, options);
+  EXPECT_NEAR(c.system.device.gemm.max_efficiency, 0.71, 1e-3);
+  EXPECT_NEAR(c.system.device.gemm.k_overhead, 180, 1.0);
+  EXPECT_EQ(c.fitted_samples, 27);
+  ASSERT_EQ(c.summaries.size(), 6U);  // three layouts, all and large shapes
+  for (const auto& s : c.summaries) {
+    EXPECT_LT(s.max_abs, 2e-3) << s.group;
+    EXPECT_EQ(s.fitted, s.group.starts_with("input_grad")) << s.group;
+  }
+  options.fit_on = "sideways";
+  EXPECT_THROW(calibrate_gemm(probe, base, options), Error);
+  options.fit_on = "all";
+  EXPECT_THROW(calibrate_gemm({}, base, options), Error);
+  auto flat = base;
+  flat.device.flat_efficiency = 0.5;  // the FLOP-proportional model has no GEMM model
+  EXPECT_THROW(calibrate_gemm(probe, flat, options), Error);
 }
 
 TEST(Config, SystemFilesRoundTrip) {

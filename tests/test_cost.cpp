@@ -212,7 +212,7 @@ TEST(Operators, WeightGradientHoldsOnlyTheWeightGemms) {
 }
 
 TEST(Gemm, EfficiencyHasItsShape) {
-  const GemmModel g{108, 256, 128, 0.8, 128.0};
+  const GemmModel g{108, {{256, 128}}, 0, 0.8, 128.0};
   const auto eff = [&](double m, double n, double k, double batch = 1) {
     return cost::gemm_efficiency(g, {m, n, k, batch});
   };
@@ -243,7 +243,45 @@ TEST(Gemm, EfficiencyHasItsShape) {
   EXPECT_DOUBLE_EQ(eff(wave_m + 256, wave_n, 4096), 0.8 * 117.0 / 216.0 * 4096 / (4096 + 128));
   EXPECT_NEAR(eff(256, 128, 4096), 0.8 / 108 * 4096 / (4096 + 128), 1e-12);
   // No shape model: the maximum for every shape.
-  EXPECT_EQ(cost::gemm_efficiency({0, 256, 128, 0.7, 0.0}, {3, 5, 7, 1}), 0.7);
+  EXPECT_EQ(cost::gemm_efficiency({0, {{256, 128}}, 0, 0.7, 0.0}, {3, 5, 7, 1}), 0.7);
+}
+
+TEST(Gemm, PicksTheTileThatWastesLeast) {
+  // 1536 × 1536 on 132 multiprocessors: 128 × 128 tiles are 144, two waves (144 of 264 slots);
+  // 256 × 128 tiles are 72, one wave (72 of 132). The library picks the second.
+  const GemmModel one{132, {{128, 128}}, 0, 0.8, 0.0};
+  GemmModel two = one;
+  two.tiles.push_back({256, 128});
+  const GemmShape s{1536, 1536, 4096, 1};
+  EXPECT_DOUBLE_EQ(cost::gemm_efficiency(one, s), 0.8 * 144.0 / 264.0);
+  EXPECT_DOUBLE_EQ(cost::gemm_efficiency(two, s), 0.8 * 72.0 / 132.0);
+  // Adding a tile never lowers the efficiency of any shape.
+  for (const double m : {256.0, 1000.0, 1536.0, 4096.0})
+    for (const double n : {128.0, 700.0, 3072.0})
+      EXPECT_GE(cost::gemm_efficiency(two, {m, n, 1024, 1}),
+                cost::gemm_efficiency(one, {m, n, 1024, 1}));
+}
+
+TEST(Gemm, SplitKFillsTheIdleMultiprocessors) {
+  // 256 × 256 with K = 32768 on 132 multiprocessors and 128 × 128 tiles: 4 tiles. Split-K with
+  // slices of at least 256 splits K 33 ways (⌊132/4⌋), each slice 32768/33 deep: 132 of 132
+  // slots busy.
+  GemmModel g{132, {{128, 128}}, 256, 0.8, 100.0};
+  const GemmShape skinny{256, 256, 32768, 1};
+  const double slice = 32768.0 / 33;
+  EXPECT_DOUBLE_EQ(cost::gemm_efficiency(g, skinny), 0.8 * slice / (slice + 100));
+  // A short K limits the split: K = 1024 gives ⌊1024/256⌋ = 4 slices, 16 of 132 slots.
+  EXPECT_DOUBLE_EQ(cost::gemm_efficiency(g, {256, 256, 1024, 1}), 0.8 * 16.0 / 132 * 256 / 356);
+  // Without split-K: 4 of 132 slots.
+  g.split_k_min = 0;
+  EXPECT_DOUBLE_EQ(cost::gemm_efficiency(g, skinny), 0.8 * 4.0 / 132 * 32768 / 32868);
+  // Still non-decreasing in K with split-K on.
+  g.split_k_min = 256;
+  double last = 0.0;
+  for (double k = 64; k <= 65536; k *= 1.5) {
+    EXPECT_GE(cost::gemm_efficiency(g, {256, 384, k, 1}), last);
+    last = cost::gemm_efficiency(g, {256, 384, k, 1});
+  }
 }
 
 TEST(Collective, RingFormulas) {

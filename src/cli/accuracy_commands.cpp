@@ -56,6 +56,51 @@ Subcommand add_accuracy(CLI::App& app) {
           }};
 }
 
+namespace {
+
+template <class Options>
+void calibrate_gemm_command(const Options& o) {
+  const auto probe = io::read_gemm_probe(o.gemm_probe);
+  const SystemConfig base = io::load_system(o.system);
+  GemmCalibrationOptions options;
+  options.fit_on = o.fit_on;
+  options.max_evaluations = o.max_evaluations;
+  const auto c = calibrate_gemm(probe, base, options);
+  const auto fit_label = [&](const GemmErrorSummary& s) {
+    return o.max_evaluations == 0 ? "not fitted" : s.fitted ? "fitted" : "out of sample";
+  };
+  const auto& g = c.system.device.gemm;
+  std::string values = fmt::format(
+      "  gemm.max_efficiency  {:.4g}  (was {:.4g})\n  gemm.k_overhead      {:.4g}  (was {:.4g})\n",
+      g.max_efficiency, base.device.gemm.max_efficiency, g.k_overhead, base.device.gemm.k_overhead);
+  std::string errors;
+  for (const auto& s : c.summaries) {
+    errors += fmt::format("  {:<42} {:>5}  {:>6.2f}%  {:>7.2f}%  {}\n", s.group, s.count,
+                          100 * s.mean_abs, 100 * s.max_abs, fit_label(s));
+  }
+  emit("", fmt::format("calibrated the GEMM model of {} on {} of the {} GEMMs of {}{} (fit on "
+                       "{}; {} evaluations)\n{}\nerror of predicted GEMM times, |predicted / "
+                       "measured - 1|:\n  {:<42} {:>5}  {:>7}  {:>8}\n{}",
+                       base.name, c.fitted_samples, probe.gemms.size(), o.gemm_probe,
+                       probe.device.empty() ? "" : " (" + probe.device + ")", o.fit_on,
+                       c.evaluations, values, "group", "GEMMs", "mean", "max", errors));
+  if (o.output.empty()) return;
+  SystemConfig fitted = c.system;
+  if (!o.name.empty()) fitted.name = o.name;
+  std::string comment = fmt::format(
+      "GEMM model calibrated by pipetab calibrate --gemm-probe {} --system {} --fit-on {}\n"
+      "Every other constant as in {}, whose comments cite them.\nfitted values:\n{}"
+      "error of predicted GEMM times:",
+      o.gemm_probe, o.system, o.fit_on, base.name, values);
+  for (const auto& s : c.summaries) {
+    comment += fmt::format("\n  {}: mean {:.2f}%, max {:.2f}% ({} GEMMs, {})", s.group,
+                           100 * s.mean_abs, 100 * s.max_abs, s.count, fit_label(s));
+  }
+  emit(o.output, io::system_toml(fitted, comment));
+}
+
+}  // namespace
+
 Subcommand add_calibrate(CLI::App& app) {
   struct Options {
     std::string file = kDefaultRuns;
@@ -67,6 +112,7 @@ Subcommand add_calibrate(CLI::App& app) {
     std::string name;
     int max_evaluations = 400;
     unsigned threads = 0;
+    std::string gemm_probe;
   };
   auto o = std::make_shared<Options>();
   std::string parameters;
@@ -93,11 +139,19 @@ Subcommand add_calibrate(CLI::App& app) {
                 "also refit without each run and report its error out of sample");
   cmd->add_option("-o,--output", o->output, "write the calibrated system file here");
   cmd->add_option("--name", o->name, "name of the calibrated system (default: the base's)");
-  cmd->add_option("--max-evaluations", o->max_evaluations, "evaluations of the fit at most")
-      ->check(CLI::Range(10, 100000))
+  cmd->add_option("--max-evaluations", o->max_evaluations,
+                  "evaluations of the fit at most (0: no fit, report the system's own errors)")
+      ->check(CLI::Range(0, 100000))
       ->capture_default_str();
   cmd->add_option("-j,--threads", o->threads, "threads (default: all cores)");
+  cmd->add_option("--gemm-probe", o->gemm_probe,
+                  "instead of runs, fit the device's GEMM model (gemm.max_efficiency and "
+                  "gemm.k_overhead, with the system's tiles and split-K) to a GPU probe's timed "
+                  "matrix multiplies "
+                  "(bench/gpu/run-device-probe; e.g. data/gpu/h100-sxm-probe.csv); --fit-on then "
+                  "takes all, forward, input_grad or weight_grad");
   return {cmd, [o] {
+            if (!o->gemm_probe.empty()) return calibrate_gemm_command(*o);
             const auto runs = load_measurements(o->file);
             SystemConfig base = io::load_system(o->system);
             CalibrationOptions options;

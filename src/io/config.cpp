@@ -110,13 +110,52 @@ std::optional<double> from(bool based, double base, std::optional<double> none =
   return based ? std::optional<double>(base) : none;
 }
 
+// `tiles = [[M, N], ...]`, each a tile of M × N output elements.
+std::vector<GemmTile> read_tiles(const Reader& r, const toml::node& node, const std::string& path) {
+  const auto* array = node.as_array();
+  if (array == nullptr || array->empty()) {
+    r.fail(node.source(), path, "expected a non-empty array of [tile_m, tile_n] pairs");
+  }
+  std::vector<GemmTile> tiles;
+  for (const auto& item : *array) {
+    const auto* pair = item.as_array();
+    const auto dimension = [&](std::size_t i) -> std::int32_t {
+      const auto* v = pair->get(i)->as_integer();
+      if (v == nullptr || v->get() < 1 || v->get() > (1 << 16)) {
+        r.fail(pair->get(i)->source(), path,
+               fmt::format("a tile's dimensions are integers in 1..{}", 1 << 16));
+      }
+      return static_cast<std::int32_t>(v->get());
+    };
+    if (pair == nullptr || pair->size() != 2) {
+      r.fail(item.source(), path, "each tile is a pair [tile_m, tile_n] of integers");
+    }
+    tiles.push_back({dimension(0), dimension(1)});
+  }
+  return tiles;
+}
+
 void read_gemm(const Reader& r, const toml::table& t, GemmModel& g, bool based) {
   const std::string p = "device.gemm";
-  r.only(t, p, {"sms", "tile_m", "tile_n", "max_efficiency", "k_overhead"});
+  r.only(t, p, {"sms", "tile_m", "tile_n", "tiles", "split_k_min", "max_efficiency", "k_overhead"});
   g.sms = static_cast<std::int32_t>(r.integer(
       t, p, "sms", based ? std::optional<std::int64_t>(g.sms) : std::nullopt, 1, 1 << 20));
-  g.tile_m = static_cast<std::int32_t>(r.integer(t, p, "tile_m", g.tile_m, 1, 1 << 16));
-  g.tile_n = static_cast<std::int32_t>(r.integer(t, p, "tile_n", g.tile_n, 1, 1 << 16));
+  if (const auto* tiles = t.get("tiles")) {
+    for (const auto* key : {"tile_m", "tile_n"}) {
+      if (t.get(key) != nullptr) {
+        r.fail(t.get(key)->source(), p + "." + key,
+               "give either tiles (the set the library picks from) or tile_m and tile_n (one "
+               "tile), not both");
+      }
+    }
+    g.tiles = read_tiles(r, *tiles, p + ".tiles");
+  } else if (t.get("tile_m") != nullptr || t.get("tile_n") != nullptr) {
+    const GemmTile base = g.tiles.empty() ? GemmTile{} : g.tiles.front();
+    g.tiles = {{static_cast<std::int32_t>(r.integer(t, p, "tile_m", base.m, 1, 1 << 16)),
+                static_cast<std::int32_t>(r.integer(t, p, "tile_n", base.n, 1, 1 << 16))}};
+  }
+  g.split_k_min =
+      static_cast<std::int32_t>(r.integer(t, p, "split_k_min", g.split_k_min, 0, 1 << 20));
   g.max_efficiency =
       r.number(t, p, "max_efficiency", from(based, g.max_efficiency), 0.0, 1.0, true);
   g.k_overhead = r.number(t, p, "k_overhead", g.k_overhead, 0.0, 1e9, false);
@@ -318,11 +357,18 @@ std::string system_toml(const SystemConfig& s, const std::string& comment) {
       out += fmt::format("{} = {}\n", kPrecisionNames[i], number(d.peak_flops[i]));
   }
   if (!d.flat_efficiency) {
-    out += fmt::format(
-        "\n[device.gemm]\nsms = {}\ntile_m = {}\ntile_n = {}\nmax_efficiency = {}\nk_overhead = "
-        "{}\n",
-        d.gemm.sms, d.gemm.tile_m, d.gemm.tile_n, number(d.gemm.max_efficiency),
-        number(d.gemm.k_overhead));
+    out += fmt::format("\n[device.gemm]\nsms = {}\n", d.gemm.sms);
+    if (d.gemm.tiles.size() == 1) {
+      out += fmt::format("tile_m = {}\ntile_n = {}\n", d.gemm.tiles[0].m, d.gemm.tiles[0].n);
+    } else {
+      std::vector<std::string> tiles;
+      for (const auto& tile : d.gemm.tiles)
+        tiles.push_back(fmt::format("[{}, {}]", tile.m, tile.n));
+      out += fmt::format("tiles = [{}]\n", fmt::join(tiles, ", "));
+    }
+    if (d.gemm.split_k_min > 0) out += fmt::format("split_k_min = {}\n", d.gemm.split_k_min);
+    out += fmt::format("max_efficiency = {}\nk_overhead = {}\n", number(d.gemm.max_efficiency),
+                       number(d.gemm.k_overhead));
     out += fmt::format("\n[device.attention]\nforward_efficiency = {}\nbackward_efficiency = {}\n",
                        number(d.attention_efficiency), number(d.attention_backward_efficiency));
   }

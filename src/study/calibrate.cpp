@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "pipetab/cost/stage_cost.hpp"
 #include "pipetab/error.hpp"
 
 namespace pipetab {
@@ -104,40 +105,26 @@ double from_line(double u, const CalibrationParameter& p) {
   return p.low + (p.high - p.low) / (1 + std::exp(-u));
 }
 
-struct Fit {
-  SystemConfig system;
-  int evaluations = 0;
-};
-
 // Nelder–Mead (Lagarias et al. 1998 coefficients: reflection 1, expansion 2, contraction ½,
-// shrink ½) from the base values, with a step of 1 on the logistic line.
-Fit fit(const Measurements& runs, const SystemConfig& base, const CalibrationOptions& options) {
-  const std::size_t n = options.fit.size();
-  std::vector<const CalibrationParameter*> params;
-  for (const auto& name : options.fit)
-    params.push_back(&parameter(name));
-  SystemConfig trial = base;
-  for (const auto& name : options.fit)
-    (void)require_field(trial, name);
-  int evaluations = 0;
-  const auto f = [&](const std::vector<double>& u) {
-    for (std::size_t k = 0; k < n; ++k)
-      *field(trial, options.fit[k]) = from_line(u[k], *params[k]);
-    ++evaluations;
-    return objective(predict(runs, trial, options.threads));
-  };
-  std::vector<std::vector<double>> simplex(n + 1, std::vector<double>(n));
-  for (std::size_t k = 0; k < n; ++k)
-    simplex[0][k] = to_line(*field(trial, options.fit[k]), *params[k]);
-  for (std::size_t i = 1; i <= n; ++i) {
-    simplex[i] = simplex[0];
+// shrink ½) from `start`, with a step of 1 along each axis; deterministic. Returns the best point
+// found within `max_evaluations` evaluations of `f` (`start` itself when that is 0).
+template <class F>
+std::vector<double> minimize(F&& f, const std::vector<double>& start, int max_evaluations,
+                             int& evaluations) {
+  if (max_evaluations <= 0) return start;
+  const std::size_t n = start.size();
+  std::vector<std::vector<double>> simplex(n + 1, start);
+  for (std::size_t i = 1; i <= n; ++i)
     simplex[i][i - 1] += 1.0;
-  }
   std::vector<double> values(n + 1);
+  const auto eval = [&](const std::vector<double>& x) {
+    ++evaluations;
+    return f(x);
+  };
   for (std::size_t i = 0; i <= n; ++i)
-    values[i] = f(simplex[i]);
+    values[i] = eval(simplex[i]);
   std::vector<std::size_t> order(n + 1);
-  while (evaluations < options.max_evaluations) {
+  while (evaluations < max_evaluations) {
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),
                      [&](std::size_t a, std::size_t b) { return values[a] < values[b]; });
@@ -156,10 +143,10 @@ Fit fit(const Measurements& runs, const SystemConfig& base, const CalibrationOpt
       return x;
     };
     const auto reflected = towards(-1.0);
-    const double fr = f(reflected);
+    const double fr = eval(reflected);
     if (fr < values[best]) {
       const auto expanded = towards(-2.0);
-      const double fe = f(expanded);
+      const double fe = eval(expanded);
       if (fe < fr) {
         simplex[worst] = expanded;
         values[worst] = fe;
@@ -172,7 +159,7 @@ Fit fit(const Measurements& runs, const SystemConfig& base, const CalibrationOpt
       values[worst] = fr;
     } else {
       const auto contracted = fr < values[worst] ? towards(-0.5) : towards(0.5);
-      const double fc = f(contracted);
+      const double fc = eval(contracted);
       if (fc < std::min(fr, values[worst])) {
         simplex[worst] = contracted;
         values[worst] = fc;
@@ -181,16 +168,50 @@ Fit fit(const Measurements& runs, const SystemConfig& base, const CalibrationOpt
           if (i == best) continue;
           for (std::size_t k = 0; k < n; ++k)
             simplex[i][k] = simplex[best][k] + 0.5 * (simplex[i][k] - simplex[best][k]);
-          values[i] = f(simplex[i]);
+          values[i] = eval(simplex[i]);
         }
       }
     }
   }
-  const auto best =
-      static_cast<std::size_t>(std::min_element(values.begin(), values.end()) - values.begin());
-  for (std::size_t k = 0; k < n; ++k)
-    *field(trial, options.fit[k]) = from_line(simplex[best][k], *params[k]);
-  return {trial, evaluations};
+  return simplex[static_cast<std::size_t>(std::min_element(values.begin(), values.end()) -
+                                          values.begin())];
+}
+
+struct Fit {
+  SystemConfig system;
+  int evaluations = 0;
+};
+
+// Fits `names` of `base` to minimize `objective(system)`, each on the logistic line of its range.
+template <class Objective>
+Fit fit_parameters(const SystemConfig& base, const std::vector<std::string>& names,
+                   int max_evaluations, Objective&& objective) {
+  std::vector<const CalibrationParameter*> params;
+  for (const auto& name : names)
+    params.push_back(&parameter(name));
+  Fit result{base, 0};
+  SystemConfig& trial = result.system;
+  std::vector<double> start;
+  for (std::size_t k = 0; k < names.size(); ++k)
+    start.push_back(to_line(*require_field(trial, names[k]), *params[k]));
+  const auto set = [&](const std::vector<double>& u) {
+    for (std::size_t k = 0; k < names.size(); ++k)
+      *field(trial, names[k]) = from_line(u[k], *params[k]);
+  };
+  const auto best = minimize(
+      [&](const std::vector<double>& u) {
+        set(u);
+        return objective(trial);
+      },
+      start, max_evaluations, result.evaluations);
+  set(best);
+  return result;
+}
+
+Fit fit(const Measurements& runs, const SystemConfig& base, const CalibrationOptions& options) {
+  return fit_parameters(base, options.fit, options.max_evaluations, [&](const SystemConfig& s) {
+    return objective(predict(runs, s, options.threads));
+  });
 }
 
 Measurements only(const Measurements& all, const std::string& fit_on, const std::string& without) {
@@ -245,6 +266,100 @@ Calibration calibrate(const Measurements& measurements, const SystemConfig& base
           predict(one, without.system, options.threads).predictions.front());
     }
     summarize(c.left_out);
+  }
+  return c;
+}
+
+namespace {
+
+// A probe's GEMM as the cost layer prices one: BF16 operands read and the result written once.
+Operator gemm_operator(const GemmShape& shape) {
+  Operator op;
+  op.name = "gemm";
+  op.kind = OperatorKind::Gemm;
+  op.gemm = shape;
+  op.flops = 2.0 * shape.m * shape.n * shape.k;
+  op.bytes = 2.0 * (shape.m * shape.k + shape.k * shape.n + shape.m * shape.n);
+  return op;
+}
+
+std::vector<double> gemm_log_errors(const std::vector<io::GemmSample>& samples,
+                                    const SystemConfig& system) {
+  TransformerConfig bf16;
+  bf16.precision = Precision::BF16;
+  std::vector<double> errors;
+  errors.reserve(samples.size());
+  for (const auto& s : samples) {
+    const double predicted = cost::operator_cost(gemm_operator(s.shape), bf16, system).seconds;
+    errors.push_back(std::log(predicted / s.seconds));
+  }
+  return errors;
+}
+
+double mean_square(const std::vector<double>& v) {
+  double sum = 0.0;
+  for (const double x : v)
+    sum += x * x;
+  return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+}
+
+}  // namespace
+
+GemmCalibration calibrate_gemm(const io::GemmProbe& probe, const SystemConfig& base,
+                               const GemmCalibrationOptions& options) {
+  bool known = options.fit_on == "all";
+  for (const auto layout : io::kGemmLayouts)
+    known = known || options.fit_on == io::to_string(layout);
+  if (!known) {
+    throw Error(
+        fmt::format("--fit-on {}: a GEMM probe is fitted on all, forward, input_grad or "
+                    "weight_grad",
+                    options.fit_on));
+  }
+  if (base.device.flat_efficiency) {
+    throw Error(
+        fmt::format("system '{}' uses the FLOP-proportional model (device.efficiency): it "
+                    "has no GEMM model to fit",
+                    base.name));
+  }
+  const auto fitted_on = [&](const io::GemmSample& s) {
+    return options.fit_on == "all" || options.fit_on == io::to_string(s.layout);
+  };
+  std::vector<io::GemmSample> chosen;
+  for (const auto& s : probe.gemms) {
+    if (fitted_on(s)) chosen.push_back(s);
+  }
+  if (chosen.empty()) {
+    throw Error(
+        fmt::format("{}: no GEMM samples to fit on (--fit-on {})", probe.file, options.fit_on));
+  }
+  GemmCalibration c;
+  const Fit f = fit_parameters(
+      base, {"gemm.max_efficiency", "gemm.k_overhead"}, options.max_evaluations,
+      [&](const SystemConfig& s) { return mean_square(gemm_log_errors(chosen, s)); });
+  c.system = f.system;
+  c.evaluations = f.evaluations;
+  c.fitted_samples = static_cast<std::int32_t>(chosen.size());
+  const auto errors = gemm_log_errors(probe.gemms, c.system);
+  for (const auto layout : io::kGemmLayouts) {
+    for (const bool large : {false, true}) {
+      GemmErrorSummary g;
+      g.group = io::to_string(layout);
+      if (large) g.group += ", every dimension >= 1024";
+      for (std::size_t i = 0; i < probe.gemms.size(); ++i) {
+        const auto& s = probe.gemms[i];
+        if (s.layout != layout) continue;
+        if (large && std::min({s.shape.m, s.shape.n, s.shape.k}) < 1024) continue;
+        g.fitted = options.max_evaluations > 0 && fitted_on(s);
+        const double e = std::abs(std::expm1(errors[i]));
+        g.mean_abs += e;
+        g.max_abs = std::max(g.max_abs, e);
+        ++g.count;
+      }
+      if (g.count == 0) continue;
+      g.mean_abs /= g.count;
+      c.summaries.push_back(g);
+    }
   }
   return c;
 }

@@ -20,9 +20,9 @@ ModelConfig parse_model(std::string_view text, const std::string& file);
 /// Reads a system file: `name`, `description`, `source`; [device] name, peak_flops (a number,
 /// or a table by precision: fp32, tf32, fp16, bf16, fp8), memory_bytes, memory_bandwidth,
 /// memory_efficiency, kernel_overhead_s, and either efficiency (the FLOP-proportional model) or
-/// [device.gemm] (sms, tile_m, tile_n, max_efficiency, k_overhead) with optional
-/// [device.attention] (forward_efficiency, backward_efficiency); [network] topology ("switched"
-/// or "chain"), devices_per_node, nodes, and the link tables [network.intra] and
+/// [device.gemm] (sms, tile_m and tile_n or tiles, split_k_min, max_efficiency, k_overhead)
+/// with optional [device.attention] (forward_efficiency, backward_efficiency); [network]
+/// topology ("switched" or "chain"), devices_per_node, nodes, and the link tables [network.intra] and
 /// [network.inter] (latency_s, bandwidth in bytes/s, `inf` allowed; collective_efficiency).
 /// docs/simulation.md describes each key. Errors as parse_model.
 SystemConfig parse_system(std::string_view text, const std::string& file);

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pipetab/io/gemm_probe.hpp"
 #include "pipetab/study/accuracy.hpp"
 #include "pipetab/study/measurements.hpp"
 #include "pipetab/system/system.hpp"
@@ -35,7 +36,7 @@ struct CalibrationOptions {
   std::string fit_on = "all";
   /// Also refit once per measured run without it and predict it (leave-one-out).
   bool leave_one_out = false;
-  int max_evaluations = 400;
+  int max_evaluations = 400;  ///< 0: no fit, the base's values and errors
   unsigned threads = 0;
 };
 
@@ -54,5 +55,36 @@ struct Calibration {
 /// Error when no run is selected or a parameter is unknown.
 Calibration calibrate(const Measurements& measurements, const SystemConfig& base,
                       const CalibrationOptions& options);
+
+/// Fitting the device's GEMM efficiency model (DeviceSpec::gemm) to a GPU probe's timed matrix
+/// multiplies (bench/gpu/device_probe.cu).
+struct GemmCalibrationOptions {
+  /// Which samples to fit on: "all", or one layout (forward, input_grad, weight_grad), which
+  /// leaves the other two out of sample.
+  std::string fit_on = "all";
+  int max_evaluations = 400;  ///< 0: no fit, the base's errors
+};
+
+/// The error of the fitted model's predicted GEMM times on a group of samples.
+struct GemmErrorSummary {
+  std::string group;    ///< e.g. "forward", "forward, every dimension >= 1024"
+  bool fitted = false;  ///< the group's samples were fitted on (else out of sample)
+  std::int32_t count = 0;
+  double mean_abs = 0.0, max_abs = 0.0;  ///< |predicted / measured − 1|
+};
+
+struct GemmCalibration {
+  SystemConfig system;  ///< the base with the fitted GEMM model
+  std::int32_t fitted_samples = 0;
+  int evaluations = 0;
+  std::vector<GemmErrorSummary> summaries;  ///< per layout, all and large shapes
+};
+
+/// Fits gemm.max_efficiency and gemm.k_overhead of `base` (Nelder–Mead on the log of predicted /
+/// measured seconds, each GEMM priced as the cost layer prices one, in BF16, with the base's
+/// tiles, split-K, memory bandwidth and launch overhead). Throws Error when no sample is selected
+/// or the base has no GEMM model.
+GemmCalibration calibrate_gemm(const io::GemmProbe& probe, const SystemConfig& base,
+                               const GemmCalibrationOptions& options = {});
 
 }  // namespace pipetab

@@ -23,15 +23,25 @@ struct LinkSpec {
   friend bool operator==(const LinkSpec&, const LinkSpec&) = default;
 };
 
+/// An output tile of a GEMM kernel: tile_m × tile_n result elements per multiprocessor.
+struct GemmTile {
+  std::int32_t m = 256, n = 128;
+  friend bool operator==(const GemmTile&, const GemmTile&) = default;
+};
+
 /// How fast a device runs matrix multiplies of a given shape (cost/gemm.hpp): a well-shaped
-/// large GEMM reaches `max_efficiency` of the peak; the output is cut into tiles of
-/// tile_m × tile_n, one per streaming multiprocessor at a time, so a GEMM whose tiles do not
-/// fill whole waves of `sms` tiles leaves multiprocessors idle (tile and wave quantization,
-/// NVIDIA's "Matrix Multiplication Background" guide); each tile pays a fixed prologue and
-/// epilogue worth `k_overhead` steps of its K loop. sms = 0: no shape dependence.
+/// large GEMM reaches `max_efficiency` of the peak; the output is cut into tiles, one per
+/// streaming multiprocessor at a time, so a GEMM whose tiles do not fill whole waves of `sms`
+/// tiles leaves multiprocessors idle (tile and wave quantization, NVIDIA's "Matrix
+/// Multiplication Background" guide). The library picks, per shape, the tile of `tiles` that
+/// wastes least; with split_k_min > 0, a GEMM whose tiles fill less than one wave splits its K
+/// loop over the idle multiprocessors, each slice at least split_k_min deep (cuBLAS's and
+/// CUTLASS's split-K). Each tile (or slice) pays a fixed prologue and epilogue worth `k_overhead`
+/// steps of its K loop. sms = 0: no shape dependence.
 struct GemmModel {
   std::int32_t sms = 0;
-  std::int32_t tile_m = 256, tile_n = 128;
+  std::vector<GemmTile> tiles{GemmTile{}};
+  std::int32_t split_k_min = 0;
   double max_efficiency = 1.0;
   double k_overhead = 0.0;
   friend bool operator==(const GemmModel&, const GemmModel&) = default;
