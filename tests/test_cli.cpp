@@ -74,7 +74,8 @@ TEST_F(Cli, HelpOnEverySubcommand) {
   auto r = run("--help");
   EXPECT_EQ(r.code, 0);
   for (const char* sub : {"list", "show", "analyze", "simulate", "compare", "validate", "convert",
-                          "sweep", "sensitivity", "plot"}) {
+                          "sweep", "sensitivity", "plot", "tune", "accuracy", "calibrate", "cost",
+                          "plan"}) {
     EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
     const auto help = run(std::string(sub) + " --help");
     EXPECT_EQ(help.code, 0) << sub;
@@ -148,7 +149,7 @@ TEST_F(Cli, BadUsageIsExitTwoWithOneLine) {
   expect_usage_error("frobnicate",
                      "unknown subcommand 'frobnicate' (expected one of: list, show, analyze, "
                      "simulate, compare, validate, convert, plot, sweep, sensitivity, tune, "
-                     "accuracy, calibrate, cost)");
+                     "accuracy, calibrate, cost, plan)");
   expect_usage_error("analyze", "give a schedule name (see pipetab list) or --table FILE");
   expect_usage_error("analyze nosuch", "unknown schedule 'nosuch'");
   expect_usage_error("analyze gpipe -v 2",
@@ -615,6 +616,48 @@ TEST_F(Cli, Sensitivity) {
                      "--bandwidth factor range 2:4: expected 0 < LO <= 1 <= HI");
   expect_usage_error("sensitivity gpipe --bandwidth fast", "expected LO:HI");
   expect_usage_error("sensitivity gpipe --costs F=1,B=2", "--costs does not apply");
+}
+
+TEST_F(Cli, PlanRanksLayoutsAndWritesTheBest) {
+  const std::string base = "plan --model gpt3-1.3b --system dgx-h100 --gpus 16 --global-batch 32";
+  auto r = run(base + " --top 3 --explain 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("plan: gpt3-1.3b (24 layers"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("pruned by their lower bound"), std::string::npos);
+  EXPECT_NE(r.out.find("not ranked:"), std::string::npos);
+  EXPECT_NE(r.out.find("why rank 1"), std::string::npos);
+  EXPECT_NE(r.out.find("against rank 2"), std::string::npos);
+  EXPECT_EQ(r.err, "");  // no progress bar off a terminal
+  // CSV and JSON agree with each other, and with -j.
+  r = run(base + " --top 3 --format csv -j 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 4);
+  EXPECT_EQ(r.out, run(base + " --top 3 --format csv -j 2").out);
+  const auto j = nlohmann::json::parse(run(base + " --top 3 --format json").out);
+  ASSERT_EQ(j["top"].size(), 3U);
+  EXPECT_EQ(j["top"][0]["layout"]["tensor_parallel"].get<int>() *
+                j["top"][0]["layout"]["pipeline_parallel"].get<int>() *
+                j["top"][0]["layout"]["data_parallel"].get<int>(),
+            16);
+  EXPECT_GT(j["rejections"].size(), 0U);
+  // The best layout's table, read back by the other commands; its trace and timeline.
+  const auto table = (dir_ / "best.json").string();
+  const auto trace = (dir_ / "best-trace.json").string();
+  const auto svg = (dir_ / "best.svg").string();
+  r = run(base + " --top 1 -t " + table + " --trace " + trace + " --svg " + svg);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(run("validate " + table).code, 0);
+  EXPECT_NE(slurp(trace).find("traceEvents"), std::string::npos);
+  EXPECT_NE(slurp(svg).find("<svg"), std::string::npos);
+  // Bad requests: one line, exit 2.
+  expect_usage_error("plan --gpus 4 --global-batch 3 --tp 1 --pp 1",
+                     "the global batch does not divide over the data-parallel replicas");
+  expect_usage_error(base + " --explain 9 --top 3", "--explain 9: the plan ranked 3 layouts");
+  expect_usage_error(base + " --recompute sometimes", "--recompute sometimes");
+  expect_usage_error(base + " --runtime eager", "--runtime eager");
+  expect_usage_error(base + " --shard 4/3", "--shard 4/3");
+  expect_usage_error("plan --gpus 16", "--global-batch is required");
+  expect_usage_error("plan --gpus 8 --global-batch 8 --system tiny.toml", "tiny.toml");
 }
 
 TEST_F(Cli, TuneWritesATableOthersRead) {

@@ -314,13 +314,26 @@ class Lowering {
   // Megatron-LM communicates at step boundaries: after every op, except that its interleaved
   // schedule (forward_backward_pipelining_with_interleaving; the tables with more stages than
   // devices) runs a steady-state forward and the backward after it as one step, and exchanges
-  // their sends and the next two receives in one batch after the backward.
+  // their sends and the next two receives in one batch after the backward. A device whose
+  // warm-up holds every forward (M·v no more than its warm-up, Megatron's `all_warmup`) has no
+  // steady state: its last forward and first backward are separate steps.
   void megatron_steps() {
     boundary_.assign(t_.ops.size(), true);
     if (t_.stages <= t_.devices) return;
     for (std::int32_t d = 0; d < t_.devices; ++d) {
       const auto begin = t_.row_begin[static_cast<std::size_t>(d)];
       const auto end = t_.row_begin[static_cast<std::size_t>(d) + 1];
+      const auto is_forward = [&](std::int64_t i) {
+        const auto& op = t_.ops[static_cast<std::size_t>(i)];
+        return !op.is_pair() && op.first().kind == PassKind::F;
+      };
+      auto first_backward = begin;
+      while (first_backward < end && is_forward(first_backward))
+        ++first_backward;
+      bool forward_after = false;
+      for (auto i = first_backward; i < end && !forward_after; ++i)
+        forward_after = is_forward(i);
+      if (!forward_after) continue;  // all warm-up: no steady state
       for (auto i = begin; i + 1 < end; ++i) {
         const auto& op = t_.ops[static_cast<std::size_t>(i)];
         const auto& next = t_.ops[static_cast<std::size_t>(i) + 1];

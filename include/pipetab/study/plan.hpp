@@ -1,0 +1,108 @@
+// Layout planning (`pipetab plan`): for a model, a cluster of N GPUs and a global batch, every
+// hybrid-parallel layout — tensor parallel × pipeline parallel × data parallel, the pipeline
+// schedule and its virtual chunks, the micro-batch size, recomputation, sequence parallelism and
+// the distributed optimizer — checked against the device's memory and ranked by simulated
+// iteration time. Lower bounds from the lowered graph (sim/bounds.hpp) skip layouts that cannot
+// beat the best found (branch and bound). See docs/plan.md.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "pipetab/model/workload.hpp"
+#include "pipetab/report/simulation.hpp"
+#include "pipetab/system/system.hpp"
+
+namespace pipetab {
+
+/// The values each dimension of the search takes. Empty lists take the defaults described.
+struct PlanSpace {
+  /// Default: the divisors of the node size (tensor parallelism stays inside a node).
+  std::vector<std::int64_t> tensor_parallel;
+  /// Default: every divisor of N / TP.
+  std::vector<std::int64_t> pipeline_parallel;
+  /// Default: 1, 2, 4, 8, 16 (those that divide the batch per data-parallel replica).
+  std::vector<std::int64_t> micro_batch;
+  /// Registered schedule names. Default: every registered schedule.
+  std::vector<std::string> schedules;
+  /// Virtual chunks for the schedules that take -v. Default: 2, 4 and the schedule's default.
+  std::vector<std::int64_t> chunks;
+  std::vector<Recompute> recompute{Recompute::None, Recompute::Selective, Recompute::Full};
+  std::vector<bool> sequence_parallel{false, true};      ///< true only with TP > 1
+  std::vector<bool> distributed_optimizer{false, true};  ///< true only with DP > 1
+};
+
+/// What to plan.
+struct PlanRequest {
+  ModelConfig model;  ///< a transformer; its own TP, micro batch and recompute are replaced
+  SystemConfig system;
+  std::int64_t gpus = 0;
+  std::int64_t global_batch = 0;  ///< sequences per iteration
+  PlanSpace space;
+  /// How every layout is simulated (runtime, overlap options); data_parallel and
+  /// distributed_optimizer are the layout's.
+  LoweringOptions lowering;
+  SimOptions sim;
+  std::int32_t top = 10;   ///< layouts kept, fastest first
+  bool prune = true;       ///< false: simulate every layout that fits (exhaustive)
+  unsigned threads = 0;    ///< 0: all cores
+  std::int64_t shard = 1;  ///< this shard (1-based) of `shards` contiguous slices of the layouts
+  std::int64_t shards = 1;
+  /// Called from the calling thread as work completes: phase 1 checks every layout, phase 2
+  /// simulates; done and total count layouts of that phase.
+  std::function<void(int phase, std::int64_t done, std::int64_t total)> progress;
+};
+
+/// One layout of the cluster.
+struct Layout {
+  std::int64_t tensor_parallel = 1, pipeline_parallel = 1, data_parallel = 1;
+  std::int64_t micro_batch = 1;
+  std::int64_t microbatches = 1;  ///< per replica per iteration
+  std::string schedule;
+  std::int64_t chunks = 0;  ///< 0: the schedule takes no -v
+  Recompute recompute = Recompute::None;
+  bool sequence_parallel = false;
+  bool distributed_optimizer = false;
+};
+
+/// "TP 8 · PP 8 · DP 16, interleaved v 2, micro batch 1 × 64, selective, SP, dist-opt".
+std::string describe(const Layout& layout);
+
+/// A layout that was simulated.
+struct PlanEntry {
+  std::int64_t index = 0;  ///< in the enumeration order (ties are broken by it)
+  Layout layout;
+  double lower_bound_s = 0.0;
+  double peak_memory_bytes = 0.0;  ///< the largest device's
+  SimulationMetrics metrics;
+};
+
+/// Why layouts were not ranked, with counts.
+struct PlanRejection {
+  std::string reason;  ///< e.g. "memory: over the device's capacity with activations"
+  std::int64_t count = 0;
+  std::string example;  ///< the first such layout and its detail
+};
+
+struct PlanResult {
+  std::int64_t layouts = 0;   ///< enumerated in this shard
+  std::int64_t rejected = 0;  ///< invalid or over memory (see rejections)
+  std::int64_t pruned = 0;    ///< skipped: their lower bound cannot beat the top
+  std::int64_t simulated = 0;
+  std::vector<PlanRejection> rejections;  ///< by count, largest first
+  std::vector<PlanEntry> top;             ///< fastest first
+};
+
+/// The model with the layout's tensor parallelism, micro batch, recomputation and sequence
+/// parallelism, and the lowering options with its data parallelism and optimizer sharding: what
+/// the layout is simulated with.
+SimulationSetup layout_setup(const PlanRequest& request, const Layout& layout);
+
+/// Runs the search. Deterministic: the same request gives the same result (counts included)
+/// whatever the thread count. Throws ParamError for a request with no layout at all (the GPU
+/// count or the batch admit none) or a model that is not a transformer.
+PlanResult plan(const PlanRequest& request);
+
+}  // namespace pipetab

@@ -1,0 +1,384 @@
+// `pipetab plan`: the fastest hybrid-parallel layouts of a model on a cluster, by simulation.
+#include <chrono>
+#include <memory>
+#include <optional>
+
+#include "commands.hpp"
+#include "progress.hpp"
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "pipetab/error.hpp"
+#include "pipetab/io/config.hpp"
+#include "pipetab/io/table_file.hpp"
+#include "pipetab/io/table_json.hpp"
+#include "pipetab/report/trace.hpp"
+#include "pipetab/schedules/registry.hpp"
+#include "pipetab/study/plan.hpp"
+
+namespace pipetab::cli {
+namespace {
+
+const char* recompute_key(Recompute r) {
+  return r == Recompute::Full ? "full" : r == Recompute::Selective ? "selective" : "none";
+}
+
+// The parts of the runtime a layout spends, in seconds (breakdown shares × runtime).
+struct Parts {
+  double compute, bubble, pipeline, tp, reductions, optimizer;
+};
+Parts parts(const SimulationMetrics& m) {
+  const auto b = m.breakdown();
+  const double t = m.runtime_s;
+  return {b.compute * t, b.bubble * t,     b.exposed_pipeline * t,
+          b.tp_comm * t, b.reductions * t, b.optimizer * t};
+}
+
+nlohmann::json layout_json(const Layout& l) {
+  return {{"tensor_parallel", l.tensor_parallel},
+          {"pipeline_parallel", l.pipeline_parallel},
+          {"data_parallel", l.data_parallel},
+          {"schedule", l.schedule},
+          {"chunks", l.chunks > 0 ? nlohmann::json(l.chunks) : nlohmann::json(nullptr)},
+          {"micro_batch", l.micro_batch},
+          {"microbatches", l.microbatches},
+          {"recompute", recompute_key(l.recompute)},
+          {"sequence_parallel", l.sequence_parallel},
+          {"distributed_optimizer", l.distributed_optimizer}};
+}
+
+std::string csv_report(const PlanResult& r) {
+  std::string out =
+      "rank,runtime_s,tokens_per_s,mfu,peak_memory_bytes,lower_bound_s,tensor_parallel,"
+      "pipeline_parallel,data_parallel,schedule,chunks,micro_batch,microbatches,recompute,"
+      "sequence_parallel,distributed_optimizer,compute_s,bubble_s,exposed_pipeline_s,tp_comm_s,"
+      "reductions_s,optimizer_s\n";
+  for (std::size_t i = 0; i < r.top.size(); ++i) {
+    const auto& e = r.top[i];
+    const auto& l = e.layout;
+    const auto p = parts(e.metrics);
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", i + 1,
+                       e.metrics.runtime_s, e.metrics.tokens_per_s.value_or(0),
+                       e.metrics.mfu.value_or(0), e.peak_memory_bytes, e.lower_bound_s,
+                       l.tensor_parallel, l.pipeline_parallel, l.data_parallel, l.schedule,
+                       l.chunks > 0 ? std::to_string(l.chunks) : "", l.micro_batch, l.microbatches,
+                       recompute_key(l.recompute), l.sequence_parallel, l.distributed_optimizer,
+                       p.compute, p.bubble, p.pipeline, p.tp, p.reductions, p.optimizer);
+  }
+  return out;
+}
+
+std::string header(const PlanRequest& q, const PlanResult& r, double seconds) {
+  const auto& m = *q.model.transformer();
+  std::string out = fmt::format(
+      "plan: {} ({} layers, hidden {}, sequence {}) on {} GPUs of {} ({}), global batch {}\n",
+      q.model.name, m.layers, m.hidden, m.seq_len, q.gpus, q.system.name,
+      q.system.device.name.empty() ? "device" : q.system.device.name, q.global_batch);
+  if (q.shards > 1) out += fmt::format("  shard {}/{} of the layouts\n", q.shard, q.shards);
+  out += fmt::format(
+      "  {} layouts: {} rejected, {} pruned by their lower bound, {} simulated ({:.1f} s)\n",
+      r.layouts, r.rejected, r.pruned, r.simulated, seconds);
+  return out;
+}
+
+std::string text_report(const PlanRequest& q, const PlanResult& r, double seconds) {
+  std::string out = header(q, r, seconds);
+  if (r.top.empty()) {
+    out += "  no layout fits and runs\n";
+  } else {
+    out +=
+        fmt::format("\n{:>4} {:>10} {:>10} {:>6} {:>8}  {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  {}\n",
+                    "rank", "runtime s", "tokens/s", "MFU", "peak GB", "compute", "bubble", "p2p",
+                    "TP", "DP", "optim", "layout");
+    for (std::size_t i = 0; i < r.top.size(); ++i) {
+      const auto& e = r.top[i];
+      const auto b = e.metrics.breakdown();
+      const auto pct = [](double share) { return fmt::format("{:.1f}%", 100 * share); };
+      out += fmt::format(
+          "{:>4} {:>10.4f} {:>10.0f} {:>6.3f} {:>8.2f}  {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  {}\n",
+          i + 1, e.metrics.runtime_s, e.metrics.tokens_per_s.value_or(0), e.metrics.mfu.value_or(0),
+          e.peak_memory_bytes / 1e9, pct(b.compute), pct(b.bubble), pct(b.exposed_pipeline),
+          pct(b.tp_comm), pct(b.reductions), pct(b.optimizer), describe(e.layout));
+    }
+    out +=
+        "  shares of the runtime: compute, pipeline bubble, exposed pipeline transfers (p2p), "
+        "tensor-parallel communication, exposed data-parallel reduction, optimizer step\n";
+  }
+  if (!r.rejections.empty()) {
+    out += "\nnot ranked:\n";
+    for (const auto& x : r.rejections)
+      out += fmt::format("{:>8}  {}\n          e.g. {}\n", x.count, x.reason, x.example);
+  }
+  return out;
+}
+
+nlohmann::json json_report(const PlanRequest& q, const PlanResult& r) {
+  nlohmann::json j = {
+      {"model", q.model.name},          {"system", q.system.name},      {"gpus", q.gpus},
+      {"global_batch", q.global_batch}, {"shard", {q.shard, q.shards}}, {"layouts", r.layouts},
+      {"rejected", r.rejected},         {"pruned", r.pruned},           {"simulated", r.simulated}};
+  auto& rejections = j["rejections"] = nlohmann::json::array();
+  for (const auto& x : r.rejections)
+    rejections.push_back({{"reason", x.reason}, {"count", x.count}, {"example", x.example}});
+  auto& top = j["top"] = nlohmann::json::array();
+  for (std::size_t i = 0; i < r.top.size(); ++i) {
+    const auto& e = r.top[i];
+    const auto p = parts(e.metrics);
+    top.push_back({{"rank", i + 1},
+                   {"layout", layout_json(e.layout)},
+                   {"description", describe(e.layout)},
+                   {"runtime_s", e.metrics.runtime_s},
+                   {"lower_bound_s", e.lower_bound_s},
+                   {"peak_memory_bytes", e.peak_memory_bytes},
+                   {"seconds",
+                    {{"compute", p.compute},
+                     {"bubble", p.bubble},
+                     {"exposed_pipeline", p.pipeline},
+                     {"tp_comm", p.tp},
+                     {"reductions", p.reductions},
+                     {"optimizer", p.optimizer}}},
+                   {"simulation", to_json(e.metrics)}});
+  }
+  return j;
+}
+
+// Why the layout at `rank` (1-based) wins over the next ones: the runtime's parts side by side.
+std::string explain(const PlanResult& r, std::size_t rank) {
+  if (rank < 1 || rank > r.top.size()) {
+    throw Error(
+        fmt::format("--explain {}: the plan ranked {} layouts (see --top)", rank, r.top.size()));
+  }
+  const auto& a = r.top[rank - 1];
+  const auto pa = parts(a.metrics);
+  std::string out = fmt::format("\nwhy rank {} ({}) wins:\n", rank, describe(a.layout));
+  const auto row = [](const char* name, double x, double y) {
+    return fmt::format("  {:<34} {:>10.2f} {:>10.2f} {:>+10.2f}\n", name, 1e3 * x, 1e3 * y,
+                       1e3 * (y - x));
+  };
+  if (rank == r.top.size()) out += "  it is the last ranked layout; raise --top to compare more\n";
+  for (std::size_t j = rank; j < r.top.size() && j < rank + 3; ++j) {
+    const auto& b = r.top[j];
+    const auto pb = parts(b.metrics);
+    out += fmt::format("\n  against rank {}: {}\n  {:<34} {:>10} {:>10} {:>10}\n", j + 1,
+                       describe(b.layout), "ms per iteration", "this", "other", "other - this");
+    out += row("runtime", a.metrics.runtime_s, b.metrics.runtime_s);
+    out += row("compute (table ops, less TP comm)", pa.compute, pb.compute);
+    out += row("pipeline bubble (idle)", pa.bubble, pb.bubble);
+    out += row("exposed pipeline transfers", pa.pipeline, pb.pipeline);
+    out += row("tensor-parallel communication", pa.tp, pb.tp);
+    out += row("exposed data-parallel reduction", pa.reductions, pb.reductions);
+    out += row("optimizer step", pa.optimizer, pb.optimizer);
+    out += fmt::format("  {:<34} {:>10.2f} {:>10.2f} {:>+10.2f}  (GB, largest device)\n",
+                       "peak memory", a.peak_memory_bytes / 1e9, b.peak_memory_bytes / 1e9,
+                       (b.peak_memory_bytes - a.peak_memory_bytes) / 1e9);
+    // The largest difference says why.
+    const std::pair<const char*, double> deltas[] = {
+        {"compute", pb.compute - pa.compute},
+        {"the pipeline bubble", pb.bubble - pa.bubble},
+        {"exposed pipeline transfers", pb.pipeline - pa.pipeline},
+        {"tensor-parallel communication", pb.tp - pa.tp},
+        {"the data-parallel reduction", pb.reductions - pa.reductions},
+        {"the optimizer step", pb.optimizer - pa.optimizer}};
+    const auto* most = &deltas[0];
+    for (const auto& d : deltas) {
+      if (d.second > most->second) most = &d;
+    }
+    out += fmt::format("  it is {:.2f}% faster, most of all through less {} ({:+.2f} ms)\n",
+                       100 * (b.metrics.runtime_s / a.metrics.runtime_s - 1), most->first,
+                       1e3 * most->second);
+  }
+  return out;
+}
+
+std::vector<Recompute> parse_recompute(const std::vector<std::string>& names) {
+  std::vector<Recompute> out;
+  for (const auto& n : names) {
+    if (n == "none") {
+      out.push_back(Recompute::None);
+    } else if (n == "selective") {
+      out.push_back(Recompute::Selective);
+    } else if (n == "full") {
+      out.push_back(Recompute::Full);
+    } else {
+      throw Error(fmt::format("--recompute {}: expected none, selective or full", n));
+    }
+  }
+  return out;
+}
+
+std::vector<bool> parse_both(const std::string& flag, const std::string& value) {
+  if (value == "both") return {false, true};
+  if (value == "on") return {true};
+  if (value == "off") return {false};
+  throw Error(fmt::format("{} {}: expected both, on or off", flag, value));
+}
+
+}  // namespace
+
+Subcommand add_plan(CLI::App& app) {
+  struct State {
+    std::string model = "llama2-70b", system = "dgx-h100";
+    std::int64_t gpus = 0, global_batch = 0, seq_len = 0;
+    std::vector<std::int64_t> tp, pp, micro_batch, chunks;
+    std::vector<std::string> schedules, recompute{"none", "selective", "full"};
+    std::string sequence_parallel = "both", distributed_optimizer = "both";
+    std::string runtime = "pytorch", tp_overlap = "backward";
+    bool dp_overlap = false, no_prune = false;
+    int top = 10;
+    std::size_t explain = 0;
+    unsigned threads = 0;
+    std::string shard, format, output, table, trace, svg;
+  };
+  auto s = std::make_shared<State>();
+  auto* cmd = app.add_subcommand(
+      "plan",
+      "The fastest hybrid-parallel layouts (TP, PP, DP, schedule, micro batch, recomputation, "
+      "sequence parallelism, distributed optimizer) of a model on a cluster, by simulation");
+  cmd->add_option("--model", s->model, "model preset or file")->capture_default_str();
+  cmd->add_option("--system", s->system, "system preset or file")->capture_default_str();
+  cmd->add_option("--gpus", s->gpus, "GPUs in all (TP · PP · DP)")->required();
+  cmd->add_option("--global-batch", s->global_batch, "sequences per iteration")->required();
+  cmd->add_option("--seq-len", s->seq_len, "sequence length (default: the model's)");
+  cmd->add_option("--tp", s->tp, "tensor-parallel sizes (default: the divisors of the node size)")
+      ->delimiter(',');
+  cmd->add_option("--pp", s->pp, "pipeline-parallel sizes (default: every divisor)")
+      ->delimiter(',');
+  cmd->add_option("--micro-batch", s->micro_batch, "micro-batch sizes (default: 1,2,4,8,16)")
+      ->delimiter(',');
+  cmd->add_option("--schedules", s->schedules, "schedules to try (default: every registered)")
+      ->delimiter(',');
+  cmd->add_option("--chunks", s->chunks,
+                  "virtual chunks for schedules that take -v (default: 2,4 and the schedule's)")
+      ->delimiter(',');
+  cmd->add_option("--recompute", s->recompute, "recomputation: none, selective, full")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--sequence-parallel", s->sequence_parallel, "both, on or off (with TP > 1)")
+      ->capture_default_str();
+  cmd->add_option("--distributed-optimizer", s->distributed_optimizer,
+                  "both, on or off (with DP > 1)")
+      ->capture_default_str();
+  cmd->add_option("--runtime", s->runtime,
+                  "how pipeline transfers wait: pytorch (runs every schedule), megatron (1F1B and "
+                  "interleaved only), async")
+      ->capture_default_str();
+  cmd->add_option("--tp-overlap", s->tp_overlap, "none, backward or all")->capture_default_str();
+  cmd->add_flag("--dp-overlap", s->dp_overlap,
+                "overlap the data-parallel reduction with the last backward passes");
+  cmd->add_option("--top", s->top, "layouts ranked")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  cmd->add_flag("--no-prune", s->no_prune,
+                "simulate every layout that fits (no branch and bound; slower, same ranking)");
+  cmd->add_option("--explain", s->explain, "why the layout at this rank wins over the next ones");
+  cmd->add_option("-j,--threads", s->threads, "threads (default: all cores)");
+  cmd->add_option("--shard", s->shard,
+                  "K/N: plan only the K-th of N contiguous slices of the layouts (job arrays); "
+                  "the shards' top layouts together hold the whole plan's");
+  add_format(*cmd, s->format, {"text", "csv", "json"});
+  cmd->add_option("-o,--output", s->output, "write the report here instead of stdout");
+  cmd->add_option("-t,--table-out", s->table,
+                  "write the best layout's schedule table (.csv PyTorch pipelining, .json)");
+  cmd->add_option("--trace", s->trace, "simulate the best layout and write a Chrome trace");
+  cmd->add_option("--svg", s->svg, "simulate the best layout and write an SVG timeline");
+  return {
+      cmd, [s] {
+        PlanRequest q;
+        q.model = io::load_model(s->model);
+        auto* m = std::get_if<TransformerConfig>(&q.model.spec);
+        if (m != nullptr && s->seq_len > 0) m->seq_len = s->seq_len;
+        q.system = io::load_system(s->system);
+        q.gpus = s->gpus;
+        q.global_batch = s->global_batch;
+        q.space.tensor_parallel = s->tp;
+        q.space.pipeline_parallel = s->pp;
+        q.space.micro_batch = s->micro_batch;
+        q.space.schedules = s->schedules;
+        q.space.chunks = s->chunks;
+        q.space.recompute = parse_recompute(s->recompute);
+        q.space.sequence_parallel = parse_both("--sequence-parallel", s->sequence_parallel);
+        q.space.distributed_optimizer =
+            parse_both("--distributed-optimizer", s->distributed_optimizer);
+        const auto runtime = parse_runtime(s->runtime);
+        if (!runtime) {
+          throw Error(fmt::format("--runtime {}: expected async, megatron or pytorch", s->runtime));
+        }
+        q.lowering.runtime = *runtime;
+        const auto overlap = cost::parse_overlap(s->tp_overlap);
+        if (!overlap) {
+          throw Error(
+              fmt::format("--tp-overlap {}: expected none, backward or all", s->tp_overlap));
+        }
+        q.lowering.cost.tp_overlap = *overlap;
+        q.lowering.iteration.dp_overlap = s->dp_overlap;
+        q.top = s->top;
+        q.prune = !s->no_prune;
+        q.threads = s->threads;
+        if (!s->shard.empty()) std::tie(q.shard, q.shards) = parse_shard(s->shard);
+        std::optional<Progress> bar;
+        int phase = 0;
+        std::int64_t last = 0;
+        q.progress = [&](int p, std::int64_t done, std::int64_t total) {
+          if (p != phase) {
+            if (bar) bar->update(last, true);
+            if (isatty(fileno(stderr)) != 0)
+              std::fprintf(stderr, p == 1 ? "checking layouts (memory, lower bounds)\n"
+                                          : "simulating in order of the lower bound\n");
+            bar.emplace(total, 0);
+            phase = p;
+          }
+          bar->update(done);
+          last = done;
+        };
+        const auto start = std::chrono::steady_clock::now();
+        const auto result = plan(q);
+        if (bar) bar->update(last, true);
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::string report;
+        if (s->format == "json") {
+          report = json_report(q, result).dump(2) + "\n";
+        } else if (s->format == "csv") {
+          report = csv_report(result);
+        } else {
+          report = text_report(q, result, seconds);
+          if (s->explain > 0) report += explain(result, s->explain);
+        }
+        if (s->format != "text" && s->explain > 0) {
+          throw Error("--explain prints text: use it with --format text");
+        }
+        if (!result.top.empty() && (!s->table.empty() || !s->trace.empty() || !s->svg.empty())) {
+          const auto& best = result.top.front();
+          ScheduleParams p;
+          p.devices = best.layout.pipeline_parallel;
+          p.microbatches = best.layout.microbatches;
+          if (best.layout.chunks > 0) p.chunks = best.layout.chunks;
+          const auto table = generate(find_schedule(best.layout.schedule), p);
+          if (!s->table.empty()) {
+            io::TableSource source{best.layout.schedule,
+                                   {{"devices", best.layout.pipeline_parallel},
+                                    {"microbatches", best.layout.microbatches},
+                                    {"layout", describe(best.layout)}}};
+            emit(s->table, io::format_table(table, io::detect_format(s->table, ""), source));
+          }
+          if (!s->trace.empty() || !s->svg.empty()) {
+            auto setup = layout_setup(q, best.layout);
+            setup.options.record_memory = !s->trace.empty();
+            const auto simulation = simulate_table(table, setup);
+            if (!s->trace.empty()) io::write_file(s->trace, chrome_trace(table, simulation));
+            if (!s->svg.empty()) {
+              io::write_file(s->svg,
+                             timeline_svg(table, simulation,
+                                          fmt::format("pipetab plan: {}", describe(best.layout))));
+            }
+          }
+        }
+        emit(s->output, report);
+        if (result.top.empty()) {
+          throw Error(fmt::format(
+              "plan: no layout of {} GPUs fits and runs (see the reasons above)", q.gpus));
+        }
+      }};
+}
+
+}  // namespace pipetab::cli

@@ -1,0 +1,79 @@
+#include "pipetab/sim/bounds.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace pipetab {
+
+GraphBounds graph_bounds(const ExecGraph& g, const Network& network) {
+  GraphBounds b;
+  const auto nodes = static_cast<std::size_t>(g.nodes());
+  const auto devices = static_cast<std::size_t>(g.devices);
+  // Each node's shortest possible duration.
+  std::vector<double> length(nodes, 0.0);
+  for (std::size_t n = 0; n < static_cast<std::size_t>(g.compute_nodes); ++n)
+    length[n] = g.duration[n];
+  const auto& links = network.links();
+  for (std::size_t t = 0; t < static_cast<std::size_t>(g.transfers()); ++t) {
+    double bandwidth = std::numeric_limits<double>::infinity();
+    for (auto r = g.route_begin[t]; r < g.route_begin[t + 1]; ++r)
+      bandwidth = std::min(
+          bandwidth, links[static_cast<std::size_t>(g.route[static_cast<std::size_t>(r)])].bandwidth);
+    const double wire = std::isfinite(bandwidth) && bandwidth > 0 ? g.bytes[t] / bandwidth : 0.0;
+    length[static_cast<std::size_t>(g.compute_nodes) + t] = g.latency_s[t] + wire;
+  }
+  // Edges: data dependencies and each stream's order. Kahn's algorithm over them in node order
+  // gives a topological order; the longest path ends at the latest finish.
+  std::vector<std::int32_t> next_in_stream(nodes, -1);
+  std::vector<std::int32_t> indegree(nodes, 0);
+  for (std::size_t d = 0; d < devices; ++d) {
+    for (auto i = g.stream_begin[d]; i + 1 < g.stream_begin[d + 1]; ++i) {
+      next_in_stream[static_cast<std::size_t>(g.stream[static_cast<std::size_t>(i)])] =
+          g.stream[static_cast<std::size_t>(i) + 1];
+      ++indegree[static_cast<std::size_t>(g.stream[static_cast<std::size_t>(i) + 1])];
+    }
+  }
+  for (const auto s : g.succ)
+    ++indegree[static_cast<std::size_t>(s)];
+  std::vector<double> start(nodes, 0.0);
+  std::vector<std::int32_t> ready;
+  ready.reserve(nodes);
+  for (std::size_t n = 0; n < nodes; ++n) {
+    if (indegree[n] == 0) ready.push_back(static_cast<std::int32_t>(n));
+  }
+  double bound = 0.0;
+  for (std::size_t head = 0; head < ready.size(); ++head) {
+    const auto n = static_cast<std::size_t>(ready[head]);
+    const double finish = start[n] + length[n];
+    bound = std::max(bound, finish);
+    const auto release = [&](std::int32_t s) {
+      const auto u = static_cast<std::size_t>(s);
+      start[u] = std::max(start[u], finish);
+      if (--indegree[u] == 0) ready.push_back(s);
+    };
+    for (auto e = g.succ_begin[n]; e < g.succ_begin[n + 1]; ++e)
+      release(g.succ[static_cast<std::size_t>(e)]);
+    if (next_in_stream[n] >= 0) release(next_in_stream[n]);
+  }
+  b.runtime_lower_bound_s = bound;
+  // Busy time and memory, stream by stream.
+  b.busy_s.assign(devices, 0.0);
+  b.peak_memory_bytes.assign(devices, 0.0);
+  for (std::size_t d = 0; d < devices; ++d) {
+    double memory = g.static_bytes.empty() ? 0.0 : g.static_bytes[d];
+    double peak = memory;
+    for (auto i = g.stream_begin[d]; i < g.stream_begin[d + 1]; ++i) {
+      const auto n = static_cast<std::size_t>(g.stream[static_cast<std::size_t>(i)]);
+      b.busy_s[d] += g.duration[n];
+      memory += g.alloc_bytes[n];
+      peak = std::max(peak, memory);
+      memory -= g.free_bytes[n];
+    }
+    b.peak_memory_bytes[d] = peak;
+  }
+  return b;
+}
+
+}  // namespace pipetab

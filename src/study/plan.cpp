@@ -1,0 +1,363 @@
+#include "pipetab/study/plan.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <optional>
+
+#include "parallel.hpp"
+#include <fmt/format.h>
+
+#include "pipetab/error.hpp"
+#include "pipetab/schedules/registry.hpp"
+#include "pipetab/sim/bounds.hpp"
+
+namespace pipetab {
+
+namespace {
+
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::None:
+      return "no recompute";
+    case Recompute::Selective:
+      return "selective";
+    case Recompute::Full:
+      return "full recompute";
+  }
+  return "no recompute";
+}
+
+std::vector<std::int64_t> divisors(std::int64_t n) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t d = 1; d <= n; ++d) {
+    if (n % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+// A layout being checked: its place in the enumeration, or why it was not ranked.
+struct Checked {
+  Layout layout;
+  std::int64_t index = 0;
+  std::string reason;  // empty: it fits
+  std::string detail;
+  double lower_bound_s = 0.0;
+  double peak_memory_bytes = 0.0;
+};
+
+ScheduleParams schedule_params(const Layout& l) {
+  ScheduleParams p;
+  p.devices = l.pipeline_parallel;
+  p.microbatches = l.microbatches;
+  if (l.chunks > 0) p.chunks = l.chunks;
+  return p;
+}
+
+// Phase 1: build, lower and bound one layout; reject it with the rule it breaks.
+void check(const PlanRequest& request, Checked& c) {
+  const Layout& l = c.layout;
+  const auto& m = *request.model.transformer();
+  const std::int64_t kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
+  if (m.heads % l.tensor_parallel != 0 || kv % l.tensor_parallel != 0) {
+    c.reason = "tensor parallel: does not divide the attention heads";
+    c.detail =
+        fmt::format("{} heads ({} key-value heads) over TP {}", m.heads, kv, l.tensor_parallel);
+    return;
+  }
+  if (request.lowering.runtime == Runtime::Megatron && l.schedule != "1f1b" &&
+      l.schedule != "interleaved") {
+    c.reason = "runtime: Megatron-LM runs only 1F1B and interleaved 1F1B";
+    c.detail = fmt::format("{} under --runtime megatron", l.schedule);
+    return;
+  }
+  // Every schedule's stage count is a multiple of PP, so PP must divide the layers before any
+  // table is built (PP 1,024 of an 80-layer model would build the largest tables for nothing).
+  if (m.layers % l.pipeline_parallel != 0) {
+    c.reason = "pipeline: the layers do not split into equal stages";
+    c.detail = fmt::format("{} layers over PP {} (Megatron-LM requires equal stages)", m.layers,
+                           l.pipeline_parallel);
+    return;
+  }
+  const SimulationSetup setup = layout_setup(request, l);
+  std::optional<ScheduleTable> table;
+  try {
+    table = generate(find_schedule(l.schedule), schedule_params(l));
+  } catch (const ParamError& e) {
+    c.reason = "schedule: its rules reject the layout";
+    c.detail = e.what();
+    return;
+  }
+  if (m.layers % table->stages != 0) {
+    c.reason = "pipeline: the layers do not split into equal stages";
+    c.detail = fmt::format("{} layers over {} stages (Megatron-LM requires equal stages)", m.layers,
+                           table->stages);
+    return;
+  }
+  try {
+    const Network network(setup.system, table->devices,
+                          gpus_per_device(setup.model, setup.lowering));
+    const ExecGraph graph = lower(*table, setup.model, network, setup.lowering);
+    const GraphBounds bounds = graph_bounds(graph, network);
+    const double capacity = setup.system.device.memory_bytes;
+    const double weights = *std::max_element(graph.static_bytes.begin(), graph.static_bytes.end());
+    c.peak_memory_bytes =
+        *std::max_element(bounds.peak_memory_bytes.begin(), bounds.peak_memory_bytes.end());
+    c.lower_bound_s = bounds.runtime_lower_bound_s;
+    if (weights > capacity) {
+      c.reason = "memory: weights, gradients and optimizer state alone exceed the device";
+      c.detail = fmt::format("{:.4g} GB of {:.4g} GB", weights / 1e9, capacity / 1e9);
+    } else if (c.peak_memory_bytes > capacity) {
+      c.reason = "memory: over the device with the schedule's activations";
+      c.detail = fmt::format("{:.4g} GB of {:.4g} GB ({:.4g} GB static)", c.peak_memory_bytes / 1e9,
+                             capacity / 1e9, weights / 1e9);
+    }
+  } catch (const ParamError& e) {
+    c.reason = "system: the cluster or the simulator cannot take the layout";
+    c.detail = e.what();
+  }
+}
+
+// Every layout of the request, in enumeration order (TP, PP, micro batch, schedule, chunks,
+// recompute, sequence parallelism, distributed optimizer), and the layouts that are rejected
+// before they are built (the batch does not divide over the replicas).
+struct Enumeration {
+  std::vector<Checked> layouts;
+  std::map<std::string, std::pair<std::int64_t, std::string>> early;  // reason -> count, example
+};
+
+Enumeration enumerate(const PlanRequest& r) {
+  const PlanSpace& s = r.space;
+  const std::int64_t node = std::max<std::int64_t>(1, r.system.devices_per_node);
+  auto tps = s.tensor_parallel.empty() ? divisors(node) : s.tensor_parallel;
+  std::vector<const ScheduleInfo*> schedules;
+  if (s.schedules.empty()) {
+    for (const auto* info : all_schedules())
+      schedules.push_back(info);
+  } else {
+    for (const auto& name : s.schedules)
+      schedules.push_back(&find_schedule(name));
+  }
+  // With one stage every schedule runs each microbatch's forward and backward in turn; PP 1 tries
+  // one of them: 1F1B (Megatron-LM's forward_backward_no_pipelining) when listed.
+  const ScheduleInfo* single = schedules.front();
+  for (const auto* info : schedules) {
+    if (info->name == "1f1b") single = info;
+  }
+  Enumeration e;
+  for (const auto tp : tps) {
+    if (tp < 1 || r.gpus % tp != 0) continue;
+    const auto pps = s.pipeline_parallel.empty() ? divisors(r.gpus / tp) : s.pipeline_parallel;
+    for (const auto pp : pps) {
+      if (pp < 1 || (r.gpus / tp) % pp != 0) continue;
+      const std::int64_t dp = r.gpus / (tp * pp);
+      if (r.global_batch % dp != 0) {
+        auto& [count, example] =
+            e.early["batch: the global batch does not divide over the data-parallel replicas"];
+        if (count++ == 0)
+          example = fmt::format("TP {} · PP {} · DP {}: {} sequences over {} replicas", tp, pp, dp,
+                                r.global_batch, dp);
+        continue;
+      }
+      const std::int64_t per_replica = r.global_batch / dp;
+      const std::vector<std::int64_t> default_mbs{1, 2, 4, 8, 16};
+      for (const auto mb : s.micro_batch.empty() ? default_mbs : s.micro_batch) {
+        if (mb < 1 || per_replica % mb != 0) continue;
+        for (const auto* info : schedules) {
+          if (pp == 1 && info != single) continue;
+          std::vector<std::int64_t> chunks{0};
+          if (pp == 1 && info->default_chunks > 0) chunks = {1};
+          if (pp > 1 && info->default_chunks > 0) {
+            chunks =
+                s.chunks.empty() ? std::vector<std::int64_t>{2, 4, info->default_chunks} : s.chunks;
+            std::sort(chunks.begin(), chunks.end());
+            chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
+          }
+          for (const auto v : chunks)
+            for (const auto rc : s.recompute)
+              for (const bool sp : s.sequence_parallel) {
+                if (sp && tp == 1) continue;
+                for (const bool dist : s.distributed_optimizer) {
+                  if (dist && dp == 1) continue;
+                  Checked c;
+                  c.layout = {tp, pp, dp, mb,  per_replica / mb, std::string(info->name),
+                              v,  rc, sp, dist};
+                  c.index = static_cast<std::int64_t>(e.layouts.size());
+                  e.layouts.push_back(std::move(c));
+                }
+              }
+        }
+      }
+    }
+  }
+  return e;
+}
+
+bool faster(const PlanEntry& a, const PlanEntry& b) {
+  if (a.metrics.runtime_s != b.metrics.runtime_s) return a.metrics.runtime_s < b.metrics.runtime_s;
+  return a.index < b.index;
+}
+
+}  // namespace
+
+std::string describe(const Layout& l) {
+  std::string out = fmt::format("TP {} · PP {} · DP {}, {}", l.tensor_parallel, l.pipeline_parallel,
+                                l.data_parallel, l.schedule);
+  if (l.chunks > 0) out += fmt::format(" v {}", l.chunks);
+  out += fmt::format(", micro batch {} × {}, {}", l.micro_batch, l.microbatches,
+                     recompute_name(l.recompute));
+  if (l.sequence_parallel) out += ", SP";
+  if (l.distributed_optimizer) out += ", distributed optimizer";
+  return out;
+}
+
+SimulationSetup layout_setup(const PlanRequest& request, const Layout& l) {
+  SimulationSetup setup{request.model, request.system, request.lowering, request.sim};
+  auto& m = std::get<TransformerConfig>(setup.model.spec);
+  m.tensor_parallel = l.tensor_parallel;
+  m.micro_batch = l.micro_batch;
+  m.recompute = l.recompute;
+  m.sequence_parallel = l.sequence_parallel;
+  setup.lowering.data_parallel = static_cast<std::int32_t>(l.data_parallel);
+  setup.lowering.iteration.distributed_optimizer = l.distributed_optimizer;
+  setup.lowering.costs.reset();
+  return setup;
+}
+
+PlanResult plan(const PlanRequest& request) {
+  if (request.model.transformer() == nullptr) {
+    throw ParamError(
+        fmt::format("plan: model '{}' gives explicit costs; planning a layout needs "
+                    "a transformer (its shape decides TP, memory and costs)",
+                    request.model.name));
+  }
+  if (request.gpus < 1)
+    throw ParamError(fmt::format("plan: --gpus {} must be at least 1", request.gpus));
+  if (request.global_batch < 1) {
+    throw ParamError(
+        fmt::format("plan: --global-batch {} must be at least 1", request.global_batch));
+  }
+  if (request.top < 1) throw ParamError("plan: --top must be at least 1");
+  if (request.shards < 1 || request.shard < 1 || request.shard > request.shards) {
+    throw ParamError(fmt::format("plan: shard {}/{}: expected K/N with 1 <= K <= N", request.shard,
+                                 request.shards));
+  }
+  Enumeration e = enumerate(request);
+  if (e.layouts.empty()) {
+    std::string why;
+    for (const auto& [reason, v] : e.early)
+      why += fmt::format("; {} ({})", reason, v.second);
+    throw ParamError(fmt::format(
+        "plan: no layout of {} GPUs for a global batch of {}: TP must divide the node ({} GPUs) "
+        "and the GPU count, TP · PP must divide the GPU count, and the batch per replica must "
+        "divide into micro batches{}",
+        request.gpus, request.global_batch, request.system.devices_per_node, why));
+  }
+  // This shard's slice, contiguous in enumeration order.
+  const auto total = static_cast<std::int64_t>(e.layouts.size());
+  const std::int64_t begin = total * (request.shard - 1) / request.shards;
+  const std::int64_t end = total * request.shard / request.shards;
+  std::vector<Checked> layouts(std::make_move_iterator(e.layouts.begin() + begin),
+                               std::make_move_iterator(e.layouts.begin() + end));
+  PlanResult result;
+  result.layouts = static_cast<std::int64_t>(layouts.size());
+  std::map<std::string, PlanRejection> rejections;
+  const auto reject = [&](const std::string& reason, const std::string& example,
+                          std::int64_t count) {
+    auto& r = rejections[reason];
+    if (r.count == 0) {
+      r.reason = reason;
+      r.example = example;
+    }
+    r.count += count;
+    result.rejected += count;
+  };
+  if (request.shard == 1) {
+    for (const auto& [reason, v] : e.early)
+      reject(reason, v.second, v.first);
+  }
+
+  // Phase 1: every layout built, lowered, bounded and checked against the memory, in blocks so
+  // that progress is reported from this thread.
+  constexpr std::size_t kBlock = 256;
+  for (std::size_t b = 0; b < layouts.size(); b += kBlock) {
+    const std::size_t n = std::min(kBlock, layouts.size() - b);
+    detail::parallel_for(n, request.threads,
+                         [&](std::size_t i) { check(request, layouts[b + i]); });
+    if (request.progress) request.progress(1, static_cast<std::int64_t>(b + n), result.layouts);
+  }
+  std::vector<const Checked*> fitting;
+  for (const auto& c : layouts) {
+    if (c.reason.empty()) {
+      fitting.push_back(&c);
+    } else {
+      reject(c.reason, describe(c.layout) + ": " + c.detail, 1);
+    }
+  }
+
+  // Phase 2: simulate in order of the lower bound, in fixed batches; a layout whose bound is
+  // above the k-th best runtime so far cannot enter the top, nor can any after it. The
+  // threshold changes only between batches, so the counts do not depend on the threads.
+  std::stable_sort(fitting.begin(), fitting.end(), [](const Checked* a, const Checked* b) {
+    return a->lower_bound_s < b->lower_bound_s;
+  });
+  constexpr std::size_t kBatch = 32;
+  const auto k = static_cast<std::size_t>(request.top);
+  std::vector<PlanEntry> top;
+  for (std::size_t b = 0; b < fitting.size(); b += kBatch) {
+    const double threshold = request.prune && top.size() >= k
+                                 ? top[k - 1].metrics.runtime_s
+                                 : std::numeric_limits<double>::infinity();
+    std::size_t n = std::min(kBatch, fitting.size() - b);
+    std::size_t keep = 0;
+    while (keep < n && fitting[b + keep]->lower_bound_s <= threshold)
+      ++keep;
+    std::vector<std::optional<PlanEntry>> entries(keep);
+    std::vector<std::string> failures(keep);
+    detail::parallel_for(keep, request.threads, [&](std::size_t i) {
+      const Checked& c = *fitting[b + i];
+      const SimulationSetup setup = layout_setup(request, c.layout);
+      try {
+        const ScheduleTable table =
+            generate(find_schedule(c.layout.schedule), schedule_params(c.layout));
+        PlanEntry entry;
+        entry.index = c.index;
+        entry.layout = c.layout;
+        entry.lower_bound_s = c.lower_bound_s;
+        entry.peak_memory_bytes = c.peak_memory_bytes;
+        entry.metrics = simulate_table(table, setup).metrics;
+        entries[i] = std::move(entry);
+      } catch (const ParamError& error) {
+        failures[i] = error.what();
+      }
+    });
+    for (std::size_t i = 0; i < keep; ++i) {
+      if (!entries[i]) {
+        reject("simulation: the layout cannot run",
+               describe(fitting[b + i]->layout) + ": " + failures[i], 1);
+        continue;
+      }
+      ++result.simulated;
+      top.push_back(std::move(*entries[i]));
+    }
+    std::sort(top.begin(), top.end(), faster);
+    if (top.size() > k) top.resize(k);
+    if (request.progress)
+      request.progress(2, static_cast<std::int64_t>(b + keep),
+                       static_cast<std::int64_t>(fitting.size()));
+    if (keep < n) {
+      result.pruned += static_cast<std::int64_t>(fitting.size() - (b + keep));
+      break;
+    }
+  }
+  result.top = std::move(top);
+  for (auto& [reason, r] : rejections)
+    result.rejections.push_back(std::move(r));
+  std::stable_sort(
+      result.rejections.begin(), result.rejections.end(),
+      [](const PlanRejection& a, const PlanRejection& b) { return a.count > b.count; });
+  return result;
+}
+
+}  // namespace pipetab

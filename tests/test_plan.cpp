@@ -1,0 +1,269 @@
+// pipetab plan: the layout search, its memory checks, its pruning and its determinism.
+#include <algorithm>
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "pipetab/error.hpp"
+#include "pipetab/io/config.hpp"
+#include "pipetab/schedules/registry.hpp"
+#include "pipetab/sim/bounds.hpp"
+#include "pipetab/study/plan.hpp"
+
+namespace pipetab {
+namespace {
+
+PlanRequest request(const std::string& model, std::int64_t gpus, std::int64_t batch) {
+  PlanRequest q;
+  q.model = io::load_model(model);
+  q.system = io::load_system("dgx-h100");
+  q.gpus = gpus;
+  q.global_batch = batch;
+  q.lowering.runtime = Runtime::PyTorch;
+  q.threads = 2;
+  return q;
+}
+
+// A small model whose memory is computed by hand below: 4 GPT layers of hidden 64, 4 heads,
+// sequence 16, vocabulary 128, untied output layer, no position table.
+PlanRequest tiny(std::int64_t gpus, std::int64_t batch, double memory_bytes) {
+  PlanRequest q;
+  TransformerConfig m;
+  m.layers = 4;
+  m.hidden = 64;
+  m.heads = 4;
+  m.seq_len = 16;
+  m.vocab = 128;
+  m.learned_positions = false;
+  m.tie_embeddings = false;
+  q.model = {"tiny", m};
+  q.system = io::load_system("dgx-h100");
+  q.system.device.memory_bytes = memory_bytes;
+  q.gpus = gpus;
+  q.global_batch = batch;
+  q.lowering.runtime = Runtime::PyTorch;
+  q.space.schedules = {"1f1b"};
+  q.space.micro_batch = {1};
+  q.space.sequence_parallel = {false};
+  q.threads = 1;
+  return q;
+}
+
+std::int64_t rejected(const PlanResult& r, const std::string& prefix) {
+  std::int64_t n = 0;
+  for (const auto& x : r.rejections) {
+    if (x.reason.starts_with(prefix)) n += x.count;
+  }
+  return n;
+}
+
+// Parameters per device, by hand: a GPT layer holds 12h² + 4h (QKV 3h², projection h², MLP 8h²,
+// two LayerNorms 4h; the workload model counts no linear biases, 9h per layer: Megatron's GPT has
+// them, Llama not); the first stage adds the word embedding V·h, the last the untied output
+// layer V·h and the final LayerNorm 2h. Bytes per parameter: 2 (bf16 weights) + 4
+// (fp32 gradients) + 12 (fp32 master weights and Adam moments; / DP with the distributed
+// optimizer).
+constexpr double kLayer = 12.0 * 64 * 64 + 4 * 64;  // 49,408
+constexpr double kEmbedding = 128.0 * 64;            // 8,192
+
+TEST(Plan, WeightsAloneOverTheDeviceAreRejectedExactly) {
+  // 2 GPUs, capacity 3 MB. TP 1 · PP 1 · DP 2 holds everything: (4·49,408 + 2·8,192 + 128)
+  // params × 18 B = 3,854,592 B — over; with the distributed optimizer × (2 + 4 + 6) B =
+  // 2,569,728 B — under. PP 2 and TP 2 halve it.
+  auto q = tiny(2, 4, 3.0e6);
+  q.space.recompute = {Recompute::Full};
+  const auto r = plan(q);
+  EXPECT_EQ(r.layouts, 4);  // (1,1,2) ×2 optimizers, (1,2,1), (2,1,1)
+  EXPECT_EQ(rejected(r, "memory: weights"), 1);
+  EXPECT_EQ(rejected(r, "memory: over"), 0);
+  ASSERT_EQ(r.top.size(), 3U);
+  const double all = 4 * kLayer + 2 * kEmbedding + 128;
+  for (const auto& e : r.top) {
+    const auto& l = e.layout;
+    const auto& m = e.metrics;
+    if (l.pipeline_parallel == 1 && l.tensor_parallel == 1) {
+      EXPECT_TRUE(l.distributed_optimizer);
+      EXPECT_DOUBLE_EQ(m.static_bytes[0], all * 12);
+    } else if (l.pipeline_parallel == 2) {
+      EXPECT_DOUBLE_EQ(m.static_bytes[0], (2 * kLayer + kEmbedding) * 18);
+      EXPECT_DOUBLE_EQ(m.static_bytes[1], (2 * kLayer + kEmbedding + 128) * 18);
+    } else {
+      // TP 2: the matrices and the vocabulary split, the LayerNorms replicated.
+      const double layer = 12.0 * 64 * 64 / 2 + 4 * 64;
+      EXPECT_DOUBLE_EQ(m.static_bytes[0], (4 * layer + kEmbedding + 128) * 18);
+    }
+  }
+}
+
+TEST(Plan, ActivationsOverTheDeviceAreRejectedExactly) {
+  // 1 GPU, capacity 4 MB, 1F1B on one stage: one microbatch in flight. Activations per layer
+  // (Korthikanti et al. 2022, with dropout): 34·sbh + 5·a·s²·b = 34,816 + 5,120 without
+  // recomputation, 34·sbh with selective, 2·sbh with full; plus the first stage's token ids
+  // (8·s·b) and embedding-dropout mask (s·b·h), and the last stage's 4·s·b·(h + V).
+  // Static: 3,854,592 B (above).
+  auto q = tiny(1, 4, 4.0e6);
+  const auto r = plan(q);
+  EXPECT_EQ(r.layouts, 3);
+  EXPECT_EQ(rejected(r, "memory: over the device with"), 2);  // none, selective
+  ASSERT_EQ(r.top.size(), 1U);
+  EXPECT_EQ(r.top[0].layout.recompute, Recompute::Full);
+  const double sbh = 16.0 * 64;
+  const double static_bytes = (4 * kLayer + 2 * kEmbedding + 128) * 18;
+  const double edges = 8 * 16 + sbh + 4 * 16 * (64 + 128);
+  EXPECT_DOUBLE_EQ(r.top[0].peak_memory_bytes, static_bytes + 4 * 2 * sbh + edges);
+  EXPECT_DOUBLE_EQ(r.top[0].metrics.peak_memory_max(), r.top[0].peak_memory_bytes);
+  // The two rejected ones, by the same arithmetic, are over 4 MB: 4,027,776 and 4,007,296 B.
+  EXPECT_GT(static_bytes + 4 * (34 * sbh + 5 * 4 * 16 * 16) + edges, 4.0e6);
+  EXPECT_GT(static_bytes + 4 * 34 * sbh + edges, 4.0e6);
+}
+
+// The pruning never discards a layout of the top: the pruned search ranks the same layouts at
+// the same runtimes as the exhaustive one, on small instances across models, GPU counts,
+// batches and runtimes.
+TEST(Plan, PruningKeepsTheExhaustiveRanking) {
+  struct Case {
+    const char* model;
+    std::int64_t gpus, batch;
+    Runtime runtime;
+  };
+  for (const auto& c :
+       {Case{"gpt3-1.3b", 8, 16, Runtime::PyTorch}, Case{"gpt3-1.3b", 16, 32, Runtime::Async},
+        Case{"default", 8, 32, Runtime::PyTorch}, Case{"gpt3-13b", 16, 16, Runtime::Megatron}}) {
+    auto q = request(c.model, c.gpus, c.batch);
+    q.lowering.runtime = c.runtime;
+    q.space.micro_batch = {1, 2};
+    q.top = 5;
+    const auto pruned = plan(q);
+    q.prune = false;
+    const auto all = plan(q);
+    SCOPED_TRACE(c.model);
+    EXPECT_EQ(all.pruned, 0);
+    EXPECT_GT(pruned.pruned, 0);
+    EXPECT_LT(pruned.simulated, all.simulated);
+    ASSERT_EQ(pruned.top.size(), all.top.size());
+    for (std::size_t i = 0; i < all.top.size(); ++i) {
+      EXPECT_EQ(pruned.top[i].index, all.top[i].index) << i;
+      EXPECT_EQ(pruned.top[i].metrics.runtime_s, all.top[i].metrics.runtime_s) << i;
+    }
+  }
+}
+
+// Every simulated layout: the bound is below its runtime, and the memory checked before the
+// simulation is the memory the simulation reports.
+TEST(Plan, BoundsHoldForEverySimulatedLayout) {
+  for (const auto runtime : {Runtime::Async, Runtime::PyTorch, Runtime::Megatron}) {
+    auto q = request("gpt3-1.3b", 16, 32);
+    q.lowering.runtime = runtime;
+    q.prune = false;
+    q.top = 100000;
+    const auto r = plan(q);
+    ASSERT_GT(r.top.size(), 100U);
+    for (const auto& e : r.top) {
+      EXPECT_LE(e.lower_bound_s, e.metrics.runtime_s * (1 + 1e-12)) << describe(e.layout);
+      EXPECT_GT(e.lower_bound_s, 0.5 * e.metrics.runtime_s) << describe(e.layout);
+      EXPECT_DOUBLE_EQ(e.peak_memory_bytes, e.metrics.peak_memory_max()) << describe(e.layout);
+      EXPECT_LE(e.peak_memory_bytes, q.system.device.memory_bytes);
+    }
+  }
+}
+
+TEST(Plan, SameResultWhateverTheThreads) {
+  auto q = request("gpt3-1.3b", 16, 64);
+  q.top = 8;
+  q.threads = 1;
+  const auto one = plan(q);
+  for (const unsigned threads : {2U, 3U, 8U}) {
+    q.threads = threads;
+    const auto r = plan(q);
+    EXPECT_EQ(r.layouts, one.layouts);
+    EXPECT_EQ(r.rejected, one.rejected);
+    EXPECT_EQ(r.pruned, one.pruned);
+    EXPECT_EQ(r.simulated, one.simulated);
+    ASSERT_EQ(r.top.size(), one.top.size());
+    for (std::size_t i = 0; i < r.top.size(); ++i) {
+      EXPECT_EQ(r.top[i].index, one.top[i].index);
+      EXPECT_EQ(r.top[i].metrics.runtime_s, one.top[i].metrics.runtime_s);
+    }
+    ASSERT_EQ(r.rejections.size(), one.rejections.size());
+    for (std::size_t i = 0; i < r.rejections.size(); ++i) {
+      EXPECT_EQ(r.rejections[i].reason, one.rejections[i].reason);
+      EXPECT_EQ(r.rejections[i].count, one.rejections[i].count);
+      EXPECT_EQ(r.rejections[i].example, one.rejections[i].example);
+    }
+  }
+}
+
+TEST(Plan, ShardsTogetherHoldTheWholePlansTop) {
+  auto q = request("gpt3-1.3b", 16, 32);
+  q.top = 5;
+  const auto whole = plan(q);
+  std::vector<PlanEntry> merged;
+  std::int64_t layouts = 0;
+  q.shards = 3;
+  for (std::int64_t k = 1; k <= 3; ++k) {
+    q.shard = k;
+    const auto part = plan(q);
+    layouts += part.layouts;
+    merged.insert(merged.end(), part.top.begin(), part.top.end());
+  }
+  EXPECT_EQ(layouts, whole.layouts);
+  std::sort(merged.begin(), merged.end(), [](const PlanEntry& a, const PlanEntry& b) {
+    return a.metrics.runtime_s != b.metrics.runtime_s ? a.metrics.runtime_s < b.metrics.runtime_s
+                                                      : a.index < b.index;
+  });
+  ASSERT_GE(merged.size(), whole.top.size());
+  for (std::size_t i = 0; i < whole.top.size(); ++i)
+    EXPECT_EQ(merged[i].index, whole.top[i].index);
+}
+
+TEST(Plan, EveryLayoutMultipliesToTheGpusAndTheBatch) {
+  auto q = request("gpt3-1.3b", 32, 64);
+  q.prune = false;
+  q.top = 100000;
+  const auto r = plan(q);
+  for (const auto& e : r.top) {
+    const auto& l = e.layout;
+    EXPECT_EQ(l.tensor_parallel * l.pipeline_parallel * l.data_parallel, 32);
+    EXPECT_EQ(l.micro_batch * l.microbatches * l.data_parallel, 64);
+    EXPECT_LE(l.tensor_parallel, 8);  // inside a DGX H100 node
+    EXPECT_TRUE(l.tensor_parallel > 1 || !l.sequence_parallel);
+    EXPECT_TRUE(l.data_parallel > 1 || !l.distributed_optimizer);
+    EXPECT_EQ(e.metrics.gpus, 32);
+    // Tokens per iteration: the whole global batch.
+    EXPECT_NEAR(*e.metrics.tokens_per_s * e.metrics.runtime_s, 64.0 * 2048, 1e-6 * 64 * 2048);
+  }
+}
+
+TEST(Plan, RejectsRequestsWithNoLayout) {
+  const auto message = [](const PlanRequest& q) {
+    try {
+      plan(q);
+    } catch (const ParamError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  auto q = request("gpt3-1.3b", 4, 3);
+  q.space.tensor_parallel = {1};
+  q.space.pipeline_parallel = {1};
+  EXPECT_NE(message(q).find("no layout of 4 GPUs for a global batch of 3"), std::string::npos);
+  EXPECT_NE(message(q).find("the global batch does not divide over the data-parallel replicas"),
+            std::string::npos);
+  q = request("gpt3-1.3b", 5, 8);
+  q.space.tensor_parallel = {2};
+  EXPECT_NE(message(q).find("no layout of 5 GPUs"), std::string::npos);
+  q = request("gpt3-1.3b", 0, 8);
+  EXPECT_EQ(message(q), "plan: --gpus 0 must be at least 1");
+  q = request("gpt3-1.3b", 8, 0);
+  EXPECT_EQ(message(q), "plan: --global-batch 0 must be at least 1");
+  q = request("gpt3-1.3b", 8, 8);
+  q.model = {"costs", ExplicitWorkload{}};
+  EXPECT_NE(message(q).find("needs a transformer"), std::string::npos);
+  q = request("gpt3-1.3b", 8, 8);
+  q.shard = 3;
+  q.shards = 2;
+  EXPECT_NE(message(q).find("shard 3/2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pipetab
