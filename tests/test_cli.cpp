@@ -73,9 +73,9 @@ class Cli : public ::testing::Test {
 TEST_F(Cli, HelpOnEverySubcommand) {
   auto r = run("--help");
   EXPECT_EQ(r.code, 0);
-  for (const char* sub : {"list", "show", "analyze", "simulate", "compare", "validate", "convert",
-                          "sweep", "sensitivity", "plot", "tune", "accuracy", "calibrate", "cost",
-                          "plan"}) {
+  for (const char* sub :
+       {"list", "show", "analyze", "simulate", "compare", "validate", "convert", "sweep",
+        "sensitivity", "plot", "tune", "accuracy", "calibrate", "cost", "plan"}) {
     EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
     const auto help = run(std::string(sub) + " --help");
     EXPECT_EQ(help.code, 0) << sub;
@@ -649,6 +649,15 @@ TEST_F(Cli, PlanRanksLayoutsAndWritesTheBest) {
   EXPECT_EQ(run("validate " + table).code, 0);
   EXPECT_NE(slurp(trace).find("traceEvents"), std::string::npos);
   EXPECT_NE(slurp(svg).find("<svg"), std::string::npos);
+  // A published run's layout beside the plan's.
+  r = run("plan --from-run 1.7B --keep-run-options --top 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("on 32 GPUs of dgx-a100"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("reference layout: TP 1 · PP 1 · DP 32, 1f1b, micro batch 16 × 1, full "
+                       "recompute"),
+            std::string::npos)
+      << r.out;
+  expect_usage_error("plan --from-run 2B", "--from-run '2B': published-runs has no such");
   // Bad requests: one line, exit 2.
   expect_usage_error("plan --gpus 4 --global-batch 3 --tp 1 --pp 1",
                      "the global batch does not divide over the data-parallel replicas");

@@ -6,6 +6,7 @@
 #include "commands.hpp"
 #include "progress.hpp"
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "pipetab/error.hpp"
@@ -14,6 +15,7 @@
 #include "pipetab/io/table_json.hpp"
 #include "pipetab/report/trace.hpp"
 #include "pipetab/schedules/registry.hpp"
+#include "pipetab/study/measurements.hpp"
 #include "pipetab/study/plan.hpp"
 
 namespace pipetab::cli {
@@ -81,8 +83,29 @@ std::string header(const PlanRequest& q, const PlanResult& r, double seconds) {
   return out;
 }
 
+// "7", or ">= 33" when layouts pruned by their bound might be faster than the reference.
+std::string rank_text(const PlanResult& r) {
+  return r.reference_rank_exact ? std::to_string(r.reference_rank)
+                                : fmt::format(">= {}", r.reference_rank);
+}
+
+std::string reference_text(const PlanResult& r) {
+  if (r.reference_error.empty() && !r.reference) return {};
+  std::string out = "  reference layout: ";
+  if (!r.reference) return out + "cannot run here: " + r.reference_error + "\n";
+  const auto& e = *r.reference;
+  out += fmt::format("{}\n    {:.4f} s, {:.0f} tokens/s, MFU {:.3f}, peak {:.2f} GB: rank {}",
+                     describe(e.layout), e.metrics.runtime_s, e.metrics.tokens_per_s.value_or(0),
+                     e.metrics.mfu.value_or(0), e.peak_memory_bytes / 1e9, rank_text(r));
+  if (!r.top.empty()) {
+    out += fmt::format("; the best layout is predicted {:.1f}% faster",
+                       100 * (e.metrics.runtime_s / r.top.front().metrics.runtime_s - 1));
+  }
+  return out + "\n";
+}
+
 std::string text_report(const PlanRequest& q, const PlanResult& r, double seconds) {
-  std::string out = header(q, r, seconds);
+  std::string out = header(q, r, seconds) + reference_text(r);
   if (r.top.empty()) {
     out += "  no layout fits and runs\n";
   } else {
@@ -120,6 +143,16 @@ nlohmann::json json_report(const PlanRequest& q, const PlanResult& r) {
   auto& rejections = j["rejections"] = nlohmann::json::array();
   for (const auto& x : r.rejections)
     rejections.push_back({{"reason", x.reason}, {"count", x.count}, {"example", x.example}});
+  if (r.reference) {
+    j["reference"] = {{"layout", layout_json(r.reference->layout)},
+                      {"description", describe(r.reference->layout)},
+                      {"runtime_s", r.reference->metrics.runtime_s},
+                      {"rank", r.reference_rank},
+                      {"rank_exact", r.reference_rank_exact},
+                      {"peak_memory_bytes", r.reference->peak_memory_bytes}};
+  } else if (!r.reference_error.empty()) {
+    j["reference"] = {{"error", r.reference_error}};
+  }
   auto& top = j["top"] = nlohmann::json::array();
   for (std::size_t i = 0; i < r.top.size(); ++i) {
     const auto& e = r.top[i];
@@ -190,6 +223,41 @@ std::string explain(const PlanResult& r, std::size_t rank) {
   return out;
 }
 
+// The model, system, GPU count, batch and runtime options of a measured run, and its layout as
+// the reference.
+void from_run(PlanRequest& q, const std::string& file, const std::string& id) {
+  const auto runs = load_measurements(file);
+  const MeasuredRun* run = nullptr;
+  std::vector<std::string> ids;
+  for (const auto& r : runs.runs) {
+    if (r.kind != MeasurementKind::Iteration) continue;
+    ids.push_back(r.id);
+    if (r.id == id) run = &r;
+  }
+  if (run == nullptr) {
+    throw Error(fmt::format("--from-run '{}': {} has no such iteration run (runs: {})", id, file,
+                            fmt::join(ids, ", ")));
+  }
+  const auto& m = *run->model.transformer();
+  q.model = run->model;
+  q.system = io::load_system(run->system);
+  q.lowering = run->lowering;
+  Layout l;
+  l.tensor_parallel = m.tensor_parallel;
+  l.pipeline_parallel = run->devices;
+  l.data_parallel = run->lowering.data_parallel;
+  l.micro_batch = m.micro_batch;
+  l.microbatches = run->microbatches;
+  l.schedule = run->schedule;
+  l.chunks = run->chunks.value_or(0);
+  l.recompute = m.recompute;
+  l.sequence_parallel = m.sequence_parallel;
+  l.distributed_optimizer = run->lowering.iteration.distributed_optimizer;
+  q.gpus = l.tensor_parallel * l.pipeline_parallel * l.data_parallel;
+  q.global_batch = l.micro_batch * l.microbatches * l.data_parallel;
+  q.reference = l;
+}
+
 std::vector<Recompute> parse_recompute(const std::vector<std::string>& names) {
   std::vector<Recompute> out;
   for (const auto& n : names) {
@@ -213,31 +281,135 @@ std::vector<bool> parse_both(const std::string& flag, const std::string& value) 
   throw Error(fmt::format("{} {}: expected both, on or off", flag, value));
 }
 
+struct PlanState {
+  std::string model = "llama2-70b", system = "dgx-h100";
+  std::int64_t gpus = 0, global_batch = 0, seq_len = 0;
+  std::vector<std::int64_t> tp, pp, micro_batch, chunks;
+  std::vector<std::string> schedules, recompute{"none", "selective", "full"};
+  std::string sequence_parallel = "both", distributed_optimizer = "both";
+  std::string runtime = "pytorch", tp_overlap = "backward";
+  bool dp_overlap = false, no_prune = false;
+  int top = 10;
+  double memory_reserve = 0.05;
+  std::size_t explain = 0;
+  unsigned threads = 0;
+  std::string shard, format, output, table, trace, svg;
+  std::string from_run, runs = "published-runs";
+  bool keep_run_options = false;
+  bool runtime_given = false, overlap_given = false, dp_overlap_given = false;
+};
+
+// The request the options describe; with a run id, the run's model, system, GPUs, batch and
+// runtime options, its layout as the reference (and with --keep-run-options its recomputation,
+// sequence parallelism and optimizer sharding as the only choices).
+PlanRequest make_request(const PlanState& s, const std::string& run_id) {
+  PlanRequest q;
+  if (!run_id.empty()) {
+    from_run(q, s.runs, run_id);
+    if (s.gpus > 0) q.gpus = s.gpus;
+    if (s.global_batch > 0) q.global_batch = s.global_batch;
+  } else {
+    if (s.gpus == 0) throw Error("plan: --gpus is required (or --from-run ID)");
+    if (s.global_batch == 0) {
+      throw Error("plan: --global-batch is required (or --from-run ID)");
+    }
+    q.model = io::load_model(s.model);
+    q.system = io::load_system(s.system);
+    q.gpus = s.gpus;
+    q.global_batch = s.global_batch;
+  }
+  auto* m = std::get_if<TransformerConfig>(&q.model.spec);
+  if (m != nullptr && s.seq_len > 0) m->seq_len = s.seq_len;
+  const LoweringOptions run_lowering = q.lowering;
+  q.space.tensor_parallel = s.tp;
+  q.space.pipeline_parallel = s.pp;
+  q.space.micro_batch = s.micro_batch;
+  q.space.schedules = s.schedules;
+  q.space.chunks = s.chunks;
+  q.space.recompute = parse_recompute(s.recompute);
+  q.space.sequence_parallel = parse_both("--sequence-parallel", s.sequence_parallel);
+  q.space.distributed_optimizer = parse_both("--distributed-optimizer", s.distributed_optimizer);
+  const auto runtime = parse_runtime(s.runtime);
+  if (!runtime) {
+    throw Error(fmt::format("--runtime {}: expected async, megatron or pytorch", s.runtime));
+  }
+  q.lowering.runtime = *runtime;
+  const auto overlap = cost::parse_overlap(s.tp_overlap);
+  if (!overlap) {
+    throw Error(fmt::format("--tp-overlap {}: expected none, backward or all", s.tp_overlap));
+  }
+  q.lowering.cost.tp_overlap = *overlap;
+  q.lowering.iteration.dp_overlap = s.dp_overlap;
+  if (!run_id.empty()) {
+    // The run's own runtime options, unless given here.
+    if (!s.runtime_given) q.lowering.runtime = run_lowering.runtime;
+    if (!s.overlap_given) q.lowering.cost = run_lowering.cost;
+    if (!s.dp_overlap_given) q.lowering.iteration = run_lowering.iteration;
+  }
+  q.top = s.top;
+  q.memory_reserve = s.memory_reserve;
+  q.prune = !s.no_prune;
+  q.threads = s.threads;
+  if (!s.shard.empty()) std::tie(q.shard, q.shards) = parse_shard(s.shard);
+  if (!run_id.empty() && s.keep_run_options) {
+    q.space.recompute = {q.reference->recompute};
+    q.space.sequence_parallel = {q.reference->sequence_parallel};
+    q.space.distributed_optimizer = {q.reference->distributed_optimizer};
+  }
+  return q;
+}
+
+// Every iteration run of the file planned and compared with its published layout (Markdown).
+std::string published_comparison(const PlanState& s) {
+  const auto runs = load_measurements(s.runs);
+  std::string out = fmt::format(
+      "| run | GPUs | batch | published layout | predicted s | its rank | plan's best layout | "
+      "predicted s | best / published |\n|---|---:|---:|---|---:|---:|---|---:|---:|\n");
+  for (const auto& run : runs.runs) {
+    if (run.kind != MeasurementKind::Iteration) continue;
+    PlanRequest q = make_request(s, run.id);
+    q.top = 1;
+    const auto r = plan(q);
+    const auto cell = [](const std::optional<PlanEntry>& e) {
+      return e ? fmt::format("{:.3f}", e->metrics.runtime_s) : std::string("—");
+    };
+    std::optional<PlanEntry> best;
+    if (!r.top.empty()) best = r.top.front();
+    out += fmt::format(
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", run.id, q.gpus, q.global_batch,
+        describe(*q.reference),
+        r.reference ? cell(r.reference) : "cannot run: " + r.reference_error,
+        r.reference ? rank_text(r) : "—", best ? describe(best->layout) : "none fits", cell(best),
+        best && r.reference
+            ? fmt::format("{:+.1f}%",
+                          100 * (best->metrics.runtime_s / r.reference->metrics.runtime_s - 1))
+            : "—");
+  }
+  return out;
+}
 }  // namespace
 
 Subcommand add_plan(CLI::App& app) {
-  struct State {
-    std::string model = "llama2-70b", system = "dgx-h100";
-    std::int64_t gpus = 0, global_batch = 0, seq_len = 0;
-    std::vector<std::int64_t> tp, pp, micro_batch, chunks;
-    std::vector<std::string> schedules, recompute{"none", "selective", "full"};
-    std::string sequence_parallel = "both", distributed_optimizer = "both";
-    std::string runtime = "pytorch", tp_overlap = "backward";
-    bool dp_overlap = false, no_prune = false;
-    int top = 10;
-    std::size_t explain = 0;
-    unsigned threads = 0;
-    std::string shard, format, output, table, trace, svg;
-  };
-  auto s = std::make_shared<State>();
+  auto s = std::make_shared<PlanState>();
   auto* cmd = app.add_subcommand(
       "plan",
       "The fastest hybrid-parallel layouts (TP, PP, DP, schedule, micro batch, recomputation, "
       "sequence parallelism, distributed optimizer) of a model on a cluster, by simulation");
   cmd->add_option("--model", s->model, "model preset or file")->capture_default_str();
   cmd->add_option("--system", s->system, "system preset or file")->capture_default_str();
-  cmd->add_option("--gpus", s->gpus, "GPUs in all (TP · PP · DP)")->required();
-  cmd->add_option("--global-batch", s->global_batch, "sequences per iteration")->required();
+  cmd->add_option("--gpus", s->gpus, "GPUs in all (TP · PP · DP); required unless --from-run");
+  cmd->add_option("--global-batch", s->global_batch,
+                  "sequences per iteration; required unless --from-run");
+  cmd->add_option("--from-run", s->from_run,
+                  "plan the model, system, GPUs, batch and runtime options of a measured run "
+                  "(an id of --runs) and compare its layout with the plan's; all: every run, "
+                  "as a Markdown table");
+  cmd->add_flag("--keep-run-options", s->keep_run_options,
+                "with --from-run: keep the run's recomputation, sequence parallelism and optimizer "
+                "sharding, and plan only the layout");
+  cmd->add_option("--runs", s->runs,
+                  "measured runs for --from-run: a TOML file, or published-runs (built in)")
+      ->capture_default_str();
   cmd->add_option("--seq-len", s->seq_len, "sequence length (default: the model's)");
   cmd->add_option("--tp", s->tp, "tensor-parallel sizes (default: the divisors of the node size)")
       ->delimiter(',');
@@ -247,8 +419,10 @@ Subcommand add_plan(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--schedules", s->schedules, "schedules to try (default: every registered)")
       ->delimiter(',');
-  cmd->add_option("--chunks", s->chunks,
-                  "virtual chunks for schedules that take -v (default: 2,4 and the schedule's)")
+  cmd->add_option(
+         "--chunks", s->chunks,
+         "virtual chunks for schedules that take -v (default: each v in 2..8 dividing the layers "
+         "per device)")
       ->delimiter(',');
   cmd->add_option("--recompute", s->recompute, "recomputation: none, selective, full")
       ->delimiter(',')
@@ -258,16 +432,24 @@ Subcommand add_plan(CLI::App& app) {
   cmd->add_option("--distributed-optimizer", s->distributed_optimizer,
                   "both, on or off (with DP > 1)")
       ->capture_default_str();
-  cmd->add_option("--runtime", s->runtime,
-                  "how pipeline transfers wait: pytorch (runs every schedule), megatron (1F1B and "
-                  "interleaved only), async")
-      ->capture_default_str();
-  cmd->add_option("--tp-overlap", s->tp_overlap, "none, backward or all")->capture_default_str();
-  cmd->add_flag("--dp-overlap", s->dp_overlap,
-                "overlap the data-parallel reduction with the last backward passes");
+  auto* runtime_opt =
+      cmd->add_option(
+             "--runtime", s->runtime,
+             "how pipeline transfers wait: pytorch (runs every schedule), megatron (1F1B and "
+             "interleaved only), async")
+          ->capture_default_str();
+  auto* overlap_opt = cmd->add_option("--tp-overlap", s->tp_overlap, "none, backward or all")
+                          ->capture_default_str();
+  auto* dp_overlap_opt =
+      cmd->add_flag("--dp-overlap", s->dp_overlap,
+                    "overlap the data-parallel reduction with the last backward passes");
   cmd->add_option("--top", s->top, "layouts ranked")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
+  cmd->add_option("--memory-reserve", s->memory_reserve,
+                  "share of each device's memory left free for the CUDA context, NCCL buffers and "
+                  "allocator fragmentation")
+      ->capture_default_str();
   cmd->add_flag("--no-prune", s->no_prune,
                 "simulate every layout that fits (no branch and bound; slower, same ranking)");
   cmd->add_option("--explain", s->explain, "why the layout at this rank wins over the next ones");
@@ -282,39 +464,18 @@ Subcommand add_plan(CLI::App& app) {
   cmd->add_option("--trace", s->trace, "simulate the best layout and write a Chrome trace");
   cmd->add_option("--svg", s->svg, "simulate the best layout and write an SVG timeline");
   return {
-      cmd, [s] {
-        PlanRequest q;
-        q.model = io::load_model(s->model);
-        auto* m = std::get_if<TransformerConfig>(&q.model.spec);
-        if (m != nullptr && s->seq_len > 0) m->seq_len = s->seq_len;
-        q.system = io::load_system(s->system);
-        q.gpus = s->gpus;
-        q.global_batch = s->global_batch;
-        q.space.tensor_parallel = s->tp;
-        q.space.pipeline_parallel = s->pp;
-        q.space.micro_batch = s->micro_batch;
-        q.space.schedules = s->schedules;
-        q.space.chunks = s->chunks;
-        q.space.recompute = parse_recompute(s->recompute);
-        q.space.sequence_parallel = parse_both("--sequence-parallel", s->sequence_parallel);
-        q.space.distributed_optimizer =
-            parse_both("--distributed-optimizer", s->distributed_optimizer);
-        const auto runtime = parse_runtime(s->runtime);
-        if (!runtime) {
-          throw Error(fmt::format("--runtime {}: expected async, megatron or pytorch", s->runtime));
+      cmd, [s, runtime_opt, overlap_opt, dp_overlap_opt] {
+        if (s->from_run == "all") {
+          s->runtime_given = runtime_opt->count() > 0;
+          s->overlap_given = overlap_opt->count() > 0;
+          s->dp_overlap_given = dp_overlap_opt->count() > 0;
+          emit(s->output, published_comparison(*s));
+          return;
         }
-        q.lowering.runtime = *runtime;
-        const auto overlap = cost::parse_overlap(s->tp_overlap);
-        if (!overlap) {
-          throw Error(
-              fmt::format("--tp-overlap {}: expected none, backward or all", s->tp_overlap));
-        }
-        q.lowering.cost.tp_overlap = *overlap;
-        q.lowering.iteration.dp_overlap = s->dp_overlap;
-        q.top = s->top;
-        q.prune = !s->no_prune;
-        q.threads = s->threads;
-        if (!s->shard.empty()) std::tie(q.shard, q.shards) = parse_shard(s->shard);
+        s->runtime_given = runtime_opt->count() > 0;
+        s->overlap_given = overlap_opt->count() > 0;
+        s->dp_overlap_given = dp_overlap_opt->count() > 0;
+        PlanRequest q = make_request(*s, s->from_run);
         std::optional<Progress> bar;
         int phase = 0;
         std::int64_t last = 0;

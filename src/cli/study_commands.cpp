@@ -64,7 +64,6 @@ int default_threads() {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-
 // Where the last complete row ends: after the last line break outside a quoted CSV field.
 std::size_t complete_rows_end(const std::string& text, bool csv) {
   std::size_t end = 0;

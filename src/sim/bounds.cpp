@@ -19,8 +19,9 @@ GraphBounds graph_bounds(const ExecGraph& g, const Network& network) {
   for (std::size_t t = 0; t < static_cast<std::size_t>(g.transfers()); ++t) {
     double bandwidth = std::numeric_limits<double>::infinity();
     for (auto r = g.route_begin[t]; r < g.route_begin[t + 1]; ++r)
-      bandwidth = std::min(
-          bandwidth, links[static_cast<std::size_t>(g.route[static_cast<std::size_t>(r)])].bandwidth);
+      bandwidth =
+          std::min(bandwidth,
+                   links[static_cast<std::size_t>(g.route[static_cast<std::size_t>(r)])].bandwidth);
     const double wire = std::isfinite(bandwidth) && bandwidth > 0 ? g.bytes[t] / bandwidth : 0.0;
     length[static_cast<std::size_t>(g.compute_nodes) + t] = g.latency_s[t] + wire;
   }

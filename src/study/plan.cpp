@@ -100,18 +100,18 @@ void check(const PlanRequest& request, Checked& c) {
                           gpus_per_device(setup.model, setup.lowering));
     const ExecGraph graph = lower(*table, setup.model, network, setup.lowering);
     const GraphBounds bounds = graph_bounds(graph, network);
-    const double capacity = setup.system.device.memory_bytes;
+    const double capacity = setup.system.device.memory_bytes * (1 - request.memory_reserve);
     const double weights = *std::max_element(graph.static_bytes.begin(), graph.static_bytes.end());
     c.peak_memory_bytes =
         *std::max_element(bounds.peak_memory_bytes.begin(), bounds.peak_memory_bytes.end());
     c.lower_bound_s = bounds.runtime_lower_bound_s;
     if (weights > capacity) {
       c.reason = "memory: weights, gradients and optimizer state alone exceed the device";
-      c.detail = fmt::format("{:.4g} GB of {:.4g} GB", weights / 1e9, capacity / 1e9);
+      c.detail = fmt::format("{:.4g} GB of {:.4g} GB usable", weights / 1e9, capacity / 1e9);
     } else if (c.peak_memory_bytes > capacity) {
       c.reason = "memory: over the device with the schedule's activations";
-      c.detail = fmt::format("{:.4g} GB of {:.4g} GB ({:.4g} GB static)", c.peak_memory_bytes / 1e9,
-                             capacity / 1e9, weights / 1e9);
+      c.detail = fmt::format("{:.4g} GB of {:.4g} GB usable ({:.4g} GB static)",
+                             c.peak_memory_bytes / 1e9, capacity / 1e9, weights / 1e9);
     }
   } catch (const ParamError& e) {
     c.reason = "system: the cluster or the simulator cannot take the layout";
@@ -129,6 +129,7 @@ struct Enumeration {
 
 Enumeration enumerate(const PlanRequest& r) {
   const PlanSpace& s = r.space;
+  const std::int64_t layers = r.model.transformer()->layers;
   const std::int64_t node = std::max<std::int64_t>(1, r.system.devices_per_node);
   auto tps = s.tensor_parallel.empty() ? divisors(node) : s.tensor_parallel;
   std::vector<const ScheduleInfo*> schedules;
@@ -169,8 +170,16 @@ Enumeration enumerate(const PlanRequest& r) {
           std::vector<std::int64_t> chunks{0};
           if (pp == 1 && info->default_chunks > 0) chunks = {1};
           if (pp > 1 && info->default_chunks > 0) {
-            chunks =
-                s.chunks.empty() ? std::vector<std::int64_t>{2, 4, info->default_chunks} : s.chunks;
+            // Default: every v from 2 to 8 that splits the device's layers evenly (Megatron-LM
+            // requires it), or the schedule's default when none does.
+            chunks = s.chunks;
+            if (chunks.empty()) {
+              const std::int64_t per_device = layers % pp == 0 ? layers / pp : 0;
+              for (std::int64_t v = 2; v <= 8; ++v) {
+                if (per_device > 0 && per_device % v == 0) chunks.push_back(v);
+              }
+              if (chunks.empty()) chunks.push_back(info->default_chunks);
+            }
             std::sort(chunks.begin(), chunks.end());
             chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
           }
@@ -239,6 +248,10 @@ PlanResult plan(const PlanRequest& request) {
         fmt::format("plan: --global-batch {} must be at least 1", request.global_batch));
   }
   if (request.top < 1) throw ParamError("plan: --top must be at least 1");
+  if (!(request.memory_reserve >= 0 && request.memory_reserve < 1)) {
+    throw ParamError(
+        fmt::format("plan: --memory-reserve {} must be in [0, 1)", request.memory_reserve));
+  }
   if (request.shards < 1 || request.shard < 1 || request.shard > request.shards) {
     throw ParamError(fmt::format("plan: shard {}/{}: expected K/N with 1 <= K <= N", request.shard,
                                  request.shards));
@@ -305,6 +318,7 @@ PlanResult plan(const PlanRequest& request) {
   constexpr std::size_t kBatch = 32;
   const auto k = static_cast<std::size_t>(request.top);
   std::vector<PlanEntry> top;
+  std::vector<double> faster_than;  // every simulated runtime, for the reference's rank
   for (std::size_t b = 0; b < fitting.size(); b += kBatch) {
     const double threshold = request.prune && top.size() >= k
                                  ? top[k - 1].metrics.runtime_s
@@ -339,6 +353,7 @@ PlanResult plan(const PlanRequest& request) {
         continue;
       }
       ++result.simulated;
+      faster_than.push_back(entries[i]->metrics.runtime_s);
       top.push_back(std::move(*entries[i]));
     }
     std::sort(top.begin(), top.end(), faster);
@@ -352,6 +367,38 @@ PlanResult plan(const PlanRequest& request) {
     }
   }
   result.top = std::move(top);
+  if (request.reference) {
+    // Checked and simulated as any layout, whatever its bound; its rank counts the simulated
+    // layouts faster than it (every pruned one is slower: its bound is above the k-th best).
+    Checked c;
+    c.layout = *request.reference;
+    c.index = -1;
+    check(request, c);
+    if (!c.reason.empty()) {
+      result.reference_error = c.reason + ": " + c.detail;
+    } else {
+      try {
+        const auto table = generate(find_schedule(c.layout.schedule), schedule_params(c.layout));
+        PlanEntry entry;
+        entry.index = -1;
+        entry.layout = c.layout;
+        entry.lower_bound_s = c.lower_bound_s;
+        entry.peak_memory_bytes = c.peak_memory_bytes;
+        entry.metrics = simulate_table(table, layout_setup(request, c.layout)).metrics;
+        result.reference_rank =
+            1 + std::count_if(faster_than.begin(), faster_than.end(),
+                              [&](double runtime) { return runtime < entry.metrics.runtime_s; });
+        const auto pruned_below = [&](const Checked* p) {
+          return p->lower_bound_s < entry.metrics.runtime_s;
+        };
+        result.reference_rank_exact =
+            std::none_of(fitting.end() - result.pruned, fitting.end(), pruned_below);
+        result.reference = std::move(entry);
+      } catch (const ParamError& error) {
+        result.reference_error = std::string("simulation: ") + error.what();
+      }
+    }
+  }
   for (auto& [reason, r] : rejections)
     result.rejections.push_back(std::move(r));
   std::stable_sort(

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,11 +28,24 @@ struct PlanSpace {
   std::vector<std::int64_t> micro_batch;
   /// Registered schedule names. Default: every registered schedule.
   std::vector<std::string> schedules;
-  /// Virtual chunks for the schedules that take -v. Default: 2, 4 and the schedule's default.
+  /// Virtual chunks for the schedules that take -v. Default: every v in 2..8 dividing the layers
+  /// per device (the schedule's default if none does).
   std::vector<std::int64_t> chunks;
   std::vector<Recompute> recompute{Recompute::None, Recompute::Selective, Recompute::Full};
   std::vector<bool> sequence_parallel{false, true};      ///< true only with TP > 1
   std::vector<bool> distributed_optimizer{false, true};  ///< true only with DP > 1
+};
+
+/// One layout of the cluster.
+struct Layout {
+  std::int64_t tensor_parallel = 1, pipeline_parallel = 1, data_parallel = 1;
+  std::int64_t micro_batch = 1;
+  std::int64_t microbatches = 1;  ///< per replica per iteration
+  std::string schedule;
+  std::int64_t chunks = 0;  ///< 0: the schedule takes no -v
+  Recompute recompute = Recompute::None;
+  bool sequence_parallel = false;
+  bool distributed_optimizer = false;
 };
 
 /// What to plan.
@@ -45,6 +59,9 @@ struct PlanRequest {
   /// distributed_optimizer are the layout's.
   LoweringOptions lowering;
   SimOptions sim;
+  /// Share of the device's memory a layout must leave free: the CUDA context, NCCL's buffers and
+  /// the caching allocator's fragmentation, which the workload model does not count.
+  double memory_reserve = 0.05;
   std::int32_t top = 10;   ///< layouts kept, fastest first
   bool prune = true;       ///< false: simulate every layout that fits (exhaustive)
   unsigned threads = 0;    ///< 0: all cores
@@ -53,18 +70,9 @@ struct PlanRequest {
   /// Called from the calling thread as work completes: phase 1 checks every layout, phase 2
   /// simulates; done and total count layouts of that phase.
   std::function<void(int phase, std::int64_t done, std::int64_t total)> progress;
-};
-
-/// One layout of the cluster.
-struct Layout {
-  std::int64_t tensor_parallel = 1, pipeline_parallel = 1, data_parallel = 1;
-  std::int64_t micro_batch = 1;
-  std::int64_t microbatches = 1;  ///< per replica per iteration
-  std::string schedule;
-  std::int64_t chunks = 0;  ///< 0: the schedule takes no -v
-  Recompute recompute = Recompute::None;
-  bool sequence_parallel = false;
-  bool distributed_optimizer = false;
+  /// A layout to compare with (e.g. a published one): simulated whatever its bound, and ranked
+  /// among the others.
+  std::optional<Layout> reference;
 };
 
 /// "TP 8 · PP 8 · DP 16, interleaved v 2, micro batch 1 × 64, selective, SP, dist-opt".
@@ -93,6 +101,14 @@ struct PlanResult {
   std::int64_t simulated = 0;
   std::vector<PlanRejection> rejections;  ///< by count, largest first
   std::vector<PlanEntry> top;             ///< fastest first
+  /// The reference layout simulated (unset without one, or when it cannot run: see
+  /// reference_error), and its rank among the simulated layouts (1-based). The rank is exact
+  /// when no pruned layout's bound is below the reference's runtime; otherwise some pruned
+  /// layouts might be faster and the rank is a lower bound.
+  std::optional<PlanEntry> reference;
+  std::int64_t reference_rank = 0;
+  bool reference_rank_exact = true;
+  std::string reference_error;
 };
 
 /// The model with the layout's tensor parallelism, micro batch, recomputation and sequence
