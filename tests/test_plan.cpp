@@ -250,7 +250,9 @@ TEST(Plan, AReferenceLayoutIsSimulatedAndRanked) {
   ASSERT_TRUE(r.reference.has_value()) << r.reference_error;
   EXPECT_EQ(r.reference->metrics.runtime_s, eleventh.metrics.runtime_s);
   EXPECT_LE(r.reference_rank, 11);  // among the simulated ones only
-  if (r.reference_rank_exact) EXPECT_EQ(r.reference_rank, 11);
+  if (r.reference_rank_exact) {
+    EXPECT_EQ(r.reference_rank, 11);
+  }
   // A reference that breaks a rule is reported, not ranked.
   q.reference->pipeline_parallel = 5;
   const auto bad = plan(q);
