@@ -21,10 +21,6 @@
 namespace pipetab::cli {
 namespace {
 
-const char* recompute_key(Recompute r) {
-  return r == Recompute::Full ? "full" : r == Recompute::Selective ? "selective" : "none";
-}
-
 // The parts of the runtime a layout spends, in seconds (breakdown shares × runtime).
 struct Parts {
   double compute, bubble, pipeline, tp, reductions, optimizer;
@@ -44,7 +40,7 @@ nlohmann::json layout_json(const Layout& l) {
           {"chunks", l.chunks > 0 ? nlohmann::json(l.chunks) : nlohmann::json(nullptr)},
           {"micro_batch", l.micro_batch},
           {"microbatches", l.microbatches},
-          {"recompute", recompute_key(l.recompute)},
+          {"recompute", to_string(l.recompute)},
           {"sequence_parallel", l.sequence_parallel},
           {"distributed_optimizer", l.distributed_optimizer}};
 }
@@ -64,7 +60,7 @@ std::string csv_report(const PlanResult& r) {
                        e.metrics.mfu.value_or(0), e.peak_memory_bytes, e.lower_bound_s,
                        l.tensor_parallel, l.pipeline_parallel, l.data_parallel, l.schedule,
                        l.chunks > 0 ? std::to_string(l.chunks) : "", l.micro_batch, l.microbatches,
-                       recompute_key(l.recompute), l.sequence_parallel, l.distributed_optimizer,
+                       to_string(l.recompute), l.sequence_parallel, l.distributed_optimizer,
                        p.compute, p.bubble, p.pipeline, p.tp, p.reductions, p.optimizer);
   }
   return out;
@@ -258,18 +254,12 @@ void from_run(PlanRequest& q, const std::string& file, const std::string& id) {
   q.reference = l;
 }
 
-std::vector<Recompute> parse_recompute(const std::vector<std::string>& names) {
+std::vector<Recompute> recompute_list(const std::vector<std::string>& names) {
   std::vector<Recompute> out;
   for (const auto& n : names) {
-    if (n == "none") {
-      out.push_back(Recompute::None);
-    } else if (n == "selective") {
-      out.push_back(Recompute::Selective);
-    } else if (n == "full") {
-      out.push_back(Recompute::Full);
-    } else {
-      throw Error(fmt::format("--recompute {}: expected none, selective or full", n));
-    }
+    const auto r = parse_recompute(n);
+    if (!r) throw Error(fmt::format("--recompute {}: expected none, selective or full", n));
+    out.push_back(*r);
   }
   return out;
 }
@@ -326,7 +316,7 @@ PlanRequest make_request(const PlanState& s, const std::string& run_id) {
   q.space.micro_batch = s.micro_batch;
   q.space.schedules = s.schedules;
   q.space.chunks = s.chunks;
-  q.space.recompute = parse_recompute(s.recompute);
+  q.space.recompute = recompute_list(s.recompute);
   q.space.sequence_parallel = parse_both("--sequence-parallel", s.sequence_parallel);
   q.space.distributed_optimizer = parse_both("--distributed-optimizer", s.distributed_optimizer);
   const auto runtime = parse_runtime(s.runtime);

@@ -37,10 +37,8 @@ TransformerConfig read_transformer(const Reader& r, const Table& t, const std::s
                             m.precision == Precision::FP8 ? 2 : element_bytes(m.precision), 1, 16);
   m.tensor_parallel = r.integer(t, p, "tensor_parallel", 1, 1, 1 << 16);
   m.sequence_parallel = r.boolean(t, p, "sequence_parallel", false);
-  const auto recompute = r.choice(t, p, "recompute", "none", {"none", "selective", "full"});
-  m.recompute = recompute == "full"        ? Recompute::Full
-                : recompute == "selective" ? Recompute::Selective
-                                           : Recompute::None;
+  m.recompute =
+      *parse_recompute(r.choice(t, p, "recompute", "none", {"none", "selective", "full"}));
   m.flash_attention = r.boolean(t, p, "flash_attention", false);
   m.gated_mlp = r.boolean(t, p, "gated_mlp", false);
   m.learned_positions = r.boolean(t, p, "learned_positions", true);

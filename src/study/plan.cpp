@@ -17,18 +17,6 @@ namespace pipetab {
 
 namespace {
 
-const char* recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::None:
-      return "no recompute";
-    case Recompute::Selective:
-      return "selective";
-    case Recompute::Full:
-      return "full recompute";
-  }
-  return "no recompute";
-}
-
 std::vector<std::int64_t> divisors(std::int64_t n) {
   std::vector<std::int64_t> out;
   for (std::int64_t d = 1; d <= n; ++d) {
@@ -215,7 +203,9 @@ std::string describe(const Layout& l) {
                                 l.data_parallel, l.schedule);
   if (l.chunks > 0) out += fmt::format(" v {}", l.chunks);
   out += fmt::format(", micro batch {} × {}, {}", l.micro_batch, l.microbatches,
-                     recompute_name(l.recompute));
+                     l.recompute == Recompute::None   ? "no recompute"
+                     : l.recompute == Recompute::Full ? "full recompute"
+                                                      : "selective");
   if (l.sequence_parallel) out += ", SP";
   if (l.distributed_optimizer) out += ", distributed optimizer";
   return out;

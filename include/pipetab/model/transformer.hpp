@@ -2,7 +2,10 @@
 // (tensor and sequence parallelism), recomputation and number formats. Machine-free.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 #include "pipetab/precision.hpp"
 
@@ -10,6 +13,20 @@ namespace pipetab {
 
 /// Activation recomputation (Korthikanti et al., MLSys 2023).
 enum class Recompute { None, Selective, Full };
+
+/// "none", "selective", "full": the names model files and the CLI use.
+inline constexpr std::array<std::string_view, 3> kRecomputeNames{"none", "selective", "full"};
+
+constexpr std::string_view to_string(Recompute r) {
+  return kRecomputeNames[static_cast<std::size_t>(r)];
+}
+
+constexpr std::optional<Recompute> parse_recompute(std::string_view name) {
+  for (std::size_t i = 0; i < kRecomputeNames.size(); ++i) {
+    if (kRecomputeNames[i] == name) return static_cast<Recompute>(i);
+  }
+  return std::nullopt;
+}
 
 /// One microbatch is `micro_batch` sequences of `seq_len` tokens. Defaults of 0 mean "derived":
 /// kv_heads = heads, ffn_hidden = 4·hidden.
