@@ -224,7 +224,9 @@ class Heuristic {
   std::vector<Op> ops_;                // row j at [3Mj, 3M(j+1))
 };
 
-void check(const ZeroBubbleProblem& p) {
+}  // namespace
+
+void validate(const ZeroBubbleProblem& p) {
   const auto fail = [](const std::string& what) {
     throw ParamError("zero-bubble heuristic: " + what);
   };
@@ -250,8 +252,6 @@ void check(const ZeroBubbleProblem& p) {
     fail("input_grad_frees must lie in [0, 1]");
   }
 }
-
-}  // namespace
 
 ZeroBubbleProblem ZeroBubbleProblem::uniform(std::int32_t devices, std::int32_t microbatches,
                                              double forward, double input_grad, double weight_grad,
@@ -280,12 +280,12 @@ std::vector<ZeroBubbleFlags> ZeroBubbleFlags::all() {
 
 ZeroBubbleSchedule zero_bubble_schedule(const ZeroBubbleProblem& problem,
                                         const ZeroBubbleFlags& flags) {
-  check(problem);
+  validate(problem);
   return Heuristic(problem, flags).run();
 }
 
 ZeroBubbleSchedule best_zero_bubble_schedule(const ZeroBubbleProblem& problem) {
-  check(problem);
+  validate(problem);
   ZeroBubbleSchedule best;
   bool have = false;
   for (const auto& flags : ZeroBubbleFlags::all()) {

@@ -175,6 +175,16 @@ class Search {
                                flags.eager_weight ? " eager-w" : ""),
                    false, zero_bubble_schedule(problem, flags).table);
         }
+        // The authors' own scheduler (their warm-up may hold every forward at M = S).
+        for (const auto& flags : ZeroBubbleAuthorsFlags::all()) {
+          auto schedule = zero_bubble_authors_schedule(problem, flags);
+          if (!schedule) continue;
+          consider(fmt::format("zb-authors cap={} delay={:.3g}s{}{}{}", cap, delay,
+                               flags.allow_bubble_before_first_i ? " bubble-before-first-i" : "",
+                               flags.prioritize_i ? " prioritize-i" : "",
+                               flags.no_bubble_greedy ? " no-bubble-greedy" : ""),
+                   false, std::move(schedule->table));
+        }
       }
     }
   }

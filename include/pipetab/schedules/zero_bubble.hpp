@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "pipetab/table/schedule_table.hpp"
@@ -57,6 +58,9 @@ struct ZeroBubbleSchedule {
   double max_span = 0.0;  ///< predicted longest first-start-to-last-end span of a device
 };
 
+/// Throws ParamError for an invalid problem (sizes, a limit below 1, negative times).
+void validate(const ZeroBubbleProblem& problem);
+
 /// Runs the heuristic once. O(S·M). Throws ParamError for an invalid problem (sizes, a limit
 /// below 1, negative times).
 ZeroBubbleSchedule zero_bubble_schedule(const ZeroBubbleProblem& problem,
@@ -65,5 +69,32 @@ ZeroBubbleSchedule zero_bubble_schedule(const ZeroBubbleProblem& problem,
 /// Every flag combination; the schedule with the shortest longest span (the ZB papers'
 /// objective, Def-A), ties broken by makespan, then by the order of ZeroBubbleFlags::all().
 ZeroBubbleSchedule best_zero_bubble_schedule(const ZeroBubbleProblem& problem);
+
+/// The choices of the zero-bubble authors' own greedy scheduler (`manual_order` of their
+/// scheduler/zb.py; zb_authors.cpp), which they try in all eight combinations.
+struct ZeroBubbleAuthorsFlags {
+  /// Warm-up: one more forward may end after the first input gradient arrives.
+  bool allow_bubble_before_first_i = true;
+  /// A stage two forwards ahead of its successor holds back its forward when the successor's
+  /// next forward and input gradient would come sooner.
+  bool prioritize_i = true;
+  /// A W that overruns a short wait (shorter than the largest bubble so far) is placed anyway.
+  bool no_bubble_greedy = true;
+
+  /// The authors' order: allow_bubble_before_first_i, then prioritize_i, then no_bubble_greedy,
+  /// each true before false.
+  static std::vector<ZeroBubbleAuthorsFlags> all();
+  friend bool operator==(const ZeroBubbleAuthorsFlags&, const ZeroBubbleAuthorsFlags&) = default;
+};
+
+/// Runs the authors' scheduler once; empty when a pass cannot be placed within the memory limit
+/// (their "Cannot fit memory"). O(S·M). Throws ParamError for an invalid problem.
+std::optional<ZeroBubbleSchedule> zero_bubble_authors_schedule(const ZeroBubbleProblem& problem,
+                                                               const ZeroBubbleAuthorsFlags& flags);
+
+/// The authors' choice among the eight: the shortest longest span, the first in all()'s order on
+/// a tie; empty when none fits the memory limit.
+std::optional<ZeroBubbleSchedule> best_zero_bubble_authors_schedule(
+    const ZeroBubbleProblem& problem);
 
 }  // namespace pipetab
