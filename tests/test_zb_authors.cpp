@@ -15,6 +15,7 @@
 #include "pipetab/schedules/zero_bubble.hpp"
 #include "pipetab/study/tune.hpp"
 #include "pipetab/table/memory.hpp"
+#include "pipetab/table/validate.hpp"
 
 namespace pipetab {
 namespace {
@@ -114,6 +115,50 @@ TEST(ZeroBubbleAuthors, TuneIsNeverSlowerThanTheirSchedule) {
       EXPECT_EQ(theirs, c.S == 4 ? 18 : c.S == 8 ? 38 : c.S == 16 ? 78 : theirs) << c.label();
     }
   }
+}
+
+// The authors' V-shape scheduler against its output (tests/data/zb-authors-v-orders.jsonl, made
+// by tests/data/zb-authors-v-orders.py from their zbv.py): the same orders and largest bubbles
+// where theirs succeeds, and no schedule where theirs stops on an assertion (a memory limit or a
+// size its rules cannot meet).
+TEST(ZeroBubbleAuthors, TheirVShapeOrders) {
+  std::ifstream in(std::string(PIPETAB_SOURCE_DIR) + "/tests/data/zb-authors-v-orders.jsonl");
+  std::string line;
+  int planned = 0, failed = 0;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    const int S = j["S"], M = j["M"];
+    auto problem = ZeroBubbleProblem::uniform(S, M, j["f"], j["b"], j["w"],
+                                              j["limit"].get<double>() / 2);  // M_a
+    problem.comm = j["comm"];
+    const std::string label = line.substr(0, line.find(", \"bubble\""));
+    const auto best = best_zero_bubble_v_schedule(problem);
+    if (j.contains("error")) {
+      EXPECT_FALSE(best.has_value()) << label;
+      ++failed;
+      continue;
+    }
+    ++planned;
+    ASSERT_TRUE(best.has_value()) << label;
+    EXPECT_DOUBLE_EQ(best->max_bubble, j["bubble"].get<double>()) << label;
+    const auto& t = best->table;
+    for (int d = 0; d < S; ++d) {
+      std::string row;
+      for (auto i = t.row_begin[static_cast<std::size_t>(d)];
+           i < t.row_begin[static_cast<std::size_t>(d) + 1]; ++i) {
+        const Pass& p = t.ops[static_cast<std::size_t>(i)].first();
+        const int cat = p.kind == PassKind::F ? 0 : p.kind == PassKind::I ? 1 : 2;
+        const bool second = p.stage >= S;
+        const int chunk = cat == 0 ? (second ? 1 : 0) : (second ? 0 : 1);
+        if (!row.empty()) row += ' ';
+        row += std::to_string(cat) + std::to_string(chunk) + std::to_string(p.microbatch);
+      }
+      EXPECT_EQ(row, j["rows"][static_cast<std::size_t>(d)].get<std::string>()) << label;
+    }
+    EXPECT_TRUE(validate(t).ok()) << label;
+  }
+  EXPECT_EQ(planned + failed, 234);
+  EXPECT_EQ(planned, 90);
 }
 
 }  // namespace

@@ -175,6 +175,24 @@ class Search {
                                flags.eager_weight ? " eager-w" : ""),
                    false, zero_bubble_schedule(problem, flags).table);
         }
+        // The authors' V-shape scheduler, planned for these costs (a V stage is half a device
+        // share) and this delay.
+        ZeroBubbleProblem v = problem;
+        for (auto* times : {&v.forward, &v.input_grad, &v.weight_grad}) {
+          for (double& t : *times)
+            t /= 2;
+        }
+        for (const auto& flags : ZeroBubbleVFlags::all()) {
+          auto schedule = zero_bubble_v_schedule(v, flags);
+          if (!schedule) continue;
+          try {
+            consider(fmt::format("zb-authors-v cap={} delay={:.3g}s{}{}", cap, delay,
+                                 flags.fill_f ? " fill-f" : "", flags.fill_b ? " fill-b" : ""),
+                     false, std::move(schedule->table));
+          } catch (const ParamError& e) {
+            out_.skipped.push_back(fmt::format("zb-authors-v cap={}: {}", cap, e.what()));
+          }
+        }
         // The authors' own scheduler (their warm-up may hold every forward at M = S).
         for (const auto& flags : ZeroBubbleAuthorsFlags::all()) {
           auto schedule = zero_bubble_authors_schedule(problem, flags);

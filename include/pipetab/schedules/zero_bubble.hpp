@@ -56,6 +56,9 @@ struct ZeroBubbleSchedule {
   ScheduleTable table;
   double makespan = 0.0;  ///< predicted, from global time 0
   double max_span = 0.0;  ///< predicted longest first-start-to-last-end span of a device
+  /// The V-shape scheduler's objective: the largest idle time of a device after its first
+  /// forward (0 for the others).
+  double max_bubble = 0.0;
 };
 
 /// Throws ParamError for an invalid problem (sizes, a limit below 1, negative times).
@@ -96,5 +99,28 @@ std::optional<ZeroBubbleSchedule> zero_bubble_authors_schedule(const ZeroBubbleP
 /// a tie; empty when none fits the memory limit.
 std::optional<ZeroBubbleSchedule> best_zero_bubble_authors_schedule(
     const ZeroBubbleProblem& problem);
+
+/// The choices of the zero-bubble authors' V-shape scheduler (`try_v_schedule` of their
+/// scheduler/zbv.py; zb_authors_v.cpp): whether a W that overruns a long wait is placed before a
+/// forward (fill_f) and before a first-chunk input gradient (fill_b).
+struct ZeroBubbleVFlags {
+  bool fill_f = true;
+  bool fill_b = true;
+  /// The authors' order: fill_b true then false, within each fill_f true then false.
+  static std::vector<ZeroBubbleVFlags> all();
+  friend bool operator==(const ZeroBubbleVFlags&, const ZeroBubbleVFlags&) = default;
+};
+
+/// Runs the authors' V-shape scheduler once for S devices holding stages d and 2S−1−d: the
+/// problem's pass times are those of one stage (half a device share; the largest over the
+/// entries is used), its memory limit in M_a of a device share (a stage's forward holds half).
+/// Empty when a pass cannot be placed (the memory limit). The table has 2S stages, ZB-V's
+/// placement. Throws ParamError for an invalid problem.
+std::optional<ZeroBubbleSchedule> zero_bubble_v_schedule(const ZeroBubbleProblem& problem,
+                                                         const ZeroBubbleVFlags& flags);
+
+/// The authors' choice among the four: the smallest largest bubble, the first in all()'s order
+/// on a tie; empty when none can be placed.
+std::optional<ZeroBubbleSchedule> best_zero_bubble_v_schedule(const ZeroBubbleProblem& problem);
 
 }  // namespace pipetab
