@@ -165,25 +165,48 @@ std::vector<std::string> csv_header() {
   return names;
 }
 
-std::string csv_cell(const json& value) {
+void append_csv_value(std::string& out, const json& value) {
   switch (value.type()) {
     case json::value_t::null:
-      return "";
+      return;
     case json::value_t::string:
-      return value.get<std::string>();
+      out += value.get_ref<const std::string&>();
+      return;
     case json::value_t::boolean:
-      return value.get<bool>() ? "true" : "false";
+      out += value.get<bool>() ? "true" : "false";
+      return;
     case json::value_t::number_float:
-      return format_number(value.get<double>());
-    case json::value_t::array: {
-      std::string out;
-      for (std::size_t i = 0; i < value.size(); ++i)
-        out += (i ? ";" : "") + csv_cell(value[i]);
-      return out;
-    }
+      fmt::format_to(std::back_inserter(out), "{}", value.get<double>());
+      return;
+    case json::value_t::array:
+      for (std::size_t i = 0; i < value.size(); ++i) {
+        if (i) out += ';';
+        append_csv_value(out, value[i]);
+      }
+      return;
     default:
-      return value.dump();
+      out += value.dump();
   }
+}
+
+std::string csv_cell(const json& value) {
+  std::string out;
+  append_csv_value(out, value);
+  return out;
+}
+
+void append_csv_cell(std::string& line, const json& value) {
+  const auto start = line.size();
+  append_csv_value(line, value);
+  if (line.find_first_of(",\"\n\r", start) == std::string::npos) return;
+  const std::string cell = line.substr(start);
+  line.resize(start);
+  line += '"';
+  for (char ch : cell) {
+    if (ch == '"') line += '"';
+    line += ch;
+  }
+  line += '"';
 }
 
 std::vector<std::string> csv_row(const Evaluation& e) {

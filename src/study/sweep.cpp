@@ -268,7 +268,8 @@ std::int64_t run_sweep(const SweepPlan& plan, std::int64_t begin, std::int64_t e
       }
       std::lock_guard lock(mutex);
       slot(index) = std::move(row);
-      changed.notify_all();
+      // Only the next row to deliver lets the delivering thread go on.
+      if (index == delivered) changed.notify_all();
     }
   };
   std::vector<std::thread> pool;
@@ -276,9 +277,10 @@ std::int64_t run_sweep(const SweepPlan& plan, std::int64_t begin, std::int64_t e
   for (int t = 0; t < workers; ++t)
     pool.emplace_back(work);
 
-  for (;;) {
-    SweepRow row;
-    std::int64_t index = 0;
+  // Every row ready in order is taken under one lock and handed on outside it.
+  std::vector<SweepRow> ready;
+  for (bool more = true; more;) {
+    std::int64_t first = 0;
     {
       std::unique_lock lock(mutex);
       wait(lock, [&] {
@@ -289,20 +291,29 @@ std::int64_t run_sweep(const SweepPlan& plan, std::int64_t begin, std::int64_t e
         return no_more && delivered >= started_end;
       });
       if (halt || delivered >= end || !slot(delivered).has_value()) break;
-      index = delivered++;
-      row = std::move(*slot(index));
-      slot(index).reset();
+      first = delivered;
+      while (delivered < end && slot(delivered).has_value()) {
+        ready.push_back(std::move(*slot(delivered)));
+        slot(delivered).reset();
+        ++delivered;
+      }
       changed.notify_all();
     }
-    try {
-      sink(index, std::move(row));
-    } catch (...) {
-      std::lock_guard lock(mutex);
-      if (!failure) failure = std::current_exception();
-      halt = true;
-      changed.notify_all();
-      break;
+    for (std::size_t i = 0; i < ready.size(); ++i) {
+      try {
+        sink(first + static_cast<std::int64_t>(i), std::move(ready[i]));
+      } catch (...) {
+        std::lock_guard lock(mutex);
+        if (!failure) failure = std::current_exception();
+        halt = true;
+        changed.notify_all();
+        // The rows after the failed one were taken but not handed on.
+        delivered = first + static_cast<std::int64_t>(i);
+        more = false;
+        break;
+      }
     }
+    ready.clear();
   }
   {
     std::lock_guard lock(mutex);
@@ -321,11 +332,13 @@ std::string sweep_header(const SweepPlan& plan) {
 
 std::string format_row(const SweepPlan& plan, const SweepRow& row, SweepFormat format) {
   if (format == SweepFormat::Csv) {
-    std::vector<std::string> cells;
-    cells.reserve(row.size());
-    for (const auto& value : row)
-      cells.push_back(csv_cell(value));
-    return csv_line(cells);
+    std::string line;
+    line.reserve(16 * row.size());
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      if (c) line += ',';
+      append_csv_cell(line, row[c]);
+    }
+    return line + '\n';
   }
   // Keys in column order (a JSON object from nlohmann would sort them).
   std::string line = "{";

@@ -33,6 +33,10 @@ std::vector<std::string> csv_header();
 /// null empty, booleans true/false.
 std::string csv_cell(const nlohmann::json& value);
 
+/// Appends the cell text of `value` to `line`, quoted as csv_line quotes (without a separator):
+/// a whole row built without a string per cell.
+void append_csv_cell(std::string& line, const nlohmann::json& value);
+
 /// One CSV row, in csv_header() order. Unknown values are empty cells.
 std::vector<std::string> csv_row(const Evaluation& evaluation);
 
