@@ -12,32 +12,31 @@
 //   nvcc -O2 -std=c++17 -arch=native -o device_probe bench/gpu/device_probe.cu -lcublas
 //   ./device_probe > probe.csv
 // Not part of the CMake build: CI has no GPU. The committed results are under data/gpu/.
-#include <cublas_v2.h>
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
-#define CHECK_CUDA(x)                                                                   \
-  do {                                                                                  \
-    cudaError_t e = (x);                                                                \
-    if (e != cudaSuccess) {                                                             \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,                   \
-                   cudaGetErrorString(e));                                              \
-      std::exit(1);                                                                     \
-    }                                                                                   \
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#define CHECK_CUDA(x)                                                                         \
+  do {                                                                                        \
+    cudaError_t e = (x);                                                                      \
+    if (e != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
   } while (0)
-#define CHECK_CUBLAS(x)                                                                        \
-  do {                                                                                         \
-    cublasStatus_t s = (x);                                                                    \
-    if (s != CUBLAS_STATUS_SUCCESS) {                                                          \
+#define CHECK_CUBLAS(x)                                                                      \
+  do {                                                                                       \
+    cublasStatus_t s = (x);                                                                  \
+    if (s != CUBLAS_STATUS_SUCCESS) {                                                        \
       std::fprintf(stderr, "%s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #x, (int)s); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
+      std::exit(1);                                                                          \
+    }                                                                                        \
   } while (0)
 
 namespace {
@@ -86,7 +85,8 @@ double time_per_rep(Work work, double target_s, int min_reps = 3) {
   std::vector<double> trials;
   for (int t = 0; t < 5; ++t) {
     CHECK_CUDA(cudaEventRecord(a));
-    for (int r = 0; r < reps; ++r) work();
+    for (int r = 0; r < reps; ++r)
+      work();
     CHECK_CUDA(cudaEventRecord(b));
     CHECK_CUDA(cudaEventSynchronize(b));
     CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
@@ -151,8 +151,8 @@ int main(int argc, char** argv) {
       CHECK_CUDA(cudaEventRecord(a));
       for (int r = 0; r < 20; ++r)
         CHECK_CUBLAS(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, big, big, big, &one, B,
-                                  CUDA_R_16BF, big, A, CUDA_R_16BF, big, &zero, C, CUDA_R_16BF,
-                                  big, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP));
+                                  CUDA_R_16BF, big, A, CUDA_R_16BF, big, &zero, C, CUDA_R_16BF, big,
+                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP));
       CHECK_CUDA(cudaEventRecord(b));
       CHECK_CUDA(cudaEventSynchronize(b));
       CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
@@ -170,9 +170,8 @@ int main(int argc, char** argv) {
           const int ldx = l.op_x == CUBLAS_OP_N ? (int)k : (int)m;
           auto work = [&] {
             CHECK_CUBLAS(cublasGemmEx(handle, l.op_w, l.op_x, (int)n, (int)m, (int)k, &one, B,
-                                      CUDA_R_16BF, ldw, A, CUDA_R_16BF, ldx, &zero, C,
-                                      CUDA_R_16BF, (int)n, CUBLAS_COMPUTE_32F,
-                                      CUBLAS_GEMM_DEFAULT_TENSOR_OP));
+                                      CUDA_R_16BF, ldw, A, CUDA_R_16BF, ldx, &zero, C, CUDA_R_16BF,
+                                      (int)n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP));
           };
           const double s = time_per_rep(work, 0.025);
           std::printf("gemm,%s,%ld,%ld,%ld,%.6e,%.2f\n", l.name, m, n, k, s, flops / s / 1e12);
@@ -181,7 +180,12 @@ int main(int argc, char** argv) {
 
   std::printf("# memory,kernel,bytes_moved,seconds,gb_per_s\n");
   for (std::size_t n : {(std::size_t)1 << 26, (std::size_t)1 << 28, (std::size_t)1 << 29}) {
-    const double axpy_s = time_per_rep([&] { axpy<<<prop.multiProcessorCount * 8, 512>>>(reinterpret_cast<const uint4*>(A), reinterpret_cast<uint4*>(B), n / 8, 0.5f); }, 0.05);
+    const double axpy_s = time_per_rep(
+        [&] {
+          axpy<<<prop.multiProcessorCount * 8, 512>>>(reinterpret_cast<const uint4*>(A),
+                                                      reinterpret_cast<uint4*>(B), n / 8, 0.5f);
+        },
+        0.05);
     std::printf("memory,axpy_bf16,%zu,%.6e,%.1f\n", 3 * n * 2, axpy_s, 3.0 * n * 2 / axpy_s / 1e9);
     const double copy_s = time_per_rep(
         [&] { CHECK_CUDA(cudaMemcpyAsync(C, A, n * 2, cudaMemcpyDeviceToDevice)); }, 0.05);
@@ -190,8 +194,12 @@ int main(int argc, char** argv) {
 
   std::printf("# launch,kernel,launches,seconds_per_launch\n");
   const int launches = 20000;
-  const double launch_s =
-      time_per_rep([&] { for (int i = 0; i < launches; ++i) empty_kernel<<<1, 32>>>(); }, 0.2, 3);
+  const double launch_s = time_per_rep(
+      [&] {
+        for (int i = 0; i < launches; ++i)
+          empty_kernel<<<1, 32>>>();
+      },
+      0.2, 3);
   std::printf("launch,empty_back_to_back,%d,%.3e\n", launches, launch_s / launches);
   CHECK_CUDA(cudaGetLastError());
   cublasDestroy(handle);

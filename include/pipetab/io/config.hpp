@@ -22,8 +22,8 @@ ModelConfig parse_model(std::string_view text, const std::string& file);
 /// memory_efficiency, kernel_overhead_s, and either efficiency (the FLOP-proportional model) or
 /// [device.gemm] (sms, tile_m and tile_n or tiles, split_k_min, max_efficiency, k_overhead)
 /// with optional [device.attention] (forward_efficiency, backward_efficiency); [network]
-/// topology ("switched" or "chain"), devices_per_node, nodes, and the link tables [network.intra] and
-/// [network.inter] (latency_s, bandwidth in bytes/s, `inf` allowed; collective_efficiency).
+/// topology ("switched" or "chain"), devices_per_node, nodes, and the link tables [network.intra]
+/// and [network.inter] (latency_s, bandwidth in bytes/s, `inf` allowed; collective_efficiency).
 /// docs/simulation.md describes each key. Errors as parse_model.
 SystemConfig parse_system(std::string_view text, const std::string& file);
 
