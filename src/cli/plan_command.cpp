@@ -408,7 +408,10 @@ Subcommand add_plan(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--micro-batch", s->micro_batch, "micro-batch sizes (default: 1,2,4,8,16)")
       ->delimiter(',');
-  cmd->add_option("--schedules", s->schedules, "schedules to try (default: every registered)")
+  cmd->add_option(
+         "--schedules", s->schedules,
+         "schedules to try (default: every registered one, and zb-authors and zb-authors-v: the "
+         "zero-bubble authors' schedulers planned for each layout)")
       ->delimiter(',');
   cmd->add_option(
          "--chunks", s->chunks,
@@ -501,11 +504,7 @@ Subcommand add_plan(CLI::App& app) {
         }
         if (!result.top.empty() && (!s->table.empty() || !s->trace.empty() || !s->svg.empty())) {
           const auto& best = result.top.front();
-          ScheduleParams p;
-          p.devices = best.layout.pipeline_parallel;
-          p.microbatches = best.layout.microbatches;
-          if (best.layout.chunks > 0) p.chunks = best.layout.chunks;
-          const auto table = generate(find_schedule(best.layout.schedule), p);
+          const auto table = layout_table(q, best.layout);
           if (!s->table.empty()) {
             io::TableSource source{best.layout.schedule,
                                    {{"devices", best.layout.pipeline_parallel},

@@ -12,6 +12,7 @@
 #include "pipetab/error.hpp"
 #include "pipetab/schedules/registry.hpp"
 #include "pipetab/sim/bounds.hpp"
+#include "pipetab/study/tune.hpp"
 
 namespace pipetab {
 
@@ -43,6 +44,41 @@ ScheduleParams schedule_params(const Layout& l) {
   return p;
 }
 
+// The zero-bubble authors' schedulers, planned for the layout's own pass times and transfer
+// delay at 1F1B's memory (S microbatches in flight, the ZB paper's "1p" setting): `tune`'s
+// family, one schedule each per layout.
+constexpr std::string_view kAuthors = "zb-authors", kAuthorsV = "zb-authors-v";
+
+}  // namespace
+
+ScheduleTable layout_table(const PlanRequest& request, const Layout& l) {
+  if (l.schedule != kAuthors && l.schedule != kAuthorsV)
+    return generate(find_schedule(l.schedule), schedule_params(l));
+  const auto S = static_cast<std::int32_t>(l.pipeline_parallel);
+  const auto M = static_cast<std::int32_t>(l.microbatches);
+  ZeroBubbleProblem problem = measured_zero_bubble_problem(layout_setup(request, l), S, M);
+  problem.memory_limit = S;
+  std::optional<ZeroBubbleSchedule> schedule;
+  if (l.schedule == kAuthors) {
+    schedule = best_zero_bubble_authors_schedule(problem);
+  } else {
+    for (auto* times : {&problem.forward, &problem.input_grad, &problem.weight_grad}) {
+      for (double& t : *times)
+        t /= 2;  // a V stage is half a device share
+    }
+    schedule = best_zero_bubble_v_schedule(problem);
+  }
+  if (!schedule) {
+    throw ParamError(
+        fmt::format("{}: the authors' scheduler finds no order for S = {}, M = {} "
+                    "within 1F1B's memory",
+                    l.schedule, S, M));
+  }
+  return std::move(schedule->table);
+}
+
+namespace {
+
 // Phase 1: build, lower and bound one layout; reject it with the rule it breaks.
 void check(const PlanRequest& request, Checked& c) {
   const Layout& l = c.layout;
@@ -71,7 +107,7 @@ void check(const PlanRequest& request, Checked& c) {
   const SimulationSetup setup = layout_setup(request, l);
   std::optional<ScheduleTable> table;
   try {
-    table = generate(find_schedule(l.schedule), schedule_params(l));
+    table = layout_table(request, l);
   } catch (const ParamError& e) {
     c.reason = "schedule: its rules reject the layout";
     c.detail = e.what();
@@ -120,19 +156,28 @@ Enumeration enumerate(const PlanRequest& r) {
   const std::int64_t layers = r.model.transformer()->layers;
   const std::int64_t node = std::max<std::int64_t>(1, r.system.devices_per_node);
   auto tps = s.tensor_parallel.empty() ? divisors(node) : s.tensor_parallel;
-  std::vector<const ScheduleInfo*> schedules;
+  // Registered schedules, then the authors' schedulers (no registry entry: null).
+  std::vector<std::pair<std::string_view, const ScheduleInfo*>> schedules;
   if (s.schedules.empty()) {
     for (const auto* info : all_schedules())
-      schedules.push_back(info);
+      schedules.emplace_back(info->name, info);
+    schedules.emplace_back(kAuthors, nullptr);
+    schedules.emplace_back(kAuthorsV, nullptr);
   } else {
-    for (const auto& name : s.schedules)
-      schedules.push_back(&find_schedule(name));
+    for (const auto& name : s.schedules) {
+      if (name == kAuthors || name == kAuthorsV) {
+        schedules.emplace_back(name == kAuthors ? kAuthors : kAuthorsV, nullptr);
+      } else {
+        const auto& info = find_schedule(name);
+        schedules.emplace_back(info.name, &info);
+      }
+    }
   }
   // With one stage every schedule runs each microbatch's forward and backward in turn; PP 1 tries
   // one of them: 1F1B (Megatron-LM's forward_backward_no_pipelining) when listed.
-  const ScheduleInfo* single = schedules.front();
-  for (const auto* info : schedules) {
-    if (info->name == "1f1b") single = info;
+  std::string_view single = schedules.front().first;
+  for (const auto& [name, info] : schedules) {
+    if (name == "1f1b") single = name;
   }
   Enumeration e;
   for (const auto tp : tps) {
@@ -153,11 +198,12 @@ Enumeration enumerate(const PlanRequest& r) {
       const std::vector<std::int64_t> default_mbs{1, 2, 4, 8, 16};
       for (const auto mb : s.micro_batch.empty() ? default_mbs : s.micro_batch) {
         if (mb < 1 || per_replica % mb != 0) continue;
-        for (const auto* info : schedules) {
-          if (pp == 1 && info != single) continue;
+        for (const auto& [name, info] : schedules) {
+          if (pp == 1 && name != single) continue;
+          const std::int32_t default_chunks = info != nullptr ? info->default_chunks : 0;
           std::vector<std::int64_t> chunks{0};
-          if (pp == 1 && info->default_chunks > 0) chunks = {1};
-          if (pp > 1 && info->default_chunks > 0) {
+          if (pp == 1 && default_chunks > 0) chunks = {1};
+          if (pp > 1 && default_chunks > 0) {
             // Default: every v from 2 to 8 that splits the device's layers evenly (Megatron-LM
             // requires it), or the schedule's default when none does.
             chunks = s.chunks;
@@ -166,7 +212,7 @@ Enumeration enumerate(const PlanRequest& r) {
               for (std::int64_t v = 2; v <= 8; ++v) {
                 if (per_device > 0 && per_device % v == 0) chunks.push_back(v);
               }
-              if (chunks.empty()) chunks.push_back(info->default_chunks);
+              if (chunks.empty()) chunks.push_back(default_chunks);
             }
             std::sort(chunks.begin(), chunks.end());
             chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
@@ -178,8 +224,7 @@ Enumeration enumerate(const PlanRequest& r) {
                 for (const bool dist : s.distributed_optimizer) {
                   if (dist && dp == 1) continue;
                   Checked c;
-                  c.layout = {tp, pp, dp, mb,  per_replica / mb, std::string(info->name),
-                              v,  rc, sp, dist};
+                  c.layout = {tp, pp, dp, mb, per_replica / mb, std::string(name), v, rc, sp, dist};
                   c.index = static_cast<std::int64_t>(e.layouts.size());
                   e.layouts.push_back(std::move(c));
                 }
@@ -323,8 +368,7 @@ PlanResult plan(const PlanRequest& request) {
       const Checked& c = *fitting[b + i];
       const SimulationSetup setup = layout_setup(request, c.layout);
       try {
-        const ScheduleTable table =
-            generate(find_schedule(c.layout.schedule), schedule_params(c.layout));
+        const ScheduleTable table = layout_table(request, c.layout);
         PlanEntry entry;
         entry.index = c.index;
         entry.layout = c.layout;
@@ -368,7 +412,7 @@ PlanResult plan(const PlanRequest& request) {
       result.reference_error = c.reason + ": " + c.detail;
     } else {
       try {
-        const auto table = generate(find_schedule(c.layout.schedule), schedule_params(c.layout));
+        const auto table = layout_table(request, c.layout);
         PlanEntry entry;
         entry.index = -1;
         entry.layout = c.layout;

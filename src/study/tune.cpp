@@ -120,43 +120,9 @@ class Search {
     }
   }
 
-  // The heuristic's inputs measured on the workload: per-stage F, I, W times as the simulator
-  // lowers them (a 1f1b-split table has every kind once per stage), and the delay of the
-  // slowest stage boundary's message alone on its route.
-  ZeroBubbleProblem measured_problem() {
-    ScheduleParams p;
-    p.devices = r_.devices;
-    p.microbatches = 1;
-    const auto probe = generate(find_schedule("1f1b-split"), p);
-    const Network network(r_.setup.system, probe.devices,
-                          gpus_per_device(r_.setup.model, r_.setup.lowering));
-    const auto graph = lower(probe, r_.setup.model, network, r_.setup.lowering);
-    ZeroBubbleProblem problem =
-        ZeroBubbleProblem::uniform(r_.devices, r_.microbatches, 0.0, 0.0, 0.0, 1.0);
-    for (std::size_t n = 0; n < probe.ops.size(); ++n) {
-      const Pass& pass = probe.ops[n].first();
-      auto& slot = pass.kind == PassKind::F   ? problem.forward
-                   : pass.kind == PassKind::I ? problem.input_grad
-                                              : problem.weight_grad;
-      slot[pass.stage] = graph.duration[n];
-    }
-    const auto work = table_work(probe, r_.setup.model);
-    std::vector<std::int32_t> route;
-    for (std::int32_t j = 0; j + 1 < r_.devices; ++j) {
-      route.clear();
-      const double latency = network.append_route(j, j + 1, route);
-      double bandwidth = std::numeric_limits<double>::infinity();
-      for (auto link : route)
-        bandwidth = std::min(bandwidth, network.links()[static_cast<std::size_t>(link)].bandwidth);
-      const double bytes = work[static_cast<std::size_t>(j)].message_bytes;
-      problem.comm = std::max(problem.comm, latency + (route.empty() ? 0.0 : bytes / bandwidth));
-    }
-    problem.input_grad_frees = r_.memory.input_grad_frees;
-    return problem;
-  }
-
   void heuristic_family() {
-    ZeroBubbleProblem problem = measured_problem();
+    ZeroBubbleProblem problem = measured_zero_bubble_problem(r_.setup, r_.devices, r_.microbatches);
+    problem.input_grad_frees = r_.memory.input_grad_frees;
     const double estimate = problem.comm;
     std::int32_t max_cap = std::min(r_.microbatches, 3 * r_.devices);
     if (r_.limit.unit == MemoryLimit::Unit::Activations) {
@@ -282,6 +248,39 @@ MemoryLimit parse_memory_limit(const std::string& text) {
 std::string to_string(const MemoryLimit& limit) {
   if (limit.unit == MemoryLimit::Unit::Activations) return fmt::format("{:g} M_a", limit.value);
   return fmt::format("{:.4g} GB", limit.value / 1e9);
+}
+
+// The heuristic's inputs measured on the workload: per-stage F, I, W times as the simulator
+// lowers them (a 1f1b-split table has every kind once per stage), and the delay of the slowest
+// stage boundary's message alone on its route.
+ZeroBubbleProblem measured_zero_bubble_problem(const SimulationSetup& setup, std::int32_t devices,
+                                               std::int32_t microbatches) {
+  ScheduleParams p;
+  p.devices = devices;
+  p.microbatches = 1;
+  const auto probe = generate(find_schedule("1f1b-split"), p);
+  const Network network(setup.system, probe.devices, gpus_per_device(setup.model, setup.lowering));
+  const auto graph = lower(probe, setup.model, network, setup.lowering);
+  ZeroBubbleProblem problem = ZeroBubbleProblem::uniform(devices, microbatches, 0.0, 0.0, 0.0, 1.0);
+  for (std::size_t n = 0; n < probe.ops.size(); ++n) {
+    const Pass& pass = probe.ops[n].first();
+    auto& slot = pass.kind == PassKind::F   ? problem.forward
+                 : pass.kind == PassKind::I ? problem.input_grad
+                                            : problem.weight_grad;
+    slot[pass.stage] = graph.duration[n];
+  }
+  const auto work = table_work(probe, setup.model);
+  std::vector<std::int32_t> route;
+  for (std::int32_t j = 0; j + 1 < devices; ++j) {
+    route.clear();
+    const double latency = network.append_route(j, j + 1, route);
+    double bandwidth = std::numeric_limits<double>::infinity();
+    for (auto link : route)
+      bandwidth = std::min(bandwidth, network.links()[static_cast<std::size_t>(link)].bandwidth);
+    const double bytes = work[static_cast<std::size_t>(j)].message_bytes;
+    problem.comm = std::max(problem.comm, latency + (route.empty() ? 0.0 : bytes / bandwidth));
+  }
+  return problem;
 }
 
 TuneResult tune(const TuneRequest& request) {

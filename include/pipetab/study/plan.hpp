@@ -26,7 +26,8 @@ struct PlanSpace {
   std::vector<std::int64_t> pipeline_parallel;
   /// Default: 1, 2, 4, 8, 16 (those that divide the batch per data-parallel replica).
   std::vector<std::int64_t> micro_batch;
-  /// Registered schedule names. Default: every registered schedule.
+  /// Registered schedule names, and "zb-authors" / "zb-authors-v" (the zero-bubble authors'
+  /// schedulers planned per layout, layout_table). Default: all of them.
   std::vector<std::string> schedules;
   /// Virtual chunks for the schedules that take -v. Default: every v in 2..8 dividing the layers
   /// per device (the schedule's default if none does).
@@ -115,6 +116,11 @@ struct PlanResult {
 /// parallelism, and the lowering options with its data parallelism and optimizer sharding: what
 /// the layout is simulated with.
 SimulationSetup layout_setup(const PlanRequest& request, const Layout& layout);
+
+/// The layout's schedule table: a registered schedule's, or for "zb-authors" and "zb-authors-v"
+/// the zero-bubble authors' schedulers planned for the layout's pass times and transfer delay
+/// at 1F1B's memory (S microbatches). Throws ParamError where the schedule cannot be built.
+ScheduleTable layout_table(const PlanRequest& request, const Layout& layout);
 
 /// Runs the search. Deterministic: the same request gives the same result (counts included)
 /// whatever the thread count. Throws ParamError for a request with no layout at all (the GPU

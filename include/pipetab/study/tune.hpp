@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pipetab/report/simulation.hpp"
+#include "pipetab/schedules/zero_bubble.hpp"
 #include "pipetab/table/memory.hpp"
 #include "pipetab/table/schedule_table.hpp"
 
@@ -68,6 +69,12 @@ struct TuneResult {
   /// Index of the best fitting built-in, -1 if none fits.
   std::int64_t best_builtin = -1;
 };
+
+/// The zero-bubble schedulers' inputs for S devices and M microbatches of `setup`: each stage's
+/// F, I and W times as the simulator lowers them, and the delay of the slowest stage boundary's
+/// message alone on its route (latency plus bytes at its slowest link).
+ZeroBubbleProblem measured_zero_bubble_problem(const SimulationSetup& setup, std::int32_t devices,
+                                               std::int32_t microbatches);
 
 /// Runs the search. Deterministic. Throws ParamError for an invalid request (sizes, a
 /// non-positive limit, a system that cannot take the options).
