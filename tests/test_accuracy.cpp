@@ -267,11 +267,7 @@ TEST(Calibrate, GemmModelRecoveredFromItsOwnTimes) {
     for (const double m : {256.0, 2048.0, 12288.0})
       for (const double n : {512.0, 1536.0, 8192.0})
         for (const double k : {256.0, 4096.0, 32768.0}) {
-          Operator op;
-          op.kind = OperatorKind::Gemm;
-          op.gemm = {m, n, k, 1};
-          op.flops = 2 * m * n * k;
-          op.bytes = 2 * (m * k + k * n + m * n);
+          const auto op = gemm_operator("gemm", {m, n, k, 1}, 2.0);
           probe.gemms.push_back({layout, op.gemm, cost::operator_cost(op, bf16, truth).seconds, 0});
         }
   auto base = truth;

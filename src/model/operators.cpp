@@ -64,13 +64,7 @@ class Builder {
   std::vector<Operator>& ops() { return pass_of(out_, pass_); }
 
   void gemm(std::string_view name, double m, double n, double k, double batch = 1.0) {
-    Operator op;
-    op.name = name;
-    op.kind = OperatorKind::Gemm;
-    op.gemm = {m, n, k, batch};
-    op.flops = 2 * m * n * k * batch;
-    op.bytes = d_.e * (m * k + k * n + m * n) * batch;
-    ops().push_back(op);
+    ops().push_back(gemm_operator(name, {m, n, k, batch}, d_.e));
   }
 
   // A weight-gradient GEMM dW[m×n] = Xᵀ[m×k]·dY[k×n]. Megatron-LM adds each microbatch's
@@ -362,6 +356,17 @@ void resolve(PassOperators& ops, const std::vector<Pending>& pending) {
 }
 
 }  // namespace
+
+Operator gemm_operator(std::string_view name, const GemmShape& shape, double element_bytes) {
+  Operator op;
+  op.name = name;
+  op.kind = OperatorKind::Gemm;
+  op.gemm = shape;
+  op.flops = 2 * shape.m * shape.n * shape.k * shape.batch;
+  op.bytes =
+      element_bytes * (shape.m * shape.k + shape.k * shape.n + shape.m * shape.n) * shape.batch;
+  return op;
+}
 
 ModelOperators model_operators(const TransformerConfig& m) {
   const Dims d = detail::dims(m);

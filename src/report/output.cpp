@@ -165,6 +165,9 @@ std::vector<std::string> csv_header() {
   return names;
 }
 
+namespace {
+
+// The text of a flat value, unquoted.
 void append_csv_value(std::string& out, const json& value) {
   switch (value.type()) {
     case json::value_t::null:
@@ -189,11 +192,31 @@ void append_csv_value(std::string& out, const json& value) {
   }
 }
 
+}  // namespace
+
 std::string csv_cell(const json& value) {
   std::string out;
   append_csv_value(out, value);
   return out;
 }
+
+namespace {
+
+// RFC 4180: a field with a comma, a quote or a line break is quoted, its quotes doubled.
+void append_field(std::string& out, std::string_view field) {
+  if (field.find_first_of(",\"\n\r") == std::string_view::npos) {
+    out += field;
+    return;
+  }
+  out += '"';
+  for (char ch : field) {
+    if (ch == '"') out += '"';
+    out += ch;
+  }
+  out += '"';
+}
+
+}  // namespace
 
 void append_csv_cell(std::string& line, const json& value) {
   const auto start = line.size();
@@ -201,12 +224,7 @@ void append_csv_cell(std::string& line, const json& value) {
   if (line.find_first_of(",\"\n\r", start) == std::string::npos) return;
   const std::string cell = line.substr(start);
   line.resize(start);
-  line += '"';
-  for (char ch : cell) {
-    if (ch == '"') line += '"';
-    line += ch;
-  }
-  line += '"';
+  append_field(line, cell);
 }
 
 std::vector<std::string> csv_row(const Evaluation& e) {
@@ -220,15 +238,7 @@ std::string csv_line(const std::vector<std::string>& cells) {
   std::string out;
   for (std::size_t i = 0; i < cells.size(); ++i) {
     if (i) out += ',';
-    const auto& c = cells[i];
-    if (c.find_first_of(",\"\n\r") == std::string::npos) {
-      out += c;
-      continue;
-    }
-    out += '"';
-    for (char ch : c)
-      out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-    out += '"';
+    append_field(out, cells[i]);
   }
   return out + '\n';
 }

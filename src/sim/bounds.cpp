@@ -59,15 +59,13 @@ GraphBounds graph_bounds(const ExecGraph& g, const Network& network) {
     if (next_in_stream[n] >= 0) release(next_in_stream[n]);
   }
   b.runtime_lower_bound_s = bound;
-  // Busy time and memory, stream by stream.
-  b.busy_s.assign(devices, 0.0);
+  // Memory, stream by stream.
   b.peak_memory_bytes.assign(devices, 0.0);
   for (std::size_t d = 0; d < devices; ++d) {
     double memory = g.static_bytes.empty() ? 0.0 : g.static_bytes[d];
     double peak = memory;
     for (auto i = g.stream_begin[d]; i < g.stream_begin[d + 1]; ++i) {
       const auto n = static_cast<std::size_t>(g.stream[static_cast<std::size_t>(i)]);
-      b.busy_s[d] += g.duration[n];
       memory += g.alloc_bytes[n];
       peak = std::max(peak, memory);
       memory -= g.free_bytes[n];

@@ -272,17 +272,6 @@ Calibration calibrate(const Measurements& measurements, const SystemConfig& base
 
 namespace {
 
-// A probe's GEMM as the cost layer prices one: BF16 operands read and the result written once.
-Operator gemm_operator(const GemmShape& shape) {
-  Operator op;
-  op.name = "gemm";
-  op.kind = OperatorKind::Gemm;
-  op.gemm = shape;
-  op.flops = 2.0 * shape.m * shape.n * shape.k;
-  op.bytes = 2.0 * (shape.m * shape.k + shape.k * shape.n + shape.m * shape.n);
-  return op;
-}
-
 std::vector<double> gemm_log_errors(const std::vector<io::GemmSample>& samples,
                                     const SystemConfig& system) {
   TransformerConfig bf16;
@@ -290,7 +279,8 @@ std::vector<double> gemm_log_errors(const std::vector<io::GemmSample>& samples,
   std::vector<double> errors;
   errors.reserve(samples.size());
   for (const auto& s : samples) {
-    const double predicted = cost::operator_cost(gemm_operator(s.shape), bf16, system).seconds;
+    const double predicted =
+        cost::operator_cost(gemm_operator("gemm", s.shape, 2.0), bf16, system).seconds;
     errors.push_back(std::log(predicted / s.seconds));
   }
   return errors;

@@ -82,6 +82,10 @@ struct ModelOperators {
 /// configuration is assumed valid (io::parse_model checks it).
 ModelOperators model_operators(const TransformerConfig& model);
 
+/// A matrix multiply of `shape` as the model counts it: 2·m·n·k·batch FLOPs, its operands read
+/// and its result written once at `element_bytes` each.
+Operator gemm_operator(std::string_view name, const GemmShape& shape, double element_bytes);
+
 /// Σ matrix-multiply FLOPs.
 double matmul_flops(std::span<const Operator> operators);
 

@@ -16,9 +16,6 @@ struct GraphBounds {
   /// (latency + bytes at the route's smallest bandwidth, no contention), ignoring the
   /// constraints that only delay (Megatron's blocking sends, buckets released early).
   double runtime_lower_bound_s = 0.0;
-  /// Per device: the largest of the sum of its compute nodes' durations (it runs them one at a
-  /// time) — part of the bound above, reported for explanations.
-  std::vector<double> busy_s;
   /// Per device: static bytes plus the peak of activation memory, walking its stream in order
   /// (each node allocates when it starts and frees when it ends, as the engine does): what the
   /// simulation reports as peak_memory_bytes.
