@@ -8,6 +8,7 @@
 #include "pipetab/io/gemm_probe.hpp"
 #include "pipetab/io/pytorch_csv.hpp"
 #include "pipetab/io/table_file.hpp"
+#include "pipetab/table/comm_order.hpp"
 #include "pipetab/table/memory.hpp"
 #include "pipetab/table/timing.hpp"
 #include "pipetab/table/validate.hpp"
@@ -34,6 +35,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // A valid table round-trips: written and read back, it is the same schedule.
     const auto written = pipetab::io::write_pytorch_csv(table);
     if (!pipetab::io::read_pytorch_csv(written, "again.csv").same_schedule(table)) std::abort();
+    // PyTorch's lowering of a valid table gives a communication order that checks, and its
+    // compute+comms file reads back to the same ops and order.
+    if (table.comms.empty()) {
+      auto lowered = table;
+      lowered.comms = pipetab::pytorch_send_recv(table);
+      if (pipetab::check_comm_order(lowered)) std::abort();
+      const auto comms =
+          pipetab::io::read_pytorch_csv(pipetab::io::write_pytorch_comms_csv(table), "comms.csv");
+      if (comms.ops != table.ops || comms.comms != lowered.comms) std::abort();
+    }
   } catch (const pipetab::Error&) {
     // Bad input is reported, never a crash.
   }

@@ -9,6 +9,7 @@
 #include "pipetab/io/config.hpp"
 #include "pipetab/io/gemm_probe.hpp"
 #include "pipetab/model/flops.hpp"
+#include "pipetab/schedules/registry.hpp"
 #include "pipetab/study/accuracy.hpp"
 #include "pipetab/study/calibrate.hpp"
 #include "pipetab/study/measurements.hpp"
@@ -17,6 +18,15 @@ namespace pipetab {
 namespace {
 
 const std::string kRuns = std::string(PIPETAB_SOURCE_DIR) + "/data/published-runs.toml";
+
+// Every registered schedule name, in registration order, comma-separated (as the error lists
+// them; test_params.cpp checks the list itself).
+std::string known_schedules() {
+  std::string known;
+  for (const auto* info : all_schedules())
+    known += (known.empty() ? "" : ", ") + std::string(info->name);
+  return known;
+}
 
 std::string error_of(const std::string& text) {
   try {
@@ -91,9 +101,8 @@ TEST(Measurements, ErrorsNameFileLineAndKey) {
             "pytorch");
   EXPECT_EQ(error_of(kModel + "[[run]]\nid = \"a\"\nsystem = \"x\"\nmodels = [\"gpt\"]\n"
                               "schedule = \"nope\"\n"),
-            "runs.toml:11:12: key 'run[0].schedule': unknown schedule 'nope' (known: gpipe, 1f1b, "
-            "interleaved, chimera, chimera-asym, hanayo, 1f1b-split, zb-h1, zb-h2, dualpipe, "
-            "dualpipev, looped-bfs, zb-v, v-half, v-min)");
+            "runs.toml:11:12: key 'run[0].schedule': unknown schedule 'nope' (known: " +
+                known_schedules() + ")");
   EXPECT_EQ(error_of(kModel + "[[layer]]\nid = \"a\"\nsystem = \"x\"\nmodels = [\"gpt\"]\n"
                               "devices = 2\nmeasured_forward_ms = 1\nmeasured_backward_ms = 2\n"),
             "runs.toml:11:11: key 'layer[0].devices': not for a [[layer]] entry");

@@ -89,14 +89,29 @@ TEST_F(Cli, HelpOnEverySubcommand) {
 TEST_F(Cli, List) {
   auto r = run("list");
   EXPECT_EQ(r.code, 0);
-  for (const char* name : {"gpipe", "1f1b", "interleaved", "chimera", "chimera-asym", "hanayo",
-                           "dualpipe", "dualpipev", "looped-bfs", "zb-v", "v-half", "v-min"}) {
+  for (const char* name :
+       {"gpipe", "1f1b", "interleaved", "chimera", "chimera-asym", "hanayo", "dualpipe",
+        "dualpipev", "looped-bfs", "zb-v", "v-half", "v-min", "interleaved-zb", "v-1f1b"}) {
     EXPECT_NE(r.out.find(name), std::string::npos) << name;
   }
   r = run("list --format json");
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j.size(), all_schedules().size());
   EXPECT_EQ(j[2]["default_chunks"], 2);
+}
+
+TEST_F(Cli, GroupSize) {
+  // PyTorch's order for M = 10 on 4 ranks: Megatron's order in groups of 5 (docs/schedules.md).
+  auto r = run("analyze interleaved -S 4 -M 10 --group-size 5 --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["table"]["makespan"], 34.5);
+  EXPECT_EQ(j["table"]["peak_activation"], nlohmann::json({6.0, 5.0, 4.0, 3.0}));
+  EXPECT_EQ(j["formula"]["makespan"], 34.5);
+  // compare applies it to the schedules that take it and leaves the others alone.
+  r = run("compare gpipe interleaved -S 4 -M 10 --group-size 5 --system ideal --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["comparisons"][0]["schedules"].size(), 2U);
 }
 
 TEST_F(Cli, ShowGridAndExports) {
@@ -155,7 +170,12 @@ TEST_F(Cli, BadUsageIsExitTwoWithOneLine) {
   expect_usage_error("analyze gpipe -v 2",
                      "gpipe: -v/--chunks is not a parameter of this schedule");
   expect_usage_error("analyze chimera -S 3 -M 6", "D = S = 3 must be even");
-  expect_usage_error("analyze interleaved -S 4 -M 6", "M = 6 must be a multiple of S = 4");
+  expect_usage_error("analyze interleaved -S 4 -M 6",
+                     "interleaved: M = 6 with group size g = 4: M mod g = 2 must be 0 or at least "
+                     "S = 4 (Megatron's dependency-bubble rule)");
+  expect_usage_error("analyze gpipe --group-size 4",
+                     "gpipe: --group-size is not a parameter of this schedule");
+  expect_usage_error("analyze interleaved --group-size x", "'x' is not a whole number");
   expect_usage_error("analyze 1f1b -S 0", "devices (-S) = 0: must be at least 1");
   expect_usage_error("analyze 1f1b -S abc", "'abc' is not a whole number");
   expect_usage_error("analyze 1f1b -M 99999999999999999999",
@@ -449,7 +469,17 @@ TEST_F(Cli, UserTablesAreFirstClass) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["schedule"], claimed);
 
-  const auto csv = file("mine.csv", run("show chimera -S 4 -M 8 --format csv").out);
+  // PyTorch cannot run a two-pipeline table: the CSV export says why, and --force writes it.
+  r = run("show chimera -S 4 -M 8 --format csv");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("cannot export as csv: stage 0 runs on device 0 and on device 3"),
+            std::string::npos)
+      << r.err;
+  r = run("show chimera -S 4 -M 8 --format csv --force");
+  EXPECT_NE(r.err.find("warning: written with --force although stage 0 runs on device 0"),
+            std::string::npos)
+      << r.err;
+  const auto csv = file("mine.csv", r.out);
   r = run("analyze --table " + csv + " --format json");
   j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["schedule"], csv);

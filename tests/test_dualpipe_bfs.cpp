@@ -622,7 +622,9 @@ TEST(DualPipeCsv, ShowThenAnalyzeTheFileGivesTheSameTable) {
     const int status = std::system(command.c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   };
-  ASSERT_EQ(run(bin + " show dualpipe -S 4 -M 8 --format csv > " + csv.string()), 0);
+  ASSERT_EQ(run(bin + " show dualpipe -S 4 -M 8 --format csv --force > " + csv.string() +
+                " 2> /dev/null"),
+            0);
   ASSERT_EQ(run(bin + " analyze --table " + csv.string() + costs_flag + " > " + a.string()), 0);
   ASSERT_EQ(run(bin + " analyze dualpipe -S 4 -M 8" + costs_flag + " > " + b.string()), 0);
   const auto from_file = nlohmann::json::parse(slurp(a)),

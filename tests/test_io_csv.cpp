@@ -8,6 +8,9 @@
 #include "pipetab/io/pytorch_csv.hpp"
 #include "pipetab/table/validate.hpp"
 
+#define KNOWN_TYPES \
+  "(expected F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD or REDUCE_GRAD)"
+
 namespace pipetab {
 namespace {
 
@@ -37,20 +40,21 @@ TEST(Action, ParsesEveryComputeToken) {
 
 TEST(Action, RejectsWhatPyTorchSilentlyAccepts) {
   // pytorch-interop.md §1.2: prefix matching ignores trailing garbage and reads 0BW0 as B with no
-  // microbatch. Here both are errors, as are communication actions in a compute table.
+  // microbatch. Here both are errors, and the legacy token is named as such.
   EXPECT_EQ(io::parse_action("0F1x").error, "unexpected 'x' after the microbatch");
-  EXPECT_EQ(io::parse_action("0BW0").error, "'BW' is the legacy full-backward token; write B");
-  EXPECT_EQ(io::parse_action("3SEND_F1").error,
-            "'SEND_F' is a communication action; pipetab reads compute-only tables (F, B, I, W, "
-            "OVERLAP_F_B)");
-  EXPECT_NE(io::parse_action("1UNSHARD").error.find("'UNSHARD' is a communication action"),
-            std::string::npos);
-  EXPECT_NE(io::parse_action("0REDUCE_GRAD").error.find("communication action"), std::string::npos);
+  EXPECT_EQ(io::parse_action("0BW0").error,
+            "'BW' is the full backward of PyTorch's legacy grammar (where B meant the "
+            "input-gradient half); today's PyTorch writes B for the full backward and I for the "
+            "input-gradient half");
+  EXPECT_EQ(io::parse_action("1UNSHARD2").error, "unexpected '2' after the action type");
+  EXPECT_EQ(io::parse_action("3SEND_F").error, "expected the microbatch (digits) here");
+  EXPECT_EQ(io::parse_action("(0F1;1SEND_F0)OVERLAP_F_B").error,
+            "'SEND_F' is a communication action; an overlapped pair holds computations only");
   EXPECT_EQ(io::parse_action("0F").error, "expected the microbatch (digits) here");
   EXPECT_EQ(io::parse_action("F0").error, "expected the stage (digits) here");
-  EXPECT_EQ(io::parse_action("0f1").error, "unknown action type 'f' (expected F, B, I or W)");
+  EXPECT_EQ(io::parse_action("0f1").error, "unknown action type 'f' " KNOWN_TYPES);
   EXPECT_EQ(io::parse_action("0 F1").error,
-            "expected an action type (F, B, I or W) after the stage");
+            "expected an action type (F, B, I, W or a communication type) after the stage");
   EXPECT_EQ(io::parse_action("70000F0").error, "stage is too large (at most 65534)");
   EXPECT_EQ(io::parse_action("0F99999999999").error, "microbatch is too large (at most 16777215)");
   EXPECT_EQ(io::parse_action("0F1\x01").error, "unexpected '\\x01' after the microbatch");
@@ -61,8 +65,7 @@ TEST(Action, RejectsWhatPyTorchSilentlyAccepts) {
             "unknown compound type 'OVERLAP' (expected OVERLAP_F_B)");
   EXPECT_EQ(io::parse_action("(1B0;0F1)OVERLAP_F_B").error,
             "an overlapped pair holds a forward F then a full backward B (got B then F)");
-  EXPECT_EQ(io::parse_action("(0F1;1X0)OVERLAP_F_B").error,
-            "unknown action type 'X' (expected F, B, I or W)");
+  EXPECT_EQ(io::parse_action("(0F1;1X0)OVERLAP_F_B").error, "unknown action type 'X' " KNOWN_TYPES);
   EXPECT_EQ(io::parse_action("(0F1;1X0)OVERLAP_F_B").error_offset, 6U);
 }
 
@@ -93,16 +96,15 @@ TEST(Csv, AcceptsWhitespaceQuotesRaggedRowsAndNoFinalNewline) {
 }
 
 TEST(Csv, ErrorsNameLineAndColumn) {
-  EXPECT_EQ(error_of("0F0,0B0\n1F0,1X0\n"),
-            "t.csv:2:6: unknown action type 'X' (expected F, B, I or W)");
-  EXPECT_EQ(error_of("0F0,  0BW0\n"), "t.csv:1:8: 'BW' is the legacy full-backward token; write B");
+  EXPECT_EQ(error_of("0F0,0B0\n1F0,1X0\n"), "t.csv:2:6: unknown action type 'X' " KNOWN_TYPES);
+  EXPECT_NE(error_of("0F0,  0BW0\n").find("t.csv:1:8: 'BW' is the full backward of PyTorch's legacy"),
+            std::string::npos);
   EXPECT_EQ(error_of("0F0,\"0B0\n"), "t.csv:1:9: line break inside a quoted cell");
   EXPECT_EQ(error_of("0F0,\"0B0"), "t.csv:1:5: unterminated quoted cell");
   EXPECT_EQ(error_of("\"0F0\"x,0B0"), "t.csv:1:6: expected ',' after the closing quote");
   EXPECT_EQ(error_of("0F\"0\""), "t.csv:1:3: a quote inside an unquoted cell");
   EXPECT_EQ(error_of("0F0,0B0\r1F0"), "t.csv:1:9: expected ',' or the end of the line");
-  EXPECT_EQ(error_of("\"0F0\",\"0X0\""),
-            "t.csv:1:9: unknown action type 'X' (expected F, B, I or W)");
+  EXPECT_EQ(error_of("\"0F0\",\"0X0\""), "t.csv:1:9: unknown action type 'X' " KNOWN_TYPES);
   EXPECT_EQ(error_of(""), "t.csv:1:1: empty table: expected one line per device");
   EXPECT_EQ(error_of(",,\n,\n"), "t.csv: the table has no ops");
 }

@@ -163,7 +163,12 @@ TEST(Json, RowsAreChecked) {
             "t.json:8:20: rows[0][1]: expected an action string like "
             "\"0F1\", got a number");
   EXPECT_EQ(error_of(with("rows", "[[\"0F0\", \"0Q1\"], []]")),
-            "t.json:8:22: rows[0][1]: unknown action type 'Q' (expected F, B, I or W)");
+            "t.json:8:22: rows[0][1]: unknown action type 'Q' (expected F, B, I, W, SEND_F, "
+            "RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD or REDUCE_GRAD)");
+  EXPECT_EQ(error_of(with("rows", "[[\"0F0\", \"0SEND_F0\"], []]")),
+            "t.json:8:20: rows[0][1]: '0SEND_F0' is a communication action: pipetab JSON rows "
+            "hold computations only (a communication order is kept in PyTorch's compute+comms "
+            "CSV)");
   EXPECT_EQ(error_of(with("rows", "[{}, []]")),
             "t.json:8:12: rows[0]: expected an array of cells, got an object");
 }

@@ -36,6 +36,7 @@ TEST(Params, UnknownScheduleListsTheKnownOnes) {
 
 TEST(Params, Defaults) {
   EXPECT_EQ(test::resolved("interleaved", sm(4, 8)).chunks, 2);
+  EXPECT_EQ(test::resolved("interleaved", sm(4, 8)).group_size, 4);  // Megatron's default g = S
   EXPECT_EQ(test::resolved("hanayo", sm(4, 4)).waves, 2);
   EXPECT_EQ(test::resolved("chimera", sm(4, 8)).variant, "direct");
   const auto asym = test::resolved("chimera-asym", sm(4, 8));
@@ -44,6 +45,7 @@ TEST(Params, Defaults) {
   const auto plain = test::resolved("gpipe", sm(4, 8));
   EXPECT_EQ(plain.chunks, 1);
   EXPECT_EQ(plain.waves, 1);
+  EXPECT_EQ(plain.group_size, 0);
   EXPECT_EQ(plain.variant, "");
 }
 
@@ -63,6 +65,11 @@ TEST(Params, CommonRanges) {
   p = sm(4, 4);
   p.waves = 0;
   expect_rejected("hanayo", p, "waves (-W) = 0: must be at least 1");
+  p = sm(4, 8);
+  p.group_size = -1;
+  expect_rejected("interleaved", p, "group size (--group-size) = -1: must be at least 1");
+  p.group_size = std::int64_t{1} << 40;
+  expect_rejected("interleaved", p, "group size (--group-size) = 1099511627776: must be at most");
 }
 
 TEST(Params, OptionsASchedulesDoesNotTakeAreErrors) {
@@ -79,6 +86,9 @@ TEST(Params, OptionsASchedulesDoesNotTakeAreErrors) {
   p.split = "1:2";
   expect_rejected("chimera", p, "--split is not a parameter");
   p = sm(4, 8);
+  p.group_size = 4;
+  expect_rejected("1f1b", p, "1f1b: --group-size is not a parameter of this schedule");
+  p = sm(4, 8);
   p.variant = "tripling";
   expect_rejected("chimera", p, "unknown variant 'tripling' (expected one of: direct, doubling)");
 }
@@ -86,7 +96,14 @@ TEST(Params, OptionsASchedulesDoesNotTakeAreErrors) {
 TEST(Params, Interleaved) {
   auto p = sm(4, 6);
   p.chunks = 2;
-  expect_rejected("interleaved", p, "M = 6 must be a multiple of S = 4");
+  // Megatron's default group size g = S leaves a last group of 2 < S microbatches
+  // (test_interleaved.cpp checks every interleaved rule).
+  expect_rejected("interleaved", p,
+                  "M = 6 with group size g = 4: M mod g = 2 must be 0 or at least S = 4 "
+                  "(Megatron's dependency-bubble rule)");
+  p.group_size = 6;  // one group of 6
+  EXPECT_NO_THROW(test::make("interleaved", p));
+  p.group_size.reset();
   p.chunks = 1;  // one chunk is 1F1B, which has no such rule
   EXPECT_NO_THROW(test::make("interleaved", p));
   p = sm(2, 2);

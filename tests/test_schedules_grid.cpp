@@ -39,6 +39,7 @@ struct Config {
         name + " S=" + std::to_string(params.devices) + " M=" + std::to_string(params.microbatches);
     if (params.chunks) out += " v=" + std::to_string(*params.chunks);
     if (params.waves) out += " W=" + std::to_string(*params.waves);
+    if (params.group_size) out += " g=" + std::to_string(*params.group_size);
     if (params.variant) out += " " + *params.variant;
     if (params.split) out += " split " + *params.split;
     return out;
@@ -63,6 +64,35 @@ std::vector<Config> grid(const std::string& name) {
       for (int v = 1; v <= 4; ++v) {
         for (int M = S; M <= kMaxMicrobatches; M += S)
           add(S, M, [v](ScheduleParams& p) { p.chunks = v; });
+      }
+      // Other group sizes (Megatron's S <= g <= M with M mod g 0 or at least S; one group of
+      // M < S, PyTorch's): every M with PyTorch's g = M / max(1, M div S) where M is a multiple of
+      // its rounds, and for S <= 8 every g Megatron accepts up to M = 24.
+      for (int v = 2; v <= 3; ++v) {
+        for (int M = 1; M <= kMaxMicrobatches; ++M) {
+          const int rounds = std::max(1, M / S);
+          if (M % S == 0 || M % rounds != 0) continue;
+          add(S, M, [v, g = M / rounds](ScheduleParams& p) {
+            p.chunks = v;
+            p.group_size = g;
+          });
+        }
+        for (int M = S; S <= 8 && M <= 24; ++M) {
+          for (int g = S + 1; g <= M; ++g) {
+            if (M % g != 0 && M % g < S) continue;
+            add(S, M, [v, g](ScheduleParams& p) {
+              p.chunks = v;
+              p.group_size = g;
+            });
+          }
+        }
+      }
+    } else if (name == "interleaved-zb") {
+      // PyTorch's rule: M a multiple of its rounds max(1, M div S).
+      for (int v = 1; v <= 4; ++v) {
+        for (int M = 1; M <= kMaxMicrobatches; ++M) {
+          if (M % std::max(1, M / S) == 0) add(S, M, [v](ScheduleParams& p) { p.chunks = v; });
+        }
       }
     } else if (name == "chimera" || name == "chimera-asym") {
       if (S % 2) continue;
@@ -98,7 +128,7 @@ std::vector<Config> grid(const std::string& name) {
         for (int M : {1, S / 2 + 1, S, 2 * S + 1, kMaxMicrobatches})
           add(S, M, [v](ScheduleParams& p) { p.chunks = v; });
       }
-    } else if (name == "zb-v" || name == "v-half" || name == "v-min") {
+    } else if (name == "zb-v" || name == "v-half" || name == "v-min" || name == "v-1f1b") {
       for (int M = 1; M <= kMaxMicrobatches; ++M)
         add(S, M, none);
     }
@@ -199,9 +229,43 @@ TEST(Grid, OneFOneB) {
   });
 }
 
+// The classic interleaved order, written independently of the generator: virtual k runs
+// microbatch (k div vS)·S + (k mod S) on chunk (k mod vS) div S, warm-up min(vM, 2(S-d-1) +
+// (v-1)S); `all_warmup_when_m_is_s`: every forward in warm-up when M = S (Megatron before the group
+// size, and pipetab's generator until the group size came).
+ScheduleTable classic_interleaved(int S, int M, int v, bool all_warmup_when_m_is_s) {
+  std::vector<std::int32_t> placement(static_cast<std::size_t>(v * S));
+  for (int s = 0; s < v * S; ++s)
+    placement[static_cast<std::size_t>(s)] = s % S;
+  TableBuilder table(S, v * S, M, placement, std::int64_t{2} * v * S * M);
+  const int total = v * M;
+  for (int d = 0; d < S; ++d) {
+    const int warmup =
+        all_warmup_when_m_is_s && M == S ? total : std::min(total, 2 * (S - d - 1) + (v - 1) * S);
+    const auto microbatch = [&](int k) { return (k / (v * S)) * S + k % S; };
+    const auto chunk = [&](int k) { return (k % (v * S)) / S; };
+    const auto forward = [&](int k) { table.push(PassKind::F, microbatch(k), chunk(k) * S + d); };
+    const auto backward = [&](int k) {
+      table.push(PassKind::B, microbatch(k), (v - 1 - chunk(k)) * S + d);
+    };
+    for (int k = 0; k < warmup; ++k)
+      forward(k);
+    for (int k = 0; k < total - warmup; ++k) {
+      forward(k + warmup);
+      backward(k);
+    }
+    for (int k = total - warmup; k < total; ++k)
+      backward(k);
+    table.end_row();
+  }
+  return std::move(table).finish();
+}
+
 TEST(Grid, Interleaved) {
   check_grid("interleaved", [](const Config& c, const ScheduleTable& t) {
     const int S = t.devices, v = static_cast<int>(*c.params.chunks);
+    const int M = static_cast<int>(c.params.microbatches);
+    const int g = static_cast<int>(c.params.group_size.value_or(S));
     EXPECT_EQ(t.stages, v * S);
     for (int s = 0; s < t.stages; ++s)
       EXPECT_EQ(t.placement.device[static_cast<std::size_t>(s)], s % S);
@@ -209,14 +273,99 @@ TEST(Grid, Interleaved) {
       auto plain = c.params;
       plain.chunks.reset();
       EXPECT_TRUE(t.same_schedule(test::make("1f1b", plain))) << c.label();
+      return;
     }
-    if (c.params.microbatches != S && v > 1) {
+    if (!c.params.group_size) {
       // Megatron's interleaving memory penalty on device 0: S(1 + (S-1)/(vS)) M_a (reference
-      // §4(e)).
+      // §4(e)), at most every microbatch.
       const double penalty = S * (1.0 + (S - 1.0) / (v * S));
-      EXPECT_NEAR(activation_peaks(t).front(),
-                  std::min(penalty, static_cast<double>(c.params.microbatches)), 1e-12)
+      EXPECT_NEAR(activation_peaks(t).front(), std::min(penalty, static_cast<double>(M)), 1e-12)
           << c.label();
+      // The classic order, exactly; at M = S the classic generator ran every forward as warm-up
+      // (Megatron before the group size), which current Megatron no longer does: same makespan
+      // under every cost ratio, lower peaks on the later devices.
+      EXPECT_TRUE(t.same_schedule(classic_interleaved(S, M, v, false))) << c.label();
+      const auto old = classic_interleaved(S, M, v, true);
+      if (M == S && S > 1) {
+        EXPECT_FALSE(t.same_schedule(old)) << c.label();
+      }
+      for (const auto& [F, I, W] : kCosts) {
+        const Costs costs = test::split_costs(F, I, W);
+        const double makespan = idealized_timing(t, costs).makespan;
+        EXPECT_NEAR(makespan, idealized_timing(old, costs).makespan, 1e-12 * makespan) << c.label();
+      }
+      const auto old_peaks = activation_peaks(old);
+      const auto peaks = activation_peaks(t);
+      for (int d = 0; d < S; ++d) {
+        EXPECT_LE(peaks[static_cast<std::size_t>(d)], old_peaks[static_cast<std::size_t>(d)])
+            << c.label();
+      }
+    }
+    // Megatron's schedule table: on every device the forwards walk the microbatches in groups of
+    // g (the last takes the rest), each group through chunks 0 .. v-1; every stage runs its
+    // forwards and its backwards in microbatch order (Megatron's FIFO per chunk).
+    std::vector<std::pair<int, int>> expected;  // (microbatch, chunk)
+    for (int first = 0; first < M; first += g) {
+      const int end = std::min(M, first + g);
+      for (int chunk = 0; chunk < v; ++chunk) {
+        for (int m = first; m < end; ++m)
+          expected.emplace_back(m, chunk);
+      }
+    }
+    for (int d = 0; d < S; ++d) {
+      std::vector<std::pair<int, int>> forwards;
+      std::vector<int> next_forward(static_cast<std::size_t>(t.stages), 0);
+      std::vector<int> next_backward(static_cast<std::size_t>(t.stages), 0);
+      for (const Op& op : t.row(d)) {
+        const Pass& p = op.first();
+        auto& next = p.kind == PassKind::F ? next_forward : next_backward;
+        EXPECT_EQ(p.microbatch, next[static_cast<std::size_t>(p.stage)]++) << c.label();
+        if (p.kind == PassKind::F) forwards.emplace_back(p.microbatch, p.stage / S);
+      }
+      ASSERT_EQ(forwards, expected) << c.label() << " device " << d;
+    }
+  });
+}
+
+TEST(Grid, InterleavedZb) {
+  check_grid("interleaved-zb", [](const Config& c, const ScheduleTable& t) {
+    const int S = t.devices, v = static_cast<int>(*c.params.chunks);
+    EXPECT_EQ(t.stages, v * S);
+    for (int s = 0; s < t.stages; ++s)
+      EXPECT_EQ(t.placement.device[static_cast<std::size_t>(s)], s % S);
+    if (v == 1) {
+      // One stage per device: ZB-H1's order (W delayed by the device's rank).
+      auto plain = c.params;
+      plain.chunks.reset();
+      EXPECT_TRUE(t.same_schedule(test::make("zb-h1", plain))) << c.label();
+    }
+    // Device d runs its W in the order of its I, the k-th right after the (k+d)-th I, the rest
+    // after the last I.
+    for (int d = 0; d < S; ++d) {
+      const auto row = t.row(d);
+      std::vector<Pass> inputs, weights;
+      for (std::size_t k = 0; k < row.size(); ++k) {
+        const Pass& p = row[k].first();
+        if (p.kind == PassKind::I) inputs.push_back(p);
+        if (p.kind != PassKind::W) continue;
+        const auto n = static_cast<std::int64_t>(weights.size());
+        ASSERT_GT(k, 0U);
+        if (n + d < static_cast<std::int64_t>(t.microbatches) * v) {
+          const Pass& before = row[k - 1].first();
+          EXPECT_EQ(before.kind, PassKind::I) << c.label();
+          EXPECT_EQ(static_cast<std::int64_t>(inputs.size()), n + d + 1) << c.label();
+        } else {
+          EXPECT_EQ(static_cast<std::int64_t>(inputs.size()),
+                    static_cast<std::int64_t>(t.microbatches) * v)
+              << c.label();
+        }
+        weights.push_back(p);
+      }
+      ASSERT_EQ(weights.size(), inputs.size()) << c.label();
+      for (std::size_t k = 0; k < inputs.size(); ++k) {
+        EXPECT_EQ(weights[k].stage, inputs[k].stage) << c.label();
+        EXPECT_EQ(weights[k].microbatch, inputs[k].microbatch) << c.label();
+      }
     }
   });
 }
@@ -351,6 +500,15 @@ TEST(Grid, VHalf) {
 TEST(Grid, VMin) {
   check_grid("v-min", [](const Config& c, const ScheduleTable& t) {
     EXPECT_EQ(t.stages, 2 * t.devices) << c.label();
+  });
+}
+
+TEST(Grid, V1F1B) {
+  check_grid("v-1f1b", [](const Config& c, const ScheduleTable& t) {
+    EXPECT_EQ(t.stages, 2 * t.devices) << c.label();
+    // Whole backwards: each device runs 2M forwards and 2M backwards, M per chunk.
+    for (int d = 0; d < t.devices; ++d)
+      EXPECT_EQ(t.row(d).size(), 4 * static_cast<std::size_t>(c.params.microbatches)) << c.label();
   });
 }
 

@@ -7,6 +7,8 @@
 #include "helpers.hpp"
 #include <gtest/gtest.h>
 
+#include "pipetab/io/pytorch_csv.hpp"
+
 #include "pipetab/cost/stage_cost.hpp"
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
@@ -764,8 +766,11 @@ TEST(Runtime, MegatronOrderThatCannotRunIsReported) {
 
 TEST(Runtime, PyTorchRunsAPairsTransfersOneAtATime) {
   // dev0 F0 [0,1] F1 [1,2] each send 2 B at 1 B/s to dev1. Sharing the link, F0's activation
-  // moves alone for 1 s, then at half rate: done at 4, F1's at 5. One at a time (PyTorch's
-  // communicator per pair): F0's [1,3], F1's [3,5].
+  // moves alone for 1 s, then at half rate: done at 4, F1's at 5. Under PyTorch's runtime the
+  // transfers of a pair run one at a time, and PyTorch's lowering posts dev1's receive of F1's
+  // activation after its F0 (dev0 placed 0F1 after dev1 placed 1F0: dev1's list is RECV_F0 1F0
+  // RECV_F1 1F1 ...), so that receive starts when dev1's F0 ends: F0's [1,3], dev1 F0 [3,4],
+  // F1's [4,6], dev1 F1 at 6.
   const auto t =
       test::table(2, {0, 1}, 2, {{"0F0", "0F1", "0B0", "0B1"}, {"1F0", "1F1", "1B0", "1B1"}});
   const auto model = explicit_model(1.0, 1.0, 1.0, 2.0);
@@ -778,7 +783,70 @@ TEST(Runtime, PyTorchRunsAPairsTransfersOneAtATime) {
   pytorch.runtime = Runtime::PyTorch;
   const auto ordered = run(t, model, system, {}, pytorch);
   EXPECT_DOUBLE_EQ(ordered.result.start[dev1_first], 3.0);
-  EXPECT_DOUBLE_EQ(ordered.result.start[dev1_first + 1], 5.0);
+  EXPECT_DOUBLE_EQ(ordered.result.start[dev1_first + 1], 6.0);
+}
+
+TEST(Runtime, PyTorchFollowsAnExplicitCommunicationOrder) {
+  // F = 1, B = 2, every transfer 1 s (1 B at 1 B/s). PyTorch's own lowering of 1F1B (S = M = 2,
+  // its test_send_recv vector): dev0 F0 [0,1] F1 [1,2]; activations [1,2] [2,3]; dev1 F0 [2,3]
+  // B0 [3,5]; gradient [5,6]; dev1 F1 [5,6] B1 [6,8]; gradient [8,9]; dev0 B0 [6,8], then
+  // RECV_B1 posted after B0: B1 [9,11].
+  const auto model = explicit_model(1.0, 1.0, 1.0, 1.0);
+  const auto system = system_with(Topology::Switched, {0.0, 1.0}, {0.0, 1.0});
+  LoweringOptions pytorch;
+  pytorch.runtime = Runtime::PyTorch;
+  const std::string dev0 = "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n";
+  const auto early =
+      io::read_pytorch_csv(dev0 + "1RECV_F0,1RECV_F1,1F0,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n", "e");
+  const auto dev1_f1 = static_cast<std::size_t>(early.row_begin[1]) + 2;
+  const auto e = run(early, model, system, {}, pytorch).result;
+  EXPECT_DOUBLE_EQ(e.start[dev1_f1], 5.0);
+  EXPECT_DOUBLE_EQ(e.pipeline_end_s, 11.0);
+  // The same lowering without the explicit order gives the same run.
+  auto compute_only = early;
+  compute_only.comms = {};
+  EXPECT_DOUBLE_EQ(run(compute_only, model, system, {}, pytorch).result.pipeline_end_s, 11.0);
+  // dev1 posts its receive of F1's activation only after its B0 (ends at 5): the transfer moves
+  // [5,6], so dev1's F1 starts exactly one transfer later, at 6; its SEND_B0, behind that receive
+  // on the pair's stream, moves [6,7]: dev0 B0 [7,9], B1 [10,12].
+  const auto late =
+      io::read_pytorch_csv(dev0 + "1RECV_F0,1F0,1B0,1RECV_F1,1SEND_B0,1F1,1B1,1SEND_B1\n", "l");
+  const auto l = run(late, model, system, {}, pytorch).result;
+  EXPECT_DOUBLE_EQ(l.start[dev1_f1], 6.0);
+  EXPECT_DOUBLE_EQ(l.start[2], 7.0);  // dev0's B0
+  EXPECT_DOUBLE_EQ(l.pipeline_end_s, 12.0);
+}
+
+TEST(Runtime, PyTorchOrderThatHangsIsReported) {
+  // dev1 sends B0's gradient before posting the receive of F1's activation, while dev0 sends F1's
+  // activation before receiving that gradient: on the pair's one stream each waits for the other
+  // (the hang PyTorch's rank-parity rule avoids, PR #178815).
+  const auto t = io::read_pytorch_csv(
+      "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
+      "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n",
+      "hang.csv");
+  const auto model = explicit_model(1.0, 1.0, 1.0, 1.0);
+  const auto system = system_with(Topology::Switched, {0.0, 1.0}, {0.0, 1.0});
+  LoweringOptions pytorch;
+  pytorch.runtime = Runtime::PyTorch;
+  try {
+    run(t, model, system, {}, pytorch);
+    FAIL() << "no deadlock reported";
+  } catch (const ParamError& e) {
+    EXPECT_NE(std::string(e.what()).find("the simulation deadlocks"), std::string::npos)
+        << e.what();
+  }
+  // Another runtime cannot run a table's own communication order.
+  LoweringOptions megatron;
+  megatron.runtime = Runtime::Megatron;
+  try {
+    run(t, model, system, {}, megatron);
+    FAIL() << "the order was ignored";
+  } catch (const ParamError& e) {
+    EXPECT_NE(std::string(e.what()).find("simulate it with --runtime pytorch, not megatron"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // --- The end of the iteration -----------------------------------------------------------------

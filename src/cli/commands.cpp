@@ -4,12 +4,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 
 #include "options.hpp"
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include "pipetab/error.hpp"
+#include "pipetab/io/pytorch_csv.hpp"
 #include "pipetab/io/table_file.hpp"
 #include "pipetab/report/block.hpp"
 #include "pipetab/report/compare.hpp"
@@ -47,6 +49,55 @@ CLI::Option* add_format(CLI::App& command, std::string& format, std::vector<std:
       ->capture_default_str();
 }
 
+const std::vector<std::string>& table_formats() {
+  static const std::vector<std::string> formats = {"csv", "pytorch", "pytorch-comms", "json"};
+  return formats;
+}
+
+std::string table_format_for(const std::string& path, const std::string& format) {
+  if (!format.empty()) return format;
+  return io::detect_format(path, "") == io::TableFormat::Json ? "json" : "csv";
+}
+
+std::string export_table(const ScheduleTable& table, const std::string& format,
+                         const io::TableSource& source, bool force) {
+  const bool pytorch = format != "json";
+  std::vector<std::string> problems;
+  if (pytorch) problems = io::pytorch_export_problems(table);
+  if (format == "json" && !table.comms.empty()) {
+    problems.push_back(
+        "pipetab JSON has no communication actions: the table's send/receive "
+        "order would be lost (write --format csv or pytorch-comms to keep it)");
+  }
+  if (!problems.empty() && !force) {
+    throw Error(fmt::format("cannot export as {}: {}; --force writes it anyway", format,
+                            fmt::join(problems, "; ")));
+  }
+  for (const auto& problem : problems)
+    std::cerr << "warning: written with --force although " << problem << "\n";
+  ScheduleTable compute_only;
+  const ScheduleTable* written = &table;
+  if (format == "pytorch" && !table.comms.empty()) {
+    compute_only = table;
+    compute_only.comms = {};
+    written = &compute_only;
+    std::cerr << "note: written compute-only: the table's communication order is left out\n";
+  }
+  std::string text;
+  if (format == "json") {
+    text = io::format_table(*written, io::TableFormat::Json, source);
+  } else if (format == "pytorch-comms") {
+    text = io::write_pytorch_comms_csv(*written);
+  } else {
+    text = io::write_pytorch_csv(*written);
+  }
+  if (pytorch) {
+    std::cerr << io::pytorch_export_note(*written,
+                                         format == "pytorch-comms" || !written->comms.empty());
+  }
+  return text;
+}
+
 namespace {
 
 // The paper's three systems (Figure 4), as pipetab defines them (configs/systems).
@@ -58,6 +109,7 @@ nlohmann::json params_json(const ResolvedParams& p) {
                       {"chunks", p.chunks},
                       {"waves", p.waves}};
   if (!p.variant.empty()) j["variant"] = p.variant;
+  if (p.group_size > 0) j["group_size"] = p.group_size;
   if (p.split_early != 1 || p.split_late != 1)
     j["split"] = fmt::format("{}:{}", p.split_early, p.split_late);
   return j;
@@ -77,6 +129,8 @@ void recognize(Subject& subject) {
     if (info.default_chunks > 0 && j.contains("chunks")) p.chunks = j["chunks"].get<std::int64_t>();
     if (info.default_waves > 0 && j.contains("waves")) p.waves = j["waves"].get<std::int64_t>();
     if (j.contains("variant")) p.variant = j["variant"].get<std::string>();
+    if (info.takes_group_size && j.contains("group_size"))
+      p.group_size = j["group_size"].get<std::int64_t>();
     if (j.contains("split")) p.split = j["split"].get<std::string>();
     // Regenerate only what could be this table: the same S and M, and a size bounded by the
     // file's (generators make 2·S·M·v or 4·S·M·W ops), so a small file cannot ask for a huge
@@ -153,6 +207,7 @@ Subcommand add_list(CLI::App& app) {
                                 {"constraints", info->constraints}};
             if (info->default_chunks) j["default_chunks"] = info->default_chunks;
             if (info->default_waves) j["default_waves"] = info->default_waves;
+            if (info->takes_group_size) j["takes_group_size"] = true;
             if (!info->variants.empty()) j["variants"] = info->variants;
             if (!info->default_split.empty()) j["default_split"] = info->default_split;
             all.push_back(std::move(j));
@@ -162,12 +217,13 @@ Subcommand add_list(CLI::App& app) {
         }
         std::string out;
         for (const auto* info : all_schedules()) {
-          out += fmt::format("{:<14}{}\n", info->name, info->title);
+          out += fmt::format("{:<16}{}\n", info->name, info->title);
           std::vector<std::string> options;
           if (info->default_chunks)
             options.push_back(fmt::format("-v (default {})", info->default_chunks));
           if (info->default_waves)
             options.push_back(fmt::format("-W (default {})", info->default_waves));
+          if (info->takes_group_size) options.push_back("--group-size G (default S)");
           if (!info->variants.empty()) {
             options.push_back(fmt::format("--variant {} (default {})",
                                           fmt::join(info->variants, "|"), info->variants.front()));
@@ -176,24 +232,30 @@ Subcommand add_list(CLI::App& app) {
             options.push_back(fmt::format("--split E:L (default {})", info->default_split));
           }
           if (!options.empty())
-            out += fmt::format("{:<14}options: {}\n", "", fmt::join(options, ", "));
-          out += fmt::format("{:<14}constraints: {}\n", "", info->constraints);
-          out += fmt::format("{:<14}source: {}\n", "", info->source);
+            out += fmt::format("{:<16}options: {}\n", "", fmt::join(options, ", "));
+          out += fmt::format("{:<16}constraints: {}\n", "", info->constraints);
+          out += fmt::format("{:<16}source: {}\n", "", info->source);
         }
         emit("", out);
       }};
 }
 
 Subcommand add_show(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "show", "Draw a schedule as a device x time grid, or export its table (--format csv|json)");
+  auto* cmd =
+      app.add_subcommand("show",
+                         "Draw a schedule as a device x time grid, or export its table (--format "
+                         "csv|pytorch|pytorch-comms|json)");
   struct State {
     SubjectOptions subject;
     std::string format, color = "auto";
+    bool force = false;
   };
   auto s = std::make_shared<State>();
   add_subject_options(*cmd, s->subject);
-  add_format(*cmd, s->format, {"text", "csv", "json"});
+  add_format(*cmd, s->format, {"text", "csv", "pytorch", "pytorch-comms", "json"});
+  cmd->add_flag("--force", s->force,
+                "export a table PyTorch cannot run as written, or losing what the format cannot "
+                "hold (with a warning)");
   cmd->add_option("--color", s->color, "colour the grid: auto (on a terminal), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->capture_default_str();
@@ -204,8 +266,7 @@ Subcommand add_show(CLI::App& app) {
             if (s->format != "text") {
               io::TableSource source;
               if (subject.params) source = {subject.params->schedule, params_json(*subject.params)};
-              const auto format = s->format == "csv" ? io::TableFormat::Csv : io::TableFormat::Json;
-              emit(output, io::format_table(subject.table, format, source));
+              emit(output, export_table(subject.table, s->format, source, s->force));
               return;
             }
             const auto evaluation = evaluate_subject(subject, s->subject.schedule);
@@ -247,7 +308,7 @@ Subcommand add_analyze(CLI::App& app) {
   return {cmd, [s] {
             Subject subject = one_subject(s->subject);
             recognize(subject);
-            const auto setup = s->subject.schedule.simulation();
+            const auto setup = s->subject.schedule.simulation_of(subject.table);
             const auto e = evaluate_subject(subject, s->subject.schedule, &setup, s->curves);
             const auto& output = s->subject.output;
             if (s->format == "json") {
@@ -278,7 +339,7 @@ Subcommand add_simulate(CLI::App& app) {
   return {cmd, [s] {
             Subject subject = one_subject(s->subject);
             recognize(subject);
-            auto setup = s->subject.schedule.simulation();
+            auto setup = s->subject.schedule.simulation_of(subject.table);
             setup.options.record_memory = !s->trace.empty();
             const auto simulation = simulate_table(subject.table, setup);
             if (!s->trace.empty())
@@ -450,20 +511,23 @@ Subcommand add_convert(CLI::App& app) {
       app.add_subcommand("convert", "Convert a table file between PyTorch CSV and pipetab JSON");
   struct State {
     std::string file, to, output;
+    bool force = false;
   };
   auto s = std::make_shared<State>();
   cmd->add_option("file", s->file, "the table file")->required();
-  cmd->add_option("--to", s->to, "target format: csv, json")
+  cmd->add_option("--to", s->to,
+                  "target format: csv (PyTorch CSV, keeping a communication order), pytorch "
+                  "(compute-only), pytorch-comms (with PyTorch's sends and receives), json")
       ->required()
-      ->check(CLI::IsMember({"csv", "json"}));
+      ->check(CLI::IsMember(table_formats()));
   cmd->add_option("-o,--output", s->output, "write to this file instead of stdout");
+  cmd->add_flag("--force", s->force,
+                "export a table PyTorch cannot run as written, or losing what the format cannot "
+                "hold (with a warning)");
   return {cmd, [s] {
             const auto file = io::load_table(s->file);
             require_valid_file(file);
-            emit(s->output,
-                 io::format_table(file.table,
-                                  s->to == "csv" ? io::TableFormat::Csv : io::TableFormat::Json,
-                                  file.source));
+            emit(s->output, export_table(file.table, s->to, file.source, s->force));
           }};
 }
 

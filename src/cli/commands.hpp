@@ -9,6 +9,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "pipetab/io/table_file.hpp"
+
 namespace pipetab::cli {
 
 /// A registered subcommand and what runs it.
@@ -48,5 +50,21 @@ CLI::Option* add_format(CLI::App& command, std::string& format, std::vector<std:
 
 /// Writes `text` to `path`, or to stdout when `path` is empty or "-".
 void emit(const std::string& path, const std::string& text);
+
+/// Table export formats: "csv" (PyTorch CSV as the table is: compute-only, or with its own
+/// communication order), "pytorch" (compute-only), "pytorch-comms" (with the sends and receives
+/// PyTorch's runtime posts), "json" (pipetab JSON).
+const std::vector<std::string>& table_formats();
+
+/// The export format for `path`: `format` when given, else "json" for a .json path and "csv"
+/// otherwise.
+std::string table_format_for(const std::string& path, const std::string& format);
+
+/// Serializes `table` in `format` (table_formats). Refuses (Error, with the reasons) an export
+/// PyTorch cannot run as written or that loses what the table holds, unless `force`; then, and
+/// for every PyTorch export, writes a note to stderr: what --force dropped, the stage ids each
+/// rank builds, the placement style and how to load the file.
+std::string export_table(const ScheduleTable& table, const std::string& format,
+                         const io::TableSource& source, bool force);
 
 }  // namespace pipetab::cli

@@ -60,6 +60,12 @@ void add_schedule_options(CLI::App& command, ScheduleOptions& o, std::int64_t de
           ->transform(kWholeNumber);
   o.waves_opt = command.add_option("-W,--waves", o.waves, "waves W (hanayo; default 2)")
                     ->transform(kWholeNumber);
+  o.group_size_opt =
+      command
+          .add_option("--group-size", o.group_size,
+                      "microbatches per group G of the interleaved order (Megatron's "
+                      "microbatch_group_size_per_vp_stage; default S; PyTorch's: M/max(1,M/S))")
+          ->transform(kWholeNumber);
   o.variant_opt = command.add_option("--variant", o.variant,
                                      "schedule variant, e.g. chimera's direct or doubling");
   o.split_opt =
@@ -100,13 +106,17 @@ void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
       "transfers do not share link bandwidth (each takes latency + bytes/bandwidth alone)");
   command.add_flag("--blocking-send", o.blocking_send,
                    "a device's compute waits for the activations and gradients it sends");
-  command
-      .add_option("--runtime", o.runtime,
-                  "how the runtime waits on pipeline transfers: async (eager, only the consumer "
-                  "waits), megatron (blocking batched send/receive after each op), pytorch "
-                  "(receives waited by the op that needs them, one transfer at a time per pair)")
-      ->check(CLI::IsMember({"async", "megatron", "pytorch"}))
-      ->capture_default_str();
+  o.runtime_opt =
+      command
+          .add_option(
+              "--runtime", o.runtime,
+              "how the runtime waits on pipeline transfers: async (eager, only the consumer "
+              "waits), megatron (blocking batched send/receive after each op), pytorch "
+              "(PyTorch's runtime: sends and receives posted in its action order, receives "
+              "waited by the op that needs them, one transfer at a time per pair of ranks; "
+              "the default for a table with its own communication order)")
+          ->check(CLI::IsMember({"async", "megatron", "pytorch"}))
+          ->capture_default_str();
   command
       .add_option("--tp-overlap", o.tp_overlap,
                   "tensor-parallel collectives that run beside a GEMM: none (Megatron-LM until "
@@ -127,6 +137,13 @@ void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
   command.add_flag("--distributed-optimizer", o.distributed_optimizer,
                    "shard the optimizer over the data-parallel replicas (reduce-scatter the "
                    "gradients, all-gather the parameters)");
+}
+
+SimulationSetup ScheduleOptions::simulation_of(const ScheduleTable& table) const {
+  auto setup = simulation();
+  if (!table.comms.empty() && runtime_opt != nullptr && runtime_opt->count() == 0)
+    setup.lowering.runtime = Runtime::PyTorch;
+  return setup;
 }
 
 SimulationSetup ScheduleOptions::simulation(const std::string* system_name) const {
@@ -154,6 +171,7 @@ ScheduleParams ScheduleOptions::params(const ScheduleInfo* info, bool only_appli
   const bool all = !only_applicable || info == nullptr;
   if (chunks_opt->count() && (all || info->default_chunks > 0)) p.chunks = chunks;
   if (waves_opt->count() && (all || info->default_waves > 0)) p.waves = waves;
+  if (group_size_opt->count() && (all || info->takes_group_size)) p.group_size = group_size;
   if (variant_opt->count() && (all || !info->variants.empty())) p.variant = variant;
   if (split_opt->count() && (all || !info->default_split.empty())) p.split = split;
   return p;
@@ -168,8 +186,8 @@ MemoryOptions ScheduleOptions::memory() const {
 }
 
 bool ScheduleOptions::any_shape_flag() const {
-  for (const auto* opt :
-       {devices_opt, microbatches_opt, chunks_opt, waves_opt, variant_opt, split_opt}) {
+  for (const auto* opt : {devices_opt, microbatches_opt, chunks_opt, waves_opt, group_size_opt,
+                          variant_opt, split_opt}) {
     if (opt->count()) return true;
   }
   return false;

@@ -22,6 +22,7 @@ struct ScheduleOptions {
   std::int64_t microbatches = 8;
   std::int64_t chunks = 0;
   std::int64_t waves = 0;
+  std::int64_t group_size = 0;
   std::string variant;
   std::string split;
   std::string costs;
@@ -31,6 +32,7 @@ struct ScheduleOptions {
   CLI::Option* microbatches_opt = nullptr;
   CLI::Option* chunks_opt = nullptr;
   CLI::Option* waves_opt = nullptr;
+  CLI::Option* group_size_opt = nullptr;
   CLI::Option* variant_opt = nullptr;
   CLI::Option* split_opt = nullptr;
   CLI::Option* costs_opt = nullptr;
@@ -48,22 +50,26 @@ struct ScheduleOptions {
   double dp_bucket_mb = 25.0;
   bool distributed_optimizer = false;
   CLI::Option* system_opt = nullptr;
+  CLI::Option* runtime_opt = nullptr;
 
   /// Loads the model and system and applies --dp, --no-contention, --blocking-send, --runtime,
   /// --tp-overlap, the iteration flags, and --costs (op times in seconds) when given. `system`
   /// overrides --system.
   SimulationSetup simulation(const std::string* system = nullptr) const;
+  /// simulation() for one table: a table with its own communication order (a compute+comms
+  /// file) runs under PyTorch's runtime unless --runtime says otherwise.
+  SimulationSetup simulation_of(const ScheduleTable& table) const;
 
   /// The parameters as given; for schedules that do not take an option it is left out when
   /// `only_applicable` (compare applies -v to the schedules that have chunks, and so on).
   ScheduleParams params(const ScheduleInfo* info = nullptr, bool only_applicable = false) const;
   Costs parsed_costs() const;
   MemoryOptions memory() const;
-  /// True if any of -S, -M, -v, -W, --variant, --split was given.
+  /// True if any of -S, -M, -v, -W, --group-size, --variant, --split was given.
   bool any_shape_flag() const;
 };
 
-/// Adds -S -M -v -W --variant --split --costs --input-grad-frees to `command`.
+/// Adds -S -M -v -W --group-size --variant --split --costs --input-grad-frees to `command`.
 void add_schedule_options(CLI::App& command, ScheduleOptions& options,
                           std::int64_t default_devices = 4, std::int64_t default_microbatches = 8);
 

@@ -284,7 +284,8 @@ struct PlanState {
   double memory_reserve = 0.05;
   std::size_t explain = 0;
   unsigned threads = 0;
-  std::string shard, format, output, table, trace, svg;
+  std::string shard, format, output, table, trace, svg, table_format, runnable_by;
+  bool force = false;
   std::string from_run, runs = "published-runs";
   bool keep_run_options = false;
   bool runtime_given = false, overlap_given = false, dp_overlap_given = false;
@@ -325,6 +326,7 @@ PlanRequest make_request(const PlanState& s, const std::string& run_id) {
     throw Error(fmt::format("--runtime {}: expected async, megatron or pytorch", s.runtime));
   }
   q.lowering.runtime = *runtime;
+  if (!s.runnable_by.empty()) q.runnable_by = parse_runtime(s.runnable_by);
   const auto overlap = cost::parse_overlap(s.tp_overlap);
   if (!overlap) {
     throw Error(fmt::format("--tp-overlap {}: expected none, backward or all", s.tp_overlap));
@@ -455,6 +457,15 @@ Subcommand add_plan(CLI::App& app) {
   cmd->add_option("-o,--output", s->output, "write the report here instead of stdout");
   cmd->add_option("-t,--table-out", s->table,
                   "write the best layout's schedule table (.csv PyTorch pipelining, .json)");
+  cmd->add_option("--table-format", s->table_format,
+                  "format of -t: csv, pytorch, pytorch-comms or json (default: by extension)")
+      ->check(CLI::IsMember(table_formats()));
+  cmd->add_flag("--force", s->force,
+                "write -t even where PyTorch cannot run the table as written (with a warning)");
+  cmd->add_option("--runnable-by", s->runnable_by,
+                  "plan only layouts this runtime can run: pytorch (each stage on one rank) or "
+                  "megatron (its 1F1B and interleaved 1F1B)")
+      ->check(CLI::IsMember({"pytorch", "megatron"}));
   cmd->add_option("--trace", s->trace, "simulate the best layout and write a Chrome trace");
   cmd->add_option("--svg", s->svg, "simulate the best layout and write an SVG timeline");
   return {
@@ -510,7 +521,8 @@ Subcommand add_plan(CLI::App& app) {
                                    {{"devices", best.layout.pipeline_parallel},
                                     {"microbatches", best.layout.microbatches},
                                     {"layout", describe(best.layout)}}};
-            emit(s->table, io::format_table(table, io::detect_format(s->table, ""), source));
+            emit(s->table, export_table(table, table_format_for(s->table, s->table_format), source,
+                                        s->force));
           }
           if (!s->trace.empty() || !s->svg.empty()) {
             auto setup = layout_setup(q, best.layout);

@@ -70,9 +70,9 @@ Subcommand add_tune(CLI::App& app) {
       "simulated runtime under a per-device memory limit; write the best table");
   struct State {
     ScheduleOptions options;
-    std::string limit, format, output, table;
+    std::string limit, format, output, table, table_format, runnable_by;
     std::size_t top = 10;
-    bool no_builtins = false;
+    bool no_builtins = false, force = false;
   };
   auto s = std::make_shared<State>();
   add_schedule_options(*cmd, s->options, 4, 8);
@@ -82,6 +82,15 @@ Subcommand add_tune(CLI::App& app) {
                   "total simulated bytes (80GB, 80GiB)");
   cmd->add_option("-t,--table-out", s->table,
                   "write the best table to this file (.csv: PyTorch pipelining CSV, .json)");
+  cmd->add_option("--table-format", s->table_format,
+                  "format of -t: csv, pytorch, pytorch-comms or json (default: by extension)")
+      ->check(CLI::IsMember(table_formats()));
+  cmd->add_flag("--force", s->force,
+                "write -t even where PyTorch cannot run the table as written (with a warning)");
+  cmd->add_option("--runnable-by", s->runnable_by,
+                  "search only what this runtime can run: pytorch (each stage on one rank) or "
+                  "megatron (its 1F1B and interleaved 1F1B)")
+      ->check(CLI::IsMember({"pytorch", "megatron"}));
   cmd->add_option("--top", s->top, "candidates listed")->capture_default_str();
   cmd->add_flag("--no-builtins", s->no_builtins,
                 "search the heuristic family only (the best built-in is then not compared)");
@@ -89,8 +98,8 @@ Subcommand add_tune(CLI::App& app) {
   cmd->add_option("-o,--output", s->output, "write the report to this file instead of stdout");
   return {
       cmd, [s] {
-        for (auto* opt : {s->options.chunks_opt, s->options.waves_opt, s->options.variant_opt,
-                          s->options.split_opt}) {
+        for (auto* opt : {s->options.chunks_opt, s->options.waves_opt, s->options.group_size_opt,
+                          s->options.variant_opt, s->options.split_opt}) {
           if (opt->count()) {
             throw Error(fmt::format("tune: {} does not apply: the search varies it itself",
                                     opt->get_name()));
@@ -107,15 +116,16 @@ Subcommand add_tune(CLI::App& app) {
                                                        static_cast<double>(request.devices)}
                                          : parse_memory_limit(s->limit);
         request.builtins = !s->no_builtins;
+        if (!s->runnable_by.empty()) request.runnable_by = parse_runtime(s->runnable_by);
         const auto result = tune(request);
         if (result.best >= 0 && !s->table.empty()) {
           const auto& best = result.candidates[static_cast<std::size_t>(result.best)];
-          const auto format = io::detect_format(s->table, "");
           io::TableSource source{"tune",
                                  {{"devices", request.devices},
                                   {"microbatches", request.microbatches},
                                   {"found", best.name}}};
-          emit(s->table, io::format_table(best.table, format, source));
+          emit(s->table, export_table(best.table, table_format_for(s->table, s->table_format),
+                                      source, s->force));
         }
         if (s->format == "json") {
           nlohmann::json j = {

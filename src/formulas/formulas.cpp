@@ -62,11 +62,13 @@ Formula one_f_one_b(const ResolvedParams& p, const Costs& c) {
   return f;
 }
 
-// Interleaved 1F1B (Narayanan et al., SC'21 §2.2): the per-device bubble shrinks by v,
-// makespan M(F + B) + (S − 1)(F + B)/v, bubble (S − 1)/(vM + S − 1). Peak on device d in
-// chunks: its warm-up plus one, min(vM, 2(S − d − 1) + (v − 1)S + 1), or all vM when M = S
-// (Megatron runs everything as warm-up then); divided by v for M_a. Device 0's value
-// S(1 + (S − 1)/(vS)) is Megatron's "interleaved schedule memory penalty" (reference §4(e)).
+// Interleaved 1F1B (Narayanan et al., SC'21 §2.2), Megatron's order with group size g (default
+// S): the per-device bubble shrinks by v, makespan M(F + B) + (S − 1)(F + B)/v, bubble
+// (S − 1)/(vM + S − 1), for every g Megatron accepts (M ≥ S). One group of M < S microbatches
+// (PyTorch's case) is bound by one microbatch's chain instead: (F + B)(vS + M − 1)/v, as looped
+// BFS. Peak on device d in chunks: its warm-up plus one, min(vM, 2(S − d − 1) + (v − 1)g + 1),
+// divided by v for M_a. Device 0's value at g = S, S(1 + (S − 1)/(vS)), is Megatron's
+// "interleaved schedule memory penalty" (reference §4(e)). Checked over the whole test grid.
 Formula interleaved(const ResolvedParams& p, const Costs& c) {
   if (p.chunks == 1) {
     Formula f = one_f_one_b(p, c);
@@ -75,18 +77,14 @@ Formula interleaved(const ResolvedParams& p, const Costs& c) {
   }
   Formula f;
   const double S = p.devices, M = p.microbatches, v = p.chunks;
-  set_makespan(f, M * (c.F + c.B) + (S - 1) * (c.F + c.B) / v, M * (c.F + c.B));
+  const double g = p.group_size > 0 ? p.group_size : p.devices;  // 0: not resolved, Megatron's S
+  set_makespan(f, (c.F + c.B) * (v * std::max(M, S) + std::min(M, S) - 1) / v, M * (c.F + c.B));
   f.span_bubble_ratio = f.bubble_ratio;  // device 0 starts at 0 and runs the last backward
   std::vector<double> peaks(static_cast<std::size_t>(p.devices));
-  for (std::size_t d = 0; d < peaks.size(); ++d) {
-    const double chunks =
-        p.microbatches == p.devices
-            ? v * M
-            : std::min(v * M, 2 * (S - static_cast<double>(d) - 1) + (v - 1) * S + 1);
-    peaks[d] = chunks / v;
-  }
+  for (std::size_t d = 0; d < peaks.size(); ++d)
+    peaks[d] = std::min(v * M, 2 * (S - static_cast<double>(d) - 1) + (v - 1) * g + 1) / v;
   f.peak_activation = std::move(peaks);
-  f.published_bubble_ratio = (S - 1) / (v * M + S - 1);
+  if (M >= S) f.published_bubble_ratio = (S - 1) / (v * M + S - 1);
   f.source = "Narayanan et al., Megatron-LM (SC'21) §2.2; memory penalty 1+(S-1)/(vS)";
   return f;
 }
@@ -162,6 +160,29 @@ Formula zb_h1(const ResolvedParams& p, const Costs& c) {
   }
   // The paper's B/3 (reference §7 table) assumes F = I = W and a steady phase (M ≥ S).
   if (c.F == c.I && c.I == c.W && M >= S) f.published_bubble_ratio = (S - 1) / (3 * M + S - 1);
+  return f;
+}
+
+// Interleaved zero bubble, PyTorch's ZB1P order (schedules/interleaved_zb.cpp), found by pipetab
+// and checked over the whole test grid (no published form): for M ≥ S, makespan
+// M(F + I + W) + (S − 1)·max(F, I, F + I − W)/v, ZB-H1's with the start-up skew cut by v (v = 1 is
+// ZB-H1's order); the longest device span is (S − 1)·max(I, F + I − W)/v beyond the work. Peak on
+// every device min(vM, S + (v − 1)g)/v M_a with g = M / max(1, M div S): device d's warm-up, one
+// more forward, and the d inputs its delayed W still hold.
+Formula interleaved_zb(const ResolvedParams& p, const Costs& c) {
+  Formula f;
+  const double S = p.devices, M = p.microbatches, v = p.chunks;
+  const double g = static_cast<double>(p.microbatches / std::max(1, p.microbatches / p.devices));
+  f.peak_activation = std::vector<double>(static_cast<std::size_t>(p.devices),
+                                          std::min(v * M, S + (v - 1) * g) / v);
+  f.source = "pipetab: ZB-H1's closed form (Qi et al., ICLR 2024 §2.1) with the skew cut by v";
+  if (M < S) {
+    f.note = "no closed makespan for M < S (one group, fill-drain)";
+    return f;
+  }
+  const double work = M * split_work(c);
+  set_makespan(f, work + (S - 1) * std::max({c.F, c.I, c.F + c.I - c.W}) / v, work);
+  f.span_bubble_ratio = 1.0 - work / (work + (S - 1) * std::max(c.I, c.F + c.I - c.W) / v);
   return f;
 }
 
@@ -403,6 +424,10 @@ constexpr Entry kFormulas[] = {
     {"zb-v", zb_v, {}},
     {"v-half", v_half, {}},
     {"v-min", v_min, {}},
+    {"interleaved-zb", interleaved_zb, {}},
+    {"v-1f1b", nullptr,
+     "its order is the authors' slot plan with a greedy warm-up (docs/schedules.md); no closed "
+     "form is known"},
 };
 
 }  // namespace

@@ -12,10 +12,6 @@ namespace {
 
 constexpr std::string_view kPairType = "OVERLAP_F_B";
 
-// Action types PyTorch writes that are not computations (pytorch-interop.md §1.1).
-constexpr std::array<std::string_view, 8> kCommTypes = {
-    "SEND_F", "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD", "REDUCE_GRAD", "BW"};
-
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
 }
@@ -65,8 +61,10 @@ class Cursor {
   std::size_t pos_ = 0;
 };
 
-// "<stage><TYPE><microbatch>" with TYPE one of F, B, I, W.
-std::optional<Pass> parse_pass(std::string_view text, std::size_t base, ActionParse& out) {
+// "<stage><TYPE><microbatch>" with TYPE one of F, B, I, W, or (when `comm` is given) a
+// communication type, whose microbatch is absent for UNSHARD, RESHARD and REDUCE_GRAD.
+std::optional<Pass> parse_pass(std::string_view text, std::size_t base, ActionParse& out,
+                               std::optional<CommAction>* comm = nullptr) {
   Cursor cursor(text, base);
   const auto stage = cursor.number(kMaxStages - 1, "stage", out);
   if (!stage) return std::nullopt;
@@ -77,28 +75,42 @@ std::optional<Pass> parse_pass(std::string_view text, std::size_t base, ActionPa
   if (type == "B") kind = PassKind::B;
   if (type == "I") kind = PassKind::I;
   if (type == "W") kind = PassKind::W;
-  if (kind == PassKind::None) {
-    for (const auto comm : kCommTypes) {
-      if (type != comm) continue;
-      cursor.fail(out, type_at,
-                  comm == "BW" ? std::string("'BW' is the legacy full-backward token; write B")
-                               : fmt::format("'{}' is a communication action; pipetab reads "
-                                             "compute-only tables (F, B, I, W, OVERLAP_F_B)",
-                                             comm));
-      return std::nullopt;
-    }
+  const auto comm_kind = parse_comm_kind(type);
+  if (kind == PassKind::None && !comm_kind) {
     cursor.fail(out, type_at,
-                type.empty()
-                    ? std::string("expected an action type (F, B, I or W) after the stage")
-                    : fmt::format("unknown action type '{}' (expected F, B, I or W)", type));
+                type == "BW"
+                    ? std::string("'BW' is the full backward of PyTorch's legacy grammar (where B "
+                                  "meant the input-gradient half); today's PyTorch writes B for "
+                                  "the full backward and I for the input-gradient half")
+                : type.empty()
+                    ? std::string("expected an action type (F, B, I, W or a communication type) "
+                                  "after the stage")
+                    : fmt::format("unknown action type '{}' (expected F, B, I, W, SEND_F, RECV_F, "
+                                  "SEND_B, RECV_B, UNSHARD, RESHARD or REDUCE_GRAD)",
+                                  type));
     return std::nullopt;
   }
-  const auto microbatch = cursor.number(kMaxMicrobatches - 1, "microbatch", out);
-  if (!microbatch) return std::nullopt;
+  if (comm_kind && comm == nullptr) {
+    cursor.fail(out, type_at,
+                fmt::format("'{}' is a communication action; an overlapped pair holds "
+                            "computations only",
+                            type));
+    return std::nullopt;
+  }
+  std::optional<std::int64_t> microbatch;
+  if (!comm_kind || has_microbatch(*comm_kind)) {
+    microbatch = cursor.number(kMaxMicrobatches - 1, "microbatch", out);
+    if (!microbatch) return std::nullopt;
+  }
   if (!cursor.done()) {
     cursor.fail(out, cursor.pos(),
-                fmt::format("unexpected {} after the microbatch",
-                            detail::quoted(text.substr(cursor.pos()))));
+                fmt::format("unexpected {} after the {}", detail::quoted(text.substr(cursor.pos())),
+                            microbatch ? "microbatch" : "action type"));
+    return std::nullopt;
+  }
+  if (comm_kind) {
+    *comm = CommAction{microbatch ? static_cast<std::int32_t>(*microbatch) : -1,
+                       static_cast<std::uint16_t>(*stage), *comm_kind, 0};
     return std::nullopt;
   }
   return Pass{static_cast<std::int32_t>(*microbatch), static_cast<std::uint16_t>(*stage), kind};
@@ -117,7 +129,7 @@ ActionParse parse_action(std::string_view cell) {
   if (text.empty()) return out;
 
   if (text.front() != '(') {
-    if (const auto pass = parse_pass(text, begin, out)) out.op = Op::single(*pass);
+    if (const auto pass = parse_pass(text, begin, out, &out.comm)) out.op = Op::single(*pass);
     return out;
   }
   // "(a;b)OVERLAP_F_B"

@@ -149,6 +149,16 @@ ScheduleTable infer_table(Cells cells, const std::string& file) {
     table.row_begin[d + 1] += table.row_begin[d];
   table.ops = std::move(cells.ops);  // cells come row by row, so already grouped by device
   table.slots = std::move(cells.slot);
+  if (!cells.comms.empty()) {
+    // A compute+comms list has no idle slots: its cells' columns are list positions, not time.
+    table.slots.clear();
+    table.comms.actions = std::move(cells.comms);
+    table.comms.row_begin.assign(static_cast<std::size_t>(cells.rows) + 1, 0);
+    for (const auto d : cells.comm_device)
+      ++table.comms.row_begin[static_cast<std::size_t>(d) + 1];
+    for (std::size_t d = 0; d < static_cast<std::size_t>(cells.rows); ++d)
+      table.comms.row_begin[d + 1] += table.comms.row_begin[d];
+  }
   return table;
 }
 

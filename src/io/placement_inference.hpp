@@ -2,6 +2,7 @@
 // the placement (PyTorch CSV).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,11 @@ struct Cells {
   std::vector<std::int32_t> device;  ///< row of each op
   std::vector<std::int32_t> slot;    ///< column of each op
   std::vector<CellLocation> where;
+  /// Communication actions (compute+comms files), each placed by `before` within its row.
+  std::vector<CommAction> comms;
+  std::vector<std::int32_t> comm_device;  ///< row of each action, non-decreasing
+  std::vector<CellLocation> comm_where;
+  std::optional<CellLocation> first_idle;  ///< the first empty cell between others, if any
 };
 
 /// Infers sizes, placement and pipelines: stages and microbatches are the largest indices + 1;

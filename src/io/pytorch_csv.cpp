@@ -1,7 +1,11 @@
 #include "pipetab/io/pytorch_csv.hpp"
 
+#include <algorithm>
+#include <functional>
+
 #include "placement_inference.hpp"
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "pipetab/error.hpp"
 #include "pipetab/io/action.hpp"
@@ -37,6 +41,7 @@ class CsvReader {
                        (text_[pos_] == '\r' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '\n');
     trailing_blank_ = blank ? trailing_blank_ + 1 : 0;
     std::int32_t slot = 0;
+    ops_in_row_ = 0;
     while (true) {
       read_cell(device, slot);
       if (pos_ < text_.size() && text_[pos_] == ',') {
@@ -95,13 +100,30 @@ class CsvReader {
     }
     const auto parsed = parse_action(cell);
     if (!parsed.ok()) fail(text_start + parsed.error_offset, parsed.error);
+    const detail::CellLocation here{line_, static_cast<int>(start - line_start_) + 1};
+    if (parsed.idle()) {
+      // An empty cell between others (not a row's trailing one) is an idle slot.
+      if (!cells_.first_idle && pos_ < text_.size() && text_[pos_] == ',') cells_.first_idle = here;
+      return;
+    }
+    if (parsed.comm) {
+      if (cells_.comms.size() >= static_cast<std::size_t>(kMaxOps))
+        fail(start, fmt::format("more than {} communication actions", kMaxOps));
+      auto action = *parsed.comm;
+      action.before = ops_in_row_;
+      cells_.comms.push_back(action);
+      cells_.comm_device.push_back(device);
+      cells_.comm_where.push_back(here);
+      return;
+    }
     if (parsed.op) {
+      ++ops_in_row_;
       if (cells_.ops.size() >= static_cast<std::size_t>(kMaxOps))
         fail(start, fmt::format("more than {} ops", kMaxOps));
       cells_.ops.push_back(*parsed.op);
       cells_.device.push_back(device);
       cells_.slot.push_back(slot);
-      cells_.where.push_back({line_, static_cast<int>(start - line_start_) + 1});
+      cells_.where.push_back(here);
     }
   }
 
@@ -111,17 +133,94 @@ class CsvReader {
   std::size_t line_start_ = 0;
   int line_ = 1;
   std::int32_t trailing_blank_ = 0;
+  std::int32_t ops_in_row_ = 0;
   detail::Cells cells_;
 };
+
+// PyTorch's older grammar wrote the input-gradient half as B (and the full backward as BW): a
+// file with B and W but no I, where a W follows the B of its stage and microbatch, is in it.
+void reject_legacy_grammar(const ScheduleTable& t, const std::vector<detail::CellLocation>& where,
+                           const std::string& file) {
+  bool has_i = false, has_b = false, has_w = false;
+  for (const Op& op : t.ops) {
+    for (const Pass& p : op.passes()) {
+      has_i = has_i || p.kind == PassKind::I;
+      has_b = has_b || p.kind == PassKind::B;
+      has_w = has_w || p.kind == PassKind::W;
+    }
+  }
+  if (has_i || !has_b || !has_w) return;
+  const auto N = static_cast<std::size_t>(t.stages);
+  std::vector<std::int64_t> b_at(static_cast<std::size_t>(t.microbatches) * N, -1);
+  for (std::size_t i = 0; i < t.ops.size(); ++i) {
+    const Op& op = t.ops[i];
+    if (op.is_pair()) continue;
+    const Pass& p = op.first();
+    const auto key = static_cast<std::size_t>(p.microbatch) * N + p.stage;
+    if (p.kind == PassKind::B && b_at[key] < 0) b_at[key] = static_cast<std::int64_t>(i);
+    if (p.kind != PassKind::W || b_at[key] < 0) continue;
+    const auto j = static_cast<std::size_t>(b_at[key]);
+    throw ParseError(
+        file, where[j].line, where[j].column,
+        fmt::format("this file is in PyTorch's legacy grammar, where B was the input-gradient "
+                    "half of a split backward and BW the full backward: {} is followed by {} "
+                    "(line {}, column {}) and the file has no I. Today's PyTorch and pipetab "
+                    "write that half I and a full backward B; rename with "
+                    "sed -E 's/([0-9])B([0-9])/\\1I\\2/g; s/BW/B/g'",
+                    to_string(t.ops[j]), to_string(op), where[i].line, where[i].column));
+  }
+}
 
 }  // namespace
 
 ScheduleTable read_pytorch_csv(std::string_view text, const std::string& file) {
   auto cells = CsvReader(text, file).read();
-  return detail::infer_table(std::move(cells), file);
+  const auto where = cells.where;
+  const auto comm_where = cells.comm_where;
+  const auto first_idle = cells.first_idle;
+  const bool with_comms = !cells.comms.empty();
+  auto table = detail::infer_table(std::move(cells), file);
+  reject_legacy_grammar(table, where, file);
+  if (!with_comms) return table;
+  if (first_idle) {
+    throw ParseError(file, first_idle->line, first_idle->column,
+                     "an empty cell in a compute+comms table: its rows are the runtime's action "
+                     "lists, which have no idle slots (PyTorch's compute_comms format refuses "
+                     "them too)");
+  }
+  if (const auto issue = check_comm_order(table)) {
+    if (issue->action >= 0) {
+      const auto& at = comm_where[static_cast<std::size_t>(issue->action)];
+      throw ParseError(file, at.line, at.column, issue->message);
+    }
+    throw ParseError(file, issue->device + 1, 1, issue->message);
+  }
+  return table;
 }
 
+namespace {
+
+// Each device's whole list, compute ops and communication actions in order, one line each.
+std::string write_lists(const ScheduleTable& table) {
+  std::string out;
+  out.reserve((table.ops.size() + table.comms.actions.size()) * 8);
+  for (std::int32_t d = 0; d < table.devices; ++d) {
+    bool first = true;
+    for (const auto& item : merged_row(table, d)) {
+      if (!first) out += ',';
+      first = false;
+      const auto i = static_cast<std::size_t>(item.index);
+      out += item.comm ? to_string(table.comms.actions[i]) : to_string(table.ops[i]);
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string write_pytorch_csv(const ScheduleTable& table) {
+  if (!table.comms.empty()) return write_lists(table);
   const auto slots = table.slots.empty() ? unit_slots(table) : table.slots;
   std::string out;
   out.reserve(table.ops.size() * 5);
@@ -138,6 +237,92 @@ std::string write_pytorch_csv(const ScheduleTable& table) {
       ++next;
     }
     out += '\n';
+  }
+  return out;
+}
+
+std::string write_pytorch_comms_csv(const ScheduleTable& table) {
+  if (!table.comms.empty()) return write_lists(table);
+  ScheduleTable lowered = table;
+  lowered.comms = pytorch_send_recv(table);
+  return write_lists(lowered);
+}
+
+PytorchPlacement pytorch_placement(const ScheduleTable& table) {
+  PytorchPlacement out;
+  const auto pp = table.devices;
+  out.stages_of_rank.resize(static_cast<std::size_t>(pp));
+  bool loop = true, v = true;
+  for (std::int32_t s = 0; s < table.stages; ++s) {
+    const auto rank = table.placement.device_of(0, s);
+    out.stages_of_rank[static_cast<std::size_t>(rank)].push_back(s);
+    loop = loop && rank == s % pp;
+    // V style: ranks 0..pp-1, then pp-1..0, and so on (PyTorch's generate_stage_to_rank_mapping).
+    const auto turn = s / pp, offset = s % pp;
+    v = v && rank == (turn % 2 == 0 ? offset : pp - 1 - offset);
+  }
+  out.style = loop ? "loop" : v ? "v" : "custom";
+  return out;
+}
+
+std::vector<std::string> pytorch_export_problems(const ScheduleTable& table) {
+  std::vector<std::string> problems;
+  if (table.pipelines() > 1) {
+    for (std::int32_t s = 0; s < table.stages; ++s) {
+      for (std::int32_t p = 1; p < table.pipelines(); ++p) {
+        if (table.placement.device_of(p, s) == table.placement.device_of(0, s)) continue;
+        problems.push_back(fmt::format(
+            "stage {} runs on device {} and on device {}: the table has {} pipelines (model "
+            "replicas, as in Chimera or DualPipe), but PyTorch places each stage on one rank",
+            s, table.placement.device_of(0, s), table.placement.device_of(p, s),
+            table.pipelines()));
+        return problems;
+      }
+    }
+  }
+  const auto units = table.stage_units();
+  if (std::adjacent_find(units.begin(), units.end(), std::not_equal_to<>()) != units.end()) {
+    problems.push_back(
+        "its stages differ in size and a PyTorch CSV does not say so: a job that builds equal "
+        "stages runs another schedule");
+  }
+  return problems;
+}
+
+std::string pytorch_export_note(const ScheduleTable& table, bool comms) {
+  std::string out = fmt::format("PyTorch {} CSV: {} ranks, {} stages, {} microbatches",
+                                comms ? "compute+comms" : "compute-only", table.devices,
+                                table.stages, table.microbatches);
+  if (table.pipelines() > 1) return out + "\n";
+  const auto placement = pytorch_placement(table);
+  out += fmt::format("; placement style {}", placement.style);
+  if (placement.style == "loop") out += fmt::format(" (stage s on rank s mod {})", table.devices);
+  if (placement.style == "v") out += " (ranks 0..pp-1, then pp-1..0)";
+  out += "\n";
+  for (std::size_t r = 0; r < placement.stages_of_rank.size(); ++r) {
+    out += fmt::format("  rank {} builds stages {}\n", r,
+                       fmt::join(placement.stages_of_rank[r], ", "));
+  }
+  const auto units = table.stage_units();
+  if (std::adjacent_find(units.begin(), units.end(), std::not_equal_to<>()) != units.end()) {
+    out += fmt::format("  stage sizes (relative, stage 0..{}): {}\n", table.stages - 1,
+                       fmt::join(units.begin(), units.begin() + table.stages, " "));
+  }
+  out += fmt::format(
+      "  load: _PipelineScheduleRuntime(stages, n_microbatches={})._load_csv(FILE, format=\"{}\")"
+      "\n",
+      table.microbatches, comms ? "compute_comms" : "compute_only");
+  if (placement.style == "custom") {
+    out +=
+        "  torchtitan builds only loop or v placements (stage_ids_this_rank); build these "
+        "stages by hand\n";
+  } else {
+    out += fmt::format(
+        "  torchtitan: --parallelism.pipeline_parallel_schedule_csv FILE "
+        "--parallelism.pipeline_parallel_degree {} --parallelism.pipeline_parallel_schedule {} "
+        "(its {} stage ids) and {} stages in all\n",
+        table.devices, placement.style == "v" ? "ZBVZeroBubble" : "Interleaved1F1B",
+        placement.style, table.stages);
   }
   return out;
 }

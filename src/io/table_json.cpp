@@ -291,6 +291,12 @@ class Reader {
           idle_cells = true;
           continue;
         }
+        if (parsed.comm) {
+          fail(path / d / c,
+               fmt::format("'{}' is a communication action: pipetab JSON rows hold computations "
+                           "only (a communication order is kept in PyTorch's compute+comms CSV)",
+                           to_string(*parsed.comm)));
+        }
         if (static_cast<std::int64_t>(t.ops.size()) >= kMaxOps)
           fail(path / d / c, fmt::format("more than {} ops", kMaxOps));
         t.ops.push_back(*parsed.op);

@@ -45,6 +45,39 @@ ScheduleTable one_f_one_b(const ResolvedParams& params);
 
 namespace pipetab::schedules {
 
+/// One entry of the interleaved schedule table: a virtual microbatch's microbatch and the chunk
+/// its forward runs on.
+struct VirtualMicrobatch {
+  std::int32_t microbatch = 0;
+  std::int32_t chunk = 0;
+};
+
+/// Megatron's interleaved schedule table (get_schedule_table in megatron/core/pipeline_parallel/
+/// schedules.py): the microbatches in groups of `group` (the last group takes what is left), each
+/// group through chunks 0 .. chunks-1 before the next: (m, c) for c, then m within the group.
+std::vector<VirtualMicrobatch> interleaved_schedule_table(std::int64_t microbatches,
+                                                          std::int64_t chunks, std::int64_t group);
+
+/// How interleaved_table() orders a device's passes.
+struct InterleavedOrder {
+  std::int64_t group = 1;          ///< g, microbatches per group of the schedule table
+  std::int64_t warmup_factor = 2;  ///< warm-up forwards added per device after d: 2 or 1
+  /// false: full backwards B (Megatron, PyTorch's Interleaved1F1B). true: PyTorch's ZB1P — the
+  /// backward is I, and from device d's (d+1)-th I on each I is followed by the W of the oldest
+  /// I without one; the remaining W end the row.
+  bool split_backward = false;
+};
+
+/// The interleaved order on the looping placement (device d holds stages d, d+S, ..): device d
+/// runs w = min(vM, warmup_factor·(S-d-1) + (v-1)·g) forwards, then pairs "F(k+w), backward(k)",
+/// then the remaining backwards. Forward k runs table entry k; backward k runs entry k's
+/// microbatch on the mirrored chunk v-1-chunk. The caller has checked its rules.
+ScheduleTable interleaved_table(const ResolvedParams& params, const InterleavedOrder& order);
+
+}  // namespace pipetab::schedules
+
+namespace pipetab::schedules {
+
 /// Chimera's variants (--variant), default first.
 inline constexpr std::string_view kChimeraVariants[] = {"direct", "doubling"};
 

@@ -89,6 +89,13 @@ ResolvedParams resolve(const ScheduleInfo& info, const ScheduleParams& params) {
   } else if (info.default_waves > 0) {
     r.waves = info.default_waves;
   }
+  if (params.group_size) {
+    if (!info.takes_group_size) not_taken(info, "--group-size");
+    r.group_size =
+        in_range(info, "group size (--group-size)", *params.group_size, kMaxMicrobatches);
+  } else if (info.takes_group_size) {
+    r.group_size = r.devices;
+  }
   if (params.variant) {
     if (info.variants.empty()) not_taken(info, "--variant");
     bool known = false;

@@ -1,11 +1,13 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "pipetab/error.hpp"
 #include "pipetab/sim/graph.hpp"
+#include "pipetab/table/comm_order.hpp"
 #include "pipetab/table/timing.hpp"
 
 namespace pipetab {
@@ -67,6 +69,19 @@ std::int32_t gpus_per_device(const ModelConfig& model, const LoweringOptions& op
   const auto* m = model.transformer();
   const std::int64_t t = m ? m->tensor_parallel : 1;
   return static_cast<std::int32_t>(std::min<std::int64_t>(t * options.data_parallel, 1 << 30));
+}
+
+std::optional<std::string> runtime_refuses(const ScheduleTable& table, std::string_view schedule,
+                                           Runtime runtime) {
+  if (runtime == Runtime::Megatron && schedule != "1f1b" && schedule != "interleaved")
+    return std::string("Megatron-LM runs only 1F1B and interleaved 1F1B");
+  if (runtime == Runtime::PyTorch && table.pipelines() > 1) {
+    return fmt::format(
+        "PyTorch places each stage on one rank, and this table runs {} pipelines "
+        "(model replicas)",
+        table.pipelines());
+  }
+  return std::nullopt;
 }
 
 namespace {
@@ -289,8 +304,9 @@ class Lowering {
 
   // A cross-device dependency becomes producer → transfer → consumer; a same-device one is
   // already ordered by the device's stream (a valid table runs the producer first).
-  void depend(std::int32_t consumer, int stage, std::int32_t producer, TransferKind kind,
+  void depend(std::int32_t consumer, const Pass& pass, std::int32_t producer, TransferKind kind,
               double bytes) {
+    const int stage = pass.stage;
     const auto from = g_.device[static_cast<std::size_t>(producer)];
     const auto to = g_.device[static_cast<std::size_t>(consumer)];
     if (from == to) return;
@@ -308,7 +324,10 @@ class Lowering {
       return;
     }
     edge(producer, transfer);
-    if (options_.runtime == Runtime::PyTorch) sent_.push_back({from, to, producer, transfer});
+    if (options_.runtime == Runtime::PyTorch) {
+      auto& into = kind == TransferKind::Activation ? activation_in_ : gradient_in_;
+      into[key(pass.microbatch, stage)] = transfer;
+    }
   }
 
   // Megatron-LM communicates at step boundaries: after every op, except that its interleaved
@@ -350,28 +369,97 @@ class Lowering {
 
   void pipeline_transfers() {
     if (options_.runtime == Runtime::Megatron) megatron_steps();
+    if (!t_.comms.empty() && options_.runtime != Runtime::PyTorch) {
+      throw ParamError(fmt::format(
+          "the table carries its own communication order (a compute+comms file), which is "
+          "PyTorch's runtime's: simulate it with --runtime pytorch, not {} (or drop the order "
+          "by converting the file to compute-only)",
+          to_string(options_.runtime)));
+    }
+    if (options_.runtime == Runtime::PyTorch) {
+      if (const auto issue = check_comm_order(t_)) throw ParamError(issue->message);
+      activation_in_.assign(forward_op_.size(), -1);
+      gradient_in_.assign(forward_op_.size(), -1);
+    }
     for (std::size_t n = 0; n < t_.ops.size(); ++n) {
       const auto consumer = static_cast<std::int32_t>(n);
       for (const Pass& pass : t_.ops[n].passes()) {
         if (pass.kind == PassKind::F && pass.stage > 0) {
           const Pass previous{pass.microbatch, static_cast<std::uint16_t>(pass.stage - 1),
                               PassKind::F};
-          depend(consumer, pass.stage, forward_op_[key(pass.microbatch, pass.stage - 1)],
+          depend(consumer, pass, forward_op_[key(pass.microbatch, pass.stage - 1)],
                  TransferKind::Activation, work(previous).message_bytes);
         } else if (is_input_backward(pass.kind) && pass.stage + 1 < t_.stages) {
-          depend(consumer, pass.stage, backward_op_[key(pass.microbatch, pass.stage + 1)],
+          depend(consumer, pass, backward_op_[key(pass.microbatch, pass.stage + 1)],
                  TransferKind::Gradient, work(pass).message_bytes);
         }
       }
     }
-    // PyTorch: one NCCL stream per pair of ranks runs their transfers one at a time, in the
-    // order the sender issues them (its op order).
-    std::stable_sort(sent_.begin(), sent_.end(), [](const Sent& x, const Sent& y) {
-      return std::tie(x.from, x.to, x.producer) < std::tie(y.from, y.to, y.producer);
-    });
-    for (std::size_t k = 1; k < sent_.size(); ++k) {
-      if (sent_[k].from == sent_[k - 1].from && sent_[k].to == sent_[k - 1].to)
-        edge(sent_[k - 1].transfer, sent_[k].transfer);
+    if (options_.runtime == Runtime::PyTorch) pytorch_order();
+  }
+
+  // PyTorch's runtime (_PipelineScheduleRuntime) runs each rank's list of compute and
+  // communication actions: the table's own (a compute+comms file) or the one PyTorch's lowering
+  // gives it (pytorch_send_recv). A send or receive is posted where it stands in the list, so
+  // its transfer starts no earlier than the end of the compute op before it on that rank (the
+  // NCCL stream waits for the compute stream when the operation is enqueued). Sends are not
+  // waited by the compute stream; a receive is waited by the op that consumes it (the
+  // transfer's edge to its consumer). All transfers between one pair of ranks share one NCCL
+  // communicator and stream (ProcessGroupNCCL keys point-to-point communicators by the pair),
+  // so on each rank they run one at a time in list order: a receive posted early holds up the
+  // sends behind it (PyTorch issue #172668).
+  void pytorch_order() {
+    const CommOrder derived = t_.comms.empty() ? pytorch_send_recv(t_) : CommOrder{};
+    const CommOrder& order = t_.comms.empty() ? derived : t_.comms;
+    std::unordered_map<std::int32_t, std::int32_t> last_on_pair;
+    for (std::int32_t d = 0; d < t_.devices; ++d) {
+      last_on_pair.clear();
+      std::int32_t last_compute = -1;
+      const auto base = t_.row_begin[static_cast<std::size_t>(d)];
+      const auto actions = order.row(d);
+      std::size_t a = 0;
+      const auto row_size = t_.row_begin[static_cast<std::size_t>(d) + 1] - base;
+      for (std::int64_t i = 0; i <= row_size; ++i) {
+        for (; a < actions.size() && actions[a].before <= i; ++a)
+          post(d, actions[a], last_compute, last_on_pair);
+        if (i < row_size) last_compute = static_cast<std::int32_t>(base + i);
+      }
+    }
+  }
+
+  void post(std::int32_t device, const CommAction& c, std::int32_t last_compute,
+            std::unordered_map<std::int32_t, std::int32_t>& last_on_pair) {
+    if (c.kind == CommKind::ReduceGrad) {
+      reduce_after(device, c.stage) = last_compute;
+      return;
+    }
+    if (!has_microbatch(c.kind)) return;  // UNSHARD, RESHARD: FSDP is not modelled
+    std::int32_t transfer = -1;
+    switch (c.kind) {
+      case CommKind::SendF:
+        transfer = activation_in_[key(c.microbatch, c.stage + 1)];
+        break;
+      case CommKind::RecvF:
+        transfer = activation_in_[key(c.microbatch, c.stage)];
+        break;
+      case CommKind::SendB:
+        transfer = gradient_in_[key(c.microbatch, c.stage - 1)];
+        break;
+      case CommKind::RecvB:
+        transfer = gradient_in_[key(c.microbatch, c.stage)];
+        break;
+      default:
+        break;
+    }
+    if (transfer < 0) return;  // check_comm_order rejects such actions
+    if (last_compute >= 0) edge(last_compute, transfer);
+    const auto t = static_cast<std::size_t>(transfer - g_.compute_nodes);
+    const auto peer =
+        is_send(c.kind) ? g_.receiver[t] : g_.device[static_cast<std::size_t>(transfer)];
+    auto [previous, fresh] = last_on_pair.try_emplace(peer, transfer);
+    if (!fresh) {
+      edge(previous->second, transfer);
+      previous->second = transfer;
     }
   }
 
@@ -397,7 +485,8 @@ class Lowering {
       ready.clear();
       for (std::int32_t p = 0; p < t_.pipelines(); ++p) {
         const auto device = t_.placement.device_of(p, static_cast<int>(s));
-        const auto op = last_grad[index(p, static_cast<int>(s))];
+        auto op = last_grad[index(p, static_cast<int>(s))];
+        if (!reduce_after_.empty()) op = std::max(op, reduce_after(device, static_cast<int>(s)));
         const auto at = std::find(members.begin(), members.end(), device);
         if (at == members.end()) {
           members.push_back(device);
@@ -626,9 +715,6 @@ class Lowering {
     }
   }
 
-  struct Sent {
-    std::int32_t from, to, producer, transfer;
-  };
   struct StartEdge {
     std::int32_t first, second;
     double delay;
@@ -646,7 +732,19 @@ class Lowering {
   std::vector<std::int32_t> forward_op_, backward_op_;
   std::vector<std::pair<std::int32_t, std::int32_t>> edges_;
   std::vector<StartEdge> start_edges_;
-  std::vector<Sent> sent_;
+  // PyTorch: per (stage, microbatch) key, the transfer bringing a stage its activation / its
+  // output gradient (-1: none, the producer is on the same device).
+  std::vector<std::int32_t> activation_in_, gradient_in_;
+  // [device * stages + stage]: the op after which a REDUCE_GRAD of the comm order starts the
+  // stage's gradient reduction on the device (-1: none).
+  std::vector<std::int32_t> reduce_after_;
+  std::int32_t& reduce_after(std::int32_t device, int stage) {
+    if (reduce_after_.empty())
+      reduce_after_.assign(
+          static_cast<std::size_t>(t_.devices) * static_cast<std::size_t>(t_.stages), -1);
+    return reduce_after_[static_cast<std::size_t>(device) * static_cast<std::size_t>(t_.stages) +
+                         static_cast<std::size_t>(stage)];
+  }
   std::vector<bool> boundary_;  // Megatron: a step ends after this op
   // [device * stages + stage]: the node after which the device's gradient of the stage is
   // reduced (-1: it holds no such stage).

@@ -113,6 +113,14 @@ void check(const PlanRequest& request, Checked& c) {
     c.detail = e.what();
     return;
   }
+  if (request.runnable_by) {
+    if (const auto why = runtime_refuses(*table, l.schedule, *request.runnable_by)) {
+      c.reason =
+          fmt::format("runtime: {} cannot run it (--runnable-by)", to_string(*request.runnable_by));
+      c.detail = *why;
+      return;
+    }
+  }
   if (m.layers % table->stages != 0) {
     c.reason = "pipeline: the layers do not split into equal stages";
     c.detail = fmt::format("{} layers over {} stages (Megatron-LM requires equal stages)", m.layers,

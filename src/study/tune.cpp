@@ -49,6 +49,13 @@ class Search {
   // Simulates a table and keeps it unless an equal table already ran.
   void consider(std::string name, bool builtin, ScheduleTable table) {
     ++out_.generated;
+    if (r_.runnable_by) {
+      const auto schedule = std::string_view(name).substr(0, name.find(' '));
+      if (const auto why = runtime_refuses(table, schedule, *r_.runnable_by)) {
+        out_.skipped.push_back(fmt::format("{}: {}", name, *why));
+        return;
+      }
+    }
     const auto key = fingerprint(table);
     auto [it, end] = seen_.equal_range(key);
     for (; it != end; ++it) {

@@ -27,7 +27,8 @@ std::vector<double> ScheduleTable::stage_shares() const {
 bool ScheduleTable::same_schedule(const ScheduleTable& other) const noexcept {
   return devices == other.devices && stages == other.stages && microbatches == other.microbatches &&
          placement == other.placement && pipeline_of == other.pipeline_of &&
-         stage_layers == other.stage_layers && row_begin == other.row_begin && ops == other.ops;
+         stage_layers == other.stage_layers && row_begin == other.row_begin && ops == other.ops &&
+         comms == other.comms;
 }
 
 TableBuilder::TableBuilder(int devices, int stages, int microbatches,

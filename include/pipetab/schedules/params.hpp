@@ -15,6 +15,9 @@ struct ScheduleParams {
   std::int64_t microbatches = 8;       ///< M (Chimera's N)
   std::optional<std::int64_t> chunks;  ///< v: model chunks per device (interleaved)
   std::optional<std::int64_t> waves;   ///< W: waves (Hanayo)
+  /// g: microbatches per group of the interleaved order (Megatron's
+  /// microbatch_group_size_per_vp_stage)
+  std::optional<std::int64_t> group_size;
   std::optional<std::string> variant;  ///< e.g. Chimera's "direct" or "doubling"
   std::optional<std::string> split;    ///< "E:L" stage-size split (chimera-asym)
 };
@@ -26,6 +29,7 @@ struct ResolvedParams {
   std::int32_t microbatches = 1;
   std::int32_t chunks = 1;       ///< 1 for schedules without chunks
   std::int32_t waves = 1;        ///< 1 for schedules without waves
+  std::int32_t group_size = 0;   ///< g (default S) for schedules that take it; else 0
   std::string variant;           ///< empty for schedules without variants
   std::int32_t split_early = 1;  ///< chimera-asym: relative size of a first-half stage
   std::int32_t split_late = 1;   ///< chimera-asym: relative size of a second-half stage

@@ -18,12 +18,14 @@ using BlockFn = BuildingBlock (*)(const ResolvedParams&);
 
 /// A schedule family: what it is called, which options it takes, and its generator.
 struct ScheduleInfo {
-  std::string_view name{};                       ///< registry key, e.g. "1f1b"
-  std::string_view title{};                      ///< one line for `pipetab list`
-  std::string_view source{};                     ///< where the order comes from (paper, code)
-  std::string_view constraints{};                ///< the rules on S, M, v, W, in words
-  std::int32_t default_chunks = 0;               ///< 0: the schedule does not take -v
-  std::int32_t default_waves = 0;                ///< 0: the schedule does not take -W
+  std::string_view name{};          ///< registry key, e.g. "1f1b"
+  std::string_view title{};         ///< one line for `pipetab list`
+  std::string_view source{};        ///< where the order comes from (paper, code)
+  std::string_view constraints{};   ///< the rules on S, M, v, W, in words
+  std::int32_t default_chunks = 0;  ///< 0: the schedule does not take -v
+  std::int32_t default_waves = 0;   ///< 0: the schedule does not take -W
+  /// Takes --group-size G, microbatches per group of the interleaved order (default S).
+  bool takes_group_size = false;
   std::span<const std::string_view> variants{};  ///< first is the default; empty: no --variant
   std::string_view default_split{};              ///< empty: the schedule does not take --split
   Generator generate = nullptr;
@@ -36,7 +38,7 @@ std::span<const ScheduleInfo* const> all_schedules();
 /// The schedule called `name`. Throws ParamError listing the known names if there is none.
 const ScheduleInfo& find_schedule(std::string_view name);
 
-/// Applies defaults and checks the common rules (S ≥ 1, M ≥ 1, v ≥ 1, W ≥ 1, sizes within
+/// Applies defaults and checks the common rules (S ≥ 1, M ≥ 1, v ≥ 1, W ≥ 1, G ≥ 1, sizes within
 /// the table limits, no option the schedule does not take). Schedule-specific rules are
 /// checked by its generator. Throws ParamError naming the rule.
 ResolvedParams resolve(const ScheduleInfo& info, const ScheduleParams& params);

@@ -74,6 +74,8 @@ struct PlanRequest {
   /// A layout to compare with (e.g. a published one): simulated whatever its bound, and ranked
   /// among the others.
   std::optional<Layout> reference;
+  /// Keep only layouts this real runtime can run (runtime_refuses); unset: every layout.
+  std::optional<Runtime> runnable_by;
 };
 
 /// "TP 8 · PP 8 · DP 16, interleaved v 2, micro batch 1 × 64, selective, SP, dist-opt".

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,9 @@ struct TuneRequest {
   MemoryOptions memory;   ///< table-level accounting of I and W (for an M_a limit)
   bool builtins = true;   ///< include the registered schedules
   bool heuristic = true;  ///< include the zero-bubble heuristic's family
+  /// Keep only candidates this real runtime can run (runtime_refuses); the others are listed
+  /// in `skipped`. Unset: every candidate.
+  std::optional<Runtime> runnable_by;
 };
 
 /// One schedule the search simulated.

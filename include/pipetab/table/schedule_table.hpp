@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "pipetab/table/comm_order.hpp"
 #include "pipetab/table/op.hpp"
 
 namespace pipetab {
@@ -50,6 +51,9 @@ struct ScheduleTable {
   /// Optional explicit time-slot column of each op, kept from a grid file (its idle cells are
   /// information for round trips, not for execution). Empty for generated tables.
   std::vector<std::int32_t> slots;
+  /// Optional communication order (a runtime's sends, receives and FSDP actions among the ops),
+  /// kept from a compute+comms file. Empty for compute-only tables.
+  CommOrder comms;
 
   std::int32_t pipelines() const noexcept { return placement.pipelines; }
   std::span<const Op> row(int device) const noexcept {
@@ -71,8 +75,8 @@ struct ScheduleTable {
   /// Size of every stage in device shares (L/S layers): 1 for one stage per device, 1/v for a
   /// chunk of an interleaved schedule. Per-kind costs and activation sizes scale by it.
   std::vector<double> stage_shares() const;
-  /// Equal schedules: same sizes, placement, pipelines, stage sizes and per-device orders.
-  /// Explicit slots are presentation and are not compared.
+  /// Equal schedules: same sizes, placement, pipelines, stage sizes, per-device orders and
+  /// communication orders. Explicit slots are presentation and are not compared.
   bool same_schedule(const ScheduleTable& other) const noexcept;
 };
 

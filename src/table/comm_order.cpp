@@ -1,0 +1,315 @@
+#include "pipetab/table/comm_order.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include <fmt/format.h>
+
+#include "pipetab/error.hpp"
+#include "pipetab/table/schedule_table.hpp"
+
+namespace pipetab {
+namespace {
+
+constexpr std::array<std::string_view, 7> kNames = {"SEND_F",  "RECV_F",  "SEND_B",     "RECV_B",
+                                                    "UNSHARD", "RESHARD", "REDUCE_GRAD"};
+
+// Where every pass of a table runs: its device and its index in that device's row, per
+// (microbatch, stage) for forwards and for the input-gradient backward (B or I).
+struct PassPositions {
+  std::size_t stages = 0;
+  std::vector<std::int64_t> forward, backward;  // row index, -1 if absent
+
+  explicit PassPositions(const ScheduleTable& t)
+      : stages(static_cast<std::size_t>(t.stages)),
+        forward(static_cast<std::size_t>(t.microbatches) * stages, -1),
+        backward(forward.size(), -1) {
+    for (std::int32_t d = 0; d < t.devices; ++d) {
+      const auto begin = t.row_begin[static_cast<std::size_t>(d)];
+      for (auto i = begin; i < t.row_begin[static_cast<std::size_t>(d) + 1]; ++i) {
+        for (const Pass& pass : t.ops[static_cast<std::size_t>(i)].passes()) {
+          if (pass.kind == PassKind::F) forward[key(pass.microbatch, pass.stage)] = i - begin;
+          if (is_input_backward(pass.kind)) backward[key(pass.microbatch, pass.stage)] = i - begin;
+        }
+      }
+    }
+  }
+  std::size_t key(std::int32_t microbatch, int stage) const {
+    return static_cast<std::size_t>(microbatch) * stages + static_cast<std::size_t>(stage);
+  }
+};
+
+std::int32_t device_of(const ScheduleTable& t, std::int32_t microbatch, int stage) {
+  return t.placement.device_of(t.pipeline_of_microbatch(microbatch), stage);
+}
+
+}  // namespace
+
+std::string_view to_string(CommKind kind) noexcept {
+  return kNames[static_cast<std::size_t>(kind)];
+}
+
+std::optional<CommKind> parse_comm_kind(std::string_view text) noexcept {
+  for (std::size_t k = 0; k < kNames.size(); ++k) {
+    if (text == kNames[k]) return static_cast<CommKind>(k);
+  }
+  return std::nullopt;
+}
+
+std::string to_string(const CommAction& action) {
+  return has_microbatch(action.kind)
+             ? fmt::format("{}{}{}", action.stage, to_string(action.kind), action.microbatch)
+             : fmt::format("{}{}", action.stage, to_string(action.kind));
+}
+
+CommOrder pytorch_send_recv(const ScheduleTable& t, bool idle_slots) {
+  const auto N = static_cast<std::size_t>(t.stages);
+  const auto D = static_cast<std::size_t>(t.devices);
+  // Per (microbatch, stage): its forward / input-gradient backward has been placed.
+  std::vector<std::uint8_t> forward_done(static_cast<std::size_t>(t.microbatches) * N, 0);
+  std::vector<std::uint8_t> backward_done(forward_done.size(), 0);
+  const auto key = [N](const Pass& p) {
+    return static_cast<std::size_t>(p.microbatch) * N + p.stage;
+  };
+  const auto ready = [&](const Pass& p) {
+    if (p.kind == PassKind::F) return p.stage == 0 || forward_done[key(p) - 1] != 0;
+    if (is_input_backward(p.kind))
+      return static_cast<std::size_t>(p.stage) + 1 == N || backward_done[key(p) + 1] != 0;
+    return true;  // W needs nothing from another stage
+  };
+
+  std::vector<std::vector<CommAction>> lists(D);
+  std::vector<std::int64_t> next(D), placed(D, 0);
+  // With idle slots as steps: the column each device's turn is at; an idle column is a turn.
+  const bool steps = idle_slots && !t.slots.empty();
+  std::vector<std::int64_t> column(D, 0);
+  for (std::size_t d = 0; d < D; ++d)
+    next[d] = t.row_begin[d];
+  std::vector<std::int32_t> active;
+  for (std::size_t d = 0; d < D; ++d) {
+    if (next[d] < t.row_begin[d + 1]) active.push_back(static_cast<std::int32_t>(d));
+  }
+  const auto post = [&](std::size_t from, CommKind send, int send_stage, std::int32_t to,
+                        CommKind receive, int receive_stage, std::int32_t microbatch) {
+    lists[from].push_back({microbatch, static_cast<std::uint16_t>(send_stage), send,
+                           static_cast<std::int32_t>(placed[from])});
+    const auto peer = static_cast<std::size_t>(to);
+    lists[peer].push_back({microbatch, static_cast<std::uint16_t>(receive_stage), receive,
+                           static_cast<std::int32_t>(placed[peer])});
+  };
+  while (!active.empty()) {
+    bool progress = false;
+    std::size_t kept = 0;
+    for (const auto device : active) {
+      const auto d = static_cast<std::size_t>(device);
+      const Op& op = t.ops[static_cast<std::size_t>(next[d])];
+      const auto passes = op.passes();
+      if (steps && column[d] < t.slots[static_cast<std::size_t>(next[d])]) {
+        ++column[d];  // an idle cell takes the turn
+        progress = true;
+      } else if (std::all_of(passes.begin(), passes.end(), ready)) {
+        progress = true;
+        ++column[d];
+        ++placed[d];
+        ++next[d];
+        for (const Pass& p : passes) {
+          if (p.kind == PassKind::F) {
+            forward_done[key(p)] = 1;
+            if (static_cast<std::size_t>(p.stage) + 1 < N) {
+              const auto to = device_of(t, p.microbatch, p.stage + 1);
+              if (to != device)
+                post(d, CommKind::SendF, p.stage, to, CommKind::RecvF, p.stage + 1, p.microbatch);
+            }
+          } else if (is_input_backward(p.kind)) {
+            backward_done[key(p)] = 1;
+            if (p.stage > 0) {
+              const auto to = device_of(t, p.microbatch, p.stage - 1);
+              if (to != device)
+                post(d, CommKind::SendB, p.stage, to, CommKind::RecvB, p.stage - 1, p.microbatch);
+            }
+          }
+        }
+      }
+      if (next[d] < t.row_begin[d + 1]) active[kept++] = device;
+    }
+    active.resize(kept);
+    if (!progress && !active.empty()) {
+      throw Error(fmt::format(
+          "cannot place sends and receives: no device's next op has its input "
+          "(device {} waits at {}); the table is not valid",
+          active.front(),
+          to_string(
+              t.ops[static_cast<std::size_t>(next[static_cast<std::size_t>(active.front())])])));
+    }
+  }
+  CommOrder order;
+  for (auto& list : lists) {
+    order.actions.insert(order.actions.end(), list.begin(), list.end());
+    order.row_begin.push_back(static_cast<std::int64_t>(order.actions.size()));
+  }
+  if (order.actions.empty()) order.row_begin = {0};
+  return order;
+}
+
+std::optional<CommIssue> check_comm_order(const ScheduleTable& t) {
+  if (t.comms.empty()) return std::nullopt;
+  if (t.comms.row_begin.size() != static_cast<std::size_t>(t.devices) + 1) {
+    return CommIssue{0, -1,
+                     fmt::format("the communication order has {} rows for {} devices",
+                                 t.comms.row_begin.size() - 1, t.devices)};
+  }
+  const PassPositions at(t);
+  const auto N = static_cast<std::int64_t>(t.stages);
+  // Per (microbatch, stage) and kind: the device and position of its send / receive, -1 if none.
+  std::array<std::vector<std::int64_t>, 4> seen;
+  for (auto& s : seen)
+    s.assign(at.forward.size(), -1);
+  for (std::int32_t d = 0; d < t.devices; ++d) {
+    const auto row = t.comms.row(d);
+    const auto ops =
+        t.row_begin[static_cast<std::size_t>(d) + 1] - t.row_begin[static_cast<std::size_t>(d)];
+    for (std::size_t a = 0; a < row.size(); ++a) {
+      const CommAction& c = row[a];
+      const auto issue = [&](std::string message) {
+        return CommIssue{
+            d, t.comms.row_begin[static_cast<std::size_t>(d)] + static_cast<std::int64_t>(a),
+            fmt::format("{} on device {}: {}", to_string(c), d, message)};
+      };
+      if (c.before < 0 || c.before > ops || (a > 0 && c.before < row[a - 1].before))
+        return issue("its position is outside the device's list");
+      if (c.stage >= N) {
+        return issue(
+            fmt::format("stage {} does not exist (the table has stages 0..{})", c.stage, N - 1));
+      }
+      if (!has_microbatch(c.kind)) {
+        bool here = false;
+        for (std::int32_t p = 0; p < t.pipelines() && !here; ++p)
+          here = t.placement.device_of(p, c.stage) == d;
+        if (!here) return issue(fmt::format("stage {} does not run on this device", c.stage));
+        continue;
+      }
+      if (c.microbatch < 0 || c.microbatch >= t.microbatches) {
+        return issue(fmt::format("microbatch {} does not exist (the table has microbatches 0..{})",
+                                 c.microbatch, t.microbatches - 1));
+      }
+      if (device_of(t, c.microbatch, c.stage) != d) {
+        return issue(fmt::format("stage {} of microbatch {} runs on device {}", c.stage,
+                                 c.microbatch, device_of(t, c.microbatch, c.stage)));
+      }
+      // The stage on the other end and the pass on this end the action belongs to.
+      const bool forward = c.kind == CommKind::SendF || c.kind == CommKind::RecvF;
+      const int peer_stage =
+          c.kind == CommKind::SendF || c.kind == CommKind::RecvB ? c.stage + 1 : c.stage - 1;
+      if (peer_stage < 0 || peer_stage >= N) {
+        return issue(fmt::format("stage {} is the {} stage: {} no other stage", c.stage,
+                                 peer_stage < 0 ? "first" : "last",
+                                 is_send(c.kind) ? "it sends to" : "it receives from"));
+      }
+      const auto peer = device_of(t, c.microbatch, peer_stage);
+      if (peer == d) {
+        return issue(
+            fmt::format("stages {} and {} of microbatch {} both run on this device, so "
+                        "nothing is sent (PyTorch hands the tensor over directly)",
+                        c.stage, peer_stage, c.microbatch));
+      }
+      const auto k = at.key(c.microbatch, c.stage);
+      const auto local = forward ? at.forward[k] : at.backward[k];
+      if (local < 0) {
+        return issue(fmt::format("there is no {} of stage {} microbatch {} in the table",
+                                 forward ? "forward" : "input-gradient backward", c.stage,
+                                 c.microbatch));
+      }
+      const auto local_name = to_string(
+          t.ops[static_cast<std::size_t>(t.row_begin[static_cast<std::size_t>(d)] + local)]);
+      auto& slot = seen[static_cast<std::size_t>(c.kind)][k];
+      if (slot >= 0) return issue("it appears twice");
+      slot = static_cast<std::int64_t>(a);
+      if (is_send(c.kind) && c.before <= local) {
+        return issue(
+            fmt::format("it comes before {}, whose output it sends; a send follows its "
+                        "producer",
+                        local_name));
+      }
+      if (is_receive(c.kind) && c.before > local) {
+        return issue(
+            fmt::format("it comes after {}, which consumes it; a receive precedes its "
+                        "consumer",
+                        local_name));
+      }
+    }
+  }
+  // Every cross-device dependency has both ends.
+  for (std::int32_t m = 0; m < t.microbatches; ++m) {
+    for (std::int64_t s = 0; s + 1 < N; ++s) {
+      const auto from = device_of(t, m, static_cast<int>(s));
+      const auto to = device_of(t, m, static_cast<int>(s) + 1);
+      if (from == to) continue;
+      const auto k = at.key(m, static_cast<int>(s));
+      const auto k1 = at.key(m, static_cast<int>(s) + 1);
+      const auto missing = [&](std::int32_t device, CommAction c, const std::string& why) {
+        return CommIssue{device, -1,
+                         fmt::format("device {} has no {}: {}", device, to_string(c), why)};
+      };
+      const auto su = static_cast<std::uint16_t>(s);
+      const auto su1 = static_cast<std::uint16_t>(s + 1);
+      if (seen[static_cast<std::size_t>(CommKind::SendF)][k] < 0)
+        return missing(from, {m, su, CommKind::SendF, 0},
+                       fmt::format("stage {} runs on device {}", s + 1, to));
+      if (seen[static_cast<std::size_t>(CommKind::RecvF)][k1] < 0)
+        return missing(to, {m, su1, CommKind::RecvF, 0},
+                       fmt::format("stage {} runs on device {}", s, from));
+      if (at.backward[k] < 0 || at.backward[k1] < 0) continue;  // forward-only table
+      if (seen[static_cast<std::size_t>(CommKind::SendB)][k1] < 0)
+        return missing(to, {m, su1, CommKind::SendB, 0},
+                       fmt::format("stage {} runs on device {}", s, from));
+      if (seen[static_cast<std::size_t>(CommKind::RecvB)][k] < 0)
+        return missing(from, {m, su, CommKind::RecvB, 0},
+                       fmt::format("stage {} runs on device {}", s + 1, to));
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<ListItem> merged_row(const ScheduleTable& t, int device) {
+  const auto begin = t.row_begin[static_cast<std::size_t>(device)];
+  const auto end = t.row_begin[static_cast<std::size_t>(device) + 1];
+  const auto actions = t.comms.row(device);
+  const auto first =
+      t.comms.empty() ? std::int64_t{0} : t.comms.row_begin[static_cast<std::size_t>(device)];
+  std::vector<ListItem> out;
+  out.reserve(static_cast<std::size_t>(end - begin) + actions.size());
+  std::size_t a = 0;
+  for (auto i = begin; i <= end; ++i) {
+    for (; a < actions.size() && actions[a].before <= i - begin; ++a)
+      out.push_back({true, first + static_cast<std::int64_t>(a)});
+    if (i < end) out.push_back({false, i});
+  }
+  return out;
+}
+
+ScheduleTable merge_split_backward(const ScheduleTable& t) {
+  ScheduleTable out = t;
+  out.slots.clear();
+  out.comms = {};
+  out.ops.clear();
+  out.row_begin.assign(1, 0);
+  for (std::int32_t d = 0; d < t.devices; ++d) {
+    const auto row = t.row(d);
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      const Op& op = row[i];
+      if (!op.is_pair() && op.first().kind == PassKind::I && i + 1 < row.size() &&
+          !row[i + 1].is_pair() && row[i + 1].first().kind == PassKind::W &&
+          row[i + 1].first().stage == op.first().stage &&
+          row[i + 1].first().microbatch == op.first().microbatch) {
+        out.ops.push_back(Op::make(PassKind::B, op.first().microbatch, op.first().stage));
+        ++i;
+      } else {
+        out.ops.push_back(op);
+      }
+    }
+    out.row_begin.push_back(static_cast<std::int64_t>(out.ops.size()));
+  }
+  return out;
+}
+
+}  // namespace pipetab
