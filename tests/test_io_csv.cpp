@@ -97,8 +97,9 @@ TEST(Csv, AcceptsWhitespaceQuotesRaggedRowsAndNoFinalNewline) {
 
 TEST(Csv, ErrorsNameLineAndColumn) {
   EXPECT_EQ(error_of("0F0,0B0\n1F0,1X0\n"), "t.csv:2:6: unknown action type 'X' " KNOWN_TYPES);
-  EXPECT_NE(error_of("0F0,  0BW0\n").find("t.csv:1:8: 'BW' is the full backward of PyTorch's legacy"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of("0F0,  0BW0\n").find("t.csv:1:8: 'BW' is the full backward of PyTorch's legacy"),
+      std::string::npos);
   EXPECT_EQ(error_of("0F0,\"0B0\n"), "t.csv:1:9: line break inside a quoted cell");
   EXPECT_EQ(error_of("0F0,\"0B0"), "t.csv:1:5: unterminated quoted cell");
   EXPECT_EQ(error_of("\"0F0\"x,0B0"), "t.csv:1:6: expected ',' after the closing quote");

@@ -7,11 +7,10 @@
 #include "helpers.hpp"
 #include <gtest/gtest.h>
 
-#include "pipetab/io/pytorch_csv.hpp"
-
 #include "pipetab/cost/stage_cost.hpp"
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
+#include "pipetab/io/pytorch_csv.hpp"
 #include "pipetab/io/table_json.hpp"
 #include "pipetab/sim/engine.hpp"
 #include "pipetab/table/memory.hpp"

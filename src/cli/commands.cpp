@@ -59,6 +59,22 @@ std::string table_format_for(const std::string& path, const std::string& format)
   return io::detect_format(path, "") == io::TableFormat::Json ? "json" : "csv";
 }
 
+void add_search_export_options(CLI::App& command, std::string& table_format, bool& force,
+                               std::string& runnable_by, const std::string& searched) {
+  command
+      .add_option("--table-format", table_format,
+                  "format of -t: csv, pytorch, pytorch-comms or json (default: by extension)")
+      ->check(CLI::IsMember(table_formats()));
+  command.add_flag("--force", force,
+                   "write -t even where PyTorch cannot run the table as written (with a warning)");
+  command
+      .add_option("--runnable-by", runnable_by,
+                  searched +
+                      " only what this runtime can run: pytorch (each stage on one rank) "
+                      "or megatron (its 1F1B and interleaved 1F1B)")
+      ->check(CLI::IsMember({"pytorch", "megatron"}));
+}
+
 std::string export_table(const ScheduleTable& table, const std::string& format,
                          const io::TableSource& source, bool force) {
   const bool pytorch = format != "json";

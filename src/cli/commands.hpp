@@ -60,6 +60,11 @@ const std::vector<std::string>& table_formats();
 /// otherwise.
 std::string table_format_for(const std::string& path, const std::string& format);
 
+/// Adds --table-format, --force and --runnable-by to a command that searches schedules and
+/// writes the best one with -t (tune, plan); `searched` says what --runnable-by restricts.
+void add_search_export_options(CLI::App& command, std::string& table_format, bool& force,
+                               std::string& runnable_by, const std::string& searched);
+
 /// Serializes `table` in `format` (table_formats). Refuses (Error, with the reasons) an export
 /// PyTorch cannot run as written or that loses what the table holds, unless `force`; then, and
 /// for every PyTorch export, writes a note to stderr: what --force dropped, the stage ids each

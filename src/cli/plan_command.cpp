@@ -457,15 +457,7 @@ Subcommand add_plan(CLI::App& app) {
   cmd->add_option("-o,--output", s->output, "write the report here instead of stdout");
   cmd->add_option("-t,--table-out", s->table,
                   "write the best layout's schedule table (.csv PyTorch pipelining, .json)");
-  cmd->add_option("--table-format", s->table_format,
-                  "format of -t: csv, pytorch, pytorch-comms or json (default: by extension)")
-      ->check(CLI::IsMember(table_formats()));
-  cmd->add_flag("--force", s->force,
-                "write -t even where PyTorch cannot run the table as written (with a warning)");
-  cmd->add_option("--runnable-by", s->runnable_by,
-                  "plan only layouts this runtime can run: pytorch (each stage on one rank) or "
-                  "megatron (its 1F1B and interleaved 1F1B)")
-      ->check(CLI::IsMember({"pytorch", "megatron"}));
+  add_search_export_options(*cmd, s->table_format, s->force, s->runnable_by, "plan");
   cmd->add_option("--trace", s->trace, "simulate the best layout and write a Chrome trace");
   cmd->add_option("--svg", s->svg, "simulate the best layout and write an SVG timeline");
   return {

@@ -82,15 +82,7 @@ Subcommand add_tune(CLI::App& app) {
                   "total simulated bytes (80GB, 80GiB)");
   cmd->add_option("-t,--table-out", s->table,
                   "write the best table to this file (.csv: PyTorch pipelining CSV, .json)");
-  cmd->add_option("--table-format", s->table_format,
-                  "format of -t: csv, pytorch, pytorch-comms or json (default: by extension)")
-      ->check(CLI::IsMember(table_formats()));
-  cmd->add_flag("--force", s->force,
-                "write -t even where PyTorch cannot run the table as written (with a warning)");
-  cmd->add_option("--runnable-by", s->runnable_by,
-                  "search only what this runtime can run: pytorch (each stage on one rank) or "
-                  "megatron (its 1F1B and interleaved 1F1B)")
-      ->check(CLI::IsMember({"pytorch", "megatron"}));
+  add_search_export_options(*cmd, s->table_format, s->force, s->runnable_by, "search");
   cmd->add_option("--top", s->top, "candidates listed")->capture_default_str();
   cmd->add_flag("--no-builtins", s->no_builtins,
                 "search the heuristic family only (the best built-in is then not compared)");

@@ -415,14 +415,12 @@ class Lowering {
     for (std::int32_t d = 0; d < t_.devices; ++d) {
       last_on_pair.clear();
       std::int32_t last_compute = -1;
-      const auto base = t_.row_begin[static_cast<std::size_t>(d)];
-      const auto actions = order.row(d);
-      std::size_t a = 0;
-      const auto row_size = t_.row_begin[static_cast<std::size_t>(d) + 1] - base;
-      for (std::int64_t i = 0; i <= row_size; ++i) {
-        for (; a < actions.size() && actions[a].before <= i; ++a)
-          post(d, actions[a], last_compute, last_on_pair);
-        if (i < row_size) last_compute = static_cast<std::int32_t>(base + i);
+      for (const auto& item : merged_row(t_, order, d)) {
+        if (item.comm) {
+          post(d, order.actions[static_cast<std::size_t>(item.index)], last_compute, last_on_pair);
+        } else {
+          last_compute = static_cast<std::int32_t>(item.index);
+        }
       }
     }
   }

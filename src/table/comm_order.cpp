@@ -270,12 +270,12 @@ std::optional<CommIssue> check_comm_order(const ScheduleTable& t) {
   return std::nullopt;
 }
 
-std::vector<ListItem> merged_row(const ScheduleTable& t, int device) {
+std::vector<ListItem> merged_row(const ScheduleTable& t, const CommOrder& order, int device) {
   const auto begin = t.row_begin[static_cast<std::size_t>(device)];
   const auto end = t.row_begin[static_cast<std::size_t>(device) + 1];
-  const auto actions = t.comms.row(device);
+  const auto actions = order.row(device);
   const auto first =
-      t.comms.empty() ? std::int64_t{0} : t.comms.row_begin[static_cast<std::size_t>(device)];
+      order.empty() ? std::int64_t{0} : order.row_begin[static_cast<std::size_t>(device)];
   std::vector<ListItem> out;
   out.reserve(static_cast<std::size_t>(end - begin) + actions.size());
   std::size_t a = 0;
@@ -285,6 +285,10 @@ std::vector<ListItem> merged_row(const ScheduleTable& t, int device) {
     if (i < end) out.push_back({false, i});
   }
   return out;
+}
+
+std::vector<ListItem> merged_row(const ScheduleTable& t, int device) {
+  return merged_row(t, t.comms, device);
 }
 
 ScheduleTable merge_split_backward(const ScheduleTable& t) {

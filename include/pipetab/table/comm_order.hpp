@@ -100,13 +100,15 @@ struct CommIssue {
 std::optional<CommIssue> check_comm_order(const ScheduleTable& table);
 
 /// One item of a device's list as PyTorch writes it: a compute op (index into `table.ops`) or a
-/// communication action (index into `table.comms.actions`).
+/// communication action (index into the order's `actions`).
 struct ListItem {
   bool comm = false;
   std::int64_t index = 0;
 };
 
-/// Device `device`'s list with compute ops and communication actions merged in order.
+/// Device `device`'s list with compute ops and the actions of `order` (by default the table's
+/// own) merged in order.
+std::vector<ListItem> merged_row(const ScheduleTable& table, const CommOrder& order, int device);
 std::vector<ListItem> merged_row(const ScheduleTable& table, int device);
 
 /// Merges each I immediately followed (in its device's order) by the W of the same stage and
