@@ -1,15 +1,19 @@
 // The `pipetab` command end to end: outputs, exit codes (0 success, 2 bad usage or input) and
 // one-line reasons on stderr.
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sys/file.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "pipetab/schedules/registry.hpp"
 
@@ -568,31 +572,131 @@ TEST_F(Cli, SweepThreadsShardsAndFormats) {
                      bad + ":3:15: key 'grid.devices': expected whole numbers, got a string");
 }
 
+// A model file small enough to simulate in a moment.
+std::string small_model(int layers) {
+  return fmt::format(
+      "name = \"m\"\n[transformer]\nlayers = {}\nhidden = 1024\nheads = 8\nseq_len = 1024\n"
+      "micro_batch = 1\nvocab = 51200\n",
+      layers);
+}
+
 TEST_F(Cli, SweepResumesWithoutLosingOrRepeatingRows) {
   const auto study = file("study.toml", kStudy);
   const auto full = (dir_ / "full.csv").string();
   ASSERT_EQ(run("sweep " + study + " -o " + full).code, 0);
   const auto whole = slurp(full);
-  // Cut anywhere, also inside a row (a run killed while writing): resume gives the whole.
-  for (const std::size_t cut : {std::size_t{0}, std::size_t{10}, whole.size() / 3,
-                                whole.find('\n', whole.size() / 2) + 1, whole.size() - 5}) {
-    const auto part = file("part.csv", whole.substr(0, cut));
-    const auto r = run("sweep " + study + " -o " + part + " --resume -j 2");
-    ASSERT_EQ(r.code, 0) << cut << ": " << r.err;
-    EXPECT_EQ(slurp(part), whole) << "cut at " << cut;
-  }
+  const auto record = slurp(full + ".sweep.json");
   // Resuming an already finished file runs nothing and changes nothing.
   ASSERT_EQ(run("sweep " + study + " -o " + full + " --resume").code, 0);
   EXPECT_EQ(slurp(full), whole);
-  // A file of another study, or an edited one, is refused.
-  auto other = whole;
-  other.replace(other.find("gpipe"), 5, "1f1b_");
-  const auto edited = file("edited.csv", other);
-  expect_usage_error("sweep " + study + " -o " + edited + " --resume",
-                     edited + ":2: column 'schedule' holds '1f1b_' where this study has 'gpipe'");
-  const auto foreign = file("foreign.csv", "a,b\n1,2\n");
-  expect_usage_error("sweep " + study + " -o " + foreign + " --resume",
-                     "the header is not this study's");
+  // A run killed after its record's last update leaves rows (and perhaps half a row) the
+  // record does not cover: they are recomputed. Here the record covers the header only.
+  const auto header_end = whole.find('\n') + 1;
+  for (const std::size_t cut :
+       {header_end, header_end + 10, whole.find('\n', whole.size() / 2) + 1, whole.size() - 5}) {
+    const auto part = file("part.csv", whole.substr(0, cut));
+    auto part_record = nlohmann::json::parse(record);
+    part_record["bytes"] = header_end;
+    part_record["lines"] = 1;
+    part_record["digest"] = fmt::format("{:016x}", [&] {
+      std::uint64_t h = 14695981039346656037ULL;  // FNV-1a 64 of the header, computed here
+      for (const char c : whole.substr(0, header_end)) {
+        h ^= static_cast<unsigned char>(c);
+        h *= 1099511628211ULL;
+      }
+      return h;
+    }());
+    file("part.csv.sweep.json", part_record.dump());
+    const auto r = run("sweep " + study + " -o " + part + " --resume -j 2");
+    ASSERT_EQ(r.code, 0) << cut << ": " << r.err;
+    EXPECT_EQ(slurp(part), whole) << "cut at " << cut;
+    EXPECT_EQ(slurp(part + ".sweep.json"), record) << "cut at " << cut;
+  }
+}
+
+// Issue 14: --resume kept rows of another format, rows computed from inputs that have since
+// changed, and rows edited by hand. Each is refused now, naming what differs.
+TEST_F(Cli, SweepResumeRefusesRowsItCannotVouchFor) {
+  const auto model = file("model.toml", small_model(8));
+  const auto study = file("study.toml", std::string(kStudy) + "models = [\"model.toml\"]\n");
+  const auto full = (dir_ / "full.csv").string();
+  ASSERT_EQ(run("sweep " + study + " -o " + full).code, 0) << run("sweep " + study + " -o -").err;
+  const auto whole = slurp(full);
+  const auto record = slurp(full + ".sweep.json");
+  const auto restore = [&] {
+    file("full.csv", whole);
+    file("full.csv.sweep.json", record);
+  };
+  expect_usage_error("sweep " + study + " -o " + full + " --resume --format jsonl",
+                     "holds CSV rows but this run writes JSON Lines");
+  expect_usage_error("sweep " + study + " -o " + full + " --resume --shard 1/2",
+                     "holds the rows of shard 1/1, this run is shard 1/2");
+  auto edited = whole;
+  edited.replace(edited.rfind(",0."), 3, ",1.");
+  file("full.csv", edited);
+  expect_usage_error("sweep " + study + " -o " + full + " --resume",
+                     "its rows were edited after pipetab wrote them");
+  restore();
+  file("full.csv", whole.substr(0, whole.size() / 2));
+  expect_usage_error("sweep " + study + " -o " + full + " --resume", "it was cut or edited");
+  restore();
+  file("model.toml", small_model(16));
+  expect_usage_error("sweep " + study + " -o " + full + " --resume",
+                     "model " + model + " has changed since the rows were written");
+  file("model.toml", small_model(8));
+  file("study.toml", std::string(kStudy) + "models = [\"model.toml\"]\n# a comment\n");
+  expect_usage_error("sweep " + study + " -o " + full + " --resume",
+                     "study " + study + " has changed since the rows were written");
+  file("study.toml", std::string(kStudy) + "models = [\"model.toml\"]\n");
+  fs::remove(full + ".sweep.json");
+  expect_usage_error("sweep " + study + " -o " + full + " --resume",
+                     "full.csv.sweep.json is missing");
+  file("full.csv.sweep.json", "{\"format\": 1}");
+  expect_usage_error("sweep " + study + " -o " + full + " --resume",
+                     "not a sweep record pipetab wrote");
+  restore();
+  ASSERT_EQ(run("sweep " + study + " -o " + full + " --resume").code, 0);
+  EXPECT_EQ(slurp(full), whole);
+}
+
+// Two sweeps writing one file used to interleave thousands of duplicated rows, both exiting 0.
+TEST_F(Cli, SweepRefusesAFileAnotherSweepIsWriting) {
+  const auto study = file("study.toml", kStudy);
+  const auto out = file("out.csv", "");
+  const int fd = ::open(out.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);  // as a running sweep holds it
+  expect_usage_error("sweep " + study + " -o " + out, "another pipetab sweep is writing it");
+  expect_usage_error("sweep " + study + " -o " + out + " --resume",
+                     "another pipetab sweep is writing it");
+  ::close(fd);
+  EXPECT_EQ(run("sweep " + study + " -o " + out).code, 0);
+}
+
+// Issue 14: an output naming an input overwrote it with exit 0. Every command, every output
+// option, any spelling of the path.
+TEST_F(Cli, OutputsNeverOverwriteInputs) {
+  const auto study = file("study.toml", kStudy);
+  const auto table = file("t.csv", run("show 1f1b -S 2 -M 2 --format csv").out);
+  const auto study_text = slurp(study), table_text = slurp(table);
+  const auto other_spelling = (dir_ / "." / "study.toml").string();
+  expect_usage_error("sweep " + study + " -o " + other_spelling,
+                     "--output " + other_spelling + " is also the study argument, an input");
+  expect_usage_error("convert " + table + " --to csv -o " + table, "is also the file argument");
+  expect_usage_error("simulate --table " + table + " --trace " + table, "--trace");
+  expect_usage_error("simulate --table " + table + " --svg " + table, "--svg");
+  expect_usage_error("simulate 1f1b --trace x.json --svg x.json",
+                     "--trace and --svg both name x.json");
+  fs::create_symlink(table, dir_ / "link.csv");
+  expect_usage_error("convert " + table + " --to json -o " + (dir_ / "link.csv").string(),
+                     "an input");
+  // A file the study names (here its model) is an input too.
+  const auto model = file("model.toml", small_model(8));
+  const auto with_model = file("m.toml", std::string(kStudy) + "models = [\"model.toml\"]\n");
+  expect_usage_error("sweep " + with_model + " -o " + model, "a file the study names");
+  EXPECT_EQ(slurp(study), study_text);
+  EXPECT_EQ(slurp(table), table_text);
+  EXPECT_EQ(slurp(model), small_model(8));
 }
 
 TEST_F(Cli, SweepInterruptedBySignalKeepsFinishedRows) {
@@ -717,6 +821,44 @@ TEST_F(Cli, TuneWritesATableOthersRead) {
   EXPECT_EQ(none.code, 2);
   EXPECT_NE(none.err.find("no schedule fits the memory limit of 1 GB"), std::string::npos)
       << none.err;
+}
+
+// Issue 14: control characters from an input reached the terminal raw in error messages (an ESC
+// sequence in a CSV cell could recolour it); they are written as \xNN now, on one line.
+TEST_F(Cli, ErrorMessagesNeverCarryControlCharacters) {
+  // A file name with an ESC sequence, which the message quotes.
+  const auto r = run("validate '" + (dir_ / "\x1b[31mmissing.csv").string() + "'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  for (const char c : r.err.substr(0, r.err.size() - 1))
+    EXPECT_FALSE((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f) << r.err;
+  EXPECT_NE(r.err.find("\\x1b"), std::string::npos) << r.err;
+}
+
+// Issue 14: the text report mixed 17-digit values with 4-digit ones in one column.
+TEST_F(Cli, AnalyzeTextUsesOneNotationPerColumn) {
+  const auto r = run("analyze chimera-asym -S 4 -M 8");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    // Every number has at most four decimals and no exponent.
+    for (std::size_t dot = line.find('.'); dot != std::string::npos;
+         dot = line.find('.', dot + 1)) {
+      std::size_t digits = 0;
+      while (dot + 1 + digits < line.size() && std::isdigit(line[dot + 1 + digits]) != 0)
+        ++digits;
+      EXPECT_LE(digits, 4U) << line;
+    }
+    for (std::size_t e = 1; e + 2 < line.size(); ++e) {
+      const bool exponent = std::isdigit(line[e - 1]) != 0 && line[e] == 'e' &&
+                            (line[e + 1] == '+' || line[e + 1] == '-');
+      EXPECT_FALSE(exponent) << line;
+    }
+  }
+  // Device 0 is busy 24 units (floating-point sums gave 23.999999999999996) and idle 6.
+  EXPECT_NE(r.out.find(fmt::format("    dev {:<6}{:>8}  {:>8}", 0, "24", "6")), std::string::npos)
+      << r.out;
 }
 
 }  // namespace

@@ -455,5 +455,17 @@ TEST(Config, LoadByNameOrPath) {
   EXPECT_TRUE(io::preset_text("models", "nosuch").empty());
 }
 
+// Issue 14: `inf` where a whole number belongs was called "a number with a fraction".
+TEST(Config, FloatsAreNamedForWhatTheyAre) {
+  const std::string head = "[transformer]\nhidden = 1024\nheads = 8\nseq_len = 1024\nvocab = 10\n";
+  EXPECT_NE(model_error(head + "layers = inf\n").find("got an infinity"), std::string::npos)
+      << model_error(head + "layers = inf\n");
+  EXPECT_NE(model_error(head + "layers = nan\n").find("got nan (not a number)"), std::string::npos);
+  EXPECT_NE(model_error(head + "layers = 4.0\n").find("got a floating-point number"),
+            std::string::npos);
+  EXPECT_NE(model_error(head + "layers = 4.5\n").find("got a number with a fraction"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace pipetab

@@ -1,4 +1,4 @@
-// The operator-level workload model and the cost layer (DESIGN.md §5 `model/`, `cost/`):
+// The operator-level workload model and the cost layer (docs/design.md §5 `model/`, `cost/`):
 // operators against the closed forms of Narayanan et al. (SC'21) and Korthikanti et al. (2022),
 // Megatron's tensor-parallel traffic, the GEMM efficiency model's shape, and the pass costs.
 #include <algorithm>

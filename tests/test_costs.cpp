@@ -40,7 +40,7 @@ TEST(Costs, ParsesAllKeys) {
 }
 
 TEST(Costs, DerivesMissingBackwardParts) {
-  // DESIGN.md §7: B = I + W when only I and W are given; I = W = B/2 when only B is.
+  // docs/design.md §2: B = I + W when only I and W are given; I = W = B/2 when only B is.
   Costs c = parse_costs("I=1.5,W=0.5");
   EXPECT_EQ(c.B, 2.0);
   c = parse_costs("B=3");

@@ -104,7 +104,9 @@ TEST(Csv, ErrorsNameLineAndColumn) {
   EXPECT_EQ(error_of("0F0,\"0B0"), "t.csv:1:5: unterminated quoted cell");
   EXPECT_EQ(error_of("\"0F0\"x,0B0"), "t.csv:1:6: expected ',' after the closing quote");
   EXPECT_EQ(error_of("0F\"0\""), "t.csv:1:3: a quote inside an unquoted cell");
-  EXPECT_EQ(error_of("0F0,0B0\r1F0"), "t.csv:1:9: expected ',' or the end of the line");
+  EXPECT_EQ(error_of("0F0,0B0\r1F0"),
+            "t.csv:1:8: a carriage return (\\r) without a line feed: the file has classic Mac "
+            "line endings; save it with \\n or \\r\\n line endings");
   EXPECT_EQ(error_of("\"0F0\",\"0X0\""), "t.csv:1:9: unknown action type 'X' " KNOWN_TYPES);
   EXPECT_EQ(error_of(""), "t.csv:1:1: empty table: expected one line per device");
   EXPECT_EQ(error_of(",,\n,\n"), "t.csv: the table has no ops");
@@ -213,6 +215,22 @@ TEST(Csv, EveryGeneratorRoundTrips) {
     EXPECT_TRUE(back.same_schedule(expected)) << text;
     EXPECT_EQ(write_pytorch_csv(back), text);
   }
+}
+
+// Issue 14: a UTF-8 byte-order mark gave an unexplained error at 1:1, and classic Mac line
+// endings (a bare \r) were not named as the cause.
+TEST(Csv, ByteOrderMarkIsSkippedAndBareCarriageReturnsAreNamed) {
+  const std::string table = "0F0,0B0\n1F0,1B0\n";
+  const auto plain = read_pytorch_csv(table, "t.csv");
+  EXPECT_TRUE(read_pytorch_csv("\xEF\xBB\xBF" + table, "t.csv").same_schedule(plain));
+  EXPECT_TRUE(read_pytorch_csv("0F0,0B0\r\n1F0,1B0\r\n", "t.csv").same_schedule(plain));
+  // Columns count from after the mark.
+  EXPECT_EQ(error_of("\xEF\xBB\xBF"
+                     "0F0,0X0\n"),
+            error_of("0F0,0X0\n"));
+  EXPECT_EQ(error_of("0F0,0B0\r1F0,1B0\r"),
+            "t.csv:1:8: a carriage return (\\r) without a line feed: the file has classic Mac "
+            "line endings; save it with \\n or \\r\\n line endings");
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 // The pipetab JSON table format: exact layout, exact round trips of every generator's table,
 // and every reader error with its line, column and path.
 #include "helpers.hpp"
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "pipetab/error.hpp"
+#include "pipetab/io/data_table.hpp"
 #include "pipetab/io/table_json.hpp"
 #include "pipetab/table/validate.hpp"
 
@@ -187,6 +189,49 @@ TEST(Json, SourceIsChecked) {
   text = write_table_json(small(), {"1f1b", {{"devices", 2}}});
   text.replace(text.find("{\"devices\":2}"), 13, "7");
   EXPECT_EQ(error_of(text), "t.json:4:23: source.params: expected an object");
+}
+
+// Issue 14: 150,000 nested arrays in source.params overflowed the stack (exit 139). Nesting is
+// limited before parsing; the error points at the bracket that goes one level too deep, inside
+// a string nothing counts, and 64 levels are still read.
+TEST(Json, NestingDepthIsLimitedWithALocatedError) {
+  const auto nested = [](int levels) {
+    return std::string(static_cast<std::size_t>(levels), '[') +
+           std::string(static_cast<std::size_t>(levels), ']');
+  };
+  const auto params = [&](const std::string& value) {
+    auto text = write_table_json(small(), {"1f1b", {{"devices", 2}}});
+    text.replace(text.find("{\"devices\":2}"), 13, "{\"x\": " + value + "}");
+    return text;
+  };
+  for (const int levels : {150000, 63}) {
+    const auto text = params(nested(levels));
+    // The document's own levels: the top object, source, params, then the arrays.
+    const auto deep = text.find('[') + 61;
+    EXPECT_EQ(
+        error_of(text),
+        fmt::format("t.json:4:{}: JSON nested deeper than 64 levels (a pipetab table needs 4)",
+                    deep - text.rfind('\n', deep)))
+        << levels;
+  }
+  EXPECT_EQ(error_of(params(nested(61))).find("nested deeper"), std::string::npos);
+  EXPECT_EQ(error_of(params("\"" + std::string(200, '[') + "\"")).find("nested deeper"),
+            std::string::npos);
+}
+
+// The results reader (plot, sweep --resume) has the same limit, located in the whole file.
+TEST(Json, ResultsNestingDepthIsLimitedWithALocatedError) {
+  const std::string deep = std::string(150000, '[') + std::string(150000, ']');
+  const std::string text = "{\"a\": 1}\n{\"a\": 2, \"b\": " + deep + "}\n";
+  try {
+    io::parse_data_table(text, "r.jsonl");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    // Line 2 opens its object (level 1) at column 1 and its arrays at column 15: the 64th
+    // array, at column 78, is level 65.
+    EXPECT_EQ(std::string(e.what()),
+              "r.jsonl:2:78: JSON nested deeper than 64 levels (a results row is one flat object)");
+  }
 }
 
 }  // namespace

@@ -288,7 +288,10 @@ TEST(Plan, RejectsRequestsWithNoLayout) {
   q.space.tensor_parallel = {2};
   EXPECT_NE(message(q).find("no layout of 5 GPUs"), std::string::npos);
   q = request("gpt3-1.3b", 0, 8);
-  EXPECT_EQ(message(q), "plan: --gpus 0 must be at least 1");
+  EXPECT_EQ(message(q), "plan: --gpus 0 must be from 1 to 16777216");
+  // 2^62 GPUs hung in a divisor loop up to the count; refused before any work now.
+  q = request("gpt3-1.3b", std::int64_t{1} << 62, 8);
+  EXPECT_EQ(message(q), "plan: --gpus 4611686018427387904 must be from 1 to 16777216");
   q = request("gpt3-1.3b", 8, 0);
   EXPECT_EQ(message(q), "plan: --global-batch 0 must be at least 1");
   q = request("gpt3-1.3b", 8, 8);

@@ -1,16 +1,20 @@
 // Results tables (CSV, JSON Lines) and the line charts drawn from them: the SVG is parsed with
 // expat, so every test also checks that it is well-formed XML.
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 
+#include "report/plot/axes.hpp"
 #include <expat.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <rapidcheck/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -222,15 +226,16 @@ TEST(DataTable, CsvWithQuotingAndLines) {
   EXPECT_EQ(t.file, "t.csv");
   EXPECT_EQ(t.columns, (std::vector<std::string>{"a", "b", "c"}));
   ASSERT_EQ(t.rows.size(), 3U);
-  EXPECT_EQ(t.rows[0], (std::vector<std::string>{"1", "x, y", "say \"hi\""}));
-  EXPECT_EQ(t.rows[1], (std::vector<std::string>{"2", "two\nlines", ""}));
-  EXPECT_EQ(t.rows[2], (std::vector<std::string>{"3", "", ""}));
+  EXPECT_EQ(t.rows[0].cells(3), (std::vector<std::string>{"1", "x, y", "say \"hi\""}));
+  EXPECT_EQ(t.rows[1].cells(3), (std::vector<std::string>{"2", "two\nlines", ""}));
+  EXPECT_EQ(t.rows[2].cells(3), (std::vector<std::string>{"3", "", ""}));
   EXPECT_EQ(t.lines, (std::vector<int>{2, 3, 6}));
   EXPECT_EQ(t.column("b"), 1);
   EXPECT_EQ(t.column("nope"), -1);
   // No final line end, and a last empty field.
   const auto u = parse_data_table("a,b\n1,", "t.csv");
-  EXPECT_EQ(u.rows, (std::vector<std::vector<std::string>>{{"1", ""}}));
+  ASSERT_EQ(u.rows.size(), 1U);
+  EXPECT_EQ(u.rows[0].cells(2), (std::vector<std::string>{"1", ""}));
 }
 
 TEST(DataTable, EmptyAndHeaderOnly) {
@@ -276,9 +281,10 @@ TEST(DataTable, JsonLines) {
   EXPECT_EQ(t.columns, (std::vector<std::string>{"schedule", "params.devices", "x", "ok", "peak",
                                                  "gone", "big", "tiny", "neg"}));
   ASSERT_EQ(t.rows.size(), 2U);
-  EXPECT_EQ(t.rows[0], (std::vector<std::string>{"1f1b", "4", "0.1", "true", "", "", "", "", ""}));
-  EXPECT_EQ(t.rows[1], (std::vector<std::string>{"gpipe", "8", "", "false", "1;2.5;3", "",
-                                                 "18446744073709551615", "1e-07", "-3"}));
+  EXPECT_EQ(t.rows[0].cells(9),
+            (std::vector<std::string>{"1f1b", "4", "0.1", "true", "", "", "", "", ""}));
+  EXPECT_EQ(t.rows[1].cells(9), (std::vector<std::string>{"gpipe", "8", "", "false", "1;2.5;3", "",
+                                                          "18446744073709551615", "1e-07", "-3"}));
   EXPECT_EQ(t.lines, (std::vector<int>{1, 3}));
 }
 
@@ -316,7 +322,13 @@ TEST(Plot, OneLinePerSeriesWithLegendAndTitles) {
   EXPECT_EQ(svg.name, "svg");
   EXPECT_EQ(svg.attr("xmlns"), "http://www.w3.org/2000/svg");
   EXPECT_EQ(svg.attr("version"), "1.1");
-  EXPECT_EQ(svg.attr("viewBox"), "0 0 " + svg.attr("width") + " " + svg.attr("height"));
+  // Sized in points, the viewBox in the same units.
+  const auto points_of = [](const std::string& length) {
+    EXPECT_EQ(length.substr(length.size() - 2), "pt") << length;
+    return length.substr(0, length.size() - 2);
+  };
+  EXPECT_EQ(svg.attr("viewBox"),
+            "0 0 " + points_of(svg.attr("width")) + " " + points_of(svg.attr("height")));
   EXPECT_NE(svg.attr("font-family").find("sans-serif"), std::string::npos);
   ASSERT_FALSE(svg.children.empty());
   EXPECT_EQ(c.svg.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg ", 0), 0U);
@@ -336,7 +348,8 @@ TEST(Plot, OneLinePerSeriesWithLegendAndTitles) {
     ASSERT_EQ(lines.size(), 1U);
     EXPECT_EQ(lines[0]->attr("stroke"), colours[i]);
     EXPECT_FALSE(lines[0]->has("stroke-dasharray"));
-    EXPECT_EQ(all(*series[i], "circle").size(), 4U) << "a marker at every point";
+    EXPECT_EQ(all(*series[i], "circle").size() + all(*series[i], "path").size(), 4U)
+        << "a marker at every point";
   }
   // Points sorted by x, in data units.
   EXPECT_EQ(series[0]->attr("data-points"), "2,2 4,3 8,4 16,6");
@@ -485,7 +498,12 @@ TEST(Plot, SeveralYColumnsGetDashesAndALegend) {
   }
   EXPECT_EQ(dash_of["table.bubble_ratio"], "");
   EXPECT_FALSE(dash_of["formula.bubble_ratio"].empty());
-  EXPECT_EQ(all(*series[1], "rect").size(), 4U) << "the second column's marker is a square";
+  // The second column's markers: the series' shape, larger, so that both show where the
+  // columns coincide.
+  ASSERT_EQ(all(*series[0], "circle").size(), 4U);
+  ASSERT_EQ(all(*series[1], "circle").size(), 4U);
+  EXPECT_GT(std::stod(all(*series[1], "circle")[0]->attr("r")),
+            std::stod(all(*series[0], "circle")[0]->attr("r")));
   EXPECT_EQ(texts(*c.root, "ytitle"), std::vector<std::string>{"bubble ratio"});
   EXPECT_EQ(texts(*c.root, "legend-entry"),
             (std::vector<std::string>{"gpipe", "1f1b", "chimera", "bubble ratio (table)",
@@ -542,9 +560,15 @@ TEST(Plot, OverridesFiltersAndSkippedRows) {
   EXPECT_EQ(series[0]->attr("data-points"), "1,1 2,2");
   EXPECT_EQ(series[1]->attr("data-points"), "2,0.5");
   EXPECT_TRUE(all(*series[1], "polyline").empty()) << "one point: just its marker";
-  EXPECT_EQ(all(*series[1], "circle").size(), 1U);
+  EXPECT_EQ(all(*series[1], "circle").size() + all(*series[1], "path").size(), 1U);
   EXPECT_EQ(texts(*c.root, "title"), std::vector<std::string>{"My <chart> & \"stuff\""});
-  EXPECT_EQ(texts(*c.root, "subtitle"), std::vector<std::string>{"rows with system = a"});
+  // The filter is what the command did, not what the chart shows: in the description, never
+  // on the figure (issue 13).
+  EXPECT_TRUE(texts(*c.root, "subtitle").empty());
+  for (const auto* t : all(*c.root, "text"))
+    EXPECT_EQ(t->text.find("rows with"), std::string::npos) << t->text;
+  ASSERT_EQ(all(*c.root, "desc").size(), 1U);
+  EXPECT_EQ(all(*c.root, "desc")[0]->text, "rows with system = a");
   EXPECT_EQ(texts(*c.root, "xtitle"), std::vector<std::string>{"M"});
   EXPECT_EQ(texts(*c.root, "ytitle"), std::vector<std::string>{"seconds"});
 
@@ -573,10 +597,14 @@ TEST(Plot, BytesAndEqualValues) {
   EXPECT_TRUE(contains(texts(*c.root, "ytick"), "0"));
   // Differences at double precision, and values whose range overflows.
   c = chart("s,x,y\na,1,1e300\na,2,1.0000000000000002e300\n", options("x", {"y"}, "s"));
-  EXPECT_EQ(texts(*c.root, "ytick").size(), 2U);
+  EXPECT_GE(texts(*c.root, "ytick").size(), 2U);
   EXPECT_EQ(c.svg.find("nan"), std::string::npos);
-  EXPECT_EQ(plot_error("s,x,y\na,1,1.7e308\na,2,-1.7e308\n", options("x", {"y"}, "s")),
-            "plot: values from -1.7e+308 to 1.7e+308 are too large to plot");
+  // A range wider than the largest double still draws: axes compute in scaled coordinates.
+  c = chart("s,x,y\na,1,1.7e308\na,2,-1.7e308\n", options("x", {"y"}, "s"));
+  EXPECT_TRUE(contains(texts(*c.root, "ytick"), "0"))
+      << ::testing::PrintToString(texts(*c.root, "ytick"));
+  EXPECT_EQ(c.svg.find("nan"), std::string::npos);
+  EXPECT_EQ(c.svg.find("inf"), std::string::npos);
 }
 
 TEST(Plot, UnusualTextStaysWellFormed) {
@@ -596,7 +624,7 @@ TEST(Plot, JsonLinesGivesTheSameChartAsCsv) {
   std::string jsonl;
   const auto t = parse_data_table(kResults, "r.csv");
   for (const auto& row : t.rows) {
-    jsonl += fmt_json(t.columns, row) + "\n";
+    jsonl += fmt_json(t.columns, row.cells(t.columns.size())) + "\n";
   }
   const auto o = options("params.microbatches", {"simulation.runtime_s"}, "schedule");
   EXPECT_EQ(plot_svg(parse_data_table(jsonl, "r.jsonl"), o), plot_svg(t, o));
@@ -736,5 +764,383 @@ TEST_F(PlotCli, BadInputIsExitTwoWithOneLine) {
   EXPECT_FALSE(std::filesystem::exists(dir_ / "x.svg"));
 }
 
+// ---------------------------------------------------------------------------------------------
+// Axes for any finite data (issue 14): every range and tick computation terminates.
+
+// A finite double from its bits: subnormals, 1e308 and everything between are as likely as
+// their share of the encodings.
+rc::Gen<double> finite_double() {
+  return rc::gen::map(rc::gen::arbitrary<std::uint64_t>(), [](std::uint64_t bits) {
+    double v = 0;
+    std::memcpy(&v, &bits, sizeof v);
+    return std::isfinite(v) ? v : 1.0;
+  });
+}
+
+// The facts every axis must have, from the values it was set to show.
+void check_axis(const plot_detail::Axis& axis, double min, double max) {
+  RC_ASSERT(std::isfinite(axis.lo));
+  RC_ASSERT(std::isfinite(axis.hi));
+  RC_ASSERT(axis.lo < axis.hi);
+  for (const double v : {min, max}) {
+    const double at = axis.offset(v);
+    RC_ASSERT(std::isfinite(at));
+    RC_ASSERT(at >= -1e-6 * axis.length);
+    RC_ASSERT(at <= axis.length * (1 + 1e-6));
+  }
+  const auto ticks = plot_detail::make_ticks(axis);
+  RC_ASSERT(ticks.size() <= 2000U);
+  std::size_t labelled = 0;
+  for (const auto& t : ticks) {
+    RC_ASSERT(std::isfinite(t.at));
+    RC_ASSERT(t.label.find("nan") == std::string::npos);
+    RC_ASSERT(t.label.find("inf") == std::string::npos);
+    RC_ASSERT(t.label.size() <= 40U);
+    if (!t.label.empty()) ++labelled;
+  }
+  RC_ASSERT(labelled >= 1U);
+}
+
+RC_GTEST_PROP(PlotAxes, LinearRangesAndTicksTerminateForAnyFiniteValues, ()) {
+  double a = *finite_double(), b = *finite_double();
+  if (*rc::gen::arbitrary<bool>()) b = a;  // equal values: one point
+  plot_detail::Axis axis;
+  axis.bytes = *rc::gen::arbitrary<bool>();
+  axis.horizontal = *rc::gen::arbitrary<bool>();
+  axis.length = *rc::gen::inRange(20, 2000);
+  axis.font = 7;
+  plot_detail::set_range(axis, std::min(a, b), std::max(a, b));
+  check_axis(axis, std::min(a, b), std::max(a, b));
+}
+
+RC_GTEST_PROP(PlotAxes, LogRangesAndTicksTerminateForAnyPositiveValues, ()) {
+  double a = std::abs(*finite_double()), b = std::abs(*finite_double());
+  if (a == 0) a = 5e-324;
+  if (b == 0) b = std::numeric_limits<double>::max();
+  if (*rc::gen::arbitrary<bool>()) b = a;
+  plot_detail::Axis axis;
+  axis.log = true;
+  axis.bytes = *rc::gen::arbitrary<bool>();
+  axis.horizontal = *rc::gen::arbitrary<bool>();
+  axis.length = *rc::gen::inRange(20, 2000);
+  axis.font = 7;
+  plot_detail::set_range(axis, std::min(a, b), std::max(a, b));
+  check_axis(axis, std::min(a, b), std::max(a, b));
+}
+
+TEST(PlotAxes, ExtremeValuesDrawWithReadableLabels) {
+  // The issue's case: a subnormal on a log axis once looped until memory ran out.
+  std::string text = "s,x,y\na,1,1e-320\na,2,1e-318\n";
+  PlotOptions o = options("x", {"y"}, "s");
+  o.logy = true;
+  auto c = chart(text, o);
+  auto y = texts(*c.root, "ytick");
+  EXPECT_TRUE(contains(y, "1e-320") && contains(y, "1e-318")) << ::testing::PrintToString(y);
+  EXPECT_EQ(all(*c.root, "g", "series")[0]->attr("data-points"), "1,1e-320 2,1e-318");
+  // One subnormal point, on a log and on a linear axis.
+  for (const bool log : {true, false}) {
+    o.logy = log;
+    c = chart("s,x,y\na,1,5e-324\n", o);
+    EXPECT_GE(texts(*c.root, "ytick").size(), 2U) << log;
+  }
+  // The whole range of doubles on a log axis: a label every 50 or 100 decades.
+  o.logy = true;
+  c = chart("s,x,y\na,1,5e-324\na,2,1.7e308\n", o);
+  y = texts(*c.root, "ytick");
+  EXPECT_GE(y.size(), 3U);
+  EXPECT_LE(y.size(), 20U) << ::testing::PrintToString(y);
+  // 1e308 on a linear axis: ticks in scientific notation, no overflow.
+  o.logy = false;
+  c = chart("s,x,y\na,1,1e308\na,2,1.5e308\n", o);
+  y = texts(*c.root, "ytick");
+  EXPECT_TRUE(contains(y, "1.0e308") || contains(y, "1.2e308") || contains(y, "1.5e308"))
+      << ::testing::PrintToString(y);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory bounded by the input (issue 14).
+
+TEST(DataTable, JsonLinesRowsKeepOnlyTheirKeys) {
+  // Every line a new key: columns grow, but each row holds one cell.
+  std::string text;
+  for (int i = 0; i < 5000; ++i)
+    text += fmt::format("{{\"k{}\": {}, \"x\": {}}}\n", i, i, i);
+  const auto t = parse_data_table(text, "r.jsonl");
+  ASSERT_EQ(t.columns.size(), 5001U);
+  EXPECT_EQ(t.columns[0], "k0");
+  EXPECT_EQ(t.columns[1], "x");
+  EXPECT_EQ(t.columns[5000], "k4999");
+  EXPECT_EQ(t.rows[4999][5000], "4999");
+  EXPECT_EQ(t.rows[4999][1], "4999");
+  EXPECT_EQ(t.rows[4999][0], "");
+  EXPECT_EQ(t.rows[0][5000], "");
+  EXPECT_EQ(t.rows[0][999999], "") << "past the last column: missing";
+  EXPECT_EQ(t.rows[2].cells(5), (std::vector<std::string>{"", "2", "", "2", ""}));
+  // Keys in a different order on each line mean the same columns.
+  const auto u = parse_data_table("{\"a\": 1, \"b\": 2}\n{\"b\": 3, \"a\": 4}\n", "r.jsonl");
+  EXPECT_EQ(u.rows[1].cells(2), (std::vector<std::string>{"4", "3"}));
+}
+
+TEST(DataTable, TooManyDistinctColumnsIsAnError) {
+  std::string text;
+  for (std::size_t i = 0; i <= io::kMaxDataColumns; ++i)
+    text += fmt::format("{{\"key{}\": 1}}\n", i);
+  EXPECT_EQ(error_of([&] { parse_data_table(text, "r.jsonl"); }),
+            fmt::format("r.jsonl:{}:2: key 'key{}' would be column {}: a results file has at most "
+                        "{} distinct keys (columns)",
+                        io::kMaxDataColumns + 1, io::kMaxDataColumns, io::kMaxDataColumns + 1,
+                        io::kMaxDataColumns));
+  std::string header = "c0";
+  for (std::size_t i = 1; i <= io::kMaxDataColumns; ++i)
+    header += fmt::format(",c{}", i);
+  EXPECT_EQ(
+      csv_error(header + "\n")
+          .rfind(fmt::format("t.csv:1:{}: the header has {} columns; a results file has at most {}",
+                             header.find(fmt::format(",c{}", io::kMaxDataColumns)) + 2,
+                             io::kMaxDataColumns + 1, io::kMaxDataColumns),
+                 0),
+      0U)
+      << csv_error(header + "\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Print sizes, free y scales, markers.
+
+TEST(Plot, PrintSizeGivesExactPointsAndTextOfAtLeastSevenPoints) {
+  PlotOptions o = options("params.microbatches", {"simulation.runtime_s"}, "schedule");
+  o.width = parse_length("3.3in", "--width");
+  o.height = parse_length("2.2in", "--height");
+  EXPECT_DOUBLE_EQ(o.width, 237.6);
+  const auto c = chart(kResults, o);
+  EXPECT_EQ(c.root->attr("width"), "237.60pt");
+  EXPECT_EQ(c.root->attr("height"), "158.40pt");
+  EXPECT_EQ(c.root->attr("viewBox"), "0 0 237.60 158.40");
+  double smallest = 1e9;
+  for (const auto* t : all(*c.root, "text")) {
+    smallest = std::min(smallest, std::stod(t->attr("font-size")));
+    // Everything inside the page.
+    const double x = std::stod(t->attr("x")), y = std::stod(t->attr("y"));
+    EXPECT_GE(x, 0) << t->text;
+    EXPECT_LE(x, 237.6) << t->text;
+    EXPECT_GE(y, 0) << t->text;
+    EXPECT_LE(y, 158.4) << t->text;
+  }
+  EXPECT_DOUBLE_EQ(smallest, 7.0);
+  // The legend goes under the panels: below every panel frame.
+  double frame_bottom = 0;
+  for (const auto* panel : all(*c.root, "g", "panel")) {
+    const auto* frame = all(*panel, "rect").front();
+    frame_bottom =
+        std::max(frame_bottom, std::stod(frame->attr("y")) + std::stod(frame->attr("height")));
+  }
+  for (const auto* t : all(*c.root, "text", "legend-entry"))
+    EXPECT_GT(std::stod(t->attr("y")), frame_bottom);
+
+  // Smaller text is refused, as is a chart too small for its panels.
+  o.font_scale = 0.9;
+  EXPECT_EQ(plot_error(kResults, o),
+            "plot: --font-scale 0.9 makes tick labels 6.3 pt; text must be at least 7 pt (use a "
+            "scale of at least 1.00)");
+  o.font_scale = 1;
+  o.width = 72;
+  o.height = 50;
+  EXPECT_EQ(plot_error(kResults, o).rfind("plot: a chart of 72 pt × 50 pt leaves 1 panel of", 0),
+            0U)
+      << plot_error(kResults, o);
+  // Only a width: the height follows.
+  o.width = 500;
+  o.height = 0;
+  const auto d = chart(kResults, o);
+  EXPECT_EQ(d.root->attr("width"), "500.00pt");
+  EXPECT_GT(std::stod(d.root->attr("height")), 100.0);
+}
+
+TEST(Plot, LengthsAndFormats) {
+  EXPECT_DOUBLE_EQ(parse_length("240", "--width"), 240);
+  EXPECT_DOUBLE_EQ(parse_length("240pt", "--width"), 240);
+  EXPECT_DOUBLE_EQ(parse_length("2.54cm", "--width"), 72);
+  EXPECT_DOUBLE_EQ(parse_length("25.4mm", "--width"), 72);
+  for (const char* bad : {"", "in", "3 in", "-3in", "0", "3ft", "1e9in", "nan"}) {
+    EXPECT_EQ(error_of([&] { parse_length(bad, "--width"); }).rfind("--width ", 0), 0U) << bad;
+  }
+  EXPECT_EQ(plot_format("a.svg"), PlotFormat::Svg);
+  EXPECT_EQ(plot_format("-"), PlotFormat::Svg);
+  EXPECT_EQ(plot_format("dir/a.PDF"), PlotFormat::Pdf);
+  EXPECT_EQ(plot_format("a.png"), PlotFormat::Png);
+  EXPECT_EQ(error_of([] { plot_format("a.jpg"); }),
+            "plot: -o a.jpg: the format is chosen by the extension: .svg, .pdf or .png ('-' "
+            "writes SVG to standard output)");
+}
+
+TEST(Plot, PanelsWhoseRangesDifferTenfoldGetTheirOwnYScale) {
+  std::string text = "schedule,system,params.devices,simulation.runtime_s\n";
+  for (const char* schedule : {"gpipe", "1f1b"}) {
+    for (int d = 2; d <= 8; d *= 2) {
+      text += fmt_line(schedule, "small", d, 1 + 0.1 * d);
+      text += fmt_line(schedule, "large", d, 1000 + 100 * d);
+    }
+  }
+  PlotOptions o = options("params.devices", {"simulation.runtime_s"}, "schedule");
+  o.facet = "system";
+  auto c = chart(text, o);
+  auto panels = all(*c.root, "g", "panel");
+  ASSERT_EQ(panels.size(), 2U);
+  EXPECT_NE(texts(*panels[0], "ytick"), texts(*panels[1], "ytick"));
+  EXPECT_EQ(texts(*c.root, "subtitle"), std::vector<std::string>{"y scales differ between panels"});
+  // Each panel's range covers its own data: the small panel's labels stay under 10.
+  for (const auto& label : texts(*panels[0], "ytick"))
+    EXPECT_LT(std::stod(label), 10.0) << label;
+  o.y_scales = PlotOptions::YScales::Shared;
+  c = chart(text, o);
+  panels = all(*c.root, "g", "panel");
+  EXPECT_EQ(texts(*panels[0], "ytick"), texts(*panels[1], "ytick"));
+  EXPECT_TRUE(texts(*c.root, "subtitle").empty());
+  // Within 10×, shared unless asked.
+  const std::string close = kResults;
+  o = options("params.microbatches", {"simulation.runtime_s"}, "schedule");
+  o.facet = "schedule";
+  c = chart(close, o);
+  panels = all(*c.root, "g", "panel");
+  EXPECT_EQ(texts(*panels[0], "ytick"), texts(*panels[2], "ytick"));
+  o.y_scales = PlotOptions::YScales::Free;
+  c = chart(close, o);
+  panels = all(*c.root, "g", "panel");
+  EXPECT_NE(texts(*panels[0], "ytick"), texts(*panels[2], "ytick"));
+}
+
+// A marker's shape, as drawn: markers at one point differ in shape where their outlines do.
+std::string shape_of(const Node& marker) {
+  return marker.name == "circle" ? "circle" : marker.attr("d");
+}
+
+TEST(Plot, CoincidingSeriesStayVisible) {
+  // Seven series on the very same points: each its own colour and marker shape, markers open
+  // so that every one shows through the others.
+  std::string text = "schedule,x,y\n";
+  for (int s = 0; s < 7; ++s) {
+    for (int x = 1; x <= 3; ++x)
+      text += fmt::format("s{},{},{}\n", s, x, x);
+  }
+  const auto c = chart(text, options("x", {"y"}, "schedule"));
+  const auto series = all(*c.root, "g", "series");
+  ASSERT_EQ(series.size(), 7U);
+  std::set<std::string> shapes, colours;
+  for (const auto* s : series) {
+    const auto* marker = s->children.back().get();
+    shapes.insert(shape_of(*marker));
+    colours.insert(marker->attr("stroke"));
+    EXPECT_EQ(marker->attr("fill"), "none") << "open markers";
+  }
+  EXPECT_EQ(shapes.size(), 7U);
+  EXPECT_EQ(colours.size(), 7U);
+}
+// ---------------------------------------------------------------------------------------------
+// PDF and PNG, checked with poppler's pdfinfo and pdftotext (Debian poppler-utils).
+
+// Standard output of a shell command, and whether it exited 0.
+std::pair<bool, std::string> shell(const std::string& command) {
+  std::string out;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return {false, ""};
+  char buffer[4096];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;)
+    out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) && WEXITSTATUS(status) == 0, out};
+}
+
+TEST_F(PlotCli, PdfHasTheRequestedPageSizeAndItsText) {
+  const auto results = file("results.csv", kResults);
+  const auto pdf = (dir_ / "chart.pdf").string();
+  const std::string args = "plot " + results +
+                           " --x params.microbatches --y simulation.runtime_s --series schedule "
+                           "--width 3.3in --height 2.2in --title Runtimes -o ";
+  auto [code, err] = run(args + pdf);
+  ASSERT_EQ(code, 0) << err;
+  const auto bytes = slurp(pdf);
+  EXPECT_EQ(bytes.rfind("%PDF-", 0), 0U);
+  EXPECT_NE(bytes.find("%%EOF"), std::string::npos);
+  const auto [info_ok, info] = shell("pdfinfo " + pdf);
+  ASSERT_TRUE(info_ok) << "pdfinfo (Debian poppler-utils, scripts/install-deps) failed:\n" << info;
+  EXPECT_NE(info.find("Pages:           1\n"), std::string::npos) << info;
+  // 3.3 in × 2.2 in = 237.6 × 158.4 pt.
+  EXPECT_NE(info.find("Page size:       237.6 x 158.4 pts"), std::string::npos) << info;
+  EXPECT_EQ(info.find("CreationDate"), std::string::npos) << "no date: the same bytes every run";
+  const auto [text_ok, text] = shell("pdftotext -layout " + pdf + " -");
+  ASSERT_TRUE(text_ok);
+  for (const char* expected :
+       {"Runtimes", "gpipe", "1f1b", "chimera", "microbatches M", "simulated runtime"}) {
+    EXPECT_NE(text.find(expected), std::string::npos) << expected << " in\n" << text;
+  }
+  // Byte-identical across runs.
+  const auto again = (dir_ / "again.pdf").string();
+  std::tie(code, err) = run(args + again);
+  ASSERT_EQ(code, 0) << err;
+  EXPECT_TRUE(slurp(again) == bytes);
+}
+
+TEST_F(PlotCli, PngHasThePixelSizeOfItsPrintSizeAndResolution) {
+  const auto results = file("results.csv", kResults);
+  const auto png = (dir_ / "chart.png").string();
+  const auto [code, err] = run("plot " + results +
+                               " --x params.microbatches --y simulation.runtime_s --series "
+                               "schedule --width 3in --height 2in --dpi 150 -o " +
+                               png);
+  ASSERT_EQ(code, 0) << err;
+  const auto bytes = slurp(png);
+  ASSERT_GT(bytes.size(), 24U);
+  EXPECT_EQ(bytes.substr(0, 8), "\x89PNG\r\n\x1a\n");
+  EXPECT_EQ(bytes.substr(12, 4), "IHDR");
+  const auto be32 = [&](std::size_t at) {
+    std::uint32_t v = 0;
+    for (std::size_t i = 0; i < 4; ++i)
+      v = (v << 8) | static_cast<unsigned char>(bytes[at + i]);
+    return v;
+  };
+  EXPECT_EQ(be32(16), 450U);  // 3 in × 150 px/in
+  EXPECT_EQ(be32(20), 300U);
+}
+
+TEST_F(PlotCli, UnknownExtensionOrTinyTextIsRefusedBeforeReading) {
+  const auto [code, err] =
+      run("plot /nonexistent.csv --x a --y b --series a -o " + (dir_ / "x.jpg").string());
+  EXPECT_EQ(code, 2) << err;
+  EXPECT_NE(err.find("the format is chosen by the extension"), std::string::npos) << err;
+  const auto results = file("results.csv", kResults);
+  const auto [code2, err2] = run("plot " + results +
+                                 " --x params.microbatches --y simulation.runtime_s --series "
+                                 "schedule --width 3in --font-scale 0.5 -o " +
+                                 (dir_ / "x.pdf").string());
+  EXPECT_EQ(code2, 2) << err2;
+  EXPECT_NE(err2.find("3.5 pt; text must be at least 7 pt"), std::string::npos) << err2;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "x.pdf"));
+}
+
+// Issue 14: memory that runs out while an input is read or parsed is an error naming the file,
+// never a chart of the rows read so far. The address space is limited with the shell's
+// `ulimit -v`; the input is sparse, so the test writes little.
+TEST_F(PlotCli, OutOfMemoryWhileReadingIsAnErrorNotAPartialChart) {
+  const auto results = (dir_ / "big.csv").string();
+  {
+    std::ofstream out(results, std::ios::binary);
+    out << "s,x,y\na,1,1\na,2,2\n";
+  }
+  // Then 1 GB of blank lines' worth (NUL bytes; a file hole) and two more rows.
+  std::filesystem::resize_file(results, std::uintmax_t{1} << 30);
+  {
+    std::ofstream out(results, std::ios::binary | std::ios::app);
+    out << "\na,3,3\na,4,4\n";
+  }
+  const auto svg = (dir_ / "x.svg").string();
+  // Under the limit the file cannot be held: the command fails, naming the file, and writes
+  // nothing.
+  const std::string limited = "bash -c 'ulimit -v 400000; exec " + std::string(PIPETAB_BINARY) +
+                              " plot " + results + " --x x --y y --series s -o " + svg + "' 2>&1";
+  const auto [ok, out] = shell(limited);
+  EXPECT_FALSE(ok) << out;
+  EXPECT_NE(out.find(results), std::string::npos) << out;
+  EXPECT_NE(out.find("too large to read"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(svg));
+}
 }  // namespace
 }  // namespace pipetab

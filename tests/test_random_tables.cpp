@@ -35,9 +35,14 @@ Generated random_table(std::uint32_t seed, int devices, int stages, int microbat
         i < static_cast<std::size_t>(devices) ? static_cast<std::int32_t>(i) : pick(devices);
   }
   std::shuffle(placement.begin(), placement.end(), rng);
+  // Every pipeline carries a microbatch (a valid table's rule): the first ones in turn, the
+  // rest at random, then shuffled.
   std::vector<std::uint8_t> pipeline_of(static_cast<std::size_t>(microbatches));
-  for (auto& p : pipeline_of)
-    p = static_cast<std::uint8_t>(pick(pipelines));
+  for (std::size_t m = 0; m < pipeline_of.size(); ++m) {
+    pipeline_of[m] = static_cast<std::uint8_t>(
+        m < static_cast<std::size_t>(pipelines) ? static_cast<int>(m) : pick(pipelines));
+  }
+  std::shuffle(pipeline_of.begin(), pipeline_of.end(), rng);
   std::vector<bool> split(static_cast<std::size_t>(microbatches * stages));
   for (std::size_t i = 0; i < split.size(); ++i)
     split[i] = pick(3) == 0;
@@ -95,7 +100,7 @@ Generated arbitrary_table(int max_pipelines = 3) {
   const int devices = *rc::gen::inRange(1, 6);
   const int stages = *rc::gen::inRange(devices, 3 * devices + 1);
   const int microbatches = *rc::gen::inRange(1, 7);
-  const int pipelines = *rc::gen::inRange(1, max_pipelines + 1);
+  const int pipelines = *rc::gen::inRange(1, std::min(max_pipelines, microbatches) + 1);
   return random_table(seed, devices, stages, microbatches, pipelines);
 }
 

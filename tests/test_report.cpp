@@ -1,4 +1,4 @@
-// Reports: the JSON contract of DESIGN.md §7, CSV rows, rankings, and the terminal grid.
+// Reports: the JSON contract of docs/design.md §7, CSV rows, rankings, and the terminal grid.
 #include "helpers.hpp"
 #include <gtest/gtest.h>
 

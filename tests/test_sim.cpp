@@ -1,4 +1,5 @@
-// The simulation level: hand-computed cases and invariants over parameter grids (DESIGN.md §6).
+// The simulation level (docs/design.md §6): hand-computed cases and invariants over parameter
+// grids.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -644,7 +645,7 @@ TEST(SimGrid, MoreBandwidthNeverSlowsANoContentionRun) {
 TEST(SimGrid, MemoryIsStaticPlusActivations) {
   // The activation part of the simulated peak follows the table's order: with a uniform
   // explicit workload it is the table's peak (in M_a) times the bytes of one M_a, counted with
-  // I freeing what W does not keep (20 of 100 bytes, DESIGN §4).
+  // I freeing what W does not keep (20 of 100 bytes, docs/design.md §4).
   const auto model = explicit_model(1.0, 1.0, 1.0, 1e6);
   const auto system = io::load_system("dgx-h100");
   for (const auto& t : tables()) {
@@ -693,7 +694,7 @@ TEST(SimPaper, GPipeAnd1F1B) {
   }
 }
 
-// --- Runtime wait semantics (DESIGN.md §6), on hand-computed cases ---------------------------
+// --- Runtime wait semantics (docs/design.md §6), on hand-computed cases -------------------------
 
 // 1F1B on two devices, two microbatches; F = 1, B = 2 (I = W = 1), every hop 0.5 s (latency).
 TEST(Runtime, MegatronBlocksOnItsSendsAndWaitsForTheReceiver) {

@@ -111,7 +111,8 @@ TEST(Study, MalformedFilesNameFileLineAndKey) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"[grid]\nschedules = [\"1f1b\"]\ncolour = 1\n",
        "study.toml:3:1: key 'grid.colour': unknown key"},
-      {"nmae = 1\n[grid]\nschedules = [\"1f1b\"]\n", "study.toml:1:1: key 'nmae': unknown key"},
+      {"nmae = 1\n[grid]\nschedules = [\"1f1b\"]\ndevices = [4]\nmicrobatches = [8]\n",
+       "study.toml:1:1: key 'nmae': unknown key"},
       {"name = \"x\"\n", "key 'grid': missing"},
       {"[grid]\nschedules = []\n", "study.toml:2:13: key 'grid.schedules': expected a non-empty"},
       {"[grid]\nschedules = [\"1fb1\"]\n",
@@ -139,21 +140,27 @@ TEST(Study, MalformedFilesNameFileLineAndKey) {
        "false"},
       {"[grid]\nschedules = [\"1f1b\"]\nbandwidth_scale = [0]\n",
        "key 'grid.bandwidth_scale': 0 is out of range"},
-      {"record = [\"table.bubble\"]\n[grid]\nschedules = [\"1f1b\"]\n",
+      {"record = [\"table.bubble\"]\n[grid]\nschedules = [\"1f1b\"]\ndevices = [4]\nmicrobatches = "
+       "[8]\n",
        "study.toml:1:11: key 'record': unknown column 'table.bubble'"},
-      {"simulate = false\nrecord = [\"simulation.runtime_s\"]\n[grid]\nschedules = [\"1f1b\"]\n",
+      {"simulate = false\nrecord = [\"simulation.runtime_s\"]\n[grid]\nschedules = "
+       "[\"1f1b\"]\ndevices = [4]\nmicrobatches = [8]\n",
        "column 'simulation.runtime_s' needs simulate = true"},
       {"[grid]\nschedules = [{ table = \"missing.csv\" }]\n", "key 'grid.schedules[0].table'"},
       {"[grid]\nschedules = [{ name = \"1f1b\", table = \"x.csv\" }]\n",
        "expected exactly one of the keys 'name' and 'table'"},
-      {"[simulation]\ndata_parallel = 0\n[grid]\nschedules = [\"1f1b\"]\n",
+      {"[simulation]\ndata_parallel = 0\n[grid]\nschedules = [\"1f1b\"]\ndevices = "
+       "[4]\nmicrobatches = [8]\n",
        "key 'simulation.data_parallel': 0 is out of range"},
-      {"[simulation]\nruntime = \"eager\"\n[grid]\nschedules = [\"1f1b\"]\n",
+      {"[simulation]\nruntime = \"eager\"\n[grid]\nschedules = [\"1f1b\"]\ndevices = "
+       "[4]\nmicrobatches = [8]\n",
        "study.toml:2:11: key 'simulation.runtime': 'eager' is not one of: async, megatron, "
        "pytorch"},
-      {"[simulation]\ntp_overlap = 1\n[grid]\nschedules = [\"1f1b\"]\n",
+      {"[simulation]\ntp_overlap = 1\n[grid]\nschedules = [\"1f1b\"]\ndevices = [4]\nmicrobatches "
+       "= [8]\n",
        "study.toml:2:14: key 'simulation.tp_overlap': expected a string, got an integer"},
-      {"[simulation]\ndp_bucket_bytes = 10\n[grid]\nschedules = [\"1f1b\"]\n",
+      {"[simulation]\ndp_bucket_bytes = 10\n[grid]\nschedules = [\"1f1b\"]\ndevices = "
+       "[4]\nmicrobatches = [8]\n",
        "key 'simulation.dp_bucket_bytes': 10 is out of range (1000 .. 1e+15)"},
       {"[grid\nschedules = 1\n", "study.toml:1:6: invalid TOML"},
   };
@@ -309,7 +316,8 @@ TEST(Study, SimulationTableSetsTheRuntimeAndTheIteration) {
   const auto study = parse_study(
       "[simulation]\nruntime = \"megatron\"\ntp_overlap = \"none\"\noptimizer = false\n"
       "dp_overlap = true\ndp_bucket_bytes = 4e7\ndistributed_optimizer = true\ndata_parallel = "
-      "2\ncontention = false\n[grid]\nschedules = [\"1f1b\"]\nsystems = [\"dgx-a100\"]\n"
+      "2\ncontention = false\n[grid]\nschedules = [\"1f1b\"]\ndevices = [4]\nmicrobatches = [8]\n"
+      "systems = [\"dgx-a100\"]\n"
       "models = [\"gpt3-1.3b\"]\n",
       "study.toml");
   EXPECT_EQ(study.lowering.runtime, Runtime::Megatron);

@@ -124,6 +124,28 @@ TEST(Tune, MemoryLimitParsing) {
       EXPECT_NE(std::string(e.what()).find("expected activations in M_a"), std::string::npos);
     }
   }
+  // Issue 14: 1e300GB was called "not positive"; the fault is its size.
+  for (const char* huge : {"1e300GB", "2e18B", "3e9", "1e300"}) {
+    try {
+      parse_memory_limit(huge);
+      ADD_FAILURE() << "accepted '" << huge << "'";
+    } catch (const ParamError& e) {
+      EXPECT_NE(std::string(e.what()).find("too large (at most"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(parse_memory_limit("2147483648").value, 2147483648.0);
+}
+
+// Issue 14: a limit of 2^31 M_a or more overflowed a double-to-int conversion and silently
+// dropped the heuristic search (212 candidates became 20). A limit above every peak is no limit:
+// the same search as any other limit above every peak.
+TEST(Tune, HugeActivationLimitsSearchLikeAnyLimitAboveEveryPeak) {
+  const auto ample = tune(request(4, 8, "balanced", {MemoryLimit::Unit::Activations, 100}));
+  for (const double limit : {2147483647.0, 2147483648.0}) {
+    const auto huge = tune(request(4, 8, "balanced", {MemoryLimit::Unit::Activations, limit}));
+    EXPECT_EQ(huge.generated, ample.generated) << limit;
+    EXPECT_EQ(huge.candidates.size(), ample.candidates.size()) << limit;
+  }
 }
 
 TEST(Tune, RejectsBadRequests) {

@@ -91,6 +91,13 @@ TEST(Validate, Pipelines) {
   t = two_stage();
   t.pipeline_of = {0, 1};
   single_issue(t, "microbatch 1 belongs to pipeline 1, but pipelines are 0..0");
+  // Issue 14: a JSON table could declare a pipeline no microbatch runs in (its weights changed
+  // memory and runtime silently); the CSV reader cannot express one. Both now refuse it.
+  t = two_stage();
+  t.placement.pipelines = 2;
+  t.placement.device = {0, 1, 1, 0};
+  t.pipeline_of = {0, 0};
+  single_issue(t, "pipeline 1 carries no microbatch");
 }
 
 TEST(Validate, StageSizes) {

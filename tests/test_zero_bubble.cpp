@@ -96,7 +96,7 @@ TEST(ZeroBubble, ZbH1Reference7) {
 }
 
 TEST(ZeroBubble, InputGradFreesLowersTheCount) {
-  // DESIGN §4: I frees nothing by default (7 in flight on every ZB-H2 device). With half
+  // docs/design.md §4: I frees nothing by default (7 in flight on every ZB-H2 device). With half
   // freed by I: device 0 still holds its 7 warm-up forwards before its first I; device 3 runs
   // F0 I0 F1 I1 ... F6 I6 and holds 6 halves plus F6's whole activation, 4 M_a.
   const auto t = test::make("zb-h2", test::sm(4, 8));

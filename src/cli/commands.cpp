@@ -8,6 +8,7 @@
 
 #include "options.hpp"
 #include <fmt/format.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "pipetab/error.hpp"
@@ -178,6 +179,22 @@ bool use_color(const std::string& mode, const std::string& output) {
          !(term != nullptr && std::string(term) == "dumb");
 }
 
+// The width to fold `show`'s grid to (docs/simulation.md "Pictures"): --width when given (0: no
+// folding); otherwise, on a terminal, its width from COLUMNS or the TIOCGWINSZ ioctl; never when
+// the output is a file or a pipe, so that what scripts read does not depend on a window's size.
+std::int64_t grid_fold_width(std::int64_t width_option, const std::string& output) {
+  if (width_option >= 0) return width_option;
+  if (!(output.empty() || output == "-") || !isatty(fileno(stdout))) return 0;
+  if (const char* columns = std::getenv("COLUMNS")) {
+    char* end = nullptr;
+    const long value = std::strtol(columns, &end, 10);
+    if (end != columns && *end == '\0' && value > 0) return value;
+  }
+  winsize size{};
+  if (ioctl(fileno(stdout), TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
+  return 0;
+}
+
 std::string text_header(const Evaluation& e) {
   return summary(e) + fmt::format("\nmakespan {}, bubble ratio {:.4f}, peak activation {} M_a\n",
                                   format_number(e.table.makespan), e.table.bubble_ratio,
@@ -265,6 +282,7 @@ Subcommand add_show(CLI::App& app) {
     SubjectOptions subject;
     std::string format, color = "auto";
     bool force = false;
+    std::int64_t width = -1;
   };
   auto s = std::make_shared<State>();
   add_subject_options(*cmd, s->subject);
@@ -275,6 +293,10 @@ Subcommand add_show(CLI::App& app) {
   cmd->add_option("--color", s->color, "colour the grid: auto (on a terminal), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->capture_default_str();
+  cmd->add_option("--width", s->width,
+                  "fold the grid into blocks at most N characters wide (0: never; default: the "
+                  "terminal's width on a terminal, no folding into a file or pipe)")
+      ->check(CLI::NonNegativeNumber);
   return {cmd, [s] {
             Subject subject = one_subject(s->subject);
             recognize(subject);
@@ -289,6 +311,7 @@ Subcommand add_show(CLI::App& app) {
             const auto timing = idealized_timing(subject.table, evaluation.costs);
             GridOptions grid;
             grid.color = use_color(s->color, output);
+            grid.fold_width = grid_fold_width(s->width, output);
             std::string text = text_header(evaluation) + "\n" +
                                render_grid(subject.table, timing, grid) + "\n" +
                                legend(subject.table);
@@ -350,24 +373,21 @@ Subcommand add_simulate(CLI::App& app) {
   add_simulation_options(*cmd, s->subject.schedule);
   add_format(*cmd, s->format, {"text", "json", "csv"});
   cmd->add_option("--trace", s->trace,
-                  "write a Chrome Trace Event file (open in ui.perfetto.dev or chrome://tracing)");
+                  "write a Chrome Trace Event file (open in ui.perfetto.dev or chrome://tracing; "
+                  "gzip-compressed when FILE ends in .gz)");
   cmd->add_option("--svg", s->svg, "write an SVG timeline of the run");
   return {cmd, [s] {
             Subject subject = one_subject(s->subject);
             recognize(subject);
+            // Output limits are checked before the work, from the table alone (issue 14).
+            if (!s->svg.empty()) {
+              if (const auto refusal = timeline_svg_refusal(subject.table))
+                throw Error(fmt::format("--svg {}: {}", s->svg, *refusal));
+            }
             auto setup = s->subject.schedule.simulation_of(subject.table);
             setup.options.record_memory = !s->trace.empty();
             const auto simulation = simulate_table(subject.table, setup);
-            if (!s->trace.empty())
-              io::write_file(s->trace, chrome_trace(subject.table, simulation));
-            if (!s->svg.empty()) {
-              io::write_file(
-                  s->svg,
-                  timeline_svg(subject.table, simulation,
-                               fmt::format("{} on {} ({}), S={} M={}", subject.name,
-                                           setup.system.name, setup.model.name,
-                                           subject.table.devices, subject.table.microbatches)));
-            }
+            // The report first: a picture that fails to write does not lose it.
             const auto& output = s->subject.output;
             if (s->format == "json") {
               emit(output, simulation_json(subject.table, simulation).dump(2) + "\n");
@@ -377,6 +397,19 @@ Subcommand add_simulate(CLI::App& app) {
               emit(output, csv_line(csv_header()) + csv_line(csv_row(e)));
             } else {
               emit(output, simulation_text(subject.table, simulation));
+            }
+            if (!s->trace.empty()) {
+              // Streamed to the file: memory bounded by a buffer, not by the trace's size.
+              const auto stats = write_chrome_trace(s->trace, subject.table, simulation);
+              std::fputs(trace_size_warning(s->trace, stats).c_str(), stderr);
+            }
+            if (!s->svg.empty()) {
+              io::write_file(
+                  s->svg,
+                  timeline_svg(subject.table, simulation,
+                               fmt::format("{} on {} ({}), S={} M={}", subject.name,
+                                           setup.system.name, setup.model.name,
+                                           subject.table.devices, subject.table.microbatches)));
             }
           }};
 }
@@ -395,9 +428,15 @@ Subcommand add_compare(CLI::App& app) {
   cmd->add_option(
       "names", s->names,
       "schedules to compare (default: gpipe 1f1b interleaved chimera chimera-asym hanayo)");
-  cmd->add_option("--table", s->tables, "table files to add to the comparison (repeatable)");
-  add_schedule_options(*cmd, s->options, 8, 8);
+  cmd->add_option("--table", s->tables,
+                  "table files to compare (repeatable), beside the schedules named; with --table "
+                  "and no names, only the tables are compared");
+  add_schedule_options(*cmd, s->options);
   add_simulation_options(*cmd, s->options);
+  // Without --system, compare runs the three regimes: say so instead of "=balanced".
+  s->options.system_opt->default_str("")->description(
+      "system preset or TOML file (default: each of " +
+      fmt::format("{}", fmt::join(kRegimes, ", ")) + ", one comparison each)");
   add_format(*cmd, s->format, {"text", "json", "csv"});
   cmd->add_option("-o,--output", s->output, "write to this file instead of stdout");
   return {

@@ -1,9 +1,11 @@
 // pipetab: evaluate pipeline-parallel training schedules at the formula and table levels.
 #include <cstdio>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "commands.hpp"
+#include "output_paths.hpp"
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -12,11 +14,22 @@
 
 namespace {
 
-// One line on stderr: the contract for every failure (DESIGN.md; exit code 2).
+// One line on stderr: the contract for every failure (docs/design.md §9; exit code 2).
+// Messages quote user input (file names, cells, keys): line breaks become spaces and every
+// other control byte is written as \xNN, so that input cannot move the cursor or recolour the
+// terminal (an ESC sequence in a CSV cell used to reach the terminal raw).
 int fail(const std::string& message, int code) {
-  std::string line = message;
-  for (char& c : line) {
-    if (c == '\n' || c == '\r') c = ' ';
+  std::string line;
+  line.reserve(message.size());
+  for (const char c : message) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n' || c == '\r') {
+      line += ' ';
+    } else if ((byte < 0x20 && c != '\t') || byte == 0x7f) {
+      line += fmt::format("\\x{:02x}", byte);
+    } else {
+      line += c;
+    }
   }
   std::fprintf(stderr, "pipetab: error: %s\n", line.c_str());
   return code;
@@ -66,10 +79,24 @@ int main(int argc, char** argv) {
     return fail(fmt::format("{} (see pipetab --help)", e.what()), 2);
   }
 
+  std::string running;
   try {
     for (const auto& command : commands) {
-      if (command.app->parsed()) command.run();
+      if (!command.app->parsed()) continue;
+      running = command.app->get_name();
+      refuse_outputs_over_inputs(*command.app);
+      command.run();
     }
+  } catch (const std::bad_alloc&) {
+    // An allocation failed: an input, a table or an output larger than the memory this process
+    // may use (readers name the file themselves, as an Error). Never a partial result: say so
+    // and fail. Exit 2, as for other input the machine cannot take: it is no internal error.
+    return fail(fmt::format("out of memory while running '{}': the tables, inputs or output it "
+                            "asks for need more memory than this process may use (std::bad_alloc); "
+                            "ask for smaller sizes (S, M, chunks, a study's grid) or run it with "
+                            "more memory",
+                            running),
+                2);
   } catch (const Interrupted& e) {
     std::fprintf(stderr, "pipetab: %s\n", e.what());
     return 130;

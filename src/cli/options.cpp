@@ -42,10 +42,9 @@ const CLI::Validator kFraction(
 
 }  // namespace
 
-void add_schedule_options(CLI::App& command, ScheduleOptions& o, std::int64_t default_devices,
-                          std::int64_t default_microbatches) {
-  o.devices = default_devices;
-  o.microbatches = default_microbatches;
+void add_schedule_options(CLI::App& command, ScheduleOptions& o) {
+  o.devices = kDefaultDevices;
+  o.microbatches = kDefaultMicrobatches;
   o.devices_opt =
       command.add_option("-S,--devices", o.devices, "pipeline depth S: number of devices")
           ->transform(kWholeNumber)

@@ -1,4 +1,4 @@
-// The flags every schedule-taking subcommand shares (DESIGN.md §7), and turning them into
+// The flags every schedule-taking subcommand shares (docs/design.md §7.3), and turning them into
 // the table to evaluate.
 #pragma once
 
@@ -69,9 +69,13 @@ struct ScheduleOptions {
   bool any_shape_flag() const;
 };
 
+/// Every command's S and M when -S and -M are not given: the tabular-schedule paper's setting
+/// (S = M = 8). One default for all commands: show, analyze and simulate used S = 4 while
+/// compare and sensitivity used S = 8 (issue 14).
+inline constexpr std::int64_t kDefaultDevices = 8, kDefaultMicrobatches = 8;
+
 /// Adds -S -M -v -W --group-size --variant --split --costs --input-grad-frees to `command`.
-void add_schedule_options(CLI::App& command, ScheduleOptions& options,
-                          std::int64_t default_devices = 4, std::int64_t default_microbatches = 8);
+void add_schedule_options(CLI::App& command, ScheduleOptions& options);
 
 /// Adds --system --model --dp --no-contention --blocking-send --runtime --tp-overlap
 /// --no-optimizer --dp-overlap --dp-bucket-mb --distributed-optimizer to `command`.

@@ -505,6 +505,8 @@ Subcommand add_plan(CLI::App& app) {
         if (s->format != "text" && s->explain > 0) {
           throw Error("--explain prints text: use it with --format text");
         }
+        // The report first: a table, trace or picture that cannot be written must not lose it.
+        emit(s->output, report);
         if (!result.top.empty() && (!s->table.empty() || !s->trace.empty() || !s->svg.empty())) {
           const auto& best = result.top.front();
           const auto table = layout_table(q, best.layout);
@@ -517,10 +519,18 @@ Subcommand add_plan(CLI::App& app) {
                                         s->force));
           }
           if (!s->trace.empty() || !s->svg.empty()) {
+            // Checked from the table before simulating, as simulate does.
+            if (!s->svg.empty()) {
+              if (const auto refusal = timeline_svg_refusal(table))
+                throw Error(fmt::format("--svg {}: {}", s->svg, *refusal));
+            }
             auto setup = layout_setup(q, best.layout);
             setup.options.record_memory = !s->trace.empty();
             const auto simulation = simulate_table(table, setup);
-            if (!s->trace.empty()) io::write_file(s->trace, chrome_trace(table, simulation));
+            if (!s->trace.empty()) {
+              const auto stats = write_chrome_trace(s->trace, table, simulation);
+              std::fputs(trace_size_warning(s->trace, stats).c_str(), stderr);
+            }
             if (!s->svg.empty()) {
               io::write_file(s->svg,
                              timeline_svg(table, simulation,
@@ -528,7 +538,6 @@ Subcommand add_plan(CLI::App& app) {
             }
           }
         }
-        emit(s->output, report);
         if (result.top.empty()) {
           throw Error(fmt::format(
               "plan: no layout of {} GPUs fits and runs (see the reasons above)", q.gpus));

@@ -1,4 +1,4 @@
-// `pipetab plot`: line charts (SVG) from the results files `pipetab sweep` writes.
+// `pipetab plot`: line charts (SVG, PDF, PNG) from the results files `pipetab sweep` writes.
 #include <memory>
 
 #include "commands.hpp"
@@ -11,12 +11,13 @@
 namespace pipetab::cli {
 
 Subcommand add_plot(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "plot",
-      "Draw line charts (SVG) from a results file of pipetab sweep (CSV or JSON Lines): one line "
-      "per --series value and --y column, one panel per --facet value");
+  auto* cmd =
+      app.add_subcommand("plot",
+                         "Draw line charts (SVG, PDF or PNG, by the output's extension) from a "
+                         "results file of pipetab sweep (CSV or JSON Lines): one line "
+                         "per --series value and --y column, one panel per --facet value");
   struct State {
-    std::string results, output;
+    std::string results, output, width, height, y_scales = "auto";
     std::vector<std::string> where;
     PlotOptions plot;
   };
@@ -53,7 +54,21 @@ Subcommand add_plot(CLI::App& app) {
                   "x axis title (default: from the column, with units)");
   cmd->add_option("--ylabel", s->plot.ylabel,
                   "y axis title (default: from the column, with units)");
-  cmd->add_option("-o,--output", s->output, "SVG file to write ('-' for standard output)")
+  cmd->add_option("--width", s->width,
+                  "print width, e.g. 3.3in (one column of a two-column paper), 7in, 17cm, 240pt; "
+                  "text is then 7 pt × --font-scale and the legend goes under the panels");
+  cmd->add_option("--height", s->height,
+                  "print height, likewise (default with --width: panels 1.6 times as wide as "
+                  "high)");
+  cmd->add_option("--font-scale", s->plot.font_scale,
+                  "every text size times this (default 1); text below 7 pt is refused");
+  cmd->add_option("--y-scales", s->y_scales,
+                  "per-panel y ranges: shared, free, or auto (free when the panels' largest "
+                  "values differ 10x or more; the default)")
+      ->check(CLI::IsMember({"auto", "shared", "free"}));
+  cmd->add_option("--dpi", s->plot.dpi, "PNG resolution in pixels per inch (default 300)");
+  cmd->add_option("-o,--output", s->output,
+                  "file to write: .svg, .pdf or .png ('-': SVG on standard output)")
       ->required();
   return {cmd, [s] {
             auto options = s->plot;
@@ -65,8 +80,14 @@ Subcommand add_plot(CLI::App& app) {
               }
               options.where.emplace_back(filter.substr(0, equals), filter.substr(equals + 1));
             }
+            if (!s->width.empty()) options.width = parse_length(s->width, "--width");
+            if (!s->height.empty()) options.height = parse_length(s->height, "--height");
+            options.y_scales = s->y_scales == "free"     ? PlotOptions::YScales::Free
+                               : s->y_scales == "shared" ? PlotOptions::YScales::Shared
+                                                         : PlotOptions::YScales::Auto;
+            const auto format = plot_format(s->output);  // before reading: fail fast
             const auto table = io::read_data_table(s->results);
-            emit(s->output, plot_svg(table, options));
+            emit(s->output, plot_chart(table, options, format));
           }};
 }
 

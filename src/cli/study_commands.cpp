@@ -12,7 +12,9 @@
 
 #include "commands.hpp"
 #include "options.hpp"
+#include "output_paths.hpp"
 #include "progress.hpp"
+#include "sweep_output.hpp"
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -64,114 +66,6 @@ int default_threads() {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-// Where the last complete row ends: after the last line break outside a quoted CSV field.
-std::size_t complete_rows_end(const std::string& text, bool csv) {
-  std::size_t end = 0;
-  bool quoted = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (csv && text[i] == '"') quoted = !quoted;
-    if (text[i] == '\n' && !quoted) end = i + 1;
-  }
-  return end;
-}
-
-// Checks the rows a previous run of this shard wrote and returns how many there are; drops a
-// partly written last row (a run killed mid-line). Throws Error if the file holds anything
-// but a prefix of this shard's rows.
-std::int64_t resume_point(const std::string& path, const SweepPlan& plan, SweepFormat format,
-                          bool header, std::int64_t begin, std::int64_t end) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return 0;
-  std::string text = io::read_file(path);
-  const bool csv = format == SweepFormat::Csv;
-  const auto cut = complete_rows_end(text, csv);
-  if (cut < text.size()) {
-    text.resize(cut);
-    std::filesystem::resize_file(path, cut, ec);
-    if (ec)
-      throw Error(fmt::format("{}: cannot drop its unfinished last row: {}", path, ec.message()));
-  }
-  const auto expected_header = sweep_header(plan);
-  if (csv && header && !text.empty() && text.rfind(expected_header, 0) != 0) {
-    throw Error(
-        fmt::format("{}:1: the header is not this study's (columns: {}): resume only the "
-                    "file this study and shard wrote",
-                    path, expected_header.substr(0, expected_header.size() - 1)));
-  }
-  // A CSV shard after the first has no header of its own: read its rows under this study's.
-  const auto table = io::parse_data_table(csv && !header ? expected_header + text : text, path);
-  if (!table.rows.empty() && table.columns != plan.columns()) {
-    throw Error(
-        fmt::format("{}: its columns are not this study's: resume only the file this study "
-                    "and shard wrote",
-                    path));
-  }
-  const auto rows = static_cast<std::int64_t>(table.rows.size());
-  if (rows > end - begin) {
-    throw Error(
-        fmt::format("{}: holds {} rows, more than the {} of this shard", path, rows, end - begin));
-  }
-  const auto identity = plan.identity_columns();
-  for (std::int64_t i = 0; i < rows; ++i) {
-    const auto& cfg = plan.configurations()[static_cast<std::size_t>(begin + i)];
-    const auto expected = plan.identity(cfg);
-    const auto& cells = table.rows[static_cast<std::size_t>(i)];
-    for (std::size_t k = 0; k < identity.size(); ++k) {
-      const auto c = identity[k];
-      const auto want = csv_cell(expected[k]);
-      if (cells[c] != want) {
-        const int line = table.lines[static_cast<std::size_t>(i)] - (csv && !header ? 1 : 0);
-        throw Error(fmt::format(
-            "{}:{}: column '{}' holds '{}' where this study has '{}' (configuration {}): resume "
-            "only the file this study and shard wrote, unchanged",
-            path, line, plan.columns()[c], cells[c], want, cfg.index));
-      }
-    }
-  }
-  return rows;
-}
-
-// Appends whole lines to a file (or stdout), flushed one by one so that an interrupted sweep
-// leaves only complete rows.
-class RowWriter {
- public:
-  RowWriter(const std::string& path, bool append) : path_(path) {
-    if (path.empty() || path == "-") {
-      file_ = stdout;
-      return;
-    }
-    file_ = std::fopen(path.c_str(), append ? "ab" : "wb");
-    if (file_ == nullptr)
-      throw Error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-  }
-  ~RowWriter() {
-    if (file_ != nullptr && file_ != stdout) std::fclose(file_);
-  }
-  RowWriter(const RowWriter&) = delete;
-  RowWriter& operator=(const RowWriter&) = delete;
-
-  // Rows reach the file at least every 100 ms and at the end: a flush per row costs a system
-  // call each (a tenth of a 10,000-row table-level sweep on this machine), and a run killed
-  // between flushes leaves whole rows and perhaps a partial last one, which --resume drops.
-  void write(const std::string& line) {
-    if (std::fwrite(line.data(), 1, line.size(), file_) != line.size()) fail();
-    const auto now = std::chrono::steady_clock::now();
-    if (now - flushed_ >= std::chrono::milliseconds(100)) flush(now);
-  }
-  void flush(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) {
-    if (std::fflush(file_) != 0) fail();
-    flushed_ = now;
-  }
-
- private:
-  [[noreturn]] void fail() const {
-    throw Error(fmt::format("cannot write {}: {}", path_, std::strerror(errno)));
-  }
-  std::string path_;
-  std::FILE* file_ = nullptr;
-  std::chrono::steady_clock::time_point flushed_ = std::chrono::steady_clock::now();
-};
-
 }  // namespace
 
 Subcommand add_sweep(CLI::App& app) {
@@ -214,15 +108,22 @@ Subcommand add_sweep(CLI::App& app) {
             const auto [begin, end] = shard_range(total, k, n);
             const bool header = format == SweepFormat::Csv && k == 1;
 
+            const auto inputs = study_inputs(plan.study());
+            std::vector<std::string> sources;
+            for (const auto& input : inputs)
+              sources.push_back(input.source);
+            refuse_output_over("--output", out, sources, "a file the study names");
+            refuse_output_over("--output", sweep_record_path(out), sources,
+                               "a file the study names (as its sweep record)");
+            SweepOutput output(out, {format, fmt::format("{}/{}", k, n), inputs});
             std::int64_t done = 0;
-            if (s->resume) done = resume_point(out, plan, format, header, begin, end);
-            RowWriter writer(out, s->resume && done > 0);
-            if (header && done == 0) {
-              std::error_code ec;
-              const bool had_header = s->resume && std::filesystem::exists(out, ec) &&
-                                      std::filesystem::file_size(out, ec) > 0;
-              if (!had_header) writer.write(sweep_header(plan));
+            if (s->resume) {
+              done = output.resume(plan, header, begin, end);
+            } else {
+              output.start();
             }
+            // A resumed file that holds no byte yet (not even the header) starts like a new one.
+            if (header && done == 0 && output.empty()) output.write(sweep_header(plan));
 
             Progress progress(end - begin, done);
             std::int64_t skipped = 0;
@@ -231,11 +132,11 @@ Subcommand add_sweep(CLI::App& app) {
                 plan, begin + done, end, s->threads,
                 [&](std::int64_t, SweepRow&& row) {
                   if (row[1] == "skipped") ++skipped;
-                  writer.write(format_row(plan, row, format));
+                  output.write(format_row(plan, row, format));
                   progress.update(++done);
                 },
                 &g_interrupted);
-            writer.flush();
+            output.flush();
             progress.update(done, true);
             if (g_interrupted.load()) {
               throw Interrupted(fmt::format(
@@ -267,8 +168,10 @@ Subcommand add_sensitivity(CLI::App& app) {
   auto s = std::make_shared<State>();
   cmd->add_option("names", s->names,
                   "schedules (default: gpipe 1f1b interleaved chimera chimera-asym hanayo)");
-  cmd->add_option("--table", s->tables, "table files to add (repeatable)");
-  add_schedule_options(*cmd, s->options, 8, 8);
+  cmd->add_option("--table", s->tables,
+                  "table files (repeatable), beside the schedules named; with --table and no "
+                  "names, only the tables");
+  add_schedule_options(*cmd, s->options);
   add_simulation_options(*cmd, s->options);
   cmd->add_option("--bandwidth", s->bandwidth, "bandwidth factors LO:HI (geometric steps)")
       ->capture_default_str();

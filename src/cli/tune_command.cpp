@@ -14,17 +14,25 @@
 namespace pipetab::cli {
 namespace {
 
-nlohmann::json candidate_json(const TuneCandidate& c) {
+// Whether a candidate's simulated peak exceeds the device's memory: it cannot run at all, whatever
+// --memory-limit allowed (issue 14: the best was reported far over memory without a mark).
+bool over_device(const TuneCandidate& c, double capacity) {
+  return capacity > 0 && c.peak_memory_bytes > capacity;
+}
+
+nlohmann::json candidate_json(const TuneCandidate& c, double capacity) {
   return {{"name", c.name},
           {"builtin", c.builtin},
           {"fits", c.fits},
           {"runtime_s", c.runtime_s},
           {"peak_activation", c.peak_activation},
-          {"peak_memory_bytes", c.peak_memory_bytes}};
+          {"peak_memory_bytes", c.peak_memory_bytes},
+          {"over_device_memory", over_device(c, capacity)}};
 }
 
 std::string text_report(const TuneRequest& request, const TuneResult& r, std::size_t top,
                         const std::string& output) {
+  const double capacity = request.setup.system.device.memory_bytes;
   std::string out =
       fmt::format("tune: S={} M={}, system {}, model {}, memory limit {} per device ({})\n",
                   request.devices, request.microbatches, request.setup.system.name,
@@ -41,6 +49,12 @@ std::string text_report(const TuneRequest& request, const TuneResult& r, std::si
     const auto& best = r.candidates[static_cast<std::size_t>(r.best)];
     out += fmt::format("best: {}\n  runtime {:.6g} s, peak {:g} M_a, {:.4g} GB\n", best.name,
                        best.runtime_s, best.peak_activation, best.peak_memory_bytes / 1e9);
+    if (over_device(best, capacity)) {
+      out += fmt::format(
+          "  warning: {:.4g} GB is over the {:.4g} GB of a {} device: this schedule cannot run "
+          "there (search within it with --memory-limit {:.4g}GB, or use a smaller model)\n",
+          best.peak_memory_bytes / 1e9, capacity / 1e9, request.setup.system.name, capacity / 1e9);
+    }
     if (r.best_builtin >= 0) {
       const auto& b = r.candidates[static_cast<std::size_t>(r.best_builtin)];
       out += fmt::format("best built-in: {}\n  runtime {:.6g} s ({:+.2f}% for the best)\n", b.name,
@@ -54,9 +68,10 @@ std::string text_report(const TuneRequest& request, const TuneResult& r, std::si
                      "peak GB", "schedule");
   for (std::size_t i = 0; i < r.candidates.size() && i < top; ++i) {
     const auto& c = r.candidates[i];
-    out += fmt::format("  {:>4}  {:>12.6g}  {:>9g}  {:>10.4g}  {}{}\n", i + 1, c.runtime_s,
+    out += fmt::format("  {:>4}  {:>12.6g}  {:>9g}  {:>10.4g}  {}{}{}\n", i + 1, c.runtime_s,
                        c.peak_activation, c.peak_memory_bytes / 1e9, c.name,
-                       c.fits ? "" : "  (over the limit)");
+                       c.fits ? "" : "  (over the limit)",
+                       over_device(c, capacity) ? "  (over device memory)" : "");
   }
   return out;
 }
@@ -75,7 +90,7 @@ Subcommand add_tune(CLI::App& app) {
     bool no_builtins = false, force = false;
   };
   auto s = std::make_shared<State>();
-  add_schedule_options(*cmd, s->options, 4, 8);
+  add_schedule_options(*cmd, s->options);
   add_simulation_options(*cmd, s->options);
   cmd->add_option("--memory-limit", s->limit,
                   "per device: activations in M_a (6, 6Ma; default S, the memory of 1F1B) or "
@@ -119,6 +134,7 @@ Subcommand add_tune(CLI::App& app) {
           emit(s->table, export_table(best.table, table_format_for(s->table, s->table_format),
                                       source, s->force));
         }
+        const double capacity = request.setup.system.device.memory_bytes;
         if (s->format == "json") {
           nlohmann::json j = {
               {"devices", request.devices},
@@ -128,21 +144,22 @@ Subcommand add_tune(CLI::App& app) {
               {"memory_limit",
                {{"unit", request.limit.unit == MemoryLimit::Unit::Activations ? "M_a" : "bytes"},
                 {"value", request.limit.value}}},
+              {"device_memory_bytes", request.setup.system.device.memory_bytes},
               {"generated", result.generated},
               {"duplicates", result.duplicates},
               {"skipped", result.skipped}};
-          j["best"] =
-              result.best < 0
-                  ? nlohmann::json(nullptr)
-                  : candidate_json(result.candidates[static_cast<std::size_t>(result.best)]);
+          j["best"] = result.best < 0
+                          ? nlohmann::json(nullptr)
+                          : candidate_json(result.candidates[static_cast<std::size_t>(result.best)],
+                                           capacity);
           j["best_builtin"] =
               result.best_builtin < 0
                   ? nlohmann::json(nullptr)
-                  : candidate_json(
-                        result.candidates[static_cast<std::size_t>(result.best_builtin)]);
+                  : candidate_json(result.candidates[static_cast<std::size_t>(result.best_builtin)],
+                                   capacity);
           auto& ranking = j["candidates"] = nlohmann::json::array();
           for (const auto& c : result.candidates)
-            ranking.push_back(candidate_json(c));
+            ranking.push_back(candidate_json(c, capacity));
           emit(s->output, j.dump(2) + "\n");
         } else {
           emit(s->output, text_report(request, result, s->top, s->table));

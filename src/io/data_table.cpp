@@ -1,8 +1,11 @@
 #include "pipetab/io/data_table.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <new>
 #include <unordered_map>
 
+#include "json_locate.hpp"
 #include "text.hpp"
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -19,6 +22,36 @@ int DataTable::column(std::string_view name) const {
   return -1;
 }
 
+DataRow::DataRow(std::vector<std::pair<std::size_t, std::string>> cells) {
+  std::sort(cells.begin(), cells.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  columns_.reserve(cells.size());
+  values_.reserve(cells.size());
+  for (auto& [column, value] : cells) {
+    columns_.push_back(column);
+    values_.push_back(std::move(value));
+  }
+  // A row with every column up to its last needs no index.
+  if (!columns_.empty() && columns_.back() + 1 == columns_.size()) columns_.clear();
+}
+
+const std::string& DataRow::operator[](std::size_t column) const {
+  static const std::string kEmpty;
+  if (columns_.empty() && !values_.empty()) {
+    return column < values_.size() ? values_[column] : kEmpty;
+  }
+  const auto it = std::lower_bound(columns_.begin(), columns_.end(), column);
+  if (it == columns_.end() || *it != column) return kEmpty;
+  return values_[static_cast<std::size_t>(it - columns_.begin())];
+}
+
+std::vector<std::string> DataRow::cells(std::size_t count) const {
+  std::vector<std::string> out(count);
+  for (std::size_t c = 0; c < count; ++c)
+    out[c] = (*this)[c];
+  return out;
+}
+
 namespace {
 
 [[noreturn]] void fail_at(std::string_view text, const std::string& file, std::size_t offset,
@@ -30,6 +63,11 @@ namespace {
 // Duplicate names would make `--x NAME` ambiguous, and empty ones cannot be asked for.
 void check_header(const std::vector<std::string>& names, const std::vector<std::size_t>& starts,
                   std::string_view text, const std::string& file) {
+  if (names.size() > kMaxDataColumns) {
+    fail_at(text, file, starts[kMaxDataColumns],
+            fmt::format("the header has {} columns; a results file has at most {}", names.size(),
+                        kMaxDataColumns));
+  }
   std::unordered_map<std::string, std::size_t> seen;
   for (std::size_t i = 0; i < names.size(); ++i) {
     if (names[i].empty()) fail_at(text, file, starts[i], "empty column name in the header");
@@ -69,7 +107,7 @@ class CsvReader {
         fail(at, fmt::format("row has {} field{}, the header has {}", fields_.size(),
                              fields_.size() == 1 ? "" : "s", table.columns.size()));
       }
-      table.rows.push_back(fields_);
+      table.rows.emplace_back(fields_);
       table.lines.push_back(line);
     }
     return table;
@@ -195,7 +233,6 @@ class JsonLinesReader {
     DataTable table;
     table.file = file_;
     std::unordered_map<std::string, std::size_t> index;
-    std::vector<std::vector<std::pair<std::size_t, std::string>>> cells;
     std::size_t start = 0;
     for (int line = 1; start <= text_.size(); ++line) {
       auto end = text_.find('\n', start);
@@ -205,18 +242,23 @@ class JsonLinesReader {
       const std::size_t offset = start;
       start = end + 1;
       if (content.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-      auto& row = cells.emplace_back();
+      std::vector<std::pair<std::size_t, std::string>> row;
       for (auto& [key, value] : parse_object(content, offset)) {
         const auto [it, inserted] = index.emplace(key, table.columns.size());
-        if (inserted) table.columns.push_back(key);
+        if (inserted) {
+          if (table.columns.size() == kMaxDataColumns) {
+            fail(key_offset(content, offset, key),
+                 fmt::format("key '{}' would be column {}: a results file has at most {} "
+                             "distinct keys (columns)",
+                             key, kMaxDataColumns + 1, kMaxDataColumns));
+          }
+          table.columns.push_back(key);
+        }
         row.emplace_back(it->second, std::move(value));
       }
+      // Only the keys this line has: rows × columns would not be bounded by the file's size.
+      table.rows.emplace_back(std::move(row));
       table.lines.push_back(line);
-    }
-    for (auto& row : cells) {
-      auto& full = table.rows.emplace_back(table.columns.size());
-      for (auto& [i, value] : row)
-        full[i] = std::move(value);
     }
     return table;
   }
@@ -243,6 +285,11 @@ class JsonLinesReader {
       }
       return true;
     };
+    if (const auto deep = detail::too_deep(line); deep != std::string_view::npos) {
+      fail(offset + deep, fmt::format("JSON nested deeper than {} levels (a results row is one "
+                                      "flat object)",
+                                      detail::max_json_depth));
+    }
     ordered_json object;
     try {
       object = ordered_json::parse(line.begin(), line.end(), on_event);
@@ -313,7 +360,16 @@ DataTable parse_data_table(std::string_view text, const std::string& file) {
 }
 
 DataTable read_data_table(const std::string& path) {
-  return parse_data_table(read_file(path), path);
+  const std::string text = read_file(path);  // names the file itself if it does not fit
+  try {
+    return parse_data_table(text, path);
+  } catch (const std::bad_alloc&) {
+    // Never a partial table: a chart of part of the rows would look like the whole.
+    throw Error(
+        fmt::format("{}: out of memory while parsing its {} bytes: the table needs more "
+                    "memory than this process may use",
+                    path, text.size()));
+  }
 }
 
 }  // namespace pipetab::io

@@ -24,4 +24,15 @@ std::string to_string(const JsonPath& path);
 /// well-formed JSON `text`; the offset of the deepest value found if the path does not exist.
 std::size_t locate(std::string_view text, const JsonPath& path, bool at_key = false);
 
+/// How deep pipetab's JSON readers let arrays and objects nest. A table needs 4 levels and a
+/// results row 1; 64 leaves room for any `source.params` a tool writes while keeping a reader
+/// (and any recursive walk of the document) far from the stack's end: 150,000 nested arrays
+/// overflowed it before this limit existed.
+inline constexpr int max_json_depth = 64;
+
+/// Byte offset of the first `[` or `{` in `text` that opens a level deeper than `max_depth`
+/// (strings skipped), or std::string_view::npos when there is none. One linear pass, no
+/// recursion, so it is safe on any input and runs before the parser sees the text.
+std::size_t too_deep(std::string_view text, int max_depth = max_json_depth);
+
 }  // namespace pipetab::io::detail

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <ostream>
 
 #include "placement_inference.hpp"
 #include <fmt/format.h>
@@ -19,6 +20,8 @@ class CsvReader {
   CsvReader(std::string_view text, const std::string& file) : text_(text), file_(file) {}
 
   detail::Cells read() && {
+    // A UTF-8 byte-order mark (spreadsheet programs write one) is not part of the first cell.
+    if (text_.substr(0, 3) == "\xEF\xBB\xBF") pos_ = line_start_ = 3;
     while (pos_ < text_.size())
       read_row();
     // Blank lines at the end (an editor's final newline) are not devices.
@@ -52,7 +55,14 @@ class CsvReader {
       break;
     }
     // End of line: "\n", "\r\n" or the end of the text.
-    if (pos_ < text_.size() && text_[pos_] == '\r') ++pos_;
+    if (pos_ < text_.size() && text_[pos_] == '\r') {
+      if (pos_ + 1 < text_.size() && text_[pos_ + 1] != '\n') {
+        fail(pos_,
+             "a carriage return (\\r) without a line feed: the file has classic Mac line "
+             "endings; save it with \\n or \\r\\n line endings");
+      }
+      ++pos_;
+    }
     if (pos_ < text_.size()) {
       if (text_[pos_] != '\n') fail(pos_, "expected ',' or the end of the line");
       ++pos_;
@@ -200,6 +210,29 @@ ScheduleTable read_pytorch_csv(std::string_view text, const std::string& file) {
 
 namespace {
 
+// The widest row of the grid: its last slot + 1.
+std::int64_t grid_width(const ScheduleTable& table, const std::vector<std::int32_t>& slots) {
+  std::int64_t width = 0;
+  for (std::int32_t d = 0; d < table.devices; ++d) {
+    const auto e = table.row_begin[static_cast<std::size_t>(d) + 1];
+    if (e > table.row_begin[static_cast<std::size_t>(d)])
+      width = std::max<std::int64_t>(width, slots[static_cast<std::size_t>(e) - 1] + 1);
+  }
+  return width;
+}
+
+// Cells of the grid: per row, its last slot + 1 (idle cells after a row's last op are not
+// written).
+std::int64_t grid_cells(const ScheduleTable& table, const std::vector<std::int32_t>& slots) {
+  std::int64_t cells = 0;
+  for (std::int32_t d = 0; d < table.devices; ++d) {
+    const auto e = table.row_begin[static_cast<std::size_t>(d) + 1];
+    if (e > table.row_begin[static_cast<std::size_t>(d)])
+      cells += slots[static_cast<std::size_t>(e) - 1] + 1;
+  }
+  return cells;
+}
+
 // Each device's whole list, compute ops and communication actions in order, one line each.
 std::string write_lists(const ScheduleTable& table) {
   std::string out;
@@ -219,26 +252,70 @@ std::string write_lists(const ScheduleTable& table) {
 
 }  // namespace
 
-std::string write_pytorch_csv(const ScheduleTable& table) {
-  if (!table.comms.empty()) return write_lists(table);
+namespace {
+
+// The compute-only grid: each device's ops at their slots (the file's, else the lock-step grid of
+// unit_slots), an empty cell for every idle slot before an op, handed to `put` piece by piece.
+// Its size is checked first (pytorch_csv_grid_cells), so nothing is written that is refused.
+template <class Put>
+void write_grid(const ScheduleTable& table, Put&& put) {
   const auto slots = table.slots.empty() ? unit_slots(table) : table.slots;
-  std::string out;
-  out.reserve(table.ops.size() * 5);
+  const auto cells = grid_cells(table, slots);
+  if (cells > kMaxCsvGridCells) {
+    throw Error(fmt::format(
+        "cannot write a compute-only CSV of this table: that format lays each device's ops on "
+        "the lock-step grid, one cell per time slot, and this table's grid has {} cells ({} "
+        "devices, up to {} slots each; at least {} bytes), more than the limit of {} cells; "
+        "--format pytorch-comms (each device's action list, no idle cells) or json writes its "
+        "ops alone",
+        cells, table.devices, grid_width(table, slots), cells, kMaxCsvGridCells));
+  }
+  std::string line;
   for (std::int32_t d = 0; d < table.devices; ++d) {
     const auto b = static_cast<std::size_t>(table.row_begin[static_cast<std::size_t>(d)]);
     const auto e = static_cast<std::size_t>(table.row_begin[static_cast<std::size_t>(d) + 1]);
     std::int32_t next = 0;  // next column to write
+    line.clear();
     for (auto i = b; i < e; ++i) {
-      for (; next < slots[i]; ++next) {
-        if (next > 0) out += ',';
+      // A comma ends every cell before this op's: columns max(next, 1) .. slot each start
+      // with one (column 0 has none before it).
+      const std::int32_t from = std::max(next, 1);
+      if (slots[i] >= from) line.append(static_cast<std::size_t>(slots[i] - from + 1), ',');
+      line += to_string(table.ops[i]);
+      next = slots[i] + 1;
+      if (line.size() >= (std::size_t{1} << 16)) {
+        put(std::string_view(line));
+        line.clear();
       }
-      if (next > 0) out += ',';
-      out += to_string(table.ops[i]);
-      ++next;
     }
-    out += '\n';
+    line += '\n';
+    put(std::string_view(line));
   }
+}
+
+}  // namespace
+
+std::int64_t pytorch_csv_grid_cells(const ScheduleTable& table) {
+  if (!table.comms.empty()) return 0;
+  return grid_cells(table, table.slots.empty() ? unit_slots(table) : table.slots);
+}
+
+std::string write_pytorch_csv(const ScheduleTable& table) {
+  if (!table.comms.empty()) return write_lists(table);
+  std::string out;
+  out.reserve(table.ops.size() * 5);
+  write_grid(table, [&out](std::string_view piece) { out += piece; });
   return out;
+}
+
+void write_pytorch_csv(std::ostream& out, const ScheduleTable& table) {
+  if (!table.comms.empty()) {
+    out << write_lists(table);
+    return;
+  }
+  write_grid(table, [&out](std::string_view piece) {
+    out.write(piece.data(), static_cast<std::streamsize>(piece.size()));
+  });
 }
 
 std::string write_pytorch_comms_csv(const ScheduleTable& table) {

@@ -4,11 +4,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <new>
+#include <stdexcept>
 
 #include "json_locate.hpp"
 #include "text.hpp"
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "pipetab/error.hpp"
 #include "pipetab/io/pytorch_csv.hpp"
@@ -40,18 +42,68 @@ std::string read_file(const std::string& path) {
     throw Error(fmt::format("{}: cannot read: it is a directory", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
+  // Read into the string directly, in chunks. An ostringstream (`buffer << in.rdbuf()`) swallows
+  // a failed allocation (libstdc++'s stringbuf::overflow returns EOF), so a file larger than the
+  // memory left was cut short without a word and parsed as if whole. Here a failed allocation
+  // names the file and its size instead.
+  constexpr std::size_t kChunk = std::size_t{1} << 20;
+  const auto size = std::filesystem::file_size(path, ec);  // unknown (a pipe): grown as read
+  std::string text;
+  try {
+    if (!ec) text.reserve(static_cast<std::size_t>(size) + kChunk);  // the last read's room
+    while (in) {
+      const std::size_t have = text.size();
+      text.resize(have + kChunk);
+      in.read(text.data() + have, static_cast<std::streamsize>(kChunk));
+      text.resize(have + static_cast<std::size_t>(in.gcount()));
+    }
+  } catch (const std::bad_alloc&) {
+    throw Error(fmt::format("{}: too large to read: out of memory after {} bytes{}", path,
+                            text.size(), ec ? "" : fmt::format(" of its {}", size)));
+  } catch (const std::length_error&) {
+    throw Error(fmt::format("{}: too large to read ({} bytes)", path, ec ? text.size() : size));
+  }
   if (in.bad()) throw Error(fmt::format("{}: read error: {}", path, std::strerror(errno)));
-  return std::move(buffer).str();
+  return text;
 }
 
 void write_file(const std::string& path, std::string_view text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  out.close();
-  if (!out) throw Error(fmt::format("{}: write error: {}", path, std::strerror(errno)));
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  // A link is followed: the file it names is replaced, not the link.
+  fs::path target = fs::is_symlink(path, ec) ? fs::canonical(path, ec) : fs::path(path);
+  if (ec) target = path;
+  // Anything but a regular file (a terminal, /dev/null, a FIFO) is written in place: renaming
+  // over a device would replace the device node.
+  const bool in_place = fs::exists(target, ec) && !fs::is_regular_file(target, ec);
+  // Elsewhere the text goes to a temporary file beside the target, renamed over it at the end,
+  // so that a reader never sees half a file and a failed write leaves the old one intact.
+  const fs::path temporary =
+      in_place ? target
+               : target.parent_path() /
+                     fmt::format(".{}.{}.tmp", target.filename().string(), ::getpid());
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    out.close();
+    if (!out) {
+      const int error = errno;
+      if (!in_place) fs::remove(temporary, ec);
+      throw Error(fmt::format("{}: write error: {}", path, std::strerror(error)));
+    }
+  }
+  if (in_place) return;
+  if (fs::exists(target, ec)) {
+    // Keep the replaced file's permissions.
+    fs::permissions(temporary, fs::status(target, ec).permissions(), ec);
+  }
+  fs::rename(temporary, target, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(temporary, ignored);
+    throw Error(fmt::format("{}: cannot write: {}", path, ec.message()));
+  }
 }
 
 TableFile load_table(const std::string& path) {

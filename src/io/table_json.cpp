@@ -139,6 +139,12 @@ class Reader {
       }
       return true;
     };
+    if (const auto deep = detail::too_deep(text_); deep != std::string_view::npos) {
+      const auto [line, column] = detail::line_column(text_, deep);
+      throw ParseError(file_, line, column,
+                       fmt::format("JSON nested deeper than {} levels (a pipetab table needs 4)",
+                                   detail::max_json_depth));
+    }
     json doc;
     try {
       doc = json::parse(text_.begin(), text_.end(), on_event);

@@ -28,8 +28,13 @@ inline const char* type_name(const toml::node& node) {
       return "a string";
     case toml::node_type::integer:
       return "an integer";
-    case toml::node_type::floating_point:
-      return "a number with a fraction";
+    case toml::node_type::floating_point: {
+      // `inf` and `nan` are floats to TOML but not "numbers with a fraction" to a reader.
+      const double v = node.as_floating_point()->get();
+      if (std::isinf(v)) return "an infinity";
+      if (std::isnan(v)) return "nan (not a number)";
+      return v == std::floor(v) ? "a floating-point number" : "a number with a fraction";
+    }
     case toml::node_type::boolean:
       return "a boolean";
     default:

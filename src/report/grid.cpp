@@ -115,49 +115,80 @@ std::string render_grid(const ScheduleTable& t, const Timing& timing, const Grid
 
   const auto total_columns = column_of(timing.makespan);
   const std::string margin = fmt::format("dev {:<{}}| ", "", std::to_string(t.devices - 1).size());
-  std::string out = fmt::format("{:<{}}", "time", margin.size());
   // Time axis: a tick label every `step` columns, where it fits.
   std::size_t tick_width = 0;
   for (std::int64_t c = 0; c < total_columns; ++c) {
     tick_width = std::max(tick_width, fmt::format("{:g}", static_cast<double>(c) * unit).size());
   }
   const auto step = static_cast<std::int64_t>((tick_width + width) / width);
-  for (std::int64_t c = 0; c < total_columns; c += step) {
-    out += fmt::format("{:<{}}", fmt::format("{:g}", static_cast<double>(c) * unit),
-                       static_cast<std::size_t>(step) * width);
+  // Folding: blocks of whole columns, each line at most fold_width characters (at least one
+  // column per block, however narrow the terminal). A row's last cell needs no separator.
+  std::int64_t block = std::max<std::int64_t>(total_columns, 1);
+  if (options.fold_width > 0) {
+    const auto room = options.fold_width - static_cast<std::int64_t>(margin.size()) + 1;
+    block = std::clamp<std::int64_t>(room / static_cast<std::int64_t>(width), 1, block);
   }
-  while (!out.empty() && out.back() == ' ')
-    out.pop_back();
-  out += '\n';
+  const auto trim = [](std::string& text) {
+    while (!text.empty() && text.back() == ' ')
+      text.pop_back();
+    text += '\n';
+  };
 
-  for (std::int32_t d = 0; d < t.devices; ++d) {
-    out += fmt::format("dev {:<{}}| ", d, std::to_string(t.devices - 1).size());
-    std::int64_t column = 0;
-    for (auto i = t.row_begin[static_cast<std::size_t>(d)];
-         i < t.row_begin[static_cast<std::size_t>(d) + 1]; ++i) {
-      const auto index = static_cast<std::size_t>(i);
-      const auto first = column_of(timing.start[index]);
-      const auto last = column_of(timing.end[index]);
-      for (; column < first; ++column)
-        out += fmt::format("{:<{}}", ".", width);
-      const auto span = static_cast<std::size_t>(last - first) * width - 1;
-      const Op& op = t.ops[index];
-      if (options.color) {
-        out += background(op.first().kind, op.is_pair(), letter_of(op.first()));
-        out += fmt::format("{:<{}}", labels[index], span);
-        out += "\x1b[0m ";
-      } else {
-        out += labels[index];
-        out += std::string(span - labels[index].size(), last - first > 1 ? '-' : ' ');
-        out += ' ';
-      }
-      column = last;
+  std::string out;
+  // Per device, the first op not yet wholly drawn.
+  std::vector<std::int64_t> next(t.row_begin.begin(), t.row_begin.end() - 1);
+  for (std::int64_t c0 = 0; c0 < std::max<std::int64_t>(total_columns, 1); c0 += block) {
+    const auto c1 = std::min(c0 + block, total_columns);
+    if (c0 > 0) out += '\n';
+    // The axis: labels at multiples of `step`, each where its column starts; when folding, one
+    // that would run past the width (or the block, if that is wider) is left out.
+    std::string axis = fmt::format("{:<{}}", "time", margin.size());
+    const auto limit = std::max(static_cast<std::size_t>(options.fold_width),
+                                margin.size() + static_cast<std::size_t>(c1 - c0) * width - 1);
+    for (std::int64_t c = (c0 + step - 1) / step * step; c < c1; c += step) {
+      const auto label = fmt::format("{:g}", static_cast<double>(c) * unit);
+      const auto at = margin.size() + static_cast<std::size_t>(c - c0) * width;
+      if (options.fold_width > 0 && at + label.size() > limit) break;
+      axis.resize(at, ' ');
+      axis += label;
     }
-    for (; column < total_columns; ++column)
-      out += fmt::format("{:<{}}", ".", width);
-    while (!out.empty() && out.back() == ' ')
-      out.pop_back();
-    out += '\n';
+    trim(axis);
+    out += axis;
+
+    for (std::int32_t d = 0; d < t.devices; ++d) {
+      const auto row = static_cast<std::size_t>(d);
+      out += fmt::format("dev {:<{}}| ", d, std::to_string(t.devices - 1).size());
+      std::int64_t column = c0;
+      for (auto i = next[row]; i < t.row_begin[row + 1]; ++i) {
+        const auto index = static_cast<std::size_t>(i);
+        const auto first = column_of(timing.start[index]);
+        const auto last = column_of(timing.end[index]);
+        if (first >= c1) break;
+        for (; column < first; ++column)
+          out += fmt::format("{:<{}}", ".", width);
+        const auto shown_last = std::min(last, c1);
+        const auto span = static_cast<std::size_t>(shown_last - column) * width - 1;
+        // An op cut by the previous fold continues without its label.
+        const bool continued = first < c0;
+        const std::string_view label = continued ? std::string_view() : labels[index];
+        const Op& op = t.ops[index];
+        if (options.color) {
+          out += background(op.first().kind, op.is_pair(), letter_of(op.first()));
+          out += fmt::format("{:<{}}", continued ? std::string_view("-") : label, span);
+          out += "\x1b[0m ";
+        } else {
+          out += label;
+          out += std::string(span - label.size(), last - first > 1 ? '-' : ' ');
+          out += ' ';
+        }
+        column = shown_last;
+        if (last > c1) break;  // the op goes on in the next block
+        next[row] = i + 1;
+      }
+      for (; column < c1; ++column)
+        out += fmt::format("{:<{}}", ".", width);
+      trim(out);
+    }
   }
   return out;
 }

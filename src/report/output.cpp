@@ -1,5 +1,8 @@
 #include "pipetab/report/output.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -12,6 +15,16 @@ std::string format_number(double value) {
 }
 
 namespace {
+
+// Numbers in the text report: whole values as integers and others with four decimals, in fixed
+// notation, so that a column never mixes "24" with "23.999999999999996" or 17 digits with 4
+// (issue 14). JSON and CSV keep format_number's exact values.
+std::string text_number(double value) {
+  const double whole = std::round(value);
+  if (std::abs(value - whole) <= 1e-9 * std::max(1.0, std::abs(value)))
+    return fmt::format("{:.0f}", whole == 0.0 ? 0.0 : whole);
+  return fmt::format("{:.4f}", value);
+}
 
 template <class T>
 json optional_json(const std::optional<T>& value) {
@@ -262,14 +275,14 @@ std::string to_text(const Evaluation& e) {
   } else {
     const Formula& f = *e.formula;
     auto line = [&](const char* what, const std::optional<double>& value) {
-      out += fmt::format("  {:<24}{}\n", what, value ? format_number(*value) : "-");
+      out += fmt::format("  {:<24}{}\n", what, value ? text_number(*value) : "-");
     };
     line("makespan", f.makespan);
     line("bubble ratio (global)", f.bubble_ratio);
     line("span bubble ratio", f.span_bubble_ratio);
     out += fmt::format("  {:<24}{}\n", "published bubble ratio",
                        f.published_bubble_ratio
-                           ? fmt::format("{} ({})", format_number(*f.published_bubble_ratio),
+                           ? fmt::format("{} ({})", text_number(*f.published_bubble_ratio),
                                          to_string(f.published_kind))
                            : "-");
     line("peak activation (M_a)", f.peak_activation_max());
@@ -277,17 +290,16 @@ std::string to_text(const Evaluation& e) {
     if (!f.note.empty()) out += fmt::format("  note: {}\n", f.note);
   }
   out += "\ntable (idealized timing, zero communication)\n";
-  out += fmt::format("  {:<24}{}\n", "makespan", format_number(e.table.makespan));
+  out += fmt::format("  {:<24}{}\n", "makespan", text_number(e.table.makespan));
   out += fmt::format("  {:<24}{:.4f}\n", "bubble ratio (global)", e.table.bubble_ratio);
   out += fmt::format("  {:<24}{:.4f}\n", "span bubble ratio", e.table.span_bubble_ratio);
   out += fmt::format("  {:<24}{}\n", "peak activation (M_a)",
-                     format_number(e.table.peak_activation_max()));
+                     text_number(e.table.peak_activation_max()));
   out += "  per device:   busy      idle  peak M_a   at time\n";
   for (std::size_t d = 0; d < e.table.busy.size(); ++d) {
-    out +=
-        fmt::format("    dev {:<6}{:>8}  {:>8}  {:>8}  {:>8}\n", d, format_number(e.table.busy[d]),
-                    format_number(e.table.idle[d]), format_number(e.table.peak_activation[d]),
-                    format_number(e.table.peak_activation_time[d]));
+    out += fmt::format("    dev {:<6}{:>8}  {:>8}  {:>8}  {:>8}\n", d, text_number(e.table.busy[d]),
+                       text_number(e.table.idle[d]), text_number(e.table.peak_activation[d]),
+                       text_number(e.table.peak_activation_time[d]));
   }
   if (e.simulation) {
     const auto& m = *e.simulation;
@@ -304,7 +316,7 @@ std::string to_text(const Evaluation& e) {
                                              : "");
     out += "  per device:   compute s   exposed comm s   idle s   peak GB\n";
     for (std::size_t d = 0; d < m.compute_s.size(); ++d) {
-      out += fmt::format("    dev {:<6}{:>10.4g}  {:>14.4g}  {:>7.4g}  {:>8.4g}{}\n", d,
+      out += fmt::format("    dev {:<6}{:>10.4f}  {:>14.4f}  {:>7.4f}  {:>8.1f}{}\n", d,
                          m.compute_s[d], m.exposed_comm_s[d], m.idle_s[d],
                          m.peak_memory_bytes[d] / 1e9, m.over_capacity[d] ? "  over capacity" : "");
     }

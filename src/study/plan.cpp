@@ -18,12 +18,16 @@ namespace pipetab {
 
 namespace {
 
+// In increasing order, in O(sqrt n) steps (the loop to n hung on `--gpus 2^62`).
 std::vector<std::int64_t> divisors(std::int64_t n) {
-  std::vector<std::int64_t> out;
-  for (std::int64_t d = 1; d <= n; ++d) {
-    if (n % d == 0) out.push_back(d);
+  std::vector<std::int64_t> low, high;
+  for (std::int64_t d = 1; d <= n / d; ++d) {
+    if (n % d != 0) continue;
+    low.push_back(d);
+    if (d != n / d) high.push_back(n / d);
   }
-  return out;
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
 }
 
 // A layout being checked: its place in the enumeration, or why it was not ranked.
@@ -284,8 +288,12 @@ PlanResult plan(const PlanRequest& request) {
                     "a transformer (its shape decides TP, memory and costs)",
                     request.model.name));
   }
-  if (request.gpus < 1)
-    throw ParamError(fmt::format("plan: --gpus {} must be at least 1", request.gpus));
+  // A bound checked before any work: the largest clusters have about 10^5 GPUs, and the search
+  // enumerates the divisors of the count.
+  if (request.gpus < 1 || request.gpus > kMaxPlanGpus) {
+    throw ParamError(
+        fmt::format("plan: --gpus {} must be from 1 to {}", request.gpus, kMaxPlanGpus));
+  }
   if (request.global_batch < 1) {
     throw ParamError(
         fmt::format("plan: --global-batch {} must be at least 1", request.global_batch));

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <stdexcept>
+#include <tuple>
 
 #include "../io/toml_reader.hpp"
 #include <fmt/format.h>
@@ -161,6 +163,24 @@ class StudyParser {
     if (const auto* n = g.get("latency_scale")) s.latency_scale = scales(*n, "grid.latency_scale");
     if (const auto* n = g.get("collective_scale"))
       s.collective_scale = scales(*n, "grid.collective_scale");
+    // Pipeline depths and microbatch counts have no default: a study that left them out used to
+    // run S = 4, M = 8 without a word (issue 14). A table file brings its own.
+    for (std::size_t i = 0; i < s.schedules.size(); ++i) {
+      const auto& entry = s.schedules[i];
+      if (entry.name.empty()) continue;
+      for (const auto& [key, own, grid] :
+           {std::tuple{"devices", &entry.devices, &s.devices},
+            std::tuple{"microbatches", &entry.microbatches, &s.microbatches}}) {
+        if (own->empty() && grid->empty()) {
+          r_.fail(g.source(), fmt::format("grid.{}", key),
+                  fmt::format("missing: say which {} to run (e.g. {} = [4, 8]), in the grid or "
+                              "in the entry of schedule '{}'",
+                              std::string_view(key) == "devices" ? "pipeline depths S"
+                                                                 : "microbatch counts M",
+                              key, entry.name));
+        }
+      }
+    }
   }
 
   StudySchedule schedule(const toml::node& node, const std::string& path) {
@@ -379,8 +399,8 @@ Study load_study(const std::string& path) {
   return parse_study(io::read_file(path), path);
 }
 
-std::vector<Configuration> expand(const Study& study) {
-  // Count first, so that an oversized grid is refused before it is built.
+ConfigurationSpace::ConfigurationSpace(const Study& study) : simulate_(study.simulate) {
+  // Count first, so that an oversized grid is refused before anything is built.
   double total = 0.0;
   auto size = [](const auto& own, const auto& grid) {
     return static_cast<double>(own.empty() ? std::max<std::size_t>(grid.size(), 1) : own.size());
@@ -421,60 +441,89 @@ std::vector<Configuration> expand(const Study& study) {
     if (out.empty()) out.emplace_back(std::nullopt);
     return out;
   };
-  std::vector<Configuration> out;
-  out.reserve(static_cast<std::size_t>(total));
-  const std::vector<std::string> none{""};
-  const std::vector<double> one{1.0};
-  const auto& systems = study.simulate ? study.systems : none;
-  const auto& models = study.simulate ? study.models : none;
-  const auto& bandwidth = study.simulate ? study.bandwidth_scale : one;
-  const auto& latency = study.simulate ? study.latency_scale : one;
-  const auto& collective = study.simulate ? study.collective_scale : one;
-  for (std::size_t k = 0; k < study.schedules.size(); ++k) {
-    const auto& entry = study.schedules[k];
+  if (study.simulate) {
+    systems_ = static_cast<std::int32_t>(study.systems.size());
+    models_ = static_cast<std::int32_t>(study.models.size());
+    bandwidth_ = study.bandwidth_scale;
+    latency_ = study.latency_scale;
+    collective_ = study.collective_scale;
+  } else {
+    bandwidth_ = latency_ = collective_ = {1.0};
+  }
+  costs_ = static_cast<std::int32_t>(study.costs.size());
+  const auto network_count =
+      std::int64_t{systems_} * models_ *
+      static_cast<std::int64_t>(bandwidth_.size() * latency_.size() * collective_.size()) * costs_;
+  for (const auto& entry : study.schedules) {
+    Block block;
     const bool file = !entry.table.empty();
     const ScheduleInfo* info = file ? nullptr : &find_schedule(entry.name);
-    const std::vector<std::int64_t> sized{0};
-    const auto& devices = file ? sized : entry.devices.empty() ? study.devices : entry.devices;
-    const auto& microbatches = file                         ? sized
-                               : entry.microbatches.empty() ? study.microbatches
-                                                            : entry.microbatches;
-    const auto chunks = optional_axis(info && info->default_chunks > 0, entry.chunks, study.chunks);
-    const auto waves = optional_axis(info && info->default_waves > 0, entry.waves, study.waves);
-    const auto variants =
-        optional_axis(info && !info->variants.empty(), entry.variants, study.variants);
-    const auto splits =
-        optional_axis(info && !info->default_split.empty(), entry.splits, study.splits);
-    for (std::size_t sys = 0; sys < systems.size(); ++sys)
-      for (std::size_t mod = 0; mod < models.size(); ++mod)
-        for (const double bw : bandwidth)
-          for (const double lat : latency)
-            for (const double coll : collective)
-              for (std::size_t c = 0; c < study.costs.size(); ++c)
-                for (const auto S : devices)
-                  for (const auto& v : chunks)
-                    for (const auto& w : waves)
-                      for (const auto& variant : variants)
-                        for (const auto& split : splits)
-                          for (const auto M : microbatches) {
-                            Configuration cfg;
-                            cfg.index = static_cast<std::int64_t>(out.size());
-                            cfg.schedule = static_cast<std::int32_t>(k);
-                            cfg.devices = S;
-                            cfg.microbatches = M;
-                            cfg.chunks = v;
-                            cfg.waves = w;
-                            cfg.variant = variant;
-                            cfg.split = split;
-                            cfg.costs = static_cast<std::int32_t>(c);
-                            cfg.system = study.simulate ? static_cast<std::int32_t>(sys) : -1;
-                            cfg.model = study.simulate ? static_cast<std::int32_t>(mod) : -1;
-                            cfg.bandwidth_scale = bw;
-                            cfg.latency_scale = lat;
-                            cfg.collective_scale = coll;
-                            out.push_back(std::move(cfg));
-                          }
+    if (file) {
+      block.devices = block.microbatches = {0};
+    } else {
+      block.devices = entry.devices.empty() ? study.devices : entry.devices;
+      block.microbatches = entry.microbatches.empty() ? study.microbatches : entry.microbatches;
+    }
+    block.chunks = optional_axis(info && info->default_chunks > 0, entry.chunks, study.chunks);
+    block.waves = optional_axis(info && info->default_waves > 0, entry.waves, study.waves);
+    block.variants = optional_axis(info && !info->variants.empty(), entry.variants, study.variants);
+    block.splits = optional_axis(info && !info->default_split.empty(), entry.splits, study.splits);
+    block.first = total_;
+    // Exact: every factor is at most kMaxConfigurations once the bound above holds.
+    block.count = network_count * static_cast<std::int64_t>(block.devices.size()) *
+                  static_cast<std::int64_t>(block.chunks.size() * block.waves.size() *
+                                            block.variants.size() * block.splits.size()) *
+                  static_cast<std::int64_t>(block.microbatches.size());
+    total_ += block.count;
+    blocks_.push_back(std::move(block));
   }
+}
+
+Configuration ConfigurationSpace::operator[](std::size_t index) const {
+  const auto i = static_cast<std::int64_t>(index);
+  if (i < 0 || i >= total_) {
+    throw std::out_of_range(
+        fmt::format("configuration {} of a study of {}", index, static_cast<std::size_t>(total_)));
+  }
+  // The block holding `index`: the last whose first index is at most it (a block with no
+  // configurations shares its first index with the next one, so it is never the last).
+  const auto block = std::upper_bound(blocks_.begin(), blocks_.end(), i,
+                                      [](std::int64_t x, const Block& b) { return x < b.first; }) -
+                     1;
+  const Block& b = *block;
+  // Mixed radix, the last axis varying fastest (the order of the nested loops of expand()).
+  auto rest = static_cast<std::size_t>(i - b.first);
+  const auto digit = [&rest](std::size_t radix) {
+    const auto d = rest % radix;
+    rest /= radix;
+    return d;
+  };
+  Configuration cfg;
+  cfg.index = i;
+  cfg.schedule = static_cast<std::int32_t>(block - blocks_.begin());
+  cfg.microbatches = b.microbatches[digit(b.microbatches.size())];
+  cfg.split = b.splits[digit(b.splits.size())];
+  cfg.variant = b.variants[digit(b.variants.size())];
+  cfg.waves = b.waves[digit(b.waves.size())];
+  cfg.chunks = b.chunks[digit(b.chunks.size())];
+  cfg.devices = b.devices[digit(b.devices.size())];
+  cfg.costs = static_cast<std::int32_t>(digit(static_cast<std::size_t>(costs_)));
+  cfg.collective_scale = collective_[digit(collective_.size())];
+  cfg.latency_scale = latency_[digit(latency_.size())];
+  cfg.bandwidth_scale = bandwidth_[digit(bandwidth_.size())];
+  const auto model = static_cast<std::int32_t>(digit(static_cast<std::size_t>(models_)));
+  const auto system = static_cast<std::int32_t>(digit(static_cast<std::size_t>(systems_)));
+  cfg.model = simulate_ ? model : -1;
+  cfg.system = simulate_ ? system : -1;
+  return cfg;
+}
+
+std::vector<Configuration> expand(const Study& study) {
+  const ConfigurationSpace space(study);
+  std::vector<Configuration> out;
+  out.reserve(space.size());
+  for (std::size_t i = 0; i < space.size(); ++i)
+    out.push_back(space[i]);
   return out;
 }
 

@@ -52,7 +52,7 @@ std::vector<std::string> sweep_columns() {
 }
 
 SweepPlan::SweepPlan(Study study) : study_(std::move(study)) {
-  configurations_ = expand(study_);
+  configurations_ = ConfigurationSpace(study_);
   const auto all = sweep_columns();
   auto pick = [&](const std::string& name) {
     const auto at = std::find(all.begin(), all.end(), name);

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "pipetab/error.hpp"
+#include "pipetab/numeric.hpp"
 #include "pipetab/schedules/registry.hpp"
 #include "pipetab/schedules/zero_bubble.hpp"
 #include "pipetab/sim/graph.hpp"
@@ -48,6 +49,7 @@ class Search {
  private:
   // Simulates a table and keeps it unless an equal table already ran.
   void consider(std::string name, bool builtin, ScheduleTable table) {
+    if (r_.progress) r_.progress(out_.generated);
     ++out_.generated;
     if (r_.runnable_by) {
       const auto schedule = std::string_view(name).substr(0, name.find(' '));
@@ -133,7 +135,7 @@ class Search {
     const double estimate = problem.comm;
     std::int32_t max_cap = std::min(r_.microbatches, 3 * r_.devices);
     if (r_.limit.unit == MemoryLimit::Unit::Activations) {
-      max_cap = std::min(max_cap, static_cast<std::int32_t>(std::floor(r_.limit.value + 1e-9)));
+      max_cap = std::min(max_cap, floor_to<std::int32_t>(r_.limit.value + 1e-9));
     }
     std::vector<double> delays = {0.0};
     if (estimate > 0) delays.insert(delays.end(), {estimate, 2 * estimate});
@@ -227,9 +229,18 @@ MemoryLimit parse_memory_limit(const std::string& text) {
   char* end = nullptr;
   const double number = std::strtod(begin, &end);
   if (end == begin || !std::isfinite(number) || number <= 0) return fail();
+  // 1e300GB used to be called "not positive": name the real fault, a number too large.
+  const auto too_large = [&text](double largest, const char* unit) -> MemoryLimit {
+    throw ParamError(
+        fmt::format("--memory-limit {}: too large (at most {:g} {})", text, largest, unit));
+  };
   std::string unit(end);
   unit.erase(0, unit.find_first_not_of(' '));
+  // Limits beyond every device's memory mean "no limit"; anything up to these is accepted and
+  // anything above is an error rather than an infinity: 2^31 M_a, and 1 EB (10^18 bytes).
+  constexpr double kMaxActivations = 2147483648.0, kMaxBytes = 1e18;
   if (unit.empty() || unit == "Ma" || unit == "M_a") {
+    if (!(number <= kMaxActivations)) return too_large(kMaxActivations, "M_a");
     return {MemoryLimit::Unit::Activations, number};
   }
   struct Suffix {
@@ -247,7 +258,10 @@ MemoryLimit parse_memory_limit(const std::string& text) {
                                   {"GiB", 1073741824.0},
                                   {"TiB", 1099511627776.0}};
   for (const auto& s : kSuffixes) {
-    if (unit == s.name) return {MemoryLimit::Unit::Bytes, number * s.scale};
+    if (unit == s.name) {
+      if (!(number * s.scale <= kMaxBytes)) return too_large(kMaxBytes / s.scale, s.name);
+      return {MemoryLimit::Unit::Bytes, number * s.scale};
+    }
   }
   return fail();
 }

@@ -1,5 +1,5 @@
 // Private to table/: runs every device's ops in table order, each as soon as its dependencies
-// (DESIGN.md §3) have finished. One traversal serves the deadlock check (validate), the unit
+// (docs/design.md §3) have finished. One traversal serves the deadlock check (validate), the unit
 // slot grid and the idealized timing. O(ops + microbatches·stages): each device is woken only
 // by the completion of the pass it waits for.
 #pragma once

@@ -142,6 +142,21 @@ class Checker {
         return;
       }
     }
+    // A pipeline without microbatches still holds weights and changes memory and runtime, and
+    // the CSV reader (which infers pipelines from the microbatches) cannot express it: both
+    // readers refuse it, so that a table means the same in either format (issue 14).
+    std::vector<bool> carries(static_cast<std::size_t>(t.placement.pipelines), false);
+    for (const auto p : t.pipeline_of)
+      carries[static_cast<std::size_t>(p)] = true;
+    for (std::int32_t p = 0; p < t.placement.pipelines; ++p) {
+      if (!carries[static_cast<std::size_t>(p)]) {
+        add(
+            fmt::format("pipeline {} carries no microbatch: every declared pipeline needs at "
+                        "least one",
+                        p));
+        return;
+      }
+    }
     check_stage_layers(cells);
     if (!t.slots.empty()) check_slots();
   }

@@ -1,4 +1,4 @@
-// Matrix-multiply efficiency by shape (DESIGN.md §5 `cost/`): what fraction of the device's
+// Matrix-multiply efficiency by shape (docs/design.md §5 `cost/`): what fraction of the device's
 // peak a GEMM of a given shape achieves.
 #pragma once
 

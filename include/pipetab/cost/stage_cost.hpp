@@ -1,4 +1,4 @@
-// The workload on a machine (DESIGN.md §5 `cost/`): operator → time (a roofline with the
+// The workload on a machine (docs/design.md §5 `cost/`): operator → time (a roofline with the
 // GEMM efficiency of cost/gemm.hpp, memory-bound operators at the achieved HBM bandwidth, a
 // launch overhead per kernel), tensor-parallel collectives on the intra-node links, and the
 // per-stage times of the forward, input-gradient and weight-gradient passes that the

@@ -1,4 +1,4 @@
-// The formula level (DESIGN.md §2): closed forms of a schedule's makespan, bubble ratio and
+// The formula level (docs/design.md §2): closed forms of a schedule's makespan, bubble ratio and
 // activation peaks, from its parameters and op costs alone. O(S).
 #pragma once
 

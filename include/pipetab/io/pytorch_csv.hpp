@@ -4,6 +4,8 @@
 // actions, no idle cells), as PyTorch's `_load_csv` formats "compute_only" / "compute_comms".
 #pragma once
 
+#include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,7 +29,18 @@ ScheduleTable read_pytorch_csv(std::string_view text, const std::string& file);
 /// (compute+comms). Otherwise, without explicit slots, the ops are laid on the lock-step grid
 /// (timing.hpp unit_slots) so that columns line up as in PyTorch's tables. CSV carries orders
 /// and placement, not stage sizes. Precondition: validate(table).ok().
+/// A compute-only grid larger than kMaxCsvGridCells cells (the sum over rows of the last slot
+/// + 1) throws Error naming the size, before anything is written: the lock-step grid of a
+/// table with a long fill-drain, such as 1F1B at M = 1, grows with S² while its ops grow with S.
 std::string write_pytorch_csv(const ScheduleTable& table);
+/// The same, streamed to `out` a line at a time (memory independent of the output's size).
+void write_pytorch_csv(std::ostream& out, const ScheduleTable& table);
+
+/// The most cells a compute-only CSV's grid may have: as many as the ops a table may hold.
+inline constexpr std::int64_t kMaxCsvGridCells = kMaxOps;
+/// The cells write_pytorch_csv would write (0 for a table with a communication order, which is
+/// written as lists, proportional to its actions).
+std::int64_t pytorch_csv_grid_cells(const ScheduleTable& table);
 
 /// Writes the compute+comms format: the table's own communication order, or the one PyTorch's
 /// lowering gives it (pytorch_send_recv). Precondition: validate(table).ok().

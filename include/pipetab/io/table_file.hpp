@@ -40,7 +40,10 @@ std::string format_table(const ScheduleTable& table, TableFormat format,
 /// Reads a whole file. Throws Error naming the file and the system's reason on failure.
 std::string read_file(const std::string& path);
 
-/// Writes a whole file. Throws Error naming the file and the system's reason on failure.
+/// Writes a whole file atomically: into a temporary file in the same folder, renamed over `path`
+/// at the end (keeping the old file's permissions; a link is followed), so that readers never
+/// see a partial file and a failure leaves the old one. Devices, FIFOs and terminals are written
+/// in place. Throws Error naming the file and the system's reason on failure.
 void write_file(const std::string& path, std::string_view text);
 
 }  // namespace pipetab::io

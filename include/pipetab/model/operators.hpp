@@ -1,4 +1,4 @@
-// The operators of a transformer stage, per pass (DESIGN.md §5 `model/`): what each kernel
+// The operators of a transformer stage, per pass (docs/design.md §5 `model/`): what each kernel
 // computes and moves, machine-free. The cost layer (cost/) turns them into time on a device.
 //
 // Layout: Megatron-LM's tensor parallelism (Shoeybi et al. 2019; Narayanan et al. SC'21):

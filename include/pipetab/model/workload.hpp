@@ -1,5 +1,5 @@
-// The workload model (DESIGN.md §5 `model/`): what one microbatch asks of each pipeline stage —
-// its operators (operators.hpp), the message at a stage boundary, the activations it holds, and
+// The workload model (docs/design.md §5 `model/`): what one microbatch asks of each pipeline stage
+// — its operators (operators.hpp), the message at a stage boundary, the activations it holds, and
 // the parameters, gradients and optimizer state the stage keeps. Machine-free: cost/ turns it
 // into time. Facts: reference schedules.md §12–§14.
 #pragma once

@@ -1,4 +1,4 @@
-// Several schedules on the same S and M, ranked at each level (DESIGN.md §2): the point of the
+// Several schedules on the same S and M, ranked at each level (docs/design.md §2): the point of the
 // tool is to show where a ranking changes between levels.
 #pragma once
 

@@ -1,4 +1,4 @@
-// One schedule evaluated at every level (DESIGN.md §2): formula, table and, when asked for,
+// One schedule evaluated at every level (docs/design.md §2): formula, table and, when asked for,
 // simulation.
 #pragma once
 
@@ -16,7 +16,7 @@
 
 namespace pipetab {
 
-/// The parameters reported with an evaluation (DESIGN.md §7 "params").
+/// The parameters reported with an evaluation (docs/design.md §7.1 "params").
 struct ScheduleShape {
   std::int32_t devices = 0;
   std::int32_t stages = 0;

@@ -1,5 +1,5 @@
 // The schedule drawn as the paper draws it: one row per device, one column per time unit, a
-// cell per op labelled by kind and microbatch (DESIGN.md §1 `pipetab show`).
+// cell per op labelled by kind and microbatch (docs/design.md §1 `pipetab show`).
 #pragma once
 
 #include <string>
@@ -12,6 +12,10 @@ namespace pipetab {
 struct GridOptions {
   bool color = false;                ///< ANSI colours by kind (background) and chunk (shade)
   std::int64_t max_columns = 50000;  ///< refuse wider grids (use CSV/JSON export instead)
+  /// Fold the grid into blocks of whole time columns, each line at most this many characters
+  /// (not counting colour codes), one block under the other with its own time axis; an op cut by
+  /// a fold continues in the next block with '-' and no label. 0: one block, however wide.
+  std::int64_t fold_width = 0;
 };
 
 /// Renders the grid under `timing`. The column unit is the largest time that divides every op

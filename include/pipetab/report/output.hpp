@@ -1,4 +1,4 @@
-// Machine- and human-readable renderings of evaluations (DESIGN.md §7 is the JSON contract).
+// Machine- and human-readable renderings of evaluations (docs/design.md §7 is the JSON contract).
 #pragma once
 
 #include <string>

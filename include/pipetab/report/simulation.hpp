@@ -1,5 +1,5 @@
 // The simulation level of an evaluation: a table run over a modelled cluster, summarized for
-// reports (DESIGN.md §6, §7 "simulation").
+// reports (docs/design.md §6, §7.1 "simulation").
 #pragma once
 
 #include <cstdint>
@@ -85,8 +85,8 @@ struct Simulation {
   SimulationMetrics metrics;
 };
 
-/// The simulation section of an evaluation (DESIGN.md §7 "simulation"): the metrics, per-device
-/// values as arrays indexed by device.
+/// The simulation section of an evaluation (docs/design.md §7.1 "simulation"): the metrics,
+/// per-device values as arrays indexed by device.
 nlohmann::json to_json(const SimulationMetrics& metrics);
 
 /// Everything `pipetab simulate` reports: the simulation section plus the links that carried

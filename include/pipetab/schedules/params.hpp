@@ -7,7 +7,7 @@
 
 namespace pipetab {
 
-/// Parameters as given (DESIGN.md §7 common flags). Unset optionals take the schedule's
+/// Parameters as given (docs/design.md §7.3 common flags). Unset optionals take the schedule's
 /// default; setting one the schedule does not take is an error. Sizes are 64-bit so that
 /// oversized requests are rejected with a message instead of wrapping.
 struct ScheduleParams {

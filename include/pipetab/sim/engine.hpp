@@ -1,4 +1,4 @@
-// The discrete-event engine (DESIGN.md §6): runs an execution graph over a network.
+// The discrete-event engine (docs/design.md §6): runs an execution graph over a network.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The execution graph (DESIGN.md §6): a table lowered to compute nodes, transfers for every
+// The execution graph (docs/design.md §6): a table lowered to compute nodes, transfers for every
 // cross-device dependency, collectives decomposed into ring steps over the same links, and the
 // end of the iteration (gradient reductions, synchronisation, optimizer step).
 #pragma once
@@ -43,7 +43,7 @@ constexpr bool is_pipeline(TransferKind kind) {
   return kind == TransferKind::Activation || kind == TransferKind::Gradient;
 }
 
-/// How a runtime waits on pipeline transfers (DESIGN.md §6).
+/// How a runtime waits on pipeline transfers (docs/design.md §6).
 enum class Runtime : std::uint8_t {
   /// Fully asynchronous: a transfer starts when its producer ends; only its consumer waits.
   Async,
@@ -90,7 +90,7 @@ struct IterationOptions {
 /// How a table is lowered.
 struct LoweringOptions {
   /// Per-kind op costs in seconds per device share; when set they replace the workload's
-  /// compute times (DESIGN.md §7 `--costs` at the simulation level), and the optimizer step,
+  /// compute times (docs/design.md §2 `--costs` at the simulation level), and the optimizer step,
   /// which has no time on that scale, is left out.
   std::optional<Costs> costs;
   /// Data-parallel replicas of the whole pipeline (--dp). Each replica runs the same schedule;

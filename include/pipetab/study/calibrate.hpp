@@ -1,4 +1,4 @@
-// Calibration (DESIGN.md §5 `cost/`, run here because it evaluates many predictions): a
+// Calibration (docs/design.md §5 `cost/`, run here because it evaluates many predictions): a
 // device's efficiency parameters fitted to measured runs, written as a system file the other
 // commands take. See docs/accuracy.md for the workflow.
 #pragma once

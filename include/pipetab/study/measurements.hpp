@@ -1,4 +1,4 @@
-// Measured runs (DESIGN.md §5 `study/`): published or a user's own timings of real training,
+// Measured runs (docs/design.md §5 `study/`): published or a user's own timings of real training,
 // with the configuration each was measured on — the ground truth `pipetab accuracy` compares
 // predictions with and `pipetab calibrate` fits a device's efficiencies to.
 #pragma once

@@ -18,6 +18,9 @@
 
 namespace pipetab {
 
+/// The most GPUs `plan` lays out (2^24: two orders of magnitude above the largest clusters).
+inline constexpr std::int64_t kMaxPlanGpus = std::int64_t{1} << 24;
+
 /// The values each dimension of the search takes. Empty lists take the defaults described.
 struct PlanSpace {
   /// Default: the divisors of the node size (tensor parallelism stays inside a node).

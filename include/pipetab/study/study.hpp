@@ -31,7 +31,8 @@ struct Study {
   std::string file;  ///< where it was read from (for messages); empty when built in code
   std::string name;
   std::vector<StudySchedule> schedules;
-  std::vector<std::int64_t> devices{4}, microbatches{8};
+  /// Pipeline depths and microbatch counts; required for named schedules (no default).
+  std::vector<std::int64_t> devices, microbatches;
   /// Applied to the schedules that take them; empty: each schedule's default.
   std::vector<std::int64_t> chunks, waves;
   std::vector<std::string> variants, splits;
@@ -74,7 +75,38 @@ struct Configuration {
 
 /// The study's configurations, in order: schedule (as listed), system, model, bandwidth scale,
 /// latency scale, collective scale, costs, devices, chunks, waves, variant, split, microbatches
-/// (the last varies fastest). Throws Error when there are more than kMaxConfigurations.
+/// (the last varies fastest), each computed from its index on demand (mixed radix over the
+/// axes), so that a sweep holds none of them: memory does not grow with the grid (2^26
+/// configurations built up front took ~12 GB before the first row). Holds copies of the axes,
+/// so it outlives the Study it was built from.
+class ConfigurationSpace {
+ public:
+  ConfigurationSpace() = default;
+  /// Throws Error when there are more than kMaxConfigurations.
+  explicit ConfigurationSpace(const Study& study);
+
+  std::size_t size() const noexcept { return static_cast<std::size_t>(total_); }
+  /// Configuration `index` (< size()) of the order above.
+  Configuration operator[](std::size_t index) const;
+
+ private:
+  // One study schedule: its first index, its count and its own axes (a table file has one
+  // devices and microbatches value, 0; an option the schedule does not take, one unset value).
+  struct Block {
+    std::int64_t first = 0, count = 0;
+    std::vector<std::int64_t> devices, microbatches;
+    std::vector<std::optional<std::int64_t>> chunks, waves;
+    std::vector<std::optional<std::string>> variants, splits;
+  };
+  std::vector<Block> blocks_;
+  std::int64_t total_ = 0;
+  bool simulate_ = true;
+  std::int32_t systems_ = 1, models_ = 1, costs_ = 1;
+  std::vector<double> bandwidth_, latency_, collective_;
+};
+
+/// All of ConfigurationSpace(study), materialized (for small studies and tests; a sweep uses
+/// the space). Throws Error when there are more than kMaxConfigurations.
 std::vector<Configuration> expand(const Study& study);
 
 }  // namespace pipetab

@@ -38,7 +38,8 @@ class SweepPlan {
   explicit SweepPlan(Study study);
 
   const Study& study() const noexcept { return study_; }
-  const std::vector<Configuration>& configurations() const noexcept { return configurations_; }
+  /// The configurations, each computed from its index on demand (none is held).
+  const ConfigurationSpace& configurations() const noexcept { return configurations_; }
   /// index, status and reason, then the study's `record` columns (all when it has none).
   const std::vector<std::string>& columns() const noexcept { return columns_; }
 
@@ -54,7 +55,7 @@ class SweepPlan {
 
  private:
   Study study_;
-  std::vector<Configuration> configurations_;
+  ConfigurationSpace configurations_;
   std::vector<std::string> columns_;
   std::vector<std::size_t> picked_;  ///< for each column, its position in sweep_columns()
   std::vector<SystemConfig> systems_;

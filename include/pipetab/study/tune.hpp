@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +47,9 @@ struct TuneRequest {
   /// Keep only candidates this real runtime can run (runtime_refuses); the others are listed
   /// in `skipped`. Unset: every candidate.
   std::optional<Runtime> runnable_by;
+  /// Called on the calling thread before each table is considered, with the count built so far;
+  /// it may throw to stop the search (the Python module checks for Ctrl-C here). Unset: none.
+  std::function<void(std::int64_t generated)> progress;
 };
 
 /// One schedule the search simulated.

@@ -1,4 +1,4 @@
-// The system model (DESIGN.md §5 `system/`): devices, nodes, links and the routes between
+// The system model (docs/design.md §5 `system/`): devices, nodes, links and the routes between
 // devices that the simulator's network uses.
 #pragma once
 

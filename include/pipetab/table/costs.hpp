@@ -1,4 +1,4 @@
-// Per-kind op costs for the idealized timing (DESIGN.md §7, `--costs`).
+// Per-kind op costs for the idealized timing (docs/design.md §2, `--costs`).
 #pragma once
 
 #include <optional>
@@ -24,7 +24,7 @@ struct Costs {
   friend bool operator==(const Costs&, const Costs&) = default;
 };
 
-/// Parses "F=1,B=2,I=1,W=1[,FB=2.5]". Keys left out are derived (DESIGN.md §7): B = I + W when
+/// Parses "F=1,B=2,I=1,W=1[,FB=2.5]". Keys left out are derived (docs/design.md §2): B = I + W when
 /// I and W are given without B; I = W = B/2 when B is given without I and W; W = B - I (or
 /// I = B - W) when B and one half are given; B, I and W all given must satisfy B = I + W.
 /// Untouched keys keep their defaults (F=1, B=2, I=1, W=1). Values lie in [1e-12, 1e12], so that

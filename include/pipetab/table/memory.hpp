@@ -1,4 +1,4 @@
-// Activation memory of a table (DESIGN.md §4), in units of M_a: one microbatch's activations
+// Activation memory of a table (docs/design.md §4), in units of M_a: one microbatch's activations
 // for one device share (L/S layers). A stage of share x holds x M_a per microbatch in flight.
 #pragma once
 

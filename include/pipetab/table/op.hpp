@@ -1,5 +1,5 @@
 // The cells of a schedule table: one pass of one microbatch through one stage, or an overlapped
-// pair of two such passes executed as one unit (DESIGN.md §3).
+// pair of two such passes executed as one unit (docs/design.md §3).
 #pragma once
 
 #include <array>

@@ -1,5 +1,5 @@
 // A pipeline schedule as a table: for each device, the ordered list of ops it executes
-// (DESIGN.md §3). The order is the schedule; time slots are derived from it by the idealized
+// (docs/design.md §3). The order is the schedule; time slots are derived from it by the idealized
 // timing (timing.hpp).
 #pragma once
 

@@ -1,4 +1,4 @@
-// Idealized timing of a table (the "table level" of DESIGN.md §2): zero communication, each
+// Idealized timing of a table (the "table level" of docs/design.md §2): zero communication, each
 // device runs its ops in order, each op as soon as its dependencies have finished.
 #pragma once
 
@@ -28,7 +28,7 @@ std::vector<double> op_durations(const ScheduleTable& table, const Costs& costs)
 Timing idealized_timing(const ScheduleTable& table, const Costs& costs);
 
 /// Global bubble ratio (reference §0 Def-B): 1 − Σ busy / (devices × makespan). This is the
-/// table's structural bubble ratio and the idle ratio of DESIGN.md §6.
+/// table's structural bubble ratio and the idle ratio of docs/design.md §6.
 double bubble_ratio(const Timing& timing);
 
 /// Per-device-span bubble ratio (reference §0 Def-A, the zero-bubble papers' "bubble rate"):

@@ -1,4 +1,4 @@
-// Validation of a schedule table (DESIGN.md §3). Everything else assumes a valid table.
+// Validation of a schedule table (docs/design.md §3). Everything else assumes a valid table.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +35,7 @@ std::string to_string(const ValidationIssue& issue);
 ///     names, and overlapped pairs hold one F and one B;
 ///  3. completeness: every (microbatch, stage) has exactly one F and exactly one backward
 ///     (a B, or an I and a W);
-///  4. executability: run in order with the dependencies of DESIGN.md §3 without deadlock;
+///  4. executability: run in order with the dependencies of docs/design.md §3 without deadlock;
 ///     a deadlock is reported as the cycle of waiting devices.
 /// Keeps at most `max_issues` issues (all are counted).
 ValidationReport validate(const ScheduleTable& table, std::size_t max_issues = 20);

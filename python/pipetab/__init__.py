@@ -1,0 +1,794 @@
+"""pipetab: evaluate pipeline-parallel training schedules from Python.
+
+The package calls the same C++ library as the ``pipetab`` command (the extension module
+``pipetab._core``). Every result keeps the JSON object the command prints with ``--format json``
+for the same request (``result.to_dict()``), and offers typed accessors: NumPy arrays for
+per-device and per-op values, and ``to_pandas()`` where a table of rows is natural.
+
+Errors in the input raise :class:`pipetab.Error` (a ``ValueError``) with the command's message;
+:class:`ParamError` (impossible parameters) and :class:`ParseError` (a malformed file, with
+``file``, ``line`` and ``column``) are its subclasses. Long calls (simulate, compare, sweep,
+tune, plan) release the GIL, and Ctrl-C stops sweep, tune, plan and compare with
+``KeyboardInterrupt``. See docs/python.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tomllib
+from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _core
+from ._core import Error, ParamError, ParseError
+
+for _error in (Error, ParamError, ParseError):
+    _error.__module__ = __name__  # shown as pipetab.Error in tracebacks
+
+__all__ = [
+    "Error",
+    "ParamError",
+    "ParseError",
+    "Table",
+    "Analysis",
+    "Simulation",
+    "Comparison",
+    "ValidationReport",
+    "SweepResult",
+    "TuneResult",
+    "PlanResult",
+    "list_schedules",
+    "model_presets",
+    "system_presets",
+    "preset",
+    "generate",
+    "load_table",
+    "validate",
+    "analyze",
+    "simulate",
+    "compare",
+    "sweep",
+    "tune",
+    "plan",
+]
+
+# The schedules `pipetab compare` and `sensitivity` run by default (the paper's).
+PAPER_SCHEDULES = ("gpipe", "1f1b", "interleaved", "chimera", "chimera-asym", "hanayo")
+
+
+def _pandas():
+    try:
+        import pandas
+    except ImportError as error:  # pragma: no cover - depends on the machine
+        raise ImportError(
+            "to_pandas() needs pandas: install python3-pandas (Debian) or pip install pandas"
+        ) from error
+    return pandas
+
+
+def _arrays(section: Any) -> Any:
+    """A copy of a JSON section with every list of numbers (per-device values) as a NumPy array."""
+    if isinstance(section, dict):
+        return {key: _arrays(value) for key, value in section.items()}
+    if isinstance(section, list):
+        if section and all(isinstance(v, bool) for v in section):
+            return np.array(section, dtype=bool)
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) or v is None for v in section):
+            return np.array([math.nan if v is None else v for v in section], dtype=float)
+        return [_arrays(v) for v in section]
+    return section
+
+
+# ------------------------------------------------------------------------------------------------
+# Inputs: TOML for model and system dicts, cost strings
+
+
+def _toml_value(value: Any, where: str) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a TOML basic string: JSON's escapes are TOML's
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v, where) for v in value) + "]"
+    raise TypeError(f"{where}: {type(value).__name__} cannot be written to TOML")
+
+
+def _toml(document: Mapping[str, Any], what: str) -> str:
+    """A TOML document with the dict's keys: scalars first, then one [table] per nested dict."""
+    if not isinstance(document, Mapping):
+        raise TypeError(f"{what}: expected a preset name, a file path or a dict")
+    lines: list[str] = []
+
+    def table(prefix: str, mapping: Mapping[str, Any]) -> None:
+        nested = []
+        for key, value in mapping.items():
+            if not isinstance(key, str):
+                raise TypeError(f"{what}: key {key!r} is not a string")
+            name = json.dumps(key)
+            if isinstance(value, Mapping):
+                nested.append((f"{prefix}.{name}" if prefix else name, value))
+            else:
+                lines.append(f"{name} = {_toml_value(value, f'{what}: {key}')}")
+        for path, value in nested:
+            lines.append(f"[{path}]")
+            table(path, value)
+
+    table("", document)
+    return "\n".join(lines) + "\n"
+
+
+def _costs(costs: Union[None, str, Mapping[str, float]]) -> Optional[str]:
+    if costs is None or isinstance(costs, str):
+        return costs
+    if isinstance(costs, Mapping):
+        return ",".join(f"{key}={float(value)!r}" for key, value in costs.items())
+    raise TypeError("costs: expected a string such as 'F=1,B=2' or a dict such as {'F': 1, 'B': 2}")
+
+
+def _sim_args(
+    *,
+    system: Union[str, os.PathLike, Mapping[str, Any]] = "balanced",
+    model: Union[str, os.PathLike, Mapping[str, Any]] = "default",
+    dp: int = 1,
+    contention: bool = True,
+    blocking_send: bool = False,
+    runtime: Optional[str] = None,
+    tp_overlap: str = "backward",
+    optimizer: bool = True,
+    dp_overlap: bool = False,
+    dp_bucket_mb: float = 25.0,
+    distributed_optimizer: bool = False,
+    costs: Union[None, str, Mapping[str, float]] = None,
+    input_grad_frees: float = 0.0,
+) -> _core.SimArgs:
+    args = _core.SimArgs()
+    if isinstance(system, Mapping):
+        args.system_text = _toml(system, "system")
+    else:
+        args.system = os.fspath(system)
+    if isinstance(model, Mapping):
+        args.model_text = _toml(model, "model")
+    else:
+        args.model = os.fspath(model)
+    args.data_parallel = dp
+    args.contention = contention
+    args.blocking_send = blocking_send
+    args.runtime = runtime
+    args.tp_overlap = tp_overlap
+    args.optimizer = optimizer
+    args.dp_overlap = dp_overlap
+    args.dp_bucket_mb = dp_bucket_mb
+    args.distributed_optimizer = distributed_optimizer
+    args.costs = _costs(costs)
+    args.input_grad_frees = input_grad_frees
+    return args
+
+
+# ------------------------------------------------------------------------------------------------
+# Tables
+
+
+class Table:
+    """A schedule table: a generated schedule, a table file, or a table found by tune or plan."""
+
+    def __init__(self, core: _core.Table):
+        self._core = core
+        self._ops: Optional[dict] = None
+
+    name = property(lambda self: self._core.name, doc="schedule name, or the file's path")
+    devices = property(lambda self: self._core.devices)
+    stages = property(lambda self: self._core.stages, doc="stages per pipeline")
+    microbatches = property(lambda self: self._core.microbatches)
+    pipelines = property(lambda self: self._core.pipelines)
+    num_ops = property(lambda self: self._core.num_ops)
+    path = property(lambda self: self._core.path, doc="the file it was read from, or None")
+    has_comms = property(lambda self: self._core.has_comms, doc="holds a communication order")
+
+    @property
+    def params(self) -> Optional[dict]:
+        """The schedule's resolved parameters (as in the JSON reports), or None for a user table."""
+        text = self._core.params_json
+        return None if text is None else json.loads(text)
+
+    def __len__(self) -> int:
+        return self.num_ops
+
+    def __repr__(self) -> str:
+        return (
+            f"<pipetab.Table {self.name!r}: {self.devices} devices, {self.stages} stages, "
+            f"{self.microbatches} microbatches, {self.num_ops} ops>"
+        )
+
+    def same_schedule(self, other: "Table") -> bool:
+        """Same sizes, placement and per-device orders."""
+        return self._core.same_schedule(other._core)
+
+    def ops(self) -> dict:
+        """Per op, in table order (device by device): NumPy arrays ``device``, ``position``,
+        ``kind`` ('F', 'B', 'I', 'W'), ``microbatch``, ``stage``, for an overlapped pair
+        ``pair_kind``/``pair_microbatch``/``pair_stage`` ('' and -1 otherwise), and ``action``
+        (PyTorch's action text, e.g. '0F1')."""
+        if self._ops is None:
+            self._ops = dict(self._core.ops())
+        return {key: value.copy() for key, value in self._ops.items()}
+
+    def timing(self, costs: Union[None, str, Mapping[str, float]] = None) -> dict:
+        """The table level's idealized timing: ``start`` and ``end`` of every op (NumPy)."""
+        start, end = self._core.timing(_costs(costs))
+        return {"start": start, "end": end}
+
+    def to_pandas(self, costs: Union[None, str, Mapping[str, float]] = None):
+        """One row per op with its idealized start and end."""
+        frame = _pandas().DataFrame(self.ops())
+        timing = self.timing(costs)
+        frame["start"] = timing["start"]
+        frame["end"] = timing["end"]
+        return frame
+
+    def export(self, format: str = "json", force: bool = False) -> str:
+        """The table as ``pipetab show --format FORMAT`` writes it: csv, pytorch, pytorch-comms or
+        json. Refuses (Error) what PyTorch cannot run as written unless ``force``."""
+        return self._core.export(format, force)
+
+    def save(self, path: Union[str, os.PathLike], format: Optional[str] = None, force: bool = False) -> None:
+        """Writes the table; the format defaults to json for a .json path and csv otherwise."""
+        path = os.fspath(path)
+        if format is None:
+            format = "json" if path.endswith(".json") else "csv"
+        text = self.export(format, force)
+        with open(path, "w", encoding="utf-8", newline="") as file:
+            file.write(text)
+
+
+def _optional_int(value: Any, name: str) -> Optional[int]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+    return int(value)
+
+
+def _int(value: Any, name: str) -> int:
+    result = _optional_int(value, name)
+    if result is None:
+        raise TypeError(f"{name}: expected an int, got None")
+    return result
+
+
+# The command's default sizes (src/cli/options.hpp kDefaultDevices, kDefaultMicrobatches).
+DEFAULT_DEVICES = 8
+DEFAULT_MICROBATCHES = 8
+
+
+def generate(
+    name: str,
+    devices: int = DEFAULT_DEVICES,
+    microbatches: int = DEFAULT_MICROBATCHES,
+    *,
+    chunks: Optional[int] = None,
+    waves: Optional[int] = None,
+    group_size: Optional[int] = None,
+    variant: Optional[str] = None,
+    split: Optional[str] = None,
+) -> Table:
+    """The table of a registered schedule (see :func:`list_schedules`), as ``pipetab show NAME
+    -S devices -M microbatches [-v chunks] [-W waves] [--group-size G] [--variant V] [--split E:L]``
+    builds it. Raises ParamError for parameters the schedule cannot take."""
+    return Table(
+        _core.generate(
+            name,
+            _int(devices, "devices"),
+            _int(microbatches, "microbatches"),
+            _optional_int(chunks, "chunks"),
+            _optional_int(waves, "waves"),
+            _optional_int(group_size, "group_size"),
+            variant,
+            split,
+        )
+    )
+
+
+def load_table(path: Union[str, os.PathLike], validate: bool = True) -> Table:
+    """Reads a table file (PyTorch CSV or pipetab JSON). With ``validate`` (the default, as the
+    command's ``--table``) an invalid table raises Error naming the first issue's file, line and
+    column."""
+    return Table(_core.load_table(os.fspath(path), bool(validate)))
+
+
+class _Result:
+    """A result: the command's JSON object and accessors."""
+
+    def __init__(self, data: dict):
+        self._data = data
+
+    def to_dict(self) -> dict:
+        """The object ``pipetab ... --format json`` prints for the same request."""
+        return json.loads(json.dumps(self._data))
+
+    def to_json(self, indent: Optional[int] = 2) -> str:
+        return json.dumps(self._data, indent=indent)
+
+    def __repr__(self) -> str:
+        return f"<pipetab.{type(self).__name__}>"
+
+
+class ValidationReport(_Result):
+    """``pipetab validate FILE --format json``."""
+
+    valid = property(lambda self: self._data["valid"])
+    issues = property(lambda self: list(self._data["issues"]))
+    issue_count = property(lambda self: self._data["issue_count"])
+
+    def __bool__(self) -> bool:
+        return self.valid
+
+    def to_pandas(self):
+        return _pandas().DataFrame(
+            self._data["issues"], columns=["location", "device", "position", "op", "message"]
+        )
+
+
+def validate(path: Union[str, os.PathLike], max_issues: int = 50, check: bool = False) -> ValidationReport:
+    """Checks a table file. A file that cannot be read or parsed raises (ParseError with its
+    line and column); an invalid table is reported (``report.valid``, ``report.issues``), and
+    with ``check`` raises Error with the command's message."""
+    path = os.fspath(path)
+    if _int(max_issues, "max_issues") < 0:
+        raise ValueError("max_issues must be >= 0")
+    report = ValidationReport(json.loads(_core.validate_file(path, max_issues)))
+    if check and not report.valid:
+        total = report.issue_count
+        raise Error(f"{path}: invalid table ({total} issue{'' if total == 1 else 's'})")
+    return report
+
+
+# ------------------------------------------------------------------------------------------------
+# Evaluation
+
+
+def _subject(subject: Union[str, os.PathLike, Table], shape: dict) -> Table:
+    if isinstance(subject, Table):
+        given = [key for key, value in shape.items() if value is not None]
+        if given:
+            raise Error(
+                f"{subject.name}: the table sets the sizes; {', '.join(given)} do not apply to it"
+            )
+        return subject
+    if isinstance(subject, os.PathLike):
+        return _subject(load_table(subject), shape)
+    if not isinstance(subject, str):
+        raise TypeError(
+            f"expected a schedule name, a Table or a pathlib.Path, got {type(subject).__name__}"
+        )
+    values = {key: value for key, value in shape.items() if value is not None}
+    values.setdefault("devices", DEFAULT_DEVICES)
+    values.setdefault("microbatches", DEFAULT_MICROBATCHES)
+    return generate(subject, **values)
+
+
+class Analysis(_Result):
+    """One schedule at the formula, table and simulation levels (``pipetab analyze --format
+    json``). Sections are dicts; per-device values in ``table`` and ``simulation`` are NumPy
+    arrays."""
+
+    schedule = property(lambda self: self._data["schedule"])
+    params = property(lambda self: dict(self._data["params"]))
+    costs = property(lambda self: dict(self._data["costs"]))
+    formula = property(lambda self: _arrays(self._data["formula"]))
+    table = property(lambda self: _arrays(self._data["table"]))
+    simulation = property(lambda self: _arrays(self._data["simulation"]))
+
+
+def analyze(
+    subject: Union[str, os.PathLike, Table],
+    devices: Optional[int] = None,
+    microbatches: Optional[int] = None,
+    *,
+    chunks: Optional[int] = None,
+    waves: Optional[int] = None,
+    group_size: Optional[int] = None,
+    variant: Optional[str] = None,
+    split: Optional[str] = None,
+    memory_curves: bool = False,
+    **simulation: Any,
+) -> Analysis:
+    """``pipetab analyze``: a schedule name (generated at devices × microbatches, default 8 × 8),
+    a Table, or a pathlib.Path of a table file. Simulation keywords: system, model (preset name,
+    file path or dict), dp, contention, blocking_send, runtime, tp_overlap, optimizer,
+    dp_overlap, dp_bucket_mb, distributed_optimizer, costs, input_grad_frees."""
+    table = _subject(subject, dict(devices=devices, microbatches=microbatches, chunks=chunks,
+                                   waves=waves, group_size=group_size, variant=variant, split=split))
+    args = _sim_args(**simulation)
+    return Analysis(json.loads(_core.analyze(table._core, args, bool(memory_curves))))
+
+
+class Simulation(_Result):
+    """``pipetab simulate --format json``, with the simulated ``op_start``/``op_end`` of every
+    table op (NumPy, in the table's op order) and the table itself."""
+
+    def __init__(self, data: dict, table: Table, start: np.ndarray, end: np.ndarray):
+        super().__init__(data)
+        self.table = table
+        self.op_start = start
+        self.op_end = end
+
+    runtime_s = property(lambda self: self._data["runtime_s"], doc="the iteration, seconds")
+    links = property(lambda self: list(self._data["links"]))
+    critical_path = property(lambda self: list(self._data["critical_path"]))
+
+    @property
+    def metrics(self) -> dict:
+        """The report's values; per-device ones as NumPy arrays."""
+        return _arrays(self._data)
+
+    def per_device(self) -> dict:
+        """Every per-device value (compute_s, idle_s, peak_memory_bytes, ...) as NumPy arrays."""
+        return {key: value for key, value in self.metrics.items() if isinstance(value, np.ndarray)}
+
+    def to_pandas(self):
+        """One row per table op: the op and its simulated start and end (seconds)."""
+        frame = _pandas().DataFrame(self.table.ops())
+        frame["start"] = self.op_start
+        frame["end"] = self.op_end
+        return frame
+
+
+def simulate(
+    subject: Union[str, os.PathLike, Table],
+    devices: Optional[int] = None,
+    microbatches: Optional[int] = None,
+    *,
+    chunks: Optional[int] = None,
+    waves: Optional[int] = None,
+    group_size: Optional[int] = None,
+    variant: Optional[str] = None,
+    split: Optional[str] = None,
+    **simulation: Any,
+) -> Simulation:
+    """``pipetab simulate``: the subject and keywords of :func:`analyze`."""
+    table = _subject(subject, dict(devices=devices, microbatches=microbatches, chunks=chunks,
+                                   waves=waves, group_size=group_size, variant=variant, split=split))
+    args = _sim_args(**simulation)
+    text, start, end = _core.simulate(table._core, args)
+    return Simulation(json.loads(text), table, start, end)
+
+
+class Comparison(_Result):
+    """``pipetab compare --format json``: one comparison per system."""
+
+    comparisons = property(lambda self: self._data["comparisons"])
+
+    def to_pandas(self):
+        """One row per system and schedule: its parameters, the levels' headline numbers and its
+        ranks."""
+        rows = []
+        for comparison in self._data["comparisons"]:
+            for entry in comparison["schedules"]:
+                simulation = entry.get("simulation") or {}
+                formula = entry.get("formula") or {}
+                row = {
+                    "system": comparison["system"],
+                    "model": comparison["model"],
+                    "schedule": entry["schedule"],
+                    "formula.bubble_ratio": formula.get("bubble_ratio"),
+                    "table.makespan": entry["table"]["makespan"],
+                    "table.bubble_ratio": entry["table"]["bubble_ratio"],
+                    "table.peak_activation_max": max(entry["table"]["peak_activation"], default=None),
+                    "simulation.runtime_s": simulation.get("runtime_s"),
+                    "simulation.idle_ratio": simulation.get("idle_ratio"),
+                }
+                row.update({f"params.{k}": v for k, v in entry["params"].items()})
+                row.update({f"rank.{k}": v for k, v in entry["rank"].items()})
+                rows.append(row)
+        return _pandas().DataFrame(rows)
+
+
+def compare(
+    names: Optional[Sequence[str]] = None,
+    tables: Iterable[Table] = (),
+    devices: int = DEFAULT_DEVICES,
+    microbatches: int = DEFAULT_MICROBATCHES,
+    *,
+    chunks: Optional[int] = None,
+    waves: Optional[int] = None,
+    group_size: Optional[int] = None,
+    variant: Optional[str] = None,
+    split: Optional[str] = None,
+    system: Union[None, str, os.PathLike] = None,
+    **simulation: Any,
+) -> Comparison:
+    """``pipetab compare``: schedules at the same S and M ranked per level, on ``system`` or on
+    the paper's three systems (compute-bound, balanced, network-bound) when it is None. Options a
+    schedule does not take are applied only to those that take them."""
+    if isinstance(names, str):
+        names = [names]
+    tables = list(tables)
+    for table in tables:
+        if not isinstance(table, Table):
+            raise TypeError(f"tables: expected pipetab.Table, got {type(table).__name__}")
+    if names is None:
+        names = [] if tables else list(PAPER_SCHEDULES)
+    args = _sim_args(system=os.fspath(system) if system is not None else "balanced", **simulation)
+    text = _core.compare(
+        list(names),
+        [table._core for table in tables],
+        _int(devices, "devices"),
+        _int(microbatches, "microbatches"),
+        _optional_int(chunks, "chunks"),
+        _optional_int(waves, "waves"),
+        _optional_int(group_size, "group_size"),
+        variant,
+        split,
+        args,
+        system is not None,
+    )
+    return Comparison(json.loads(text))
+
+
+# ------------------------------------------------------------------------------------------------
+# Studies
+
+
+class SweepResult:
+    """The rows of ``pipetab sweep``: ``columns``, ``rows`` (lists of Python values in column
+    order), ``to_csv()`` / ``to_jsonl()`` (the command's output, byte for byte) and
+    ``to_pandas()``."""
+
+    def __init__(self, core: _core.SweepResult):
+        self._core = core
+        self.columns: list[str] = list(core.columns)
+        self.rows: list[list[Any]] = json.loads(core.rows_json())
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def records(self) -> list[dict]:
+        return [dict(zip(self.columns, row)) for row in self.rows]
+
+    def to_csv(self, header: bool = True) -> str:
+        return self._core.csv(header)
+
+    def to_jsonl(self) -> str:
+        return self._core.jsonl()
+
+    def to_pandas(self):
+        return _pandas().DataFrame(self.rows, columns=self.columns)
+
+
+def sweep(
+    study: Union[str, os.PathLike],
+    jobs: Optional[int] = None,
+    shard: Optional[tuple[int, int]] = None,
+    output: Union[None, str, os.PathLike] = None,
+    format: Optional[str] = None,
+) -> SweepResult:
+    """``pipetab sweep STUDY``: every configuration of a study file, on ``jobs`` threads (default:
+    all cores), rows in the study's order. ``shard=(k, n)`` runs slice k of n. With ``output``
+    the rows are also written as the command writes them (CSV, or JSON Lines for .jsonl or
+    ``format='jsonl'``). Ctrl-C stops it (KeyboardInterrupt) after the running rows."""
+    k, n = (1, 1) if shard is None else shard
+    result = SweepResult(
+        _core.sweep(os.fspath(study), _int(jobs or 0, "jobs"), _int(k, "shard"), _int(n, "shard"))
+    )
+    if output is not None:
+        output = os.fspath(output)
+        if format is None:
+            format = "jsonl" if output.endswith((".jsonl", ".ndjson")) else "csv"
+        if format not in ("csv", "jsonl"):
+            raise Error(f"format '{format}': expected csv or jsonl")
+        text = result.to_jsonl() if format == "jsonl" else result.to_csv(header=k == 1)
+        with open(output, "w", encoding="utf-8", newline="") as file:
+            file.write(text)
+    return result
+
+
+class TuneResult(_Result):
+    """``pipetab tune --format json``, with every candidate's table."""
+
+    def __init__(self, data: dict, tables: list):
+        super().__init__(data)
+        self._tables = tables
+
+    best = property(lambda self: self._data["best"])
+    best_builtin = property(lambda self: self._data["best_builtin"])
+    candidates = property(lambda self: list(self._data["candidates"]))
+
+    def table(self, index: int) -> Table:
+        """The table of candidate ``index`` (in ranking order)."""
+        return Table(self._tables[index])
+
+    def best_table(self) -> Optional[Table]:
+        """The best fitting candidate's table (what ``tune -t FILE`` writes), or None."""
+        return self.table(0) if self._data["best"] is not None else None
+
+    def to_pandas(self):
+        return _pandas().DataFrame(self._data["candidates"])
+
+
+def tune(
+    devices: int = DEFAULT_DEVICES,
+    microbatches: int = DEFAULT_MICROBATCHES,
+    memory_limit: Union[None, str, float] = None,
+    *,
+    builtins: bool = True,
+    runnable_by: Optional[str] = None,
+    **simulation: Any,
+) -> TuneResult:
+    """``pipetab tune``: the fastest table under a per-device memory limit ('6', '6Ma' or a number
+    for activations in M_a, '80GB' for total bytes; default S M_a), by simulation. Keywords of
+    :func:`analyze` for the simulation. Unlike the command it does not raise when nothing fits:
+    ``result.best`` is None."""
+    if isinstance(memory_limit, (int, float)) and not isinstance(memory_limit, bool):
+        memory_limit = repr(float(memory_limit))
+    text, tables = _core.tune(
+        _int(devices, "devices"),
+        _int(microbatches, "microbatches"),
+        memory_limit,
+        bool(builtins),
+        runnable_by,
+        _sim_args(**simulation),
+    )
+    return TuneResult(json.loads(text), list(tables))
+
+
+class PlanResult(_Result):
+    """``pipetab plan --format json``, with the ranked layouts' tables."""
+
+    def __init__(self, core: _core.PlanOutcome):
+        super().__init__(json.loads(core.json))
+        self._core = core
+
+    top = property(lambda self: list(self._data["top"]))
+    reference = property(lambda self: self._data.get("reference"))
+
+    def table(self, rank: int = 1) -> Table:
+        """The schedule table of the layout ranked ``rank`` (what ``plan -t FILE`` writes for 1)."""
+        return Table(self._core.table(_int(rank, "rank")))
+
+    def to_pandas(self):
+        rows = []
+        for entry in self._data["top"]:
+            row = {"rank": entry["rank"], "description": entry["description"],
+                   "runtime_s": entry["runtime_s"], "lower_bound_s": entry["lower_bound_s"],
+                   "peak_memory_bytes": entry["peak_memory_bytes"]}
+            row.update(entry["layout"])
+            row.update({f"seconds.{k}": v for k, v in entry["seconds"].items()})
+            rows.append(row)
+        return _pandas().DataFrame(rows)
+
+
+def _both(value: Union[str, bool, None], name: str) -> str:
+    if value is None:
+        return "both"
+    if value is True:
+        return "on"
+    if value is False:
+        return "off"
+    if isinstance(value, str):
+        return value
+    raise TypeError(f"{name}: expected True, False, None (both) or 'both'/'on'/'off'")
+
+
+def _int_list(values: Optional[Iterable[int]], name: str) -> list[int]:
+    if values is None:
+        return []
+    if isinstance(values, (int, np.integer)) and not isinstance(values, bool):
+        return [int(values)]
+    return [_int(v, name) for v in values]
+
+
+def _str_list(values: Optional[Iterable[str]], name: str) -> list[str]:
+    if values is None:
+        return []
+    if isinstance(values, str):
+        return [values]
+    out = list(values)
+    for value in out:
+        if not isinstance(value, str):
+            raise TypeError(f"{name}: expected strings, got {type(value).__name__}")
+    return out
+
+
+def plan(
+    model: Union[str, os.PathLike, Mapping[str, Any]] = "llama2-70b",
+    system: Union[str, os.PathLike, Mapping[str, Any]] = "dgx-h100",
+    gpus: int = 0,
+    global_batch: int = 0,
+    *,
+    seq_len: int = 0,
+    tp: Optional[Iterable[int]] = None,
+    pp: Optional[Iterable[int]] = None,
+    micro_batch: Optional[Iterable[int]] = None,
+    schedules: Optional[Iterable[str]] = None,
+    chunks: Optional[Iterable[int]] = None,
+    recompute: Iterable[str] = ("none", "selective", "full"),
+    sequence_parallel: Union[None, bool, str] = None,
+    distributed_optimizer: Union[None, bool, str] = None,
+    runtime: Optional[str] = None,
+    tp_overlap: Optional[str] = None,
+    dp_overlap: Optional[bool] = None,
+    top: int = 10,
+    memory_reserve: float = 0.05,
+    prune: bool = True,
+    threads: int = 0,
+    shard: Optional[tuple[int, int]] = None,
+    from_run: Optional[str] = None,
+    runs: str = "published-runs",
+    keep_run_options: bool = False,
+    runnable_by: Optional[str] = None,
+) -> PlanResult:
+    """``pipetab plan``: the fastest TP × PP × DP layouts of a model on ``gpus`` GPUs for a global
+    batch, by simulation. Lists restrict a dimension (None: the command's default);
+    sequence_parallel and distributed_optimizer take True, False or None (both)."""
+    args = _core.PlanArgs()
+    if isinstance(model, Mapping):
+        args.model_text = _toml(model, "model")
+    else:
+        args.model = os.fspath(model)
+    if isinstance(system, Mapping):
+        args.system_text = _toml(system, "system")
+    else:
+        args.system = os.fspath(system)
+    args.gpus = _int(gpus, "gpus")
+    args.global_batch = _int(global_batch, "global_batch")
+    args.seq_len = _int(seq_len, "seq_len")
+    args.tp = _int_list(tp, "tp")
+    args.pp = _int_list(pp, "pp")
+    args.micro_batch = _int_list(micro_batch, "micro_batch")
+    args.chunks = _int_list(chunks, "chunks")
+    args.schedules = _str_list(schedules, "schedules")
+    args.recompute = _str_list(recompute, "recompute")
+    args.sequence_parallel = _both(sequence_parallel, "sequence_parallel")
+    args.distributed_optimizer = _both(distributed_optimizer, "distributed_optimizer")
+    args.runtime = runtime
+    args.tp_overlap = tp_overlap
+    args.dp_overlap = dp_overlap
+    args.top = _int(top, "top")
+    args.memory_reserve = memory_reserve
+    args.prune = prune
+    args.threads = _int(threads, "threads")
+    k, n = (1, 1) if shard is None else shard
+    args.shard = _int(k, "shard")
+    args.shards = _int(n, "shard")
+    args.from_run = from_run
+    args.runs = os.fspath(runs)
+    args.keep_run_options = keep_run_options
+    args.runnable_by = runnable_by
+    return PlanResult(_core.plan(args))
+
+
+# ------------------------------------------------------------------------------------------------
+# Lists
+
+
+def list_schedules() -> list[dict]:
+    """The registered schedules (``pipetab list --format json``)."""
+    return json.loads(_core.schedules_json())
+
+
+def model_presets() -> list[str]:
+    return list(_core.model_presets())
+
+
+def system_presets() -> list[str]:
+    return list(_core.system_presets())
+
+
+def preset(kind: str, name: str) -> dict:
+    """A built-in model or system preset as a dict (kind 'model' or 'system'), e.g. to change a
+    value and pass it as ``model=`` or ``system=``."""
+    kinds = {"model": "models", "models": "models", "system": "systems", "systems": "systems"}
+    if kind not in kinds:
+        raise Error(f"preset kind '{kind}': expected model or system")
+    return tomllib.loads(_core.preset(kinds[kind], name))

@@ -1,0 +1,1046 @@
+// pipetab._core: the library on Python values (python/pipetab/__init__.py is the public API).
+//
+// Results are handed over as the JSON text the CLI prints for the same request (the report
+// layer's to_json where the CLI uses it; tune's and plan's objects, which the CLI builds itself,
+// mirrored here and checked against the CLI by python/tests), so that "equals `pipetab ...
+// --format json`" holds by construction; per-op data comes as NumPy arrays. What the CLI does
+// between parsing its flags and calling the library (src/cli/options.cpp, commands.cpp,
+// tune_command.cpp, plan_command.cpp) is mirrored function by function below: the CLI layer is
+// not part of the library, and CLI11 types cannot cross into Python.
+//
+// Long calls release the GIL. Ctrl-C: Python's C signal handler only sets a flag while the GIL
+// is released; the library calls back on the calling (main) thread between units of work (sweep
+// rows, tune candidates, plan blocks, compare rows), and there the GIL is taken at most every
+// 50 ms to run Python's signal handlers (PyErr_CheckSignals). A KeyboardInterrupt stops the run
+// and is raised once the GIL is back.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "pipetab/error.hpp"
+#include "pipetab/io/config.hpp"
+#include "pipetab/io/pytorch_csv.hpp"
+#include "pipetab/io/table_file.hpp"
+#include "pipetab/report/compare.hpp"
+#include "pipetab/report/evaluation.hpp"
+#include "pipetab/report/output.hpp"
+#include "pipetab/report/simulation.hpp"
+#include "pipetab/schedules/registry.hpp"
+#include "pipetab/study/measurements.hpp"
+#include "pipetab/study/plan.hpp"
+#include "pipetab/study/sweep.hpp"
+#include "pipetab/study/tune.hpp"
+#include "pipetab/table/costs.hpp"
+#include "pipetab/table/timing.hpp"
+#include "pipetab/table/validate.hpp"
+
+namespace py = pybind11;
+
+namespace pipetab::python {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Ctrl-C
+
+// Runs Python's signal handlers at most every 50 ms; returns the exception a handler raised.
+class SignalCheck {
+ public:
+  std::optional<py::error_already_set> poll() {
+    const auto now = Clock::now();
+    if (now - last_ < std::chrono::milliseconds(50)) return std::nullopt;
+    last_ = now;
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) return py::error_already_set();
+    return std::nullopt;
+  }
+  // Throws the exception a handler raised (for callers that may unwind the library).
+  void check() {
+    if (auto error = poll()) throw std::move(*error);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point last_ = Clock::now();
+};
+
+// ---------------------------------------------------------------------------------------------
+// Tables
+
+// A table and where it came from: a generated schedule (params set) or a file (file set).
+struct Table {
+  std::string name;  // schedule name, or the file's path as given
+  ScheduleTable table;
+  std::optional<ResolvedParams> params;
+  std::shared_ptr<const io::TableFile> file;
+  io::TableSource source;  // what a JSON export names as its source
+};
+
+nlohmann::json params_json(const ResolvedParams& p) {  // commands.cpp params_json
+  nlohmann::json j = {{"devices", p.devices},
+                      {"microbatches", p.microbatches},
+                      {"chunks", p.chunks},
+                      {"waves", p.waves}};
+  if (!p.variant.empty()) j["variant"] = p.variant;
+  if (p.group_size > 0) j["group_size"] = p.group_size;
+  if (p.split_early != 1 || p.split_late != 1)
+    j["split"] = fmt::format("{}:{}", p.split_early, p.split_late);
+  return j;
+}
+
+// commands.cpp recognize(): a JSON table whose "source" regenerates exactly this table is
+// evaluated as that schedule (its formula level applies).
+void recognize(Table& subject) {
+  if (!subject.file || subject.file->source.schedule.empty()) return;
+  const auto& source = subject.file->source;
+  try {
+    const ScheduleInfo& info = find_schedule(source.schedule);
+    const auto& j = source.params;
+    ScheduleParams p;
+    p.devices = j.at("devices").get<std::int64_t>();
+    p.microbatches = j.at("microbatches").get<std::int64_t>();
+    if (info.default_chunks > 0 && j.contains("chunks")) p.chunks = j["chunks"].get<std::int64_t>();
+    if (info.default_waves > 0 && j.contains("waves")) p.waves = j["waves"].get<std::int64_t>();
+    if (j.contains("variant")) p.variant = j["variant"].get<std::string>();
+    if (info.takes_group_size && j.contains("group_size"))
+      p.group_size = j["group_size"].get<std::int64_t>();
+    if (j.contains("split")) p.split = j["split"].get<std::string>();
+    const auto& t = subject.table;
+    if (p.devices != t.devices || p.microbatches != t.microbatches) return;
+    const double ops = 2.0 * static_cast<double>(t.devices) * static_cast<double>(t.microbatches) *
+                       static_cast<double>(p.chunks.value_or(1)) *
+                       static_cast<double>(p.waves.value_or(1));
+    if (ops > 2.0 * static_cast<double>(t.ops.size())) return;
+    auto params = resolve(info, p);
+    if (info.generate(params).same_schedule(t)) subject.params = std::move(params);
+  } catch (const std::exception&) {
+    // Not a recognizable generated table: evaluated as a user table.
+  }
+}
+
+std::shared_ptr<Table> generated(const std::string& name, const ScheduleParams& params) {
+  const ScheduleInfo& info = find_schedule(name);
+  auto t = std::make_shared<Table>();
+  t->name = name;
+  t->params = resolve(info, params);
+  t->table = info.generate(*t->params);
+  t->source = {t->params->schedule, params_json(*t->params)};
+  return t;
+}
+
+std::shared_ptr<Table> generate_table(const std::string& name, std::int64_t devices,
+                                      std::int64_t microbatches, std::optional<std::int64_t> chunks,
+                                      std::optional<std::int64_t> waves,
+                                      std::optional<std::int64_t> group_size,
+                                      std::optional<std::string> variant,
+                                      std::optional<std::string> split) {
+  ScheduleParams p;
+  p.devices = devices;
+  p.microbatches = microbatches;
+  p.chunks = chunks;
+  p.waves = waves;
+  p.group_size = group_size;
+  p.variant = std::move(variant);
+  p.split = std::move(split);
+  py::gil_scoped_release release;
+  return generated(name, p);
+}
+
+// options.cpp require_valid_file.
+void require_valid_file(const io::TableFile& file) {
+  const auto report = validate(file.table, 1);
+  if (report.ok()) return;
+  const auto& issue = report.issues.front();
+  throw Error(fmt::format(
+      "{}: invalid table: {}{}", io::issue_location(file, issue), to_string(issue),
+      report.total > 1 ? fmt::format(" (and {} more; see pipetab validate)", report.total - 1)
+                       : std::string()));
+}
+
+std::shared_ptr<Table> load_table(const std::string& path, bool check) {
+  py::gil_scoped_release release;
+  auto file = std::make_shared<io::TableFile>(io::load_table(path));
+  if (check) require_valid_file(*file);
+  auto t = std::make_shared<Table>();
+  t->name = path;
+  t->table = file->table;
+  t->source = file->source;
+  t->file = std::move(file);
+  recognize(*t);
+  return t;
+}
+
+// `pipetab validate FILE --format json` (without its trailing newline).
+std::string validate_file(const std::string& path, std::size_t max_issues) {
+  py::gil_scoped_release release;
+  const auto file = io::load_table(path);
+  const auto report = validate(file.table, max_issues);
+  const auto& t = file.table;
+  nlohmann::json issues = nlohmann::json::array();
+  for (const auto& issue : report.issues) {
+    issues.push_back({{"location", io::issue_location(file, issue)},
+                      {"device", issue.device},
+                      {"position", issue.position},
+                      {"op", issue.op},
+                      {"message", issue.message}});
+  }
+  return nlohmann::json{{"file", path},
+                        {"format", io::to_string(file.format)},
+                        {"valid", report.ok()},
+                        {"devices", t.devices},
+                        {"stages", t.stages},
+                        {"microbatches", t.microbatches},
+                        {"pipelines", t.pipelines()},
+                        {"ops", t.ops.size()},
+                        {"issue_count", report.total},
+                        {"issues", issues}}
+      .dump(2);
+}
+
+// commands.cpp export_table; the notes the CLI writes on stderr become Python warnings.
+std::string export_table(const Table& t, const std::string& format, bool force) {
+  const auto& formats = {"csv", "pytorch", "pytorch-comms", "json"};
+  if (std::find(formats.begin(), formats.end(), format) == formats.end()) {
+    throw Error(fmt::format("format '{}': expected csv, pytorch, pytorch-comms or json", format));
+  }
+  const ScheduleTable& table = t.table;
+  const bool pytorch = format != "json";
+  std::vector<std::string> problems;
+  if (pytorch) problems = io::pytorch_export_problems(table);
+  if (format == "json" && !table.comms.empty()) {
+    problems.push_back(
+        "pipetab JSON has no communication actions: the table's send/receive "
+        "order would be lost (write --format csv or pytorch-comms to keep it)");
+  }
+  if (!problems.empty() && !force) {
+    throw Error(fmt::format("cannot export as {}: {}; --force writes it anyway", format,
+                            fmt::join(problems, "; ")));
+  }
+  const auto warn = py::module_::import("warnings").attr("warn");
+  for (const auto& problem : problems)
+    warn("written with force=True although " + problem);
+  ScheduleTable compute_only;
+  const ScheduleTable* written = &table;
+  if (format == "pytorch" && !table.comms.empty()) {
+    compute_only = table;
+    compute_only.comms = {};
+    written = &compute_only;
+  }
+  if (format == "json") return io::format_table(*written, io::TableFormat::Json, t.source);
+  if (format == "pytorch-comms") return io::write_pytorch_comms_csv(*written);
+  return io::write_pytorch_csv(*written);
+}
+
+template <class T>
+py::array_t<T> to_array(const std::vector<T>& values) {
+  py::array_t<T> out(static_cast<py::ssize_t>(values.size()));
+  std::copy(values.begin(), values.end(), out.mutable_data());
+  return out;
+}
+
+// Per op, in table order (device by device): device, position in the device's order, and the
+// first (and for an overlapped pair the second) pass's kind letter, microbatch and stage.
+py::dict ops_arrays(const Table& t) {
+  const auto& table = t.table;
+  const auto n = table.ops.size();
+  std::vector<std::int32_t> device(n), position(n), microbatch(n), stage(n), microbatch2(n),
+      stage2(n);
+  std::vector<std::string> kind(n), kind2(n), action(n);
+  for (std::int32_t d = 0; d < table.devices; ++d) {
+    const auto begin = table.row_begin[static_cast<std::size_t>(d)];
+    const auto end = table.row_begin[static_cast<std::size_t>(d) + 1];
+    for (auto i = begin; i < end; ++i) {
+      const auto k = static_cast<std::size_t>(i);
+      const Op& op = table.ops[k];
+      device[k] = d;
+      position[k] = static_cast<std::int32_t>(i - begin);
+      kind[k] = std::string(1, kind_letter(op.first().kind));
+      microbatch[k] = op.first().microbatch;
+      stage[k] = op.first().stage;
+      kind2[k] = op.is_pair() ? std::string(1, kind_letter(op.second().kind)) : std::string();
+      microbatch2[k] = op.is_pair() ? op.second().microbatch : -1;
+      stage2[k] = op.is_pair() ? op.second().stage : -1;
+      action[k] = to_string(op);
+    }
+  }
+  py::dict out;
+  out["device"] = to_array(device);
+  out["position"] = to_array(position);
+  out["kind"] = py::array(py::cast(kind));
+  out["microbatch"] = to_array(microbatch);
+  out["stage"] = to_array(stage);
+  out["pair_kind"] = py::array(py::cast(kind2));
+  out["pair_microbatch"] = to_array(microbatch2);
+  out["pair_stage"] = to_array(stage2);
+  out["action"] = py::array(py::cast(action));
+  return out;
+}
+
+Costs costs_of(const std::optional<std::string>& costs) {
+  return costs ? parse_costs(*costs) : Costs{};
+}
+
+// The idealized (table-level) start and end of every op.
+py::tuple table_timing(const Table& t, const std::optional<std::string>& costs) {
+  const auto parsed = costs_of(costs);
+  Timing timing;
+  {
+    py::gil_scoped_release release;
+    timing = idealized_timing(t.table, parsed);
+  }
+  return py::make_tuple(to_array(timing.start), to_array(timing.end));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The simulation level: what options.cpp ScheduleOptions::simulation() builds from the flags.
+
+struct SimArgs {
+  std::string system = "balanced";
+  std::optional<std::string> system_text;  // a TOML document (from a Python dict)
+  std::string model = "default";
+  std::optional<std::string> model_text;
+  std::int64_t data_parallel = 1;
+  bool contention = true;
+  bool blocking_send = false;
+  std::optional<std::string> runtime;  // unset: async, or pytorch for a table with comms
+  std::string tp_overlap = "backward";
+  bool optimizer = true;
+  bool dp_overlap = false;
+  double dp_bucket_mb = 25.0;
+  bool distributed_optimizer = false;
+  std::optional<std::string> costs;  // table-level costs; at the simulation level in seconds
+  double input_grad_frees = 0.0;
+};
+
+ModelConfig model_of(const SimArgs& a) {
+  return a.model_text ? io::parse_model(*a.model_text, "<model dict>") : io::load_model(a.model);
+}
+
+SystemConfig system_of(const SimArgs& a, const std::string* system) {
+  if (system != nullptr) return io::load_system(*system);
+  return a.system_text ? io::parse_system(*a.system_text, "<system dict>")
+                       : io::load_system(a.system);
+}
+
+MemoryOptions memory_of(const SimArgs& a) {
+  if (!(a.input_grad_frees >= 0.0 && a.input_grad_frees <= 1.0)) {
+    throw Error(fmt::format("input_grad_frees {}: expected a fraction between 0 and 1",
+                            a.input_grad_frees));
+  }
+  return MemoryOptions{a.input_grad_frees};
+}
+
+SimulationSetup setup_of(const SimArgs& a, const ScheduleTable* table,
+                         const std::string* system = nullptr) {
+  if (a.data_parallel < 1 || a.data_parallel > kMaxDataParallel) {
+    throw Error(fmt::format("dp {}: expected 1 to {}", a.data_parallel, kMaxDataParallel));
+  }
+  if (!(a.dp_bucket_mb >= 0.001 && a.dp_bucket_mb <= 1e9)) {
+    throw Error(fmt::format("dp_bucket_mb {}: expected 0.001 to 1e9", a.dp_bucket_mb));
+  }
+  SimulationSetup setup;
+  setup.model = model_of(a);
+  setup.system = system_of(a, system);
+  if (a.costs) setup.lowering.costs = parse_costs(*a.costs);
+  setup.lowering.data_parallel = static_cast<std::int32_t>(a.data_parallel);
+  if (a.runtime) {
+    const auto runtime = parse_runtime(*a.runtime);
+    if (!runtime) {
+      throw Error(fmt::format("runtime '{}': expected async, megatron or pytorch", *a.runtime));
+    }
+    setup.lowering.runtime = *runtime;
+  } else if (table != nullptr && !table->comms.empty()) {
+    setup.lowering.runtime = Runtime::PyTorch;  // options.cpp simulation_of
+  }
+  const auto overlap = cost::parse_overlap(a.tp_overlap);
+  if (!overlap) {
+    throw Error(fmt::format("tp_overlap '{}': expected none, backward or all", a.tp_overlap));
+  }
+  setup.lowering.cost.tp_overlap = *overlap;
+  setup.lowering.iteration.optimizer = a.optimizer;
+  setup.lowering.iteration.dp_overlap = a.dp_overlap;
+  setup.lowering.iteration.dp_bucket_bytes = a.dp_bucket_mb * 1e6;
+  setup.lowering.iteration.distributed_optimizer = a.distributed_optimizer;
+  setup.options.contention = a.contention;
+  setup.options.blocking_send = a.blocking_send;
+  require_supported(setup.system, setup.lowering);
+  return setup;
+}
+
+Evaluation evaluate_table(const Table& t, const SimArgs& a, const SimulationSetup* setup,
+                          bool curves) {
+  return evaluate(t.table, t.params ? &*t.params : nullptr, t.name, costs_of(a.costs),
+                  {memory_of(a), curves, setup});
+}
+
+// `pipetab analyze --format json`.
+std::string analyze(const Table& t, const SimArgs& a, bool curves) {
+  py::gil_scoped_release release;
+  const auto setup = setup_of(a, &t.table);
+  return to_json(evaluate_table(t, a, &setup, curves)).dump(2);
+}
+
+// `pipetab simulate --format json`, and the simulated start and end of every table op.
+py::tuple simulate(const Table& t, const SimArgs& a) {
+  std::string json;
+  std::vector<double> start, end;
+  {
+    py::gil_scoped_release release;
+    const auto setup = setup_of(a, &t.table);
+    const auto simulation = simulate_table(t.table, setup);
+    json = simulation_json(t.table, simulation).dump(2);
+    const auto n = static_cast<std::size_t>(simulation.graph.table_ops);
+    start.assign(simulation.result.start.begin(),
+                 simulation.result.start.begin() + static_cast<std::ptrdiff_t>(n));
+    end.assign(simulation.result.end.begin(),
+               simulation.result.end.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+  return py::make_tuple(json, to_array(start), to_array(end));
+}
+
+// `pipetab compare --format json`: `names` generated at the shape given, `tables` as they are;
+// on the system given, or on the paper's three regimes when `system_given` is false.
+std::string compare_schedules(const std::vector<std::string>& names,
+                              const std::vector<std::shared_ptr<Table>>& tables,
+                              const ScheduleParams& shape, const SimArgs& a, bool system_given) {
+  for (const auto& t : tables) {
+    if (!t) throw Error("compare: a table is None");
+  }
+  py::gil_scoped_release release;
+  for (const auto& name : names)
+    find_schedule(name);
+  static const std::vector<std::string> kRegimes = {"compute-bound", "balanced", "network-bound"};
+  const std::vector<std::string> systems =
+      system_given ? std::vector<std::string>{a.system} : kRegimes;
+  SignalCheck signals;
+  nlohmann::json all = nlohmann::json::array();
+  for (const auto& system : systems) {
+    const auto setup = setup_of(a, nullptr, system_given ? nullptr : &system);
+    std::vector<Evaluation> rows;
+    std::vector<Skipped> skipped;
+    for (const auto& name : names) {
+      signals.check();
+      const ScheduleInfo& info = find_schedule(name);
+      // options.cpp params(info, only_applicable = true).
+      ScheduleParams p;
+      p.devices = shape.devices;
+      p.microbatches = shape.microbatches;
+      if (info.default_chunks > 0) p.chunks = shape.chunks;
+      if (info.default_waves > 0) p.waves = shape.waves;
+      if (info.takes_group_size) p.group_size = shape.group_size;
+      if (!info.variants.empty()) p.variant = shape.variant;
+      if (!info.default_split.empty()) p.split = shape.split;
+      try {
+        const auto t = generated(name, p);
+        rows.push_back(evaluate_table(*t, a, &setup, false));
+      } catch (const ParamError& e) {
+        std::string reason = e.what();
+        if (reason.rfind(name + ": ", 0) == 0) reason = reason.substr(name.size() + 2);
+        skipped.push_back({name, reason});
+      }
+    }
+    for (const auto& t : tables) {
+      signals.check();
+      if (t->table.devices != shape.devices || t->table.microbatches != shape.microbatches) {
+        skipped.push_back(
+            {t->name, fmt::format("has S = {}, M = {}; the comparison is at S = {}, M = {}",
+                                  t->table.devices, t->table.microbatches, shape.devices,
+                                  shape.microbatches)});
+        continue;
+      }
+      rows.push_back(evaluate_table(*t, a, &setup, false));
+    }
+    all.push_back(to_json(compare(std::move(rows), std::move(skipped))));
+  }
+  return nlohmann::json{{"comparisons", std::move(all)}}.dump(2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sweep
+
+struct SweepResult {
+  std::shared_ptr<const SweepPlan> plan;
+  std::vector<SweepRow> rows;
+  std::int64_t begin = 0, end = 0;
+
+  std::string text(SweepFormat format, bool header) const {
+    std::string out = header && format == SweepFormat::Csv ? sweep_header(*plan) : std::string();
+    for (const auto& row : rows)
+      out += format_row(*plan, row, format);
+    return out;
+  }
+  // Every row as one JSON array (values in column order), for Python to load.
+  std::string rows_json() const {
+    nlohmann::json all = nlohmann::json::array();
+    for (const auto& row : rows)
+      all.push_back(nlohmann::json(row));
+    return all.dump();
+  }
+};
+
+std::shared_ptr<SweepResult> sweep(const std::string& study, int jobs, std::int64_t shard,
+                                   std::int64_t shards) {
+  if (jobs < 0 || jobs > 4096) throw Error(fmt::format("jobs {}: expected 1 to 4096", jobs));
+  if (shards < 1 || shard < 1 || shard > shards || shards > (1 << 20)) {
+    throw Error(
+        fmt::format("shard {}/{}: expected K/N with 1 <= K <= N <= 1048576", shard, shards));
+  }
+  auto result = std::make_shared<SweepResult>();
+  std::optional<py::error_already_set> interrupted;
+  {
+    py::gil_scoped_release release;
+    auto plan = std::make_shared<const SweepPlan>(load_study(study));
+    const auto total = static_cast<std::int64_t>(plan->configurations().size());
+    std::tie(result->begin, result->end) = shard_range(total, shard, shards);
+    result->plan = plan;
+    const int threads =
+        jobs > 0 ? jobs : static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+    std::atomic<bool> stop{false};
+    SignalCheck signals;
+    run_sweep(
+        *plan, result->begin, result->end, threads,
+        [&](std::int64_t, SweepRow&& row) {
+          result->rows.push_back(std::move(row));
+          if (!interrupted && (interrupted = signals.poll())) stop.store(true);
+        },
+        &stop);
+  }
+  if (interrupted) throw std::move(*interrupted);
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tune (tune_command.cpp)
+
+// tune_command.cpp: a candidate whose simulated peak exceeds the device's memory cannot run there,
+// whatever the limit allowed.
+nlohmann::json candidate_json(const TuneCandidate& c, double capacity) {
+  return {{"name", c.name},
+          {"builtin", c.builtin},
+          {"fits", c.fits},
+          {"runtime_s", c.runtime_s},
+          {"peak_activation", c.peak_activation},
+          {"peak_memory_bytes", c.peak_memory_bytes},
+          {"over_device_memory", capacity > 0 && c.peak_memory_bytes > capacity}};
+}
+
+struct TuneOutcome {
+  std::string json;
+  std::vector<std::shared_ptr<Table>> tables;  // per candidate, in ranking order
+};
+
+TuneOutcome tune_search(std::int64_t devices, std::int64_t microbatches,
+                        const std::optional<std::string>& limit, bool builtins,
+                        const std::optional<std::string>& runnable_by, const SimArgs& a) {
+  py::gil_scoped_release release;
+  TuneRequest request;
+  request.devices = static_cast<std::int32_t>(
+      std::clamp<std::int64_t>(devices, 0, std::int64_t{kMaxDevices} + 1));
+  request.microbatches =
+      static_cast<std::int32_t>(std::clamp<std::int64_t>(microbatches, 0, kMaxMicrobatches + 1));
+  request.setup = setup_of(a, nullptr);
+  request.memory = memory_of(a);
+  request.limit =
+      limit ? parse_memory_limit(*limit)
+            : MemoryLimit{MemoryLimit::Unit::Activations, static_cast<double>(request.devices)};
+  request.builtins = builtins;
+  if (runnable_by) {
+    request.runnable_by = parse_runtime(*runnable_by);
+    if (!request.runnable_by || *request.runnable_by == Runtime::Async) {
+      throw Error(fmt::format("runnable_by '{}': expected pytorch or megatron", *runnable_by));
+    }
+  }
+  SignalCheck signals;
+  request.progress = [&signals](std::int64_t) { signals.check(); };
+  auto result = tune(request);
+  const double capacity = request.setup.system.device.memory_bytes;
+  nlohmann::json j = {
+      {"devices", request.devices},
+      {"microbatches", request.microbatches},
+      {"system", request.setup.system.name},
+      {"model", request.setup.model.name},
+      {"memory_limit",
+       {{"unit", request.limit.unit == MemoryLimit::Unit::Activations ? "M_a" : "bytes"},
+        {"value", request.limit.value}}},
+      {"device_memory_bytes", capacity},
+      {"generated", result.generated},
+      {"duplicates", result.duplicates},
+      {"skipped", result.skipped}};
+  j["best"] =
+      result.best < 0
+          ? nlohmann::json(nullptr)
+          : candidate_json(result.candidates[static_cast<std::size_t>(result.best)], capacity);
+  j["best_builtin"] =
+      result.best_builtin < 0
+          ? nlohmann::json(nullptr)
+          : candidate_json(result.candidates[static_cast<std::size_t>(result.best_builtin)],
+                           capacity);
+  auto& ranking = j["candidates"] = nlohmann::json::array();
+  for (const auto& c : result.candidates)
+    ranking.push_back(candidate_json(c, capacity));
+  TuneOutcome out;
+  out.json = j.dump(2);
+  for (auto& c : result.candidates) {
+    auto t = std::make_shared<Table>();
+    t->name = c.name;
+    t->table = std::move(c.table);
+    t->source = {
+        "tune",
+        {{"devices", request.devices}, {"microbatches", request.microbatches}, {"found", c.name}}};
+    out.tables.push_back(std::move(t));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plan (plan_command.cpp)
+
+struct PlanArgs {
+  std::string model = "llama2-70b";
+  std::optional<std::string> model_text;
+  std::string system = "dgx-h100";
+  std::optional<std::string> system_text;
+  std::int64_t gpus = 0, global_batch = 0, seq_len = 0;
+  std::vector<std::int64_t> tp, pp, micro_batch, chunks;
+  std::vector<std::string> schedules, recompute{"none", "selective", "full"};
+  std::string sequence_parallel = "both", distributed_optimizer = "both";
+  std::optional<std::string> runtime, tp_overlap;
+  std::optional<bool> dp_overlap;
+  std::int64_t top = 10;
+  double memory_reserve = 0.05;
+  bool prune = true;
+  std::int64_t threads = 0;
+  std::int64_t shard = 1, shards = 1;
+  std::optional<std::string> from_run;
+  std::string runs = "published-runs";
+  bool keep_run_options = false;
+  std::optional<std::string> runnable_by;
+};
+
+nlohmann::json layout_json(const Layout& l) {
+  return {{"tensor_parallel", l.tensor_parallel},
+          {"pipeline_parallel", l.pipeline_parallel},
+          {"data_parallel", l.data_parallel},
+          {"schedule", l.schedule},
+          {"chunks", l.chunks > 0 ? nlohmann::json(l.chunks) : nlohmann::json(nullptr)},
+          {"micro_batch", l.micro_batch},
+          {"microbatches", l.microbatches},
+          {"recompute", to_string(l.recompute)},
+          {"sequence_parallel", l.sequence_parallel},
+          {"distributed_optimizer", l.distributed_optimizer}};
+}
+
+struct Parts {
+  double compute, bubble, pipeline, tp, reductions, optimizer;
+};
+Parts parts(const SimulationMetrics& m) {
+  const auto b = m.breakdown();
+  const double t = m.runtime_s;
+  return {b.compute * t, b.bubble * t,     b.exposed_pipeline * t,
+          b.tp_comm * t, b.reductions * t, b.optimizer * t};
+}
+
+nlohmann::json plan_json(const PlanRequest& q, const PlanResult& r) {
+  nlohmann::json j = {
+      {"model", q.model.name},          {"system", q.system.name},      {"gpus", q.gpus},
+      {"global_batch", q.global_batch}, {"shard", {q.shard, q.shards}}, {"layouts", r.layouts},
+      {"rejected", r.rejected},         {"pruned", r.pruned},           {"simulated", r.simulated}};
+  auto& rejections = j["rejections"] = nlohmann::json::array();
+  for (const auto& x : r.rejections)
+    rejections.push_back({{"reason", x.reason}, {"count", x.count}, {"example", x.example}});
+  if (r.reference) {
+    j["reference"] = {{"layout", layout_json(r.reference->layout)},
+                      {"description", describe(r.reference->layout)},
+                      {"runtime_s", r.reference->metrics.runtime_s},
+                      {"rank", r.reference_rank},
+                      {"rank_exact", r.reference_rank_exact},
+                      {"peak_memory_bytes", r.reference->peak_memory_bytes}};
+  } else if (!r.reference_error.empty()) {
+    j["reference"] = {{"error", r.reference_error}};
+  }
+  auto& top = j["top"] = nlohmann::json::array();
+  for (std::size_t i = 0; i < r.top.size(); ++i) {
+    const auto& e = r.top[i];
+    const auto p = parts(e.metrics);
+    top.push_back({{"rank", i + 1},
+                   {"layout", layout_json(e.layout)},
+                   {"description", describe(e.layout)},
+                   {"runtime_s", e.metrics.runtime_s},
+                   {"lower_bound_s", e.lower_bound_s},
+                   {"peak_memory_bytes", e.peak_memory_bytes},
+                   {"seconds",
+                    {{"compute", p.compute},
+                     {"bubble", p.bubble},
+                     {"exposed_pipeline", p.pipeline},
+                     {"tp_comm", p.tp},
+                     {"reductions", p.reductions},
+                     {"optimizer", p.optimizer}}},
+                   {"simulation", to_json(e.metrics)}});
+  }
+  return j;
+}
+
+std::vector<bool> parse_both(const std::string& name, const std::string& value) {
+  if (value == "both") return {false, true};
+  if (value == "on") return {true};
+  if (value == "off") return {false};
+  throw Error(fmt::format("{} {}: expected both, on or off", name, value));
+}
+
+// plan_command.cpp from_run + make_request.
+PlanRequest plan_request(const PlanArgs& s) {
+  PlanRequest q;
+  if (s.from_run) {
+    const auto runs = load_measurements(s.runs);
+    const MeasuredRun* run = nullptr;
+    std::vector<std::string> ids;
+    for (const auto& r : runs.runs) {
+      if (r.kind != MeasurementKind::Iteration) continue;
+      ids.push_back(r.id);
+      if (r.id == *s.from_run) run = &r;
+    }
+    if (run == nullptr) {
+      throw Error(fmt::format("--from-run '{}': {} has no such iteration run (runs: {})",
+                              *s.from_run, s.runs, fmt::join(ids, ", ")));
+    }
+    const auto& m = *run->model.transformer();
+    q.model = run->model;
+    q.system = io::load_system(run->system);
+    q.lowering = run->lowering;
+    Layout l;
+    l.tensor_parallel = m.tensor_parallel;
+    l.pipeline_parallel = run->devices;
+    l.data_parallel = run->lowering.data_parallel;
+    l.micro_batch = m.micro_batch;
+    l.microbatches = run->microbatches;
+    l.schedule = run->schedule;
+    l.chunks = run->chunks.value_or(0);
+    l.recompute = m.recompute;
+    l.sequence_parallel = m.sequence_parallel;
+    l.distributed_optimizer = run->lowering.iteration.distributed_optimizer;
+    q.gpus = l.tensor_parallel * l.pipeline_parallel * l.data_parallel;
+    q.global_batch = l.micro_batch * l.microbatches * l.data_parallel;
+    q.reference = l;
+    if (s.gpus > 0) q.gpus = s.gpus;
+    if (s.global_batch > 0) q.global_batch = s.global_batch;
+  } else {
+    if (s.gpus == 0) throw Error("plan: --gpus is required (or --from-run ID)");
+    if (s.global_batch == 0) throw Error("plan: --global-batch is required (or --from-run ID)");
+    q.model =
+        s.model_text ? io::parse_model(*s.model_text, "<model dict>") : io::load_model(s.model);
+    q.system = s.system_text ? io::parse_system(*s.system_text, "<system dict>")
+                             : io::load_system(s.system);
+    q.gpus = s.gpus;
+    q.global_batch = s.global_batch;
+  }
+  auto* m = std::get_if<TransformerConfig>(&q.model.spec);
+  if (m != nullptr && s.seq_len > 0) m->seq_len = s.seq_len;
+  const LoweringOptions run_lowering = q.lowering;
+  q.space.tensor_parallel = s.tp;
+  q.space.pipeline_parallel = s.pp;
+  q.space.micro_batch = s.micro_batch;
+  q.space.schedules = s.schedules;
+  q.space.chunks = s.chunks;
+  q.space.recompute.clear();
+  for (const auto& n : s.recompute) {
+    const auto r = parse_recompute(n);
+    if (!r) throw Error(fmt::format("--recompute {}: expected none, selective or full", n));
+    q.space.recompute.push_back(*r);
+  }
+  q.space.sequence_parallel = parse_both("--sequence-parallel", s.sequence_parallel);
+  q.space.distributed_optimizer = parse_both("--distributed-optimizer", s.distributed_optimizer);
+  const std::string runtime_name = s.runtime.value_or("pytorch");
+  const auto runtime = parse_runtime(runtime_name);
+  if (!runtime) {
+    throw Error(fmt::format("--runtime {}: expected async, megatron or pytorch", runtime_name));
+  }
+  q.lowering.runtime = *runtime;
+  if (s.runnable_by) {
+    q.runnable_by = parse_runtime(*s.runnable_by);
+    if (!q.runnable_by || *q.runnable_by == Runtime::Async) {
+      throw Error(fmt::format("runnable_by '{}': expected pytorch or megatron", *s.runnable_by));
+    }
+  }
+  const std::string overlap_name = s.tp_overlap.value_or("backward");
+  const auto overlap = cost::parse_overlap(overlap_name);
+  if (!overlap) {
+    throw Error(fmt::format("--tp-overlap {}: expected none, backward or all", overlap_name));
+  }
+  q.lowering.cost.tp_overlap = *overlap;
+  q.lowering.iteration.dp_overlap = s.dp_overlap.value_or(false);
+  if (s.from_run) {
+    if (!s.runtime) q.lowering.runtime = run_lowering.runtime;
+    if (!s.tp_overlap) q.lowering.cost = run_lowering.cost;
+    if (!s.dp_overlap) q.lowering.iteration = run_lowering.iteration;
+  }
+  if (s.top < 1 || s.top > 100000) throw Error(fmt::format("top {}: expected 1 to 100000", s.top));
+  q.top = static_cast<std::int32_t>(s.top);
+  q.memory_reserve = s.memory_reserve;
+  q.prune = s.prune;
+  if (s.threads < 0 || s.threads > 4096) {
+    throw Error(fmt::format("threads {}: expected 0 (all cores) to 4096", s.threads));
+  }
+  q.threads = static_cast<unsigned>(s.threads);
+  q.shard = s.shard;
+  q.shards = s.shards;
+  if (s.from_run && s.keep_run_options) {
+    q.space.recompute = {q.reference->recompute};
+    q.space.sequence_parallel = {q.reference->sequence_parallel};
+    q.space.distributed_optimizer = {q.reference->distributed_optimizer};
+  }
+  return q;
+}
+
+struct PlanOutcome {
+  PlanRequest request;
+  PlanResult result;
+  std::string json;
+};
+
+std::shared_ptr<PlanOutcome> plan_layouts(const PlanArgs& args) {
+  auto out = std::make_shared<PlanOutcome>();
+  py::gil_scoped_release release;
+  out->request = plan_request(args);
+  SignalCheck signals;
+  out->request.progress = [&signals](int, std::int64_t, std::int64_t) { signals.check(); };
+  out->result = plan(out->request);
+  out->request.progress = nullptr;  // it refers to `signals`, which ends here
+  out->json = plan_json(out->request, out->result).dump(2);
+  return out;
+}
+
+// The schedule table of the layout ranked `rank` (1-based).
+std::shared_ptr<Table> plan_table(const PlanOutcome& o, std::size_t rank) {
+  if (rank < 1 || rank > o.result.top.size()) {
+    throw Error(fmt::format("rank {}: the plan ranked {} layouts", rank, o.result.top.size()));
+  }
+  const auto& best = o.result.top[rank - 1];
+  auto t = std::make_shared<Table>();
+  {
+    py::gil_scoped_release release;
+    t->table = layout_table(o.request, best.layout);
+  }
+  t->name = best.layout.schedule;
+  t->source = {best.layout.schedule,
+               {{"devices", best.layout.pipeline_parallel},
+                {"microbatches", best.layout.microbatches},
+                {"layout", describe(best.layout)}}};
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lists
+
+std::string schedules_json() {  // `pipetab list --format json`
+  nlohmann::json all = nlohmann::json::array();
+  for (const auto* info : all_schedules()) {
+    nlohmann::json j = {{"name", info->name},
+                        {"title", info->title},
+                        {"source", info->source},
+                        {"constraints", info->constraints}};
+    if (info->default_chunks) j["default_chunks"] = info->default_chunks;
+    if (info->default_waves) j["default_waves"] = info->default_waves;
+    if (info->takes_group_size) j["takes_group_size"] = true;
+    if (!info->variants.empty()) j["variants"] = info->variants;
+    if (!info->default_split.empty()) j["default_split"] = info->default_split;
+    all.push_back(std::move(j));
+  }
+  return all.dump(2);
+}
+
+std::string preset(const std::string& kind, const std::string& name) {
+  if (kind != "models" && kind != "systems") {
+    throw Error(fmt::format("preset kind '{}': expected models or systems", kind));
+  }
+  const auto text = io::preset_text(kind, name);
+  if (text.empty()) {
+    throw Error(fmt::format(
+        "no {} preset '{}' (presets: {})", kind.substr(0, kind.size() - 1), name,
+        fmt::join(kind == "models" ? io::model_presets() : io::system_presets(), ", ")));
+  }
+  return std::string(text);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exceptions: pipetab::Error and its subclasses as pipetab.Error (a ValueError) and subclasses,
+// with the library's message; ParseError also carries file, line and column.
+
+void register_errors(py::module_& m) {
+  static py::exception<Error> error(m, "Error", PyExc_ValueError);
+  static py::exception<ParamError> param_error(m, "ParamError", error.ptr());
+  static py::exception<ParseError> parse_error(m, "ParseError", error.ptr());
+  // Translators run newest first: the most derived types are registered last.
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const ParseError& e) {
+      py::object instance = py::handle(parse_error.ptr())(e.what());
+      instance.attr("file") = e.file();
+      instance.attr("line") = e.line();
+      instance.attr("column") = e.column();
+      PyErr_SetObject(parse_error.ptr(), instance.ptr());
+    } catch (const ParamError& e) {
+      param_error(e.what());
+    } catch (const Error& e) {
+      error(e.what());
+    }
+  });
+}
+
+}  // namespace
+}  // namespace pipetab::python
+
+using namespace pipetab::python;  // NOLINT: the module's definitions read better unqualified
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "pipetab's library (the public API is the pipetab package)";
+  register_errors(m);
+
+  py::class_<Table, std::shared_ptr<Table>>(m, "Table")
+      .def_readonly("name", &Table::name)
+      .def_property_readonly("devices", [](const Table& t) { return t.table.devices; })
+      .def_property_readonly("stages", [](const Table& t) { return t.table.stages; })
+      .def_property_readonly("microbatches", [](const Table& t) { return t.table.microbatches; })
+      .def_property_readonly("pipelines", [](const Table& t) { return t.table.pipelines(); })
+      .def_property_readonly("num_ops", [](const Table& t) { return t.table.ops.size(); })
+      .def_property_readonly("has_comms", [](const Table& t) { return !t.table.comms.empty(); })
+      .def_property_readonly("path",
+                             [](const Table& t) -> std::optional<std::string> {
+                               if (!t.file) return std::nullopt;
+                               return t.file->path;
+                             })
+      .def_property_readonly("params_json",
+                             [](const Table& t) -> std::optional<std::string> {
+                               if (!t.params) return std::nullopt;
+                               return params_json(*t.params).dump();
+                             })
+      .def("same_schedule",
+           [](const Table& a, const Table& b) { return a.table.same_schedule(b.table); })
+      .def("export", &export_table, py::arg("format"), py::arg("force") = false)
+      .def("ops", &ops_arrays)
+      .def("timing", &table_timing, py::arg("costs") = std::nullopt);
+
+  py::class_<SimArgs>(m, "SimArgs")
+      .def(py::init<>())
+      .def_readwrite("system", &SimArgs::system)
+      .def_readwrite("system_text", &SimArgs::system_text)
+      .def_readwrite("model", &SimArgs::model)
+      .def_readwrite("model_text", &SimArgs::model_text)
+      .def_readwrite("data_parallel", &SimArgs::data_parallel)
+      .def_readwrite("contention", &SimArgs::contention)
+      .def_readwrite("blocking_send", &SimArgs::blocking_send)
+      .def_readwrite("runtime", &SimArgs::runtime)
+      .def_readwrite("tp_overlap", &SimArgs::tp_overlap)
+      .def_readwrite("optimizer", &SimArgs::optimizer)
+      .def_readwrite("dp_overlap", &SimArgs::dp_overlap)
+      .def_readwrite("dp_bucket_mb", &SimArgs::dp_bucket_mb)
+      .def_readwrite("distributed_optimizer", &SimArgs::distributed_optimizer)
+      .def_readwrite("costs", &SimArgs::costs)
+      .def_readwrite("input_grad_frees", &SimArgs::input_grad_frees);
+
+  py::class_<PlanArgs>(m, "PlanArgs")
+      .def(py::init<>())
+      .def_readwrite("model", &PlanArgs::model)
+      .def_readwrite("model_text", &PlanArgs::model_text)
+      .def_readwrite("system", &PlanArgs::system)
+      .def_readwrite("system_text", &PlanArgs::system_text)
+      .def_readwrite("gpus", &PlanArgs::gpus)
+      .def_readwrite("global_batch", &PlanArgs::global_batch)
+      .def_readwrite("seq_len", &PlanArgs::seq_len)
+      .def_readwrite("tp", &PlanArgs::tp)
+      .def_readwrite("pp", &PlanArgs::pp)
+      .def_readwrite("micro_batch", &PlanArgs::micro_batch)
+      .def_readwrite("chunks", &PlanArgs::chunks)
+      .def_readwrite("schedules", &PlanArgs::schedules)
+      .def_readwrite("recompute", &PlanArgs::recompute)
+      .def_readwrite("sequence_parallel", &PlanArgs::sequence_parallel)
+      .def_readwrite("distributed_optimizer", &PlanArgs::distributed_optimizer)
+      .def_readwrite("runtime", &PlanArgs::runtime)
+      .def_readwrite("tp_overlap", &PlanArgs::tp_overlap)
+      .def_readwrite("dp_overlap", &PlanArgs::dp_overlap)
+      .def_readwrite("top", &PlanArgs::top)
+      .def_readwrite("memory_reserve", &PlanArgs::memory_reserve)
+      .def_readwrite("prune", &PlanArgs::prune)
+      .def_readwrite("threads", &PlanArgs::threads)
+      .def_readwrite("shard", &PlanArgs::shard)
+      .def_readwrite("shards", &PlanArgs::shards)
+      .def_readwrite("from_run", &PlanArgs::from_run)
+      .def_readwrite("runs", &PlanArgs::runs)
+      .def_readwrite("keep_run_options", &PlanArgs::keep_run_options)
+      .def_readwrite("runnable_by", &PlanArgs::runnable_by);
+
+  py::class_<SweepResult, std::shared_ptr<SweepResult>>(m, "SweepResult")
+      .def_property_readonly("columns", [](const SweepResult& r) { return r.plan->columns(); })
+      .def_readonly("begin", &SweepResult::begin)
+      .def_readonly("end", &SweepResult::end)
+      .def(
+          "csv",
+          [](const SweepResult& r, bool header) {
+            return r.text(pipetab::SweepFormat::Csv, header);
+          },
+          py::arg("header") = true)
+      .def("jsonl",
+           [](const SweepResult& r) { return r.text(pipetab::SweepFormat::JsonLines, false); })
+      .def("rows_json", &SweepResult::rows_json)
+      .def("__len__", [](const SweepResult& r) { return r.rows.size(); });
+
+  py::class_<PlanOutcome, std::shared_ptr<PlanOutcome>>(m, "PlanOutcome")
+      .def_readonly("json", &PlanOutcome::json)
+      .def("table", &plan_table, py::arg("rank") = 1);
+
+  m.def("schedules_json", &schedules_json);
+  m.def("model_presets", &pipetab::io::model_presets);
+  m.def("system_presets", &pipetab::io::system_presets);
+  m.def("preset", &preset, py::arg("kind"), py::arg("name"));
+  m.def("generate", &generate_table, py::arg("name"), py::arg("devices"), py::arg("microbatches"),
+        py::arg("chunks"), py::arg("waves"), py::arg("group_size"), py::arg("variant"),
+        py::arg("split"));
+  m.def("load_table", &load_table, py::arg("path"), py::arg("validate"));
+  m.def("validate_file", &validate_file, py::arg("path"), py::arg("max_issues"));
+  m.def("analyze", &analyze, py::arg("table"), py::arg("args"), py::arg("curves"));
+  m.def("simulate", &simulate, py::arg("table"), py::arg("args"));
+  m.def(
+      "compare",
+      [](const std::vector<std::string>& names, const std::vector<std::shared_ptr<Table>>& tables,
+         std::int64_t devices, std::int64_t microbatches, std::optional<std::int64_t> chunks,
+         std::optional<std::int64_t> waves, std::optional<std::int64_t> group_size,
+         std::optional<std::string> variant, std::optional<std::string> split, const SimArgs& args,
+         bool system_given) {
+        pipetab::ScheduleParams shape;
+        shape.devices = devices;
+        shape.microbatches = microbatches;
+        shape.chunks = chunks;
+        shape.waves = waves;
+        shape.group_size = group_size;
+        shape.variant = std::move(variant);
+        shape.split = std::move(split);
+        return compare_schedules(names, tables, shape, args, system_given);
+      },
+      py::arg("names"), py::arg("tables"), py::arg("devices"), py::arg("microbatches"),
+      py::arg("chunks"), py::arg("waves"), py::arg("group_size"), py::arg("variant"),
+      py::arg("split"), py::arg("args"), py::arg("system_given"));
+  m.def("sweep", &sweep, py::arg("study"), py::arg("jobs"), py::arg("shard"), py::arg("shards"));
+  m.def(
+      "tune",
+      [](std::int64_t devices, std::int64_t microbatches, std::optional<std::string> limit,
+         bool builtins, std::optional<std::string> runnable_by, const SimArgs& args) {
+        auto out = tune_search(devices, microbatches, limit, builtins, runnable_by, args);
+        return py::make_tuple(out.json, out.tables);
+      },
+      py::arg("devices"), py::arg("microbatches"), py::arg("limit"), py::arg("builtins"),
+      py::arg("runnable_by"), py::arg("args"));
+  m.def("plan", &plan_layouts, py::arg("args"));
+}
