@@ -861,5 +861,31 @@ TEST_F(Cli, AnalyzeTextUsesOneNotationPerColumn) {
       << r.out;
 }
 
+// Issue 14: a long table path pushed its row's columns out of line with the others.
+TEST_F(Cli, CompareColumnsStayAlignedWithLongTablePaths) {
+  const auto table =
+      file("a-table-file-with-a-rather-long-name.csv", run("show 1f1b -S 4 -M 8 --format csv").out);
+  const auto r = run("compare gpipe --table " + table + " -S 4 -M 8 --system balanced");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::vector<std::size_t> bars;  // the '|' positions of the header
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    if (line.find('|') == std::string::npos) continue;
+    std::vector<std::size_t> here;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      if (line[i] == '|') here.push_back(i);
+    }
+    if (bars.empty()) {
+      bars = here;
+    } else {
+      EXPECT_EQ(here, bars) << line;
+      ++rows;
+    }
+  }
+  EXPECT_EQ(rows, 3);  // the column titles, gpipe and the table
+}
+
 }  // namespace
 }  // namespace pipetab

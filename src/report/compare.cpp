@@ -130,11 +130,16 @@ std::string to_text(const Comparison& c, bool legend) {
     if (!c.system.empty()) out += fmt::format("; simulated on {} with model {}", c.system, c.model);
     out += "\n\n";
   }
-  out += fmt::format("{:<21}| {:<17} | {:<23} | {:<20} | {}\n", "", "formula", "table (idealized)",
-                     "simulation", "memory");
+  // The name column fits the longest name (a table file's path can be long), so that the
+  // columns after it stay aligned.
+  std::size_t name = 14;
+  for (const auto& e : c.rows)
+    name = std::max(name, e.schedule.size() + 1);
+  out += fmt::format("{:<{}}| {:<17} | {:<23} | {:<20} | {}\n", "", name + 7, "formula",
+                     "table (idealized)", "simulation", "memory");
   out +=
-      fmt::format("{:<14}{:>6} | {:>10}{:>6}  | {:>9}{:>8}{:>6} | {:>10}{:>5}{:>5} | {:>8}{:>9}\n",
-                  "schedule", "stages", "published", "rank", "makespan", "bubble", "rank",
+      fmt::format("{:<{}}{:>6} | {:>10}{:>6}  | {:>9}{:>8}{:>6} | {:>10}{:>5}{:>5} | {:>8}{:>9}\n",
+                  "schedule", name, "stages", "published", "rank", "makespan", "bubble", "rank",
                   "runtime s", "idle", "rank", "act M_a", "peak GB");
   for (std::size_t i = 0; i < c.rows.size(); ++i) {
     const auto& e = c.rows[i];
@@ -151,8 +156,8 @@ std::string to_text(const Comparison& c, bool legend) {
     if (c.simulation_rank_changed[i]) marks += "  * table -> simulation";
     const auto& sim = e.simulation;
     out += fmt::format(
-        "{:<14}{:>6} | {:>10}{:>6}  | {:>9}{:>8.4f}{:>6} | {:>10}{:>5}{:>5} | {:>8}{:>9}{}\n",
-        e.schedule, e.shape.stages, published,
+        "{:<{}}{:>6} | {:>10}{:>6}  | {:>9}{:>8.4f}{:>6} | {:>10}{:>5}{:>5} | {:>8}{:>9}{}\n",
+        e.schedule, name, e.shape.stages, published,
         c.formula_rank[i] ? std::to_string(c.formula_rank[i]) : "-",
         fmt::format("{:g}", e.table.makespan), e.table.bubble_ratio, c.table_rank[i],
         sim ? fmt::format("{:.4g}", sim->runtime_s) : "-",
@@ -166,10 +171,10 @@ std::string to_text(const Comparison& c, bool legend) {
   }
   for (const auto& e : c.rows) {
     if (!e.simulation_error.empty())
-      out += fmt::format("{:<14}not simulated: {}\n", e.schedule, e.simulation_error);
+      out += fmt::format("{:<{}}not simulated: {}\n", e.schedule, name, e.simulation_error);
   }
   for (const auto& s : c.skipped)
-    out += fmt::format("{:<14}skipped: {}\n", s.schedule, s.reason);
+    out += fmt::format("{:<{}}skipped: {}\n", s.schedule, name, s.reason);
   if (!legend) return out;
   out +=
       "\nRanks, lower first, ties shared: formula by the published bubble ratio (under its "
