@@ -1,12 +1,10 @@
 // pipetab._core: the library on Python values (python/pipetab/__init__.py is the public API).
 //
-// Results are handed over as the JSON text the CLI prints for the same request (the report
-// layer's to_json where the CLI uses it; tune's and plan's objects, which the CLI builds itself,
-// mirrored here and checked against the CLI by python/tests), so that "equals `pipetab ...
-// --format json`" holds by construction; per-op data comes as NumPy arrays. What the CLI does
-// between parsing its flags and calling the library (src/cli/options.cpp, commands.cpp,
-// tune_command.cpp, plan_command.cpp) is mirrored function by function below: the CLI layer is
-// not part of the library, and CLI11 types cannot cross into Python.
+// Results are handed over as the JSON text the CLI prints for the same request: both call the
+// library's to_json (report layer; study/tune and study/plan for their searches) and io's table
+// export, recognition and validity check, so that "equals `pipetab ... --format json`" holds by
+// construction (python/tests checks it against the CLI); per-op data comes as NumPy arrays. What
+// remains below is turning Python arguments into the library's requests, as the CLI turns flags.
 //
 // Long calls release the GIL. Ctrl-C: Python's C signal handler only sets a flag while the GIL
 // is released; the library calls back on the calling (main) thread between units of work (sweep
@@ -33,7 +31,7 @@
 
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
-#include "pipetab/io/pytorch_csv.hpp"
+#include "pipetab/io/table_export.hpp"
 #include "pipetab/io/table_file.hpp"
 #include "pipetab/report/compare.hpp"
 #include "pipetab/report/evaluation.hpp"
@@ -89,46 +87,9 @@ struct Table {
   io::TableSource source;  // what a JSON export names as its source
 };
 
-nlohmann::json params_json(const ResolvedParams& p) {  // commands.cpp params_json
-  nlohmann::json j = {{"devices", p.devices},
-                      {"microbatches", p.microbatches},
-                      {"chunks", p.chunks},
-                      {"waves", p.waves}};
-  if (!p.variant.empty()) j["variant"] = p.variant;
-  if (p.group_size > 0) j["group_size"] = p.group_size;
-  if (p.split_early != 1 || p.split_late != 1)
-    j["split"] = fmt::format("{}:{}", p.split_early, p.split_late);
-  return j;
-}
-
-// commands.cpp recognize(): a JSON table whose "source" regenerates exactly this table is
-// evaluated as that schedule (its formula level applies).
+// A JSON table whose "source" regenerates exactly this table is evaluated as that schedule.
 void recognize(Table& subject) {
-  if (!subject.file || subject.file->source.schedule.empty()) return;
-  const auto& source = subject.file->source;
-  try {
-    const ScheduleInfo& info = find_schedule(source.schedule);
-    const auto& j = source.params;
-    ScheduleParams p;
-    p.devices = j.at("devices").get<std::int64_t>();
-    p.microbatches = j.at("microbatches").get<std::int64_t>();
-    if (info.default_chunks > 0 && j.contains("chunks")) p.chunks = j["chunks"].get<std::int64_t>();
-    if (info.default_waves > 0 && j.contains("waves")) p.waves = j["waves"].get<std::int64_t>();
-    if (j.contains("variant")) p.variant = j["variant"].get<std::string>();
-    if (info.takes_group_size && j.contains("group_size"))
-      p.group_size = j["group_size"].get<std::int64_t>();
-    if (j.contains("split")) p.split = j["split"].get<std::string>();
-    const auto& t = subject.table;
-    if (p.devices != t.devices || p.microbatches != t.microbatches) return;
-    const double ops = 2.0 * static_cast<double>(t.devices) * static_cast<double>(t.microbatches) *
-                       static_cast<double>(p.chunks.value_or(1)) *
-                       static_cast<double>(p.waves.value_or(1));
-    if (ops > 2.0 * static_cast<double>(t.ops.size())) return;
-    auto params = resolve(info, p);
-    if (info.generate(params).same_schedule(t)) subject.params = std::move(params);
-  } catch (const std::exception&) {
-    // Not a recognizable generated table: evaluated as a user table.
-  }
+  if (subject.file) subject.params = io::recognized_params(*subject.file);
 }
 
 std::shared_ptr<Table> generated(const std::string& name, const ScheduleParams& params) {
@@ -137,7 +98,7 @@ std::shared_ptr<Table> generated(const std::string& name, const ScheduleParams& 
   t->name = name;
   t->params = resolve(info, params);
   t->table = info.generate(*t->params);
-  t->source = {t->params->schedule, params_json(*t->params)};
+  t->source = {t->params->schedule, io::params_json(*t->params)};
   return t;
 }
 
@@ -159,21 +120,10 @@ std::shared_ptr<Table> generate_table(const std::string& name, std::int64_t devi
   return generated(name, p);
 }
 
-// options.cpp require_valid_file.
-void require_valid_file(const io::TableFile& file) {
-  const auto report = validate(file.table, 1);
-  if (report.ok()) return;
-  const auto& issue = report.issues.front();
-  throw Error(fmt::format(
-      "{}: invalid table: {}{}", io::issue_location(file, issue), to_string(issue),
-      report.total > 1 ? fmt::format(" (and {} more; see pipetab validate)", report.total - 1)
-                       : std::string()));
-}
-
 std::shared_ptr<Table> load_table(const std::string& path, bool check) {
   py::gil_scoped_release release;
   auto file = std::make_shared<io::TableFile>(io::load_table(path));
-  if (check) require_valid_file(*file);
+  if (check) io::require_valid(*file);
   auto t = std::make_shared<Table>();
   t->name = path;
   t->table = file->table;
@@ -210,38 +160,13 @@ std::string validate_file(const std::string& path, std::size_t max_issues) {
       .dump(2);
 }
 
-// commands.cpp export_table; the notes the CLI writes on stderr become Python warnings.
+// io::export_table; what the CLI notes on stderr about forced problems becomes Python warnings.
 std::string export_table(const Table& t, const std::string& format, bool force) {
-  const auto& formats = {"csv", "pytorch", "pytorch-comms", "json"};
-  if (std::find(formats.begin(), formats.end(), format) == formats.end()) {
-    throw Error(fmt::format("format '{}': expected csv, pytorch, pytorch-comms or json", format));
-  }
-  const ScheduleTable& table = t.table;
-  const bool pytorch = format != "json";
-  std::vector<std::string> problems;
-  if (pytorch) problems = io::pytorch_export_problems(table);
-  if (format == "json" && !table.comms.empty()) {
-    problems.push_back(
-        "pipetab JSON has no communication actions: the table's send/receive "
-        "order would be lost (write --format csv or pytorch-comms to keep it)");
-  }
-  if (!problems.empty() && !force) {
-    throw Error(fmt::format("cannot export as {}: {}; --force writes it anyway", format,
-                            fmt::join(problems, "; ")));
-  }
+  auto out = io::export_table(t.table, format, t.source, force);
   const auto warn = py::module_::import("warnings").attr("warn");
-  for (const auto& problem : problems)
+  for (const auto& problem : out.forced)
     warn("written with force=True although " + problem);
-  ScheduleTable compute_only;
-  const ScheduleTable* written = &table;
-  if (format == "pytorch" && !table.comms.empty()) {
-    compute_only = table;
-    compute_only.comms = {};
-    written = &compute_only;
-  }
-  if (format == "json") return io::format_table(*written, io::TableFormat::Json, t.source);
-  if (format == "pytorch-comms") return io::write_pytorch_comms_csv(*written);
-  return io::write_pytorch_csv(*written);
+  return std::move(out.text);
 }
 
 template <class T>
@@ -525,18 +450,6 @@ std::shared_ptr<SweepResult> sweep(const std::string& study, int jobs, std::int6
 // ---------------------------------------------------------------------------------------------
 // Tune (tune_command.cpp)
 
-// tune_command.cpp: a candidate whose simulated peak exceeds the device's memory cannot run there,
-// whatever the limit allowed.
-nlohmann::json candidate_json(const TuneCandidate& c, double capacity) {
-  return {{"name", c.name},
-          {"builtin", c.builtin},
-          {"fits", c.fits},
-          {"runtime_s", c.runtime_s},
-          {"peak_activation", c.peak_activation},
-          {"peak_memory_bytes", c.peak_memory_bytes},
-          {"over_device_memory", capacity > 0 && c.peak_memory_bytes > capacity}};
-}
-
 struct TuneOutcome {
   std::string json;
   std::vector<std::shared_ptr<Table>> tables;  // per candidate, in ranking order
@@ -566,33 +479,8 @@ TuneOutcome tune_search(std::int64_t devices, std::int64_t microbatches,
   SignalCheck signals;
   request.progress = [&signals](std::int64_t) { signals.check(); };
   auto result = tune(request);
-  const double capacity = request.setup.system.device.memory_bytes;
-  nlohmann::json j = {
-      {"devices", request.devices},
-      {"microbatches", request.microbatches},
-      {"system", request.setup.system.name},
-      {"model", request.setup.model.name},
-      {"memory_limit",
-       {{"unit", request.limit.unit == MemoryLimit::Unit::Activations ? "M_a" : "bytes"},
-        {"value", request.limit.value}}},
-      {"device_memory_bytes", capacity},
-      {"generated", result.generated},
-      {"duplicates", result.duplicates},
-      {"skipped", result.skipped}};
-  j["best"] =
-      result.best < 0
-          ? nlohmann::json(nullptr)
-          : candidate_json(result.candidates[static_cast<std::size_t>(result.best)], capacity);
-  j["best_builtin"] =
-      result.best_builtin < 0
-          ? nlohmann::json(nullptr)
-          : candidate_json(result.candidates[static_cast<std::size_t>(result.best_builtin)],
-                           capacity);
-  auto& ranking = j["candidates"] = nlohmann::json::array();
-  for (const auto& c : result.candidates)
-    ranking.push_back(candidate_json(c, capacity));
   TuneOutcome out;
-  out.json = j.dump(2);
+  out.json = to_json(request, result).dump(2);
   for (auto& c : result.candidates) {
     auto t = std::make_shared<Table>();
     t->name = c.name;
@@ -629,69 +517,6 @@ struct PlanArgs {
   bool keep_run_options = false;
   std::optional<std::string> runnable_by;
 };
-
-nlohmann::json layout_json(const Layout& l) {
-  return {{"tensor_parallel", l.tensor_parallel},
-          {"pipeline_parallel", l.pipeline_parallel},
-          {"data_parallel", l.data_parallel},
-          {"schedule", l.schedule},
-          {"chunks", l.chunks > 0 ? nlohmann::json(l.chunks) : nlohmann::json(nullptr)},
-          {"micro_batch", l.micro_batch},
-          {"microbatches", l.microbatches},
-          {"recompute", to_string(l.recompute)},
-          {"sequence_parallel", l.sequence_parallel},
-          {"distributed_optimizer", l.distributed_optimizer}};
-}
-
-struct Parts {
-  double compute, bubble, pipeline, tp, reductions, optimizer;
-};
-Parts parts(const SimulationMetrics& m) {
-  const auto b = m.breakdown();
-  const double t = m.runtime_s;
-  return {b.compute * t, b.bubble * t,     b.exposed_pipeline * t,
-          b.tp_comm * t, b.reductions * t, b.optimizer * t};
-}
-
-nlohmann::json plan_json(const PlanRequest& q, const PlanResult& r) {
-  nlohmann::json j = {
-      {"model", q.model.name},          {"system", q.system.name},      {"gpus", q.gpus},
-      {"global_batch", q.global_batch}, {"shard", {q.shard, q.shards}}, {"layouts", r.layouts},
-      {"rejected", r.rejected},         {"pruned", r.pruned},           {"simulated", r.simulated}};
-  auto& rejections = j["rejections"] = nlohmann::json::array();
-  for (const auto& x : r.rejections)
-    rejections.push_back({{"reason", x.reason}, {"count", x.count}, {"example", x.example}});
-  if (r.reference) {
-    j["reference"] = {{"layout", layout_json(r.reference->layout)},
-                      {"description", describe(r.reference->layout)},
-                      {"runtime_s", r.reference->metrics.runtime_s},
-                      {"rank", r.reference_rank},
-                      {"rank_exact", r.reference_rank_exact},
-                      {"peak_memory_bytes", r.reference->peak_memory_bytes}};
-  } else if (!r.reference_error.empty()) {
-    j["reference"] = {{"error", r.reference_error}};
-  }
-  auto& top = j["top"] = nlohmann::json::array();
-  for (std::size_t i = 0; i < r.top.size(); ++i) {
-    const auto& e = r.top[i];
-    const auto p = parts(e.metrics);
-    top.push_back({{"rank", i + 1},
-                   {"layout", layout_json(e.layout)},
-                   {"description", describe(e.layout)},
-                   {"runtime_s", e.metrics.runtime_s},
-                   {"lower_bound_s", e.lower_bound_s},
-                   {"peak_memory_bytes", e.peak_memory_bytes},
-                   {"seconds",
-                    {{"compute", p.compute},
-                     {"bubble", p.bubble},
-                     {"exposed_pipeline", p.pipeline},
-                     {"tp_comm", p.tp},
-                     {"reductions", p.reductions},
-                     {"optimizer", p.optimizer}}},
-                   {"simulation", to_json(e.metrics)}});
-  }
-  return j;
-}
 
 std::vector<bool> parse_both(const std::string& name, const std::string& value) {
   if (value == "both") return {false, true};
@@ -818,7 +643,7 @@ std::shared_ptr<PlanOutcome> plan_layouts(const PlanArgs& args) {
   out->request.progress = [&signals](int, std::int64_t, std::int64_t) { signals.check(); };
   out->result = plan(out->request);
   out->request.progress = nullptr;  // it refers to `signals`, which ends here
-  out->json = plan_json(out->request, out->result).dump(2);
+  out->json = to_json(out->request, out->result).dump(2);
   return out;
 }
 
@@ -925,7 +750,7 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("params_json",
                              [](const Table& t) -> std::optional<std::string> {
                                if (!t.params) return std::nullopt;
-                               return params_json(*t.params).dump();
+                               return pipetab::io::params_json(*t.params).dump();
                              })
       .def("same_schedule",
            [](const Table& a, const Table& b) { return a.table.same_schedule(b.table); })

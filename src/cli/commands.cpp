@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "pipetab/error.hpp"
-#include "pipetab/io/pytorch_csv.hpp"
+#include "pipetab/io/table_export.hpp"
 #include "pipetab/io/table_file.hpp"
 #include "pipetab/report/block.hpp"
 #include "pipetab/report/compare.hpp"
@@ -50,11 +50,6 @@ CLI::Option* add_format(CLI::App& command, std::string& format, std::vector<std:
       ->capture_default_str();
 }
 
-const std::vector<std::string>& table_formats() {
-  static const std::vector<std::string> formats = {"csv", "pytorch", "pytorch-comms", "json"};
-  return formats;
-}
-
 std::string table_format_for(const std::string& path, const std::string& format) {
   if (!format.empty()) return format;
   return io::detect_format(path, "") == io::TableFormat::Json ? "json" : "csv";
@@ -65,7 +60,7 @@ void add_search_export_options(CLI::App& command, std::string& table_format, boo
   command
       .add_option("--table-format", table_format,
                   "format of -t: csv, pytorch, pytorch-comms or json (default: by extension)")
-      ->check(CLI::IsMember(table_formats()));
+      ->check(CLI::IsMember(io::export_formats()));
   command.add_flag("--force", force,
                    "write -t even where PyTorch cannot run the table as written (with a warning)");
   command
@@ -78,41 +73,13 @@ void add_search_export_options(CLI::App& command, std::string& table_format, boo
 
 std::string export_table(const ScheduleTable& table, const std::string& format,
                          const io::TableSource& source, bool force) {
-  const bool pytorch = format != "json";
-  std::vector<std::string> problems;
-  if (pytorch) problems = io::pytorch_export_problems(table);
-  if (format == "json" && !table.comms.empty()) {
-    problems.push_back(
-        "pipetab JSON has no communication actions: the table's send/receive "
-        "order would be lost (write --format csv or pytorch-comms to keep it)");
-  }
-  if (!problems.empty() && !force) {
-    throw Error(fmt::format("cannot export as {}: {}; --force writes it anyway", format,
-                            fmt::join(problems, "; ")));
-  }
-  for (const auto& problem : problems)
+  auto out = io::export_table(table, format, source, force);
+  for (const auto& problem : out.forced)
     std::cerr << "warning: written with --force although " << problem << "\n";
-  ScheduleTable compute_only;
-  const ScheduleTable* written = &table;
-  if (format == "pytorch" && !table.comms.empty()) {
-    compute_only = table;
-    compute_only.comms = {};
-    written = &compute_only;
+  if (out.compute_only)
     std::cerr << "note: written compute-only: the table's communication order is left out\n";
-  }
-  std::string text;
-  if (format == "json") {
-    text = io::format_table(*written, io::TableFormat::Json, source);
-  } else if (format == "pytorch-comms") {
-    text = io::write_pytorch_comms_csv(*written);
-  } else {
-    text = io::write_pytorch_csv(*written);
-  }
-  if (pytorch) {
-    std::cerr << io::pytorch_export_note(*written,
-                                         format == "pytorch-comms" || !written->comms.empty());
-  }
-  return text;
+  std::cerr << out.pytorch_note;
+  return std::move(out.text);
 }
 
 namespace {
@@ -120,49 +87,9 @@ namespace {
 // The paper's three systems (Figure 4), as pipetab defines them (configs/systems).
 const std::vector<std::string> kRegimes = {"compute-bound", "balanced", "network-bound"};
 
-nlohmann::json params_json(const ResolvedParams& p) {
-  nlohmann::json j = {{"devices", p.devices},
-                      {"microbatches", p.microbatches},
-                      {"chunks", p.chunks},
-                      {"waves", p.waves}};
-  if (!p.variant.empty()) j["variant"] = p.variant;
-  if (p.group_size > 0) j["group_size"] = p.group_size;
-  if (p.split_early != 1 || p.split_late != 1)
-    j["split"] = fmt::format("{}:{}", p.split_early, p.split_late);
-  return j;
-}
-
-// A JSON table whose "source" names a schedule and parameters that regenerate exactly this
-// table is evaluated as that schedule (its formula level applies); otherwise as a user table.
+// A JSON table whose "source" regenerates exactly this table is evaluated as that schedule.
 void recognize(Subject& subject) {
-  if (!subject.file || subject.file->source.schedule.empty()) return;
-  const auto& source = subject.file->source;
-  try {
-    const ScheduleInfo& info = find_schedule(source.schedule);
-    const auto& j = source.params;
-    ScheduleParams p;
-    p.devices = j.at("devices").get<std::int64_t>();
-    p.microbatches = j.at("microbatches").get<std::int64_t>();
-    if (info.default_chunks > 0 && j.contains("chunks")) p.chunks = j["chunks"].get<std::int64_t>();
-    if (info.default_waves > 0 && j.contains("waves")) p.waves = j["waves"].get<std::int64_t>();
-    if (j.contains("variant")) p.variant = j["variant"].get<std::string>();
-    if (info.takes_group_size && j.contains("group_size"))
-      p.group_size = j["group_size"].get<std::int64_t>();
-    if (j.contains("split")) p.split = j["split"].get<std::string>();
-    // Regenerate only what could be this table: the same S and M, and a size bounded by the
-    // file's (generators make 2·S·M·v or 4·S·M·W ops), so a small file cannot ask for a huge
-    // generation.
-    const auto& t = subject.table;
-    if (p.devices != t.devices || p.microbatches != t.microbatches) return;
-    const double ops = 2.0 * static_cast<double>(t.devices) * static_cast<double>(t.microbatches) *
-                       static_cast<double>(p.chunks.value_or(1)) *
-                       static_cast<double>(p.waves.value_or(1));
-    if (ops > 2.0 * static_cast<double>(t.ops.size())) return;
-    auto params = resolve(info, p);
-    if (info.generate(params).same_schedule(t)) subject.params = std::move(params);
-  } catch (const std::exception&) {
-    // Not a recognizable generated table: evaluate it as a user table.
-  }
+  if (subject.file) subject.params = io::recognized_params(*subject.file);
 }
 
 Evaluation evaluate_subject(const Subject& s, const ScheduleOptions& o,
@@ -303,7 +230,8 @@ Subcommand add_show(CLI::App& app) {
             const auto& output = s->subject.output;
             if (s->format != "text") {
               io::TableSource source;
-              if (subject.params) source = {subject.params->schedule, params_json(*subject.params)};
+              if (subject.params)
+                source = {subject.params->schedule, io::params_json(*subject.params)};
               emit(output, export_table(subject.table, s->format, source, s->force));
               return;
             }
@@ -574,14 +502,14 @@ Subcommand add_convert(CLI::App& app) {
                   "target format: csv (PyTorch CSV, keeping a communication order), pytorch "
                   "(compute-only), pytorch-comms (with PyTorch's sends and receives), json")
       ->required()
-      ->check(CLI::IsMember(table_formats()));
+      ->check(CLI::IsMember(io::export_formats()));
   cmd->add_option("-o,--output", s->output, "write to this file instead of stdout");
   cmd->add_flag("--force", s->force,
                 "export a table PyTorch cannot run as written, or losing what the format cannot "
                 "hold (with a warning)");
   return {cmd, [s] {
             const auto file = io::load_table(s->file);
-            require_valid_file(file);
+            io::require_valid(file);
             emit(s->output, export_table(file.table, s->to, file.source, s->force));
           }};
 }

@@ -51,11 +51,6 @@ CLI::Option* add_format(CLI::App& command, std::string& format, std::vector<std:
 /// Writes `text` to `path`, or to stdout when `path` is empty or "-".
 void emit(const std::string& path, const std::string& text);
 
-/// Table export formats: "csv" (PyTorch CSV as the table is: compute-only, or with its own
-/// communication order), "pytorch" (compute-only), "pytorch-comms" (with the sends and receives
-/// PyTorch's runtime posts), "json" (pipetab JSON).
-const std::vector<std::string>& table_formats();
-
 /// The export format for `path`: `format` when given, else "json" for a .json path and "csv"
 /// otherwise.
 std::string table_format_for(const std::string& path, const std::string& format);
@@ -65,7 +60,7 @@ std::string table_format_for(const std::string& path, const std::string& format)
 void add_search_export_options(CLI::App& command, std::string& table_format, bool& force,
                                std::string& runnable_by, const std::string& searched);
 
-/// Serializes `table` in `format` (table_formats). Refuses (Error, with the reasons) an export
+/// Serializes `table` in `format` (io::export_table). Refuses (Error, with the reasons) an export
 /// PyTorch cannot run as written or that loses what the table holds, unless `force`; then, and
 /// for every PyTorch export, writes a note to stderr: what --force dropped, the stage ids each
 /// rank builds, the placement style and how to load the file.

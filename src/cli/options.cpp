@@ -7,6 +7,7 @@
 
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
+#include "pipetab/io/table_export.hpp"
 #include "pipetab/table/validate.hpp"
 
 namespace pipetab::cli {
@@ -202,16 +203,6 @@ Subject generated_subject(const std::string& name, const ScheduleOptions& option
   return subject;
 }
 
-void require_valid_file(const io::TableFile& file) {
-  const auto report = validate(file.table, 1);
-  if (report.ok()) return;
-  const auto& issue = report.issues.front();
-  throw Error(fmt::format(
-      "{}: invalid table: {}{}", io::issue_location(file, issue), to_string(issue),
-      report.total > 1 ? fmt::format(" (and {} more; see pipetab validate)", report.total - 1)
-                       : std::string()));
-}
-
 Subject file_subject(const std::string& path, const ScheduleOptions& options) {
   if (options.any_shape_flag()) {
     throw Error(
@@ -226,7 +217,7 @@ Subject file_subject(const std::string& path) {
   Subject subject;
   subject.name = path;
   subject.file = io::load_table(path);
-  require_valid_file(*subject.file);
+  io::require_valid(*subject.file);
   subject.table = subject.file->table;
   return subject;
 }

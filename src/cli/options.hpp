@@ -114,7 +114,4 @@ void add_subject_options(CLI::App& command, SubjectOptions& options);
 /// The subject of show/analyze: exactly one of NAME and --table must be given.
 Subject one_subject(const SubjectOptions& options);
 
-/// Throws Error with the first validation issue of a file, located in the file.
-void require_valid_file(const io::TableFile& file);
-
 }  // namespace pipetab::cli

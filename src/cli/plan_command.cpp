@@ -21,30 +21,6 @@
 namespace pipetab::cli {
 namespace {
 
-// The parts of the runtime a layout spends, in seconds (breakdown shares × runtime).
-struct Parts {
-  double compute, bubble, pipeline, tp, reductions, optimizer;
-};
-Parts parts(const SimulationMetrics& m) {
-  const auto b = m.breakdown();
-  const double t = m.runtime_s;
-  return {b.compute * t, b.bubble * t,     b.exposed_pipeline * t,
-          b.tp_comm * t, b.reductions * t, b.optimizer * t};
-}
-
-nlohmann::json layout_json(const Layout& l) {
-  return {{"tensor_parallel", l.tensor_parallel},
-          {"pipeline_parallel", l.pipeline_parallel},
-          {"data_parallel", l.data_parallel},
-          {"schedule", l.schedule},
-          {"chunks", l.chunks > 0 ? nlohmann::json(l.chunks) : nlohmann::json(nullptr)},
-          {"micro_batch", l.micro_batch},
-          {"microbatches", l.microbatches},
-          {"recompute", to_string(l.recompute)},
-          {"sequence_parallel", l.sequence_parallel},
-          {"distributed_optimizer", l.distributed_optimizer}};
-}
-
 std::string csv_report(const PlanResult& r) {
   std::string out =
       "rank,runtime_s,tokens_per_s,mfu,peak_memory_bytes,lower_bound_s,tensor_parallel,"
@@ -54,7 +30,7 @@ std::string csv_report(const PlanResult& r) {
   for (std::size_t i = 0; i < r.top.size(); ++i) {
     const auto& e = r.top[i];
     const auto& l = e.layout;
-    const auto p = parts(e.metrics);
+    const auto p = runtime_parts(e.metrics);
     out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", i + 1,
                        e.metrics.runtime_s, e.metrics.tokens_per_s.value_or(0),
                        e.metrics.mfu.value_or(0), e.peak_memory_bytes, e.lower_bound_s,
@@ -131,46 +107,6 @@ std::string text_report(const PlanRequest& q, const PlanResult& r, double second
   return out;
 }
 
-nlohmann::json json_report(const PlanRequest& q, const PlanResult& r) {
-  nlohmann::json j = {
-      {"model", q.model.name},          {"system", q.system.name},      {"gpus", q.gpus},
-      {"global_batch", q.global_batch}, {"shard", {q.shard, q.shards}}, {"layouts", r.layouts},
-      {"rejected", r.rejected},         {"pruned", r.pruned},           {"simulated", r.simulated}};
-  auto& rejections = j["rejections"] = nlohmann::json::array();
-  for (const auto& x : r.rejections)
-    rejections.push_back({{"reason", x.reason}, {"count", x.count}, {"example", x.example}});
-  if (r.reference) {
-    j["reference"] = {{"layout", layout_json(r.reference->layout)},
-                      {"description", describe(r.reference->layout)},
-                      {"runtime_s", r.reference->metrics.runtime_s},
-                      {"rank", r.reference_rank},
-                      {"rank_exact", r.reference_rank_exact},
-                      {"peak_memory_bytes", r.reference->peak_memory_bytes}};
-  } else if (!r.reference_error.empty()) {
-    j["reference"] = {{"error", r.reference_error}};
-  }
-  auto& top = j["top"] = nlohmann::json::array();
-  for (std::size_t i = 0; i < r.top.size(); ++i) {
-    const auto& e = r.top[i];
-    const auto p = parts(e.metrics);
-    top.push_back({{"rank", i + 1},
-                   {"layout", layout_json(e.layout)},
-                   {"description", describe(e.layout)},
-                   {"runtime_s", e.metrics.runtime_s},
-                   {"lower_bound_s", e.lower_bound_s},
-                   {"peak_memory_bytes", e.peak_memory_bytes},
-                   {"seconds",
-                    {{"compute", p.compute},
-                     {"bubble", p.bubble},
-                     {"exposed_pipeline", p.pipeline},
-                     {"tp_comm", p.tp},
-                     {"reductions", p.reductions},
-                     {"optimizer", p.optimizer}}},
-                   {"simulation", to_json(e.metrics)}});
-  }
-  return j;
-}
-
 // Why the layout at `rank` (1-based) wins over the next ones: the runtime's parts side by side.
 std::string explain(const PlanResult& r, std::size_t rank) {
   if (rank < 1 || rank > r.top.size()) {
@@ -178,7 +114,7 @@ std::string explain(const PlanResult& r, std::size_t rank) {
         fmt::format("--explain {}: the plan ranked {} layouts (see --top)", rank, r.top.size()));
   }
   const auto& a = r.top[rank - 1];
-  const auto pa = parts(a.metrics);
+  const auto pa = runtime_parts(a.metrics);
   std::string out = fmt::format("\nwhy rank {} ({}) wins:\n", rank, describe(a.layout));
   const auto row = [](const char* name, double x, double y) {
     return fmt::format("  {:<34} {:>10.2f} {:>10.2f} {:>+10.2f}\n", name, 1e3 * x, 1e3 * y,
@@ -187,7 +123,7 @@ std::string explain(const PlanResult& r, std::size_t rank) {
   if (rank == r.top.size()) out += "  it is the last ranked layout; raise --top to compare more\n";
   for (std::size_t j = rank; j < r.top.size() && j < rank + 3; ++j) {
     const auto& b = r.top[j];
-    const auto pb = parts(b.metrics);
+    const auto pb = runtime_parts(b.metrics);
     out += fmt::format("\n  against rank {}: {}\n  {:<34} {:>10} {:>10} {:>10}\n", j + 1,
                        describe(b.layout), "ms per iteration", "this", "other", "other - this");
     out += row("runtime", a.metrics.runtime_s, b.metrics.runtime_s);
@@ -495,7 +431,7 @@ Subcommand add_plan(CLI::App& app) {
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         std::string report;
         if (s->format == "json") {
-          report = json_report(q, result).dump(2) + "\n";
+          report = to_json(q, result).dump(2) + "\n";
         } else if (s->format == "csv") {
           report = csv_report(result);
         } else {

@@ -14,22 +14,6 @@
 namespace pipetab::cli {
 namespace {
 
-// Whether a candidate's simulated peak exceeds the device's memory: it cannot run at all, whatever
-// --memory-limit allowed (issue 14: the best was reported far over memory without a mark).
-bool over_device(const TuneCandidate& c, double capacity) {
-  return capacity > 0 && c.peak_memory_bytes > capacity;
-}
-
-nlohmann::json candidate_json(const TuneCandidate& c, double capacity) {
-  return {{"name", c.name},
-          {"builtin", c.builtin},
-          {"fits", c.fits},
-          {"runtime_s", c.runtime_s},
-          {"peak_activation", c.peak_activation},
-          {"peak_memory_bytes", c.peak_memory_bytes},
-          {"over_device_memory", over_device(c, capacity)}};
-}
-
 std::string text_report(const TuneRequest& request, const TuneResult& r, std::size_t top,
                         const std::string& output) {
   const double capacity = request.setup.system.device.memory_bytes;
@@ -49,7 +33,7 @@ std::string text_report(const TuneRequest& request, const TuneResult& r, std::si
     const auto& best = r.candidates[static_cast<std::size_t>(r.best)];
     out += fmt::format("best: {}\n  runtime {:.6g} s, peak {:g} M_a, {:.4g} GB\n", best.name,
                        best.runtime_s, best.peak_activation, best.peak_memory_bytes / 1e9);
-    if (over_device(best, capacity)) {
+    if (over_device_memory(best, request.setup.system)) {
       out += fmt::format(
           "  warning: {:.4g} GB is over the {:.4g} GB of a {} device: this schedule cannot run "
           "there (search within it with --memory-limit {:.4g}GB, or use a smaller model)\n",
@@ -71,7 +55,7 @@ std::string text_report(const TuneRequest& request, const TuneResult& r, std::si
     out += fmt::format("  {:>4}  {:>12.6g}  {:>9g}  {:>10.4g}  {}{}{}\n", i + 1, c.runtime_s,
                        c.peak_activation, c.peak_memory_bytes / 1e9, c.name,
                        c.fits ? "" : "  (over the limit)",
-                       over_device(c, capacity) ? "  (over device memory)" : "");
+                       over_device_memory(c, request.setup.system) ? "  (over device memory)" : "");
   }
   return out;
 }
@@ -134,33 +118,8 @@ Subcommand add_tune(CLI::App& app) {
           emit(s->table, export_table(best.table, table_format_for(s->table, s->table_format),
                                       source, s->force));
         }
-        const double capacity = request.setup.system.device.memory_bytes;
         if (s->format == "json") {
-          nlohmann::json j = {
-              {"devices", request.devices},
-              {"microbatches", request.microbatches},
-              {"system", request.setup.system.name},
-              {"model", request.setup.model.name},
-              {"memory_limit",
-               {{"unit", request.limit.unit == MemoryLimit::Unit::Activations ? "M_a" : "bytes"},
-                {"value", request.limit.value}}},
-              {"device_memory_bytes", request.setup.system.device.memory_bytes},
-              {"generated", result.generated},
-              {"duplicates", result.duplicates},
-              {"skipped", result.skipped}};
-          j["best"] = result.best < 0
-                          ? nlohmann::json(nullptr)
-                          : candidate_json(result.candidates[static_cast<std::size_t>(result.best)],
-                                           capacity);
-          j["best_builtin"] =
-              result.best_builtin < 0
-                  ? nlohmann::json(nullptr)
-                  : candidate_json(result.candidates[static_cast<std::size_t>(result.best_builtin)],
-                                   capacity);
-          auto& ranking = j["candidates"] = nlohmann::json::array();
-          for (const auto& c : result.candidates)
-            ranking.push_back(candidate_json(c, capacity));
-          emit(s->output, j.dump(2) + "\n");
+          emit(s->output, to_json(request, result).dump(2) + "\n");
         } else {
           emit(s->output, text_report(request, result, s->top, s->table));
         }

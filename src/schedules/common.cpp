@@ -1,11 +1,25 @@
 #include "common.hpp"
 
+#include <algorithm>
+
 namespace pipetab::schedules {
 
 void require_size(const ResolvedParams& params, std::int64_t stages, std::int64_t ops) {
   require(stages <= kMaxStages, params, "{} stages exceed the limit of {} stages per pipeline",
           stages, kMaxStages);
   require(ops <= kMaxOps, params, "{} ops exceed the table limit of {} ops", ops, kMaxOps);
+}
+
+void require_slot_grid(const ResolvedParams& params, std::int64_t cells, std::int64_t filled,
+                       const char* grid, const char* fits) {
+  constexpr std::int64_t kCellsPerPass = 16, kCellsFloor = std::int64_t{1} << 24;
+  const std::int64_t limit = std::min(kMaxOps, kCellsPerPass * filled + kCellsFloor);
+  require(cells <= limit, params,
+          "S = {}, M = {}: the slot grid of {} = {} cells exceeds the limit of {} (16 cells per "
+          "pass plus 2^24, at most {}): placing the passes walks every slot of every device, so "
+          "its time and memory grow with the grid, not with the {} passes; within the op limit, "
+          "any {} fits",
+          params.devices, params.microbatches, grid, cells, limit, kMaxOps, filled, fits);
 }
 
 std::vector<std::int32_t> looping_placement(int devices, int stages) {

@@ -26,6 +26,15 @@ void require(bool condition, const ResolvedParams& params, fmt::format_string<Ar
 /// `ops` is computed in 64 bits from parameters that resolve() already bounded.
 void require_size(const ResolvedParams& params, std::int64_t stages, std::int64_t ops);
 
+/// Rejects, before any work, a generator that walks a slot grid of `cells` cells (all devices
+/// together) to place `filled` passes, when the grid exceeds 16 cells per pass plus 2^24 cells
+/// (a second's work for small tables) or kMaxOps: such a walk grows with the grid, which the
+/// fill and drain make grow with S² while the table grows with S·M (V-Min at S = 4096, M = 1
+/// took 25 s and 0.7 GB for 24,576 passes). `grid` names the grid's size as a formula
+/// ("S·6(M+2S+2)") and `fits` the rule that makes it fit ("M >= (2S+2)/15").
+void require_slot_grid(const ResolvedParams& params, std::int64_t cells, std::int64_t filled,
+                       const char* grid, const char* fits);
+
 /// Looping placement of `stages` stages over `devices` devices: stage s on device s mod S
 /// (one stage per device when stages == devices; Megatron's interleaving otherwise).
 std::vector<std::int32_t> looping_placement(int devices, int stages);

@@ -385,24 +385,12 @@ Memory memory_of(const ResolvedParams& p) {
 // land after the last pass), S·6(M+2S+2) cells in all, of which only the 6SM passes are filled.
 // The reordering walks and counts every slot, so its time and memory grow with the grid: where
 // the fill and drain (the 2S term) dominate, with S² while the table grows with S·M (V-Min at
-// S = 4096, M = 1: 25 s and 0.7 GB for 24576 passes). The grid is therefore bounded by the
-// passes, 16 cells each plus 2^24 cells (a second's work) for small tables, and by kMaxOps;
-// every M >= (2S+2)/15 fits.
-constexpr std::int64_t kGridCellsPerPass = 16;
-constexpr std::int64_t kGridCellsFloor = std::int64_t{1} << 24;
-
+// S = 4096, M = 1: 25 s and 0.7 GB for 24576 passes); require_slot_grid bounds it.
 void require_grid(const ResolvedParams& p) {
   const std::int64_t S = p.devices, M = p.microbatches;
   require_size(p, 2 * S, 6 * S * M);
-  const std::int64_t cells = S * kPeriod * (M + 2 * S + 2);
-  const std::int64_t limit =
-      std::min(kMaxOps, kGridCellsPerPass * kPeriod * S * M + kGridCellsFloor);
-  require(cells <= limit, p,
-          "S = {}, M = {}: the slot grid of S·6(M+2S+2) = {} cells exceeds the limit of {} "
-          "(16 cells per pass plus 2^24, at most {}): the greedy reordering walks every slot of "
-          "every device, so its time and memory grow with the grid, not with the 6SM passes; "
-          "within the op limit, any M >= (2S+2)/15 fits",
-          S, M, cells, limit, kMaxOps);
+  require_slot_grid(p, S * kPeriod * (M + 2 * S + 2), kPeriod * S * M, "S·6(M+2S+2)",
+                    "M >= (2S+2)/15");
 }
 
 // The pass kind of a type of the 6-type plan, and its stage on device d (chunk 1 is stage

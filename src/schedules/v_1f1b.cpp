@@ -224,17 +224,8 @@ ScheduleTable generate_v_1f1b(const ResolvedParams& p) {
   require_size(p, 2 * S, 4 * S * M);
   // The plan walks every slot of every device, S·6(M+4S+1) cells for 6SM filled ones (passes
   // and tails): where the fill and drain (the 4S term) dominate, its time and memory grow with
-  // S² while the table grows with S·M. As for V-Half and V-Min (controllable_memory.cpp), the
-  // grid may have 16 cells per filled one plus 2^24 cells, and at most kMaxOps.
-  const std::int64_t cells = S * slots_bound(S, M);
-  const std::int64_t limit =
-      std::min(kMaxOps, std::int64_t{16} * kPeriod * S * M + (std::int64_t{1} << 24));
-  require(cells <= limit, p,
-          "S = {}, M = {}: the slot grid of S·6(M+4S+1) = {} cells exceeds the limit of {} (16 "
-          "cells per pass or tail plus 2^24, at most {}): the plan walks every slot of every "
-          "device, so its time and memory grow with the grid, not with the passes; within the "
-          "op limit, any M >= (4S+1)/15 fits",
-          S, M, cells, limit, kMaxOps);
+  // S² while the table grows with S·M; require_slot_grid bounds it, as for V-Half and V-Min.
+  require_slot_grid(p, S * slots_bound(S, M), kPeriod * S * M, "S·6(M+4S+1)", "M >= (4S+1)/15");
   Planner planner(p.devices, p.microbatches);
   planner.warm_up();
   return planner.table();

@@ -457,4 +457,64 @@ PlanResult plan(const PlanRequest& request) {
   return result;
 }
 
+RuntimeParts runtime_parts(const SimulationMetrics& m) {
+  const auto b = m.breakdown();
+  const double t = m.runtime_s;
+  return {b.compute * t, b.bubble * t,     b.exposed_pipeline * t,
+          b.tp_comm * t, b.reductions * t, b.optimizer * t};
+}
+
+nlohmann::json layout_json(const Layout& l) {
+  return {{"tensor_parallel", l.tensor_parallel},
+          {"pipeline_parallel", l.pipeline_parallel},
+          {"data_parallel", l.data_parallel},
+          {"schedule", l.schedule},
+          {"chunks", l.chunks > 0 ? nlohmann::json(l.chunks) : nlohmann::json(nullptr)},
+          {"micro_batch", l.micro_batch},
+          {"microbatches", l.microbatches},
+          {"recompute", to_string(l.recompute)},
+          {"sequence_parallel", l.sequence_parallel},
+          {"distributed_optimizer", l.distributed_optimizer}};
+}
+
+nlohmann::json to_json(const PlanRequest& q, const PlanResult& r) {
+  nlohmann::json j = {
+      {"model", q.model.name},          {"system", q.system.name},      {"gpus", q.gpus},
+      {"global_batch", q.global_batch}, {"shard", {q.shard, q.shards}}, {"layouts", r.layouts},
+      {"rejected", r.rejected},         {"pruned", r.pruned},           {"simulated", r.simulated}};
+  auto& rejections = j["rejections"] = nlohmann::json::array();
+  for (const auto& x : r.rejections)
+    rejections.push_back({{"reason", x.reason}, {"count", x.count}, {"example", x.example}});
+  if (r.reference) {
+    j["reference"] = {{"layout", layout_json(r.reference->layout)},
+                      {"description", describe(r.reference->layout)},
+                      {"runtime_s", r.reference->metrics.runtime_s},
+                      {"rank", r.reference_rank},
+                      {"rank_exact", r.reference_rank_exact},
+                      {"peak_memory_bytes", r.reference->peak_memory_bytes}};
+  } else if (!r.reference_error.empty()) {
+    j["reference"] = {{"error", r.reference_error}};
+  }
+  auto& top = j["top"] = nlohmann::json::array();
+  for (std::size_t i = 0; i < r.top.size(); ++i) {
+    const auto& e = r.top[i];
+    const auto p = runtime_parts(e.metrics);
+    top.push_back({{"rank", i + 1},
+                   {"layout", layout_json(e.layout)},
+                   {"description", describe(e.layout)},
+                   {"runtime_s", e.metrics.runtime_s},
+                   {"lower_bound_s", e.lower_bound_s},
+                   {"peak_memory_bytes", e.peak_memory_bytes},
+                   {"seconds",
+                    {{"compute", p.compute},
+                     {"bubble", p.bubble},
+                     {"exposed_pipeline", p.pipeline},
+                     {"tp_comm", p.tp},
+                     {"reductions", p.reductions},
+                     {"optimizer", p.optimizer}}},
+                   {"simulation", to_json(e.metrics)}});
+  }
+  return j;
+}
+
 }  // namespace pipetab

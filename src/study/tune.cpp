@@ -320,4 +320,42 @@ TuneResult tune(const TuneRequest& request) {
   return Search(request).run();
 }
 
+bool over_device_memory(const TuneCandidate& c, const SystemConfig& system) {
+  const double capacity = system.device.memory_bytes;
+  return capacity > 0 && c.peak_memory_bytes > capacity;
+}
+
+nlohmann::json to_json(const TuneRequest& request, const TuneResult& result) {
+  const auto& system = request.setup.system;
+  const auto candidate = [&](std::int64_t i) {
+    if (i < 0) return nlohmann::json(nullptr);
+    const auto& c = result.candidates[static_cast<std::size_t>(i)];
+    return nlohmann::json{{"name", c.name},
+                          {"builtin", c.builtin},
+                          {"fits", c.fits},
+                          {"runtime_s", c.runtime_s},
+                          {"peak_activation", c.peak_activation},
+                          {"peak_memory_bytes", c.peak_memory_bytes},
+                          {"over_device_memory", over_device_memory(c, system)}};
+  };
+  nlohmann::json j = {
+      {"devices", request.devices},
+      {"microbatches", request.microbatches},
+      {"system", system.name},
+      {"model", request.setup.model.name},
+      {"memory_limit",
+       {{"unit", request.limit.unit == MemoryLimit::Unit::Activations ? "M_a" : "bytes"},
+        {"value", request.limit.value}}},
+      {"device_memory_bytes", system.device.memory_bytes},
+      {"generated", result.generated},
+      {"duplicates", result.duplicates},
+      {"skipped", result.skipped}};
+  j["best"] = candidate(result.best);
+  j["best_builtin"] = candidate(result.best_builtin);
+  auto& ranking = j["candidates"] = nlohmann::json::array();
+  for (std::size_t i = 0; i < result.candidates.size(); ++i)
+    ranking.push_back(candidate(static_cast<std::int64_t>(i)));
+  return j;
+}
+
 }  // namespace pipetab

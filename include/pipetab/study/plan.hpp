@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "pipetab/model/workload.hpp"
 #include "pipetab/report/simulation.hpp"
 #include "pipetab/system/system.hpp"
@@ -131,5 +133,17 @@ ScheduleTable layout_table(const PlanRequest& request, const Layout& layout);
 /// whatever the thread count. Throws ParamError for a request with no layout at all (the GPU
 /// count or the batch admit none) or a model that is not a transformer.
 PlanResult plan(const PlanRequest& request);
+
+/// The parts of the runtime a layout spends, in seconds (breakdown shares × runtime).
+struct RuntimeParts {
+  double compute = 0, bubble = 0, pipeline = 0, tp = 0, reductions = 0, optimizer = 0;
+};
+RuntimeParts runtime_parts(const SimulationMetrics& metrics);
+
+/// A layout's fields as JSON (chunks null when the schedule has none).
+nlohmann::json layout_json(const Layout& layout);
+
+/// The plan as `pipetab plan --format json` writes it (docs/design.md §7.2).
+nlohmann::json to_json(const PlanRequest& request, const PlanResult& result);
 
 }  // namespace pipetab

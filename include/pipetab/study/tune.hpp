@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "pipetab/report/simulation.hpp"
 #include "pipetab/schedules/zero_bubble.hpp"
 #include "pipetab/table/memory.hpp"
@@ -87,5 +89,12 @@ ZeroBubbleProblem measured_zero_bubble_problem(const SimulationSetup& setup, std
 /// Runs the search. Deterministic. Throws ParamError for an invalid request (sizes, a
 /// non-positive limit, a system that cannot take the options).
 TuneResult tune(const TuneRequest& request);
+
+/// Whether a candidate's simulated peak exceeds the memory of a device of `system`: it cannot
+/// run there at all, whatever the memory limit allowed.
+bool over_device_memory(const TuneCandidate& candidate, const SystemConfig& system);
+
+/// The search as `pipetab tune --format json` writes it (docs/design.md §7.2).
+nlohmann::json to_json(const TuneRequest& request, const TuneResult& result);
 
 }  // namespace pipetab
