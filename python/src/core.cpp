@@ -525,40 +525,11 @@ std::vector<bool> parse_both(const std::string& name, const std::string& value) 
   throw Error(fmt::format("{} {}: expected both, on or off", name, value));
 }
 
-// plan_command.cpp from_run + make_request.
+// What plan_command.cpp builds from its flags.
 PlanRequest plan_request(const PlanArgs& s) {
   PlanRequest q;
   if (s.from_run) {
-    const auto runs = load_measurements(s.runs);
-    const MeasuredRun* run = nullptr;
-    std::vector<std::string> ids;
-    for (const auto& r : runs.runs) {
-      if (r.kind != MeasurementKind::Iteration) continue;
-      ids.push_back(r.id);
-      if (r.id == *s.from_run) run = &r;
-    }
-    if (run == nullptr) {
-      throw Error(fmt::format("--from-run '{}': {} has no such iteration run (runs: {})",
-                              *s.from_run, s.runs, fmt::join(ids, ", ")));
-    }
-    const auto& m = *run->model.transformer();
-    q.model = run->model;
-    q.system = io::load_system(run->system);
-    q.lowering = run->lowering;
-    Layout l;
-    l.tensor_parallel = m.tensor_parallel;
-    l.pipeline_parallel = run->devices;
-    l.data_parallel = run->lowering.data_parallel;
-    l.micro_batch = m.micro_batch;
-    l.microbatches = run->microbatches;
-    l.schedule = run->schedule;
-    l.chunks = run->chunks.value_or(0);
-    l.recompute = m.recompute;
-    l.sequence_parallel = m.sequence_parallel;
-    l.distributed_optimizer = run->lowering.iteration.distributed_optimizer;
-    q.gpus = l.tensor_parallel * l.pipeline_parallel * l.data_parallel;
-    q.global_batch = l.micro_batch * l.microbatches * l.data_parallel;
-    q.reference = l;
+    plan_from_run(q, s.runs, *s.from_run);
     if (s.gpus > 0) q.gpus = s.gpus;
     if (s.global_batch > 0) q.global_batch = s.global_batch;
   } else {
@@ -668,23 +639,6 @@ std::shared_ptr<Table> plan_table(const PlanOutcome& o, std::size_t rank) {
 
 // ---------------------------------------------------------------------------------------------
 // Lists
-
-std::string schedules_json() {  // `pipetab list --format json`
-  nlohmann::json all = nlohmann::json::array();
-  for (const auto* info : all_schedules()) {
-    nlohmann::json j = {{"name", info->name},
-                        {"title", info->title},
-                        {"source", info->source},
-                        {"constraints", info->constraints}};
-    if (info->default_chunks) j["default_chunks"] = info->default_chunks;
-    if (info->default_waves) j["default_waves"] = info->default_waves;
-    if (info->takes_group_size) j["takes_group_size"] = true;
-    if (!info->variants.empty()) j["variants"] = info->variants;
-    if (!info->default_split.empty()) j["default_split"] = info->default_split;
-    all.push_back(std::move(j));
-  }
-  return all.dump(2);
-}
 
 std::string preset(const std::string& kind, const std::string& name) {
   if (kind != "models" && kind != "systems") {
@@ -826,7 +780,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("json", &PlanOutcome::json)
       .def("table", &plan_table, py::arg("rank") = 1);
 
-  m.def("schedules_json", &schedules_json);
+  m.def("schedules_json", [] { return pipetab::schedules_json().dump(2); });
   m.def("model_presets", &pipetab::io::model_presets);
   m.def("system_presets", &pipetab::io::system_presets);
   m.def("preset", &preset, py::arg("kind"), py::arg("name"));

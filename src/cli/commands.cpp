@@ -159,20 +159,7 @@ Subcommand add_list(CLI::App& app) {
   return {
       cmd, [format] {
         if (*format == "json") {
-          nlohmann::json all = nlohmann::json::array();
-          for (const auto* info : all_schedules()) {
-            nlohmann::json j = {{"name", info->name},
-                                {"title", info->title},
-                                {"source", info->source},
-                                {"constraints", info->constraints}};
-            if (info->default_chunks) j["default_chunks"] = info->default_chunks;
-            if (info->default_waves) j["default_waves"] = info->default_waves;
-            if (info->takes_group_size) j["takes_group_size"] = true;
-            if (!info->variants.empty()) j["variants"] = info->variants;
-            if (!info->default_split.empty()) j["default_split"] = info->default_split;
-            all.push_back(std::move(j));
-          }
-          emit("", all.dump(2) + "\n");
+          emit("", schedules_json().dump(2) + "\n");
           return;
         }
         std::string out;

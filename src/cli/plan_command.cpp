@@ -156,41 +156,6 @@ std::string explain(const PlanResult& r, std::size_t rank) {
   return out;
 }
 
-// The model, system, GPU count, batch and runtime options of a measured run, and its layout as
-// the reference.
-void from_run(PlanRequest& q, const std::string& file, const std::string& id) {
-  const auto runs = load_measurements(file);
-  const MeasuredRun* run = nullptr;
-  std::vector<std::string> ids;
-  for (const auto& r : runs.runs) {
-    if (r.kind != MeasurementKind::Iteration) continue;
-    ids.push_back(r.id);
-    if (r.id == id) run = &r;
-  }
-  if (run == nullptr) {
-    throw Error(fmt::format("--from-run '{}': {} has no such iteration run (runs: {})", id, file,
-                            fmt::join(ids, ", ")));
-  }
-  const auto& m = *run->model.transformer();
-  q.model = run->model;
-  q.system = io::load_system(run->system);
-  q.lowering = run->lowering;
-  Layout l;
-  l.tensor_parallel = m.tensor_parallel;
-  l.pipeline_parallel = run->devices;
-  l.data_parallel = run->lowering.data_parallel;
-  l.micro_batch = m.micro_batch;
-  l.microbatches = run->microbatches;
-  l.schedule = run->schedule;
-  l.chunks = run->chunks.value_or(0);
-  l.recompute = m.recompute;
-  l.sequence_parallel = m.sequence_parallel;
-  l.distributed_optimizer = run->lowering.iteration.distributed_optimizer;
-  q.gpus = l.tensor_parallel * l.pipeline_parallel * l.data_parallel;
-  q.global_batch = l.micro_batch * l.microbatches * l.data_parallel;
-  q.reference = l;
-}
-
 std::vector<Recompute> recompute_list(const std::vector<std::string>& names) {
   std::vector<Recompute> out;
   for (const auto& n : names) {
@@ -233,7 +198,7 @@ struct PlanState {
 PlanRequest make_request(const PlanState& s, const std::string& run_id) {
   PlanRequest q;
   if (!run_id.empty()) {
-    from_run(q, s.runs, run_id);
+    plan_from_run(q, s.runs, run_id);
     if (s.gpus > 0) q.gpus = s.gpus;
     if (s.global_batch > 0) q.global_batch = s.global_batch;
   } else {

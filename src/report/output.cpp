@@ -6,9 +6,28 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "pipetab/schedules/registry.hpp"
+
 namespace pipetab {
 
 using nlohmann::json;
+
+json schedules_json() {
+  json all = json::array();
+  for (const auto* info : all_schedules()) {
+    json j = {{"name", info->name},
+              {"title", info->title},
+              {"source", info->source},
+              {"constraints", info->constraints}};
+    if (info->default_chunks) j["default_chunks"] = info->default_chunks;
+    if (info->default_waves) j["default_waves"] = info->default_waves;
+    if (info->takes_group_size) j["takes_group_size"] = true;
+    if (!info->variants.empty()) j["variants"] = info->variants;
+    if (!info->default_split.empty()) j["default_split"] = info->default_split;
+    all.push_back(std::move(j));
+  }
+  return all;
+}
 
 std::string format_number(double value) {
   return fmt::format("{}", value);

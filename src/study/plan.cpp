@@ -8,10 +8,13 @@
 
 #include "parallel.hpp"
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "pipetab/error.hpp"
+#include "pipetab/io/config.hpp"
 #include "pipetab/schedules/registry.hpp"
 #include "pipetab/sim/bounds.hpp"
+#include "pipetab/study/measurements.hpp"
 #include "pipetab/study/tune.hpp"
 
 namespace pipetab {
@@ -515,6 +518,39 @@ nlohmann::json to_json(const PlanRequest& q, const PlanResult& r) {
                    {"simulation", to_json(e.metrics)}});
   }
   return j;
+}
+
+void plan_from_run(PlanRequest& q, const std::string& file, const std::string& id) {
+  const auto runs = load_measurements(file);
+  const MeasuredRun* run = nullptr;
+  std::vector<std::string> ids;
+  for (const auto& r : runs.runs) {
+    if (r.kind != MeasurementKind::Iteration) continue;
+    ids.push_back(r.id);
+    if (r.id == id) run = &r;
+  }
+  if (run == nullptr) {
+    throw Error(fmt::format("--from-run '{}': {} has no such iteration run (runs: {})", id, file,
+                            fmt::join(ids, ", ")));
+  }
+  const auto& m = *run->model.transformer();
+  q.model = run->model;
+  q.system = io::load_system(run->system);
+  q.lowering = run->lowering;
+  Layout l;
+  l.tensor_parallel = m.tensor_parallel;
+  l.pipeline_parallel = run->devices;
+  l.data_parallel = run->lowering.data_parallel;
+  l.micro_batch = m.micro_batch;
+  l.microbatches = run->microbatches;
+  l.schedule = run->schedule;
+  l.chunks = run->chunks.value_or(0);
+  l.recompute = m.recompute;
+  l.sequence_parallel = m.sequence_parallel;
+  l.distributed_optimizer = run->lowering.iteration.distributed_optimizer;
+  q.gpus = l.tensor_parallel * l.pipeline_parallel * l.data_parallel;
+  q.global_batch = l.micro_batch * l.microbatches * l.data_parallel;
+  q.reference = l;
 }
 
 }  // namespace pipetab

@@ -43,6 +43,10 @@ std::vector<std::string> csv_row(const Evaluation& evaluation);
 /// Joins cells into one CSV line (RFC 4180 quoting where needed), ending in '\n'.
 std::string csv_line(const std::vector<std::string>& cells);
 
+/// Every registered schedule as `pipetab list --format json` prints it: name, title, source,
+/// constraints, and the options each takes with their defaults.
+nlohmann::json schedules_json();
+
 /// Shortest text that reads back as the same double ("28.5", "0.15789473684210525").
 std::string format_number(double value);
 

@@ -143,6 +143,11 @@ RuntimeParts runtime_parts(const SimulationMetrics& metrics);
 /// A layout's fields as JSON (chunks null when the schedule has none).
 nlohmann::json layout_json(const Layout& layout);
 
+/// Sets `request`'s model, system, runtime options, GPU count and global batch from the
+/// iteration run `id` of the measured-runs file (or preset) `file`, and its layout as the
+/// reference to rank. Throws Error listing the iteration runs when there is no such run.
+void plan_from_run(PlanRequest& request, const std::string& file, const std::string& id);
+
 /// The plan as `pipetab plan --format json` writes it (docs/design.md §7.2).
 nlohmann::json to_json(const PlanRequest& request, const PlanResult& result);
 
