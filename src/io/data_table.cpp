@@ -89,8 +89,7 @@ class CsvReader {
   DataTable read() {
     DataTable table;
     table.file = file_;
-    // A UTF-8 byte order mark (spreadsheet exports) is not part of the first column's name.
-    if (text_.substr(0, 3) == "\xEF\xBB\xBF") pos_ = 3;
+    pos_ = detail::byte_order_mark(text_);
     bool header = true;
     while (skip_empty_lines()) {
       const int line = line_;

@@ -5,6 +5,7 @@
 #include <ostream>
 
 #include "placement_inference.hpp"
+#include "text.hpp"
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -20,8 +21,7 @@ class CsvReader {
   CsvReader(std::string_view text, const std::string& file) : text_(text), file_(file) {}
 
   detail::Cells read() && {
-    // A UTF-8 byte-order mark (spreadsheet programs write one) is not part of the first cell.
-    if (text_.substr(0, 3) == "\xEF\xBB\xBF") pos_ = line_start_ = 3;
+    pos_ = line_start_ = detail::byte_order_mark(text_);
     while (pos_ < text_.size())
       read_row();
     // Blank lines at the end (an editor's final newline) are not devices.
