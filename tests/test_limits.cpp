@@ -8,7 +8,8 @@
 //  - V-Half and V-Min, whose slot grid grows with S² where their passes grow with S·M, refuse
 //    a grid of more than 16 cells per pass (plus a floor) before any work.
 // The memory limits are set with setrlimit(RLIMIT_AS) in a forked child, which sanitizers'
-// shadow memory makes meaningless: those tests are skipped in sanitizer builds.
+// shadow memory makes meaningless: those tests are skipped in sanitizer builds (CMake defines
+// PIPETAB_SANITIZED there).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -30,15 +31,6 @@
 #include "pipetab/schedules/registry.hpp"
 #include "pipetab/study/study.hpp"
 #include "pipetab/study/sweep.hpp"
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define PIPETAB_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
-#define PIPETAB_SANITIZED 1
-#endif
-#endif
 
 namespace pipetab {
 namespace {
