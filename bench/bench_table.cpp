@@ -10,6 +10,7 @@
 #include "pipetab/error.hpp"
 #include "pipetab/schedules/registry.hpp"
 #include "pipetab/schedules/zero_bubble.hpp"
+#include "pipetab/table/comm_order.hpp"
 #include "pipetab/table/memory.hpp"
 #include "pipetab/table/timing.hpp"
 #include "pipetab/table/validate.hpp"
@@ -139,6 +140,48 @@ void BM_ZeroBubbleHeuristic(benchmark::State& state) {
   report(state, table);
 }
 BENCHMARK(BM_ZeroBubbleHeuristic)->Unit(benchmark::kMillisecond);
+
+// Scaling with the pipeline depth (issue 14): items/s stays flat where the cost is linear in
+// the ops. Argument: S.
+//  - PyTorch's send/receive lowering of 1F1B at M = 1, where one microbatch crosses S devices
+//    one per round (it was quadratic: every remaining device visited every round);
+//  - the activation peaks of the same table (quadratic while every device copied every stage's
+//    size);
+//  - V-Half at M = S, whose reordering moves ~S² passes each up to ~S slots (cubic while every
+//    move walked its distance; O(log) per move now).
+ScheduleTable deep(const char* name, std::int64_t S, std::int64_t M) {
+  ScheduleParams p;
+  p.devices = static_cast<std::int32_t>(S);
+  p.microbatches = static_cast<std::int32_t>(M);
+  return generate(find_schedule(name), p);
+}
+
+void BM_DeepSendRecv(benchmark::State& state) {
+  const auto table = deep("1f1b", state.range(0), 1);
+  for (auto _ : state)
+    benchmark::DoNotOptimize(pytorch_send_recv(table).actions.data());
+  report(state, table);
+}
+
+void BM_DeepActivationPeaks(benchmark::State& state) {
+  const auto table = deep("1f1b", state.range(0), 1);
+  for (auto _ : state)
+    benchmark::DoNotOptimize(activation_peaks(table).data());
+  report(state, table);
+}
+
+void BM_VHalfAtMEqualsS(benchmark::State& state) {
+  ScheduleTable table;
+  for (auto _ : state) {
+    table = deep("v-half", state.range(0), state.range(0));
+    benchmark::DoNotOptimize(table.ops.data());
+  }
+  report(state, table);
+}
+
+BENCHMARK(BM_DeepSendRecv)->Arg(1024)->Arg(4096)->Arg(16384)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DeepActivationPeaks)->Arg(1024)->Arg(4096)->Arg(16384)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_VHalfAtMEqualsS)->Arg(64)->Arg(128)->Arg(256)->Unit(benchmark::kMillisecond);
 
 // Argument: chunks (0 = 1F1B, 4 = interleaved with v = 4).
 BENCHMARK(BM_TableLevel)->Arg(0)->Arg(4)->Unit(benchmark::kMillisecond);

@@ -127,6 +127,23 @@ TEST(CsvExportLimit, StreamedWriterWritesTheSameBytes) {
   }
 }
 
+TEST(CsvExportLimit, TheCliStreamsAGridLargerThanItsAddressSpace) {
+  if (kSanitized) GTEST_SKIP() << "address-space limits mean nothing under sanitizers";
+  // 1F1B at S = 11000, M = 1: a 181 MB grid (just under the cell limit) from 22000 ops, written
+  // under a 128 MiB address-space limit: it can only pass if the grid is never held whole.
+  // Bytes: row d has 2S−d cells (CsvExportLimit.GridCellsOfOneFOneBAtOneMicrobatch), so 2S−d−1
+  // commas and a newline, and the ops "dF0" and "dB0".
+  const std::int64_t S = 11000;
+  std::int64_t bytes = 0;
+  for (std::int64_t d = 0; d < S; ++d)
+    bytes += (2 * S - d) + 2 * (static_cast<std::int64_t>(std::to_string(d).size()) + 2);
+  const auto [out, rc] = shell("bash -c 'ulimit -v 131072; " + std::string(PIPETAB_BINARY) +
+                               " show 1f1b -S 11000 -M 1 --format csv 2>/dev/null | wc -c; "
+                               "exit ${PIPESTATUS[0]}'");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(std::stoll(out), bytes);
+}
+
 // --- Generators -------------------------------------------------------------------------------
 
 TEST(GeneratorLimit, VShapeGridIsBoundedByItsPasses) {

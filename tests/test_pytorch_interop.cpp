@@ -4,6 +4,7 @@
 // cell for cell on its own artifact and on the literal vectors of its tests
 // (pytorch-interop.md §3.9); every error of a compute+comms table is located and explained;
 // exports PyTorch cannot run are refused with the reason.
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -126,6 +127,99 @@ TEST(PyTorchLowering, EveryGeneratedSingleTableLowersToAnOrderThatChecks) {
   }
 }
 
+// PyTorch's `_add_send_recv` loop as it reads, round by round (every remaining rank, in rank
+// order, tries its next op once per round): the oracle for the linear-time lowering.
+CommOrder send_recv_round_by_round(const ScheduleTable& t, bool idle_slots) {
+  const auto N = static_cast<std::size_t>(t.stages);
+  const auto D = static_cast<std::size_t>(t.devices);
+  std::vector<char> forward(static_cast<std::size_t>(t.microbatches) * N, 0);
+  std::vector<char> backward(forward.size(), 0);
+  const auto at = [N](const Pass& p) {
+    return static_cast<std::size_t>(p.microbatch) * N + p.stage;
+  };
+  const auto ready = [&](const Pass& p) {
+    if (p.kind == PassKind::F) return p.stage == 0 || forward[at(p) - 1] != 0;
+    if (is_input_backward(p.kind)) return p.stage + 1U == N || backward[at(p) + 1] != 0;
+    return true;
+  };
+  std::vector<std::vector<CommAction>> rows(D);
+  std::vector<std::int64_t> next(t.row_begin.begin(), t.row_begin.end() - 1), column(D, 0);
+  std::vector<std::int32_t> placed(D, 0);
+  const auto pending = [&] {
+    for (std::size_t d = 0; d < D; ++d)
+      if (next[d] < t.row_begin[d + 1]) return true;
+    return false;
+  };
+  while (pending()) {
+    bool progress = false;
+    for (std::size_t d = 0; d < D; ++d) {
+      if (next[d] == t.row_begin[d + 1]) continue;
+      const auto i = static_cast<std::size_t>(next[d]);
+      const auto passes = t.ops[i].passes();
+      if (idle_slots && !t.slots.empty() && column[d] < t.slots[i]) {
+        ++column[d];
+        progress = true;
+        continue;
+      }
+      if (!std::all_of(passes.begin(), passes.end(), ready)) continue;
+      progress = true;
+      ++column[d];
+      ++next[d];
+      const auto here = ++placed[d];  // a send follows its op
+      for (const Pass& p : passes) {
+        const bool f = p.kind == PassKind::F;
+        if (!f && !is_input_backward(p.kind)) continue;
+        (f ? forward : backward)[at(p)] = 1;
+        const int to_stage = f ? p.stage + 1 : p.stage - 1;
+        if (to_stage < 0 || to_stage >= t.stages) continue;
+        const auto to = static_cast<std::size_t>(
+            t.placement.device_of(t.pipeline_of_microbatch(p.microbatch), to_stage));
+        if (to == d) continue;
+        rows[d].push_back({p.microbatch, static_cast<std::uint16_t>(p.stage),
+                           f ? CommKind::SendF : CommKind::SendB, here});
+        rows[to].push_back({p.microbatch, static_cast<std::uint16_t>(to_stage),
+                            f ? CommKind::RecvF : CommKind::RecvB, placed[to]});
+      }
+    }
+    if (!progress) throw Error("stalled");
+  }
+  CommOrder order;
+  for (const auto& row : rows) {
+    order.actions.insert(order.actions.end(), row.begin(), row.end());
+    order.row_begin.push_back(static_cast<std::int64_t>(order.actions.size()));
+  }
+  if (order.actions.empty()) order.row_begin = {0};
+  return order;
+}
+
+TEST(PyTorchLowering, TakesTheSameTurnsAsPyTorchsRoundByRoundLoopOverTheRegistry) {
+  // Property over every generator, pipeline depths from 2 to 9 and microbatch counts from 1 to
+  // 3S, with idle cells taking turns or not: the event-driven lowering gives the very lists of
+  // the loop as PyTorch writes it.
+  std::int64_t compared = 0;
+  for (const auto* info : all_schedules()) {
+    for (std::int64_t S = 2; S <= 9; ++S) {
+      for (const std::int64_t M : {std::int64_t{1}, S - 1, S, S + 1, 2 * S, 3 * S}) {
+        ScheduleTable t;
+        try {
+          t = generate(*info, test::sm(S, M));
+        } catch (const ParamError&) {
+          continue;
+        }
+        for (const bool idle : {false, true}) {
+          auto fast = t, oracle = t;
+          fast.comms = pytorch_send_recv(t, idle);
+          oracle.comms = send_recv_round_by_round(t, idle);
+          EXPECT_EQ(lists(fast), lists(oracle))
+              << info->name << " S=" << S << " M=" << M << " idle=" << idle;
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 500);
+}
+
 TEST(PyTorchFiles, LegacyGrammarIsNamed) {
   const auto message = error_of(data("pytorch/zb1p_compute_legacy.csv"));
   EXPECT_EQ(message.rfind("t.csv:1:18: this file is in PyTorch's legacy grammar", 0), 0U)
@@ -198,6 +292,13 @@ TEST(PyTorchExport, RefusesWhatPyTorchCannotRunAndStatesWhatEachRankBuilds) {
   EXPECT_NE(note.find("rank 3 builds stages 3, 4"), std::string::npos) << note;
   EXPECT_NE(note.find("ZBVZeroBubble"), std::string::npos) << note;
   EXPECT_NE(note.find("format=\"compute_comms\""), std::string::npos) << note;
+  // Thousands of ranks: the first and last eight are listed, the rest summed up in one line.
+  const auto wide = io::pytorch_export_note(test::make("1f1b", test::sm(3000, 1)), false);
+  EXPECT_EQ(std::count(wide.begin(), wide.end(), '\n'), 1 + 16 + 1 + 2) << wide;
+  EXPECT_NE(wide.find("rank 7 builds stages 7\n  ... ranks 8 to 2991 likewise\n  rank 2992 "
+                      "builds stages 2992\n"),
+            std::string::npos)
+      << wide;
 }
 
 }  // namespace

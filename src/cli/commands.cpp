@@ -26,13 +26,21 @@
 namespace pipetab::cli {
 
 void emit(const std::string& path, const std::string& text) {
-  if (path.empty() || path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-      throw Error(fmt::format("cannot write to standard output: {}", std::strerror(errno)));
-    }
-  } else {
-    io::write_file(path, text);
+  emit(path, [&text](std::ostream& out) {
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  });
+}
+
+void emit(const std::string& path, const std::function<void(std::ostream&)>& write) {
+  if (!path.empty() && path != "-") {
+    io::write_file(path, write);
+    return;
+  }
+  write(std::cout);
+  std::cout.flush();
+  if (!std::cout) {
+    std::cout.clear();
+    throw Error(fmt::format("cannot write to standard output: {}", std::strerror(errno)));
   }
 }
 
@@ -71,15 +79,16 @@ void add_search_export_options(CLI::App& command, std::string& table_format, boo
       ->check(CLI::IsMember({"pytorch", "megatron"}));
 }
 
-std::string export_table(const ScheduleTable& table, const std::string& format,
-                         const io::TableSource& source, bool force) {
-  auto out = io::export_table(table, format, source, force);
+void export_table(const std::string& path, const ScheduleTable& table, const std::string& format,
+                  const io::TableSource& source, bool force) {
+  io::TableExport out;
+  emit(path,
+       [&](std::ostream& text) { out = io::export_table(table, format, source, force, text); });
   for (const auto& problem : out.forced)
     std::cerr << "warning: written with --force although " << problem << "\n";
   if (out.compute_only)
     std::cerr << "note: written compute-only: the table's communication order is left out\n";
   std::cerr << out.pytorch_note;
-  return std::move(out.text);
 }
 
 namespace {
@@ -219,7 +228,7 @@ Subcommand add_show(CLI::App& app) {
               io::TableSource source;
               if (subject.params)
                 source = {subject.params->schedule, io::params_json(*subject.params)};
-              emit(output, export_table(subject.table, s->format, source, s->force));
+              export_table(output, subject.table, s->format, source, s->force);
               return;
             }
             const auto evaluation = evaluate_subject(subject, s->subject.schedule);
@@ -497,7 +506,7 @@ Subcommand add_convert(CLI::App& app) {
   return {cmd, [s] {
             const auto file = io::load_table(s->file);
             io::require_valid(file);
-            emit(s->output, export_table(file.table, s->to, file.source, s->force));
+            export_table(s->output, file.table, s->to, file.source, s->force);
           }};
 }
 

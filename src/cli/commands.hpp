@@ -51,6 +51,9 @@ CLI::Option* add_format(CLI::App& command, std::string& format, std::vector<std:
 /// Writes `text` to `path`, or to stdout when `path` is empty or "-".
 void emit(const std::string& path, const std::string& text);
 
+/// The same for text that `write` streams out.
+void emit(const std::string& path, const std::function<void(std::ostream&)>& write);
+
 /// The export format for `path`: `format` when given, else "json" for a .json path and "csv"
 /// otherwise.
 std::string table_format_for(const std::string& path, const std::string& format);
@@ -60,11 +63,11 @@ std::string table_format_for(const std::string& path, const std::string& format)
 void add_search_export_options(CLI::App& command, std::string& table_format, bool& force,
                                std::string& runnable_by, const std::string& searched);
 
-/// Serializes `table` in `format` (io::export_table). Refuses (Error, with the reasons) an export
-/// PyTorch cannot run as written or that loses what the table holds, unless `force`; then, and
-/// for every PyTorch export, writes a note to stderr: what --force dropped, the stage ids each
-/// rank builds, the placement style and how to load the file.
-std::string export_table(const ScheduleTable& table, const std::string& format,
-                         const io::TableSource& source, bool force);
+/// Writes `table` in `format` (io::export_table) to `path` as emit does, streamed. Refuses
+/// (Error, with the reasons) an export PyTorch cannot run as written or that loses what the
+/// table holds, unless `force`; then, and for every PyTorch export, writes a note to stderr: what
+/// --force dropped, the stage ids each rank builds, the placement style and how to load the file.
+void export_table(const std::string& path, const ScheduleTable& table, const std::string& format,
+                  const io::TableSource& source, bool force);
 
 }  // namespace pipetab::cli

@@ -416,8 +416,8 @@ Subcommand add_plan(CLI::App& app) {
                                    {{"devices", best.layout.pipeline_parallel},
                                     {"microbatches", best.layout.microbatches},
                                     {"layout", describe(best.layout)}}};
-            emit(s->table, export_table(table, table_format_for(s->table, s->table_format), source,
-                                        s->force));
+            export_table(s->table, table, table_format_for(s->table, s->table_format), source,
+                         s->force);
           }
           if (!s->trace.empty() || !s->svg.empty()) {
             // Checked from the table before simulating, as simulate does.

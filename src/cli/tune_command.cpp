@@ -115,8 +115,8 @@ Subcommand add_tune(CLI::App& app) {
                                  {{"devices", request.devices},
                                   {"microbatches", request.microbatches},
                                   {"found", best.name}}};
-          emit(s->table, export_table(best.table, table_format_for(s->table, s->table_format),
-                                      source, s->force));
+          export_table(s->table, best.table, table_format_for(s->table, s->table_format), source,
+                       s->force);
         }
         if (s->format == "json") {
           emit(s->output, to_json(request, result).dump(2) + "\n");

@@ -376,7 +376,17 @@ std::string pytorch_export_note(const ScheduleTable& table, bool comms) {
   if (placement.style == "loop") out += fmt::format(" (stage s on rank s mod {})", table.devices);
   if (placement.style == "v") out += " (ranks 0..pp-1, then pp-1..0)";
   out += "\n";
-  for (std::size_t r = 0; r < placement.stages_of_rank.size(); ++r) {
+  // One line per rank, but a note of thousands of lines is noise: the first and the last
+  // kNoteRanks / 2 ranks, the style above states the rule for the rest.
+  constexpr std::size_t kNoteRanks = 16;
+  const auto ranks = placement.stages_of_rank.size();
+  for (std::size_t r = 0; r < ranks; ++r) {
+    if (ranks > kNoteRanks && r == kNoteRanks / 2) {
+      out +=
+          fmt::format("  ... ranks {} to {} {}\n", r, ranks - kNoteRanks / 2 - 1,
+                      placement.style == "custom" ? "(their stages: the CSV's ids)" : "likewise");
+      r = ranks - kNoteRanks / 2;
+    }
     out += fmt::format("  rank {} builds stages {}\n", r,
                        fmt::join(placement.stages_of_rank[r], ", "));
   }

@@ -1,6 +1,7 @@
 #include "pipetab/io/table_export.hpp"
 
 #include <algorithm>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -68,7 +69,7 @@ const std::vector<std::string>& export_formats() {
 }
 
 TableExport export_table(const ScheduleTable& table, std::string_view format,
-                         const TableSource& source, bool force) {
+                         const TableSource& source, bool force, std::ostream& text) {
   const auto& formats = export_formats();
   if (std::find(formats.begin(), formats.end(), format) == formats.end()) {
     throw Error(fmt::format("format '{}': expected one of {}", format, fmt::join(formats, ", ")));
@@ -96,16 +97,25 @@ TableExport export_table(const ScheduleTable& table, std::string_view format,
     out.compute_only = true;
   }
   if (format == "json") {
-    out.text = format_table(*written, TableFormat::Json, source);
+    text << format_table(*written, TableFormat::Json, source);
   } else if (format == "pytorch-comms") {
-    out.text = write_pytorch_comms_csv(*written);
+    text << write_pytorch_comms_csv(*written);
   } else {
-    out.text = write_pytorch_csv(*written);
+    // The padded grid can be far larger than the table (S² cells at M = 1): streamed.
+    write_pytorch_csv(text, *written);
   }
   if (pytorch) {
     out.pytorch_note =
         pytorch_export_note(*written, format == "pytorch-comms" || !written->comms.empty());
   }
+  return out;
+}
+
+TableExport export_table(const ScheduleTable& table, std::string_view format,
+                         const TableSource& source, bool force) {
+  std::ostringstream text;
+  auto out = export_table(table, format, source, force, text);
+  out.text = std::move(text).str();
   return out;
 }
 

@@ -68,6 +68,12 @@ std::string read_file(const std::string& path) {
 }
 
 void write_file(const std::string& path, std::string_view text) {
+  write_file(path, [text](std::ostream& out) {
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  });
+}
+
+void write_file(const std::string& path, const std::function<void(std::ostream&)>& write) {
   namespace fs = std::filesystem;
   std::error_code ec;
   // A link is followed: the file it names is replaced, not the link.
@@ -85,7 +91,13 @@ void write_file(const std::string& path, std::string_view text) {
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     if (!out) throw Error(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    try {
+      write(out);
+    } catch (...) {
+      out.close();
+      if (!in_place) fs::remove(temporary, ec);
+      throw;
+    }
     out.close();
     if (!out) {
       const int error = errno;

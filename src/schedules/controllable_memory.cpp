@@ -199,49 +199,191 @@ Plan squeeze(const Plan& plan) {
   return out;
 }
 
-// One device's activation count (chunk units) after every slot. Explicit: the plan has a merged
-// W list (+1 at F, -1 at W). Implicit: 4 types, a free slot frees one pending I's activation.
-struct Profile {
-  bool explicit_w = true;
-  std::vector<std::int32_t> map;      // slot → item code
-  std::vector<std::int32_t> mem;      // count after the slot
-  std::vector<std::int32_t> pending;  // implicit: I's whose W has not freed yet
-  std::int32_t micro = 0;
+// One device's activation count (chunk units) after every slot, kept as prefix sums of per-slot
+// increments so that what the reordering asks costs O(B + log n) per pass instead of a walk over
+// the distance the pass moves (~S: the reordering was O(S³) at M = S).
+//  - Explicit (the plan has a merged W list): count(i) = A(i), with a = +1 at F, -1 at W.
+//  - Implicit (4 types; a free slot frees one pending I's activation): with a = +1 at F, -1 at a
+//    free slot and x = +1 at I, -1 at a free slot, the pending I's follow Lindley's recursion,
+//    pending(i) = X(i) - min(0, min over k <= i of X(k)), so
+//    count(i) = F(i) - (I(i) - pending(i)) = A(i) - min(0, min over k <= i of X(k)).
+// Slots are grouped in blocks of kBlock; a segment tree over the blocks holds each range's
+// Summary, and a block partly inside a query is read slot by slot.
+struct Summary {
+  static constexpr std::int64_t kNone = -(std::int64_t{1} << 40);
+  std::int64_t sum_a = 0, sum_x = 0;
+  std::int64_t max_a = kNone;   // max over i of A(i), from the range's start
+  std::int64_t min_x = -kNone;  // min over k of X(k)
+  std::int64_t best = kNone;    // max over k <= i of A(i) - X(k)
+  std::int64_t free = 0;        // free slots
 
-  int type_at(std::int32_t slot) const {
-    const auto code = map[static_cast<std::size_t>(slot)];
-    return code < 0 ? -1 : code / (2 * micro);
+  friend Summary join(const Summary& l, const Summary& r) {
+    return {l.sum_a + r.sum_a,
+            l.sum_x + r.sum_x,
+            std::max(l.max_a, l.sum_a + r.max_a),
+            std::min(l.min_x, l.sum_x + r.min_x),
+            std::max({l.best, r.best + l.sum_a - l.sum_x, l.sum_a + r.max_a - l.min_x}),
+            l.free + r.free};
   }
-  // Recounts from slot `from` on with the current map; returns the largest count recounted and
-  // stores the counts if `store`. The map is unchanged after slot `settled`, so once the count
-  // and the pending W there equal the stored ones, everything after them would too: stop.
-  std::int32_t run(std::int32_t from, std::int32_t settled, bool store) {
-    std::int32_t cur = from > 0 ? mem[static_cast<std::size_t>(from) - 1] : 0;
-    std::int32_t pend = from > 0 && !explicit_w ? pending[static_cast<std::size_t>(from) - 1] : 0;
-    std::int32_t peak = 0;
-    for (auto i = static_cast<std::size_t>(from); i < map.size(); ++i) {
-      const int type = type_at(static_cast<std::int32_t>(i));
-      if (type == kF0 || type == kF1) {
-        ++cur;
-      } else if (type == kW) {
-        --cur;
-      } else if (type == kI1 || type == kI0) {
-        ++pend;
-      } else if (type < 0 && !explicit_w && pend > 0) {
-        --cur;
-        --pend;
-      }
-      peak = std::max(peak, cur);
-      const bool same = static_cast<std::int64_t>(i) >= settled && cur == mem[i] &&
-                        (explicit_w || pend == pending[i]);
-      if (store) {
-        mem[i] = cur;
-        if (!explicit_w) pending[i] = pend;
-      }
-      if (same) break;
+};
+
+class Profile {
+ public:
+  static constexpr std::int64_t kBlock = 64;
+
+  Profile(bool explicit_w, std::int32_t micro, std::vector<std::int32_t> map)
+      : explicit_w_(explicit_w), micro_(micro), map_(std::move(map)) {
+    const auto n = static_cast<std::int64_t>(map_.size());
+    a_.resize(map_.size());
+    x_.resize(map_.size());
+    for (std::int64_t i = 0; i < n; ++i)
+      set_increments(i);
+    while (leaves_ * kBlock < n)
+      leaves_ *= 2;
+    tree_.resize(static_cast<std::size_t>(2 * leaves_));
+    for (std::int64_t b = 0; b < leaves_; ++b)
+      tree_[static_cast<std::size_t>(leaves_ + b)] = block(b);
+    for (auto v = leaves_ - 1; v >= 1; --v)
+      tree_[static_cast<std::size_t>(v)] =
+          join(tree_[static_cast<std::size_t>(2 * v)], tree_[static_cast<std::size_t>(2 * v + 1)]);
+  }
+
+  std::int32_t code(std::int32_t slot) const { return map_[static_cast<std::size_t>(slot)]; }
+  std::int32_t size() const { return static_cast<std::int32_t>(map_.size()); }
+
+  // The largest count over all slots.
+  std::int64_t peak() const {
+    const Summary& all = tree_[1];
+    return explicit_w_ ? std::max<std::int64_t>(0, all.max_a)
+                       : std::max({std::int64_t{0}, all.max_a, all.best});  // A - min(0, min X)
+  }
+
+  // Moves the pass in `from` to the free slot `slot`.
+  void move(std::int32_t from, std::int32_t slot) {
+    map_[static_cast<std::size_t>(slot)] = map_[static_cast<std::size_t>(from)];
+    map_[static_cast<std::size_t>(from)] = -1;
+    update(slot);
+    update(from);
+  }
+
+  // The first free slot in [lo, hi), or -1.
+  std::int32_t first_free(std::int32_t lo, std::int32_t hi) const {
+    return static_cast<std::int32_t>(first_free(1, 0, leaves_ * kBlock, lo, hi));
+  }
+
+  // The last slot in [lo, hi) whose count (explicit) is at least `limit`, or -1.
+  std::int32_t last_at_least(std::int32_t lo, std::int32_t hi, std::int64_t limit) const {
+    return static_cast<std::int32_t>(last_at_least(1, 0, leaves_ * kBlock, lo, hi, 0, limit));
+  }
+
+  // Implicit: the largest count on [slot, from) once the F (forward) or I in `from` moves to the
+  // free slot `slot`. A(i) gains 2 (F) or 1 (I) there and X(i) gains 1 (F) or 2 (I); after `from`
+  // nothing changes but the minimum of X, which only rises, so no count after `from` grows.
+  std::int64_t peak_after_move(std::int32_t slot, std::int32_t from, bool forward) const {
+    const std::int64_t grow_a = forward ? 2 : 1, grow_x = forward ? 1 : 2;
+    const Summary before = query(0, slot), range = query(slot, from);
+    return std::max(before.sum_a + range.max_a + grow_a - std::min<std::int64_t>(0, before.min_x),
+                    before.sum_a - before.sum_x + range.best + grow_a - grow_x);
+  }
+
+ private:
+  int type_at(std::int64_t slot) const {
+    const auto c = map_[static_cast<std::size_t>(slot)];
+    return c < 0 ? -1 : c / (2 * micro_);
+  }
+  void set_increments(std::int64_t i) {
+    const int type = type_at(i);
+    const bool forward = type == kF0 || type == kF1, input = type == kI1 || type == kI0;
+    std::int8_t a = 0, x = 0;
+    if (explicit_w_) {
+      a = forward ? 1 : type == kW ? -1 : 0;
+    } else {
+      a = forward ? 1 : type < 0 ? -1 : 0;
+      x = input ? 1 : type < 0 ? -1 : 0;
     }
-    return peak;
+    a_[static_cast<std::size_t>(i)] = a;
+    x_[static_cast<std::size_t>(i)] = x;
   }
+  // The Summary of the slots [lo, hi): join(at(lo), ..., at(hi - 1)), in one pass.
+  Summary slots(std::int64_t lo, std::int64_t hi) const {
+    Summary s;
+    for (auto i = lo; i < std::min<std::int64_t>(hi, size()); ++i) {
+      s.sum_a += a_[static_cast<std::size_t>(i)];
+      s.sum_x += x_[static_cast<std::size_t>(i)];
+      s.max_a = std::max(s.max_a, s.sum_a);
+      s.min_x = std::min(s.min_x, s.sum_x);
+      s.best = std::max(s.best, s.sum_a - s.min_x);
+      s.free += map_[static_cast<std::size_t>(i)] < 0 ? 1 : 0;
+    }
+    return s;
+  }
+  Summary block(std::int64_t b) const { return slots(b * kBlock, (b + 1) * kBlock); }
+  void update(std::int64_t slot) {
+    set_increments(slot);
+    auto v = leaves_ + slot / kBlock;
+    tree_[static_cast<std::size_t>(v)] = block(slot / kBlock);
+    for (v /= 2; v >= 1; v /= 2)
+      tree_[static_cast<std::size_t>(v)] =
+          join(tree_[static_cast<std::size_t>(2 * v)], tree_[static_cast<std::size_t>(2 * v + 1)]);
+  }
+
+  Summary query(std::int64_t lo, std::int64_t hi) const {
+    Summary s;
+    collect(1, 0, leaves_ * kBlock, lo, hi, s);
+    return s;
+  }
+  void collect(std::int64_t v, std::int64_t vlo, std::int64_t vhi, std::int64_t lo, std::int64_t hi,
+               Summary& s) const {
+    if (hi <= vlo || vhi <= lo) return;
+    if (lo <= vlo && vhi <= hi) {
+      s = join(s, tree_[static_cast<std::size_t>(v)]);
+    } else if (v >= leaves_) {
+      s = join(s, slots(std::max(lo, vlo), std::min(hi, vhi)));
+    } else {
+      const auto mid = (vlo + vhi) / 2;
+      collect(2 * v, vlo, mid, lo, hi, s);
+      collect(2 * v + 1, mid, vhi, lo, hi, s);
+    }
+  }
+  std::int64_t first_free(std::int64_t v, std::int64_t vlo, std::int64_t vhi, std::int64_t lo,
+                          std::int64_t hi) const {
+    if (hi <= vlo || vhi <= lo || tree_[static_cast<std::size_t>(v)].free == 0) return -1;
+    if (v >= leaves_) {
+      for (auto i = std::max(lo, vlo); i < std::min({hi, vhi, std::int64_t{size()}}); ++i) {
+        if (map_[static_cast<std::size_t>(i)] < 0) return i;
+      }
+      return -1;
+    }
+    const auto mid = (vlo + vhi) / 2;
+    const auto left = first_free(2 * v, vlo, mid, lo, hi);
+    return left >= 0 ? left : first_free(2 * v + 1, mid, vhi, lo, hi);
+  }
+  // `offset`: A just before vlo.
+  std::int64_t last_at_least(std::int64_t v, std::int64_t vlo, std::int64_t vhi, std::int64_t lo,
+                             std::int64_t hi, std::int64_t offset, std::int64_t limit) const {
+    if (hi <= vlo || vhi <= lo) return -1;
+    const Summary& node = tree_[static_cast<std::size_t>(v)];
+    if (lo <= vlo && vhi <= hi && offset + node.max_a < limit) return -1;
+    if (v >= leaves_) {
+      std::int64_t last = -1, count = offset;
+      for (auto i = vlo; i < std::min({hi, vhi, std::int64_t{size()}}); ++i) {
+        count += a_[static_cast<std::size_t>(i)];
+        if (i >= lo && count >= limit) last = i;
+      }
+      return last;
+    }
+    const auto mid = (vlo + vhi) / 2;
+    const auto right = last_at_least(2 * v + 1, mid, vhi, lo, hi,
+                                     offset + tree_[static_cast<std::size_t>(2 * v)].sum_a, limit);
+    return right >= 0 ? right : last_at_least(2 * v, vlo, mid, lo, hi, offset, limit);
+  }
+
+  bool explicit_w_;
+  std::int32_t micro_;
+  std::vector<std::int32_t> map_;  // slot → item code, -1 for a free slot
+  std::vector<std::int8_t> a_, x_;
+  std::int64_t leaves_ = 1;
+  std::vector<Summary> tree_;
 };
 
 // The k-th smallest (0-based) of two increasing lists.
@@ -266,16 +408,12 @@ Plan reorder(const Plan& input, bool consider_w) {
   Plan plan = consider_w ? put_w(input, false) : input;
   const int S = plan.devices;
   const std::int32_t M = plan.micro;
-  std::vector<Profile> profiles(static_cast<std::size_t>(S));
-  std::int32_t limit = 0;  // the largest peak over all devices: no move may exceed it
+  std::vector<Profile> profiles;
+  profiles.reserve(static_cast<std::size_t>(S));
+  std::int64_t limit = 0;  // the largest peak over all devices: no move may exceed it
   for (int d = 0; d < S; ++d) {
-    auto& prof = profiles[static_cast<std::size_t>(d)];
-    prof.explicit_w = consider_w;
-    prof.micro = M;
-    prof.map = slot_map(plan, d, plan.bound(d) + 1);
-    prof.mem.assign(prof.map.size(), 0);
-    if (!consider_w) prof.pending.assign(prof.map.size(), 0);
-    limit = std::max(limit, prof.run(0, static_cast<std::int32_t>(prof.map.size()), true));
+    profiles.emplace_back(consider_w, M, slot_map(plan, d, plan.bound(d) + 1));
+    limit = std::max(limit, profiles.back().peak());
   }
   const auto span_of = [&](int d, int t) {
     return std::span<const std::int32_t>(&plan.time[plan.at(d, t, 0)], static_cast<std::size_t>(M));
@@ -301,52 +439,25 @@ Plan reorder(const Plan& input, bool consider_w) {
     if (earliest > from) throw std::logic_error("controllable-memory: dependency after its pass");
 
     auto& prof = profiles[static_cast<std::size_t>(d)];
-    const std::int32_t code = prof.map[static_cast<std::size_t>(from)];
     const bool forward = t == kF0 || t == kF1;
-    // A forward moved to `slot` fits if the count on [slot, from) stays below the limit, i.e.
-    // if `slot` lies after the last slot of [earliest, from) already at the limit: find that
-    // slot once, walking back from `from`, instead of a maximum per candidate slot (which made
-    // the search quadratic in the distance a forward moves, ~S). The same first fit.
-    std::int32_t first = earliest;
-    if (consider_w && forward) {
-      std::int32_t at_limit = from - 1;
-      while (at_limit >= earliest && prof.mem[static_cast<std::size_t>(at_limit)] + 1 <= limit)
-        --at_limit;
-      first = at_limit + 1;
+    // The earliest free slot after the dependencies where the count stays within the limit.
+    // With W explicit, moving F earlier holds one more activation on [slot, from), so `slot`
+    // must lie after the last slot of [earliest, from) already at the limit; I holds none and
+    // W earlier only frees sooner: any free slot fits. With W implicit, free slots in order
+    // until one fits.
+    std::int32_t slot = -1;
+    if (consider_w) {
+      const std::int32_t first =
+          forward ? std::max(earliest, prof.last_at_least(earliest, from, limit) + 1) : earliest;
+      slot = prof.first_free(first, from);
+    } else {
+      for (slot = prof.first_free(earliest, from);
+           slot >= 0 && prof.peak_after_move(slot, from, forward) > limit;)
+        slot = prof.first_free(slot + 1, from);
     }
-    for (std::int32_t slot = first; slot < from; ++slot) {
-      if (prof.map[static_cast<std::size_t>(slot)] != -1) continue;
-      bool fits = true;
-      if (consider_w) {
-        // Moving F earlier holds one more activation on [slot, from); I holds none; W earlier
-        // only frees sooner.
-        if (forward) {
-          std::for_each(prof.mem.begin() + slot, prof.mem.begin() + from,
-                        [](std::int32_t& m) { ++m; });
-        } else if (t == kW) {
-          std::for_each(prof.mem.begin() + slot, prof.mem.begin() + from,
-                        [](std::int32_t& m) { --m; });
-        }
-        if (fits) {
-          prof.map[static_cast<std::size_t>(slot)] = code;
-          prof.map[static_cast<std::size_t>(from)] = -1;
-        }
-      } else {
-        // Pending W frees move with the pass: recount from the new slot on.
-        prof.map[static_cast<std::size_t>(slot)] = code;
-        prof.map[static_cast<std::size_t>(from)] = -1;
-        fits = prof.run(slot, from, false) <= limit;
-        if (fits) {
-          prof.run(slot, from, true);
-        } else {
-          prof.map[static_cast<std::size_t>(slot)] = -1;
-          prof.map[static_cast<std::size_t>(from)] = code;
-        }
-      }
-      if (fits) {
-        plan(d, t, k) = slot;
-        break;
-      }
+    if (slot >= 0) {
+      prof.move(from, slot);
+      plan(d, t, k) = slot;
     }
   }
   return squeeze(consider_w ? plan : put_w(plan, false));
@@ -383,9 +494,10 @@ Memory memory_of(const ResolvedParams& p) {
 
 // The slot grid the algorithm keeps per device: ~6(M + 2S) slots (plus the W passes that may
 // land after the last pass), S·6(M+2S+2) cells in all, of which only the 6SM passes are filled.
-// The reordering walks and counts every slot, so its time and memory grow with the grid: where
-// the fill and drain (the 2S term) dominate, with S² while the table grows with S·M (V-Min at
-// S = 4096, M = 1: 25 s and 0.7 GB for 24576 passes); require_slot_grid bounds it.
+// The reordering keeps and scans every slot, so its memory and part of its time grow with the
+// grid: where the fill and drain (the 2S term) dominate, with S² while the table grows with S·M
+// (V-Min at S = 4096, M = 1 took 25 s and 0.7 GB for 24576 passes); require_slot_grid bounds
+// it. Each move costs O(Profile::kBlock + log grid) (it cost the distance moved, ~S, before).
 void require_grid(const ResolvedParams& p) {
   const std::int64_t S = p.devices, M = p.microbatches;
   require_size(p, 2 * S, 6 * S * M);

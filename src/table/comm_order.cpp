@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
+#include <queue>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -65,17 +68,22 @@ std::string to_string(const CommAction& action) {
 CommOrder pytorch_send_recv(const ScheduleTable& t, bool idle_slots) {
   const auto N = static_cast<std::size_t>(t.stages);
   const auto D = static_cast<std::size_t>(t.devices);
+  const auto passes_count = static_cast<std::size_t>(t.microbatches) * N;
   // Per (microbatch, stage): its forward / input-gradient backward has been placed.
-  std::vector<std::uint8_t> forward_done(static_cast<std::size_t>(t.microbatches) * N, 0);
-  std::vector<std::uint8_t> backward_done(forward_done.size(), 0);
+  std::vector<std::uint8_t> forward_done(passes_count, 0), backward_done(passes_count, 0);
   const auto key = [N](const Pass& p) {
     return static_cast<std::size_t>(p.microbatch) * N + p.stage;
   };
-  const auto ready = [&](const Pass& p) {
-    if (p.kind == PassKind::F) return p.stage == 0 || forward_done[key(p) - 1] != 0;
-    if (is_input_backward(p.kind))
-      return static_cast<std::size_t>(p.stage) + 1 == N || backward_done[key(p) + 1] != 0;
-    return true;  // W needs nothing from another stage
+  // The pass a pass waits for, as an index into forward_done (even) or backward_done (odd), or
+  // nothing when its input is always there (first stage, last stage, W).
+  const auto input_of = [&](const Pass& p) -> std::optional<std::size_t> {
+    if (p.kind == PassKind::F && p.stage > 0) return 2 * (key(p) - 1);
+    if (is_input_backward(p.kind) && static_cast<std::size_t>(p.stage) + 1 < N)
+      return 2 * (key(p) + 1) + 1;
+    return std::nullopt;
+  };
+  const auto done = [&](std::size_t input) {
+    return (input % 2 == 0 ? forward_done : backward_done)[input / 2] != 0;
   };
 
   std::vector<std::vector<CommAction>> lists(D);
@@ -85,10 +93,6 @@ CommOrder pytorch_send_recv(const ScheduleTable& t, bool idle_slots) {
   std::vector<std::int64_t> column(D, 0);
   for (std::size_t d = 0; d < D; ++d)
     next[d] = t.row_begin[d];
-  std::vector<std::int32_t> active;
-  for (std::size_t d = 0; d < D; ++d) {
-    if (next[d] < t.row_begin[d + 1]) active.push_back(static_cast<std::int32_t>(d));
-  }
   const auto post = [&](std::size_t from, CommKind send, int send_stage, std::int32_t to,
                         CommKind receive, int receive_stage, std::int32_t microbatch) {
     lists[from].push_back({microbatch, static_cast<std::uint16_t>(send_stage), send,
@@ -97,50 +101,86 @@ CommOrder pytorch_send_recv(const ScheduleTable& t, bool idle_slots) {
     lists[peer].push_back({microbatch, static_cast<std::uint16_t>(receive_stage), receive,
                            static_cast<std::int32_t>(placed[peer])});
   };
-  while (!active.empty()) {
-    bool progress = false;
-    std::size_t kept = 0;
-    for (const auto device : active) {
+
+  // PyTorch's loop gives every remaining rank one turn per round, in rank order, and a rank's
+  // op sees what ranks before it placed in the same round. A rank whose op waits for an input
+  // only acts once that input is placed, so instead of visiting it every round (S rounds of S
+  // ranks when one microbatch crosses S devices: quadratic) it sleeps on that input: woken by
+  // a lower rank, it still acts in this round; by a higher one, in the next. The same turns,
+  // in time linear in the actions (times log S for the round's order).
+  using Round = std::priority_queue<std::int32_t, std::vector<std::int32_t>, std::greater<>>;
+  Round now, later;
+  std::vector<std::int32_t> sleeper(2 * passes_count, -1), next_sleeper(D, -1);
+  for (std::size_t d = 0; d < D; ++d) {
+    if (next[d] < t.row_begin[d + 1]) later.push(static_cast<std::int32_t>(d));
+  }
+  std::int32_t current = -1;  // the rank whose turn it is in this round
+  const auto wake = [&](std::size_t input) {
+    for (auto d = std::exchange(sleeper[input], -1); d >= 0;
+         d = std::exchange(next_sleeper[static_cast<std::size_t>(d)], -1))
+      (d > current ? now : later).push(d);
+  };
+  std::int64_t remaining = t.row_begin[D] - t.row_begin[0];
+  while (!later.empty()) {
+    std::swap(now, later);
+    while (!now.empty()) {
+      const std::int32_t device = current = now.top();
+      now.pop();
       const auto d = static_cast<std::size_t>(device);
       const Op& op = t.ops[static_cast<std::size_t>(next[d])];
       const auto passes = op.passes();
       if (steps && column[d] < t.slots[static_cast<std::size_t>(next[d])]) {
         ++column[d];  // an idle cell takes the turn
-        progress = true;
-      } else if (std::all_of(passes.begin(), passes.end(), ready)) {
-        progress = true;
-        ++column[d];
-        ++placed[d];
-        ++next[d];
-        for (const Pass& p : passes) {
-          if (p.kind == PassKind::F) {
-            forward_done[key(p)] = 1;
-            if (static_cast<std::size_t>(p.stage) + 1 < N) {
-              const auto to = device_of(t, p.microbatch, p.stage + 1);
-              if (to != device)
-                post(d, CommKind::SendF, p.stage, to, CommKind::RecvF, p.stage + 1, p.microbatch);
-            }
-          } else if (is_input_backward(p.kind)) {
-            backward_done[key(p)] = 1;
-            if (p.stage > 0) {
-              const auto to = device_of(t, p.microbatch, p.stage - 1);
-              if (to != device)
-                post(d, CommKind::SendB, p.stage, to, CommKind::RecvB, p.stage - 1, p.microbatch);
-            }
-          }
+        later.push(device);
+        continue;
+      }
+      std::optional<std::size_t> missing;
+      for (const Pass& p : passes) {
+        const auto input = input_of(p);
+        if (input && !done(*input)) {
+          missing = input;
+          break;
         }
       }
-      if (next[d] < t.row_begin[d + 1]) active[kept++] = device;
+      if (missing) {  // sleeps until that input is placed
+        next_sleeper[d] = std::exchange(sleeper[*missing], device);
+        continue;
+      }
+      ++column[d];
+      ++placed[d];
+      ++next[d];
+      --remaining;
+      for (const Pass& p : passes) {
+        if (p.kind == PassKind::F) {
+          forward_done[key(p)] = 1;
+          if (static_cast<std::size_t>(p.stage) + 1 < N) {
+            const auto to = device_of(t, p.microbatch, p.stage + 1);
+            if (to != device)
+              post(d, CommKind::SendF, p.stage, to, CommKind::RecvF, p.stage + 1, p.microbatch);
+          }
+          wake(2 * key(p));
+        } else if (is_input_backward(p.kind)) {
+          backward_done[key(p)] = 1;
+          if (p.stage > 0) {
+            const auto to = device_of(t, p.microbatch, p.stage - 1);
+            if (to != device)
+              post(d, CommKind::SendB, p.stage, to, CommKind::RecvB, p.stage - 1, p.microbatch);
+          }
+          wake(2 * key(p) + 1);
+        }
+      }
+      if (next[d] < t.row_begin[d + 1]) later.push(device);
     }
-    active.resize(kept);
-    if (!progress && !active.empty()) {
-      throw Error(fmt::format(
-          "cannot place sends and receives: no device's next op has its input "
-          "(device {} waits at {}); the table is not valid",
-          active.front(),
-          to_string(
-              t.ops[static_cast<std::size_t>(next[static_cast<std::size_t>(active.front())])])));
-    }
+    current = -1;
+  }
+  if (remaining > 0) {
+    std::size_t d = 0;
+    while (next[d] == t.row_begin[d + 1])
+      ++d;
+    throw Error(
+        fmt::format("cannot place sends and receives: no device's next op has its input "
+                    "(device {} waits at {}); the table is not valid",
+                    d, to_string(t.ops[static_cast<std::size_t>(next[d])])));
   }
   CommOrder order;
   for (auto& list : lists) {

@@ -19,7 +19,6 @@ class LiveMemory {
  public:
   LiveMemory(const ScheduleTable& t, const MemoryOptions& options)
       : t_(t),
-        units_(t.stage_units()),
         frees_(options.input_grad_frees),
         devices_(static_cast<double>(t.devices)),
         model_units_(static_cast<double>(t.model_units())) {}
@@ -27,10 +26,15 @@ class LiveMemory {
   Delta delta(const Op& op) const {
     Delta d;
     for (const Pass& pass : op.passes()) {
+      // A stage's size, read in place: constructed once per device, a copy of every stage's
+      // size made activation_peaks quadratic in S.
       const std::int64_t units =
-          units_[static_cast<std::size_t>(t_.pipeline_of_microbatch(pass.microbatch)) *
-                     static_cast<std::size_t>(t_.stages) +
-                 pass.stage];
+          t_.stage_layers.empty()
+              ? 1
+              : t_.stage_layers[static_cast<std::size_t>(
+                                    t_.pipeline_of_microbatch(pass.microbatch)) *
+                                    static_cast<std::size_t>(t_.stages) +
+                                pass.stage];
       switch (pass.kind) {
         case PassKind::F:
           d.alloc += units;
@@ -65,7 +69,6 @@ class LiveMemory {
 
  private:
   const ScheduleTable& t_;
-  std::vector<std::int32_t> units_;
   double frees_;
   double devices_;
   double model_units_;

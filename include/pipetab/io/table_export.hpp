@@ -4,6 +4,7 @@
 // front end, so that their outputs cannot drift apart.
 #pragma once
 
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,7 +33,7 @@ const std::vector<std::string>& export_formats();
 
 /// A table written for export.
 struct TableExport {
-  std::string text;
+  std::string text;  ///< empty when it was written to a stream
   /// Problems written anyway because `force` was set (lossy or not runnable by PyTorch).
   std::vector<std::string> forced;
   bool compute_only = false;  ///< a comms table written as compute-only ("pytorch")
@@ -44,5 +45,9 @@ struct TableExport {
 /// pipelines, unequal stage sizes, a communication order JSON cannot hold).
 TableExport export_table(const ScheduleTable& table, std::string_view format,
                          const TableSource& source, bool force);
+
+/// The same, written to `text` as it is made (nothing is written when it is refused).
+TableExport export_table(const ScheduleTable& table, std::string_view format,
+                         const TableSource& source, bool force, std::ostream& text);
 
 }  // namespace pipetab::io

@@ -1,6 +1,8 @@
 // Table files on disk: PyTorch CSV or pipetab JSON, chosen by extension or content.
 #pragma once
 
+#include <functional>
+#include <iosfwd>
 #include <string>
 
 #include "pipetab/io/table_json.hpp"
@@ -45,5 +47,9 @@ std::string read_file(const std::string& path);
 /// see a partial file and a failure leaves the old one. Devices, FIFOs and terminals are written
 /// in place. Throws Error naming the file and the system's reason on failure.
 void write_file(const std::string& path, std::string_view text);
+
+/// The same, for text `write` streams out (an output far larger than what it is made from, such
+/// as a padded CSV grid, is never held whole). If `write` throws, the target is left as it was.
+void write_file(const std::string& path, const std::function<void(std::ostream&)>& write);
 
 }  // namespace pipetab::io
