@@ -343,6 +343,25 @@ TEST_F(Cli, SimulationLevel) {
   const auto last = r.out.substr(r.out.rfind('\n', r.out.size() - 2));
   EXPECT_NE(last.find("optimizer step on device"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("over the 80 GB of the device"), std::string::npos);
+  // A run that does not fit says so once, with what the worst device's memory is made of: the
+  // figures of the JSON report (issue 14: the default model is over capacity everywhere).
+  {
+    const auto json = run("simulate 1f1b -S 4 -M 8 --system balanced --format json");
+    const auto m = nlohmann::json::parse(json.out);
+    const double peak = m["peak_memory_bytes"][0], fixed = m["static_bytes"][0];
+    EXPECT_NE(r.out.find(fmt::format(
+                  "warning: 4 of 4 devices need more than their 80 GB, so this run does not fit "
+                  "as configured; device 0 peaks at {:.4g} GB ({:.4g} GB weights, gradients and "
+                  "optimizer state, {:.4g} GB activations)",
+                  peak / 1e9, fixed / 1e9, (peak - fixed) / 1e9)),
+              std::string::npos)
+        << r.out;
+    EXPECT_GT(peak, 80e9);
+    const auto fits = run("simulate 1f1b -S 4 -M 8 --system dgx-h100 --model gpt3-1.3b");
+    ASSERT_EQ(fits.code, 0) << fits.err;
+    EXPECT_EQ(fits.out.find("warning:"), std::string::npos) << fits.out;
+    EXPECT_EQ(fits.out.find("over the"), std::string::npos) << fits.out;
+  }
   j = nlohmann::json::parse(slurp(trace));
   std::map<std::string, int> phases;
   for (const auto& e : j["traceEvents"])

@@ -174,6 +174,23 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
       "optimizer {:.1f}%\n\n",
       100 * b.compute, 100 * b.tp_comm, 100 * b.bubble, 100 * b.exposed_pipeline,
       100 * b.reductions, 100 * b.optimizer);
+  if (m.any_over_capacity()) {
+    // A run that cannot happen is said once, with what its memory is made of, before the rows
+    // that mark each device.
+    const auto over = std::count(m.over_capacity.begin(), m.over_capacity.end(), true);
+    const auto worst = static_cast<std::size_t>(
+        std::max_element(m.peak_memory_bytes.begin(), m.peak_memory_bytes.end()) -
+        m.peak_memory_bytes.begin());
+    out += fmt::format(
+        "warning: {} of {} devices need more than their {:.4g} GB, so this run does not fit as "
+        "configured; device {} peaks at {:.4g} GB ({:.4g} GB weights, gradients and optimizer "
+        "state, {:.4g} GB activations). Fewer layers per device (more devices, --tp), "
+        "--distributed-optimizer with --dp, recompute or flash_attention in the model file, or a "
+        "schedule with fewer microbatches in flight fit more\n\n",
+        over, m.over_capacity.size(), m.memory_capacity_bytes / 1e9, worst,
+        m.peak_memory_bytes[worst] / 1e9, m.static_bytes[worst] / 1e9,
+        (m.peak_memory_bytes[worst] - m.static_bytes[worst]) / 1e9);
+  }
   out +=
       "device   compute s  of which TP s  optimizer s  exposed comm s      idle s   peak GB        "
       "at s\n";
