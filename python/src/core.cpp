@@ -138,26 +138,7 @@ std::string validate_file(const std::string& path, std::size_t max_issues) {
   py::gil_scoped_release release;
   const auto file = io::load_table(path);
   const auto report = validate(file.table, max_issues);
-  const auto& t = file.table;
-  nlohmann::json issues = nlohmann::json::array();
-  for (const auto& issue : report.issues) {
-    issues.push_back({{"location", io::issue_location(file, issue)},
-                      {"device", issue.device},
-                      {"position", issue.position},
-                      {"op", issue.op},
-                      {"message", issue.message}});
-  }
-  return nlohmann::json{{"file", path},
-                        {"format", io::to_string(file.format)},
-                        {"valid", report.ok()},
-                        {"devices", t.devices},
-                        {"stages", t.stages},
-                        {"microbatches", t.microbatches},
-                        {"pipelines", t.pipelines()},
-                        {"ops", t.ops.size()},
-                        {"issue_count", report.total},
-                        {"issues", issues}}
-      .dump(2);
+  return io::validation_json(path, file, report).dump(2);
 }
 
 // io::export_table; what the CLI notes on stderr about forced problems becomes Python warnings.
@@ -518,13 +499,6 @@ struct PlanArgs {
   std::optional<std::string> runnable_by;
 };
 
-std::vector<bool> parse_both(const std::string& name, const std::string& value) {
-  if (value == "both") return {false, true};
-  if (value == "on") return {true};
-  if (value == "off") return {false};
-  throw Error(fmt::format("{} {}: expected both, on or off", name, value));
-}
-
 // What plan_command.cpp builds from its flags.
 PlanRequest plan_request(const PlanArgs& s) {
   PlanRequest q;
@@ -550,14 +524,10 @@ PlanRequest plan_request(const PlanArgs& s) {
   q.space.micro_batch = s.micro_batch;
   q.space.schedules = s.schedules;
   q.space.chunks = s.chunks;
-  q.space.recompute.clear();
-  for (const auto& n : s.recompute) {
-    const auto r = parse_recompute(n);
-    if (!r) throw Error(fmt::format("--recompute {}: expected none, selective or full", n));
-    q.space.recompute.push_back(*r);
-  }
-  q.space.sequence_parallel = parse_both("--sequence-parallel", s.sequence_parallel);
-  q.space.distributed_optimizer = parse_both("--distributed-optimizer", s.distributed_optimizer);
+  q.space.recompute = parse_recompute_list(s.recompute);
+  q.space.sequence_parallel = parse_on_off_both("--sequence-parallel", s.sequence_parallel);
+  q.space.distributed_optimizer =
+      parse_on_off_both("--distributed-optimizer", s.distributed_optimizer);
   const std::string runtime_name = s.runtime.value_or("pytorch");
   const auto runtime = parse_runtime(runtime_name);
   if (!runtime) {

@@ -434,26 +434,7 @@ Subcommand add_validate(CLI::App& app) {
             const auto report = validate(file.table, 50);
             const auto& t = file.table;
             if (s->format == "json") {
-              nlohmann::json issues = nlohmann::json::array();
-              for (const auto& issue : report.issues) {
-                issues.push_back({{"location", io::issue_location(file, issue)},
-                                  {"device", issue.device},
-                                  {"position", issue.position},
-                                  {"op", issue.op},
-                                  {"message", issue.message}});
-              }
-              emit("", nlohmann::json{{"file", s->file},
-                                      {"format", io::to_string(file.format)},
-                                      {"valid", report.ok()},
-                                      {"devices", t.devices},
-                                      {"stages", t.stages},
-                                      {"microbatches", t.microbatches},
-                                      {"pipelines", t.pipelines()},
-                                      {"ops", t.ops.size()},
-                                      {"issue_count", report.total},
-                                      {"issues", issues}}
-                               .dump(2) +
-                           "\n");
+              emit("", io::validation_json(s->file, file, report).dump(2) + "\n");
             } else {
               std::string out;
               for (const auto& issue : report.issues) {

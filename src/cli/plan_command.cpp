@@ -156,23 +156,6 @@ std::string explain(const PlanResult& r, std::size_t rank) {
   return out;
 }
 
-std::vector<Recompute> recompute_list(const std::vector<std::string>& names) {
-  std::vector<Recompute> out;
-  for (const auto& n : names) {
-    const auto r = parse_recompute(n);
-    if (!r) throw Error(fmt::format("--recompute {}: expected none, selective or full", n));
-    out.push_back(*r);
-  }
-  return out;
-}
-
-std::vector<bool> parse_both(const std::string& flag, const std::string& value) {
-  if (value == "both") return {false, true};
-  if (value == "on") return {true};
-  if (value == "off") return {false};
-  throw Error(fmt::format("{} {}: expected both, on or off", flag, value));
-}
-
 struct PlanState {
   std::string model = "llama2-70b", system = "dgx-h100";
   std::int64_t gpus = 0, global_batch = 0, seq_len = 0;
@@ -219,9 +202,10 @@ PlanRequest make_request(const PlanState& s, const std::string& run_id) {
   q.space.micro_batch = s.micro_batch;
   q.space.schedules = s.schedules;
   q.space.chunks = s.chunks;
-  q.space.recompute = recompute_list(s.recompute);
-  q.space.sequence_parallel = parse_both("--sequence-parallel", s.sequence_parallel);
-  q.space.distributed_optimizer = parse_both("--distributed-optimizer", s.distributed_optimizer);
+  q.space.recompute = parse_recompute_list(s.recompute);
+  q.space.sequence_parallel = parse_on_off_both("--sequence-parallel", s.sequence_parallel);
+  q.space.distributed_optimizer =
+      parse_on_off_both("--distributed-optimizer", s.distributed_optimizer);
   const auto runtime = parse_runtime(s.runtime);
   if (!runtime) {
     throw Error(fmt::format("--runtime {}: expected async, megatron or pytorch", s.runtime));

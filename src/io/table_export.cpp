@@ -63,6 +63,29 @@ void require_valid(const TableFile& file) {
                        : std::string()));
 }
 
+nlohmann::json validation_json(const std::string& path, const TableFile& file,
+                               const ValidationReport& report) {
+  const auto& t = file.table;
+  nlohmann::json issues = nlohmann::json::array();
+  for (const auto& issue : report.issues) {
+    issues.push_back({{"location", issue_location(file, issue)},
+                      {"device", issue.device},
+                      {"position", issue.position},
+                      {"op", issue.op},
+                      {"message", issue.message}});
+  }
+  return {{"file", path},
+          {"format", to_string(file.format)},
+          {"valid", report.ok()},
+          {"devices", t.devices},
+          {"stages", t.stages},
+          {"microbatches", t.microbatches},
+          {"pipelines", t.pipelines()},
+          {"ops", t.ops.size()},
+          {"issue_count", report.total},
+          {"issues", issues}};
+}
+
 const std::vector<std::string>& export_formats() {
   static const std::vector<std::string> formats = {"csv", "pytorch", "pytorch-comms", "json"};
   return formats;

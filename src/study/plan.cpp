@@ -553,4 +553,21 @@ void plan_from_run(PlanRequest& q, const std::string& file, const std::string& i
   q.reference = l;
 }
 
+std::vector<Recompute> parse_recompute_list(const std::vector<std::string>& names) {
+  std::vector<Recompute> out;
+  for (const auto& n : names) {
+    const auto r = parse_recompute(n);
+    if (!r) throw Error(fmt::format("--recompute {}: expected none, selective or full", n));
+    out.push_back(*r);
+  }
+  return out;
+}
+
+std::vector<bool> parse_on_off_both(const std::string& flag, const std::string& value) {
+  if (value == "both") return {false, true};
+  if (value == "on") return {true};
+  if (value == "off") return {false};
+  throw Error(fmt::format("{} {}: expected both, on or off", flag, value));
+}
+
 }  // namespace pipetab

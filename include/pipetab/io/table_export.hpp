@@ -28,6 +28,11 @@ std::optional<ResolvedParams> recognized_params(const TableFile& file);
 /// Throws Error naming the file, the cell and the first issue when `file`'s table is invalid.
 void require_valid(const TableFile& file);
 
+/// `validate`'s report on `file` as JSON: the file (named `path`), its format and size, whether it
+/// is valid, and each reported issue with its located cell.
+nlohmann::json validation_json(const std::string& path, const TableFile& file,
+                               const ValidationReport& report);
+
 /// The formats a table can be written in.
 const std::vector<std::string>& export_formats();
 

@@ -148,6 +148,14 @@ nlohmann::json layout_json(const Layout& layout);
 /// reference to rank. Throws Error listing the iteration runs when there is no such run.
 void plan_from_run(PlanRequest& request, const std::string& file, const std::string& id);
 
+/// The recomputation modes named in `names` ("none", "selective", "full"), for --recompute.
+/// Throws Error naming the first unknown one.
+std::vector<Recompute> parse_recompute_list(const std::vector<std::string>& names);
+
+/// "both", "on" or "off" as the values a search tries: {false, true}, {true} or {false}. Throws
+/// Error naming `flag` otherwise.
+std::vector<bool> parse_on_off_both(const std::string& flag, const std::string& value);
+
 /// The plan as `pipetab plan --format json` writes it (docs/design.md §7.2).
 nlohmann::json to_json(const PlanRequest& request, const PlanResult& result);
 
