@@ -97,7 +97,7 @@ TEST(Measurements, ErrorsNameFileLineAndKey) {
                      "[\"gpt\"]\nschedule = \"1f1b\"\n"),
             "runs.toml:3:1: key 'run[0].model': missing key 'hidden'");
   EXPECT_EQ(error_of(kModel + run + "measured_iteration_s = 1.0\nruntime = \"fast\"\n"),
-            "runs.toml:15:11: key 'run[0].runtime': 'fast' is not one of: async, megatron, "
+            "runs.toml:15:11: key 'run[0].runtime': 'fast' is not one of: auto, async, megatron, "
             "pytorch");
   EXPECT_EQ(error_of(kModel + "[[run]]\nid = \"a\"\nsystem = \"x\"\nmodels = [\"gpt\"]\n"
                               "schedule = \"nope\"\n"),

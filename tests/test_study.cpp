@@ -154,7 +154,7 @@ TEST(Study, MalformedFilesNameFileLineAndKey) {
        "key 'simulation.data_parallel': 0 is out of range"},
       {"[simulation]\nruntime = \"eager\"\n[grid]\nschedules = [\"1f1b\"]\ndevices = "
        "[4]\nmicrobatches = [8]\n",
-       "study.toml:2:11: key 'simulation.runtime': 'eager' is not one of: async, megatron, "
+       "study.toml:2:11: key 'simulation.runtime': 'eager' is not one of: auto, async, megatron, "
        "pytorch"},
       {"[simulation]\ntp_overlap = 1\n[grid]\nschedules = [\"1f1b\"]\ndevices = [4]\nmicrobatches "
        "= [8]\n",

@@ -149,6 +149,7 @@ def _sim_args(
     dp_overlap: bool = False,
     dp_bucket_mb: float = 25.0,
     distributed_optimizer: bool = False,
+    overheads: bool = True,
     costs: Union[None, str, Mapping[str, float]] = None,
     input_grad_frees: float = 0.0,
 ) -> _core.SimArgs:
@@ -170,6 +171,7 @@ def _sim_args(
     args.dp_overlap = dp_overlap
     args.dp_bucket_mb = dp_bucket_mb
     args.distributed_optimizer = distributed_optimizer
+    args.overheads = overheads
     args.costs = _costs(costs)
     args.input_grad_frees = input_grad_frees
     return args
@@ -406,7 +408,7 @@ def analyze(
     """``pipetab analyze``: a schedule name (generated at devices × microbatches, default 8 × 8),
     a Table, or a pathlib.Path of a table file. Simulation keywords: system, model (preset name,
     file path or dict), dp, contention, blocking_send, runtime, tp_overlap, optimizer,
-    dp_overlap, dp_bucket_mb, distributed_optimizer, costs, input_grad_frees."""
+    dp_overlap, dp_bucket_mb, distributed_optimizer, overheads, costs, input_grad_frees."""
     table = _subject(subject, dict(devices=devices, microbatches=microbatches, chunks=chunks,
                                    waves=waves, group_size=group_size, variant=variant, split=split))
     args = _sim_args(**simulation)

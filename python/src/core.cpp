@@ -221,12 +221,13 @@ struct SimArgs {
   std::int64_t data_parallel = 1;
   bool contention = true;
   bool blocking_send = false;
-  std::optional<std::string> runtime;  // unset: async, or pytorch for a table with comms
+  std::optional<std::string> runtime;  // unset: auto, the table's own (default_runtime)
   std::string tp_overlap = "backward";
   bool optimizer = true;
   bool dp_overlap = false;
   double dp_bucket_mb = 25.0;
   bool distributed_optimizer = false;
+  bool overheads = true;
   std::optional<std::string> costs;  // table-level costs; at the simulation level in seconds
   double input_grad_frees = 0.0;
 };
@@ -262,14 +263,14 @@ SimulationSetup setup_of(const SimArgs& a, const ScheduleTable* table,
   setup.system = system_of(a, system);
   if (a.costs) setup.lowering.costs = parse_costs(*a.costs);
   setup.lowering.data_parallel = static_cast<std::int32_t>(a.data_parallel);
+  setup.lowering.runtime = Runtime::Auto;
   if (a.runtime) {
     const auto runtime = parse_runtime(*a.runtime);
     if (!runtime) {
-      throw Error(fmt::format("runtime '{}': expected async, megatron or pytorch", *a.runtime));
+      throw Error(
+          fmt::format("runtime '{}': expected auto, async, megatron or pytorch", *a.runtime));
     }
     setup.lowering.runtime = *runtime;
-  } else if (table != nullptr && !table->comms.empty()) {
-    setup.lowering.runtime = Runtime::PyTorch;  // options.cpp simulation_of
   }
   const auto overlap = cost::parse_overlap(a.tp_overlap);
   if (!overlap) {
@@ -280,6 +281,7 @@ SimulationSetup setup_of(const SimArgs& a, const ScheduleTable* table,
   setup.lowering.iteration.dp_overlap = a.dp_overlap;
   setup.lowering.iteration.dp_bucket_bytes = a.dp_bucket_mb * 1e6;
   setup.lowering.iteration.distributed_optimizer = a.distributed_optimizer;
+  setup.lowering.overheads = a.overheads;
   setup.options.contention = a.contention;
   setup.options.blocking_send = a.blocking_send;
   require_supported(setup.system, setup.lowering);
@@ -306,7 +308,8 @@ py::tuple simulate(const Table& t, const SimArgs& a) {
   {
     py::gil_scoped_release release;
     const auto setup = setup_of(a, &t.table);
-    const auto simulation = simulate_table(t.table, setup);
+    const auto simulation = simulate_table(
+        t.table, setup, t.params ? std::string_view(t.params->schedule) : std::string_view());
     json = simulation_json(t.table, simulation).dump(2);
     const auto n = static_cast<std::size_t>(simulation.graph.table_ops);
     start.assign(simulation.result.start.begin(),
@@ -453,7 +456,8 @@ TuneOutcome tune_search(std::int64_t devices, std::int64_t microbatches,
   request.builtins = builtins;
   if (runnable_by) {
     request.runnable_by = parse_runtime(*runnable_by);
-    if (!request.runnable_by || *request.runnable_by == Runtime::Async) {
+    if (!request.runnable_by || *request.runnable_by == Runtime::Async ||
+        *request.runnable_by == Runtime::Auto) {
       throw Error(fmt::format("runnable_by '{}': expected pytorch or megatron", *runnable_by));
     }
   }
@@ -528,15 +532,16 @@ PlanRequest plan_request(const PlanArgs& s) {
   q.space.sequence_parallel = parse_on_off_both("--sequence-parallel", s.sequence_parallel);
   q.space.distributed_optimizer =
       parse_on_off_both("--distributed-optimizer", s.distributed_optimizer);
-  const std::string runtime_name = s.runtime.value_or("pytorch");
+  const std::string runtime_name = s.runtime.value_or("auto");
   const auto runtime = parse_runtime(runtime_name);
   if (!runtime) {
-    throw Error(fmt::format("--runtime {}: expected async, megatron or pytorch", runtime_name));
+    throw Error(
+        fmt::format("--runtime {}: expected auto, async, megatron or pytorch", runtime_name));
   }
   q.lowering.runtime = *runtime;
   if (s.runnable_by) {
     q.runnable_by = parse_runtime(*s.runnable_by);
-    if (!q.runnable_by || *q.runnable_by == Runtime::Async) {
+    if (!q.runnable_by || *q.runnable_by == Runtime::Async || *q.runnable_by == Runtime::Auto) {
       throw Error(fmt::format("runnable_by '{}': expected pytorch or megatron", *s.runnable_by));
     }
   }
@@ -697,6 +702,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("dp_overlap", &SimArgs::dp_overlap)
       .def_readwrite("dp_bucket_mb", &SimArgs::dp_bucket_mb)
       .def_readwrite("distributed_optimizer", &SimArgs::distributed_optimizer)
+      .def_readwrite("overheads", &SimArgs::overheads)
       .def_readwrite("costs", &SimArgs::costs)
       .def_readwrite("input_grad_frees", &SimArgs::input_grad_frees);
 

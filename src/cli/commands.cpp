@@ -271,7 +271,7 @@ Subcommand add_analyze(CLI::App& app) {
   return {cmd, [s] {
             Subject subject = one_subject(s->subject);
             recognize(subject);
-            const auto setup = s->subject.schedule.simulation_of(subject.table);
+            const auto setup = s->subject.schedule.simulation();
             const auto e = evaluate_subject(subject, s->subject.schedule, &setup, s->curves);
             const auto& output = s->subject.output;
             if (s->format == "json") {
@@ -308,9 +308,11 @@ Subcommand add_simulate(CLI::App& app) {
               if (const auto refusal = timeline_svg_refusal(subject.table))
                 throw Error(fmt::format("--svg {}: {}", s->svg, *refusal));
             }
-            auto setup = s->subject.schedule.simulation_of(subject.table);
+            auto setup = s->subject.schedule.simulation();
             setup.options.record_memory = !s->trace.empty();
-            const auto simulation = simulate_table(subject.table, setup);
+            const auto simulation = simulate_table(
+                subject.table, setup,
+                subject.params ? std::string_view(subject.params->schedule) : std::string_view());
             // The report first: a picture that fails to write does not lose it.
             const auto& output = s->subject.output;
             if (s->format == "json") {

@@ -110,12 +110,14 @@ void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
       command
           .add_option(
               "--runtime", o.runtime,
-              "how the runtime waits on pipeline transfers: async (eager, only the consumer "
-              "waits), megatron (blocking batched send/receive after each op), pytorch "
+              "how the runtime waits on pipeline transfers: auto (the default: the table's own "
+              "runtime: megatron for 1f1b and interleaved, pytorch for any other table PyTorch "
+              "runs, a file's own communication order included, async for two-pipeline "
+              "schedules), megatron (blocking batched send/receive after each op), pytorch "
               "(PyTorch's runtime: sends and receives posted in its action order, receives "
-              "waited by the op that needs them, one transfer at a time per pair of ranks; "
-              "the default for a table with its own communication order)")
-          ->check(CLI::IsMember({"async", "megatron", "pytorch"}))
+              "waited by the op that needs them, one transfer at a time per pair of ranks), "
+              "async (the idealisation: eager, only the consumer waits)")
+          ->check(CLI::IsMember({"auto", "async", "megatron", "pytorch"}))
           ->capture_default_str();
   command
       .add_option("--tp-overlap", o.tp_overlap,
@@ -123,6 +125,10 @@ void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
                   "2021-09), backward (Megatron-LM since), all (Megatron-Core --tp-comm-overlap)")
       ->check(CLI::IsMember({"none", "backward", "all"}))
       ->capture_default_str();
+  command.add_flag("--no-overheads", o.no_overheads,
+                   "leave out the device's overheads no kernel carries: the host's time per "
+                   "pipeline step and per kernel launch, and compute slowed by communication "
+                   "(system keys step_overhead_s, host_launch_s, comm_slowdown)");
   command.add_flag("--no-optimizer", o.no_optimizer,
                    "simulate the pipeline and its gradient reductions only: no end-of-iteration "
                    "synchronisation and optimizer step");
@@ -139,13 +145,6 @@ void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
                    "gradients, all-gather the parameters)");
 }
 
-SimulationSetup ScheduleOptions::simulation_of(const ScheduleTable& table) const {
-  auto setup = simulation();
-  if (!table.comms.empty() && runtime_opt != nullptr && runtime_opt->count() == 0)
-    setup.lowering.runtime = Runtime::PyTorch;
-  return setup;
-}
-
 SimulationSetup ScheduleOptions::simulation(const std::string* system_name) const {
   SimulationSetup setup;
   setup.model = io::load_model(model);
@@ -155,6 +154,7 @@ SimulationSetup ScheduleOptions::simulation(const std::string* system_name) cons
   setup.lowering.runtime = *parse_runtime(runtime);
   setup.lowering.cost.tp_overlap = *cost::parse_overlap(tp_overlap);
   setup.lowering.iteration.optimizer = !no_optimizer;
+  setup.lowering.overheads = !no_overheads;
   setup.lowering.iteration.dp_overlap = dp_overlap;
   setup.lowering.iteration.dp_bucket_bytes = dp_bucket_mb * 1e6;
   setup.lowering.iteration.distributed_optimizer = distributed_optimizer;

@@ -43,9 +43,10 @@ struct ScheduleOptions {
   std::int64_t data_parallel = 1;
   bool no_contention = false;
   bool blocking_send = false;
-  std::string runtime = "async";
+  std::string runtime = "auto";
   std::string tp_overlap = "backward";
   bool no_optimizer = false;
+  bool no_overheads = false;
   bool dp_overlap = false;
   double dp_bucket_mb = 25.0;
   bool distributed_optimizer = false;
@@ -56,9 +57,6 @@ struct ScheduleOptions {
   /// --tp-overlap, the iteration flags, and --costs (op times in seconds) when given. `system`
   /// overrides --system.
   SimulationSetup simulation(const std::string* system = nullptr) const;
-  /// simulation() for one table: a table with its own communication order (a compute+comms
-  /// file) runs under PyTorch's runtime unless --runtime says otherwise.
-  SimulationSetup simulation_of(const ScheduleTable& table) const;
 
   /// The parameters as given; for schedules that do not take an option it is left out when
   /// `only_applicable` (compare applies -v to the schedules that have chunks, and so on).

@@ -26,18 +26,18 @@ std::string csv_report(const PlanResult& r) {
       "rank,runtime_s,tokens_per_s,mfu,peak_memory_bytes,lower_bound_s,tensor_parallel,"
       "pipeline_parallel,data_parallel,schedule,chunks,micro_batch,microbatches,recompute,"
       "sequence_parallel,distributed_optimizer,compute_s,bubble_s,exposed_pipeline_s,tp_comm_s,"
-      "reductions_s,optimizer_s\n";
+      "reductions_s,optimizer_s,overhead_s\n";
   for (std::size_t i = 0; i < r.top.size(); ++i) {
     const auto& e = r.top[i];
     const auto& l = e.layout;
     const auto p = runtime_parts(e.metrics);
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", i + 1,
-                       e.metrics.runtime_s, e.metrics.tokens_per_s.value_or(0),
-                       e.metrics.mfu.value_or(0), e.peak_memory_bytes, e.lower_bound_s,
-                       l.tensor_parallel, l.pipeline_parallel, l.data_parallel, l.schedule,
-                       l.chunks > 0 ? std::to_string(l.chunks) : "", l.micro_batch, l.microbatches,
-                       to_string(l.recompute), l.sequence_parallel, l.distributed_optimizer,
-                       p.compute, p.bubble, p.pipeline, p.tp, p.reductions, p.optimizer);
+    out += fmt::format(
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", i + 1,
+        e.metrics.runtime_s, e.metrics.tokens_per_s.value_or(0), e.metrics.mfu.value_or(0),
+        e.peak_memory_bytes, e.lower_bound_s, l.tensor_parallel, l.pipeline_parallel,
+        l.data_parallel, l.schedule, l.chunks > 0 ? std::to_string(l.chunks) : "", l.micro_batch,
+        l.microbatches, to_string(l.recompute), l.sequence_parallel, l.distributed_optimizer,
+        p.compute, p.bubble, p.pipeline, p.tp, p.reductions, p.optimizer, p.overhead);
   }
   return out;
 }
@@ -133,6 +133,7 @@ std::string explain(const PlanResult& r, std::size_t rank) {
     out += row("tensor-parallel communication", pa.tp, pb.tp);
     out += row("exposed data-parallel reduction", pa.reductions, pb.reductions);
     out += row("optimizer step", pa.optimizer, pb.optimizer);
+    out += row("overheads (host steps, interference)", pa.overhead, pb.overhead);
     out += fmt::format("  {:<34} {:>10.2f} {:>10.2f} {:>+10.2f}  (GB, largest device)\n",
                        "peak memory", a.peak_memory_bytes / 1e9, b.peak_memory_bytes / 1e9,
                        (b.peak_memory_bytes - a.peak_memory_bytes) / 1e9);
@@ -143,7 +144,8 @@ std::string explain(const PlanResult& r, std::size_t rank) {
         {"exposed pipeline transfers", pb.pipeline - pa.pipeline},
         {"tensor-parallel communication", pb.tp - pa.tp},
         {"exposed data-parallel reduction", pb.reductions - pa.reductions},
-        {"optimizer step", pb.optimizer - pa.optimizer}};
+        {"optimizer step", pb.optimizer - pa.optimizer},
+        {"overheads", pb.overhead - pa.overhead}};
     const auto* most = &deltas[0];
     for (const auto& d : deltas) {
       if (d.second > most->second) most = &d;
@@ -162,7 +164,7 @@ struct PlanState {
   std::vector<std::int64_t> tp, pp, micro_batch, chunks;
   std::vector<std::string> schedules, recompute{"none", "selective", "full"};
   std::string sequence_parallel = "both", distributed_optimizer = "both";
-  std::string runtime = "pytorch", tp_overlap = "backward";
+  std::string runtime = "auto", tp_overlap = "backward";
   bool dp_overlap = false, no_prune = false;
   int top = 10;
   double memory_reserve = 0.05;
@@ -208,7 +210,7 @@ PlanRequest make_request(const PlanState& s, const std::string& run_id) {
       parse_on_off_both("--distributed-optimizer", s.distributed_optimizer);
   const auto runtime = parse_runtime(s.runtime);
   if (!runtime) {
-    throw Error(fmt::format("--runtime {}: expected async, megatron or pytorch", s.runtime));
+    throw Error(fmt::format("--runtime {}: expected auto, async, megatron or pytorch", s.runtime));
   }
   q.lowering.runtime = *runtime;
   if (!s.runnable_by.empty()) q.runnable_by = parse_runtime(s.runnable_by);
@@ -316,8 +318,9 @@ Subcommand add_plan(CLI::App& app) {
   auto* runtime_opt =
       cmd->add_option(
              "--runtime", s->runtime,
-             "how pipeline transfers wait: pytorch (runs every schedule), megatron (1F1B and "
-             "interleaved only), async")
+             "how pipeline transfers wait: auto (each layout's own runtime: megatron for 1f1b "
+             "and interleaved, pytorch for the others, as simulate), pytorch, megatron (1F1B "
+             "and interleaved only), async")
           ->capture_default_str();
   auto* overlap_opt = cmd->add_option("--tp-overlap", s->tp_overlap, "none, backward or all")
                           ->capture_default_str();
@@ -411,7 +414,7 @@ Subcommand add_plan(CLI::App& app) {
             }
             auto setup = layout_setup(q, best.layout);
             setup.options.record_memory = !s->trace.empty();
-            const auto simulation = simulate_table(table, setup);
+            const auto simulation = simulate_table(table, setup, best.layout.schedule);
             if (!s->trace.empty()) {
               const auto stats = write_chrome_trace(s->trace, table, simulation);
               std::fputs(trace_size_warning(s->trace, stats).c_str(), stderr);

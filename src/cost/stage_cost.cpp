@@ -148,6 +148,7 @@ PassCost pass_cost(const PassOperators& ops, const Timed& t, std::initializer_li
         c.tp_comm_s += s;
       }
       c.seconds += s;
+      c.kernels += op.kernels;
     }
   }
   return c;
@@ -163,6 +164,7 @@ StageCost stage_cost_of(const PassOperators& ops, const Timed& t, Overlap overla
 void add(PassCost& into, const PassCost& part, double times) {
   into.seconds += times * part.seconds;
   into.tp_comm_s += times * part.tp_comm_s;
+  into.kernels += times * part.kernels;
 }
 
 void add(StageCost& into, const StageCost& part, double times) {

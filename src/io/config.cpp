@@ -78,11 +78,15 @@ LinkSpec read_link(const Reader& r, const toml::table& parent, const std::string
   const std::string p = Reader::join(prefix, key);
   const toml::table* t = r.table(parent, prefix, key);
   if (t == nullptr) r.fail(parent.source(), p, "missing");
-  r.only(*t, p, {"latency_s", "bandwidth", "collective_efficiency"});
+  r.only(*t, p,
+         {"latency_s", "bandwidth", "collective_efficiency", "p2p_latency_s", "p2p_efficiency"});
   LinkSpec link;
   link.latency_s = r.number(*t, p, "latency_s", std::nullopt, 0.0, 1e3, false);
   link.bandwidth = r.number(*t, p, "bandwidth", std::nullopt, 1.0, kHuge, false, true);
   link.collective_efficiency = r.number(*t, p, "collective_efficiency", 1.0, 0.0, 1.0, true);
+  if (t->get("p2p_latency_s") != nullptr)
+    link.p2p_latency_s = r.number(*t, p, "p2p_latency_s", std::nullopt, 0.0, 1e3, false);
+  link.p2p_efficiency = r.number(*t, p, "p2p_efficiency", 1.0, 0.0, 1.0, true);
   return link;
 }
 
@@ -167,7 +171,8 @@ SystemConfig parse_system_at(std::string_view text, const std::string& file, int
 void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int depth) {
   r.only(device, "device",
          {"preset", "name", "peak_flops", "efficiency", "memory_bytes", "memory_bandwidth",
-          "memory_efficiency", "kernel_overhead_s", "gemm", "attention"});
+          "memory_efficiency", "kernel_overhead_s", "step_overhead_s", "host_launch_s",
+          "comm_slowdown", "gemm", "attention"});
   bool based = false;
   if (const auto preset = r.string(device, "device", "preset")) {
     const auto text = detail::preset("systems", *preset);
@@ -206,6 +211,10 @@ void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int 
       r.number(device, "device", "memory_efficiency", d.memory_efficiency, 0.0, 1.0, true);
   d.kernel_overhead_s =
       r.number(device, "device", "kernel_overhead_s", d.kernel_overhead_s, 0.0, 1.0, false);
+  d.step_overhead_s =
+      r.number(device, "device", "step_overhead_s", d.step_overhead_s, 0.0, 1.0, false);
+  d.host_launch_s = r.number(device, "device", "host_launch_s", d.host_launch_s, 0.0, 1.0, false);
+  d.comm_slowdown = r.number(device, "device", "comm_slowdown", d.comm_slowdown, 0.0, 10.0, false);
   if (!d.flat_efficiency) {
     const toml::table* gemm = r.table(device, "device", "gemm");
     if (gemm == nullptr && !based) {
@@ -323,9 +332,13 @@ std::string quoted(const std::string& text) {
 }
 
 std::string link_toml(const char* name, const LinkSpec& link) {
-  return fmt::format("\n[network.{}]\nlatency_s = {}\nbandwidth = {}\ncollective_efficiency = {}\n",
-                     name, number(link.latency_s), number(link.bandwidth),
-                     number(link.collective_efficiency));
+  std::string out = fmt::format(
+      "\n[network.{}]\nlatency_s = {}\nbandwidth = {}\ncollective_efficiency = {}\n", name,
+      number(link.latency_s), number(link.bandwidth), number(link.collective_efficiency));
+  if (link.p2p_latency_s) out += fmt::format("p2p_latency_s = {}\n", number(*link.p2p_latency_s));
+  if (link.p2p_efficiency != 1.0)
+    out += fmt::format("p2p_efficiency = {}\n", number(link.p2p_efficiency));
+  return out;
 }
 
 }  // namespace
@@ -350,6 +363,10 @@ std::string system_toml(const SystemConfig& s, const std::string& comment) {
     out += fmt::format("memory_bandwidth = {}\n", number(d.memory_bandwidth));
   out += fmt::format("memory_efficiency = {}\nkernel_overhead_s = {}\n",
                      number(d.memory_efficiency), number(d.kernel_overhead_s));
+  if (d.step_overhead_s > 0.0)
+    out += fmt::format("step_overhead_s = {}\n", number(d.step_overhead_s));
+  if (d.host_launch_s > 0.0) out += fmt::format("host_launch_s = {}\n", number(d.host_launch_s));
+  if (d.comm_slowdown > 0.0) out += fmt::format("comm_slowdown = {}\n", number(d.comm_slowdown));
   if (d.flat_efficiency) out += fmt::format("efficiency = {}\n", number(*d.flat_efficiency));
   out += "\n[device.peak_flops]\n";
   for (std::size_t i = 0; i < kPrecisions; ++i) {

@@ -175,6 +175,21 @@ std::string to_text(const Comparison& c, bool legend) {
   }
   for (const auto& s : c.skipped)
     out += fmt::format("{:<{}}skipped: {}\n", s.schedule, name, s.reason);
+  // Which runtime ran each schedule (the default picks each table's own).
+  std::vector<std::pair<std::string, std::vector<std::string>>> runtimes;
+  for (const auto& e : c.rows) {
+    if (!e.simulation) continue;
+    auto it = std::find_if(runtimes.begin(), runtimes.end(),
+                           [&](const auto& r) { return r.first == e.simulation->runtime; });
+    if (it == runtimes.end()) it = runtimes.insert(runtimes.end(), {e.simulation->runtime, {}});
+    it->second.push_back(e.schedule);
+  }
+  if (!runtimes.empty()) {
+    std::vector<std::string> parts;
+    for (const auto& [runtime, names] : runtimes)
+      parts.push_back(fmt::format("{} ({})", runtime, fmt::join(names, ", ")));
+    out += fmt::format("runtime: {}\n", fmt::join(parts, "; "));
+  }
   if (!legend) return out;
   out +=
       "\nRanks, lower first, ties shared: formula by the published bubble ratio (under its "

@@ -56,7 +56,10 @@ Evaluation evaluate(const ScheduleTable& table, const ResolvedParams* params,
   e.table.ops = static_cast<std::int64_t>(table.ops.size());
   if (options.simulation) {
     try {
-      e.simulation = simulate_table(table, *options.simulation).metrics;
+      e.simulation =
+          simulate_table(table, *options.simulation,
+                         params ? std::string_view(params->schedule) : std::string_view())
+              .metrics;
     } catch (const ParamError& error) {
       e.simulation_error = error.what();
     }

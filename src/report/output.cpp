@@ -181,6 +181,8 @@ FlatRecord flat_record(const Evaluation& e) {
   using B = SimulationMetrics::Breakdown;
   row.emplace_back("simulation.breakdown.compute", share(&B::compute));
   row.emplace_back("simulation.breakdown.tp_comm", share(&B::tp_comm));
+  row.emplace_back("simulation.breakdown.host_overhead", share(&B::host_overhead));
+  row.emplace_back("simulation.breakdown.comm_interference", share(&B::comm_interference));
   row.emplace_back("simulation.breakdown.bubble", share(&B::bubble));
   row.emplace_back("simulation.breakdown.exposed_pipeline", share(&B::exposed_pipeline));
   row.emplace_back("simulation.breakdown.reductions", share(&B::reductions));
@@ -322,10 +324,10 @@ std::string to_text(const Evaluation& e) {
   }
   if (e.simulation) {
     const auto& m = *e.simulation;
-    out += fmt::format("\nsimulation (system {}, model {}{}{}{})\n", m.system, m.model,
-                       m.explicit_costs ? ", op times from --costs in seconds" : "",
+    out += fmt::format("\nsimulation (system {}, model {}{}{}{}; runtime {}: {})\n", m.system,
+                       m.model, m.explicit_costs ? ", op times from --costs in seconds" : "",
                        m.contention ? "" : ", no contention",
-                       m.blocking_send ? ", blocking sends" : "");
+                       m.blocking_send ? ", blocking sends" : "", m.runtime, m.runtime_chosen_by);
     out += fmt::format("  {:<24}{:.6g} s\n", "runtime", m.runtime_s);
     out += fmt::format("  {:<24}{:.4f}\n", "idle ratio (global)", m.idle_ratio);
     out += fmt::format("  {:<24}{:.4f}\n", "span idle ratio", m.span_idle_ratio);

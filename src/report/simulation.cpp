@@ -19,8 +19,11 @@ SimulationMetrics::Breakdown SimulationMetrics::breakdown() const {
   };
   const double total = runtime_s > 0.0 ? runtime_s : 1.0;
   const double tp = mean(tp_comm_s);
-  return {(mean(compute_s) - tp) / total,
+  const double host = mean(overhead_s), slowed = mean(interference_s);
+  return {(mean(compute_s) - tp - host - slowed) / total,
           tp / total,
+          host / total,
+          slowed / total,
           mean(idle_s) / total,
           mean(exposed_pipeline_s) / total,
           mean(exposed_collective_s) / total,
@@ -94,6 +97,8 @@ nlohmann::json to_json(const SimulationMetrics& m) {
           {"memory_capacity_bytes", m.memory_capacity_bytes},
           {"compute_s", m.compute_s},
           {"tp_comm_s", m.tp_comm_s},
+          {"overhead_s", m.overhead_s},
+          {"interference_s", m.interference_s},
           {"optimizer_s", m.optimizer_s},
           {"exposed_comm_s", m.exposed_comm_s},
           {"exposed_pipeline_s", m.exposed_pipeline_s},
@@ -101,15 +106,21 @@ nlohmann::json to_json(const SimulationMetrics& m) {
           {"breakdown",
            [&] {
              const auto b = m.breakdown();
-             return nlohmann::json{
-                 {"compute", b.compute},       {"tp_comm", b.tp_comm},
-                 {"bubble", b.bubble},         {"exposed_pipeline", b.exposed_pipeline},
-                 {"reductions", b.reductions}, {"optimizer", b.optimizer}};
+             return nlohmann::json{{"compute", b.compute},
+                                   {"tp_comm", b.tp_comm},
+                                   {"host_overhead", b.host_overhead},
+                                   {"comm_interference", b.comm_interference},
+                                   {"bubble", b.bubble},
+                                   {"exposed_pipeline", b.exposed_pipeline},
+                                   {"reductions", b.reductions},
+                                   {"optimizer", b.optimizer}};
            }()},
           {"idle_s", m.idle_s},
           {"contention", m.contention},
           {"blocking_send", m.blocking_send},
           {"runtime", m.runtime},
+          {"runtime_chosen_by", m.runtime_chosen_by},
+          {"overheads", m.overheads},
           {"tp_overlap", m.tp_overlap},
           {"dp_overlap", m.dp_overlap},
           {"distributed_optimizer", m.distributed_optimizer},
@@ -151,10 +162,11 @@ nlohmann::json simulation_json(const ScheduleTable& table, const Simulation& sim
 std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
   const auto& m = sim.metrics;
   const auto& r = sim.result;
-  std::string out = fmt::format(
-      "simulated on {} with model {}{}{}{}; runtime {}\n", m.system, m.model,
-      m.explicit_costs ? " (op times from --costs, in seconds)" : "",
-      m.contention ? "" : ", no contention", m.blocking_send ? ", blocking sends" : "", m.runtime);
+  std::string out =
+      fmt::format("simulated on {} with model {}{}{}{}; runtime {} ({})\n", m.system, m.model,
+                  m.explicit_costs ? " (op times from --costs, in seconds)" : "",
+                  m.contention ? "" : ", no contention", m.blocking_send ? ", blocking sends" : "",
+                  m.runtime, m.runtime_chosen_by);
   out += fmt::format(
       "runtime {:.6g} s (pipeline {:.6g} s), idle ratio {:.4f} (span {:.4f}); {} ops and {} "
       "transfers ({:.4g} GB), {} events\n",
@@ -169,11 +181,12 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
   }
   const auto b = m.breakdown();
   out += fmt::format(
-      "breakdown (mean per device): compute {:.1f}%, tensor-parallel comm {:.1f}%, pipeline "
-      "bubble {:.1f}%, exposed pipeline transfers {:.1f}%, gradient reductions {:.1f}%, "
-      "optimizer {:.1f}%\n\n",
-      100 * b.compute, 100 * b.tp_comm, 100 * b.bubble, 100 * b.exposed_pipeline,
-      100 * b.reductions, 100 * b.optimizer);
+      "breakdown (mean per device): compute {:.1f}%, tensor-parallel comm {:.1f}%, host overhead "
+      "{:.1f}%, compute slowed by communication {:.1f}%, pipeline bubble {:.1f}%, exposed "
+      "pipeline transfers {:.1f}%, gradient reductions {:.1f}%, optimizer {:.1f}%{}\n\n",
+      100 * b.compute, 100 * b.tp_comm, 100 * b.host_overhead, 100 * b.comm_interference,
+      100 * b.bubble, 100 * b.exposed_pipeline, 100 * b.reductions, 100 * b.optimizer,
+      m.overheads ? "" : " (overheads off)");
   if (m.any_over_capacity()) {
     // A run that cannot happen is said once, with what its memory is made of, before the rows
     // that mark each device.
@@ -237,12 +250,16 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
   return out;
 }
 
-Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& setup) {
+Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& setup,
+                          std::string_view schedule) {
   Simulation s{Network(setup.system, table.devices, gpus_per_device(setup.model, setup.lowering)),
                {},
                {},
                {}};
-  s.graph = lower(table, setup.model, s.network, setup.lowering);
+  const auto runtime = resolve_runtime(setup.lowering.runtime, table, schedule);
+  LoweringOptions lowering = setup.lowering;
+  lowering.runtime = runtime.runtime;
+  s.graph = lower(table, setup.model, s.network, lowering);
   s.result = simulate(s.graph, s.network, setup.options);
   if (!std::isfinite(s.result.runtime_s)) {
     throw ParamError(fmt::format(
@@ -260,6 +277,8 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
   for (const auto& d : s.result.devices) {
     m.compute_s.push_back(d.compute_s);
     m.tp_comm_s.push_back(d.tp_comm_s);
+    m.overhead_s.push_back(d.overhead_s);
+    m.interference_s.push_back(d.interference_s);
     m.optimizer_s.push_back(d.optimizer_s);
     m.exposed_comm_s.push_back(d.exposed_comm_s);
     m.exposed_pipeline_s.push_back(d.exposed_pipeline_s);
@@ -273,8 +292,9 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
   m.memory_capacity_bytes = setup.system.device.memory_bytes;
   m.contention = setup.options.contention;
   m.blocking_send = setup.options.blocking_send;
-  const auto& lowering = setup.lowering;
   m.runtime = to_string(lowering.runtime);
+  m.runtime_chosen_by = runtime.reason;
+  m.overheads = lowering.overheads && !lowering.costs;
   m.tp_overlap = cost::to_string(lowering.cost.tp_overlap);
   m.dp_overlap = lowering.iteration.dp_overlap;
   m.distributed_optimizer = lowering.iteration.distributed_optimizer;

@@ -241,9 +241,11 @@ void write_trace(TraceWriter& w, const ScheduleTable& table, const Simulation& s
     }
     const Op& op = table.ops[i];
     w.event(
-        R"({{"ph":"X","name":"{}","cat":"{}","pid":{},"tid":0,"ts":{},"dur":{},"args":{{"op":"{}","tp_comm_s":{}}}}})",
+        R"({{"ph":"X","name":"{}","cat":"{}","pid":{},"tid":0,"ts":{},"dur":{},"args":{{"op":"{}","tp_comm_s":{},"host_overhead_s":{},"comm_slowed_s":{}}}}})",
         op_label(op), kind_letter(op.first().kind), g.device[i], Micros{s}, Micros{e - s},
-        json_escaped(to_string(op)), g.tp_comm_s[i]);
+        json_escaped(to_string(op)), g.tp_comm_s[i],
+        i < g.overhead_s.size() ? g.overhead_s[i] : 0.0,
+        std::max(0.0, r.end[i] - r.start[i] - g.duration[i]));
   }
 
   // Transfers: on the sender's send track (named by what it carries and where to), on every

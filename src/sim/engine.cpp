@@ -135,6 +135,10 @@ class Engine {
     free_at_.assign(devices, 0.0);
     pending_sends_.assign(devices, 0);
     stream_binding_.assign(devices, -1);
+    running_.assign(devices, -1);
+    work_left_.assign(devices, 0.0);
+    work_since_.assign(devices, 0.0);
+    compute_version_.assign(devices, 0);
     memory_.assign(g.static_bytes.begin(), g.static_bytes.end());
     for (std::size_t c = 0; c < 2; ++c) {
       in_flight_[c].assign(devices, 0);
@@ -195,7 +199,7 @@ class Engine {
       ++result_.events;
       switch (e.type()) {
         case EventType::ComputeDone:
-          finish_compute(e.node);
+          if (current(e)) finish_compute(e.node);
           break;
         case EventType::LatencyDone:
           start_data(e.node);
@@ -221,9 +225,35 @@ class Engine {
     return {g_.route.data() + g_.route_begin[t],
             static_cast<std::size_t>(g_.route_begin[t + 1] - g_.route_begin[t])};
   }
+  // A transfer's rate cap (graphs built by hand may leave rate_cap empty: no caps).
+  double rate_cap(std::size_t t) const { return t < g_.rate_cap.size() ? g_.rate_cap[t] : kInf; }
   bool blocks_stream(std::size_t t) const {
     return blocking_ &&
            (g_.blocks_sender[t] != 0 || (options_.blocking_send && is_pipeline(g_.kind[t])));
+  }
+
+  // Compute slowed by communication: a device's running node progresses at 1 / (1 +
+  // comm_slowdown) while a transfer or collective of the device is in flight; each change of
+  // speed reschedules its end, and only the latest of its completion events counts.
+  bool slowing() const noexcept { return g_.comm_slowdown > 0.0; }
+  bool communicating_now(std::size_t dev) const noexcept {
+    return in_flight_[kPipelineComm][dev] + in_flight_[kCollectiveComm][dev] > 0;
+  }
+  double speed(std::size_t dev) const noexcept {
+    return communicating_now(dev) ? 1.0 / (1.0 + g_.comm_slowdown) : 1.0;
+  }
+  bool current(const Event& e) const noexcept {
+    return !slowing() || e.version == compute_version_[static_cast<std::size_t>(
+                                          g_.device[static_cast<std::size_t>(e.node)])];
+  }
+  void schedule_compute_end(std::size_t dev) {
+    push(now_ + work_left_[dev] / speed(dev), EventType::ComputeDone, running_[dev],
+         ++compute_version_[dev]);
+  }
+  // Called before device `dev`'s communication changes between none and some.
+  void progress(std::size_t dev) {
+    work_left_[dev] = std::max(0.0, work_left_[dev] - (now_ - work_since_[dev]) * speed(dev));
+    work_since_[dev] = now_;
   }
 
   void push(double time, EventType type, std::int32_t node, std::uint32_t version = 0) {
@@ -262,7 +292,14 @@ class Engine {
     result_.start[node] = now_;
     memory_[dev] += g_.alloc_bytes[node];
     record_memory(d);
-    push(now_ + g_.duration[node], EventType::ComputeDone, n);
+    if (slowing()) {
+      running_[dev] = n;
+      work_left_[dev] = g_.duration[node];
+      work_since_[dev] = now_;
+      schedule_compute_end(dev);
+    } else {
+      push(now_ + g_.duration[node], EventType::ComputeDone, n);
+    }
     if (g_.start_succ.empty()) return;
     for (auto k = g_.start_begin[node]; k < g_.start_begin[node + 1]; ++k) {
       const auto e = static_cast<std::size_t>(k);
@@ -321,9 +358,13 @@ class Engine {
   // kept as sorted disjoint intervals while the simulation runs. The sync is not traffic.
   void communicating_in(std::size_t c, std::int32_t d, int delta) {
     const auto dev = static_cast<std::size_t>(d);
+    const bool before = communicating_now(dev);
+    const bool busy = slowing() && busy_[dev];
+    if (busy) progress(dev);
     if (delta > 0 && in_flight_[c][dev]++ == 0) comm_since_[c][dev] = now_;
     if (delta < 0 && --in_flight_[c][dev] == 0 && now_ > comm_since_[c][dev])
       comm_[c][dev].emplace_back(comm_since_[c][dev], now_);
+    if (busy && communicating_now(dev) != before) schedule_compute_end(dev);
   }
   void communicating(std::size_t t, std::int32_t sender, int delta) {
     if (g_.kind[t] == TransferKind::Sync) return;
@@ -368,6 +409,7 @@ class Engine {
       double bottleneck = kInf;
       for (const auto l : route(t))
         bottleneck = std::min(bottleneck, net_.links()[static_cast<std::size_t>(l)].bandwidth);
+      bottleneck = std::min(bottleneck, rate_cap(t));
       rate_[t] = bottleneck;
       for (const auto l : route(t))
         set_load(static_cast<std::size_t>(l), load_[static_cast<std::size_t>(l)] + bottleneck);
@@ -435,7 +477,7 @@ class Engine {
   // A flow alone in its component runs at its route's smallest bandwidth (the common case:
   // the water-filling below gives the same, with more work).
   void fill_one(std::size_t flow) {
-    double rate = kInf;
+    double rate = rate_cap(flow);
     for (const auto l : route(flow))
       rate = std::min(rate, capacity_[static_cast<std::size_t>(l)]);
     if (rate == kInf) return;
@@ -448,33 +490,48 @@ class Engine {
   void fill() {
     // Progressive filling: the link with the smallest fair share is the next bottleneck; its
     // unfrozen flows get that share. Freezing a flow at the smallest share can only raise the
-    // shares of its other links, so a heap with stale entries skipped finds each bottleneck.
+    // shares of its other links, so a heap with stale entries skipped finds each bottleneck. A
+    // flow with a rate cap is a bottleneck of its own at its cap (entry −1 − flow), as a private
+    // link of that capacity would be (SimGrid's flow bound).
     shares_.clear();
     for (const auto l : component_links_) {
       const auto link = static_cast<std::size_t>(l);
       if (count_[link] > 0) shares_.push_back({capacity_[link] / count_[link], l});
+    }
+    for (const auto f : component_flows_) {
+      const double cap = rate_cap(static_cast<std::size_t>(f));
+      if (cap < kInf) shares_.push_back({cap, -1 - f});
     }
     std::make_heap(shares_.begin(), shares_.end(), std::greater<>{});
     while (!shares_.empty()) {
       std::pop_heap(shares_.begin(), shares_.end(), std::greater<>{});
       const auto [share, bottleneck] = shares_.back();
       shares_.pop_back();
+      if (bottleneck < 0) {
+        const auto flow = static_cast<std::size_t>(-1 - bottleneck);
+        if (!frozen_[flow]) freeze(flow, share, -1);
+        continue;
+      }
       const auto b = static_cast<std::size_t>(bottleneck);
       if (count_[b] == 0 || share != capacity_[b] / count_[b]) continue;  // stale
       for (const auto f : flows_on_[b]) {
         const auto flow = static_cast<std::size_t>(f);
-        if (frozen_[flow]) continue;
-        frozen_[flow] = true;
-        new_rate_[flow] = share;
-        for (const auto l2 : route(flow)) {
-          const auto link = static_cast<std::size_t>(l2);
-          capacity_[link] -= share;
-          --count_[link];
-          if (l2 != bottleneck && count_[link] > 0) {
-            shares_.push_back({capacity_[link] / count_[link], l2});
-            std::push_heap(shares_.begin(), shares_.end(), std::greater<>{});
-          }
-        }
+        if (!frozen_[flow]) freeze(flow, share, bottleneck);
+      }
+    }
+  }
+
+  // Fixes a flow's rate and takes it out of its links' shares.
+  void freeze(std::size_t flow, double rate, std::int32_t bottleneck) {
+    frozen_[flow] = true;
+    new_rate_[flow] = rate;
+    for (const auto l2 : route(flow)) {
+      const auto link = static_cast<std::size_t>(l2);
+      capacity_[link] -= rate;
+      --count_[link];
+      if (l2 != bottleneck && count_[link] > 0) {
+        shares_.push_back({capacity_[link] / count_[link], l2});
+        std::push_heap(shares_.begin(), shares_.end(), std::greater<>{});
       }
     }
   }
@@ -587,6 +644,8 @@ class Engine {
         if (g_.compute_kind[n] == ComputeKind::TableOp) {
           ++table_ops;
           dev.tp_comm_s += g_.tp_comm_s[n];
+          if (n < g_.overhead_s.size()) dev.overhead_s += g_.overhead_s[n];
+          dev.interference_s += std::max(0.0, r.end[n] - r.start[n] - g_.duration[n]);
         } else {
           dev.optimizer_s += r.end[n] - r.start[n];
         }
@@ -643,6 +702,11 @@ class Engine {
   std::vector<double> free_at_;
   std::vector<std::int32_t> pending_sends_;
   std::vector<std::int32_t> stream_binding_;
+  // Compute slowed by communication: the node running, its work left (seconds at full speed)
+  // since when, and the version of its completion event.
+  std::vector<std::int32_t> running_;
+  std::vector<double> work_left_, work_since_;
+  std::vector<std::uint32_t> compute_version_;
   std::vector<double> memory_;
   std::array<std::vector<std::int32_t>, 2> in_flight_;  // per communication class, per device
   std::array<std::vector<double>, 2> comm_since_;

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -40,15 +41,32 @@ const char* to_string(Runtime runtime) {
       return "megatron";
     case Runtime::PyTorch:
       return "pytorch";
+    case Runtime::Auto:
+      return "auto";
   }
   return "async";
 }
 
 std::optional<Runtime> parse_runtime(std::string_view text) {
-  for (const auto r : {Runtime::Async, Runtime::Megatron, Runtime::PyTorch}) {
+  for (const auto r : {Runtime::Async, Runtime::Megatron, Runtime::PyTorch, Runtime::Auto}) {
     if (text == to_string(r)) return r;
   }
   return std::nullopt;
+}
+
+RuntimeChoice default_runtime(const ScheduleTable& table, std::string_view schedule) {
+  if (!table.comms.empty()) return {Runtime::PyTorch, "the file's own communication order"};
+  if (!runtime_refuses(table, schedule, Runtime::Megatron))
+    return {Runtime::Megatron, fmt::format("Megatron-LM's own {} order", schedule)};
+  if (!runtime_refuses(table, schedule, Runtime::PyTorch))
+    return {Runtime::PyTorch, "PyTorch pipelining runs it"};
+  return {Runtime::Async, "no modelled runtime runs two pipelines: the asynchronous idealisation"};
+}
+
+RuntimeChoice resolve_runtime(Runtime runtime, const ScheduleTable& table,
+                              std::string_view schedule) {
+  if (runtime == Runtime::Auto) return default_runtime(table, schedule);
+  return {runtime, "given"};
 }
 
 std::vector<StageWork> table_work(const ScheduleTable& table, const ModelConfig& model) {
@@ -91,7 +109,10 @@ class Lowering {
   Lowering(const ScheduleTable& t, const ModelConfig& model, const Network& network,
            const LoweringOptions& options)
       : t_(t), model_(model), network_(network), options_(options), work_(table_work(t, model)) {
+    options_.runtime = resolve_runtime(options.runtime, t, "").runtime;
     optimizer_ = options.iteration.optimizer && !options.costs && model.transformer() != nullptr;
+    overheads_ = options.overheads && !options.costs;
+    step_overhead_ = overheads_ ? network.system().device.step_overhead_s : 0.0;
   }
 
   ExecGraph run() && {
@@ -103,6 +124,7 @@ class Lowering {
     g_.devices = t_.devices;
     g_.table_ops = static_cast<std::int64_t>(t_.ops.size());
     g_.compute_nodes = g_.table_ops + (optimizer_ ? t_.devices : 0);
+    g_.comm_slowdown = overheads_ ? network_.system().device.comm_slowdown : 0.0;
     compute_nodes();
     pipeline_transfers();
     collectives();
@@ -200,6 +222,7 @@ class Lowering {
     g_.compute_kind.assign(nodes, ComputeKind::TableOp);
     g_.duration.assign(nodes, 0.0);
     g_.tp_comm_s.assign(nodes, 0.0);
+    g_.overhead_s.assign(nodes, 0.0);
     g_.alloc_bytes.assign(nodes, 0.0);
     g_.free_bytes.assign(nodes, 0.0);
     forward_op_.assign(
@@ -216,6 +239,7 @@ class Lowering {
         const auto n = static_cast<std::size_t>(i);
         g_.device[n] = d;
         g_.stream.push_back(static_cast<std::int32_t>(i));
+        double kernels = 0.0;
         for (const Pass& pass : t_.ops[n].passes()) {
           const StageWork& w = work(pass);
           const cost::PassCost* c = nullptr;
@@ -246,9 +270,19 @@ class Lowering {
           if (c != nullptr) {
             g_.duration[n] += c->seconds;
             g_.tp_comm_s[n] += c->tp_comm_s;
+            kernels += c->kernels;
           }
         }
-        if (options_.costs) g_.duration[n] = explicit_costs[n];
+        if (options_.costs) {
+          g_.duration[n] = explicit_costs[n];
+        } else if (overheads_) {
+          // The host issues the op's kernels after the step's synchronisation: the op lasts
+          // at least as long as that takes, and the step's own host time comes on top.
+          const double host = kernels * network_.system().device.host_launch_s;
+          const double gpu = g_.duration[n];
+          g_.duration[n] = std::max(gpu, host) + step_overhead_;
+          g_.overhead_s[n] = g_.duration[n] - gpu;
+        }
       }
       if (optimizer_) {
         const auto n = static_cast<std::size_t>(g_.table_ops + d);
@@ -262,10 +296,17 @@ class Lowering {
   }
 
   // A transfer routed by the network from one device to another.
+  // Pipeline transfers are NCCL sends and receives: the link class's per-message latency
+  // instead of its first hop's α, and at most its point-to-point bandwidth.
   std::int32_t add_transfer(TransferKind kind, int stage, std::int32_t from, std::int32_t to,
                             double bytes) {
-    const double latency = network_.append_route(from, to, g_.route);
-    return close_transfer(kind, stage, from, to, bytes, latency);
+    double latency = network_.append_route(from, to, g_.route);
+    if (!is_pipeline(kind)) return close_transfer(kind, stage, from, to, bytes, latency);
+    const LinkSpec& link = network_.route_class(from, to);
+    latency += link.p2p_latency() - link.latency_s;
+    const auto node = close_transfer(kind, stage, from, to, bytes, std::max(0.0, latency));
+    if (link.p2p_efficiency < 1.0) g_.rate_cap.back() = link.p2p_bandwidth();
+    return node;
   }
 
   // A transfer over the given links (reduction ring steps: a device's own ports or NIC).
@@ -287,6 +328,7 @@ class Lowering {
     g_.bytes.push_back(bytes);
     g_.latency_s.push_back(latency);
     g_.blocks_sender.push_back(0);
+    g_.rate_cap.push_back(std::numeric_limits<double>::infinity());
     g_.route_begin.push_back(static_cast<std::int64_t>(g_.route.size()));
     return node;
   }
@@ -721,11 +763,13 @@ class Lowering {
   const ScheduleTable& t_;
   const ModelConfig& model_;
   const Network& network_;
-  const LoweringOptions& options_;
+  LoweringOptions options_;  // the runtime resolved
   std::vector<StageWork> work_;
   std::vector<cost::StageCost> cost_;
   const cost::StageCost none_{};
   bool optimizer_ = false;
+  bool overheads_ = false;
+  double step_overhead_ = 0.0;
   ExecGraph g_;
   std::vector<std::int32_t> forward_op_, backward_op_;
   std::vector<std::pair<std::int32_t, std::int32_t>> edges_;

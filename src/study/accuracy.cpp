@@ -35,7 +35,7 @@ void predict_iteration(Prediction& p, const SystemConfig& system) {
   const ScheduleInfo& info = find_schedule(run.schedule);
   const auto table = info.generate(resolve(info, params));
   const SimulationSetup setup{run.model, system, run.lowering, SimOptions{}};
-  const auto sim = simulate_table(table, setup);
+  const auto sim = simulate_table(table, setup, run.schedule);
   p.predicted_s = sim.metrics.runtime_s;
   p.error = p.predicted_s / run.measured_s - 1.0;
   p.mfu = sim.metrics.mfu;

@@ -18,6 +18,15 @@ const std::vector<CalibrationParameter>& calibration_parameters() {
       {"gemm.k_overhead", 0.0, 4096.0, "a GEMM tile's fixed cost, in steps of its K loop"},
       {"memory_efficiency", 0.05, 1.0, "achieved / peak HBM bandwidth of memory-bound kernels"},
       {"kernel_overhead_s", 0.0, 1e-4, "seconds added to every kernel launch"},
+      {"step_overhead_s", 0.0, 0.05, "the host's seconds per pipeline step that no kernel carries"},
+      {"host_launch_s", 0.0, 1e-3, "the host's seconds to issue one kernel"},
+      {"comm_slowdown", 0.0, 2.0, "compute slowdown while communication runs beside it"},
+      {"intra.p2p_latency_s", 0.0, 1e-3, "pipeline send/receive latency per message in a node"},
+      {"intra.p2p_efficiency", 0.05, 1.0,
+       "pipeline send/receive bandwidth / intra-node link bandwidth"},
+      {"inter.p2p_latency_s", 0.0, 1e-3, "pipeline send/receive latency per message between nodes"},
+      {"inter.p2p_efficiency", 0.05, 1.0,
+       "pipeline send/receive bandwidth / inter-node link bandwidth"},
       {"attention.forward_efficiency", 0.05, 1.0, "FlashAttention forward, achieved / peak"},
       {"attention.backward_efficiency", 0.05, 1.0, "FlashAttention backward, achieved / peak"},
       {"intra.collective_efficiency", 0.05, 1.0,
@@ -35,6 +44,19 @@ double* field(SystemConfig& s, std::string_view name) {
   if (name == "gemm.k_overhead") return &d.gemm.k_overhead;
   if (name == "memory_efficiency") return &d.memory_efficiency;
   if (name == "kernel_overhead_s") return &d.kernel_overhead_s;
+  if (name == "step_overhead_s") return &d.step_overhead_s;
+  if (name == "host_launch_s") return &d.host_launch_s;
+  if (name == "comm_slowdown") return &d.comm_slowdown;
+  for (auto* link : {&s.intra, &s.inter}) {
+    const std::string_view prefix = link == &s.intra ? "intra." : "inter.";
+    if (!name.starts_with(prefix)) continue;
+    const auto key = name.substr(prefix.size());
+    if (key == "p2p_efficiency") return &link->p2p_efficiency;
+    if (key == "p2p_latency_s") {
+      if (!link->p2p_latency_s) link->p2p_latency_s = link->latency_s;
+      return &*link->p2p_latency_s;
+    }
+  }
   if (name == "attention.forward_efficiency") return &d.attention_efficiency;
   if (name == "attention.backward_efficiency") return &d.attention_backward_efficiency;
   if (name == "intra.collective_efficiency") return &s.intra.collective_efficiency;

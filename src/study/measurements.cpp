@@ -179,8 +179,8 @@ class MeasurementParser {
     if (t.get("chunks") != nullptr) run.chunks = r_.integer(t, path, "chunks", 1, 1, 1 << 16);
     l.data_parallel =
         static_cast<std::int32_t>(r_.integer(t, path, "data_parallel", 1, 1, kMaxDataParallel));
-    l.runtime =
-        *parse_runtime(r_.choice(t, path, "runtime", "async", {"async", "megatron", "pytorch"}));
+    l.runtime = *parse_runtime(
+        r_.choice(t, path, "runtime", "auto", {"auto", "async", "megatron", "pytorch"}));
     l.iteration.dp_overlap = r_.boolean(t, path, "dp_overlap", false);
     l.iteration.dp_bucket_bytes = r_.number(t, path, "dp_bucket_bytes", 25e6, 1e3, 1e15, false);
     l.iteration.distributed_optimizer = r_.boolean(t, path, "distributed_optimizer", false);

@@ -393,7 +393,7 @@ PlanResult plan(const PlanRequest& request) {
         entry.layout = c.layout;
         entry.lower_bound_s = c.lower_bound_s;
         entry.peak_memory_bytes = c.peak_memory_bytes;
-        entry.metrics = simulate_table(table, setup).metrics;
+        entry.metrics = simulate_table(table, setup, c.layout.schedule).metrics;
         entries[i] = std::move(entry);
       } catch (const ParamError& error) {
         failures[i] = error.what();
@@ -437,7 +437,8 @@ PlanResult plan(const PlanRequest& request) {
         entry.layout = c.layout;
         entry.lower_bound_s = c.lower_bound_s;
         entry.peak_memory_bytes = c.peak_memory_bytes;
-        entry.metrics = simulate_table(table, layout_setup(request, c.layout)).metrics;
+        entry.metrics =
+            simulate_table(table, layout_setup(request, c.layout), c.layout.schedule).metrics;
         result.reference_rank =
             1 + std::count_if(faster_than.begin(), faster_than.end(),
                               [&](double runtime) { return runtime < entry.metrics.runtime_s; });
@@ -463,8 +464,13 @@ PlanResult plan(const PlanRequest& request) {
 RuntimeParts runtime_parts(const SimulationMetrics& m) {
   const auto b = m.breakdown();
   const double t = m.runtime_s;
-  return {b.compute * t, b.bubble * t,     b.exposed_pipeline * t,
-          b.tp_comm * t, b.reductions * t, b.optimizer * t};
+  return {b.compute * t,
+          b.bubble * t,
+          b.exposed_pipeline * t,
+          b.tp_comm * t,
+          b.reductions * t,
+          b.optimizer * t,
+          (b.host_overhead + b.comm_interference) * t};
 }
 
 nlohmann::json layout_json(const Layout& l) {
@@ -514,7 +520,8 @@ nlohmann::json to_json(const PlanRequest& q, const PlanResult& r) {
                      {"exposed_pipeline", p.pipeline},
                      {"tp_comm", p.tp},
                      {"reductions", p.reductions},
-                     {"optimizer", p.optimizer}}},
+                     {"optimizer", p.optimizer},
+                     {"overhead", p.overhead}}},
                    {"simulation", to_json(e.metrics)}});
   }
   return j;

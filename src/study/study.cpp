@@ -37,20 +37,21 @@ class StudyParser {
     const std::string p = "simulation";
     r_.only(sim, p,
             {"contention", "blocking_send", "data_parallel", "runtime", "tp_overlap", "optimizer",
-             "dp_overlap", "dp_bucket_bytes", "distributed_optimizer"});
+             "dp_overlap", "dp_bucket_bytes", "distributed_optimizer", "overheads"});
     s.sim.contention = r_.boolean(sim, p, "contention", true);
     s.sim.blocking_send = r_.boolean(sim, p, "blocking_send", false);
     auto& l = s.lowering;
     l.data_parallel =
         static_cast<std::int32_t>(r_.integer(sim, p, "data_parallel", 1, 1, kMaxDataParallel));
-    l.runtime =
-        *parse_runtime(r_.choice(sim, p, "runtime", "async", {"async", "megatron", "pytorch"}));
+    l.runtime = *parse_runtime(
+        r_.choice(sim, p, "runtime", "auto", {"auto", "async", "megatron", "pytorch"}));
     l.cost.tp_overlap = *cost::parse_overlap(
         r_.choice(sim, p, "tp_overlap", "backward", {"none", "backward", "all"}));
     l.iteration.optimizer = r_.boolean(sim, p, "optimizer", true);
     l.iteration.dp_overlap = r_.boolean(sim, p, "dp_overlap", false);
     l.iteration.dp_bucket_bytes = r_.number(sim, p, "dp_bucket_bytes", 25e6, 1e3, 1e15, false);
     l.iteration.distributed_optimizer = r_.boolean(sim, p, "distributed_optimizer", false);
+    l.overheads = r_.boolean(sim, p, "overheads", true);
   }
 
   StudyParser(std::string_view text, const std::string& file) : r_(text, file), file_(file) {}

@@ -39,6 +39,7 @@ nlohmann::json optional_json(const auto& value) {
 LinkSpec scaled(LinkSpec link, double bandwidth, double latency) {
   link.bandwidth *= bandwidth;
   link.latency_s *= latency;
+  if (link.p2p_latency_s) *link.p2p_latency_s *= latency;
   return link;
 }
 

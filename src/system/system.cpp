@@ -54,6 +54,11 @@ double Network::append_route(std::int32_t from, std::int32_t to,
   return system_.intra.latency_s * std::abs(to - from);
 }
 
+const LinkSpec& Network::route_class(std::int32_t from, std::int32_t to) const {
+  if (system_.topology == Topology::Switched && node_of(from) != node_of(to)) return system_.inter;
+  return system_.intra;
+}
+
 std::int32_t Network::port_up(std::int32_t device) const {
   return device * kSwitchedLinksPerDevice + 0;
 }

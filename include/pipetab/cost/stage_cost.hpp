@@ -30,6 +30,7 @@ std::optional<Overlap> parse_overlap(std::string_view text);
 struct PassCost {
   double seconds = 0.0;  ///< the pass: compute, memory traffic, launches, exposed TP communication
   double tp_comm_s = 0.0;  ///< of which exposed tensor-parallel communication
+  double kernels = 0.0;    ///< kernel launches (the host issues each one)
   friend bool operator==(const PassCost&, const PassCost&) = default;
 };
 

@@ -23,9 +23,11 @@ struct SimOptions {
 
 /// Per device results.
 struct DeviceResult {
-  double compute_s = 0.0;    ///< time running the table's ops
-  double tp_comm_s = 0.0;    ///< of compute_s, exposed tensor-parallel communication in the ops
-  double optimizer_s = 0.0;  ///< time in the optimizer step
+  double compute_s = 0.0;       ///< time running the table's ops
+  double tp_comm_s = 0.0;       ///< of compute_s, exposed tensor-parallel communication in the ops
+  double overhead_s = 0.0;      ///< of compute_s, the host's time per pipeline step
+  double interference_s = 0.0;  ///< of compute_s, compute slowed by communication beside it
+  double optimizer_s = 0.0;     ///< time in the optimizer step
   /// Not computing while a transfer from or to it is in flight: pipeline transfers first, then
   /// collectives (gradient reductions, parameter all-gather) while no pipeline transfer is.
   double exposed_comm_s = 0.0;

@@ -41,8 +41,9 @@ struct Study {
   std::vector<std::string> systems{"balanced"}, models{"default"};  ///< presets or paths
   std::vector<double> bandwidth_scale{1.0}, latency_scale{1.0}, collective_scale{1.0};
   /// How every configuration is simulated: --dp, the runtime, the iteration's options and the
-  /// engine's (collective_scale and --costs come from the grid).
-  LoweringOptions lowering;
+  /// engine's (collective_scale and --costs come from the grid). The runtime defaults to each
+  /// table's own (auto), as on the command line.
+  LoweringOptions lowering{.runtime = Runtime::Auto};
   SimOptions sim;
   MemoryOptions memory;
   /// Columns to write (see sweep_columns()); empty: all.

@@ -20,7 +20,19 @@ struct LinkSpec {
   /// Of the bandwidth, what a collective's ring achieves (NCCL's bus bandwidth / β). Used for
   /// the tensor-parallel collectives inside a stage's passes.
   double collective_efficiency = 1.0;
+  /// Pipeline point-to-point transfers (NCCL send/receive): a per-message latency, and of the
+  /// bandwidth what one send/receive between a pair of GPUs reaches (NCCL copies with a few
+  /// SMs, 128-byte payloads, and p2p's share of channels, so it stays below the link's peak;
+  /// nccl-tests sendrecv_perf). A transfer alone takes p2p_latency_s + bytes / (bandwidth ×
+  /// p2p_efficiency); under contention it gets its max-min share, never more than that rate.
+  /// Unset latency: latency_s.
+  std::optional<double> p2p_latency_s{};
+  double p2p_efficiency = 1.0;
   friend bool operator==(const LinkSpec&, const LinkSpec&) = default;
+
+  double p2p_latency() const noexcept { return p2p_latency_s.value_or(latency_s); }
+  /// Bytes per second one point-to-point transfer reaches alone.
+  double p2p_bandwidth() const noexcept { return bandwidth * p2p_efficiency; }
 };
 
 /// An output tile of a GEMM kernel: tile_m × tile_n result elements per multiprocessor.
@@ -56,6 +68,19 @@ struct DeviceSpec {
   double memory_bandwidth = 0.0;   ///< HBM bytes/s; 0 = not given (flat model only)
   double memory_efficiency = 1.0;  ///< achieved fraction of memory_bandwidth when streaming
   double kernel_overhead_s = 0.0;  ///< added to every kernel launch
+  /// Host time per pipeline step (one op of the table) that no kernel carries: the runtime's
+  /// schedule loop, building and posting the step's sends and receives, and the launch gap
+  /// after a synchronisation, when the host cannot run ahead of the GPU. A preset constant
+  /// with its source; 0 = none.
+  double step_overhead_s = 0.0;
+  /// The host's time to issue one kernel through the framework (Python, PyTorch's dispatcher,
+  /// the launch): a pass whose kernels run faster than the host issues them runs at the host's
+  /// pace (kernels × host_launch_s). 0 = the host always runs ahead.
+  double host_launch_s = 0.0;
+  /// How much slower compute runs while a communication kernel runs beside it on the same GPU
+  /// (NCCL's kernels take SMs and memory bandwidth): 0.1 = a pass takes 10% longer for the time
+  /// it overlaps a transfer or collective of its device. 0 = no interference.
+  double comm_slowdown = 0.0;
   /// The FLOP-proportional model: when set, every matrix-multiply FLOP runs at
   /// peak × flat_efficiency, and memory-bound operators and launches cost nothing.
   std::optional<double> flat_efficiency;
@@ -116,6 +141,8 @@ class Network {
   /// Appends the links of the route from one device to another to `links` and returns the
   /// route's latency: α of the link class (Switched), or α per hop (Chain).
   double append_route(std::int32_t from, std::int32_t to, std::vector<std::int32_t>& links) const;
+  /// The link class a route between two devices runs over: inter between nodes, else intra.
+  const LinkSpec& route_class(std::int32_t from, std::int32_t to) const;
   /// A device's links to and from its node's switch, and to and from the inter-node fabric
   /// (Switched only).
   std::int32_t port_up(std::int32_t device) const;

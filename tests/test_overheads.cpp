@@ -1,0 +1,344 @@
+// What a run costs beyond its kernels and its links at their peak (issue 22): pipeline transfers
+// at NCCL's point-to-point speed (a per-message latency, a rate cap that leaves the rest of the
+// link to other flows), the host's time per pipeline step and per kernel, compute slowed while
+// communication runs beside it, and the runtime each table runs under by default. Every
+// expectation is computed by hand from the case's numbers.
+#include <cmath>
+#include <string>
+
+#include "helpers.hpp"
+#include <gtest/gtest.h>
+
+#include "pipetab/cost/stage_cost.hpp"
+#include "pipetab/error.hpp"
+#include "pipetab/io/config.hpp"
+#include "pipetab/report/simulation.hpp"
+#include "pipetab/sim/engine.hpp"
+#include "pipetab/study/calibrate.hpp"
+
+namespace pipetab {
+namespace {
+
+ModelConfig explicit_model(double f, double i, double w, double message) {
+  ExplicitWorkload e;
+  e.forward_s = f;
+  e.input_grad_s = i;
+  e.weight_grad_s = w;
+  e.message_bytes = message;
+  e.activation_bytes = 100.0;
+  e.activation_kept_for_weight_grad = 80.0;
+  e.weight_bytes = 10.0;
+  e.optimizer_bytes = 30.0;
+  return {"explicit", e};
+}
+
+SystemConfig system_with(Topology topology, LinkSpec intra, LinkSpec inter,
+                         std::int32_t per_node = 8) {
+  SystemConfig s;
+  s.name = "test";
+  s.device.peak_flops.fill(1e15);
+  s.device.flat_efficiency = 1.0;
+  s.device.memory_bytes = 1e12;
+  s.topology = topology;
+  s.devices_per_node = per_node;
+  s.intra = intra;
+  s.inter = inter;
+  return s;
+}
+
+SimResult run(const ScheduleTable& t, const ModelConfig& model, const SystemConfig& system,
+              LoweringOptions lowering = {}, SimOptions options = {}) {
+  const Network network(system, t.devices);
+  return simulate(lower(t, model, network, lowering), network, options);
+}
+
+LinkSpec link(double latency, double bandwidth, double p2p_latency, double p2p_efficiency) {
+  LinkSpec l{latency, bandwidth};
+  l.p2p_latency_s = p2p_latency;
+  l.p2p_efficiency = p2p_efficiency;
+  return l;
+}
+
+TEST(PointToPoint, ASendAloneTakesItsMessageLatencyAndItsAchievedBandwidth) {
+  // 1F1B on 2 devices, 1 microbatch: F, activation, F, B, gradient, B. Each hop costs the link
+  // class's p2p latency and bytes / (bandwidth × p2p efficiency), not α + bytes / β.
+  const auto t = test::make("1f1b", test::sm(2, 1));
+  const double f = 1.0, b = 2.0, bytes = 3e9, beta = 2e9;
+  const auto model = explicit_model(f, 1.0, 1.0, bytes);
+  const auto in_node =
+      system_with(Topology::Switched, link(0.25, beta, 0.5, 0.6), link(9.0, 1.0, 9.0, 1.0));
+  EXPECT_DOUBLE_EQ(run(t, model, in_node).runtime_s, 2 * f + 2 * b + 2 * (0.5 + bytes / 1.2e9));
+  // One device per node: the inter-node class's constants.
+  const auto across =
+      system_with(Topology::Switched, link(9.0, 1.0, 9.0, 1.0), link(0.25, beta, 0.125, 0.75), 1);
+  EXPECT_DOUBLE_EQ(run(t, model, across).runtime_s, 2 * f + 2 * b + 2 * (0.125 + bytes / 1.5e9));
+  // Without contention the cap holds too.
+  SimOptions alone;
+  alone.contention = false;
+  EXPECT_DOUBLE_EQ(run(t, model, in_node, {}, alone).runtime_s,
+                   2 * f + 2 * b + 2 * (0.5 + bytes / 1.2e9));
+  // Unset, a class's p2p constants are its α and β: the old model exactly.
+  const auto plain = system_with(Topology::Switched, {0.25, beta}, {9.0, 1.0});
+  EXPECT_DOUBLE_EQ(run(t, model, plain).runtime_s, 2 * f + 2 * b + 2 * (0.25 + bytes / beta));
+}
+
+// Device 0 runs node 0 (1 s), then sends transfers 3 and 4 (both 0 → 1) that device 1's node 2
+// needs; transfer 4 waits for device 1's node 1 (1 s) so both start at time 1. Transfer 3 moves
+// `capped` bytes at most at `cap` bytes/s, transfer 4 `free` bytes; the link carries 1e9 B/s.
+SimResult capped_pair(double capped, double cap, double free, bool contention = true) {
+  const auto system = system_with(Topology::Switched, {0.0, 1e9}, {0.0, 1e9});
+  const Network network(system, 2);
+  ExecGraph g;
+  g.devices = 2;
+  g.compute_nodes = g.table_ops = 3;
+  g.stream_begin = {0, 1, 3};
+  g.stream = {0, 1, 2};
+  g.compute_kind.assign(3, ComputeKind::TableOp);
+  g.tp_comm_s.assign(3, 0.0);
+  g.device = {0, 1, 1, 0, 0};
+  g.duration = {1.0, 1.0, 1.0};
+  g.alloc_bytes = g.free_bytes = {0, 0, 0};
+  g.static_bytes = {0, 0};
+  g.preds = {0, 0, 2, 1, 1};
+  g.succ_begin = {0, 1, 2, 2, 3, 4};
+  g.succ = {3, 4, 2, 2};
+  for (const auto& [bytes, limit] : {std::pair{capped, cap}, std::pair{free, 1e300}}) {
+    g.kind.push_back(TransferKind::Activation);
+    g.blocks_sender.push_back(0);
+    g.stage.push_back(1);
+    g.receiver.push_back(1);
+    g.bytes.push_back(bytes);
+    g.latency_s.push_back(network.append_route(0, 1, g.route));
+    g.route_begin.push_back(static_cast<std::int64_t>(g.route.size()));
+    g.rate_cap.push_back(limit);
+  }
+  g.start_begin = {0};
+  SimOptions options;
+  options.contention = contention;
+  return simulate(g, network, options);
+}
+
+TEST(PointToPoint, ACappedFlowLeavesTheRestOfTheLinkToOthers) {
+  // Max-min with a bound (SimGrid's): the capped flow gets 0.25e9, the other the remaining
+  // 0.75e9. The other's 1.5e9 B end at 1 + 2 = 3; the capped flow's 1e9 B at 1 + 4 = 5, still at
+  // its cap although the link is free; node 2 runs 5 .. 6.
+  const auto r = capped_pair(1e9, 0.25e9, 1.5e9);
+  EXPECT_DOUBLE_EQ(r.end[4], 3.0);
+  EXPECT_DOUBLE_EQ(r.end[3], 5.0);
+  EXPECT_DOUBLE_EQ(r.runtime_s, 6.0);
+  // A cap above the fair share changes nothing: equal shares of 0.5e9; the 1e9 B flow ends at
+  // 3, the other's last 0.5e9 B then run at the full 1e9: 3.5.
+  const auto fair = capped_pair(1e9, 0.9e9, 1.5e9);
+  EXPECT_DOUBLE_EQ(fair.end[3], 3.0);
+  EXPECT_DOUBLE_EQ(fair.end[4], 3.5);
+  // Without contention each flow runs alone: the capped one 4 s, the other 1.5 s.
+  const auto alone = capped_pair(1e9, 0.25e9, 1.5e9, false);
+  EXPECT_DOUBLE_EQ(alone.end[3], 5.0);
+  EXPECT_DOUBLE_EQ(alone.end[4], 2.5);
+}
+
+TEST(Overheads, EveryStepPaysTheHostsTimeAndOnlyWhenOn) {
+  // 1F1B on 2 devices, 1 microbatch, free links: 2F + 2B, plus the step overhead of each of the
+  // four ops (all on the critical path).
+  const auto t = test::make("1f1b", test::sm(2, 1));
+  const auto model = explicit_model(1.0, 1.0, 1.0, 0.0);
+  auto system = system_with(Topology::Chain, {0.0, 1e300}, {});
+  system.device.step_overhead_s = 0.125;
+  const auto r = run(t, model, system);
+  EXPECT_DOUBLE_EQ(r.runtime_s, 2 * 1.0 + 2 * 2.0 + 4 * 0.125);
+  EXPECT_DOUBLE_EQ(r.devices[0].overhead_s, 2 * 0.125);
+  LoweringOptions off;
+  off.overheads = false;
+  EXPECT_DOUBLE_EQ(run(t, model, system, off).runtime_s, 6.0);
+  // Explicit --costs are the op times: no overhead on top.
+  LoweringOptions costs;
+  costs.costs = Costs{};
+  const auto c = run(t, model, system, costs);
+  EXPECT_DOUBLE_EQ(c.devices[0].overhead_s, 0.0);
+}
+
+TEST(Overheads, APassFasterThanTheHostIssuesItsKernelsRunsAtTheHostsPace) {
+  // A small transformer on DGX H100 devices: a forward op lasts max(GPU time, kernels × the
+  // host's time per kernel) + the step overhead, from the stage's own pass costs.
+  TransformerConfig m;
+  m.layers = 2;
+  m.hidden = 256;
+  m.heads = 4;
+  m.seq_len = 128;
+  m.vocab = 1000;
+  m.micro_batch = 1;
+  const ModelConfig model{"tiny", m};
+  const auto t = test::make("gpipe", test::sm(2, 1));
+  auto system = io::load_system("dgx-h100");
+  system.device.step_overhead_s = 1e-5;
+  system.device.comm_slowdown = 0.0;
+  const auto work = table_work(t, model);
+  const auto costs = cost::stage_costs(model, work, system);
+  const auto forward = costs[0].forward;
+  ASSERT_GT(forward.kernels, 10.0);
+  const Network network(system, t.devices);
+  const auto node_of_f0 = [&] {
+    for (std::size_t i = 0; i < t.ops.size(); ++i) {
+      if (t.ops[i].first().kind == PassKind::F && t.ops[i].first().stage == 0) return i;
+    }
+    return t.ops.size();
+  }();
+  ASSERT_LT(node_of_f0, t.ops.size());
+  for (const double host : {1e-9, 1e-3}) {
+    system.device.host_launch_s = host;
+    const Network net(system, t.devices);
+    const auto g = lower(t, model, net, {});
+    const double expected = std::max(forward.seconds, forward.kernels * host) + 1e-5;
+    EXPECT_DOUBLE_EQ(g.duration[node_of_f0], expected) << host;
+    EXPECT_DOUBLE_EQ(g.overhead_s[node_of_f0], expected - forward.seconds) << host;
+  }
+  // 1 ms per kernel: host-bound, the op takes the host's time.
+  EXPECT_GT(forward.kernels * 1e-3, forward.seconds);
+}
+
+TEST(Interference, ComputeSlowsForTheTimeItsDeviceCommunicates) {
+  // Device 0 runs node 0 (1 s), sends 1e9 B (1 s on a 1e9 B/s link, no latency) to device 1's
+  // node 2, and runs node 1 (2 s) meanwhile. At comm_slowdown 0.5 node 1 progresses 1 / 1.5 per
+  // second while the transfer runs: after 1 s it has 2 − 2/3 = 4/3 s of work left, so it ends at
+  // 2 + 4/3. Device 1's node 2 waits for the data (it computes nothing while receiving): 2 .. 3.
+  const auto system = system_with(Topology::Switched, {0.0, 1e9}, {0.0, 1e9});
+  const Network network(system, 2);
+  ExecGraph g;
+  g.devices = 2;
+  g.compute_nodes = g.table_ops = 3;
+  g.stream_begin = {0, 2, 3};
+  g.stream = {0, 1, 2};
+  g.compute_kind.assign(3, ComputeKind::TableOp);
+  g.tp_comm_s.assign(3, 0.0);
+  g.device = {0, 0, 1, 0};
+  g.duration = {1.0, 2.0, 1.0};
+  g.alloc_bytes = g.free_bytes = {0, 0, 0};
+  g.static_bytes = {0, 0};
+  g.preds = {0, 0, 1, 1};
+  g.succ_begin = {0, 1, 1, 1, 2};
+  g.succ = {3, 2};
+  g.kind = {TransferKind::Activation};
+  g.blocks_sender = {0};
+  g.stage = {1};
+  g.receiver = {1};
+  g.bytes = {1e9};
+  g.latency_s = {network.append_route(0, 1, g.route)};
+  g.route_begin.push_back(static_cast<std::int64_t>(g.route.size()));
+  g.start_begin = {0};
+  const auto plain = simulate(g, network);
+  EXPECT_DOUBLE_EQ(plain.end[1], 3.0);
+  g.comm_slowdown = 0.5;
+  const auto slowed = simulate(g, network);
+  EXPECT_DOUBLE_EQ(slowed.end[1], 2.0 + 4.0 / 3.0);
+  EXPECT_DOUBLE_EQ(slowed.end[2], 3.0);
+  EXPECT_DOUBLE_EQ(slowed.devices[0].interference_s, 1.0 / 3.0);
+  EXPECT_DOUBLE_EQ(slowed.devices[1].interference_s, 0.0);
+}
+
+TEST(Interference, AppliesToModelTimesOnlyAndIsSwitchable) {
+  // 1F1B, 2 devices, 4 microbatches, a slow link: sends overlap the next ops, so with a slowdown
+  // the run is longer, each device's interference is what its ops lost, and turning overheads off
+  // gives the plain run back.
+  const auto t = test::make("1f1b", test::sm(2, 4));
+  const auto model = explicit_model(1.0, 1.0, 1.0, 1e9);
+  auto system = system_with(Topology::Chain, {0.0, 2e9}, {});
+  const auto plain = run(t, model, system);
+  system.device.comm_slowdown = 0.25;
+  const auto slowed = run(t, model, system);
+  EXPECT_GT(slowed.runtime_s, plain.runtime_s);
+  double lost = 0.0;
+  for (const auto& d : slowed.devices) {
+    EXPECT_GE(d.interference_s, 0.0);
+    // Never more than 25% of the compute it slowed.
+    EXPECT_LE(d.interference_s, 0.25 / 1.25 * d.compute_s + 1e-12);
+    lost += d.interference_s;
+  }
+  EXPECT_GT(lost, 0.0);
+  LoweringOptions off;
+  off.overheads = false;
+  EXPECT_DOUBLE_EQ(run(t, model, system, off).runtime_s, plain.runtime_s);
+}
+
+TEST(RuntimeDefault, EachTableRunsUnderItsOwnRuntime) {
+  const auto chosen = [](const std::string& name, ScheduleParams p) {
+    return default_runtime(test::make(name, p), name).runtime;
+  };
+  EXPECT_EQ(chosen("1f1b", test::sm(4, 8)), Runtime::Megatron);
+  auto v = test::sm(4, 8);
+  v.chunks = 2;
+  EXPECT_EQ(chosen("interleaved", v), Runtime::Megatron);
+  EXPECT_EQ(chosen("gpipe", test::sm(4, 8)), Runtime::PyTorch);
+  EXPECT_EQ(chosen("zb-h1", test::sm(4, 8)), Runtime::PyTorch);
+  EXPECT_EQ(chosen("zb-v", test::sm(4, 8)), Runtime::PyTorch);
+  EXPECT_EQ(chosen("chimera", test::sm(4, 8)), Runtime::Async);
+  EXPECT_EQ(chosen("dualpipe", test::sm(4, 8)), Runtime::Async);
+  // A file's table has no schedule name: PyTorch runs it (a 1F1B order too).
+  EXPECT_EQ(default_runtime(test::make("1f1b", test::sm(4, 8)), "").runtime, Runtime::PyTorch);
+  // Given, it is kept; Auto resolves.
+  const auto t = test::make("gpipe", test::sm(4, 8));
+  EXPECT_EQ(resolve_runtime(Runtime::Async, t, "gpipe").runtime, Runtime::Async);
+  EXPECT_EQ(resolve_runtime(Runtime::Async, t, "gpipe").reason, "given");
+  EXPECT_EQ(resolve_runtime(Runtime::Auto, t, "gpipe").runtime, Runtime::PyTorch);
+  EXPECT_EQ(parse_runtime("auto"), Runtime::Auto);
+  // simulate_table reports which ran and why.
+  SimulationSetup setup;
+  setup.model = explicit_model(1.0, 1.0, 1.0, 1e6);
+  setup.system = system_with(Topology::Switched, {1e-6, 1e10}, {1e-6, 1e10});
+  setup.lowering.runtime = Runtime::Auto;
+  const auto one = test::make("1f1b", test::sm(4, 8));
+  const auto m = simulate_table(one, setup, "1f1b").metrics;
+  EXPECT_EQ(m.runtime, "megatron");
+  EXPECT_NE(m.runtime_chosen_by.find("Megatron-LM"), std::string::npos);
+  setup.lowering.runtime = Runtime::Megatron;
+  EXPECT_EQ(simulate_table(one, setup, "1f1b").metrics.runtime_chosen_by, "given");
+}
+
+TEST(SystemFile, TheNewConstantsRoundTripAndAreChecked) {
+  auto s = io::load_system("dgx-h100");
+  s.device.step_overhead_s = 5.3e-5;
+  s.device.host_launch_s = 4e-5;
+  s.device.comm_slowdown = 0.189;
+  s.intra.p2p_latency_s = 9.8e-6;
+  s.intra.p2p_efficiency = 0.72;
+  s.inter.p2p_latency_s = 1.99e-5;
+  s.inter.p2p_efficiency = 0.96;
+  const auto back = io::parse_system(io::system_toml(s), "written.toml");
+  EXPECT_EQ(back.device, s.device);
+  EXPECT_EQ(back.intra, s.intra);
+  EXPECT_EQ(back.inter, s.inter);
+  // Out of range: file, line and key.
+  const std::string base = io::system_toml(io::load_system("dgx-h100"));
+  const auto error_of = [](const std::string& text) {
+    try {
+      (void)io::parse_system(text, "sys.toml");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  auto bad = base;
+  bad.insert(bad.find("collective_efficiency"), "p2p_efficiency = 0\n");
+  EXPECT_NE(error_of(bad).find("sys.toml:"), std::string::npos) << error_of(bad);
+  EXPECT_NE(error_of(bad).find("network.intra.p2p_efficiency"), std::string::npos) << error_of(bad);
+  bad = base;
+  bad.insert(bad.find("kernel_overhead_s"), "comm_slowdown = -1\n");
+  EXPECT_NE(error_of(bad).find("device.comm_slowdown"), std::string::npos) << error_of(bad);
+}
+
+TEST(Calibration, ThePointToPointAndOverheadConstantsCanBeFitted) {
+  auto system = io::load_system("dgx-h100");
+  system.intra.p2p_latency_s.reset();
+  // An unset p2p latency reads as the link's α, and setting it makes it explicit.
+  EXPECT_DOUBLE_EQ(parameter_value(system, "intra.p2p_latency_s"), system.intra.latency_s);
+  set_parameter(system, "intra.p2p_latency_s", 7e-6);
+  EXPECT_DOUBLE_EQ(system.intra.p2p_latency(), 7e-6);
+  set_parameter(system, "inter.p2p_efficiency", 0.5);
+  EXPECT_DOUBLE_EQ(system.inter.p2p_bandwidth(), 0.5 * system.inter.bandwidth);
+  for (const char* name : {"step_overhead_s", "host_launch_s", "comm_slowdown"}) {
+    set_parameter(system, name, 0.01);
+    EXPECT_DOUBLE_EQ(parameter_value(system, name), 0.01) << name;
+  }
+}
+
+}  // namespace
+}  // namespace pipetab
