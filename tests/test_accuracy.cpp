@@ -90,7 +90,8 @@ TEST(Measurements, ErrorsNameFileLineAndKey) {
             "system, models, model, schedule, devices, microbatches, chunks, data_parallel, "
             "runtime, tp_overlap, dp_overlap, dp_bucket_bytes, distributed_optimizer, optimizer, "
             "measured_iteration_s, measured_tflops_per_gpu, measured_forward_ms, "
-            "measured_backward_ms)");
+            "measured_backward_ms, stage_layers, measured_input_grad_ms, "
+            "measured_weight_grad_ms, measured_p2p_ms, p2p)");
   EXPECT_EQ(error_of(kModel + "[[run]]\nid = \"a\"\nsystem = \"x\"\nmodels = [\"nope\"]\n"),
             "runs.toml:10:11: key 'run[0].models': no [models.nope] table");
   EXPECT_EQ(error_of("[models.gpt]\nlayers = 4\n[[run]]\nid = \"a\"\nsystem = \"x\"\nmodels = "
@@ -113,7 +114,7 @@ TEST(Measurements, ErrorsNameFileLineAndKey) {
       error_of(kModel + run + "measured_iteration_s = 1.0\nmodel = { tensor_parallel = 3 }\n"),
       "runs.toml:15:29: key 'run[0].model.tensor_parallel': 3 does not divide heads = 16: "
       "each rank needs whole heads and an equal share of the MLP");
-  EXPECT_EQ(error_of(kModel), "runs.toml:1:1: no [[run]] or [[layer]] entries");
+  EXPECT_EQ(error_of(kModel), "runs.toml:1:1: no [[run]], [[layer]] or [[profile]] entries");
 }
 
 TEST(Accuracy, ThePresetMeetsTheTargetOnThePublishedRuns) {
@@ -201,6 +202,139 @@ TEST(Calibrate, RecoversKnownEfficiencies) {
   for (const auto& p : loo.predictions)
     EXPECT_NEAR(p.forward_error, 0.0, 1e-2) << p.run.id;  // exact data: every fold finds it
   EXPECT_EQ(loo.summaries.back().count, 12);
+}
+
+TEST(Measurements, ProfilesAndTheirErrors) {
+  const std::string profile =
+      "[[profile]]\nid = \"p\"\nsystem = \"dgx-a100\"\nmodels = [\"gpt\"]\nstage_layers = 2\n";
+  const auto m = parse_measurements(
+      kModel + profile +
+          "measured_forward_ms = 2\nmeasured_input_grad_ms = 2.5\nmeasured_weight_grad_ms = "
+          "1.5\nmeasured_p2p_ms = 0.1\np2p = \"inter\"\n",
+      "runs.toml");
+  ASSERT_EQ(m.runs.size(), 1U);
+  const auto& r = m.runs.front();
+  EXPECT_EQ(r.kind, MeasurementKind::Profile);
+  EXPECT_EQ(r.stage_layers, 2);
+  EXPECT_DOUBLE_EQ(r.measured_forward_s, 2e-3);
+  EXPECT_DOUBLE_EQ(*r.measured_input_grad_s, 2.5e-3);
+  EXPECT_DOUBLE_EQ(*r.measured_weight_grad_s, 1.5e-3);
+  EXPECT_DOUBLE_EQ(*r.measured_p2p_s, 0.1e-3);
+  EXPECT_TRUE(r.p2p_across_nodes);
+  EXPECT_EQ(error_of(kModel + profile + "measured_forward_ms = 2\nmeasured_input_grad_ms = 1\n"),
+            "runs.toml:7:1: key 'profile[0]': give measured_input_grad_ms and "
+            "measured_weight_grad_ms together (the two halves of the backward), or neither");
+  EXPECT_EQ(error_of(kModel + profile + "measured_forward_ms = 2\n"),
+            "runs.toml:7:1: key 'profile[0]': expected the backward: measured_backward_ms, or "
+            "measured_input_grad_ms and measured_weight_grad_ms");
+  EXPECT_EQ(error_of(kModel + profile + "measured_backward_ms = 2\n"),
+            "runs.toml:7:1: key 'profile[0].measured_forward_ms': missing");
+  EXPECT_EQ(error_of(kModel + profile +
+                     "measured_forward_ms = 1\nmeasured_backward_ms = 2\n"
+                     "schedule = \"1f1b\"\n"),
+            "runs.toml:14:12: key 'profile[0].schedule': not for a [[profile]] entry");
+  EXPECT_EQ(error_of(kModel + "[[layer]]\nid = \"l\"\nsystem = \"dgx-a100\"\nmodels = "
+                              "[\"gpt\"]\nmeasured_forward_ms = 1\nmeasured_backward_ms = 2\n"
+                              "measured_p2p_ms = 1\n"),
+            "runs.toml:13:19: key 'layer[0].measured_p2p_ms': not for a [[layer]] entry");
+  EXPECT_EQ(error_of(kModel + "[[profile]]\nid = \"p\"\nsystem = \"dgx-a100\"\nmodels = "
+                              "[\"gpt\"]\nstage_layers = 5\nmeasured_forward_ms = 1\n"
+                              "measured_backward_ms = 2\n"),
+            "runs.toml:11:16: key 'profile[0].stage_layers': 5 layers on the stage, and the model "
+            "has 4");
+}
+
+// Profiles of a stage (forward, input and weight gradients, one send in a node) made by a
+// system with known constants, over hidden sizes and micro batches so that the send's latency
+// and bandwidth and the GEMM efficiency can be told apart.
+Measurements synthetic_profiles(const SystemConfig& truth, bool with_p2p) {
+  Measurements m;
+  m.file = "synthetic";
+  for (const auto h : {1024, 4096, 12288}) {
+    for (const auto b : {1, 8}) {
+      MeasuredRun run;
+      run.id = fmt::format("h{} b{}", h, b);
+      run.kind = MeasurementKind::Profile;
+      TransformerConfig t;
+      t.layers = 8;
+      t.hidden = h;
+      t.heads = h / 128;
+      t.seq_len = 2048;
+      t.micro_batch = b;
+      t.vocab = 51200;
+      t.tensor_parallel = 8;
+      run.model = {run.id, t};
+      run.stage_layers = 2;
+      run.measured_forward_s = 1.0;
+      run.measured_input_grad_s = run.measured_weight_grad_s = 1.0;
+      if (with_p2p) run.measured_p2p_s = 1.0;
+      m.runs.push_back(run);
+    }
+  }
+  for (auto& run : m.runs) {
+    const auto p = predict(Measurements{"x", {run}}, truth).predictions.front();
+    EXPECT_TRUE(p.failure.empty()) << p.failure;
+    run.measured_forward_s = p.parts[0].predicted_s;
+    run.measured_input_grad_s = p.parts[1].predicted_s;
+    run.measured_weight_grad_s = p.parts[2].predicted_s;
+    if (with_p2p) run.measured_p2p_s = p.parts[3].predicted_s;
+  }
+  return m;
+}
+
+TEST(Calibrate, ProfilesIdentifyThePassSplitAndThePointToPointConstants) {
+  auto truth = io::load_system("dgx-h100");
+  truth.device.gemm.max_efficiency = 0.7;
+  truth.intra.p2p_latency_s = 12e-6;
+  truth.intra.p2p_efficiency = 0.4;
+  const auto m = synthetic_profiles(truth, true);
+  CalibrationOptions options;
+  options.fit = {"gemm.max_efficiency", "intra.p2p_latency_s", "intra.p2p_efficiency"};
+  options.threads = 1;
+  options.max_evaluations = 1000;
+  const auto c = calibrate(m, io::load_system("dgx-h100"), options);
+  ASSERT_EQ(c.values.size(), 3U);
+  EXPECT_TRUE(c.unidentified.empty());
+  EXPECT_NEAR(c.values[0].second, 0.7, 1e-3);
+  EXPECT_NEAR(c.values[1].second, 12e-6, 1e-7);
+  EXPECT_NEAR(c.values[2].second, 0.4, 1e-3);
+  EXPECT_EQ(c.measurements, 6 * 4);
+  for (const auto& p : c.fit.predictions) {
+    for (const auto& part : p.parts)
+      EXPECT_NEAR(part.error, 0.0, 2e-3) << p.run.id << " " << part.name;
+  }
+}
+
+TEST(Calibrate, ReportsWhatTheRunsCannotIdentifyAndKeepsIt) {
+  // Without sends, nothing depends on the point-to-point constants: they are reported and keep
+  // the base's values, and the GEMM efficiency is still fitted.
+  auto truth = io::load_system("dgx-h100");
+  truth.device.gemm.max_efficiency = 0.7;
+  const auto m = synthetic_profiles(truth, false);
+  CalibrationOptions options;
+  options.fit = {"gemm.max_efficiency", "inter.p2p_latency_s"};
+  options.threads = 1;
+  const auto base = io::load_system("dgx-h100");
+  const auto c = calibrate(m, base, options);
+  ASSERT_EQ(c.values.size(), 1U);
+  EXPECT_EQ(c.values[0].first, "gemm.max_efficiency");
+  EXPECT_NEAR(c.values[0].second, 0.7, 1e-3);
+  ASSERT_EQ(c.unidentified.size(), 1U);
+  EXPECT_EQ(c.unidentified[0].name, "inter.p2p_latency_s");
+  EXPECT_NE(c.unidentified[0].reason.find("no measurement depends on it"), std::string::npos);
+  EXPECT_DOUBLE_EQ(c.system.inter.p2p_latency(), base.inter.p2p_latency());
+  // A constant the fit drives to the end of its range is reported and kept too: times made with
+  // the memory-bound kernels at the full HBM bandwidth push memory_efficiency to its bound, 1.
+  truth.device.memory_efficiency = 1.0;
+  options.fit = {"gemm.max_efficiency", "memory_efficiency"};
+  const auto bound = calibrate(synthetic_profiles(truth, false), base, options);
+  ASSERT_EQ(bound.unidentified.size(), 1U);
+  EXPECT_EQ(bound.unidentified[0].name, "memory_efficiency");
+  EXPECT_NE(bound.unidentified[0].reason.find("upper end of its range"), std::string::npos)
+      << bound.unidentified[0].reason;
+  EXPECT_DOUBLE_EQ(bound.system.device.memory_efficiency, base.device.memory_efficiency);
+  ASSERT_EQ(bound.values.size(), 1U);
+  EXPECT_EQ(bound.values[0].first, "gemm.max_efficiency");
 }
 
 TEST(Calibrate, RejectsWhatItCannotFit) {

@@ -270,6 +270,7 @@ TEST(Sweep, ScaleFactorsEqualScaledSystems) {
   study.bandwidth_scale = {0.5};
   study.latency_scale = {3};
   study.record = {"simulation.runtime_s"};
+  study.lowering.runtime = Runtime::Async;  // as the hand-scaled evaluation below
   const SweepPlan plan(study);
   double runtime = 0.0;
   run_sweep(plan, 0, 1, 1, [&](std::int64_t, SweepRow&& row) { runtime = row[3].get<double>(); });
@@ -366,6 +367,7 @@ TEST(Sensitivity, FlipsMatchTheRuntimes) {
   study.devices = {4};
   study.microbatches = {8};
   study.systems = {"network-bound"};
+  study.lowering.runtime = Runtime::Async;  // as the unperturbed evaluations below
   const SensitivityAxes axes{sensitivity_factors(0.25, 4, 5, true),
                              sensitivity_factors(0.5, 2, 3, true),
                              sensitivity_factors(0.7, 1.3, 3, false)};

@@ -132,7 +132,8 @@ Subcommand add_calibrate(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--fit-on", o->fit_on,
-                  "which measurements to fit on: all, layers, iterations, or source:TEXT (the "
+                  "which measurements to fit on: all, layers, profiles, iterations, or "
+                  "source:TEXT (the "
                   "runs whose source contains TEXT)")
       ->capture_default_str();
   cmd->add_flag("--leave-one-out", o->leave_one_out,
@@ -168,6 +169,10 @@ Subcommand add_calibrate(CLI::App& app) {
               report += fmt::format("  {:<30} {:.6g}  (was {:.6g})\n", name, value,
                                     parameter_value(base, name));
             }
+            for (const auto& u : c.unidentified) {
+              report += fmt::format("  {:<30} not identified, kept at {:.6g}: {}\n", u.name,
+                                    parameter_value(base, u.name), u.reason);
+            }
             report += "\n" + accuracy_markdown(c.fit);
             if (!c.left_out.predictions.empty()) {
               report += "\nleave-one-out: each run predicted by a fit made without it\n\n" +
@@ -186,6 +191,9 @@ Subcommand add_calibrate(CLI::App& app) {
               for (const auto& [name, value] : c.values)
                 comment += fmt::format("\n  {} = {:.6g} (was {:.6g})", name, value,
                                        parameter_value(base, name));
+              for (const auto& u : c.unidentified)
+                comment += fmt::format("\n  {} not identified by these runs, kept at {:.6g}",
+                                       u.name, parameter_value(base, u.name));
               for (const auto& s : c.fit.summaries) {
                 comment += fmt::format("\nerror on {}: mean {:.2f}%, max {:.2f}% ({} runs)",
                                        s.group, 100 * s.mean_abs, 100 * s.max_abs, s.count);

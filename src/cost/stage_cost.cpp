@@ -205,6 +205,10 @@ std::vector<StageCost> stage_costs(const ModelConfig& model, std::span<const Sta
   return costs;
 }
 
+double host_bound_seconds(const PassCost& pass, const DeviceSpec& device) {
+  return std::max(pass.seconds, pass.kernels * device.host_launch_s);
+}
+
 double optimizer_step_seconds(double bytes, const DeviceSpec& device) {
   if (!(device.memory_bandwidth > 0.0) || bytes <= 0.0) return 0.0;
   // apex's multi_tensor_apply launches: the gradient norm, Adam, the copy to the model weights.

@@ -278,9 +278,9 @@ class Lowering {
         } else if (overheads_) {
           // The host issues the op's kernels after the step's synchronisation: the op lasts
           // at least as long as that takes, and the step's own host time comes on top.
-          const double host = kernels * network_.system().device.host_launch_s;
           const double gpu = g_.duration[n];
-          g_.duration[n] = std::max(gpu, host) + step_overhead_;
+          g_.duration[n] = cost::host_bound_seconds({gpu, 0.0, kernels}, network_.system().device) +
+                           step_overhead_;
           g_.overhead_s[n] = g_.duration[n] - gpu;
         }
       }

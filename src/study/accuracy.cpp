@@ -5,6 +5,7 @@
 
 #include "parallel.hpp"
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "pipetab/cost/stage_cost.hpp"
 #include "pipetab/error.hpp"
@@ -24,6 +25,35 @@ void predict_layer(Prediction& p, const SystemConfig& system) {
   p.predicted_backward_s = costs.front().backward.seconds;
   p.forward_error = p.predicted_forward_s / run.measured_forward_s - 1.0;
   p.backward_error = p.predicted_backward_s / run.measured_backward_s - 1.0;
+}
+
+// A profiled stage: each pass as the simulation prices it alone (its kernels, or the host's
+// issuing when slower; no step overhead), and one activation over the link class's
+// point-to-point latency and bandwidth.
+void predict_profile(Prediction& p, const SystemConfig& system) {
+  const auto& run = p.run;
+  StageWork stage;
+  stage.layers = run.stage_layers;
+  const auto c = cost::stage_costs(run.model, std::span(&stage, 1), system, run.lowering.cost);
+  const auto pass = [&](const cost::PassCost& cost) {
+    return run.lowering.overheads ? cost::host_bound_seconds(cost, system.device) : cost.seconds;
+  };
+  const auto add = [&](const char* name, double measured, double predicted) {
+    p.parts.push_back({name, measured, predicted, predicted / measured - 1.0});
+  };
+  add("forward", run.measured_forward_s, pass(c.front().forward));
+  if (run.measured_backward_s > 0.0)
+    add("backward", run.measured_backward_s, pass(c.front().backward));
+  if (run.measured_input_grad_s) {
+    add("input_grad", *run.measured_input_grad_s, pass(c.front().input_grad));
+    add("weight_grad", *run.measured_weight_grad_s, pass(c.front().weight_grad));
+  }
+  if (run.measured_p2p_s) {
+    const std::int32_t halves[] = {1, 1};
+    const double bytes = stage_work(run.model, halves, 2).front().message_bytes;
+    const LinkSpec& link = run.p2p_across_nodes ? system.inter : system.intra;
+    add("p2p", *run.measured_p2p_s, link.p2p_latency() + bytes / link.p2p_bandwidth());
+  }
 }
 
 void predict_iteration(Prediction& p, const SystemConfig& system) {
@@ -47,7 +77,8 @@ void summarize(AccuracyReport& report) {
   report.summaries.clear();
   std::map<std::string, ErrorSummary> by_source;
   std::vector<std::string> order;
-  ErrorSummary all{"all iterations"}, layers{"layers (forward and backward)"};
+  ErrorSummary all{"all iterations"}, layers{"layers (forward and backward)"},
+      profiles{"profiles (each pass and send)"};
   const auto add = [](ErrorSummary& s, double error) {
     ++s.count;
     s.mean_abs += std::abs(error);
@@ -58,6 +89,11 @@ void summarize(AccuracyReport& report) {
     if (p.run.kind == MeasurementKind::Layer) {
       add(layers, p.forward_error);
       add(layers, p.backward_error);
+      continue;
+    }
+    if (p.run.kind == MeasurementKind::Profile) {
+      for (const auto& part : p.parts)
+        add(profiles, part.error);
       continue;
     }
     if (!by_source.contains(p.run.source)) {
@@ -71,6 +107,7 @@ void summarize(AccuracyReport& report) {
     report.summaries.push_back(by_source[source]);
   report.summaries.push_back(all);
   if (layers.count > 0) report.summaries.push_back(layers);
+  if (profiles.count > 0) report.summaries.push_back(profiles);
   for (auto& s : report.summaries)
     s.mean_abs = s.count > 0 ? s.mean_abs / s.count : 0.0;
 }
@@ -86,6 +123,13 @@ std::string configuration(const MeasuredRun& run) {
   if (run.kind == MeasurementKind::Layer) {
     return fmt::format("h {}, TP {}, micro batch {}, {}{}", m.hidden, m.tensor_parallel,
                        m.micro_batch, recompute, m.sequence_parallel ? " + SP" : "");
+  }
+  if (run.kind == MeasurementKind::Profile) {
+    return fmt::format(
+        "h {}, TP {}, {} layers per stage, micro batch {}, {}{}{}", m.hidden, m.tensor_parallel,
+        run.stage_layers, m.micro_batch, recompute, m.sequence_parallel ? " + SP" : "",
+        run.measured_p2p_s ? (run.p2p_across_nodes ? ", p2p across nodes" : ", p2p in a node")
+                           : "");
   }
   return fmt::format("h {}, TP {}, PP {} ({}{}), DP {}, M {} × {}, {}{}", m.hidden,
                      m.tensor_parallel, run.devices, run.schedule,
@@ -104,7 +148,8 @@ AccuracyReport predict(const Measurements& measurements, const std::optional<Sys
                        unsigned threads) {
   AccuracyReport report;
   report.file = measurements.file;
-  for (const auto kind : {MeasurementKind::Iteration, MeasurementKind::Layer}) {
+  for (const auto kind :
+       {MeasurementKind::Iteration, MeasurementKind::Layer, MeasurementKind::Profile}) {
     for (const auto& run : measurements.runs) {
       if (run.kind != kind) continue;
       Prediction p;
@@ -128,6 +173,8 @@ AccuracyReport predict(const Measurements& measurements, const std::optional<Sys
     try {
       if (p.run.kind == MeasurementKind::Layer) {
         predict_layer(p, s);
+      } else if (p.run.kind == MeasurementKind::Profile) {
+        predict_profile(p, s);
       } else {
         predict_iteration(p, s);
       }
@@ -147,6 +194,16 @@ std::string accuracy_markdown(const AccuracyReport& r) {
     if (!p.failure.empty()) {
       out += fmt::format("| {} | {} | {} | {} | | not predicted: {} | |\n", run.id, run.source,
                          configuration(run), p.system, p.failure);
+    } else if (run.kind == MeasurementKind::Profile) {
+      std::vector<std::string> measured, predicted, errors;
+      for (const auto& part : p.parts) {
+        measured.push_back(fmt::format("{} {:.3g}", part.name, 1e3 * part.measured_s));
+        predicted.push_back(fmt::format("{:.3g}", 1e3 * part.predicted_s));
+        errors.push_back(percent(part.error));
+      }
+      out += fmt::format("| {} | {} | {} | {} | {} ms | {} ms | {} |\n", run.id, run.source,
+                         configuration(run), p.system, fmt::join(measured, " / "),
+                         fmt::join(predicted, " / "), fmt::join(errors, " / "));
     } else if (run.kind == MeasurementKind::Layer) {
       out += fmt::format(
           "| {} | {} | {} | {} | {:.1f} / {:.1f} ms | {:.2f} / {:.2f} ms | {} / {} |\n", run.id,
@@ -173,7 +230,7 @@ std::string accuracy_markdown(const AccuracyReport& r) {
 std::string accuracy_csv(const AccuracyReport& r) {
   std::string out =
       "id,source,kind,system,measured_s,predicted_s,error,measured_forward_s,predicted_forward_s,"
-      "forward_error,measured_backward_s,predicted_backward_s,backward_error,mfu,failure\n";
+      "forward_error,measured_backward_s,predicted_backward_s,backward_error,mfu,failure,parts\n";
   const auto cell = [](const std::string& text) {
     std::string quoted = "\"";
     for (const char c : text)
@@ -183,18 +240,25 @@ std::string accuracy_csv(const AccuracyReport& r) {
   for (const auto& p : r.predictions) {
     const auto& run = p.run;
     const bool layer = run.kind == MeasurementKind::Layer;
+    const bool iteration = run.kind == MeasurementKind::Iteration;
     const bool ok = p.failure.empty();
+    // Profiles: "part=measured/predicted" in seconds, ';' between parts.
+    std::vector<std::string> parts;
+    for (const auto& part : p.parts)
+      parts.push_back(
+          fmt::format("{}={:.6g}/{:.6g}", part.name, part.measured_s, part.predicted_s));
     const auto number = [&](double value, bool shown) {
       return shown ? fmt::format("{:.6g}", value) : std::string();
     };
     out += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", cell(run.id), cell(run.source),
-        to_string(run.kind), cell(p.system), number(run.measured_s, !layer),
-        number(p.predicted_s, ok && !layer), number(p.error, ok && !layer),
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", cell(run.id), cell(run.source),
+        to_string(run.kind), cell(p.system), number(run.measured_s, iteration),
+        number(p.predicted_s, ok && iteration), number(p.error, ok && iteration),
         number(run.measured_forward_s, layer), number(p.predicted_forward_s, ok && layer),
         number(p.forward_error, ok && layer), number(run.measured_backward_s, layer),
         number(p.predicted_backward_s, ok && layer), number(p.backward_error, ok && layer),
-        number(p.mfu.value_or(0.0), ok && p.mfu.has_value()), cell(p.failure));
+        number(p.mfu.value_or(0.0), ok && p.mfu.has_value()), cell(p.failure),
+        cell(fmt::format("{}", fmt::join(parts, ";"))));
   }
   return out;
 }
@@ -209,6 +273,15 @@ nlohmann::json to_json(const AccuracyReport& r) {
                      {"configuration", configuration(p.run)}};
     if (!p.failure.empty()) {
       j["failure"] = p.failure;
+    } else if (p.run.kind == MeasurementKind::Profile) {
+      nlohmann::json parts = nlohmann::json::array();
+      for (const auto& part : p.parts) {
+        parts.push_back({{"part", part.name},
+                         {"measured_s", part.measured_s},
+                         {"predicted_s", part.predicted_s},
+                         {"error", part.error}});
+      }
+      j["parts"] = std::move(parts);
     } else if (p.run.kind == MeasurementKind::Layer) {
       j["measured_forward_s"] = p.run.measured_forward_s;
       j["predicted_forward_s"] = p.predicted_forward_s;

@@ -92,6 +92,7 @@ bool selected(const MeasuredRun& run, const std::string& fit_on) {
   if (fit_on.starts_with(kSource))
     return run.source.find(fit_on.substr(kSource.size())) != std::string::npos;
   return fit_on == "all" || (fit_on == "layers" && run.kind == MeasurementKind::Layer) ||
+         (fit_on == "profiles" && run.kind == MeasurementKind::Profile) ||
          (fit_on == "iterations" && run.kind == MeasurementKind::Iteration);
 }
 
@@ -110,6 +111,9 @@ double objective(const AccuracyReport& report, std::int32_t* residuals = nullptr
     if (p.run.kind == MeasurementKind::Layer) {
       add(p.forward_error);
       add(p.backward_error);
+    } else if (p.run.kind == MeasurementKind::Profile) {
+      for (const auto& part : p.parts)
+        add(part.error);
     } else {
       add(p.error);
     }
@@ -230,8 +234,9 @@ Fit fit_parameters(const SystemConfig& base, const std::vector<std::string>& nam
   return result;
 }
 
-Fit fit(const Measurements& runs, const SystemConfig& base, const CalibrationOptions& options) {
-  return fit_parameters(base, options.fit, options.max_evaluations, [&](const SystemConfig& s) {
+Fit fit(const Measurements& runs, const SystemConfig& base, const std::vector<std::string>& names,
+        const CalibrationOptions& options) {
+  return fit_parameters(base, names, options.max_evaluations, [&](const SystemConfig& s) {
     return objective(predict(runs, s, options.threads));
   });
 }
@@ -259,10 +264,10 @@ void set_parameter(SystemConfig& system, std::string_view name, double value) {
 Calibration calibrate(const Measurements& measurements, const SystemConfig& base,
                       const CalibrationOptions& options) {
   if (options.fit.empty()) throw Error("nothing to fit: name at least one parameter (--fit)");
-  if (options.fit_on != "all" && options.fit_on != "layers" && options.fit_on != "iterations" &&
-      !options.fit_on.starts_with("source:")) {
-    throw Error(fmt::format("--fit-on {}: expected all, layers, iterations or source:TEXT",
-                            options.fit_on));
+  if (options.fit_on != "all" && options.fit_on != "layers" && options.fit_on != "profiles" &&
+      options.fit_on != "iterations" && !options.fit_on.starts_with("source:")) {
+    throw Error(fmt::format(
+        "--fit-on {}: expected all, layers, profiles, iterations or source:TEXT", options.fit_on));
   }
   const Measurements chosen = only(measurements, options.fit_on, "");
   if (chosen.runs.empty()) {
@@ -270,11 +275,65 @@ Calibration calibrate(const Measurements& measurements, const SystemConfig& base
                             options.fit_on));
   }
   Calibration c;
-  const Fit f = fit(chosen, base, options);
+  // What the runs identify. A parameter none of their predictions depends on cannot be fitted;
+  // one the fit drives to the end of its range is traded against another or pushed by what the
+  // model does not describe: both keep the base's value and are reported.
+  const auto objective_of = [&](const SystemConfig& s) {
+    return objective(predict(chosen, s, options.threads));
+  };
+  std::vector<std::string> names;
+  if (options.max_evaluations > 0) {
+    const double at_base = objective_of(base);
+    for (const auto& name : options.fit) {
+      const auto& p = parameter(name);
+      const double value = parameter_value(base, name);
+      bool moves = false;
+      for (const double step : {-0.1, 0.1}) {
+        SystemConfig moved = base;
+        const double shifted = value != 0.0 ? value * (1.0 + step) : p.low + 0.1 * (p.high - p.low);
+        set_parameter(moved, name, std::clamp(shifted, p.low, p.high));
+        const double f = objective_of(moved);
+        moves = moves || std::abs(f - at_base) > 1e-12 * std::max(at_base, 1e-12);
+      }
+      if (moves) {
+        names.push_back(name);
+      } else {
+        c.unidentified.push_back(
+            {name, "no measurement depends on it: the runs cannot identify it"});
+      }
+    }
+  } else {
+    names = options.fit;
+  }
+  Fit f{base, 0};
+  for (int round = 0; round < 2 && !names.empty(); ++round) {
+    f = fit(chosen, base, names, options);
+    c.evaluations += f.evaluations;
+    std::vector<std::string> kept;
+    for (const auto& name : names) {
+      const auto& p = parameter(name);
+      const double x = (parameter_value(f.system, name) - p.low) / (p.high - p.low);
+      if (options.max_evaluations > 0 && (x < 1e-3 || x > 1 - 1e-3)) {
+        c.unidentified.push_back(
+            {name,
+             fmt::format("the fit drove it to the {} of its range ({:.6g}): the runs "
+                         "trade it against another constant or against what the model "
+                         "does not describe",
+                         x < 0.5 ? "lower end" : "upper end", parameter_value(f.system, name))});
+      } else {
+        kept.push_back(name);
+      }
+    }
+    if (kept.size() == names.size()) break;
+    names = std::move(kept);
+    f = Fit{base, 0};
+  }
   c.system = f.system;
-  c.evaluations = f.evaluations;
-  for (const auto& name : options.fit)
-    c.values.emplace_back(name, parameter_value(c.system, name));
+  c.fitted = names;
+  for (const auto& name : options.fit) {
+    if (std::find(names.begin(), names.end(), name) != names.end())
+      c.values.emplace_back(name, parameter_value(c.system, name));
+  }
   (void)objective(predict(chosen, c.system, options.threads), &c.measurements);
   c.fit = predict(measurements, c.system, options.threads);
   if (options.leave_one_out) {
@@ -282,7 +341,7 @@ Calibration calibrate(const Measurements& measurements, const SystemConfig& base
     for (const auto& run : chosen.runs) {
       const Measurements rest = only(measurements, options.fit_on, run.id);
       if (rest.runs.empty()) continue;
-      const Fit without = fit(rest, base, options);
+      const Fit without = fit(rest, base, c.fitted, options);
       const Measurements one{measurements.file, {run}};
       c.left_out.predictions.push_back(
           predict(one, without.system, options.threads).predictions.front());

@@ -16,7 +16,15 @@
 namespace pipetab {
 
 const char* to_string(MeasurementKind kind) {
-  return kind == MeasurementKind::Layer ? "layer" : "iteration";
+  switch (kind) {
+    case MeasurementKind::Layer:
+      return "layer";
+    case MeasurementKind::Profile:
+      return "profile";
+    case MeasurementKind::Iteration:
+      break;
+  }
+  return "iteration";
 }
 
 namespace {
@@ -31,7 +39,7 @@ class MeasurementParser {
 
   Measurements parse() {
     const auto& root = r_.root();
-    r_.only(root, "", {"models", "defaults", "run", "layer"});
+    r_.only(root, "", {"models", "defaults", "run", "layer", "profile"});
     if (const auto* models = r_.table(root, "", "models")) {
       for (auto&& [name, node] : *models) {
         const auto* t = r_.table(*models, "models", name.str());
@@ -50,7 +58,8 @@ class MeasurementParser {
     m.file = file_;
     entries(root, "run", MeasurementKind::Iteration, m);
     entries(root, "layer", MeasurementKind::Layer, m);
-    if (m.runs.empty()) r_.fail(root.source(), "", "no [[run]] or [[layer]] entries");
+    entries(root, "profile", MeasurementKind::Profile, m);
+    if (m.runs.empty()) r_.fail(root.source(), "", "no [[run]], [[layer]] or [[profile]] entries");
     return m;
   }
 
@@ -77,7 +86,12 @@ class MeasurementParser {
              "measured_iteration_s",
              "measured_tflops_per_gpu",
              "measured_forward_ms",
-             "measured_backward_ms"});
+             "measured_backward_ms",
+             "stage_layers",
+             "measured_input_grad_ms",
+             "measured_weight_grad_ms",
+             "measured_p2p_ms",
+             "p2p"});
   }
 
   void entries(const toml::table& root, std::string_view key, MeasurementKind kind,
@@ -154,12 +168,28 @@ class MeasurementParser {
     auto& l = run.lowering;
     l.cost.tp_overlap = *cost::parse_overlap(
         r_.choice(t, path, "tp_overlap", "backward", {"none", "backward", "all"}));
-    if (kind == MeasurementKind::Layer) {
-      for (const auto* key : {"schedule", "devices", "microbatches", "chunks", "data_parallel",
-                              "runtime", "measured_iteration_s", "measured_tflops_per_gpu"}) {
+    const auto refuse = [&](std::initializer_list<const char*> keys, const char* entry) {
+      for (const auto* key : keys) {
         if (t.get(key) != nullptr)
-          r_.fail(t.get(key)->source(), Reader::join(path, key), "not for a [[layer]] entry");
+          r_.fail(t.get(key)->source(), Reader::join(path, key),
+                  fmt::format("not for a [[{}]] entry", entry));
       }
+    };
+    if (kind != MeasurementKind::Profile) {
+      refuse({"stage_layers", "measured_input_grad_ms", "measured_weight_grad_ms",
+              "measured_p2p_ms", "p2p"},
+             kind == MeasurementKind::Layer ? "layer" : "run");
+    }
+    if (kind == MeasurementKind::Profile) {
+      refuse({"schedule", "devices", "microbatches", "chunks", "data_parallel", "runtime",
+              "measured_iteration_s", "measured_tflops_per_gpu"},
+             "profile");
+      return profile(run, t, raw, path);
+    }
+    if (kind == MeasurementKind::Layer) {
+      refuse({"schedule", "devices", "microbatches", "chunks", "data_parallel", "runtime",
+              "measured_iteration_s", "measured_tflops_per_gpu"},
+             "layer");
       run.measured_forward_s =
           r_.number(t, path, "measured_forward_ms", std::nullopt, 0.0, kHuge, true) / 1e3;
       run.measured_backward_s =
@@ -203,6 +233,45 @@ class MeasurementParser {
                           static_cast<double>(m.tensor_parallel) * l.data_parallel;
       run.measured_s =
           narayanan_eq3_flops(m, sequences) / (*run.measured_tflops_per_gpu * 1e12 * gpus);
+    }
+    return run;
+  }
+
+  // A [[profile]]: the forward, the backward as a whole and/or as its input- and weight-gradient
+  // halves, and optionally one activation's send, in milliseconds.
+  MeasuredRun profile(MeasuredRun run, const io::LayeredTable& t, const toml::table& raw,
+                      const std::string& path) {
+    const auto ms = [&](const char* key) -> std::optional<double> {
+      if (t.get(key) == nullptr) return std::nullopt;
+      return r_.number(t, path, key, std::nullopt, 0.0, kHuge, true) / 1e3;
+    };
+    run.stage_layers = r_.integer(t, path, "stage_layers", 1, 1, 1 << 20);
+    if (run.stage_layers > run.model.transformer()->layers) {
+      r_.fail(t.get("stage_layers")->source(), Reader::join(path, "stage_layers"),
+              fmt::format("{} layers on the stage, and the model has {}", run.stage_layers,
+                          run.model.transformer()->layers));
+    }
+    const auto forward = ms("measured_forward_ms");
+    if (!forward) r_.fail(raw.source(), Reader::join(path, "measured_forward_ms"), "missing");
+    run.measured_forward_s = *forward;
+    run.measured_backward_s = ms("measured_backward_ms").value_or(0.0);
+    run.measured_input_grad_s = ms("measured_input_grad_ms");
+    run.measured_weight_grad_s = ms("measured_weight_grad_ms");
+    if (run.measured_input_grad_s.has_value() != run.measured_weight_grad_s.has_value()) {
+      r_.fail(raw.source(), path,
+              "give measured_input_grad_ms and measured_weight_grad_ms together (the two halves "
+              "of the backward), or neither");
+    }
+    if (!(run.measured_backward_s > 0.0) && !run.measured_input_grad_s) {
+      r_.fail(raw.source(), path,
+              "expected the backward: measured_backward_ms, or measured_input_grad_ms and "
+              "measured_weight_grad_ms");
+    }
+    run.measured_p2p_s = ms("measured_p2p_ms");
+    run.p2p_across_nodes = r_.choice(t, path, "p2p", "intra", {"intra", "inter"}) == "inter";
+    if (run.measured_p2p_s && run.model.transformer()->layers < 2) {
+      r_.fail(t.get("measured_p2p_ms")->source(), Reader::join(path, "measured_p2p_ms"),
+              "a send between stages needs a model of at least 2 layers");
     }
     return run;
   }

@@ -64,6 +64,10 @@ OperatorCost operator_cost(const Operator& op, const TransformerConfig& model,
 std::vector<StageCost> stage_costs(const ModelConfig& model, std::span<const StageWork> work,
                                    const SystemConfig& system, const CostOptions& options = {});
 
+/// A pass as long as its kernels take, or as the host takes to issue them when that is longer
+/// (DeviceSpec::host_launch_s; docs/simulation.md, "Overheads").
+double host_bound_seconds(const PassCost& pass, const DeviceSpec& device);
+
 /// Seconds of the optimizer step moving `bytes` (StageWork::optimizer_step_bytes): a few
 /// multi-tensor kernels streaming through memory. 0 when the device gives no memory bandwidth.
 double optimizer_step_seconds(double bytes, const DeviceSpec& device);

@@ -22,7 +22,13 @@ struct Prediction {
   double predicted_forward_s = 0.0, predicted_backward_s = 0.0;
   double forward_error = 0.0, backward_error = 0.0;
   std::optional<double> mfu;  ///< iterations: model FLOP/s utilization as predicted
-  std::string failure;        ///< why it could not be predicted; empty when it was
+  /// Profiles: each measured part (forward, backward, input_grad, weight_grad, p2p) predicted.
+  struct Part {
+    std::string name;
+    double measured_s = 0.0, predicted_s = 0.0, error = 0.0;
+  };
+  std::vector<Part> parts;
+  std::string failure;  ///< why it could not be predicted; empty when it was
 };
 
 /// Absolute errors of a group of predictions.
@@ -34,7 +40,7 @@ struct ErrorSummary {
 
 struct AccuracyReport {
   std::string file;
-  std::vector<Prediction> predictions;  ///< in file order: iterations, then layers
+  std::vector<Prediction> predictions;  ///< in file order: iterations, layers, profiles
   std::vector<ErrorSummary> summaries;  ///< per source of iterations, all iterations, layers
 };
 
@@ -46,7 +52,7 @@ AccuracyReport predict(const Measurements& measurements,
                        unsigned threads = 0);
 
 /// Fills `report.summaries` from its predictions: per source of iterations, all iterations,
-/// layers (a failed prediction counts in none).
+/// layers, profiles (each part counts; a failed prediction counts in none).
 void summarize(AccuracyReport& report);
 
 /// The report as a Markdown table with the summaries, as CSV (one row per prediction), as JSON.

@@ -31,8 +31,8 @@ void set_parameter(SystemConfig& system, std::string_view name, double value);
 
 struct CalibrationOptions {
   std::vector<std::string> fit{"gemm.max_efficiency", "gemm.k_overhead", "memory_efficiency"};
-  /// Which measurements to fit on: "all", "layers", "iterations", or "source:TEXT" (the runs
-  /// whose source contains TEXT).
+  /// Which measurements to fit on: "all", "layers", "profiles", "iterations", or "source:TEXT" (the
+  /// runs whose source contains TEXT).
   std::string fit_on = "all";
   /// Also refit once per measured run without it and predict it (leave-one-out).
   bool leave_one_out = false;
@@ -40,9 +40,19 @@ struct CalibrationOptions {
   unsigned threads = 0;
 };
 
+/// A parameter calibrate was asked to fit and did not: the runs do not identify it.
+struct Unidentified {
+  std::string name;
+  std::string reason;
+};
+
 struct Calibration {
   SystemConfig system;                                 ///< the base with the fitted values
   std::vector<std::pair<std::string, double>> values;  ///< fitted, in CalibrationOptions::fit order
+  std::vector<std::string> fitted;                     ///< the names fitted
+  /// Asked for but not identified by the runs (no prediction depends on it, or the fit drove it
+  /// to the end of its range): kept at the base's value.
+  std::vector<Unidentified> unidentified;
   std::int32_t measurements = 0;  ///< residuals fitted (a layer counts forward and backward)
   int evaluations = 0;
   AccuracyReport fit;  ///< every run of the file predicted with the fitted system
@@ -51,8 +61,11 @@ struct Calibration {
 };
 
 /// Fits `options.fit` of `base` to the chosen runs of `measurements` by least squares on the
-/// log of predicted / measured (Nelder–Mead over the parameters' ranges, deterministic). Throws
-/// Error when no run is selected or a parameter is unknown.
+/// log of predicted / measured (Nelder–Mead over the parameters' ranges, deterministic). A
+/// parameter the runs cannot identify — no prediction moves when it moves ±10%, or the fit drives
+/// it to the end of its range — keeps the base's value and is reported in `unidentified` (the
+/// others are refitted without it). Throws Error when no run is selected or a parameter is
+/// unknown.
 Calibration calibrate(const Measurements& measurements, const SystemConfig& base,
                       const CalibrationOptions& options);
 

@@ -17,6 +17,11 @@ namespace pipetab {
 enum class MeasurementKind : std::uint8_t {
   Iteration,  ///< a whole training iteration
   Layer,      ///< one transformer layer's forward and backward ([[layer]])
+  /// One microbatch's passes on a pipeline stage — forward, and backward or its input- and
+  /// weight-gradient halves — and optionally one activation sent to the next stage ([[profile]]):
+  /// the per-pass times a profiler reports, which keep a calibration's split between F, I and W
+  /// honest.
+  Profile,
 };
 
 /// One measurement and the configuration it was taken on.
@@ -33,9 +38,14 @@ struct MeasuredRun {
   LoweringOptions lowering;  ///< data parallelism, runtime, TP overlap, the iteration's end
   double measured_s = 0.0;   ///< iteration time (from TF/s per GPU where that was published)
   std::optional<double> measured_tflops_per_gpu;  ///< as published (Narayanan et al. Eq. 3)
-  // Layers.
+  // Layers and profiles (a profile may give the backward as a whole, its halves, or both).
   double measured_forward_s = 0.0, measured_backward_s = 0.0;
-  std::int32_t line = 0;  ///< where the entry starts in its file
+  // Profiles.
+  std::int64_t stage_layers = 1;  ///< transformer layers on the profiled stage
+  std::optional<double> measured_input_grad_s, measured_weight_grad_s;
+  std::optional<double> measured_p2p_s;  ///< one activation to the next stage
+  bool p2p_across_nodes = false;         ///< that send crosses nodes (p2p = "inter")
+  std::int32_t line = 0;                 ///< where the entry starts in its file
 };
 
 struct Measurements {
@@ -53,7 +63,7 @@ Measurements parse_measurements(std::string_view text, const std::string& file);
 /// a file by path.
 Measurements load_measurements(const std::string& name_or_path);
 
-/// "iteration" or "layer".
+/// "iteration", "layer" or "profile".
 const char* to_string(MeasurementKind kind);
 
 }  // namespace pipetab
