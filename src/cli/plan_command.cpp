@@ -82,22 +82,26 @@ std::string text_report(const PlanRequest& q, const PlanResult& r, double second
     out += "  no layout fits and runs\n";
   } else {
     out +=
-        fmt::format("\n{:>4} {:>10} {:>10} {:>6} {:>8}  {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  {}\n",
-                    "rank", "runtime s", "tokens/s", "MFU", "peak GB", "compute", "bubble", "p2p",
-                    "TP", "DP", "optim", "layout");
+        fmt::format(
+            "\n{:>4} {:>10} {:>10} {:>6} {:>8}  {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  {}\n",
+            "rank", "runtime s", "tokens/s", "MFU", "peak GB", "compute", "bubble", "p2p", "TP",
+            "DP", "optim", "ovh", "layout");
     for (std::size_t i = 0; i < r.top.size(); ++i) {
       const auto& e = r.top[i];
       const auto b = e.metrics.breakdown();
       const auto pct = [](double share) { return fmt::format("{:.1f}%", 100 * share); };
       out += fmt::format(
-          "{:>4} {:>10.4f} {:>10.0f} {:>6.3f} {:>8.2f}  {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  {}\n",
+          "{:>4} {:>10.4f} {:>10.0f} {:>6.3f} {:>8.2f}  {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  "
+          "{}\n",
           i + 1, e.metrics.runtime_s, e.metrics.tokens_per_s.value_or(0), e.metrics.mfu.value_or(0),
           e.peak_memory_bytes / 1e9, pct(b.compute), pct(b.bubble), pct(b.exposed_pipeline),
-          pct(b.tp_comm), pct(b.reductions), pct(b.optimizer), describe(e.layout));
+          pct(b.tp_comm), pct(b.reductions), pct(b.optimizer),
+          pct(b.host_overhead + b.comm_interference), describe(e.layout));
     }
     out +=
         "  shares of the runtime: compute, pipeline bubble, exposed pipeline transfers (p2p), "
-        "tensor-parallel communication, exposed data-parallel reduction, optimizer step\n";
+        "tensor-parallel communication, exposed data-parallel reduction, optimizer step, "
+        "overheads (the host's time per step and per kernel, compute slowed by communication)\n";
   }
   if (!r.rejections.empty()) {
     out += "\nnot ranked:\n";
