@@ -316,12 +316,18 @@ TEST(SystemFile, TheNewConstantsRoundTripAndAreChecked) {
     }
     return std::string();
   };
-  auto bad = base;
-  bad.insert(bad.find("collective_efficiency"), "p2p_efficiency = 0\n");
+  // The preset sets both keys; each is replaced by a value out of range.
+  const auto replaced = [&](const std::string& key, const std::string& value) {
+    auto text = base;
+    const auto at = text.find(key + " = ");
+    EXPECT_NE(at, std::string::npos) << key;
+    const auto end = text.find('\n', at);
+    return text.replace(at, end - at, key + " = " + value);
+  };
+  auto bad = replaced("p2p_efficiency", "0");
   EXPECT_NE(error_of(bad).find("sys.toml:"), std::string::npos) << error_of(bad);
   EXPECT_NE(error_of(bad).find("network.intra.p2p_efficiency"), std::string::npos) << error_of(bad);
-  bad = base;
-  bad.insert(bad.find("kernel_overhead_s"), "comm_slowdown = -1\n");
+  bad = replaced("comm_slowdown", "-1");
   EXPECT_NE(error_of(bad).find("device.comm_slowdown"), std::string::npos) << error_of(bad);
 }
 
