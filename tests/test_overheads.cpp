@@ -12,7 +12,7 @@
 #include "pipetab/cost/stage_cost.hpp"
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
-#include "pipetab/report/simulation.hpp"
+#include "pipetab/sim/simulation.hpp"
 #include "pipetab/sim/engine.hpp"
 #include "pipetab/study/calibrate.hpp"
 

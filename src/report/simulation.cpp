@@ -6,51 +6,8 @@
 #include <fmt/format.h>
 
 #include "pipetab/error.hpp"
-#include "pipetab/model/flops.hpp"
 
 namespace pipetab {
-
-SimulationMetrics::Breakdown SimulationMetrics::breakdown() const {
-  const auto mean = [](const std::vector<double>& v) {
-    double sum = 0.0;
-    for (const double x : v)
-      sum += x;
-    return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
-  };
-  const double total = runtime_s > 0.0 ? runtime_s : 1.0;
-  const double tp = mean(tp_comm_s);
-  const double host = mean(overhead_s), slowed = mean(interference_s);
-  return {(mean(compute_s) - tp - host - slowed) / total,
-          tp / total,
-          host / total,
-          slowed / total,
-          mean(idle_s) / total,
-          mean(exposed_pipeline_s) / total,
-          mean(exposed_collective_s) / total,
-          mean(optimizer_s) / total};
-}
-
-double SimulationMetrics::peak_memory_max() const {
-  return peak_memory_bytes.empty()
-             ? 0.0
-             : *std::max_element(peak_memory_bytes.begin(), peak_memory_bytes.end());
-}
-
-std::vector<double> SimulationMetrics::peak_activation_bytes() const {
-  std::vector<double> out(peak_memory_bytes.size());
-  for (std::size_t d = 0; d < out.size(); ++d)
-    out[d] = peak_memory_bytes[d] - static_bytes[d];
-  return out;
-}
-
-double SimulationMetrics::peak_activation_max_bytes() const {
-  const auto peaks = peak_activation_bytes();
-  return peaks.empty() ? 0.0 : *std::max_element(peaks.begin(), peaks.end());
-}
-
-bool SimulationMetrics::any_over_capacity() const {
-  return std::find(over_capacity.begin(), over_capacity.end(), true) != over_capacity.end();
-}
 
 namespace {
 
@@ -248,82 +205,6 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
                        describe(table, sim, node));
   }
   return out;
-}
-
-Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& setup,
-                          std::string_view schedule) {
-  Simulation s{Network(setup.system, table.devices, gpus_per_device(setup.model, setup.lowering)),
-               {},
-               {},
-               {}};
-  const auto runtime = resolve_runtime(setup.lowering.runtime, table, schedule);
-  LoweringOptions lowering = setup.lowering;
-  lowering.runtime = runtime.runtime;
-  s.graph = lower(table, setup.model, s.network, lowering);
-  s.result = simulate(s.graph, s.network, setup.options);
-  if (!std::isfinite(s.result.runtime_s)) {
-    throw ParamError(fmt::format(
-        "the simulated runtime overflows ({}): the model's work is too large for the system's "
-        "speeds",
-        s.result.runtime_s));
-  }
-  auto& m = s.metrics;
-  m.system = setup.system.name;
-  m.model = setup.model.name;
-  m.runtime_s = s.result.runtime_s;
-  m.pipeline_end_s = s.result.pipeline_end_s;
-  m.idle_ratio = s.result.idle_ratio;
-  m.span_idle_ratio = s.result.span_idle_ratio;
-  for (const auto& d : s.result.devices) {
-    m.compute_s.push_back(d.compute_s);
-    m.tp_comm_s.push_back(d.tp_comm_s);
-    m.overhead_s.push_back(d.overhead_s);
-    m.interference_s.push_back(d.interference_s);
-    m.optimizer_s.push_back(d.optimizer_s);
-    m.exposed_comm_s.push_back(d.exposed_comm_s);
-    m.exposed_pipeline_s.push_back(d.exposed_pipeline_s);
-    m.exposed_collective_s.push_back(d.exposed_collective_s);
-    m.idle_s.push_back(d.idle_s);
-    m.peak_memory_bytes.push_back(d.peak_memory_bytes);
-    m.peak_memory_time_s.push_back(d.peak_memory_time_s);
-    m.static_bytes.push_back(d.static_bytes);
-    m.over_capacity.push_back(d.over_capacity);
-  }
-  m.memory_capacity_bytes = setup.system.device.memory_bytes;
-  m.contention = setup.options.contention;
-  m.blocking_send = setup.options.blocking_send;
-  m.runtime = to_string(lowering.runtime);
-  m.runtime_chosen_by = runtime.reason;
-  m.overheads = lowering.overheads && !lowering.costs;
-  m.tp_overlap = cost::to_string(lowering.cost.tp_overlap);
-  m.dp_overlap = lowering.iteration.dp_overlap;
-  m.distributed_optimizer = lowering.iteration.distributed_optimizer;
-  m.optimizer = lowering.iteration.optimizer;
-  m.data_parallel = lowering.data_parallel;
-  if (const auto* model = setup.model.transformer()) {
-    m.tensor_parallel = model->tensor_parallel;
-    const double microbatches = table.microbatches;
-    const double sequences = microbatches * static_cast<double>(model->micro_batch) *
-                             static_cast<double>(lowering.data_parallel);
-    const auto flops = iteration_flops(*model, sequences);
-    const double gpus = static_cast<double>(table.devices) *
-                        static_cast<double>(model->tensor_parallel) * lowering.data_parallel;
-    const double peak = setup.system.device.peak(model->precision) * gpus * m.runtime_s;
-    m.sequences = sequences;
-    m.tokens_per_s = sequences * static_cast<double>(model->seq_len) / m.runtime_s;
-    m.model_flops = flops.model;
-    m.hardware_flops = flops.hardware;
-    m.mfu = flops.model / peak;
-    m.hfu = flops.hardware / peak;
-  }
-  m.gpus = static_cast<std::int64_t>(table.devices) * m.tensor_parallel * m.data_parallel;
-  m.explicit_costs = setup.lowering.costs.has_value();
-  m.nodes = s.graph.nodes();
-  m.transfers = s.graph.transfers();
-  m.events = s.result.events;
-  for (const double bytes : s.graph.bytes)
-    m.transfer_bytes += bytes;
-  return s;
 }
 
 }  // namespace pipetab
