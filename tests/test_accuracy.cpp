@@ -349,6 +349,21 @@ TEST(Calibrate, RejectsWhatItCannotFit) {
   EXPECT_THROW(calibrate(m, io::load_system("dgx-a100"), options), Error);
   options.fit_on = "sometimes";
   EXPECT_THROW(calibrate(m, io::load_system("dgx-a100"), options), Error);
+  options.fit_on = "ids:nobody,none";
+  EXPECT_THROW(calibrate(m, io::load_system("dgx-a100"), options), Error);
+}
+
+TEST(Calibrate, FitsOnTheNamedRunsAndPredictsTheRest) {
+  // Four runs named by id are fitted on; every run is predicted.
+  const auto m = load_measurements(kRuns);
+  CalibrationOptions options;
+  options.fit = {"gemm.max_efficiency"};
+  options.fit_on = "ids:1.7B,18B,145B,1T";
+  options.max_evaluations = 12;
+  options.threads = 1;
+  const auto c = calibrate(m, io::load_system("dgx-a100"), options);
+  EXPECT_EQ(c.measurements, 4);
+  EXPECT_EQ(c.fit.predictions.size(), m.runs.size());
 }
 
 std::string probe_error(const std::string& text) {

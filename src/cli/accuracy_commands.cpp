@@ -132,9 +132,9 @@ Subcommand add_calibrate(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--fit-on", o->fit_on,
-                  "which measurements to fit on: all, layers, profiles, iterations, or "
-                  "source:TEXT (the "
-                  "runs whose source contains TEXT)")
+                  "which measurements to fit on: all, layers, profiles, iterations, ids:ID,ID,... "
+                  "(the runs with those ids), or source:TEXT (the runs whose source contains "
+                  "TEXT)")
       ->capture_default_str();
   cmd->add_flag("--leave-one-out", o->leave_one_out,
                 "also refit without each run and report its error out of sample");

@@ -88,9 +88,20 @@ double* require_field(SystemConfig& s, std::string_view name) {
 }
 
 bool selected(const MeasuredRun& run, const std::string& fit_on) {
-  constexpr std::string_view kSource = "source:";
+  constexpr std::string_view kSource = "source:", kIds = "ids:";
   if (fit_on.starts_with(kSource))
     return run.source.find(fit_on.substr(kSource.size())) != std::string::npos;
+  if (fit_on.starts_with(kIds)) {
+    std::string_view ids(fit_on);
+    ids.remove_prefix(kIds.size());
+    while (!ids.empty()) {
+      const auto comma = ids.find(',');
+      if (ids.substr(0, comma) == run.id) return true;
+      if (comma == std::string_view::npos) break;
+      ids.remove_prefix(comma + 1);
+    }
+    return false;
+  }
   return fit_on == "all" || (fit_on == "layers" && run.kind == MeasurementKind::Layer) ||
          (fit_on == "profiles" && run.kind == MeasurementKind::Profile) ||
          (fit_on == "iterations" && run.kind == MeasurementKind::Iteration);
@@ -265,9 +276,11 @@ Calibration calibrate(const Measurements& measurements, const SystemConfig& base
                       const CalibrationOptions& options) {
   if (options.fit.empty()) throw Error("nothing to fit: name at least one parameter (--fit)");
   if (options.fit_on != "all" && options.fit_on != "layers" && options.fit_on != "profiles" &&
-      options.fit_on != "iterations" && !options.fit_on.starts_with("source:")) {
+      options.fit_on != "iterations" && !options.fit_on.starts_with("source:") &&
+      !options.fit_on.starts_with("ids:")) {
     throw Error(fmt::format(
-        "--fit-on {}: expected all, layers, profiles, iterations or source:TEXT", options.fit_on));
+        "--fit-on {}: expected all, layers, profiles, iterations, source:TEXT or ids:ID,ID,...",
+        options.fit_on));
   }
   const Measurements chosen = only(measurements, options.fit_on, "");
   if (chosen.runs.empty()) {

@@ -31,8 +31,8 @@ void set_parameter(SystemConfig& system, std::string_view name, double value);
 
 struct CalibrationOptions {
   std::vector<std::string> fit{"gemm.max_efficiency", "gemm.k_overhead", "memory_efficiency"};
-  /// Which measurements to fit on: "all", "layers", "profiles", "iterations", or "source:TEXT" (the
-  /// runs whose source contains TEXT).
+  /// Which measurements to fit on: "all", "layers", "profiles", "iterations", "ids:A,B,..." (the
+  /// runs with those ids), or "source:TEXT" (the runs whose source contains TEXT).
   std::string fit_on = "all";
   /// Also refit once per measured run without it and predict it (leave-one-out).
   bool leave_one_out = false;
