@@ -1,11 +1,13 @@
 // libFuzzer target: the model, system and measured-run TOML readers, the cost layer on what they
-// accept, and the system writer's round trip.
+// accept (profiles predicted), and the system writer's round trip.
+#include <algorithm>
 #include <cstdint>
 #include <string_view>
 
 #include "pipetab/cost/stage_cost.hpp"
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
+#include "pipetab/study/accuracy.hpp"
 #include "pipetab/study/measurements.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -31,7 +33,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const pipetab::Error&) {
   }
   try {
-    (void)pipetab::parse_measurements(text, "fuzz.toml");
+    auto runs = pipetab::parse_measurements(text, "fuzz.toml");
+    // Profiles are priced, not simulated: predict them (iterations could be arbitrarily long).
+    std::erase_if(runs.runs, [](const pipetab::MeasuredRun& run) {
+      return run.kind != pipetab::MeasurementKind::Profile;
+    });
+    if (!runs.runs.empty()) (void)pipetab::predict(runs, h100, 1);
   } catch (const pipetab::Error&) {
   }
   return 0;

@@ -23,6 +23,8 @@ ANALYZE_CASES = [
      ["-S", 8, "-M", 32, "--model", "gpt3-13b", "--system", "dgx-h100", "--dp", 2,
       "--runtime", "megatron", "--tp-overlap", "all", "--dp-overlap",
       "--distributed-optimizer"]),
+    ("gpipe", dict(system="dgx-h100", model="gpt3-1.3b", overheads=False),
+     ["--system", "dgx-h100", "--model", "gpt3-1.3b", "--no-overheads"]),
     # Blocking sends are an idealised runtime's option (PyTorch's own order deadlocks with them).
     ("zb-v", dict(contention=False, blocking_send=True, optimizer=False, runtime="async"),
      ["--no-contention", "--blocking-send", "--no-optimizer", "--runtime", "async"]),
