@@ -31,6 +31,33 @@ std::vector<std::string> row_tokens(const ScheduleTable& t, int device) {
   return out;
 }
 
+ModelConfig explicit_model(double f, double i, double w, double message, double grad_bytes) {
+  ExplicitWorkload e;
+  e.forward_s = f;
+  e.input_grad_s = i;
+  e.weight_grad_s = w;
+  e.message_bytes = message;
+  e.activation_bytes = 100.0;
+  e.activation_kept_for_weight_grad = 80.0;
+  e.weight_bytes = 10.0;
+  e.grad_bytes = grad_bytes;
+  e.optimizer_bytes = 30.0;
+  return {"explicit", e};
+}
+
+SystemConfig system_with(Topology topology, LinkSpec intra, LinkSpec inter, std::int32_t per_node) {
+  SystemConfig s;
+  s.name = "test";
+  s.device.peak_flops.fill(1e15);
+  s.device.flat_efficiency = 1.0;
+  s.device.memory_bytes = 1e12;
+  s.topology = topology;
+  s.devices_per_node = per_node;
+  s.intra = intra;
+  s.inter = inter;
+  return s;
+}
+
 ScheduleParams sm(std::int64_t devices, std::int64_t microbatches) {
   ScheduleParams p;
   p.devices = devices;

@@ -5,7 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "pipetab/model/workload.hpp"
 #include "pipetab/schedules/registry.hpp"
+#include "pipetab/system/system.hpp"
 #include "pipetab/table/costs.hpp"
 #include "pipetab/table/schedule_table.hpp"
 
@@ -21,6 +23,14 @@ std::vector<std::string> row_tokens(const ScheduleTable& table, int device);
 
 /// Parameters with S devices and M microbatches, everything else default.
 ScheduleParams sm(std::int64_t devices, std::int64_t microbatches);
+
+/// An explicit workload: F f, I i, W w seconds per device share, `message` bytes per boundary
+/// (activations 100 B, 80 of them kept for W; weights 10 B, optimizer state 30 B).
+ModelConfig explicit_model(double f, double i, double w, double message, double grad_bytes = 0.0);
+
+/// A system of flat-efficiency devices (1e15 FLOP/s, 1 TB) on the given topology and links.
+SystemConfig system_with(Topology topology, LinkSpec intra, LinkSpec inter,
+                         std::int32_t per_node = 8);
 
 /// Generates a schedule by name with the given params.
 ScheduleTable make(const std::string& name, ScheduleParams params);

@@ -20,34 +20,8 @@
 namespace pipetab {
 namespace {
 
-// An explicit workload: F f, I i, W w seconds per device share, `message` bytes per boundary.
-ModelConfig explicit_model(double f, double i, double w, double message, double grad_bytes = 0.0) {
-  ExplicitWorkload e;
-  e.forward_s = f;
-  e.input_grad_s = i;
-  e.weight_grad_s = w;
-  e.message_bytes = message;
-  e.activation_bytes = 100.0;
-  e.activation_kept_for_weight_grad = 80.0;
-  e.weight_bytes = 10.0;
-  e.grad_bytes = grad_bytes;
-  e.optimizer_bytes = 30.0;
-  return {"explicit", e};
-}
-
-SystemConfig system_with(Topology topology, LinkSpec intra, LinkSpec inter,
-                         std::int32_t per_node = 8) {
-  SystemConfig s;
-  s.name = "test";
-  s.device.peak_flops.fill(1e15);
-  s.device.flat_efficiency = 1.0;
-  s.device.memory_bytes = 1e12;
-  s.topology = topology;
-  s.devices_per_node = per_node;
-  s.intra = intra;
-  s.inter = inter;
-  return s;
-}
+using test::explicit_model;
+using test::system_with;
 
 struct Run {
   ExecGraph graph;
