@@ -43,7 +43,11 @@ struct Study {
   /// How every configuration is simulated: --dp, the runtime, the iteration's options and the
   /// engine's (collective_scale and --costs come from the grid). The runtime defaults to each
   /// table's own (auto), as on the command line.
-  LoweringOptions lowering{.runtime = Runtime::Auto};
+  LoweringOptions lowering = [] {
+    LoweringOptions l;
+    l.runtime = Runtime::Auto;
+    return l;
+  }();
   SimOptions sim;
   MemoryOptions memory;
   /// Columns to write (see sweep_columns()); empty: all.
