@@ -471,8 +471,9 @@ TEST(SimGrid, InvariantsOfEveryRun) {
           const auto i = static_cast<std::size_t>(n);
           ASSERT_GE(s.end[i] - s.start[i], g.duration[i] * (1 - 1e-9));
           ASSERT_LE(s.end[i] - s.start[i], g.duration[i] * (1 + g.comm_slowdown) * (1 + 1e-9));
-          if (g.comm_slowdown == 0.0)
+          if (g.comm_slowdown == 0.0) {
             ASSERT_NEAR(s.end[i] - s.start[i], g.duration[i], 1e-9 * g.duration[i]);
+          }
         }
         for (std::int32_t d = 0; d < g.devices; ++d) {
           for (auto k = g.stream_begin[static_cast<std::size_t>(d)] + 1;
