@@ -250,8 +250,7 @@ MemoryOptions memory_of(const SimArgs& a) {
   return MemoryOptions{a.input_grad_frees};
 }
 
-SimulationSetup setup_of(const SimArgs& a, const ScheduleTable* table,
-                         const std::string* system = nullptr) {
+SimulationSetup setup_of(const SimArgs& a, const std::string* system = nullptr) {
   if (a.data_parallel < 1 || a.data_parallel > kMaxDataParallel) {
     throw Error(fmt::format("dp {}: expected 1 to {}", a.data_parallel, kMaxDataParallel));
   }
@@ -297,7 +296,7 @@ Evaluation evaluate_table(const Table& t, const SimArgs& a, const SimulationSetu
 // `pipetab analyze --format json`.
 std::string analyze(const Table& t, const SimArgs& a, bool curves) {
   py::gil_scoped_release release;
-  const auto setup = setup_of(a, &t.table);
+  const auto setup = setup_of(a);
   return to_json(evaluate_table(t, a, &setup, curves)).dump(2);
 }
 
@@ -307,7 +306,7 @@ py::tuple simulate(const Table& t, const SimArgs& a) {
   std::vector<double> start, end;
   {
     py::gil_scoped_release release;
-    const auto setup = setup_of(a, &t.table);
+    const auto setup = setup_of(a);
     const auto simulation = simulate_table(
         t.table, setup, t.params ? std::string_view(t.params->schedule) : std::string_view());
     json = simulation_json(t.table, simulation).dump(2);
@@ -337,7 +336,7 @@ std::string compare_schedules(const std::vector<std::string>& names,
   SignalCheck signals;
   nlohmann::json all = nlohmann::json::array();
   for (const auto& system : systems) {
-    const auto setup = setup_of(a, nullptr, system_given ? nullptr : &system);
+    const auto setup = setup_of(a, system_given ? nullptr : &system);
     std::vector<Evaluation> rows;
     std::vector<Skipped> skipped;
     for (const auto& name : names) {
@@ -448,7 +447,7 @@ TuneOutcome tune_search(std::int64_t devices, std::int64_t microbatches,
       std::clamp<std::int64_t>(devices, 0, std::int64_t{kMaxDevices} + 1));
   request.microbatches =
       static_cast<std::int32_t>(std::clamp<std::int64_t>(microbatches, 0, kMaxMicrobatches + 1));
-  request.setup = setup_of(a, nullptr);
+  request.setup = setup_of(a);
   request.memory = memory_of(a);
   request.limit =
       limit ? parse_memory_limit(*limit)
