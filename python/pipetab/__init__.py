@@ -720,6 +720,7 @@ def plan(
     runtime: Optional[str] = None,
     tp_overlap: Optional[str] = None,
     dp_overlap: Optional[bool] = None,
+    overheads: bool = True,
     top: int = 10,
     memory_reserve: float = 0.05,
     prune: bool = True,
@@ -756,6 +757,7 @@ def plan(
     args.runtime = runtime
     args.tp_overlap = tp_overlap
     args.dp_overlap = dp_overlap
+    args.overheads = overheads
     args.top = _int(top, "top")
     args.memory_reserve = memory_reserve
     args.prune = prune

@@ -491,6 +491,7 @@ struct PlanArgs {
   std::string sequence_parallel = "both", distributed_optimizer = "both";
   std::optional<std::string> runtime, tp_overlap;
   std::optional<bool> dp_overlap;
+  bool overheads = true;
   std::int64_t top = 10;
   double memory_reserve = 0.05;
   bool prune = true;
@@ -551,6 +552,7 @@ PlanRequest plan_request(const PlanArgs& s) {
   }
   q.lowering.cost.tp_overlap = *overlap;
   q.lowering.iteration.dp_overlap = s.dp_overlap.value_or(false);
+  q.lowering.overheads = s.overheads;
   if (s.from_run) {
     if (!s.runtime) q.lowering.runtime = run_lowering.runtime;
     if (!s.tp_overlap) q.lowering.cost = run_lowering.cost;
@@ -725,6 +727,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("runtime", &PlanArgs::runtime)
       .def_readwrite("tp_overlap", &PlanArgs::tp_overlap)
       .def_readwrite("dp_overlap", &PlanArgs::dp_overlap)
+      .def_readwrite("overheads", &PlanArgs::overheads)
       .def_readwrite("top", &PlanArgs::top)
       .def_readwrite("memory_reserve", &PlanArgs::memory_reserve)
       .def_readwrite("prune", &PlanArgs::prune)

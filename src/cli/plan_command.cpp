@@ -169,7 +169,7 @@ struct PlanState {
   std::vector<std::string> schedules, recompute{"none", "selective", "full"};
   std::string sequence_parallel = "both", distributed_optimizer = "both";
   std::string runtime = "auto", tp_overlap = "backward";
-  bool dp_overlap = false, no_prune = false;
+  bool dp_overlap = false, no_prune = false, no_overheads = false;
   int top = 10;
   double memory_reserve = 0.05;
   std::size_t explain = 0;
@@ -224,6 +224,7 @@ PlanRequest make_request(const PlanState& s, const std::string& run_id) {
   }
   q.lowering.cost.tp_overlap = *overlap;
   q.lowering.iteration.dp_overlap = s.dp_overlap;
+  q.lowering.overheads = !s.no_overheads;
   if (!run_id.empty()) {
     // The run's own runtime options, unless given here.
     if (!s.runtime_given) q.lowering.runtime = run_lowering.runtime;
@@ -328,6 +329,8 @@ Subcommand add_plan(CLI::App& app) {
           ->capture_default_str();
   auto* overlap_opt = cmd->add_option("--tp-overlap", s->tp_overlap, "none, backward or all")
                           ->capture_default_str();
+  cmd->add_flag("--no-overheads", s->no_overheads,
+                "leave out the device's overheads no kernel carries (as simulate --no-overheads)");
   auto* dp_overlap_opt =
       cmd->add_flag("--dp-overlap", s->dp_overlap,
                     "overlap the data-parallel reduction with the last backward passes");
