@@ -319,7 +319,7 @@ Calibration calibrate(const Measurements& measurements, const SystemConfig& base
     names = options.fit;
   }
   Fit f{base, 0};
-  for (int round = 0; round < 2 && !names.empty(); ++round) {
+  while (!names.empty()) {  // each round drops at least one name, or ends
     f = fit(chosen, base, names, options);
     c.evaluations += f.evaluations;
     std::vector<std::string> kept;
