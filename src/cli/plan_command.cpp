@@ -81,11 +81,10 @@ std::string text_report(const PlanRequest& q, const PlanResult& r, double second
   if (r.top.empty()) {
     out += "  no layout fits and runs\n";
   } else {
-    out +=
-        fmt::format(
-            "\n{:>4} {:>10} {:>10} {:>6} {:>8}  {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  {}\n",
-            "rank", "runtime s", "tokens/s", "MFU", "peak GB", "compute", "bubble", "p2p", "TP",
-            "DP", "optim", "ovh", "layout");
+    out += fmt::format(
+        "\n{:>4} {:>10} {:>10} {:>6} {:>8}  {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  {}\n",
+        "rank", "runtime s", "tokens/s", "MFU", "peak GB", "compute", "bubble", "p2p", "TP", "DP",
+        "optim", "ovh", "layout");
     for (std::size_t i = 0; i < r.top.size(); ++i) {
       const auto& e = r.top[i];
       const auto b = e.metrics.breakdown();

@@ -10,8 +10,8 @@
 #include "pipetab/cost/stage_cost.hpp"
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
-#include "pipetab/sim/simulation.hpp"
 #include "pipetab/schedules/registry.hpp"
+#include "pipetab/sim/simulation.hpp"
 
 namespace pipetab {
 namespace {
