@@ -147,6 +147,25 @@ TEST(Accuracy, ThePresetMeetsTheTargetOnThePublishedRuns) {
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 24);  // header and one row per run
 }
 
+// A measurement of a GPT of `layers` layers, hidden h (heads of 128), micro batch b, sequence 2048
+// and TP 8, named "hH bB"; its measured times are the caller's.
+MeasuredRun synthetic_run(MeasurementKind kind, std::int64_t layers, std::int64_t h,
+                          std::int64_t b) {
+  MeasuredRun run;
+  run.id = fmt::format("h{} b{}", h, b);
+  run.kind = kind;
+  TransformerConfig t;
+  t.layers = layers;
+  t.hidden = h;
+  t.heads = h / 128;
+  t.seq_len = 2048;
+  t.micro_batch = b;
+  t.vocab = 51200;
+  t.tensor_parallel = 8;
+  run.model = {run.id, t};
+  return run;
+}
+
 TEST(Calibrate, RecoversKnownEfficiencies) {
   // Layer times made by a device with known efficiencies; calibration from another start finds
   // them again.
@@ -157,18 +176,7 @@ TEST(Calibrate, RecoversKnownEfficiencies) {
   m.file = "synthetic";
   for (const auto h : {2048, 6144, 12288}) {
     for (const auto b : {1, 4}) {
-      MeasuredRun run;
-      run.id = fmt::format("h{} b{}", h, b);
-      run.kind = MeasurementKind::Layer;
-      TransformerConfig t;
-      t.layers = 1;
-      t.hidden = h;
-      t.heads = h / 128;
-      t.seq_len = 2048;
-      t.micro_batch = b;
-      t.vocab = 51200;
-      t.tensor_parallel = 8;
-      run.model = {run.id, t};
+      auto run = synthetic_run(MeasurementKind::Layer, 1, h, b);
       run.measured_forward_s = run.measured_backward_s = 1.0;
       m.runs.push_back(run);
     }
@@ -252,18 +260,7 @@ Measurements synthetic_profiles(const SystemConfig& truth, bool with_p2p) {
   m.file = "synthetic";
   for (const auto h : {1024, 4096, 12288}) {
     for (const auto b : {1, 8}) {
-      MeasuredRun run;
-      run.id = fmt::format("h{} b{}", h, b);
-      run.kind = MeasurementKind::Profile;
-      TransformerConfig t;
-      t.layers = 8;
-      t.hidden = h;
-      t.heads = h / 128;
-      t.seq_len = 2048;
-      t.micro_batch = b;
-      t.vocab = 51200;
-      t.tensor_parallel = 8;
-      run.model = {run.id, t};
+      auto run = synthetic_run(MeasurementKind::Profile, 8, h, b);
       run.stage_layers = 2;
       run.measured_forward_s = 1.0;
       run.measured_input_grad_s = run.measured_weight_grad_s = 1.0;

@@ -112,7 +112,6 @@ class Lowering {
     options_.runtime = resolve_runtime(options.runtime, t, "").runtime;
     optimizer_ = options.iteration.optimizer && !options.costs && model.transformer() != nullptr;
     overheads_ = options.overheads && !options.costs;
-    step_overhead_ = overheads_ ? network.system().device.step_overhead_s : 0.0;
   }
 
   ExecGraph run() && {
@@ -278,9 +277,10 @@ class Lowering {
         } else if (overheads_) {
           // The host issues the op's kernels after the step's synchronisation: the op lasts
           // at least as long as that takes, and the step's own host time comes on top.
+          const auto& device = network_.system().device;
           const double gpu = g_.duration[n];
-          g_.duration[n] = cost::host_bound_seconds({gpu, 0.0, kernels}, network_.system().device) +
-                           step_overhead_;
+          g_.duration[n] =
+              cost::host_bound_seconds({gpu, 0.0, kernels}, device) + device.step_overhead_s;
           g_.overhead_s[n] = g_.duration[n] - gpu;
         }
       }
@@ -769,7 +769,6 @@ class Lowering {
   const cost::StageCost none_{};
   bool optimizer_ = false;
   bool overheads_ = false;
-  double step_overhead_ = 0.0;
   ExecGraph g_;
   std::vector<std::int32_t> forward_op_, backward_op_;
   std::vector<std::pair<std::int32_t, std::int32_t>> edges_;
