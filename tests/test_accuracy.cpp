@@ -103,7 +103,8 @@ TEST(Measurements, ErrorsNameFileLineAndKey) {
   EXPECT_EQ(error_of(kModel + "[[run]]\nid = \"a\"\nsystem = \"x\"\nmodels = [\"gpt\"]\n"
                               "schedule = \"nope\"\n"),
             "runs.toml:11:12: key 'run[0].schedule': unknown schedule 'nope' (known: " +
-                known_schedules() + ")");
+                known_schedules() +
+                "; PyTorch's names such as 1F1B or ScheduleInterleaved1F1B are accepted too)");
   EXPECT_EQ(error_of(kModel + "[[layer]]\nid = \"a\"\nsystem = \"x\"\nmodels = [\"gpt\"]\n"
                               "devices = 2\nmeasured_forward_ms = 1\nmeasured_backward_ms = 2\n"),
             "runs.toml:11:11: key 'layer[0].devices': not for a [[layer]] entry");

@@ -174,9 +174,9 @@ TEST_F(Cli, BadUsageIsExitTwoWithOneLine) {
   expect_usage_error("analyze gpipe -v 2",
                      "gpipe: -v/--chunks is not a parameter of this schedule");
   expect_usage_error("analyze chimera -S 3 -M 6", "D = S = 3 must be even");
-  expect_usage_error("analyze interleaved -S 4 -M 6",
+  expect_usage_error("analyze interleaved -S 4 -M 6 --group-size 4",
                      "interleaved: M = 6 with group size g = 4: M mod g = 2 must be 0 or at least "
-                     "S = 4 (Megatron's dependency-bubble rule)");
+                     "S = 4 (Megatron's dependency-bubble rule); --group-size 6 works");
   expect_usage_error("analyze gpipe --group-size 4",
                      "gpipe: --group-size is not a parameter of this schedule");
   expect_usage_error("analyze interleaved --group-size x", "'x' is not a whole number");
@@ -329,7 +329,7 @@ TEST_F(Cli, SimulationLevel) {
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["simulation"]["runtime_s"], j["table"]["makespan"]);
   EXPECT_EQ(j["simulation"]["system"], "ideal");
-  EXPECT_EQ(j["simulation"]["model"], "default");
+  EXPECT_EQ(j["simulation"]["model"], "llama2-7b");
   EXPECT_EQ(j["simulation"]["peak_memory_bytes"].size(), 4U);
   EXPECT_TRUE(j["simulation"]["explicit_costs"]);
 
@@ -342,17 +342,18 @@ TEST_F(Cli, SimulationLevel) {
 
   const auto trace = (dir_ / "run.json").string(), svg = (dir_ / "run.svg").string();
   // The idealised runtime: one flow arrow per transfer (Megatron's adds the receivers' posts).
-  r = run("simulate 1f1b -S 4 -M 8 --system balanced --runtime async --trace " + trace + " --svg " +
-          svg);
+  r = run("simulate 1f1b -S 4 -M 8 --system balanced --model paper --runtime async --trace " +
+          trace + " --svg " + svg);
   ASSERT_EQ(r.code, 0) << r.err;
   // The iteration ends with the optimizer step, after the synchronisation of all stages.
   const auto last = r.out.substr(r.out.rfind('\n', r.out.size() - 2));
   EXPECT_NE(last.find("optimizer step on device"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("over the 80 GB of the device"), std::string::npos);
   // A run that does not fit says so once, with what the worst device's memory is made of: the
-  // figures of the JSON report (issue 14: the default model is over capacity everywhere).
+  // figures of the JSON report (issue 14: the paper's model is over capacity everywhere).
   {
-    const auto json = run("simulate 1f1b -S 4 -M 8 --system balanced --format json");
+    const auto json =
+        run("simulate 1f1b -S 4 -M 8 --system balanced --model paper --runtime async --format json");
     const auto m = nlohmann::json::parse(json.out);
     const double peak = m["peak_memory_bytes"][0], fixed = m["static_bytes"][0];
     EXPECT_NE(r.out.find(fmt::format(
@@ -363,6 +364,14 @@ TEST_F(Cli, SimulationLevel) {
               std::string::npos)
         << r.out;
     EXPECT_GT(peak, 80e9);
+    // The warning suggests only options simulate takes (it once suggested --tp).
+    const auto help = run("simulate --help").out;
+    const auto warning = r.out.substr(r.out.find("warning: "));
+    for (std::size_t at = warning.find("--"); at != std::string::npos && at < warning.find('\n');
+         at = warning.find("--", at + 2)) {
+      const auto flag = warning.substr(at, warning.find_first_of(" ,)", at) - at);
+      EXPECT_NE(help.find(flag), std::string::npos) << flag << " is suggested, not taken";
+    }
     const auto fits = run("simulate 1f1b -S 4 -M 8 --system dgx-h100 --model gpt3-1.3b");
     ASSERT_EQ(fits.code, 0) << fits.err;
     EXPECT_EQ(fits.out.find("warning:"), std::string::npos) << fits.out;
@@ -757,7 +766,8 @@ systems = ["balanced", "network-bound"]
 
 TEST_F(Cli, Sensitivity) {
   const auto r =
-      run("sensitivity gpipe 1f1b chimera interleaved -S 4 -M 8 --system compute-bound --steps 3");
+      run("sensitivity gpipe 1f1b chimera interleaved -S 4 -M 8 --system compute-bound --steps 3 "
+          "--model paper");  // the paper's model flips rankings here
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* fragment : {"baseline s", "ranking at the baseline", "chimera", "overtakes"})
     EXPECT_NE(r.out.find(fragment), std::string::npos) << fragment << "\n" << r.out;

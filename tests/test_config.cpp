@@ -39,8 +39,8 @@ const std::string kSystem =
     "[network.inter]\nlatency_s = 5e-6\nbandwidth = inf\n";
 
 TEST(Presets, AllParseAndAreListed) {
-  EXPECT_EQ(io::model_presets(), (std::vector<std::string>{"default", "gpt3-1.3b", "gpt3-13b",
-                                                           "gpt3-175b", "llama2-70b"}));
+  EXPECT_EQ(io::model_presets(), (std::vector<std::string>{"gpt3-1.3b", "gpt3-13b", "gpt3-175b",
+                                                           "llama2-70b", "llama2-7b", "paper"}));
   EXPECT_EQ(io::system_presets(),
             (std::vector<std::string>{"a100-pcie", "balanced", "compute-bound", "dgx-a100",
                                       "dgx-h100", "ideal", "network-bound"}));
@@ -160,7 +160,7 @@ TEST(Presets, DeviceFromAPreset) {
 
 TEST(Presets, RegimesHaveTheirRatio) {
   // rho = (α + 2·s·b·h / β) / (forward time of a 16-layer stage) for the default model.
-  const auto model = io::load_model("default");
+  const auto model = io::load_model("paper");
   const std::vector<std::int32_t> units(8, 1);
   const auto work = stage_work(model, units, 8);
   for (const auto& [name, rho] :
@@ -458,7 +458,7 @@ TEST(Config, LoadByNameOrPath) {
               "--system nosuch: no such preset or file (presets: a100-pcie, balanced, "
               "compute-bound, dgx-a100, dgx-h100, ideal, network-bound)");
   }
-  EXPECT_FALSE(io::preset_text("models", "default").empty());
+  EXPECT_FALSE(io::preset_text("models", "paper").empty());
   EXPECT_TRUE(io::preset_text("models", "nosuch").empty());
 }
 

@@ -190,24 +190,22 @@ void expect_rejected(const std::string& name, const ScheduleParams& p, const std
 }
 
 TEST(Interleaved, Rules) {
-  // Megatron: S <= g <= M, and M mod g 0 or at least S ("dependency bubbles").
-  expect_rejected("interleaved", params(4, 6, 2),
-                  "interleaved: M = 6 with group size g = 4: M mod g = 2 must be 0 or at least "
-                  "S = 4 (Megatron's dependency-bubble rule)");
+  // Megatron: S <= g <= M, and M mod g 0 or at least S ("dependency bubbles"). An explicit
+  // --group-size that breaks a rule is refused, naming the group size that works.
   expect_rejected("interleaved", params(4, 10, 2, 4),
                   "interleaved: M = 10 with group size g = 4: M mod g = 2 must be 0 or at least "
-                  "S = 4 (Megatron's dependency-bubble rule)");
+                  "S = 4 (Megatron's dependency-bubble rule); --group-size 5 works");
   expect_rejected("interleaved", params(4, 8, 2, 9),
                   "interleaved: group size g = 9 exceeds M = 8: Megatron's interleaved schedule "
-                  "needs S <= g <= M (microbatch_group_size_per_vp_stage)");
+                  "needs S <= g <= M (microbatch_group_size_per_vp_stage); --group-size 4 works");
   expect_rejected("interleaved", params(4, 8, 2, 2),
                   "interleaved: group size g = 2 is less than S = 4: Megatron's interleaved "
                   "schedule needs S <= g <= M (microbatch_group_size_per_vp_stage); a smaller "
-                  "group is possible only as one group of all M < S microbatches (PyTorch's rule)");
-  expect_rejected("interleaved", params(4, 3, 2),
-                  "interleaved: M = 3 is less than S = 4: Megatron's interleaved schedule needs "
-                  "S <= g <= M for its group size g (default S); PyTorch's Interleaved1F1B runs "
-                  "M < S microbatches as one group, --group-size 3");
+                  "group is possible only as one group of all M < S microbatches (PyTorch's "
+                  "rule); --group-size 4 works");
+  expect_rejected("interleaved", params(4, 3, 2, 4),
+                  "interleaved: group size g = 4 exceeds M = 3: Megatron's interleaved schedule "
+                  "needs S <= g <= M (microbatch_group_size_per_vp_stage); --group-size 3 works");
   auto bad = params(4, 8, 2);
   bad.group_size = 0;
   expect_rejected("interleaved", bad,
@@ -218,6 +216,36 @@ TEST(Interleaved, Rules) {
   EXPECT_NO_THROW(test::make("interleaved", params(4, 6, 1)));
   EXPECT_EQ(test::resolved("interleaved", params(4, 8, 2)).group_size, 4);
   EXPECT_EQ(test::resolved("interleaved", params(4, 8, 2, 8)).group_size, 8);
+}
+
+// Without --group-size every (S, M) runs: Megatron's g = S where M is a multiple of S, else
+// PyTorch's Interleaved1F1B group M / max(1, M div S) where M is a multiple of its rounds (what
+// PyTorch itself runs), else the smallest g Megatron's rules admit; each fallback says so.
+TEST(Interleaved, DefaultGroupSizeAlwaysRuns) {
+  for (int S = 1; S <= 9; ++S) {
+    for (int M = 1; M <= 40; ++M) {
+      const auto r = test::resolved("interleaved", params(S, M, 2));
+      const int g = r.group_size, rounds = std::max(1, M / S);
+      if (M >= S && M % S == 0) {
+        EXPECT_EQ(g, S) << S << " " << M;
+        EXPECT_EQ(r.note, "") << S << " " << M;
+      } else {
+        EXPECT_NE(r.note.find("--group-size " + std::to_string(g)), std::string::npos) << r.note;
+        if (M % rounds == 0) EXPECT_EQ(g, M / rounds) << S << " " << M;
+      }
+      // The rules hold for the chosen g (the generator would refuse otherwise) ...
+      EXPECT_NO_THROW(test::make("interleaved", params(S, M, 2))) << S << " " << M;
+      // ... and no smaller admitted g was skipped when PyTorch's does not apply.
+      if (M % rounds != 0) {
+        for (int smaller = S; smaller < g; ++smaller)
+          EXPECT_ANY_THROW(test::make("interleaved", params(S, M, 2, smaller))) << S << " " << M;
+      }
+    }
+  }
+  EXPECT_EQ(test::resolved("interleaved", params(4, 6, 2)).note,
+            "interleaved: M = 6 is not a multiple of S = 4, which Megatron's default group size "
+            "g = S needs; using PyTorch's Interleaved1F1B group size g = M / max(1, M div S) = 6 "
+            "(--group-size 6)");
 }
 
 TEST(InterleavedZb, Rules) {

@@ -1,6 +1,7 @@
 // Parameter resolution and every constraint a generator enforces: impossible parameters are
 // rejected with the rule that was broken.
 #include "helpers.hpp"
+#include <cctype>
 #include <gtest/gtest.h>
 
 #include "pipetab/error.hpp"
@@ -29,9 +30,64 @@ TEST(Params, UnknownScheduleListsTheKnownOnes) {
     std::string known;
     for (const auto* info : all_schedules())
       known += (known.empty() ? "" : ", ") + std::string(info->name);
-    EXPECT_EQ(std::string(e.what()), "unknown schedule 'zigzag' (known: " + known + ")");
+    EXPECT_EQ(std::string(e.what()),
+              "unknown schedule 'zigzag' (known: " + known +
+                  "; PyTorch's names such as 1F1B or ScheduleInterleaved1F1B are accepted too)");
     EXPECT_EQ(known.rfind("gpipe, 1f1b, interleaved, chimera, chimera-asym, hanayo, ", 0), 0U);
   }
+}
+
+// Names as people write them: any case, and PyTorch's schedule names with or without the class
+// prefix (torch.distributed.pipelining.get_schedule_class, torchtitan's
+// pipeline_parallel_schedule), which pipetab itself prints in its export notes.
+TEST(Params, NamesAsPeopleWriteThem) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"1F1B", "1f1b"},
+      {"Schedule1F1B", "1f1b"},
+      {"GPipe", "gpipe"},
+      {"ScheduleGPipe", "gpipe"},
+      {"Interleaved1F1B", "interleaved"},
+      {"ScheduleInterleaved1F1B", "interleaved"},
+      {"interleaved1f1b", "interleaved"},
+      {"LoopedBFS", "looped-bfs"},
+      {"ScheduleLoopedBFS", "looped-bfs"},
+      {"InterleavedZeroBubble", "interleaved-zb"},
+      {"ScheduleInterleavedZeroBubble", "interleaved-zb"},
+      {"ZBVZeroBubble", "zb-v"},
+      {"ScheduleZBVZeroBubble", "zb-v"},
+      {"DualPipeV", "dualpipev"},
+      {"ScheduleDualPipeV", "dualpipev"},
+      {"ZB-V", "zb-v"},
+      {"Chimera", "chimera"},
+  };
+  for (const auto& [written, key] : cases)
+    EXPECT_EQ(find_schedule(written).name, key) << written;
+  // Every registered name in upper case finds itself.
+  for (const auto* info : all_schedules()) {
+    std::string upper(info->name);
+    for (auto& c : upper)
+      c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    EXPECT_EQ(&find_schedule(upper), info) << upper;
+  }
+  // "Schedule" alone is not a schedule.
+  EXPECT_THROW(find_schedule("Schedule"), ParamError);
+}
+
+TEST(Params, UnknownNameSuggestsTheNearest) {
+  const auto message = [](const char* name) {
+    try {
+      find_schedule(name);
+    } catch (const ParamError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message("1fb1").rfind("unknown schedule '1fb1'; did you mean '1f1b'? (known: ", 0), 0U);
+  EXPECT_EQ(message("ZBVZeroBuble").rfind("unknown schedule 'ZBVZeroBuble'; did you mean 'zb-v'?", 0),
+            0U);
+  EXPECT_EQ(message("hanyo").rfind("unknown schedule 'hanyo'; did you mean 'hanayo'?", 0), 0U);
+  // Nothing within two edits: no suggestion.
+  EXPECT_EQ(message("zigzag").find("did you mean"), std::string::npos);
 }
 
 TEST(Params, Defaults) {
@@ -96,11 +152,13 @@ TEST(Params, OptionsASchedulesDoesNotTakeAreErrors) {
 TEST(Params, Interleaved) {
   auto p = sm(4, 6);
   p.chunks = 2;
-  // Megatron's default group size g = S leaves a last group of 2 < S microbatches
-  // (test_interleaved.cpp checks every interleaved rule).
+  // Megatron's group size g = S would leave a last group of 2 < S microbatches; without
+  // --group-size PyTorch's g = 6 runs it (test_interleaved.cpp checks every interleaved rule).
+  EXPECT_EQ(test::resolved("interleaved", p).group_size, 6);
+  p.group_size = 4;
   expect_rejected("interleaved", p,
                   "M = 6 with group size g = 4: M mod g = 2 must be 0 or at least S = 4 "
-                  "(Megatron's dependency-bubble rule)");
+                  "(Megatron's dependency-bubble rule); --group-size 6 works");
   p.group_size = 6;  // one group of 6
   EXPECT_NO_THROW(test::make("interleaved", p));
   p.group_size.reset();

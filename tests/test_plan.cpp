@@ -129,7 +129,7 @@ TEST(Plan, PruningKeepsTheExhaustiveRanking) {
   };
   for (const auto& c :
        {Case{"gpt3-1.3b", 8, 16, Runtime::PyTorch}, Case{"gpt3-1.3b", 16, 32, Runtime::Async},
-        Case{"default", 8, 32, Runtime::PyTorch}, Case{"gpt3-13b", 16, 16, Runtime::Megatron}}) {
+        Case{"paper", 8, 32, Runtime::PyTorch}, Case{"gpt3-13b", 16, 16, Runtime::Megatron}}) {
     auto q = request(c.model, c.gpus, c.batch);
     q.lowering.runtime = c.runtime;
     q.space.micro_batch = {1, 2};

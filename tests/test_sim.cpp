@@ -260,7 +260,7 @@ std::vector<ScheduleTable> tables() {
 
 TEST(SimGrid, FreeCommunicationReproducesTheTableExactly) {
   const auto ideal = io::load_system("ideal");
-  const auto model = io::load_model("default");
+  const auto model = io::load_model("paper");
   for (const auto& costs : {Costs{}, parse_costs("F=1,B=3"), parse_costs("F=0.7,I=1.1,W=0.4")}) {
     for (const auto& t : tables()) {
       LoweringOptions lowering;
@@ -655,7 +655,7 @@ TEST(SimGrid, MemoryIsStaticPlusActivations) {
 // gradient and an activation (cycle S−1:B → S−2:B → S−2:F → S−1: 2P ≥ 2B + F + 2c > 2(F + B)
 // when c > F/2), so on network-bound (c = F) 1F1B is slower. The memory half holds everywhere.
 TEST(SimPaper, GPipeAnd1F1B) {
-  const auto model = io::load_model("default");
+  const auto model = io::load_model("paper");
   for (const char* regime : {"compute-bound", "balanced", "network-bound"}) {
     const auto system = io::load_system(regime);
     for (const std::int64_t M : {16, 32}) {

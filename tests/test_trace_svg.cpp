@@ -91,7 +91,7 @@ Config arbitrary_config() {
   c.params = test::sm(devices, microbatches);
   c.system =
       *rc::gen::element<std::string>("ideal", "balanced", "network-bound", "dgx-h100", "dgx-a100");
-  c.model = *rc::gen::element<std::string>("default", "gpt3-1.3b");
+  c.model = *rc::gen::element<std::string>("paper", "gpt3-1.3b");
   c.data_parallel = *rc::gen::element<std::int32_t>(1, 1, 2, 4);
   c.explicit_costs = *rc::gen::element(false, false, true);
   return c;
@@ -263,7 +263,7 @@ TEST(Trace, AbuttingSlicesStayAbuttingAtAwkwardTimes) {
   // explicit costs of 12.345, 0.1 and 0.3 µs (12.345 × 1000 is 12344.999… in doubles).
   const auto table = test::make("1f1b", test::sm(4, 16));
   SimulationSetup setup;
-  setup.model = io::load_model("default");
+  setup.model = io::load_model("paper");
   setup.system = io::load_system("ideal");
   setup.lowering.costs = test::split_costs(12.345e-6, 0.1e-6, 0.3e-6);
   setup.options.record_memory = true;
@@ -346,7 +346,7 @@ TEST_F(TraceFile, StreamedPlainAndGzipEqualTheTraceText) {
 }
 
 TEST_F(TraceFile, AFailedWriteLeavesNothing) {
-  const auto run = simulate({"1f1b", test::sm(2, 2), "balanced", "default", 1, false});
+  const auto run = simulate({"1f1b", test::sm(2, 2), "balanced", "paper", 1, false});
   ASSERT_TRUE(run);
   const auto missing = dir_ / "no-such-dir" / "run.json";
   try {
@@ -583,7 +583,7 @@ bool has(const std::vector<std::string>& v, const std::string& x) {
 }
 
 TEST(Svg, LegendListsTheKindsPresent) {
-  const auto f1b = svg_facts({"1f1b", test::sm(4, 8), "balanced", "default", 1, false});
+  const auto f1b = svg_facts({"1f1b", test::sm(4, 8), "balanced", "paper", 1, false});
   EXPECT_TRUE(has(f1b.legend, "forward F"));
   EXPECT_TRUE(has(f1b.legend, "backward B"));
   EXPECT_FALSE(has(f1b.legend, "input gradient I"));
@@ -592,7 +592,7 @@ TEST(Svg, LegendListsTheKindsPresent) {
   EXPECT_TRUE(has(f1b.legend, "transfer"));
   EXPECT_FALSE(has(f1b.legend, "data-parallel reduction"));
 
-  const auto zbv = svg_facts({"zb-v", test::sm(4, 8), "balanced", "default", 1, false});
+  const auto zbv = svg_facts({"zb-v", test::sm(4, 8), "balanced", "paper", 1, false});
   EXPECT_TRUE(has(zbv.legend, "input gradient I"));
   EXPECT_TRUE(has(zbv.legend, "weight gradient W"));
   EXPECT_FALSE(has(zbv.legend, "backward B"));

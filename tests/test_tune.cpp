@@ -15,7 +15,7 @@ TuneRequest request(int S, int M, const std::string& system, MemoryLimit limit) 
   TuneRequest r;
   r.devices = S;
   r.microbatches = M;
-  r.setup.model = io::load_model("default");
+  r.setup.model = io::load_model("paper");
   r.setup.system = io::load_system(system);
   r.limit = limit;
   return r;

@@ -100,7 +100,7 @@ TEST(ZeroBubbleAuthors, TuneIsNeverSlowerThanTheirSchedule) {
     TuneRequest r;
     r.devices = c.S;
     r.microbatches = c.M;
-    r.setup.model = io::load_model("default");
+    r.setup.model = io::load_model("paper");
     r.setup.system = system;
     Costs costs;
     costs.F = costs.I = costs.W = 1;

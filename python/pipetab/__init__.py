@@ -139,7 +139,7 @@ def _costs(costs: Union[None, str, Mapping[str, float]]) -> Optional[str]:
 def _sim_args(
     *,
     system: Union[str, os.PathLike, Mapping[str, Any]] = "balanced",
-    model: Union[str, os.PathLike, Mapping[str, Any]] = "default",
+    model: Union[str, os.PathLike, Mapping[str, Any]] = "llama2-7b",
     dp: int = 1,
     contention: bool = True,
     blocking_send: bool = False,

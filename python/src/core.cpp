@@ -216,7 +216,7 @@ py::tuple table_timing(const Table& t, const std::optional<std::string>& costs) 
 struct SimArgs {
   std::string system = "balanced";
   std::optional<std::string> system_text;  // a TOML document (from a Python dict)
-  std::string model = "default";
+  std::string model = io::kDefaultModel;
   std::optional<std::string> model_text;
   std::int64_t data_parallel = 1;
   bool contention = true;

@@ -205,7 +205,7 @@ Subcommand add_calibrate(CLI::App& app) {
 
 Subcommand add_cost(CLI::App& app) {
   struct Options {
-    std::string model = "default";
+    std::string model = io::kDefaultModel;
     std::string system = "dgx-h100";
     std::string tp_overlap = "backward";
     std::string format = "text";

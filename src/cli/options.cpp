@@ -64,7 +64,7 @@ void add_schedule_options(CLI::App& command, ScheduleOptions& o) {
       command
           .add_option("--group-size", o.group_size,
                       "microbatches per group G of the interleaved order (Megatron's "
-                      "microbatch_group_size_per_vp_stage; default S; PyTorch's: M/max(1,M/S))")
+                      "microbatch_group_size_per_vp_stage; default S where M is a multiple of S, else PyTorch's M/max(1,M/S))")
           ->transform(kWholeNumber);
   o.variant_opt = command.add_option("--variant", o.variant,
                                      "schedule variant, e.g. chimera's direct or doubling");
@@ -197,8 +197,9 @@ Subject generated_subject(const std::string& name, const ScheduleOptions& option
                           bool only_applicable) {
   const ScheduleInfo& info = find_schedule(name);
   Subject subject;
-  subject.name = name;
+  subject.name = std::string(info.name);  // "1F1B", "ScheduleZBVZeroBubble": the registry's key
   subject.params = resolve(info, options.params(&info, only_applicable));
+  if (!subject.params->note.empty()) fmt::print(stderr, "note: {}\n", subject.params->note);
   subject.table = info.generate(*subject.params);
   return subject;
 }

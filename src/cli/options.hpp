@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "pipetab/io/config.hpp"
 #include "pipetab/io/table_file.hpp"
 #include "pipetab/report/simulation.hpp"
 #include "pipetab/schedules/registry.hpp"
@@ -39,7 +40,7 @@ struct ScheduleOptions {
 
   // The simulation level (analyze, compare, simulate).
   std::string system = "balanced";
-  std::string model = "default";
+  std::string model = io::kDefaultModel;
   std::int64_t data_parallel = 1;
   bool no_contention = false;
   bool blocking_send = false;

@@ -214,8 +214,7 @@ Subcommand add_sensitivity(CLI::App& app) {
             Study study;
             for (const auto& name :
                  s->names.empty() && s->tables.empty() ? paper_schedules() : s->names) {
-              find_schedule(name);
-              study.schedules.emplace_back().name = name;
+              study.schedules.emplace_back().name = std::string(find_schedule(name).name);
             }
             for (const auto& path : s->tables)
               study.schedules.emplace_back().table = path;

@@ -328,7 +328,7 @@ std::string to_text(const Evaluation& e) {
                        m.model, m.explicit_costs ? ", op times from --costs in seconds" : "",
                        m.contention ? "" : ", no contention",
                        m.blocking_send ? ", blocking sends" : "", m.runtime, m.runtime_chosen_by);
-    out += fmt::format("  {:<24}{:.6g} s\n", "runtime", m.runtime_s);
+    out += fmt::format("  {:<24}{:.4f} s\n", "runtime", m.runtime_s);  // as the columns below
     out += fmt::format("  {:<24}{:.4f}\n", "idle ratio (global)", m.idle_ratio);
     out += fmt::format("  {:<24}{:.4f}\n", "span idle ratio", m.span_idle_ratio);
     out += fmt::format("  {:<24}{:.4g} GB{}\n", "peak memory", m.peak_memory_max() / 1e9,

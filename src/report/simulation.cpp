@@ -154,9 +154,10 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
     out += fmt::format(
         "warning: {} of {} devices need more than their {:.4g} GB, so this run does not fit as "
         "configured; device {} peaks at {:.4g} GB ({:.4g} GB weights, gradients and optimizer "
-        "state, {:.4g} GB activations). Fewer layers per device (more devices, --tp), "
-        "--distributed-optimizer with --dp, recompute or flash_attention in the model file, or a "
-        "schedule with fewer microbatches in flight fit more\n\n",
+        "state, {:.4g} GB activations). Fewer layers per device (more devices with -S, or "
+        "tensor_parallel in the model file), --distributed-optimizer with --dp, recompute or "
+        "flash_attention in the model file, or a schedule with fewer microbatches in flight fit "
+        "more\n\n",
         over, m.over_capacity.size(), m.memory_capacity_bytes / 1e9, worst,
         m.peak_memory_bytes[worst] / 1e9, m.static_bytes[worst] / 1e9,
         (m.peak_memory_bytes[worst] - m.static_bytes[worst]) / 1e9);

@@ -85,40 +85,40 @@ namespace {
 ScheduleTable generate_interleaved(const ResolvedParams& p) {
   if (p.chunks == 1) return one_f_one_b(p);
   const std::int64_t S = p.devices, M = p.microbatches, g = p.group_size;
-  if (M < S && g == S) {
-    require(false, p,
-            "M = {} is less than S = {}: Megatron's interleaved schedule needs S <= g <= M for its "
-            "group size g (default S); PyTorch's Interleaved1F1B runs M < S microbatches as one "
-            "group, --group-size {}",
-            M, S, M);
-  }
+  // Only a --group-size given explicitly can break the rules (the default is chosen to keep
+  // them: registry.cpp default_group_size); the error names the one that works.
+  std::string unused;
+  const std::int64_t works = default_group_size(S, M, unused);
   require(g <= M, p,
           "group size g = {} exceeds M = {}: Megatron's interleaved schedule needs S <= g <= M "
-          "(microbatch_group_size_per_vp_stage)",
-          g, M);
-  require(
-      g >= S || g == M, p,
-      "group size g = {} is less than S = {}: Megatron's interleaved schedule needs S <= g <= M "
-      "(microbatch_group_size_per_vp_stage); a smaller group is possible only as one group of "
-      "all M < S microbatches (PyTorch's rule)",
-      g, S);
+          "(microbatch_group_size_per_vp_stage); --group-size {} works",
+          g, M, works);
+  require(g >= S || g == M, p,
+          "group size g = {} is less than S = {}: Megatron's interleaved schedule needs S <= g <= "
+          "M (microbatch_group_size_per_vp_stage); a smaller group is possible only as one group "
+          "of all M < S microbatches (PyTorch's rule); --group-size {} works",
+          g, S, works);
   require(M % g == 0 || M % g >= S, p,
           "M = {} with group size g = {}: M mod g = {} must be 0 or at least S = {} (Megatron's "
-          "dependency-bubble rule)",
-          M, g, M % g, S);
+          "dependency-bubble rule); --group-size {} works",
+          M, g, M % g, S, works);
   return interleaved_table(p, {.group = g, .warmup_factor = 2, .split_backward = false});
 }
 
 }  // namespace
 
+constexpr std::string_view kInterleavedAliases[] = {"Interleaved1F1B"};  // PyTorch's name
+
 extern const ScheduleInfo kInterleaved{
     .name = "interleaved",
+    .aliases = kInterleavedAliases,
     .title = "Interleaved 1F1B (Megatron-LM): v chunks per device, looping placement",
     .source = "Narayanan et al., SC'21; order of Megatron-LM schedules.py (group size)",
     .constraints =
-        "for v >= 2, group size g (--group-size, default S): S <= g <= M, and M mod g "
-        "0 or at least S (Megatron); g = M < S is one group (PyTorch). PyTorch's "
-        "Interleaved1F1B order: g = M div max(1, M div S). v = 1 is 1F1B",
+        "for v >= 2, group size g (--group-size): S <= g <= M, and M mod g 0 or at least S "
+        "(Megatron); g = M < S is one group (PyTorch). Default g = S (Megatron) where M is a "
+        "multiple of S, else PyTorch's Interleaved1F1B g = M / max(1, M div S), else the "
+        "smallest g the rules admit (a note says which). v = 1 is 1F1B",
     .default_chunks = 2,
     .takes_group_size = true,
     .generate = generate_interleaved,

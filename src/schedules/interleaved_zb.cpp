@@ -26,8 +26,11 @@ ScheduleTable generate_interleaved_zb(const ResolvedParams& p) {
 
 }  // namespace
 
+constexpr std::string_view kInterleavedZbAliases[] = {"InterleavedZeroBubble"};  // PyTorch's name
+
 extern const ScheduleInfo kInterleavedZb{
     .name = "interleaved-zb",
+    .aliases = kInterleavedZbAliases,
     .title = "Interleaved zero bubble (ZB1P): interleaved 1F1B with I/W split, W fills bubbles",
     .source = "Qi et al., ICLR 2024 (ZB1P); order of PyTorch ScheduleInterleavedZeroBubble",
     .constraints = "M a multiple of its rounds max(1, M div S) (PyTorch), groups of M/rounds",

@@ -38,8 +38,11 @@ ScheduleTable generate_looped_bfs(const ResolvedParams& p) {
 
 }  // namespace
 
+constexpr std::string_view kLoopedBfsAliases[] = {"LoopedBFS"};  // PyTorch's name
+
 extern const ScheduleInfo kLoopedBfs{
     .name = "looped-bfs",
+    .aliases = kLoopedBfsAliases,
     .title = "Breadth-first looped pipeline: v chunks per device, all microbatches per stage",
     .source = "Lamy-Poirier, Breadth-First PP (arXiv 2211.05953); PyTorch ScheduleLoopedBFS",
     .constraints = "none (M < S idles at each loop turn)",

@@ -1,6 +1,9 @@
 #include "pipetab/schedules/registry.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -56,6 +59,37 @@ std::pair<std::int32_t, std::int32_t> parse_split(const ScheduleInfo& info,
   return {part(view.substr(0, colon)), part(view.substr(colon + 1))};
 }
 
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+std::vector<std::string_view> names_of(const ScheduleInfo& info) {
+  std::vector<std::string_view> names{info.name};
+  names.insert(names.end(), info.aliases.begin(), info.aliases.end());
+  return names;
+}
+
+// Levenshtein distance, for "did you mean" (names are short: O(|a|·|b|) is nothing).
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
 }  // namespace
 
 std::span<const ScheduleInfo* const> all_schedules() {
@@ -63,13 +97,63 @@ std::span<const ScheduleInfo* const> all_schedules() {
 }
 
 const ScheduleInfo& find_schedule(std::string_view name) {
+  const std::string wanted = lower(name);
+  // PyTorch's class names carry a "Schedule" prefix its config strings do not.
+  const std::string_view bare = std::string_view(wanted).starts_with("schedule")
+                                    ? std::string_view(wanted).substr(8)
+                                    : std::string_view{};
   for (const auto* info : kAll) {
-    if (info->name == name) return *info;
+    const std::string key = lower(info->name);
+    if (key == wanted || key == bare) return *info;
+    for (const auto alias : info->aliases) {
+      const std::string a = lower(alias);
+      if (a == wanted || a == bare) return *info;
+    }
   }
   std::string known;
-  for (const auto* info : kAll)
+  const ScheduleInfo* nearest = nullptr;
+  std::size_t best = 3;  // suggest only within two edits
+  for (const auto* info : kAll) {
     known += fmt::format("{}{}", known.empty() ? "" : ", ", info->name);
-  throw ParamError(fmt::format("unknown schedule '{}' (known: {})", name, known));
+    for (const auto candidate : names_of(*info)) {
+      const std::size_t d = edit_distance(wanted, lower(candidate));
+      if (d < best) {
+        best = d;
+        nearest = info;
+      }
+    }
+  }
+  const std::string hint =
+      nearest ? fmt::format("; did you mean '{}'?", nearest->name) : std::string{};
+  throw ParamError(fmt::format("unknown schedule '{}'{} (known: {}; PyTorch's names such as "
+                               "1F1B or ScheduleInterleaved1F1B are accepted too)",
+                               name, hint, known));
+}
+
+std::int64_t default_group_size(std::int64_t devices, std::int64_t microbatches,
+                                std::string& note) {
+  const std::int64_t S = devices, M = microbatches;
+  const auto admitted = [&](std::int64_t g) {  // Megatron's rules, or PyTorch's one group
+    return (g <= M && g >= S && (M % g == 0 || M % g >= S)) || (g == M && M < S);
+  };
+  if (M >= S && M % S == 0) return S;
+  const std::int64_t rounds = std::max<std::int64_t>(1, M / S);
+  if (M % rounds == 0 && admitted(M / rounds)) {
+    note = fmt::format(
+        "interleaved: M = {} is not a multiple of S = {}, which Megatron's default group size "
+        "g = S needs; using PyTorch's Interleaved1F1B group size g = M / max(1, M div S) = {} "
+        "(--group-size {})",
+        M, S, M / rounds, M / rounds);
+    return M / rounds;
+  }
+  std::int64_t g = S;
+  while (!admitted(g)) ++g;  // g = M always is
+  note = fmt::format(
+      "interleaved: M = {} is not a multiple of S = {} (Megatron's default g = S) nor of "
+      "PyTorch's rounds max(1, M div S) = {}; using the smallest group size Megatron's rules "
+      "admit, --group-size {}",
+      M, S, rounds, g);
+  return g;
 }
 
 ResolvedParams resolve(const ScheduleInfo& info, const ScheduleParams& params) {
@@ -94,7 +178,9 @@ ResolvedParams resolve(const ScheduleInfo& info, const ScheduleParams& params) {
     r.group_size =
         in_range(info, "group size (--group-size)", *params.group_size, kMaxMicrobatches);
   } else if (info.takes_group_size) {
-    r.group_size = r.devices;
+    r.group_size = r.chunks > 1 ? static_cast<std::int32_t>(
+                                      default_group_size(r.devices, r.microbatches, r.note))
+                                : r.devices;
   }
   if (params.variant) {
     if (info.variants.empty()) not_taken(info, "--variant");

@@ -87,8 +87,11 @@ ScheduleTable generate_zb_v(const ResolvedParams& p) {
 
 }  // namespace
 
+constexpr std::string_view kZbVAliases[] = {"ZBVZeroBubble"};  // PyTorch's name
+
 extern const ScheduleInfo kZbV{
     .name = "zb-v",
+    .aliases = kZbVAliases,
     .title = "ZB-V: zero-bubble V-shape (2 chunks per device, split backward I/W)",
     .source = "Qi et al., ICLR 2024 (arXiv 2401.10241 §6); order of PyTorch ScheduleZBVZeroBubble",
     .constraints =

@@ -32,6 +32,11 @@ SystemConfig parse_system(std::string_view text, const std::string& file);
 std::string system_toml(const SystemConfig& system, const std::string& comment = "");
 
 /// Names of the built-in presets, sorted.
+/// The model every command simulates when none is named: Llama 2 7B, which fits 80 GB per device
+/// for every schedule at the default S = M = 8 (configs/models/llama2-7b.toml says why it
+/// replaced the paper's model, now `paper`).
+inline constexpr const char* kDefaultModel = "llama2-7b";
+
 std::vector<std::string> model_presets();
 std::vector<std::string> system_presets();
 

@@ -33,6 +33,9 @@ struct ResolvedParams {
   std::string variant;           ///< empty for schedules without variants
   std::int32_t split_early = 1;  ///< chimera-asym: relative size of a first-half stage
   std::int32_t split_late = 1;   ///< chimera-asym: relative size of a second-half stage
+  /// A default that is not the usual one, and why (e.g. the interleaved group size when M is
+  /// not a multiple of S); empty when every default is the usual one. Commands print it.
+  std::string note;
 };
 
 }  // namespace pipetab

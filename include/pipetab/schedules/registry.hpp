@@ -19,6 +19,10 @@ using BlockFn = BuildingBlock (*)(const ResolvedParams&);
 /// A schedule family: what it is called, which options it takes, and its generator.
 struct ScheduleInfo {
   std::string_view name{};          ///< registry key, e.g. "1f1b"
+  /// Other names people write for it: PyTorch's schedule names as `get_schedule_class` and
+  /// torchtitan's `pipeline_parallel_schedule` take them ("Interleaved1F1B"; the class name
+  /// "ScheduleInterleaved1F1B" is accepted too). Matched without regard to case, as the name.
+  std::span<const std::string_view> aliases{};
   std::string_view title{};         ///< one line for `pipetab list`
   std::string_view source{};        ///< where the order comes from (paper, code)
   std::string_view constraints{};   ///< the rules on S, M, v, W, in words
@@ -35,8 +39,18 @@ struct ScheduleInfo {
 /// Every registered schedule, in registration order.
 std::span<const ScheduleInfo* const> all_schedules();
 
-/// The schedule called `name`. Throws ParamError listing the known names if there is none.
+/// The schedule called `name`: its registry key or an alias, in any case, with or without
+/// PyTorch's "Schedule" class prefix ("1F1B", "ScheduleZBVZeroBubble"). Throws ParamError with
+/// a "did you mean" and the known names if there is none.
 const ScheduleInfo& find_schedule(std::string_view name);
+
+/// The group size the interleaved order takes when --group-size is not given, for S devices and
+/// M microbatches: Megatron's g = S where M is a multiple of S; else PyTorch's Interleaved1F1B
+/// group M / max(1, M div S) where M is a multiple of its rounds; else the smallest g that
+/// Megatron's rules admit (S <= g <= M, M mod g 0 or at least S). Sets `note` to say which, and
+/// why, when it is not S.
+std::int64_t default_group_size(std::int64_t devices, std::int64_t microbatches,
+                                std::string& note);
 
 /// Applies defaults and checks the common rules (S ≥ 1, M ≥ 1, v ≥ 1, W ≥ 1, G ≥ 1, sizes within
 /// the table limits, no option the schedule does not take). Schedule-specific rules are

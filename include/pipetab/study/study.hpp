@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pipetab/io/config.hpp"
 #include "pipetab/sim/engine.hpp"
 #include "pipetab/sim/graph.hpp"
 #include "pipetab/table/memory.hpp"
@@ -38,7 +39,7 @@ struct Study {
   std::vector<std::string> variants, splits;
   std::vector<std::string> costs{""};  ///< table-level --costs strings; "" = the defaults
   bool simulate = true;
-  std::vector<std::string> systems{"balanced"}, models{"default"};  ///< presets or paths
+  std::vector<std::string> systems{"balanced"}, models{io::kDefaultModel};  ///< presets or paths
   std::vector<double> bandwidth_scale{1.0}, latency_scale{1.0}, collective_scale{1.0};
   /// How every configuration is simulated: --dp, the runtime, the iteration's options and the
   /// engine's (collective_scale and --costs come from the grid). The runtime defaults to each
