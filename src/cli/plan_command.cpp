@@ -163,7 +163,8 @@ std::string explain(const PlanResult& r, std::size_t rank) {
 
 struct PlanState {
   std::string model = "llama2-70b", system = "dgx-h100";
-  std::int64_t gpus = 0, global_batch = 0, seq_len = 0;
+  // Unset unless given: 0 or -1 given is refused by plan() with the rule, not read as "unset".
+  std::optional<std::int64_t> gpus, global_batch, seq_len;
   std::vector<std::int64_t> tp, pp, micro_batch, chunks;
   std::vector<std::string> schedules, recompute{"none", "selective", "full"};
   std::string sequence_parallel = "both", distributed_optimizer = "both";
@@ -187,20 +188,20 @@ PlanRequest make_request(const PlanState& s, const std::string& run_id) {
   PlanRequest q;
   if (!run_id.empty()) {
     plan_from_run(q, s.runs, run_id);
-    if (s.gpus > 0) q.gpus = s.gpus;
-    if (s.global_batch > 0) q.global_batch = s.global_batch;
+    if (s.gpus) q.gpus = *s.gpus;
+    if (s.global_batch) q.global_batch = *s.global_batch;
   } else {
-    if (s.gpus == 0) throw Error("plan: --gpus is required (or --from-run ID)");
-    if (s.global_batch == 0) {
+    if (!s.gpus) throw Error("plan: --gpus is required (or --from-run ID)");
+    if (!s.global_batch) {
       throw Error("plan: --global-batch is required (or --from-run ID)");
     }
     q.model = io::load_model(s.model);
     q.system = io::load_system(s.system);
-    q.gpus = s.gpus;
-    q.global_batch = s.global_batch;
+    q.gpus = *s.gpus;
+    q.global_batch = *s.global_batch;
   }
   auto* m = std::get_if<TransformerConfig>(&q.model.spec);
-  if (m != nullptr && s.seq_len > 0) m->seq_len = s.seq_len;
+  if (m != nullptr && s.seq_len) m->seq_len = *s.seq_len;
   const LoweringOptions run_lowering = q.lowering;
   q.space.tensor_parallel = s.tp;
   q.space.pipeline_parallel = s.pp;

@@ -21,6 +21,7 @@
 #include "pipetab/error.hpp"
 #include "pipetab/io/data_table.hpp"
 #include "pipetab/io/table_file.hpp"
+#include "pipetab/numeric.hpp"
 #include "pipetab/report/output.hpp"
 #include "pipetab/study/sensitivity.hpp"
 #include "pipetab/study/sweep.hpp"
@@ -199,8 +200,11 @@ Subcommand add_sensitivity(CLI::App& app) {
             }
             auto range = [&](const std::string& text, const char* option, bool geometric) {
               double lo = 0.0, hi = 0.0;
-              char tail = 0;
-              if (std::sscanf(text.c_str(), "%lf:%lf%c", &lo, &hi, &tail) != 2)
+              const auto colon = text.find(':');
+              const std::string_view view(text);
+              if (colon == std::string::npos ||
+                  parse_number_prefix(view.substr(0, colon), lo) != colon ||
+                  parse_number_prefix(view.substr(colon + 1), hi) != text.size() - colon - 1)
                 throw Error(fmt::format("--{} {}: expected LO:HI, e.g. 0.5:2", option, text));
               try {
                 return sensitivity_factors(lo, hi, s->steps, geometric);

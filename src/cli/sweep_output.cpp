@@ -84,8 +84,12 @@ std::string changed_input(const nlohmann::json& recorded, const std::vector<Stud
     before.push_back({input["role"].get<std::string>(), input["source"].get<std::string>(),
                       input["digest"].get<std::string>()});
   }
+  // The same file under another spelling (./study.toml for study.toml, a link) is the same place.
   const auto same_place = [](const StudyInput& a, const StudyInput& b) {
-    return a.role == b.role && a.source == b.source;
+    if (a.role != b.role) return false;
+    if (a.source == b.source) return true;
+    std::error_code ec;
+    return std::filesystem::equivalent(a.source, b.source, ec) && !ec;
   };
   for (const auto& input : now) {
     const auto it = std::find_if(before.begin(), before.end(),
@@ -118,6 +122,13 @@ SweepOutput::SweepOutput(const std::string& path, SweepIdentity identity)
     : path_(path), identity_(std::move(identity)) {
   if (path.empty() || path == "-") {
     file_ = stdout;
+    return;
+  }
+  if (io::is_special_file(path)) {
+    // A device or FIFO (/dev/null, a pipe to another program) is written in place, as a stream:
+    // it cannot be emptied, locked for resuming or given a record beside it (/dev/null.sweep.json).
+    file_ = std::fopen(path.c_str(), "wb");
+    if (file_ == nullptr) fail();
     return;
   }
   record_ = true;
@@ -160,6 +171,12 @@ void SweepOutput::start() {
 
 std::int64_t SweepOutput::resume(const SweepPlan& plan, bool header, std::int64_t begin,
                                  std::int64_t end) {
+  if (!record_) {
+    throw Error(
+        fmt::format("{}: cannot resume: --resume needs a regular file to keep rows in, "
+                    "and this is a device or FIFO; run without --resume",
+                    path_));
+  }
   const auto record_path = sweep_record_path(path_);
   std::error_code ec;
   std::string text = io::read_file(path_);

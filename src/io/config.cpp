@@ -87,6 +87,17 @@ LinkSpec read_link(const Reader& r, const toml::table& parent, const std::string
   if (t->get("p2p_latency_s") != nullptr)
     link.p2p_latency_s = r.number(*t, p, "p2p_latency_s", std::nullopt, 0.0, 1e3, false);
   link.p2p_efficiency = r.number(*t, p, "p2p_efficiency", 1.0, 0.0, 1.0, true);
+  // A tiny efficiency (1e-300) left less than a byte per second, and the simulation then failed
+  // without naming the file or the key.
+  for (const auto& [name, value] :
+       {std::pair<const char*, double>{"collective_efficiency", link.collective_efficiency},
+        {"p2p_efficiency", link.p2p_efficiency}}) {
+    if (std::isfinite(link.bandwidth) && link.bandwidth * value < 1.0) {
+      r.fail(t->get(name)->source(), Reader::join(p, name),
+             fmt::format("{:g} leaves {:g} B/s of the link's {:g} B/s: expected at least 1 B/s",
+                         value, link.bandwidth * value, link.bandwidth));
+    }
+  }
   return link;
 }
 
@@ -209,6 +220,12 @@ void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int 
                from(based || d.flat_efficiency.has_value(), d.memory_bandwidth), 1.0, kHuge, false);
   d.memory_efficiency =
       r.number(device, "device", "memory_efficiency", d.memory_efficiency, 0.0, 1.0, true);
+  if (device.get("memory_efficiency") != nullptr &&
+      d.memory_bandwidth * d.memory_efficiency < 1.0) {
+    r.fail(device.get("memory_efficiency")->source(), "device.memory_efficiency",
+           fmt::format("{:g} leaves {:g} B/s of the memory bandwidth: expected at least 1 B/s",
+                       d.memory_efficiency, d.memory_bandwidth * d.memory_efficiency));
+  }
   d.kernel_overhead_s =
       r.number(device, "device", "kernel_overhead_s", d.kernel_overhead_s, 0.0, 1.0, false);
   d.step_overhead_s =

@@ -59,17 +59,12 @@ TransformerConfig read_transformer(const Reader& r, const Table& t, const std::s
   // Tensor parallelism splits the heads, the key-value groups and the MLP over the ranks
   // (Megatron-LM requires each to divide evenly).
   if (const auto* tp = t.get("tensor_parallel")) {
-    const auto need = [&](std::int64_t value, const char* what) {
-      if (value % m.tensor_parallel != 0) {
-        r.fail(tp->source(), Reader::join(p, "tensor_parallel"),
-               fmt::format("{} does not divide {} = {}: each rank needs whole heads and an equal "
-                           "share of the MLP",
-                           m.tensor_parallel, what, value));
-      }
-    };
-    need(m.heads, "heads");
-    need(m.kv_heads, "kv_heads");
-    need(m.ffn_hidden, "ffn_hidden");
+    if (const auto misfit = tensor_parallel_misfit(m, m.tensor_parallel)) {
+      r.fail(tp->source(), Reader::join(p, "tensor_parallel"),
+             fmt::format("{} does not divide {} = {}: each rank needs whole heads and an equal "
+                         "share of the MLP",
+                         m.tensor_parallel, misfit->what, misfit->value));
+    }
   }
   if (m.sequence_parallel && m.tensor_parallel == 1) {
     r.fail(

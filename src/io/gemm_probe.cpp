@@ -8,6 +8,7 @@
 
 #include "pipetab/error.hpp"
 #include "pipetab/io/table_file.hpp"
+#include "pipetab/numeric.hpp"
 
 namespace pipetab::io {
 
@@ -66,6 +67,12 @@ class Reader {
     const auto [p, ec] = std::from_chars(f.text.data(), end, v);
     if (ec != std::errc{} || p != end || !std::isfinite(v) || v <= 0.0)
       fail(f, "seconds", "expected a positive number of seconds");
+    // 4e-320 (a subnormal) calibrated "successfully" with no effect: no GEMM runs in less than
+    // a nanosecond, so such a time is a unit or export error.
+    if (v < kMinMeasuredSeconds)
+      fail(f, "seconds",
+           fmt::format("expected a measured time of at least {:g} s (a nanosecond)",
+                       kMinMeasuredSeconds));
     return v;
   }
 
@@ -79,6 +86,8 @@ class Reader {
 GemmProbe parse_gemm_probe(std::string_view text, const std::string& file) {
   GemmProbe probe;
   probe.file = file;
+  // A UTF-8 byte-order mark (spreadsheet exports write one), as the other CSV readers accept.
+  text.remove_prefix(detail::byte_order_mark(text));
   int line_number = 0;
   std::size_t start = 0;
   while (start < text.size()) {

@@ -73,49 +73,83 @@ void write_file(const std::string& path, std::string_view text) {
   });
 }
 
-void write_file(const std::string& path, const std::function<void(std::ostream&)>& write) {
+namespace {
+
+// The file a link (a chain of links) names, even one that does not exist yet; `path` if it is
+// no link.
+std::filesystem::path link_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path p = path;
+  std::error_code ec;
+  for (int hops = 0; hops < 40 && fs::is_symlink(p, ec); ++hops) {
+    const fs::path next = fs::read_symlink(p, ec);
+    if (ec) break;
+    p = next.is_absolute() ? next : p.parent_path() / next;
+  }
+  return p;
+}
+
+}  // namespace
+
+bool is_special_file(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  return !ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status) &&
+         !std::filesystem::is_directory(status);
+}
+
+OutputFile::OutputFile(std::string path) : path_(std::move(path)) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  // A link is followed: the file it names is replaced, not the link.
-  fs::path target = fs::is_symlink(path, ec) ? fs::canonical(path, ec) : fs::path(path);
-  if (ec) target = path;
-  // Anything but a regular file (a terminal, /dev/null, a FIFO) is written in place: renaming
-  // over a device would replace the device node.
-  const bool in_place = fs::exists(target, ec) && !fs::is_regular_file(target, ec);
-  // Elsewhere the text goes to a temporary file beside the target, renamed over it at the end,
-  // so that a reader never sees half a file and a failed write leaves the old one intact.
-  const fs::path temporary =
-      in_place ? target
-               : target.parent_path() /
-                     fmt::format(".{}.{}.tmp", target.filename().string(), ::getpid());
+  if (fs::is_directory(path_, ec))
+    throw Error(fmt::format("{}: cannot write: it is a directory", path_));
+  const fs::path target = link_target(path_);
+  target_ = target.string();
+  in_place_ = is_special_file(target_);
+  write_path_ = in_place_ ? target_
+                          : (target.parent_path() /
+                             fmt::format(".{}.{}.tmp", target.filename().string(), ::getpid()))
+                                .string();
+}
+
+OutputFile::~OutputFile() {
+  if (!done_ && !in_place_) {
+    std::error_code ec;
+    std::filesystem::remove(write_path_, ec);
+  }
+}
+
+void OutputFile::commit() {
+  namespace fs = std::filesystem;
+  done_ = true;
+  if (in_place_) return;
+  std::error_code ec;
+  // Keep the replaced file's permissions.
+  if (fs::exists(target_, ec))
+    fs::permissions(write_path_, fs::status(target_, ec).permissions(), ec);
+  fs::rename(write_path_, target_, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(write_path_, ignored);
+    throw Error(fmt::format("{}: cannot write: {}", path_, ec.message()));
+  }
+}
+
+void write_file(const std::string& path, const std::function<void(std::ostream&)>& write) {
+  OutputFile output(path);
   {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    std::ofstream out(output.write_path(), std::ios::binary | std::ios::trunc);
     if (!out) throw Error(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
-    try {
-      write(out);
-    } catch (...) {
-      out.close();
-      if (!in_place) fs::remove(temporary, ec);
-      throw;
-    }
+    write(out);  // if it throws, the temporary goes with `output`
+    errno = 0;
     out.close();
     if (!out) {
       const int error = errno;
-      if (!in_place) fs::remove(temporary, ec);
-      throw Error(fmt::format("{}: write error: {}", path, std::strerror(error)));
+      throw Error(fmt::format("{}: write error: {}", path,
+                              error != 0 ? std::strerror(error) : "the data did not reach it"));
     }
   }
-  if (in_place) return;
-  if (fs::exists(target, ec)) {
-    // Keep the replaced file's permissions.
-    fs::permissions(temporary, fs::status(target, ec).permissions(), ec);
-  }
-  fs::rename(temporary, target, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(temporary, ignored);
-    throw Error(fmt::format("{}: cannot write: {}", path, ec.message()));
-  }
+  output.commit();
 }
 
 TableFile load_table(const std::string& path) {

@@ -510,8 +510,14 @@ double parse_length(const std::string& text, const char* option) {
 }
 
 std::string plot_chart(const io::DataTable& table, const PlotOptions& o, PlotFormat format) {
-  if (!(o.font_scale > 0) || !std::isfinite(o.font_scale))
-    throw Error(fmt::format("plot: --font-scale {}: expected a number above 0", o.font_scale));
+  // 10000 drew text larger than the page and left a blank PDF, with exit 0.
+  constexpr double kMaxFontScale = 10;
+  if (!(o.font_scale > 0 && o.font_scale <= kMaxFontScale)) {
+    throw Error(fmt::format(
+        "plot: --font-scale {}: expected a number above 0 and at most {:g} (larger text leaves "
+        "no room for the panels)",
+        o.font_scale, kMaxFontScale));
+  }
   if (!(o.width >= 0 && o.height >= 0) || !std::isfinite(o.width) || !std::isfinite(o.height))
     throw Error("plot: --width and --height must be positive lengths");
   if (!(o.dpi >= 36 && o.dpi <= 2400))

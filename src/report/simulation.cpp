@@ -85,7 +85,7 @@ nlohmann::json to_json(const SimulationMetrics& m) {
           {"data_parallel", m.data_parallel},
           {"tensor_parallel", m.tensor_parallel},
           {"explicit_costs", m.explicit_costs},
-          {"nodes", m.nodes},
+          {"graph_nodes", m.nodes},
           {"transfers", m.transfers},
           {"events", m.events},
           {"transfer_bytes", m.transfer_bytes}};

@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "pipetab/error.hpp"
+#include "pipetab/io/table_file.hpp"
 
 namespace pipetab {
 namespace {
@@ -314,17 +315,12 @@ std::string chrome_trace(const ScheduleTable& table, const Simulation& sim) {
 
 TraceFileStats write_chrome_trace(const std::string& path, const ScheduleTable& table,
                                   const Simulation& sim) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(path, ec))
-    throw Error(fmt::format("{}: cannot write: it is a directory", path));
-  // A temporary name beside the target (rename within one file system is atomic); the process
-  // id keeps two runs writing the same path from sharing it.
-  const std::string temp = fmt::format("{}.tmp.{}", path, ::getpid());
+  // Written as every output is (io::OutputFile): a link's target, a device or FIFO in place.
+  io::OutputFile output(path);
   struct Closer {
     void operator()(std::FILE* f) const { std::fclose(f); }
   };
-  std::unique_ptr<std::FILE, Closer> file(std::fopen(temp.c_str(), "wb"));
+  std::unique_ptr<std::FILE, Closer> file(std::fopen(output.write_path().c_str(), "wb"));
   if (!file) throw Error(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
   TraceFileStats stats;
   stats.gzip = ends_with(path, ".gz") || ends_with(path, ".GZ");
@@ -351,11 +347,9 @@ TraceFileStats write_chrome_trace(const std::string& path, const ScheduleTable& 
     if (std::fclose(file.release()) != 0) {
       throw Error(fmt::format("{}: write error: {}", path, std::strerror(errno)));
     }
-    fs::rename(temp, path, ec);
-    if (ec) throw Error(fmt::format("{}: cannot write: {}", path, ec.message()));
+    output.commit();
   } catch (...) {
-    file.reset();
-    fs::remove(temp, ec);
+    file.reset();  // closed before `output` removes the temporary
     throw;
   }
   return stats;

@@ -170,6 +170,22 @@ class Lowering {
   // devices, every ring step) before building. At about 135 bytes per node in a whole run the
   // limit still allows tens of GB; it keeps ids valid, not memory small.
   void require_size() const {
+    // Buckets per stage's reduction, bounded by the work they imply: each is a ring of transfers
+    // in the graph, and `--dp-bucket-mb 0.01` on a 70B model took 9 GB and 20 s for 128 ops.
+    if (options_.data_parallel > 1 && options_.iteration.dp_overlap) {
+      double largest = 0.0;
+      for (const auto& w : work_)
+        largest = std::max(largest, w.grad_bytes * options_.collective_scale);
+      const double buckets = std::ceil(largest / options_.iteration.dp_bucket_bytes);
+      if (buckets > kMaxDpBuckets) {
+        throw ParamError(fmt::format(
+            "--dp-bucket-mb {:g}: buckets of {:g} MB split a stage's {:.4g} GB of gradients into "
+            "{:.0f} buckets, over the limit of {} per stage (each is a ring of transfers to "
+            "simulate): use buckets of at least {:.3g} MB",
+            options_.iteration.dp_bucket_bytes / 1e6, options_.iteration.dp_bucket_bytes / 1e6,
+            largest / 1e9, buckets, kMaxDpBuckets, largest / kMaxDpBuckets / 1e6));
+      }
+    }
     std::int64_t dependencies = 0;
     for (const Op& op : t_.ops) {
       for (const Pass& pass : op.passes()) {

@@ -163,7 +163,7 @@ AccuracyReport predict(const Measurements& measurements, const std::optional<Sys
     if (system) {
       p.system = system->name;
     } else if (!systems.contains(p.run.system)) {
-      systems.emplace(p.run.system, io::load_system(p.run.system));
+      systems.emplace(p.run.system, load_run_system(measurements, p.run));
     }
   }
   detail::parallel_for(report.predictions.size(), threads, [&](std::size_t i) {
@@ -186,10 +186,35 @@ AccuracyReport predict(const Measurements& measurements, const std::optional<Sys
   return report;
 }
 
+namespace {
+
+// A cell of the Markdown table: control bytes (an ESC that recolours the terminal, a CR that
+// overwrites the row) as \xNN, and '|' escaped so that it cannot split the row.
+std::string markdown_cell(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else if (c == '|') {
+      out += "\\|";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string accuracy_markdown(const AccuracyReport& r) {
   std::string out = "| run | source | configuration | system | measured | predicted | error |\n";
   out += "|---|---|---|---|---:|---:|---:|\n";
-  for (const auto& p : r.predictions) {
+  for (const auto& prediction : r.predictions) {
+    Prediction p = prediction;
+    p.run.id = markdown_cell(p.run.id);
+    p.run.source = markdown_cell(p.run.source);
+    p.system = markdown_cell(p.system);
     const auto& run = p.run;
     if (!p.failure.empty()) {
       out += fmt::format("| {} | {} | {} | {} | | not predicted: {} | |\n", run.id, run.source,

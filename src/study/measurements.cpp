@@ -6,11 +6,13 @@
 #include "../io/config_reader.hpp"
 #include "../io/toml_reader.hpp"
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
 #include "pipetab/io/table_file.hpp"
 #include "pipetab/model/flops.hpp"
+#include "pipetab/numeric.hpp"
 #include "pipetab/schedules/registry.hpp"
 
 namespace pipetab {
@@ -32,6 +34,9 @@ namespace {
 using io::Reader;
 
 constexpr double kHuge = 1e30;
+// Measured times are at least a nanosecond (numeric.hpp): 4e-320 s, a subnormal, was accepted and
+// then divided into +inf %.
+constexpr double kMinMs = kMinMeasuredSeconds * 1e3;
 
 class MeasurementParser {
  public:
@@ -105,7 +110,18 @@ class MeasurementParser {
     }
     for (std::size_t i = 0; i < array->size(); ++i) {
       const auto path = fmt::format("{}[{}]", key, i);
-      out.runs.push_back(entry(*(*array)[i].as_table(), path, kind));
+      const toml::table& raw = *(*array)[i].as_table();
+      out.runs.push_back(entry(raw, path, kind));
+      // Runs are named by id (accuracy's rows, calibrate --exclude, plan --from-run): a second
+      // entry with the same id was planned and reported as if it were the first.
+      const auto& id = out.runs.back().id;
+      const auto [seen, fresh] = ids_.emplace(id, std::make_pair(path, out.runs.back().line));
+      if (!fresh) {
+        const toml::node* id_node = raw.get("id");
+        r_.fail(id_node != nullptr ? id_node->source() : raw.source(), Reader::join(path, "id"),
+                fmt::format("'{}' is already the id of {} (line {}): ids must be unique", id,
+                            seen->second.first, seen->second.second));
+      }
     }
   }
 
@@ -156,6 +172,7 @@ class MeasurementParser {
     MeasuredRun run;
     run.kind = kind;
     run.line = static_cast<std::int32_t>(raw.source().begin.line);
+    run.path = path;
     const auto id = r_.string(t, path, "id");
     if (!id) r_.fail(raw.source(), Reader::join(path, "id"), "missing");
     run.id = *id;
@@ -191,9 +208,9 @@ class MeasurementParser {
               "measured_iteration_s", "measured_tflops_per_gpu"},
              "layer");
       run.measured_forward_s =
-          r_.number(t, path, "measured_forward_ms", std::nullopt, 0.0, kHuge, true) / 1e3;
+          r_.number(t, path, "measured_forward_ms", std::nullopt, kMinMs, kHuge, false) / 1e3;
       run.measured_backward_s =
-          r_.number(t, path, "measured_backward_ms", std::nullopt, 0.0, kHuge, true) / 1e3;
+          r_.number(t, path, "measured_backward_ms", std::nullopt, kMinMs, kHuge, false) / 1e3;
       return run;
     }
     const auto schedule = r_.string(t, path, "schedule");
@@ -222,10 +239,11 @@ class MeasurementParser {
               "expected exactly one of measured_iteration_s and measured_tflops_per_gpu");
     }
     if (seconds) {
-      run.measured_s = r_.number(t, path, "measured_iteration_s", std::nullopt, 0.0, kHuge, true);
+      run.measured_s = r_.number(t, path, "measured_iteration_s", std::nullopt, kMinMeasuredSeconds,
+                                 kHuge, false);
     } else {
       run.measured_tflops_per_gpu =
-          r_.number(t, path, "measured_tflops_per_gpu", std::nullopt, 0.0, kHuge, true);
+          r_.number(t, path, "measured_tflops_per_gpu", std::nullopt, 1e-9, kHuge, false);
       // Narayanan et al. count an iteration's FLOPs by their Eq. 3 (global batch B sequences).
       const double sequences = static_cast<double>(run.microbatches) *
                                static_cast<double>(m.micro_batch) * l.data_parallel;
@@ -243,7 +261,7 @@ class MeasurementParser {
                       const std::string& path) {
     const auto ms = [&](const char* key) -> std::optional<double> {
       if (t.get(key) == nullptr) return std::nullopt;
-      return r_.number(t, path, key, std::nullopt, 0.0, kHuge, true) / 1e3;
+      return r_.number(t, path, key, std::nullopt, kMinMs, kHuge, false) / 1e3;
     };
     run.stage_layers = r_.integer(t, path, "stage_layers", 1, 1, 1 << 20);
     if (run.stage_layers > run.model.transformer()->layers) {
@@ -286,9 +304,21 @@ class MeasurementParser {
   Reader r_;
   std::string file_;
   std::map<std::string, const toml::table*> models_, defaults_;
+  std::map<std::string, std::pair<std::string, std::int32_t>> ids_;  // id -> entry, its line
 };
 
 }  // namespace
+
+SystemConfig load_run_system(const Measurements& file, const MeasuredRun& run) {
+  std::error_code ec;
+  if (io::preset_text("systems", run.system).empty() && !std::filesystem::exists(run.system, ec)) {
+    throw Error(fmt::format(
+        "{}:{}: {}.system: '{}' is no system preset and no such file "
+        "(presets: {}; a path is relative to the runs file's folder)",
+        file.file, run.line, run.path, run.system, fmt::join(io::system_presets(), ", ")));
+  }
+  return io::load_system(run.system);
+}
 
 Measurements parse_measurements(std::string_view text, const std::string& file) {
   return MeasurementParser(text, file).parse();

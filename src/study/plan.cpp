@@ -90,11 +90,10 @@ namespace {
 void check(const PlanRequest& request, Checked& c) {
   const Layout& l = c.layout;
   const auto& m = *request.model.transformer();
-  const std::int64_t kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
-  if (m.heads % l.tensor_parallel != 0 || kv % l.tensor_parallel != 0) {
-    c.reason = "tensor parallel: does not divide the attention heads";
-    c.detail =
-        fmt::format("{} heads ({} key-value heads) over TP {}", m.heads, kv, l.tensor_parallel);
+  // The model reader's rule (tensor_parallel_misfit): a layout it would refuse is never ranked.
+  if (const auto misfit = tensor_parallel_misfit(m, l.tensor_parallel)) {
+    c.reason = "tensor parallel: does not divide the heads, key-value heads and MLP evenly";
+    c.detail = fmt::format("{} = {} over TP {}", misfit->what, misfit->value, l.tensor_parallel);
     return;
   }
   if (request.lowering.runtime == Runtime::Megatron && l.schedule != "1f1b" &&
@@ -180,12 +179,17 @@ Enumeration enumerate(const PlanRequest& r) {
     schedules.emplace_back(kAuthorsV, nullptr);
   } else {
     for (const auto& name : s.schedules) {
+      std::pair<std::string_view, const ScheduleInfo*> entry{kAuthors, nullptr};
       if (name == kAuthors || name == kAuthorsV) {
-        schedules.emplace_back(name == kAuthors ? kAuthors : kAuthorsV, nullptr);
+        entry.first = name == kAuthors ? kAuthors : kAuthorsV;
       } else {
         const auto& info = find_schedule(name);
-        schedules.emplace_back(info.name, &info);
+        entry = {info.name, &info};
       }
+      // A schedule named twice (zb-authors,zb-authors) is planned once: twice ranked the same
+      // layouts twice.
+      if (std::find(schedules.begin(), schedules.end(), entry) == schedules.end())
+        schedules.push_back(entry);
     }
   }
   // With one stage every schedule runs each microbatch's forward and backward in turn; PP 1 tries
@@ -302,6 +306,23 @@ PlanResult plan(const PlanRequest& request) {
         fmt::format("plan: --global-batch {} must be at least 1", request.global_batch));
   }
   if (request.top < 1) throw ParamError("plan: --top must be at least 1");
+  // A size below 1 was skipped without a word, and the plan then reported "no layout".
+  const auto sizes = [](const std::vector<std::int64_t>& values, const char* option,
+                        const char* what) {
+    for (const auto v : values) {
+      if (v < 1) {
+        throw ParamError(fmt::format("plan: {} {}: {} must be at least 1", option, v, what));
+      }
+    }
+  };
+  sizes(request.space.tensor_parallel, "--tp", "a tensor-parallel size");
+  sizes(request.space.pipeline_parallel, "--pp", "a pipeline-parallel size");
+  sizes(request.space.micro_batch, "--micro-batch", "a micro-batch size");
+  sizes(request.space.chunks, "--chunks", "a chunk count");
+  const auto* m = request.model.transformer();
+  if (m->seq_len < 1) {
+    throw ParamError(fmt::format("plan: --seq-len {} must be at least 1", m->seq_len));
+  }
   if (!(request.memory_reserve >= 0 && request.memory_reserve < 1)) {
     throw ParamError(
         fmt::format("plan: --memory-reserve {} must be in [0, 1)", request.memory_reserve));
@@ -340,9 +361,13 @@ PlanResult plan(const PlanRequest& request) {
     r.count += count;
     result.rejected += count;
   };
+  // The layouts refused before they are built are layouts too: "228 layouts: 229 rejected"
+  // counted them among the rejected only.
   if (request.shard == 1) {
-    for (const auto& [reason, v] : e.early)
+    for (const auto& [reason, v] : e.early) {
       reject(reason, v.second, v.first);
+      result.layouts += v.first;
+    }
   }
 
   // Phase 1: every layout built, lowered, bounded and checked against the memory, in blocks so
@@ -352,7 +377,9 @@ PlanResult plan(const PlanRequest& request) {
     const std::size_t n = std::min(kBlock, layouts.size() - b);
     detail::parallel_for(n, request.threads,
                          [&](std::size_t i) { check(request, layouts[b + i]); });
-    if (request.progress) request.progress(1, static_cast<std::int64_t>(b + n), result.layouts);
+    if (request.progress)
+      request.progress(1, static_cast<std::int64_t>(b + n),
+                       static_cast<std::int64_t>(layouts.size()));
   }
   std::vector<const Checked*> fitting;
   for (const auto& c : layouts) {
@@ -542,7 +569,7 @@ void plan_from_run(PlanRequest& q, const std::string& file, const std::string& i
   }
   const auto& m = *run->model.transformer();
   q.model = run->model;
-  q.system = io::load_system(run->system);
+  q.system = load_run_system(runs, *run);
   q.lowering = run->lowering;
   Layout l;
   l.tensor_parallel = m.tensor_parallel;

@@ -225,16 +225,15 @@ MemoryLimit parse_memory_limit(const std::string& text) {
         "(e.g. 80GB, 80GiB, 512MB, 8e10B), greater than 0",
         text));
   };
-  const char* begin = text.c_str();
-  char* end = nullptr;
-  const double number = std::strtod(begin, &end);
-  if (end == begin || !std::isfinite(number) || number <= 0) return fail();
+  double number = 0;
+  const std::size_t read = parse_number_prefix(text, number);
+  if (read == 0 || !std::isfinite(number) || number <= 0) return fail();
   // 1e300GB used to be called "not positive": name the real fault, a number too large.
   const auto too_large = [&text](double largest, const char* unit) -> MemoryLimit {
     throw ParamError(
         fmt::format("--memory-limit {}: too large (at most {:g} {})", text, largest, unit));
   };
-  std::string unit(end);
+  std::string unit = text.substr(read);
   unit.erase(0, unit.find_first_not_of(' '));
   // Limits beyond every device's memory mean "no limit"; anything up to these is accepted and
   // anything above is an error rather than an infinity: 2^31 M_a, and 1 EB (10^18 bytes).
@@ -315,6 +314,11 @@ TuneResult tune(const TuneRequest& request) {
   }
   if (!(request.limit.value > 0) || !std::isfinite(request.limit.value)) {
     throw ParamError("tune: the memory limit must be a positive number");
+  }
+  // NaN passes every comparison-based bound and turns the memory accounting into NaN.
+  if (!(request.memory.input_grad_frees >= 0.0 && request.memory.input_grad_frees <= 1.0)) {
+    throw ParamError(fmt::format("tune: input_grad_frees = {}: must be a fraction from 0 to 1",
+                                 request.memory.input_grad_frees));
   }
   require_supported(request.setup.system, request.setup.lowering);
   return Search(request).run();

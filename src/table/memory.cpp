@@ -2,6 +2,10 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "pipetab/error.hpp"
+
 namespace pipetab {
 namespace {
 
@@ -79,6 +83,11 @@ class LiveMemory {
 }  // namespace
 
 std::vector<double> activation_peaks(const ScheduleTable& table, const MemoryOptions& options) {
+  // NaN passes every comparison-based bound and made every peak NaN.
+  if (!(options.input_grad_frees >= 0.0 && options.input_grad_frees <= 1.0)) {
+    throw ParamError(fmt::format("input_grad_frees = {}: must be a fraction from 0 to 1",
+                                 options.input_grad_frees));
+  }
   std::vector<double> peaks(static_cast<std::size_t>(table.devices), 0.0);
   for (std::int32_t d = 0; d < table.devices; ++d) {
     LiveMemory live(table, options);

@@ -63,4 +63,22 @@ struct TransformerConfig {
   double optimizer_bytes_per_param = 12.0;  ///< fp32 master weights + Adam moments
 };
 
+/// Tensor parallelism splits the heads, the key-value groups and the MLP over its ranks, and
+/// Megatron-LM requires each to divide evenly: the first of them `tp` does not divide, as
+/// {"heads", 32}, or nullopt if it divides all. The model reader (tensor_parallel = ) and
+/// `plan` (its TP candidates) apply this one rule.
+struct TensorParallelMisfit {
+  std::string_view what;
+  std::int64_t value;
+};
+constexpr std::optional<TensorParallelMisfit> tensor_parallel_misfit(const TransformerConfig& m,
+                                                                     std::int64_t tp) {
+  const std::int64_t kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
+  if (tp < 1) return TensorParallelMisfit{"heads", m.heads};
+  if (m.heads % tp != 0) return TensorParallelMisfit{"heads", m.heads};
+  if (kv % tp != 0) return TensorParallelMisfit{"kv_heads", kv};
+  if (m.ffn_hidden % tp != 0) return TensorParallelMisfit{"ffn_hidden", m.ffn_hidden};
+  return std::nullopt;
+}
+
 }  // namespace pipetab

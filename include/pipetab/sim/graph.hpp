@@ -22,6 +22,9 @@ inline constexpr std::int32_t kMaxDataParallel = 65536;
 /// Most nodes of an execution graph (ops and transfers): node ids are 32-bit. A run takes about
 /// 135 bytes per node, so graphs near the limit need tens of GB.
 inline constexpr std::int64_t kMaxGraphNodes = std::int64_t{1} << 28;
+/// Gradient buckets per stage's data-parallel reduction (dp_overlap): Megatron-LM's default
+/// 25 MB buckets make a few thousand for the largest stages; more are a unit error.
+inline constexpr std::int64_t kMaxDpBuckets = 16384;
 
 /// What a transfer carries.
 enum class TransferKind : std::uint8_t {

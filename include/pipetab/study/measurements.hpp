@@ -46,6 +46,7 @@ struct MeasuredRun {
   std::optional<double> measured_p2p_s;  ///< one activation to the next stage
   bool p2p_across_nodes = false;         ///< that send crosses nodes (p2p = "inter")
   std::int32_t line = 0;                 ///< where the entry starts in its file
+  std::string path;                      ///< the entry in its file's terms: "run[1]"
 };
 
 struct Measurements {
@@ -62,6 +63,10 @@ Measurements parse_measurements(std::string_view text, const std::string& file);
 /// The built-in runs by name ("published-runs": data/published-runs.toml, compiled in), or else
 /// a file by path.
 Measurements load_measurements(const std::string& name_or_path);
+
+/// The system `run` names, loaded. Throws Error "FILE:LINE: run[1].system: ..." (the file's
+/// terms, not an option's) if it is no preset and no file.
+SystemConfig load_run_system(const Measurements& file, const MeasuredRun& run);
 
 /// "iteration", "layer" or "profile".
 const char* to_string(MeasurementKind kind);
