@@ -231,7 +231,9 @@ TEST(Interleaved, DefaultGroupSizeAlwaysRuns) {
         EXPECT_EQ(r.note, "") << S << " " << M;
       } else {
         EXPECT_NE(r.note.find("--group-size " + std::to_string(g)), std::string::npos) << r.note;
-        if (M % rounds == 0) EXPECT_EQ(g, M / rounds) << S << " " << M;
+        if (M % rounds == 0) {
+          EXPECT_EQ(g, M / rounds) << S << " " << M;
+        }
       }
       // The rules hold for the chosen g (the generator would refuse otherwise) ...
       EXPECT_NO_THROW(test::make("interleaved", params(S, M, 2))) << S << " " << M;
