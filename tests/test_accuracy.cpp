@@ -83,7 +83,7 @@ TEST(Measurements, ErrorsNameFileLineAndKey) {
             "runs.toml:7:1: key 'run[0]': expected exactly one of measured_iteration_s and "
             "measured_tflops_per_gpu");
   EXPECT_EQ(error_of(kModel + run + "measured_iteration_s = -1.0\n"),
-            "runs.toml:14:24: key 'run[0].measured_iteration_s': -1 is out of range (above 0 .. "
+            "runs.toml:14:24: key 'run[0].measured_iteration_s': -1 is out of range (1e-09 .. "
             "1e+30)");
   EXPECT_EQ(error_of(kModel + run + "measured_iteration_s = 1.0\ncolour = 3\n"),
             "runs.toml:15:1: key 'run[0].colour': unknown key (expected: id, source, defaults, "

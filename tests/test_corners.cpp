@@ -187,7 +187,9 @@ TEST_F(Corners, PlanAppliesTheModelReadersRules) {
 
 TEST_F(Corners, PlanCountsEveryLayoutItRejects) {
   const auto r = run("plan --model gpt3-1.3b --system dgx-a100 --gpus 7 --global-batch 8 --top 1");
-  ASSERT_EQ(r.code, 0) << r.err;
+  // No layout runs (24 layers over PP 7, 8 sequences over DP 7): exit 2 after the counts.
+  ASSERT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("plan: no layout of 7 GPUs fits and runs"), std::string::npos) << r.err;
   // "N layouts: R rejected, P pruned ..., S simulated": R + P + S = N.
   long layouts = 0, rejected = 0, pruned = 0, simulated = 0;
   const auto at = r.out.find("layouts: ");
@@ -292,10 +294,12 @@ TEST_F(Corners, ErrorsInTheFilesTerms) {
   EXPECT_EQ(r.err.find("--system"), std::string::npos) << r.err;
   // Tiny efficiencies: the system file and the key.
   file("tiny.toml",
-       "preset = \"dgx-a100\"\nname = \"tiny\"\n[network.intra]\nlatency_s = 1e-6\n"
-       "bandwidth = 3e11\ncollective_efficiency = 1e-300\n");
+       "name = \"tiny\"\n[device]\npreset = \"dgx-a100\"\n[network]\ntopology = \"switched\"\n"
+       "devices_per_node = 8\n[network.intra]\nlatency_s = 1e-6\nbandwidth = 3e11\n"
+       "collective_efficiency = 1e-300\n[network.inter]\nlatency_s = 1e-6\nbandwidth = 3e10\n");
   expect_error("simulate 1f1b -S 2 -M 4 --system tiny.toml",
-               "key 'network.intra.collective_efficiency': 1e-300 leaves");
+               "tiny.toml:10:25: key 'network.intra.collective_efficiency': 1e-300 leaves 3e-289 "
+               "B/s of the link's 3e+11 B/s: expected at least 1 B/s");
 }
 
 TEST_F(Corners, TheGemmProbeReaderTakesAByteOrderMark) {
