@@ -13,7 +13,8 @@ The version is CMake's project version (CMakeLists.txt), the other metadata pypr
 one the module was built for (checked by the module's file name).
 
 As a PEP 517 backend (pyproject.toml), `build_wheel` configures and builds with CMake, its output
-streamed (`pip install -v ./python` shows it as it comes), in build-pip/cmake of the repository,
+streamed (`pip install -v ./python` shows it as it comes), in build-pip/<interpreter> (e.g.
+build-pip/cpython-311-1a2b3c4d) of the repository,
 or in the CMake build folder given by `--config-settings=build-dir=PATH` (or the environment's
 PIPETAB_BUILD_DIR), e.g. the README's build/: then only what changed is compiled.
 
@@ -172,13 +173,16 @@ def _run(command: list[str]) -> None:
 def build_module(build_dir: str | None = None) -> pathlib.Path:
     """Builds the target pipetab_python for this interpreter; returns the module's path. With
     `build_dir`, an existing CMake build folder is reused as configured (only what changed is
-    compiled); without, build-pip/cmake of the repository (configured on first use)."""
+    compiled); without, build-pip/<interpreter> of the repository (configured on first use)."""
     if build_dir:
         build = pathlib.Path(build_dir).resolve()
         if not (build / "CMakeCache.txt").exists():
             raise SystemExit(f"build-dir {build}: not a configured CMake build folder")
     else:
-        build = REPOSITORY / "build-pip" / "cmake"
+        # One folder per interpreter (cpython-311-<its prefix's hash>): switching Pythons, e.g.
+        # Debian's and pyenv's 3.11, never reuses a build configured for another.
+        prefix = hashlib.sha256(os.path.realpath(sys.base_prefix).encode()).hexdigest()[:8]
+        build = REPOSITORY / "build-pip" / f"{sys.implementation.cache_tag}-{prefix}"
         configure = [
             "cmake", "-S", str(REPOSITORY), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
             "-DPIPETAB_TESTS=OFF", "-DPIPETAB_BENCH=OFF", "-DPIPETAB_PYTHON=ON",

@@ -1179,10 +1179,12 @@ def list_schedules() -> list[dict]:
 
 
 def model_presets() -> list[str]:
+    """The names of the built-in model presets (``--model NAME``; configs/models/)."""
     return list(_core.model_presets())
 
 
 def system_presets() -> list[str]:
+    """The names of the built-in system presets (``--system NAME``; configs/systems/)."""
     return list(_core.system_presets())
 
 

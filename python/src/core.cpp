@@ -311,25 +311,24 @@ struct SimulationRun {
 };
 
 std::shared_ptr<SimulationRun> simulate(const std::shared_ptr<Table>& t, const SimArgs& a) {
-  auto run = std::make_shared<SimulationRun>();
-  run->table = t;
   py::gil_scoped_release release;
   auto setup = setup_of(a);
   setup.options.record_memory = true;  // the trace's memory counters, as `simulate --trace`
-  run->simulation = simulate_table(
+  auto simulation = simulate_table(
       t->table, setup, t->params ? std::string_view(t->params->schedule) : std::string_view());
-  run->json = simulation_json(t->table, run->simulation).dump(2);
-  run->title = fmt::format("{} on {} ({}), S={} M={}", t->name, setup.system.name,
-                           setup.model.name, t->table.devices, t->table.microbatches);
-  return run;
+  auto json = simulation_json(t->table, simulation).dump(2);
+  auto title = fmt::format("{} on {} ({}), S={} M={}", t->name, setup.system.name, setup.model.name,
+                           t->table.devices, t->table.microbatches);
+  return std::make_shared<SimulationRun>(
+      SimulationRun{t, std::move(simulation), std::move(title), std::move(json)});
 }
 
 // The simulated start (or end) of every table op, in the table's op order.
 py::array_t<double> op_times(const SimulationRun& run, bool end) {
   const auto& times = end ? run.simulation.result.end : run.simulation.result.start;
   const auto n = static_cast<std::size_t>(run.simulation.graph.table_ops);
-  return to_array(std::vector<double>(times.begin(),
-                                      times.begin() + static_cast<std::ptrdiff_t>(n)));
+  return to_array(
+      std::vector<double>(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(n)));
 }
 
 // `simulate --svg`: refused (Error) past kMaxSvgOps, as the command refuses it.
@@ -808,12 +807,11 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("op_start", [](const SimulationRun& r) { return op_times(r, false); })
       .def_property_readonly("op_end", [](const SimulationRun& r) { return op_times(r, true); })
       .def("svg", &run_svg, py::arg("title") = std::nullopt)
-      .def(
-          "trace",
-          [](const SimulationRun& r) {
-            py::gil_scoped_release release;
-            return chrome_trace(r.table->table, r.simulation);
-          })
+      .def("trace",
+           [](const SimulationRun& r) {
+             py::gil_scoped_release release;
+             return chrome_trace(r.table->table, r.simulation);
+           })
       .def("write_trace", &run_write_trace, py::arg("path"));
   m.def("simulate", &simulate, py::arg("table"), py::arg("args"));
   m.def(
