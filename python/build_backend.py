@@ -175,7 +175,9 @@ def build_module(build_dir: str | None = None) -> pathlib.Path:
     `build_dir`, an existing CMake build folder is reused as configured (only what changed is
     compiled); without, build-pip/<interpreter> of the repository (configured on first use)."""
     if build_dir:
-        build = pathlib.Path(build_dir).resolve()
+        # Relative to where the command was typed: pip runs the hooks in python/, but the shell's
+        # PWD comes through the environment.
+        build = pathlib.Path(os.environ.get("PWD", os.getcwd()), build_dir).resolve()
         if not (build / "CMakeCache.txt").exists():
             raise SystemExit(f"build-dir {build}: not a configured CMake build folder")
     else:
