@@ -14,6 +14,7 @@ tune, plan) release the GIL, and Ctrl-C stops sweep, tune, plan and compare with
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import os
@@ -25,10 +26,13 @@ import numpy as np
 from . import _core
 from ._core import Error, ParamError, ParseError
 
+__version__: str = _core.__version__  # CMake's project version, as `pipetab --version`
+
 for _error in (Error, ParamError, ParseError):
     _error.__module__ = __name__  # shown as pipetab.Error in tracebacks
 
 __all__ = [
+    "__version__",
     "Error",
     "ParamError",
     "ParseError",
@@ -80,6 +84,50 @@ def _arrays(section: Any) -> Any:
             return np.array([math.nan if v is None else v for v in section], dtype=float)
         return [_arrays(v) for v in section]
     return section
+
+
+PathLike = Union[str, "os.PathLike[str]"]
+#: A model or system: a preset name, a TOML file's path, or a dict in the file's layout.
+Config = Union[str, "os.PathLike[str]", Mapping[str, Any]]
+#: Table-level costs: a string such as ``"F=1,B=2"`` or a dict such as ``{"F": 1, "B": 2}``.
+CostsLike = Union[None, str, Mapping[str, float]]
+
+
+# ------------------------------------------------------------------------------------------------
+# Representations: one line for repr(), a table for notebooks (_repr_html_)
+
+
+def _seconds(value: Optional[float]) -> str:
+    if value is None:
+        return "-"
+    if value != 0 and abs(value) < 1e-3:
+        return f"{value * 1e6:.4g} µs"
+    if abs(value) < 1:
+        return f"{value * 1e3:.4g} ms"
+    return f"{value:.4g} s"
+
+
+def _bytes(value: Optional[float]) -> str:
+    if value is None:
+        return "-"
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(value) >= size:
+            return f"{value / size:.3g} {unit}"
+    return f"{value:.0f} B"
+
+
+def _ratio(value: Optional[float]) -> str:
+    return "-" if value is None else f"{100 * value:.2f} %"
+
+
+def _html_table(title: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A small HTML table (escaped), as notebooks show results."""
+    cells = lambda tag, row: "".join(f"<{tag}>{html.escape(str(v))}</{tag}>" for v in row)
+    body = "".join(f"<tr>{cells('td', row)}</tr>" for row in rows)
+    return (
+        f"<div class=\"pipetab\"><b>{html.escape(title)}</b>"
+        f"<table><thead><tr>{cells('th', header)}</tr></thead><tbody>{body}</tbody></table></div>"
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -138,8 +186,8 @@ def _costs(costs: Union[None, str, Mapping[str, float]]) -> Optional[str]:
 
 def _sim_args(
     *,
-    system: Union[str, os.PathLike, Mapping[str, Any]] = "balanced",
-    model: Union[str, os.PathLike, Mapping[str, Any]] = "llama2-7b",
+    system: Config = "balanced",
+    model: Optional[Config] = None,
     dp: int = 1,
     contention: bool = True,
     blocking_send: bool = False,
@@ -160,7 +208,7 @@ def _sim_args(
         args.system = os.fspath(system)
     if isinstance(model, Mapping):
         args.model_text = _toml(model, "model")
-    else:
+    elif model is not None:  # None: the command's default model preset
         args.model = os.fspath(model)
     args.data_parallel = dp
     args.contention = contention
@@ -211,6 +259,13 @@ class Table:
             f"<pipetab.Table {self.name!r}: {self.devices} devices, {self.stages} stages, "
             f"{self.microbatches} microbatches, {self.num_ops} ops>"
         )
+
+    def _repr_html_(self) -> str:
+        rows = [("devices", self.devices), ("stages", self.stages),
+                ("microbatches", self.microbatches), ("pipelines", self.pipelines),
+                ("ops", self.num_ops), ("file", self.path or "-"),
+                ("params", json.dumps(self.params) if self.params is not None else "-")]
+        return _html_table(f"pipetab.Table {self.name}", ["", ""], rows)
 
     def same_schedule(self, other: "Table") -> bool:
         """Same sizes, placement and per-device orders."""
@@ -321,8 +376,19 @@ class _Result:
     def to_json(self, indent: Optional[int] = 2) -> str:
         return json.dumps(self._data, indent=indent)
 
+    def _summary(self) -> str:
+        return ""
+
     def __repr__(self) -> str:
-        return f"<pipetab.{type(self).__name__}>"
+        summary = self._summary()
+        return f"<pipetab.{type(self).__name__}{' ' + summary if summary else ''}>"
+
+    def _html_rows(self) -> tuple[Sequence[str], list[Sequence[Any]]]:
+        return ["key", "value"], [(k, v) for k, v in self._data.items() if not isinstance(v, (dict, list))]
+
+    def _repr_html_(self) -> str:
+        header, rows = self._html_rows()
+        return _html_table(f"pipetab.{type(self).__name__} {self._summary()}".strip(), header, rows)
 
 
 class ValidationReport(_Result):
@@ -334,6 +400,16 @@ class ValidationReport(_Result):
 
     def __bool__(self) -> bool:
         return self.valid
+
+    def _summary(self) -> str:
+        n = self.issue_count
+        return f"{self._data.get('file', '')}: " + (
+            "valid" if self.valid else f"invalid, {n} issue{'' if n == 1 else 's'}"
+        )
+
+    def _html_rows(self):
+        columns = ["location", "device", "position", "op", "message"]
+        return columns, [[issue.get(c, "") for c in columns] for issue in self._data["issues"]]
 
     def to_pandas(self):
         return _pandas().DataFrame(
@@ -357,6 +433,24 @@ def validate(path: Union[str, os.PathLike], max_issues: int = 50, check: bool = 
 
 # ------------------------------------------------------------------------------------------------
 # Evaluation
+
+_SIMULATION_KEYWORDS = """
+
+The simulation keywords mirror the command's flags:
+
+- ``system``: a system preset name, a TOML file's path, or a dict (default ``"balanced"``)
+- ``model``: a model preset name, a TOML file's path, or a dict; None is the command's default
+- ``dp``: data-parallel replicas (``--dp``)
+- ``contention``: links shared by concurrent transfers (False is ``--no-contention``)
+- ``blocking_send``: a send occupies its sender until received (``--blocking-send``)
+- ``runtime``: ``"auto"`` (None: each table's own), ``"async"``, ``"megatron"`` or ``"pytorch"``
+- ``tp_overlap``: ``"none"``, ``"backward"`` or ``"all"``
+- ``optimizer``: simulate the optimizer step (False is ``--no-optimizer``)
+- ``dp_overlap``, ``dp_bucket_mb``, ``distributed_optimizer``: the gradient reduction
+- ``overheads``: per-kernel host overheads (False is ``--no-overheads``)
+- ``costs``: table-level costs, ``"F=1,B=2"`` or ``{"F": 1, "B": 2}`` (seconds when simulating)
+- ``input_grad_frees``: the fraction of a stage's activations its input-gradient pass frees
+"""
 
 
 def _subject(subject: Union[str, os.PathLike, Table], shape: dict) -> Table:
@@ -391,9 +485,43 @@ class Analysis(_Result):
     table = property(lambda self: _arrays(self._data["table"]))
     simulation = property(lambda self: _arrays(self._data["simulation"]))
 
+    def _summary(self) -> str:
+        p, table = self._data["params"], self._data["table"]
+        formula, simulation = self._data.get("formula") or {}, self._data.get("simulation")
+        text = (
+            f"{self.schedule} S={p['devices']} M={p['microbatches']}: bubble "
+            f"{_ratio(table['bubble_ratio'])} (formula {_ratio(formula.get('bubble_ratio'))}), "
+            f"makespan {table['makespan']:.4g}"
+        )
+        if simulation:
+            text += (
+                f", simulated {_seconds(simulation['runtime_s'])} on {simulation['system']} "
+                f"({simulation['model']})"
+            )
+        return text
+
+    def _html_rows(self):
+        formula, table = self._data.get("formula") or {}, self._data["table"]
+        simulation = self._data.get("simulation") or {}
+        rows = [
+            ("formula", "bubble ratio", _ratio(formula.get("bubble_ratio"))),
+            ("formula", "peak activation (M_a)", formula.get("peak_activation", "-")),
+            ("table", "makespan", f"{table['makespan']:.6g}"),
+            ("table", "bubble ratio", _ratio(table["bubble_ratio"])),
+            ("table", "peak activation (M_a)", table["peak_activation_max"]),
+        ]
+        if simulation:
+            rows += [
+                ("simulation", "runtime", _seconds(simulation["runtime_s"])),
+                ("simulation", "idle ratio", _ratio(simulation["idle_ratio"])),
+                ("simulation", "peak memory per device", _bytes(simulation["peak_memory_max_bytes"])),
+                ("simulation", "system (model)", f"{simulation['system']} ({simulation['model']})"),
+            ]
+        return ["level", "quantity", "value"], rows
+
 
 def analyze(
-    subject: Union[str, os.PathLike, Table],
+    subject: Union[str, "os.PathLike[str]", Table],
     devices: Optional[int] = None,
     microbatches: Optional[int] = None,
     *,
@@ -403,27 +531,56 @@ def analyze(
     variant: Optional[str] = None,
     split: Optional[str] = None,
     memory_curves: bool = False,
-    **simulation: Any,
+    system: Config = "balanced",
+    model: Optional[Config] = None,
+    dp: int = 1,
+    contention: bool = True,
+    blocking_send: bool = False,
+    runtime: Optional[str] = None,
+    tp_overlap: str = "backward",
+    optimizer: bool = True,
+    dp_overlap: bool = False,
+    dp_bucket_mb: float = 25.0,
+    distributed_optimizer: bool = False,
+    overheads: bool = True,
+    costs: CostsLike = None,
+    input_grad_frees: float = 0.0,
 ) -> Analysis:
-    """``pipetab analyze``: a schedule name (generated at devices × microbatches, default 8 × 8),
-    a Table, or a pathlib.Path of a table file. Simulation keywords: system, model (preset name,
-    file path or dict), dp, contention, blocking_send, runtime, tp_overlap, optimizer,
-    dp_overlap, dp_bucket_mb, distributed_optimizer, overheads, costs, input_grad_frees."""
+    """``pipetab analyze``: one schedule at the formula, table and simulation levels.
+
+    ``subject`` is a schedule name (generated at ``devices`` × ``microbatches``, default 8 × 8,
+    with ``chunks``, ``waves``, ``group_size``, ``variant``, ``split`` as ``pipetab show``), a
+    :class:`Table`, or a ``pathlib.Path`` of a table file. ``memory_curves`` adds each device's
+    activation curve to ``result.table``."""
     table = _subject(subject, dict(devices=devices, microbatches=microbatches, chunks=chunks,
                                    waves=waves, group_size=group_size, variant=variant, split=split))
-    args = _sim_args(**simulation)
+    args = _sim_args(
+        system=system, model=model, dp=dp, contention=contention, blocking_send=blocking_send,
+        runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer, dp_overlap=dp_overlap,
+        dp_bucket_mb=dp_bucket_mb, distributed_optimizer=distributed_optimizer,
+        overheads=overheads, costs=costs, input_grad_frees=input_grad_frees,
+    )
     return Analysis(json.loads(_core.analyze(table._core, args, bool(memory_curves))))
+
+
+analyze.__doc__ += _SIMULATION_KEYWORDS
 
 
 class Simulation(_Result):
     """``pipetab simulate --format json``, with the simulated ``op_start``/``op_end`` of every
-    table op (NumPy, in the table's op order) and the table itself."""
+    table op (NumPy, in the table's op order), the table itself, and the run's pictures: a Chrome
+    trace (:meth:`write_trace`, :meth:`trace`) and an SVG timeline (:meth:`svg`,
+    :meth:`write_svg`), as ``simulate --trace`` and ``--svg`` write them."""
 
-    def __init__(self, data: dict, table: Table, start: np.ndarray, end: np.ndarray):
-        super().__init__(data)
+    # A notebook shows the timeline inline up to this many ops (the SVG grows with them).
+    HTML_TIMELINE_MAX_OPS = 4000
+
+    def __init__(self, run: _core.SimulationRun, table: Table):
+        super().__init__(json.loads(run.json))
+        self._run = run
         self.table = table
-        self.op_start = start
-        self.op_end = end
+        self.op_start: np.ndarray = run.op_start
+        self.op_end: np.ndarray = run.op_end
 
     runtime_s = property(lambda self: self._data["runtime_s"], doc="the iteration, seconds")
     links = property(lambda self: list(self._data["links"]))
@@ -445,9 +602,67 @@ class Simulation(_Result):
         frame["end"] = self.op_end
         return frame
 
+    def trace(self) -> dict:
+        """The Chrome Trace Event object (``traceEvents``) that :meth:`write_trace` writes."""
+        return json.loads(self._run.trace())
+
+    def write_trace(self, path: PathLike) -> dict:
+        """Writes the Chrome trace as ``pipetab simulate --trace PATH`` does (gzip-compressed when
+        the path ends in .gz; open it in ui.perfetto.dev or chrome://tracing). Returns
+        ``events``, ``json_bytes`` and ``file_bytes``; a trace too large for chrome://tracing
+        draws a warning."""
+        events, json_bytes, file_bytes = self._run.write_trace(os.fspath(path))
+        return {"events": events, "json_bytes": json_bytes, "file_bytes": file_bytes}
+
+    def svg(self, title: Optional[str] = None) -> str:
+        """The SVG timeline ``pipetab simulate --svg`` writes: a lane per device, transfers,
+        collectives and a time axis. ``title`` defaults to the command's ("NAME on SYSTEM (MODEL),
+        S=.. M=.."). Raises Error past the command's limit on ops."""
+        return self._run.svg(title)
+
+    def write_svg(self, path: PathLike, title: Optional[str] = None) -> None:
+        """Writes :meth:`svg` to ``path``."""
+        text = self.svg(title)
+        with open(os.fspath(path), "w", encoding="utf-8", newline="") as file:
+            file.write(text)
+
+    def _summary(self) -> str:
+        d = self._data
+        text = (
+            f"{self.table.name} S={self.table.devices} M={self.table.microbatches} on "
+            f"{d['system']} ({d['model']}): {_seconds(d['runtime_s'])}, idle {_ratio(d['idle_ratio'])}, "
+            f"peak {_bytes(d['peak_memory_max_bytes'])} per device"
+        )
+        if any(d.get("over_capacity") or ()):
+            text += f" (over the {_bytes(d['memory_capacity_bytes'])} of a device)"
+        return text
+
+    def _html_rows(self):
+        d = self._data
+        breakdown = d.get("breakdown") or {}
+        rows = [
+            ("runtime", _seconds(d["runtime_s"])),
+            ("pipeline end", _seconds(d["pipeline_end_s"])),
+            ("tokens per second", "-" if d.get("tokens_per_s") is None else f"{d['tokens_per_s']:.4g}"),
+            ("MFU", _ratio(d.get("mfu"))),
+            ("idle ratio", _ratio(d["idle_ratio"])),
+            ("peak memory per device", _bytes(d["peak_memory_max_bytes"])),
+            ("device memory", _bytes(d["memory_capacity_bytes"])),
+            ("runtime model", d["runtime"]),
+        ]
+        rows += [(f"breakdown: {key}", _seconds(value)) for key, value in breakdown.items()
+                 if isinstance(value, (int, float))]
+        return ["quantity", "value"], rows
+
+    def _repr_html_(self) -> str:
+        text = super()._repr_html_()
+        if self.table.num_ops <= self.HTML_TIMELINE_MAX_OPS:
+            text += f"<div>{self.svg()}</div>"
+        return text
+
 
 def simulate(
-    subject: Union[str, os.PathLike, Table],
+    subject: Union[str, "os.PathLike[str]", Table],
     devices: Optional[int] = None,
     microbatches: Optional[int] = None,
     *,
@@ -456,20 +671,98 @@ def simulate(
     group_size: Optional[int] = None,
     variant: Optional[str] = None,
     split: Optional[str] = None,
-    **simulation: Any,
+    system: Config = "balanced",
+    model: Optional[Config] = None,
+    dp: int = 1,
+    contention: bool = True,
+    blocking_send: bool = False,
+    runtime: Optional[str] = None,
+    tp_overlap: str = "backward",
+    optimizer: bool = True,
+    dp_overlap: bool = False,
+    dp_bucket_mb: float = 25.0,
+    distributed_optimizer: bool = False,
+    overheads: bool = True,
+    costs: CostsLike = None,
+    input_grad_frees: float = 0.0,
+    trace: Optional[PathLike] = None,
+    svg: Optional[PathLike] = None,
 ) -> Simulation:
-    """``pipetab simulate``: the subject and keywords of :func:`analyze`."""
+    """``pipetab simulate``: the subject (a schedule name, a :class:`Table` or a
+    ``pathlib.Path``) and sizes as :func:`analyze`. ``trace`` and ``svg`` write the run's Chrome
+    trace and SVG timeline as ``--trace`` and ``--svg`` do (also later: ``result.write_trace``,
+    ``result.write_svg``)."""
     table = _subject(subject, dict(devices=devices, microbatches=microbatches, chunks=chunks,
                                    waves=waves, group_size=group_size, variant=variant, split=split))
-    args = _sim_args(**simulation)
-    text, start, end = _core.simulate(table._core, args)
-    return Simulation(json.loads(text), table, start, end)
+    args = _sim_args(
+        system=system, model=model, dp=dp, contention=contention, blocking_send=blocking_send,
+        runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer, dp_overlap=dp_overlap,
+        dp_bucket_mb=dp_bucket_mb, distributed_optimizer=distributed_optimizer,
+        overheads=overheads, costs=costs, input_grad_frees=input_grad_frees,
+    )
+    result = Simulation(_core.simulate(table._core, args), table)
+    if trace is not None:
+        result.write_trace(trace)
+    if svg is not None:
+        result.write_svg(svg)
+    return result
+
+
+simulate.__doc__ += _SIMULATION_KEYWORDS
 
 
 class Comparison(_Result):
     """``pipetab compare --format json``: one comparison per system."""
 
     comparisons = property(lambda self: self._data["comparisons"])
+
+    def _ranked(self, comparison: dict) -> list[dict]:
+        def key(entry):
+            rank = entry["rank"]
+            return (rank["simulation"] is None, rank["simulation"] or 0, rank["table"])
+        return sorted(comparison["schedules"], key=key)
+
+    def _summary(self) -> str:
+        parts = []
+        for comparison in self._data["comparisons"]:
+            ranked = ", ".join(
+                f"{entry['schedule']} "
+                + _seconds((entry.get("simulation") or {}).get("runtime_s"))
+                for entry in self._ranked(comparison)
+            )
+            parts.append(f"{comparison['system']} ({comparison['model']}): {ranked}")
+        return "; ".join(parts)
+
+    def __repr__(self) -> str:
+        lines = ["<pipetab.Comparison"]
+        for comparison in self._data["comparisons"]:
+            lines.append(f"  {comparison['system']} ({comparison['model']}), fastest first:")
+            for entry in self._ranked(comparison):
+                simulation = entry.get("simulation") or {}
+                over = " !" if any(simulation.get("over_capacity") or ()) else ""
+                lines.append(
+                    f"    {entry['schedule']:<16} {_seconds(simulation.get('runtime_s')):>10}  "
+                    f"bubble {_ratio(entry['table']['bubble_ratio']):>8}  peak "
+                    f"{_bytes(simulation.get('peak_memory_max_bytes'))}{over}"
+                )
+        return "\n".join(lines) + ">"
+
+    def _html_rows(self):
+        rows = []
+        for comparison in self._data["comparisons"]:
+            for entry in self._ranked(comparison):
+                simulation = entry.get("simulation") or {}
+                rows.append((comparison["system"], comparison["model"], entry["schedule"],
+                             _seconds(simulation.get("runtime_s")),
+                             _ratio(entry["table"]["bubble_ratio"]),
+                             _bytes(simulation.get("peak_memory_max_bytes")),
+                             entry["rank"]["simulation"], entry["rank"]["table"]))
+        return ["system", "model", "schedule", "runtime", "table bubble", "peak memory",
+                "rank (simulation)", "rank (table)"], rows
+
+    def _repr_html_(self) -> str:
+        header, rows = self._html_rows()
+        return _html_table("pipetab.Comparison", header, rows)
 
     def to_pandas(self):
         """One row per system and schedule: its parameters, the levels' headline numbers and its
@@ -507,8 +800,20 @@ def compare(
     group_size: Optional[int] = None,
     variant: Optional[str] = None,
     split: Optional[str] = None,
-    system: Union[None, str, os.PathLike] = None,
-    **simulation: Any,
+    system: Optional[Config] = None,
+    model: Optional[Config] = None,
+    dp: int = 1,
+    contention: bool = True,
+    blocking_send: bool = False,
+    runtime: Optional[str] = None,
+    tp_overlap: str = "backward",
+    optimizer: bool = True,
+    dp_overlap: bool = False,
+    dp_bucket_mb: float = 25.0,
+    distributed_optimizer: bool = False,
+    overheads: bool = True,
+    costs: CostsLike = None,
+    input_grad_frees: float = 0.0,
 ) -> Comparison:
     """``pipetab compare``: schedules at the same S and M ranked per level, on ``system`` or on
     the paper's three systems (compute-bound, balanced, network-bound) when it is None. Options a
@@ -521,7 +826,13 @@ def compare(
             raise TypeError(f"tables: expected pipetab.Table, got {type(table).__name__}")
     if names is None:
         names = [] if tables else list(PAPER_SCHEDULES)
-    args = _sim_args(system=os.fspath(system) if system is not None else "balanced", **simulation)
+    args = _sim_args(
+        system=system if system is not None else "balanced", model=model, dp=dp, contention=contention,
+        blocking_send=blocking_send, runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer,
+        dp_overlap=dp_overlap, dp_bucket_mb=dp_bucket_mb,
+        distributed_optimizer=distributed_optimizer, overheads=overheads, costs=costs,
+        input_grad_frees=input_grad_frees,
+    )
     text = _core.compare(
         list(names),
         [table._core for table in tables],
@@ -536,6 +847,9 @@ def compare(
         system is not None,
     )
     return Comparison(json.loads(text))
+
+
+compare.__doc__ += _SIMULATION_KEYWORDS
 
 
 # ------------------------------------------------------------------------------------------------
@@ -566,6 +880,20 @@ class SweepResult:
 
     def to_pandas(self):
         return _pandas().DataFrame(self.rows, columns=self.columns)
+
+    def __repr__(self) -> str:
+        columns = ", ".join(self.columns[:8]) + (", ..." if len(self.columns) > 8 else "")
+        n = len(self.rows)
+        return f"<pipetab.SweepResult {n} row{'' if n == 1 else 's'} × {len(self.columns)} columns: {columns}>"
+
+    # A notebook shows this many rows (to_pandas() has them all).
+    HTML_MAX_ROWS = 50
+
+    def _repr_html_(self) -> str:
+        shown = [["" if v is None else v for v in row] for row in self.rows[: self.HTML_MAX_ROWS]]
+        more = len(self.rows) - len(shown)
+        title = f"pipetab.SweepResult: {len(self.rows)} rows" + (f" (first {len(shown)})" if more > 0 else "")
+        return _html_table(title, self.columns, shown)
 
 
 def sweep(
@@ -617,6 +945,27 @@ class TuneResult(_Result):
     def to_pandas(self):
         return _pandas().DataFrame(self._data["candidates"])
 
+    def _summary(self) -> str:
+        d = self._data
+        limit = d["memory_limit"]
+        limit_text = (f"{limit['value']:g} M_a" if limit["unit"] == "M_a" else _bytes(limit["value"]))
+        head = f"S={d['devices']} M={d['microbatches']} on {d['system']} ({d['model']}), limit {limit_text}: "
+        best = d["best"]
+        if best is None:
+            return head + f"nothing fits ({len(d['candidates'])} candidates)"
+        text = head + f"best {best['name']} {_seconds(best['runtime_s'])}"
+        builtin = d.get("best_builtin")
+        if builtin is not None and builtin["name"] != best["name"]:
+            text += f" (best built-in {builtin['name']} {_seconds(builtin['runtime_s'])})"
+        return text + f", {len(d['candidates'])} candidates"
+
+    def _html_rows(self):
+        rows = [(i + 1, c["name"], c["builtin"], c["fits"], _seconds(c["runtime_s"]),
+                 c["peak_activation"], _bytes(c["peak_memory_bytes"]))
+                for i, c in enumerate(self._data["candidates"][:50])]
+        return ["rank", "candidate", "built-in", "fits", "runtime", "peak activation (M_a)",
+                "peak memory"], rows
+
 
 def tune(
     devices: int = DEFAULT_DEVICES,
@@ -625,7 +974,20 @@ def tune(
     *,
     builtins: bool = True,
     runnable_by: Optional[str] = None,
-    **simulation: Any,
+    system: Config = "balanced",
+    model: Optional[Config] = None,
+    dp: int = 1,
+    contention: bool = True,
+    blocking_send: bool = False,
+    runtime: Optional[str] = None,
+    tp_overlap: str = "backward",
+    optimizer: bool = True,
+    dp_overlap: bool = False,
+    dp_bucket_mb: float = 25.0,
+    distributed_optimizer: bool = False,
+    overheads: bool = True,
+    costs: CostsLike = None,
+    input_grad_frees: float = 0.0,
 ) -> TuneResult:
     """``pipetab tune``: the fastest table under a per-device memory limit ('6', '6Ma' or a number
     for activations in M_a, '80GB' for total bytes; default S M_a), by simulation. Keywords of
@@ -639,9 +1001,18 @@ def tune(
         memory_limit,
         bool(builtins),
         runnable_by,
-        _sim_args(**simulation),
+        _sim_args(
+            system=system, model=model, dp=dp, contention=contention,
+            blocking_send=blocking_send, runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer,
+            dp_overlap=dp_overlap, dp_bucket_mb=dp_bucket_mb,
+            distributed_optimizer=distributed_optimizer, overheads=overheads, costs=costs,
+            input_grad_frees=input_grad_frees,
+        ),
     )
     return TuneResult(json.loads(text), list(tables))
+
+
+tune.__doc__ += _SIMULATION_KEYWORDS
 
 
 class PlanResult(_Result):
@@ -657,6 +1028,32 @@ class PlanResult(_Result):
     def table(self, rank: int = 1) -> Table:
         """The schedule table of the layout ranked ``rank`` (what ``plan -t FILE`` writes for 1)."""
         return Table(self._core.table(_int(rank, "rank")))
+
+    def _summary(self) -> str:
+        d = self._data
+        head = f"{d['model']} on {d['gpus']} × {d['system']}, global batch {d['global_batch']}: "
+        if not d["top"]:
+            return head + f"no layout fits ({d['layouts']} layouts, {d['rejected']} rejected)"
+        best = d["top"][0]
+        return head + (
+            f"best {best['description']} {_seconds(best['runtime_s'])} "
+            f"({len(d['top'])} ranked of {d['layouts']} layouts)"
+        )
+
+    def __repr__(self) -> str:
+        lines = [f"<pipetab.PlanResult {self._summary()}"]
+        for entry in self._data["top"]:
+            lines.append(
+                f"  {entry['rank']:>3}. {_seconds(entry['runtime_s']):>10}  "
+                f"{_bytes(entry['peak_memory_bytes']):>9}  {entry['description']}"
+            )
+        return "\n".join(lines) + ">"
+
+    def _html_rows(self):
+        rows = [(e["rank"], e["description"], _seconds(e["runtime_s"]),
+                 _seconds(e["lower_bound_s"]), _bytes(e["peak_memory_bytes"]))
+                for e in self._data["top"]]
+        return ["rank", "layout", "runtime", "lower bound", "peak memory"], rows
 
     def to_pandas(self):
         rows = []
@@ -782,10 +1179,12 @@ def list_schedules() -> list[dict]:
 
 
 def model_presets() -> list[str]:
+    """The names of the built-in model presets (``--model NAME``; configs/models/)."""
     return list(_core.model_presets())
 
 
 def system_presets() -> list[str]:
+    """The names of the built-in system presets (``--system NAME``; configs/systems/)."""
     return list(_core.system_presets())
 
 

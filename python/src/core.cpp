@@ -37,6 +37,7 @@
 #include "pipetab/report/evaluation.hpp"
 #include "pipetab/report/output.hpp"
 #include "pipetab/report/simulation.hpp"
+#include "pipetab/report/trace.hpp"
 #include "pipetab/schedules/registry.hpp"
 #include "pipetab/study/measurements.hpp"
 #include "pipetab/study/plan.hpp"
@@ -300,23 +301,54 @@ std::string analyze(const Table& t, const SimArgs& a, bool curves) {
   return to_json(evaluate_table(t, a, &setup, curves)).dump(2);
 }
 
-// `pipetab simulate --format json`, and the simulated start and end of every table op.
-py::tuple simulate(const Table& t, const SimArgs& a) {
+// A simulation kept for its pictures: `pipetab simulate --format json`, the simulated start and
+// end of every table op, and the Chrome trace and SVG timeline of `simulate --trace/--svg`.
+struct SimulationRun {
+  std::shared_ptr<const Table> table;
+  Simulation simulation;
+  std::string title;  // the SVG's, as the command writes it
   std::string json;
-  std::vector<double> start, end;
+};
+
+std::shared_ptr<SimulationRun> simulate(const std::shared_ptr<Table>& t, const SimArgs& a) {
+  py::gil_scoped_release release;
+  auto setup = setup_of(a);
+  setup.options.record_memory = true;  // the trace's memory counters, as `simulate --trace`
+  auto simulation = simulate_table(
+      t->table, setup, t->params ? std::string_view(t->params->schedule) : std::string_view());
+  auto json = simulation_json(t->table, simulation).dump(2);
+  auto title = fmt::format("{} on {} ({}), S={} M={}", t->name, setup.system.name, setup.model.name,
+                           t->table.devices, t->table.microbatches);
+  return std::make_shared<SimulationRun>(
+      SimulationRun{t, std::move(simulation), std::move(title), std::move(json)});
+}
+
+// The simulated start (or end) of every table op, in the table's op order.
+py::array_t<double> op_times(const SimulationRun& run, bool end) {
+  const auto& times = end ? run.simulation.result.end : run.simulation.result.start;
+  const auto n = static_cast<std::size_t>(run.simulation.graph.table_ops);
+  return to_array(
+      std::vector<double>(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(n)));
+}
+
+// `simulate --svg`: refused (Error) past kMaxSvgOps, as the command refuses it.
+std::string run_svg(const SimulationRun& run, const std::optional<std::string>& title) {
+  py::gil_scoped_release release;
+  if (const auto refusal = timeline_svg_refusal(run.table->table)) throw Error(*refusal);
+  return timeline_svg(run.table->table, run.simulation, title ? *title : run.title);
+}
+
+// `simulate --trace PATH`: streamed to the file (gzip for .gz); the size warning as a Python
+// warning. Returns (events, json_bytes, file_bytes).
+py::tuple run_write_trace(const SimulationRun& run, const std::string& path) {
+  TraceFileStats stats;
   {
     py::gil_scoped_release release;
-    const auto setup = setup_of(a);
-    const auto simulation = simulate_table(
-        t.table, setup, t.params ? std::string_view(t.params->schedule) : std::string_view());
-    json = simulation_json(t.table, simulation).dump(2);
-    const auto n = static_cast<std::size_t>(simulation.graph.table_ops);
-    start.assign(simulation.result.start.begin(),
-                 simulation.result.start.begin() + static_cast<std::ptrdiff_t>(n));
-    end.assign(simulation.result.end.begin(),
-               simulation.result.end.begin() + static_cast<std::ptrdiff_t>(n));
+    stats = write_chrome_trace(path, run.table->table, run.simulation);
   }
-  return py::make_tuple(json, to_array(start), to_array(end));
+  const auto warning = trace_size_warning(path, stats);
+  if (!warning.empty()) py::module_::import("warnings").attr("warn")(warning);
+  return py::make_tuple(stats.events, stats.json_bytes, stats.file_bytes);
 }
 
 // `pipetab compare --format json`: `names` generated at the shape given, `tables` as they are;
@@ -662,6 +694,7 @@ using namespace pipetab::python;  // NOLINT: the module's definitions read bette
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "pipetab's library (the public API is the pipetab package)";
+  m.attr("__version__") = PIPETAB_VERSION;  // CMake's project version (CMakeLists.txt)
   register_errors(m);
 
   py::class_<Table, std::shared_ptr<Table>>(m, "Table")
@@ -768,6 +801,18 @@ PYBIND11_MODULE(_core, m) {
   m.def("load_table", &load_table, py::arg("path"), py::arg("validate"));
   m.def("validate_file", &validate_file, py::arg("path"), py::arg("max_issues"));
   m.def("analyze", &analyze, py::arg("table"), py::arg("args"), py::arg("curves"));
+  py::class_<SimulationRun, std::shared_ptr<SimulationRun>>(m, "SimulationRun")
+      .def_readonly("json", &SimulationRun::json)
+      .def_readonly("title", &SimulationRun::title)
+      .def_property_readonly("op_start", [](const SimulationRun& r) { return op_times(r, false); })
+      .def_property_readonly("op_end", [](const SimulationRun& r) { return op_times(r, true); })
+      .def("svg", &run_svg, py::arg("title") = std::nullopt)
+      .def("trace",
+           [](const SimulationRun& r) {
+             py::gil_scoped_release release;
+             return chrome_trace(r.table->table, r.simulation);
+           })
+      .def("write_trace", &run_write_trace, py::arg("path"));
   m.def("simulate", &simulate, py::arg("table"), py::arg("args"));
   m.def(
       "compare",

@@ -135,7 +135,7 @@ BAD_CALLS = [
     lambda: pipetab.simulate("1f1b", system={}),
     lambda: pipetab.simulate("1f1b", system={"network": {"devices_per_node": 10**30}}),
     lambda: pipetab.simulate("1f1b", system=None),
-    lambda: pipetab.simulate("1f1b", model=None),
+    lambda: pipetab.simulate("1f1b", model=3),  # (None is the command's default model)
     lambda: pipetab.compare(["1f1b", None]),
     lambda: pipetab.compare(["nope"]),
     lambda: pipetab.compare(tables=[None]),
