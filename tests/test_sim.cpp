@@ -16,6 +16,7 @@
 #include "pipetab/io/pytorch_csv.hpp"
 #include "pipetab/io/table_json.hpp"
 #include "pipetab/sim/engine.hpp"
+#include "pipetab/sim/simulation.hpp"
 #include "pipetab/table/comm_order.hpp"
 #include "pipetab/table/memory.hpp"
 #include "pipetab/table/timing.hpp"
@@ -751,6 +752,27 @@ TEST(Runtime, MegatronOrderThatCannotRunIsReported) {
   } catch (const ParamError& e) {
     EXPECT_NE(std::string(e.what()).find("the simulation deadlocks"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("device 0 before its op"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Runtime, DeadlockIsNamedInTheTablesTerms) {
+  // The order of MegatronOrderThatCannotRunIsReported through simulate_table (what the CLI
+  // runs): each stuck device's op as the table writes it and its place in the device's row,
+  // never graph node ids.
+  const auto t =
+      test::table(2, {0, 1}, 2, {{"0F0", "0F1", "0B0", "0B1"}, {"1F1", "1F0", "1B0", "1B1"}});
+  SimulationSetup setup;
+  setup.model = explicit_model(1.0, 1.0, 1.0, 1.0);
+  setup.system = system_with(Topology::Switched, {0.5, 1e30}, {0.5, 1e30});
+  setup.lowering.runtime = Runtime::Megatron;
+  try {
+    simulate_table(t, setup, "1f1b");
+    FAIL() << "no deadlock reported";
+  } catch (const ParamError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "the simulation deadlocks under the megatron runtime: device 0 waits before 0F1 "
+              "(its op 2 of 4); device 1 waits before 1F1 (its op 1 of 4) (its waits on transfers "
+              "make this order impossible)");
   }
 }
 
