@@ -35,12 +35,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // A valid table round-trips: written and read back, it is the same schedule.
     const auto written = pipetab::io::write_pytorch_csv(table);
     if (!pipetab::io::read_pytorch_csv(written, "again.csv").same_schedule(table)) std::abort();
-    // PyTorch's lowering of a valid table gives a communication order that checks, and its
-    // compute+comms file reads back to the same ops and order.
+    // PyTorch's lowering of a valid table gives a communication order that checks (its
+    // transfers between a pair match in order, and it runs while messages fit NCCL's buffer),
+    // and its compute+comms file reads back to the same ops and order.
     if (table.comms.empty()) {
       auto lowered = table;
       lowered.comms = pipetab::pytorch_send_recv(table);
       if (pipetab::check_comm_order(lowered)) std::abort();
+      if (pipetab::check_p2p(lowered, lowered.comms, {}, false)) std::abort();
       const auto comms =
           pipetab::io::read_pytorch_csv(pipetab::io::write_pytorch_comms_csv(table), "comms.csv");
       if (comms.ops != table.ops || comms.comms != lowered.comms) std::abort();

@@ -454,6 +454,42 @@ TEST_F(Cli, SimulationLevel) {
   expect_usage_error("analyze gpipe --dp 2 --system " + chain, "--dp needs a switched topology");
 }
 
+TEST_F(Cli, CommsOrdersThatCrossAreRefusedAlikeByValidateAndSimulate) {
+  // Rank 1 receives F1's activation before F0's, while rank 0 sends F0's first.
+  const auto crossing = file("crossing.csv",
+                             "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
+                             "1RECV_F1,1RECV_F0,1F0,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n");
+  const auto v = run("validate " + crossing);
+  const auto s = run("simulate --table " + crossing);
+  EXPECT_EQ(v.code, 2);
+  EXPECT_EQ(s.code, 2);
+  EXPECT_EQ(v.err,
+            "pipetab: error: " + crossing +
+                ":2:1: the transfers between ranks 0 and 1 cross: 1RECV_F1 (line 2, action 1 of "
+                "8) is rank 1's 1st receive from rank 0, and rank 0's 1st send to rank 1 is "
+                "0SEND_F0 (line 1, action 2 of 8); NCCL matches the sends and receives between "
+                "two ranks in the order they are posted, so 1RECV_F1 would get microbatch 0's "
+                "activations of stage 0 (wrong data, or a hang if the sizes differ): post "
+                "1RECV_F0 there\n");
+  EXPECT_EQ(s.err, v.err);
+
+  // torchtitan's example validates, with a note: it hangs once messages outgrow NCCL's buffer.
+  const std::string example =
+      std::string(PIPETAB_SOURCE_DIR) + "/tests/data/torchtitan/example.csv";
+  auto r = run("validate " + example);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("note: it runs while each message fits NCCL's buffer (NCCL_BUFFSIZE, "
+                       "4 MiB by default); with larger messages the ranks' lists deadlock"),
+            std::string::npos)
+      << r.out;
+  r = run("simulate --table " + example + " --nccl-buffsize 1e18");
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = run("simulate --table " + example + " --nccl-buffsize 0");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.rfind("pipetab: error: the ranks' lists deadlock", 0), 0U) << r.err;
+  EXPECT_EQ(r.err.find("node "), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, ValidateAndConvert) {
   const auto good = file("good.csv", "0F0,0F1,,0B0,,0B1\n,1F0,1B0,1F1,1B1\n");
   auto r = run("validate " + good);

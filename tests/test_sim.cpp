@@ -2,7 +2,9 @@
 // grids.
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <tuple>
 
 #include "helpers.hpp"
@@ -14,6 +16,8 @@
 #include "pipetab/io/pytorch_csv.hpp"
 #include "pipetab/io/table_json.hpp"
 #include "pipetab/sim/engine.hpp"
+#include "pipetab/sim/simulation.hpp"
+#include "pipetab/table/comm_order.hpp"
 #include "pipetab/table/memory.hpp"
 #include "pipetab/table/timing.hpp"
 
@@ -751,6 +755,27 @@ TEST(Runtime, MegatronOrderThatCannotRunIsReported) {
   }
 }
 
+TEST(Runtime, DeadlockIsNamedInTheTablesTerms) {
+  // The order of MegatronOrderThatCannotRunIsReported through simulate_table (what the CLI
+  // runs): each stuck device's op as the table writes it and its place in the device's row,
+  // never graph node ids.
+  const auto t =
+      test::table(2, {0, 1}, 2, {{"0F0", "0F1", "0B0", "0B1"}, {"1F1", "1F0", "1B0", "1B1"}});
+  SimulationSetup setup;
+  setup.model = explicit_model(1.0, 1.0, 1.0, 1.0);
+  setup.system = system_with(Topology::Switched, {0.5, 1e30}, {0.5, 1e30});
+  setup.lowering.runtime = Runtime::Megatron;
+  try {
+    simulate_table(t, setup, "1f1b");
+    FAIL() << "no deadlock reported";
+  } catch (const ParamError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "the simulation deadlocks under the megatron runtime: device 0 waits before 0F1 "
+              "(its op 2 of 4); device 1 waits before 1F1 (its op 1 of 4) (its waits on transfers "
+              "make this order impossible)");
+  }
+}
+
 TEST(Runtime, PyTorchRunsAPairsTransfersOneAtATime) {
   // dev0 F0 [0,1] F1 [1,2] each send 2 B at 1 B/s to dev1. Sharing the link, F0's activation
   // moves alone for 1 s, then at half rate: done at 4, F1's at 5. Under PyTorch's runtime the
@@ -768,6 +793,7 @@ TEST(Runtime, PyTorchRunsAPairsTransfersOneAtATime) {
   EXPECT_DOUBLE_EQ(shared.result.start[dev1_first + 1], 5.0);
   LoweringOptions pytorch;
   pytorch.runtime = Runtime::PyTorch;
+  pytorch.nccl_buffer_bytes = 0.0;  // every message larger than NCCL's buffer: rendezvous
   const auto ordered = run(t, model, system, {}, pytorch);
   EXPECT_DOUBLE_EQ(ordered.result.start[dev1_first], 3.0);
   EXPECT_DOUBLE_EQ(ordered.result.start[dev1_first + 1], 6.0);
@@ -780,8 +806,11 @@ TEST(Runtime, PyTorchFollowsAnExplicitCommunicationOrder) {
   // RECV_B1 posted after B0: B1 [9,11].
   const auto model = explicit_model(1.0, 1.0, 1.0, 1.0);
   const auto system = system_with(Topology::Switched, {0.0, 1.0}, {0.0, 1.0});
+  // Every message here is larger than NCCL's buffer (0 B): a transfer moves once both its send
+  // and its receive are posted.
   LoweringOptions pytorch;
   pytorch.runtime = Runtime::PyTorch;
+  pytorch.nccl_buffer_bytes = 0.0;
   const std::string dev0 = "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n";
   const auto early =
       io::read_pytorch_csv(dev0 + "1RECV_F0,1RECV_F1,1F0,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n", "e");
@@ -802,6 +831,89 @@ TEST(Runtime, PyTorchFollowsAnExplicitCommunicationOrder) {
   EXPECT_DOUBLE_EQ(l.start[dev1_f1], 6.0);
   EXPECT_DOUBLE_EQ(l.start[2], 7.0);  // dev0's B0
   EXPECT_DOUBLE_EQ(l.pipeline_end_s, 12.0);
+  // Within NCCL's buffer (1 B messages, 4 MiB buffer) a send completes without its receive:
+  // F1's activation leaves dev0 at 2 and moves [2,3] although dev1 posts its receive after B0;
+  // dev1's F1 runs right after B0 [5,6], its B1 [6,8]; SEND_B0 moves [5,6]: dev0 B0 [6,8],
+  // B1's gradient [8,9], dev0 B1 [9,11].
+  LoweringOptions nccl;
+  nccl.runtime = Runtime::PyTorch;
+  const auto eager = run(late, model, system, {}, nccl).result;
+  EXPECT_DOUBLE_EQ(eager.start[dev1_f1], 5.0);
+  EXPECT_DOUBLE_EQ(eager.start[2], 6.0);
+  EXPECT_DOUBLE_EQ(eager.pipeline_end_s, 11.0);
+}
+
+TEST(Runtime, PyTorchCrossingOrderIsRefusedWithTheSameMessageByTheReaderAndTheSimulation) {
+  // Rank 1 receives F1's activation before F0's while rank 0 sends F0's first. NCCL matches a
+  // pair's transfers in the order they are posted, so a real run would put F0's data in F1's
+  // buffer, whatever the message sizes.
+  const std::string dev0 = "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n";
+  const std::string message =
+      "the transfers between ranks 0 and 1 cross: 1RECV_F1 (line 2, action 1 of 8) is rank 1's "
+      "1st receive from rank 0, and rank 0's 1st send to rank 1 is 0SEND_F0 (line 1, action 2 of "
+      "8); NCCL matches the sends and receives between two ranks in the order they are posted, "
+      "so 1RECV_F1 would get microbatch 0's activations of stage 0 (wrong data, or a hang if the "
+      "sizes differ): post 1RECV_F0 there";
+  try {
+    io::read_pytorch_csv(dev0 + "1RECV_F1,1RECV_F0,1F0,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n",
+                         "crossing.csv");
+    FAIL() << "the crossing file was read";
+  } catch (const ParseError& e) {
+    EXPECT_EQ(std::string(e.what()), "crossing.csv:2:1: " + message);
+  }
+  // The simulation runs the same check on an order given to it directly.
+  auto t = io::read_pytorch_csv(dev0 + "1RECV_F0,1RECV_F1,1F0,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n",
+                                "in-order.csv");
+  const auto first = static_cast<std::size_t>(t.comms.row_begin[1]);
+  std::swap(t.comms.actions[first], t.comms.actions[first + 1]);
+  ASSERT_EQ(check_comm_order(t), std::nullopt);
+  const auto issue = check_p2p(t, t.comms, {}, true);
+  ASSERT_TRUE(issue.has_value());
+  EXPECT_EQ(issue->message, message);
+  EXPECT_EQ(issue->device, 1);
+  const auto model = explicit_model(1.0, 1.0, 1.0, 1.0);
+  const auto system = system_with(Topology::Switched, {0.0, 1.0}, {0.0, 1.0});
+  LoweringOptions pytorch;
+  pytorch.runtime = Runtime::PyTorch;
+  for (const double buffer : {0.0, kNcclBufferBytes}) {
+    pytorch.nccl_buffer_bytes = buffer;
+    try {
+      run(t, model, system, {}, pytorch);
+      FAIL() << "the crossing order was simulated";
+    } catch (const ParamError& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+  }
+}
+
+TEST(Runtime, TorchtitansExampleRunsWhileItsMessagesFitNcclsBuffer) {
+  // torchtitan's example.csv: PyTorch's dry run (which never blocks a send) completes it. With
+  // messages within NCCL's buffer the simulation does too; with larger ones rank 0's second send
+  // to rank 1 waits for a receive rank 1 posts only after its own send, which waits for a
+  // receive rank 0 posts after that second send: a real run hangs, and the report says where.
+  std::ifstream in(std::string(PIPETAB_SOURCE_DIR) + "/tests/data/torchtitan/example.csv");
+  std::stringstream text;
+  text << in.rdbuf();
+  const auto t = io::read_pytorch_csv(text.str(), "example.csv");
+  const auto model = explicit_model(1.0, 1.0, 1.0, 1.0);
+  const auto system = system_with(Topology::Switched, {0.0, 1.0}, {0.0, 1.0});
+  LoweringOptions pytorch;
+  pytorch.runtime = Runtime::PyTorch;
+  const auto r = run(t, model, system, {}, pytorch).result;
+  EXPECT_GT(r.pipeline_end_s, 0.0);
+  pytorch.nccl_buffer_bytes = 0.5;
+  try {
+    run(t, model, system, {}, pytorch);
+    FAIL() << "no deadlock reported";
+  } catch (const ParamError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "the ranks' lists deadlock (each waits for another): rank 0 waits at 0SEND_F1 "
+              "(line 1, action 6 of 43): a send of 1 B is larger than NCCL's 0.5 B buffer, so it "
+              "completes only once its receive 1RECV_F1 (line 2, action 6 of 43) is posted; rank "
+              "1 waits at 1SEND_F0 (line 2, action 5 of 43): a send of 1 B is larger than NCCL's "
+              "0.5 B buffer, so it completes only once its receive 2RECV_F0 (line 1, action 7 of "
+              "43) is posted; messages within NCCL's buffer (--nccl-buffsize) would not wait");
+  }
 }
 
 TEST(Runtime, PyTorchOrderThatHangsIsReported) {
@@ -816,12 +928,21 @@ TEST(Runtime, PyTorchOrderThatHangsIsReported) {
   const auto system = system_with(Topology::Switched, {0.0, 1.0}, {0.0, 1.0});
   LoweringOptions pytorch;
   pytorch.runtime = Runtime::PyTorch;
+  // Messages within NCCL's buffer: each send completes without its receive, and the order runs.
+  EXPECT_NO_THROW(run(t, model, system, {}, pytorch));
+  // Larger ones: named in the file's terms (line, position among the line's actions).
+  pytorch.nccl_buffer_bytes = 0.5;
   try {
     run(t, model, system, {}, pytorch);
     FAIL() << "no deadlock reported";
   } catch (const ParamError& e) {
-    EXPECT_NE(std::string(e.what()).find("the simulation deadlocks"), std::string::npos)
-        << e.what();
+    EXPECT_EQ(std::string(e.what()),
+              "the ranks' lists deadlock (each waits for another): rank 0 waits at 0SEND_F1 "
+              "(line 1, action 4 of 8): a send of 1 B is larger than NCCL's 0.5 B buffer, so it "
+              "completes only once its receive 1RECV_F1 (line 2, action 5 of 8) is posted; rank 1 "
+              "waits at 1SEND_B0 (line 2, action 4 of 8): a send of 1 B is larger than NCCL's "
+              "0.5 B buffer, so it completes only once its receive 0RECV_B0 (line 1, action 5 of "
+              "8) is posted; messages within NCCL's buffer (--nccl-buffsize) would not wait");
   }
   // Another runtime cannot run a table's own communication order.
   LoweringOptions megatron;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <limits>
 
 #include "options.hpp"
 #include <fmt/format.h>
@@ -20,6 +21,7 @@
 #include "pipetab/report/grid.hpp"
 #include "pipetab/report/output.hpp"
 #include "pipetab/report/trace.hpp"
+#include "pipetab/table/comm_order.hpp"
 #include "pipetab/table/timing.hpp"
 #include "pipetab/table/validate.hpp"
 
@@ -423,6 +425,19 @@ Subcommand add_compare(CLI::App& app) {
       }};
 }
 
+// The reader ran the point-to-point check with every message within NCCL's buffer; whether a
+// compute+comms file also runs with larger messages depends on the model's sizes.
+static std::string large_message_note(const ScheduleTable& t) {
+  SendSizes large;
+  large.bytes = [](const CommAction&) { return std::numeric_limits<double>::infinity(); };
+  const auto issue = check_p2p(t, t.comms, large, true);
+  if (!issue) return "";
+  return fmt::format(
+      "note: it runs while each message fits NCCL's buffer (NCCL_BUFFSIZE, 4 MiB by default); "
+      "with larger messages {}; simulate --table with the model checks its sizes\n",
+      issue->message);
+}
+
 Subcommand add_validate(CLI::App& app) {
   auto* cmd = app.add_subcommand("validate", "Check a table file (PyTorch CSV or pipetab JSON)");
   struct State {
@@ -457,7 +472,7 @@ Subcommand add_validate(CLI::App& app) {
                             "different devices run in different pipelines)"
                           : "");
                 }
-                out += '\n';
+                out += '\n' + large_message_note(t);
               }
               emit("", out);
             }

@@ -104,6 +104,13 @@ void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
   command.add_flag(
       "--no-contention", o.no_contention,
       "transfers do not share link bandwidth (each takes latency + bytes/bandwidth alone)");
+  command
+      .add_option("--nccl-buffsize", o.nccl_buffsize,
+                  "NCCL's buffer per pair of ranks in bytes (NCCL_BUFFSIZE): under the pytorch "
+                  "runtime a pipeline message of at most this size is sent without waiting for "
+                  "its receive; a larger one waits until the receive is posted")
+      ->check(CLI::Range(0.0, 1e18))
+      ->capture_default_str();
   command.add_flag("--blocking-send", o.blocking_send,
                    "a device's compute waits for the activations and gradients it sends");
   o.runtime_opt =
@@ -157,6 +164,7 @@ SimulationSetup ScheduleOptions::simulation(const std::string* system_name) cons
   setup.lowering.overheads = !no_overheads;
   setup.lowering.iteration.dp_overlap = dp_overlap;
   setup.lowering.iteration.dp_bucket_bytes = dp_bucket_mb * 1e6;
+  setup.lowering.nccl_buffer_bytes = nccl_buffsize;
   setup.lowering.iteration.distributed_optimizer = distributed_optimizer;
   setup.options.contention = !no_contention;
   setup.options.blocking_send = blocking_send;

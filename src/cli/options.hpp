@@ -50,6 +50,7 @@ struct ScheduleOptions {
   bool no_overheads = false;
   bool dp_overlap = false;
   double dp_bucket_mb = 25.0;
+  double nccl_buffsize = 4194304.0;
   bool distributed_optimizer = false;
   CLI::Option* system_opt = nullptr;
   CLI::Option* runtime_opt = nullptr;

@@ -205,6 +205,13 @@ ScheduleTable read_pytorch_csv(std::string_view text, const std::string& file) {
     }
     throw ParseError(file, issue->device + 1, 1, issue->message);
   }
+  // The same point-to-point check as the simulation's (sim/lower.cpp), with every message
+  // within NCCL's buffer: what fails here fails whatever the sizes.
+  if (const auto issue = check_p2p(table, table.comms, {}, true)) {
+    const auto& at = issue->action >= 0 ? comm_where[static_cast<std::size_t>(issue->action)]
+                                        : detail::CellLocation{issue->device + 1, 1};
+    throw ParseError(file, at.line, at.column, issue->message);
+  }
   return table;
 }
 

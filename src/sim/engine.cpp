@@ -602,19 +602,23 @@ class Engine {
   void require_finished() const {
     if (finished_ == g_.compute_nodes) return;
     std::string stuck;
+    std::vector<DeadlockError::Stuck> where;
     for (std::int32_t d = 0; d < g_.devices; ++d) {
       const auto dev = static_cast<std::size_t>(d);
       if (next_[dev] == g_.stream_begin[dev + 1]) continue;
       const auto node = g_.stream[static_cast<std::size_t>(next_[dev])];
-      stuck += fmt::format(
-          "{}device {} before its {} (node {}, position {} of {})", stuck.empty() ? "" : "; ", d,
-          g_.is_table_op(node) ? "op" : "optimizer step", node,
-          next_[dev] - g_.stream_begin[dev] + 1, g_.stream_begin[dev + 1] - g_.stream_begin[dev]);
+      where.push_back({d, node, next_[dev] - g_.stream_begin[dev] + 1,
+                       g_.stream_begin[dev + 1] - g_.stream_begin[dev]});
+      stuck +=
+          fmt::format("{}device {} before its {} (node {}, position {} of {})",
+                      stuck.empty() ? "" : "; ", d, g_.is_table_op(node) ? "op" : "optimizer step",
+                      node, where.back().position, where.back().count);
     }
-    throw ParamError(
+    throw DeadlockError(
         fmt::format("the simulation deadlocks: {} of {} ops ran; stuck: {} (the runtime's waits on "
                     "transfers make this order impossible)",
-                    finished_, g_.compute_nodes, stuck));
+                    finished_, g_.compute_nodes, stuck),
+        finished_, g_.compute_nodes, std::move(where));
   }
 
   void summarize() {

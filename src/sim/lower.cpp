@@ -465,17 +465,36 @@ class Lowering {
   // transfer's edge to its consumer). All transfers between one pair of ranks share one NCCL
   // communicator and stream (ProcessGroupNCCL keys point-to-point communicators by the pair),
   // so on each rank they run one at a time in list order: a receive posted early holds up the
-  // sends behind it (PyTorch issue #172668).
+  // sends behind it (PyTorch issue #172668). NCCL's point-to-point semantics decide when a
+  // transfer moves: a message within NCCL's buffer (NCCL_BUFFSIZE) leaves as soon as its send
+  // is posted, and its receive completes once it has arrived and the receiver's stream reaches
+  // it; a larger one moves only once both its send and its receive are posted. check_p2p walks
+  // the same rules first, so an order that cannot complete is reported in the file's terms.
   void pytorch_order() {
     const CommOrder derived = t_.comms.empty() ? pytorch_send_recv(t_) : CommOrder{};
     const CommOrder& order = t_.comms.empty() ? derived : t_.comms;
-    std::unordered_map<std::int32_t, std::int32_t> last_on_pair;
+    SendSizes sizes;
+    sizes.buffer_bytes = options_.nccl_buffer_bytes;
+    sizes.bytes = [this](const CommAction& c) {
+      const auto transfer = c.kind == CommKind::SendF
+                                ? activation_in_[key(c.microbatch, c.stage + 1)]
+                                : gradient_in_[key(c.microbatch, c.stage - 1)];
+      return transfer < 0 ? 0.0 : transfer_bytes(transfer);
+    };
+    if (const auto issue = check_p2p(t_, order, sizes, !t_.comms.empty())) {
+      const bool too_large = issue->message.find("larger than NCCL's") != std::string::npos;
+      throw ParamError(fmt::format(
+          "{}{}{}", issue->message,
+          too_large ? "; messages within NCCL's buffer (--nccl-buffsize) would not wait" : "",
+          t_.comms.empty() ? " (pipetab show ... --format pytorch-comms writes these lists)" : ""));
+    }
+    std::unordered_map<std::int32_t, PairStream> on_pair;
     for (std::int32_t d = 0; d < t_.devices; ++d) {
-      last_on_pair.clear();
+      on_pair.clear();
       std::int32_t last_compute = -1;
       for (const auto& item : merged_row(t_, order, d)) {
         if (item.comm) {
-          post(d, order.actions[static_cast<std::size_t>(item.index)], last_compute, last_on_pair);
+          post(d, order.actions[static_cast<std::size_t>(item.index)], last_compute, on_pair);
         } else {
           last_compute = static_cast<std::int32_t>(item.index);
         }
@@ -483,40 +502,64 @@ class Lowering {
     }
   }
 
+  double transfer_bytes(std::int32_t transfer) const {
+    return g_.bytes[static_cast<std::size_t>(transfer - g_.compute_nodes)];
+  }
+  bool eager(std::int32_t transfer) const {
+    return transfer_bytes(transfer) <= options_.nccl_buffer_bytes;
+  }
+
+  // What the next action on a rank's stream for one peer waits for: the last action that held
+  // the stream and, after a receive whose message was sent eagerly, that transfer too.
+  struct PairStream {
+    std::int32_t last = -1, eager_receive = -1;
+  };
+
   void post(std::int32_t device, const CommAction& c, std::int32_t last_compute,
-            std::unordered_map<std::int32_t, std::int32_t>& last_on_pair) {
+            std::unordered_map<std::int32_t, PairStream>& on_pair) {
     if (c.kind == CommKind::ReduceGrad) {
       reduce_after(device, c.stage) = last_compute;
       return;
     }
     if (!has_microbatch(c.kind)) return;  // UNSHARD, RESHARD: FSDP is not modelled
-    std::int32_t transfer = -1;
+    std::int32_t transfer = -1, consumer = -1;
     switch (c.kind) {
       case CommKind::SendF:
         transfer = activation_in_[key(c.microbatch, c.stage + 1)];
         break;
       case CommKind::RecvF:
         transfer = activation_in_[key(c.microbatch, c.stage)];
+        consumer = forward_op_[key(c.microbatch, c.stage)];
         break;
       case CommKind::SendB:
         transfer = gradient_in_[key(c.microbatch, c.stage - 1)];
         break;
       case CommKind::RecvB:
         transfer = gradient_in_[key(c.microbatch, c.stage)];
+        consumer = backward_op_[key(c.microbatch, c.stage)];
         break;
       default:
         break;
     }
     if (transfer < 0) return;  // check_comm_order rejects such actions
-    if (last_compute >= 0) edge(last_compute, transfer);
     const auto t = static_cast<std::size_t>(transfer - g_.compute_nodes);
     const auto peer =
         is_send(c.kind) ? g_.receiver[t] : g_.device[static_cast<std::size_t>(transfer)];
-    auto [previous, fresh] = last_on_pair.try_emplace(peer, transfer);
-    if (!fresh) {
-      edge(previous->second, transfer);
-      previous->second = transfer;
+    auto& stream = on_pair[peer];
+    if (is_receive(c.kind) && eager(transfer)) {
+      // The message left when its send was posted; the receive completes once it has arrived
+      // and this rank's stream has reached it, which is when its consumer may start.
+      for (const auto before : {stream.last, stream.eager_receive}) {
+        if (before >= 0 && consumer >= 0) edge(before, consumer);
+      }
+      stream.eager_receive = transfer;
+      return;
     }
+    if (last_compute >= 0) edge(last_compute, transfer);
+    for (const auto before : {stream.last, stream.eager_receive}) {
+      if (before >= 0) edge(before, transfer);
+    }
+    stream = {transfer, -1};
   }
 
   // Gradient reductions: between the replicas of each stage (two-pipeline schedules), over the

@@ -7,6 +7,7 @@
 
 #include "pipetab/error.hpp"
 #include "pipetab/model/flops.hpp"
+#include "pipetab/sim/engine.hpp"
 
 namespace pipetab {
 
@@ -62,7 +63,26 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
   LoweringOptions lowering = setup.lowering;
   lowering.runtime = runtime.runtime;
   s.graph = lower(table, setup.model, s.network, lowering);
-  s.result = simulate(s.graph, s.network, setup.options);
+  try {
+    s.result = simulate(s.graph, s.network, setup.options);
+  } catch (const DeadlockError& e) {
+    // In the table's terms: each stuck device's op as the table writes it, counted in its row.
+    std::string stuck;
+    for (const auto& w : e.stuck) {
+      const auto d = static_cast<std::size_t>(w.device);
+      const auto row = table.row_begin[d + 1] - table.row_begin[d];
+      const bool op = w.node < table.row_begin[d + 1] && w.node >= table.row_begin[d];
+      stuck += fmt::format("{}device {} waits before {}", stuck.empty() ? "" : "; ", w.device,
+                           op ? fmt::format("{} (its op {} of {})",
+                                            to_string(table.ops[static_cast<std::size_t>(w.node)]),
+                                            w.node - table.row_begin[d] + 1, row)
+                              : std::string("its optimizer step"));
+    }
+    throw ParamError(fmt::format(
+        "the simulation deadlocks under the {} runtime: {} (its waits on transfers make this "
+        "order impossible)",
+        to_string(runtime.runtime), stuck));
+  }
   if (!std::isfinite(s.result.runtime_s)) {
     throw ParamError(fmt::format(
         "the simulated runtime overflows ({}): the model's work is too large for the system's "

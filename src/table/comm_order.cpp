@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <queue>
+#include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
@@ -309,6 +311,342 @@ std::optional<CommIssue> check_comm_order(const ScheduleTable& t) {
     }
   }
   return std::nullopt;
+}
+
+namespace {
+
+// One rank's list as the point-to-point check walks it: the position (0-based, as the file
+// counts its cells) of every compute op and every action.
+struct RankList {
+  std::int64_t size = 0;
+  std::vector<std::int64_t> op_at, action_at;  // by row index
+};
+
+// The transfers between a pair of ranks, as one rank's list posts them: its NCCL stream.
+struct Chain {
+  std::int32_t rank = 0, peer = 0;
+  std::vector<std::int64_t> actions;  // global action indices, in list order
+  std::size_t head = 0;               // actions before it have completed
+};
+
+class P2PCheck {
+ public:
+  P2PCheck(const ScheduleTable& t, const CommOrder& order, const SendSizes& sizes, bool file_lines)
+      : t_(t), order_(order), sizes_(sizes), file_lines_(file_lines) {}
+
+  std::optional<CommIssue> run() {
+    build();
+    if (auto issue = crossing()) return issue;
+    return deadlock();
+  }
+
+ private:
+  std::size_t key(std::int32_t microbatch, int stage) const {
+    return static_cast<std::size_t>(microbatch) * static_cast<std::size_t>(t_.stages) +
+           static_cast<std::size_t>(stage);
+  }
+  // A transfer: the forward (0) or backward (1) output of (microbatch, sending stage).
+  std::size_t transfer_key(const CommAction& c) const {
+    const bool forward = c.kind == CommKind::SendF || c.kind == CommKind::RecvF;
+    const int sender = is_send(c.kind) ? c.stage : forward ? c.stage - 1 : c.stage + 1;
+    return 2 * key(c.microbatch, sender) + (forward ? 0 : 1);
+  }
+  std::int32_t peer_of(const CommAction& c) const {
+    const bool up = c.kind == CommKind::SendF || c.kind == CommKind::RecvB;
+    return device_of(t_, c.microbatch, up ? c.stage + 1 : c.stage - 1);
+  }
+
+  void build() {
+    const auto D = static_cast<std::size_t>(t_.devices);
+    lists_.resize(D);
+    rank_of_.assign(order_.actions.size(), 0);
+    chain_of_.assign(order_.actions.size(), -1);
+    transfer_of_.assign(order_.actions.size(), -1);
+    slot_.assign(
+        2 * static_cast<std::size_t>(t_.microbatches) * static_cast<std::size_t>(t_.stages), -1);
+    for (std::size_t d = 0; d < D; ++d) {
+      auto& list = lists_[d];
+      const auto ops = t_.row_begin[d + 1] - t_.row_begin[d];
+      list.op_at.resize(static_cast<std::size_t>(ops));
+      const auto row = order_.row(static_cast<int>(d));
+      list.action_at.resize(row.size());
+      const auto first = order_.empty() ? std::int64_t{0} : order_.row_begin[d];
+      std::unordered_map<std::int32_t, std::int32_t> chain_to;
+      for (const auto& item : merged_row(t_, order_, static_cast<int>(d))) {
+        const auto at = list.size++;
+        if (!item.comm) {
+          list.op_at[static_cast<std::size_t>(item.index - t_.row_begin[d])] = at;
+          continue;
+        }
+        const auto a = static_cast<std::size_t>(item.index);
+        list.action_at[static_cast<std::size_t>(item.index - first)] = at;
+        rank_of_[a] = static_cast<std::int32_t>(d);
+        const CommAction& c = order_.actions[a];
+        if (!has_microbatch(c.kind)) continue;
+        const auto peer = peer_of(c);
+        auto [it, fresh] = chain_to.try_emplace(peer, static_cast<std::int32_t>(chains_.size()));
+        if (fresh) chains_.push_back({static_cast<std::int32_t>(d), peer, {}, 0});
+        chain_of_[a] = it->second;
+        chains_[static_cast<std::size_t>(it->second)].actions.push_back(
+            static_cast<std::int64_t>(a));
+        auto& slot = slot_[transfer_key(c)];
+        if (slot < 0) {
+          slot = static_cast<std::int64_t>(transfers_.size());
+          transfers_.push_back({});
+        }
+        auto& tr = transfers_[static_cast<std::size_t>(slot)];
+        (is_send(c.kind) ? tr.send : tr.receive) = static_cast<std::int64_t>(a);
+        transfer_of_[a] = slot;
+      }
+    }
+    for (auto& tr : transfers_) {
+      if (tr.send < 0) continue;
+      const CommAction& c = order_.actions[static_cast<std::size_t>(tr.send)];
+      tr.bytes = sizes_.bytes ? sizes_.bytes(c) : 0.0;
+      tr.eager = tr.bytes <= sizes_.buffer_bytes;
+    }
+  }
+
+  // "1RECV_F1 (line 2, action 1 of 8)": an action or op where the file has it.
+  std::string where(std::int32_t rank, std::int64_t at) const {
+    const auto& list = lists_[static_cast<std::size_t>(rank)];
+    if (file_lines_) return fmt::format("line {}, action {} of {}", rank + 1, at + 1, list.size);
+    return fmt::format("rank {}, action {} of {} of its list as PyTorch's lowering orders it", rank,
+                       at + 1, list.size);
+  }
+  std::string action(std::int64_t a) const {
+    const auto rank = rank_of_[static_cast<std::size_t>(a)];
+    const auto first = order_.row_begin[static_cast<std::size_t>(rank)];
+    const auto at =
+        lists_[static_cast<std::size_t>(rank)].action_at[static_cast<std::size_t>(a - first)];
+    return fmt::format("{} ({})", to_string(order_.actions[static_cast<std::size_t>(a)]),
+                       where(rank, at));
+  }
+  std::string op(std::int32_t rank, std::int64_t row_index) const {
+    const auto at =
+        lists_[static_cast<std::size_t>(rank)].op_at[static_cast<std::size_t>(row_index)];
+    return fmt::format("{} ({})",
+                       to_string(t_.ops[static_cast<std::size_t>(
+                           t_.row_begin[static_cast<std::size_t>(rank)] + row_index)]),
+                       where(rank, at));
+  }
+  static std::string bytes_text(double bytes) {
+    if (bytes < 1024.0) return fmt::format("{:.3g} B", bytes);
+    if (bytes < 1048576.0) return fmt::format("{:.3g} KiB", bytes / 1024.0);
+    return fmt::format("{:.3g} MiB", bytes / 1048576.0);
+  }
+  static std::string ordinal(std::size_t n) {
+    const auto mod100 = n % 100;
+    const char* suffix = mod100 >= 11 && mod100 <= 13 ? "th"
+                         : n % 10 == 1                ? "st"
+                         : n % 10 == 2                ? "nd"
+                         : n % 10 == 3                ? "rd"
+                                                      : "th";
+    return fmt::format("{}{}", n, suffix);
+  }
+  CommIssue issue(std::int64_t a, std::string message) const {
+    return {rank_of_[static_cast<std::size_t>(a)], a, std::move(message)};
+  }
+
+  // NCCL matches the sends from rank a to rank b with b's receives from a in the order each
+  // rank posts them.
+  std::optional<CommIssue> crossing() const {
+    std::vector<std::int64_t> sends, receives;
+    for (const Chain& out : chains_) {
+      sends.clear();
+      for (const auto a : out.actions)
+        if (is_send(order_.actions[static_cast<std::size_t>(a)].kind)) sends.push_back(a);
+      receives.clear();
+      for (const Chain& in : chains_) {
+        if (in.rank != out.peer || in.peer != out.rank) continue;
+        for (const auto a : in.actions)
+          if (is_receive(order_.actions[static_cast<std::size_t>(a)].kind)) receives.push_back(a);
+      }
+      for (std::size_t k = 0; k < std::min(sends.size(), receives.size()); ++k) {
+        const auto send = sends[k], receive = receives[k];
+        if (transfer_of_[static_cast<std::size_t>(send)] ==
+            transfer_of_[static_cast<std::size_t>(receive)])
+          continue;
+        const auto& r = order_.actions[static_cast<std::size_t>(receive)];
+        const auto& s = order_.actions[static_cast<std::size_t>(send)];
+        const auto& own =
+            transfers_[static_cast<std::size_t>(transfer_of_[static_cast<std::size_t>(send)])];
+        const bool forward = s.kind == CommKind::SendF;
+        return issue(
+            receive,
+            fmt::format("the transfers between ranks {} and {} cross: {} is rank {}'s {} receive "
+                        "from rank {}, and rank {}'s {} send to rank {} is {}; NCCL matches the "
+                        "sends and receives between two ranks in the order they are posted, so "
+                        "{} would get microbatch {}'s {} of stage {} (wrong data, or a hang if the "
+                        "sizes differ): post {} there",
+                        out.rank, out.peer, action(receive), out.peer, ordinal(k + 1), out.rank,
+                        out.rank, ordinal(k + 1), out.peer, action(send), to_string(r),
+                        s.microbatch, forward ? "activations" : "gradient", s.stage,
+                        own.receive >= 0
+                            ? to_string(order_.actions[static_cast<std::size_t>(own.receive)])
+                            : std::string("its receive")));
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Whether the receive feeding pass `p` on `rank` has completed (true for a local input).
+  std::optional<std::int64_t> pending_input(std::int32_t rank, const Pass& p) const {
+    CommAction need{p.microbatch, p.stage, CommKind::RecvF, 0};
+    if (p.kind == PassKind::F && p.stage > 0) {
+      if (device_of(t_, p.microbatch, p.stage - 1) == rank) return std::nullopt;
+    } else if (is_input_backward(p.kind) && p.stage + 1 < t_.stages) {
+      if (device_of(t_, p.microbatch, p.stage + 1) == rank) return std::nullopt;
+      need.kind = CommKind::RecvB;
+    } else {
+      return std::nullopt;
+    }
+    const auto slot = slot_[transfer_key(need)];
+    if (slot < 0) return std::nullopt;  // check_comm_order reports a missing receive
+    const auto& tr = transfers_[static_cast<std::size_t>(slot)];
+    if (tr.received || tr.receive < 0) return std::nullopt;
+    return tr.receive;
+  }
+
+  // The chain position of action `a` has been reached (every earlier one completed).
+  bool at_head(std::int64_t a) const {
+    const auto& chain = chains_[static_cast<std::size_t>(chain_of_[static_cast<std::size_t>(a)])];
+    return chain.head < chain.actions.size() && chain.actions[chain.head] == a;
+  }
+  // The compute ops before action `a` on its rank have run.
+  bool posted(std::int64_t a) const {
+    return done_[static_cast<std::size_t>(rank_of_[static_cast<std::size_t>(a)])] >=
+           order_.actions[static_cast<std::size_t>(a)].before;
+  }
+
+  std::optional<CommIssue> deadlock() {
+    const auto D = static_cast<std::size_t>(t_.devices);
+    done_.assign(D, 0);
+    std::vector<std::vector<std::size_t>> chains_of(D);
+    for (std::size_t c = 0; c < chains_.size(); ++c)
+      chains_of[static_cast<std::size_t>(chains_[c].rank)].push_back(c);
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (std::size_t d = 0; d < D; ++d) {
+        const auto rank = static_cast<std::int32_t>(d);
+        const auto ops = t_.row_begin[d + 1] - t_.row_begin[d];
+        while (done_[d] < ops) {
+          const Op& o = t_.ops[static_cast<std::size_t>(t_.row_begin[d] + done_[d])];
+          bool ready = true;
+          for (const Pass& p : o.passes())
+            ready = ready && !pending_input(rank, p);
+          if (!ready) break;
+          ++done_[d];
+          progress = true;
+        }
+        for (const auto c : chains_of[d]) {
+          Chain& chain = chains_[c];
+          while (chain.head < chain.actions.size()) {
+            const auto a = chain.actions[chain.head];
+            auto& tr =
+                transfers_[static_cast<std::size_t>(transfer_of_[static_cast<std::size_t>(a)])];
+            if (is_send(order_.actions[static_cast<std::size_t>(a)].kind)) {
+              // A send starts once posted; one larger than the buffer completes only when its
+              // receive is posted too.
+              if (!posted(a)) break;
+              if (!tr.eager && (tr.receive < 0 || !at_head(tr.receive) || !posted(tr.receive)))
+                break;
+              tr.sent = true;
+            } else {
+              if (!tr.sent) break;
+              tr.received = true;
+            }
+            ++chain.head;
+            progress = true;
+          }
+        }
+      }
+    }
+    std::string stuck;
+    std::int64_t first = -1, ranks = 0;
+    std::int32_t first_rank = 0;
+    for (std::size_t d = 0; d < D; ++d) {
+      const auto rank = static_cast<std::int32_t>(d);
+      const auto ops = t_.row_begin[d + 1] - t_.row_begin[d];
+      // The earliest item of the list that has not completed.
+      std::int64_t at = lists_[d].size, action_index = -1;
+      if (done_[d] < ops) at = lists_[d].op_at[static_cast<std::size_t>(done_[d])];
+      for (const auto c : chains_of[d]) {
+        const Chain& chain = chains_[c];
+        if (chain.head == chain.actions.size()) continue;
+        const auto a = chain.actions[chain.head];
+        const auto a_at = lists_[d].action_at[static_cast<std::size_t>(a - order_.row_begin[d])];
+        if (a_at < at) {
+          at = a_at;
+          action_index = a;
+        }
+      }
+      if (at == lists_[d].size) continue;
+      ++ranks;
+      if (ranks > 4) continue;
+      std::string why;
+      if (action_index < 0) {
+        const Op& o = t_.ops[static_cast<std::size_t>(t_.row_begin[d] + done_[d])];
+        std::int64_t receive = -1;
+        for (const Pass& p : o.passes()) {
+          if (const auto r = pending_input(rank, p)) {
+            receive = *r;
+            break;
+          }
+        }
+        why = fmt::format("rank {} waits at {} for its input, {}", rank, op(rank, done_[d]),
+                          action(receive));
+        if (first < 0) first = receive;
+      } else {
+        const auto& tr = transfers_[static_cast<std::size_t>(
+            transfer_of_[static_cast<std::size_t>(action_index)])];
+        if (is_send(order_.actions[static_cast<std::size_t>(action_index)].kind)) {
+          why = fmt::format(
+              "rank {} waits at {}: {}, so it completes only once its receive {} is posted", rank,
+              action(action_index),
+              std::isfinite(tr.bytes)
+                  ? fmt::format("a send of {} is larger than NCCL's {} buffer",
+                                bytes_text(tr.bytes), bytes_text(sizes_.buffer_bytes))
+                  : std::string("its message is larger than NCCL's buffer"),
+              action(tr.receive));
+        } else {
+          why = fmt::format("rank {} waits at {} for its send, {}", rank, action(action_index),
+                            action(tr.send));
+        }
+        if (first < 0) first = action_index;
+      }
+      if (first_rank == 0 && stuck.empty()) first_rank = rank;
+      stuck += fmt::format("{}{}", stuck.empty() ? "" : "; ", why);
+    }
+    if (ranks == 0) return std::nullopt;
+    if (ranks > 4) stuck += fmt::format("; and {} more ranks", ranks - 4);
+    return CommIssue{first_rank, first,
+                     fmt::format("the ranks' lists deadlock (each waits for another): {}", stuck)};
+  }
+
+  struct Transfer {
+    std::int64_t send = -1, receive = -1;
+    double bytes = 0.0;
+    bool eager = true, sent = false, received = false;
+  };
+
+  const ScheduleTable& t_;
+  const CommOrder& order_;
+  const SendSizes& sizes_;
+  bool file_lines_;
+  std::vector<RankList> lists_;
+  std::vector<Chain> chains_;
+  std::vector<Transfer> transfers_;
+  std::vector<std::int32_t> rank_of_, chain_of_;
+  std::vector<std::int64_t> transfer_of_, slot_, done_;
+};
+
+}  // namespace
+
+std::optional<CommIssue> check_p2p(const ScheduleTable& table, const CommOrder& order,
+                                   const SendSizes& sizes, bool file_lines) {
+  if (order.empty()) return std::nullopt;
+  return P2PCheck(table, order, sizes, file_lines).run();
 }
 
 std::vector<ListItem> merged_row(const ScheduleTable& t, const CommOrder& order, int device) {

@@ -2,8 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "pipetab/error.hpp"
 #include "pipetab/sim/graph.hpp"
 #include "pipetab/system/system.hpp"
 
@@ -72,10 +75,26 @@ struct SimResult {
   std::int64_t events = 0;
 };
 
+/// A run whose waits form a cycle: `ran` of `total` compute nodes ran, and each device in
+/// `stuck` waits before `node`, its `position`-th compute node (1-based) of `count`.
+/// simulate_table restates it in the table's terms.
+class DeadlockError : public ParamError {
+ public:
+  struct Stuck {
+    std::int32_t device = 0, node = 0;
+    std::int64_t position = 0, count = 0;
+  };
+  DeadlockError(const std::string& message, std::int64_t ran_nodes, std::int64_t total_nodes,
+                std::vector<Stuck> stuck_devices)
+      : ParamError(message), ran(ran_nodes), total(total_nodes), stuck(std::move(stuck_devices)) {}
+  std::int64_t ran = 0, total = 0;
+  std::vector<Stuck> stuck;
+};
+
 /// Runs the graph. Deterministic: events at equal times are taken in the order they were
 /// scheduled. O(events · log events) plus, with contention, the water-filling of the transfers
 /// that share links with one that starts or ends. Throws Error for a route that lists a link
-/// twice, and ParamError when the graph deadlocks (a runtime's waits can make a table's order
+/// twice, and DeadlockError when the graph deadlocks (a runtime's waits can make a table's order
 /// impossible), naming where each stuck device waits.
 SimResult simulate(const ExecGraph& graph, const Network& network, const SimOptions& options = {});
 

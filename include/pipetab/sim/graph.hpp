@@ -120,6 +120,10 @@ struct LoweringOptions {
   /// sensitivity studies of the gradient traffic, e.g. 0.7 for a compressed or partly overlapped
   /// all-reduce. Must be finite and positive.
   double collective_scale = 1.0;
+  /// NCCL's buffer for one pair of ranks (NCCL_BUFFSIZE, 4 MiB by default). Under the PyTorch
+  /// runtime a pipeline message of at most this many bytes is sent eagerly (its send completes
+  /// without its receive); a larger one moves only once its receive is posted.
+  double nccl_buffer_bytes = 4194304.0;
   /// The engine's default is the idealisation, which the invariants of docs/design.md §6 are
   /// stated for; every user-facing default (the CLI, Python, studies, measured-run files, plan)
   /// is Auto, resolved per table (simulate_table, with the schedule's name; lower() alone

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -98,6 +99,30 @@ struct CommIssue {
 /// before the consumer; no send or receive is duplicated, stays on one device or serves no
 /// dependency; stages and microbatches exist. The first problem, or nullopt.
 std::optional<CommIssue> check_comm_order(const ScheduleTable& table);
+
+/// NCCL's default buffer for one pair of ranks (NCCL_BUFFSIZE, 4 MiB): a send whose message
+/// fits completes without its receive; a larger one waits until the receive is posted.
+inline constexpr double kNcclBufferBytes = 4194304.0;
+
+/// How the point-to-point check sizes sends: `bytes(send)` is the message of a SEND_F or SEND_B
+/// action (no function: every message fits the buffer); a send of more than `buffer_bytes`
+/// completes only once its receive is posted (NCCL's point-to-point semantics, docs/pytorch.md).
+struct SendSizes {
+  std::function<double(const CommAction& send)> bytes;
+  double buffer_bytes = kNcclBufferBytes;
+};
+
+/// Runs each rank's list as NCCL and PyTorch's runtime do, and reports the first problem in the
+/// list's terms: the action as written ("1RECV_F1"), its rank, its line (`file_lines`: the order
+/// is a compute+comms file's, one line per rank) and its position among the line's actions, as
+/// the file counts them. Two problems: the sends from one rank to another and that rank's
+/// receives from it name different tensors in the same place (NCCL matches them in the order
+/// they are posted); and a deadlock: every rank left waits, at a receive whose send never comes,
+/// a send larger than the buffer whose receive is never posted, or an op whose receive never
+/// completes. All transfers between a pair of ranks run on one stream, one at a time, in list
+/// order. Precondition: `check_comm_order` accepts the order (both ends of every transfer).
+std::optional<CommIssue> check_p2p(const ScheduleTable& table, const CommOrder& order,
+                                   const SendSizes& sizes, bool file_lines);
 
 /// One item of a device's list as PyTorch writes it: a compute op (index into `table.ops`) or a
 /// communication action (index into the order's `actions`).
