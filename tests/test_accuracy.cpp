@@ -321,6 +321,24 @@ TEST(Calibrate, ReportsWhatTheRunsCannotIdentifyAndKeepsIt) {
   EXPECT_EQ(c.unidentified[0].name, "inter.p2p_latency_s");
   EXPECT_NE(c.unidentified[0].reason.find("no measurement depends on it"), std::string::npos);
   EXPECT_DOUBLE_EQ(c.system.inter.p2p_latency(), base.inter.p2p_latency());
+  // Issue 23: a collective efficiency runs without tensor parallelism cannot identify once drove
+  // it from 0.783 to 0.05 (a TP-8 run then predicted 1.74x slower); now it is reported and kept.
+  auto single = m;
+  for (auto& run : single.runs) {
+    std::get<TransformerConfig>(run.model.spec).tensor_parallel = 1;
+    const auto p = predict(Measurements{"x", {run}}, truth).predictions.front();
+    for (std::size_t k = 0; k < 3; ++k)
+      (k == 0 ? run.measured_forward_s
+              : k == 1 ? run.measured_input_grad_s
+                       : run.measured_weight_grad_s) = p.parts[k].predicted_s;
+  }
+  options.fit = {"kernel_overhead_s", "intra.collective_efficiency"};
+  const auto collective = calibrate(single, base, options);
+  // (kernel_overhead_s, asked to absorb the GEMMs' lower efficiency, may hit its bound too.)
+  EXPECT_TRUE(std::any_of(collective.unidentified.begin(), collective.unidentified.end(),
+                          [](const auto& u) { return u.name == "intra.collective_efficiency"; }));
+  EXPECT_DOUBLE_EQ(collective.system.intra.collective_efficiency,
+                   base.intra.collective_efficiency);
   // A constant the fit drives to the end of its range is reported and kept too: times made with
   // the memory-bound kernels at the full HBM bandwidth push memory_efficiency to its bound, 1.
   truth.device.memory_efficiency = 1.0;

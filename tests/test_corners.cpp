@@ -7,7 +7,9 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -331,6 +333,28 @@ TEST_F(Corners, SimulationJsonCountsGraphNodes) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("\"graph_nodes\""), std::string::npos);
   EXPECT_EQ(r.out.find("\"nodes\""), std::string::npos);
+}
+
+// A study over a file with PyTorch's sends and receives simulates it under the runtime
+// `simulate --table` picks for it (the file's own order), to the same runtime: the study once
+// reported such rows "ok" with no simulation.
+TEST_F(Corners, AStudyOverACommsFileSimulatesItAsSimulateDoes) {
+  fs::copy_file(fs::path(PIPETAB_SOURCE_DIR) / "tests/data/pytorch/zb1p_comms_new.csv",
+                dir_ / "comms.csv");
+  file("study.toml",
+       "name = \"t\"\nrecord = [\"simulation.runtime_s\", \"simulation.runtime\"]\n[grid]\n"
+       "schedules = [{ table = \"comms.csv\" }]\nsystems = [\"dgx-h100\"]\nmodels = "
+       "[\"gpt3-1.3b\"]\n");
+  const auto sweep = run("sweep study.toml -o out.csv");
+  ASSERT_EQ(sweep.code, 0) << sweep.err;
+  const auto simulate =
+      run("simulate --table comms.csv --system dgx-h100 --model gpt3-1.3b --format json");
+  ASSERT_EQ(simulate.code, 0) << simulate.err;
+  const auto json = nlohmann::json::parse(simulate.out);
+  const auto rows = slurp(dir_ / "out.csv");
+  const auto row = rows.substr(rows.find('\n') + 1);
+  EXPECT_EQ(row, fmt::format("0,ok,,{},pytorch\n", json["runtime_s"].get<double>()))
+      << rows << "\nsimulate: " << json["runtime_s"] << " " << json["runtime"];
 }
 
 }  // namespace
