@@ -300,6 +300,11 @@ TEST_F(Cli, CostAccuracyAndCalibrate) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("| 1T present work |"), std::string::npos);
   EXPECT_NE(r.out.find("| all iterations | 18 |"), std::string::npos);
+  // Issue 23: the table says its errors are in sample, and where the out-of-sample ones are.
+  EXPECT_NE(r.out.find("\nIn sample: the presets' fitted efficiencies"), std::string::npos)
+      << r.out;
+  EXPECT_NE(run("accuracy --system dgx-a100").out.find("These errors are in sample if"),
+            std::string::npos);
   r = run("accuracy --format json");
   EXPECT_EQ(nlohmann::json::parse(r.out)["predictions"].size(), 23U);
   // A user's own layer timings: calibrate writes a system file the other commands take.

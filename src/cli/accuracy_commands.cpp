@@ -51,7 +51,21 @@ Subcommand add_accuracy(CLI::App& app) {
             } else if (o->format == "csv") {
               emit(o->output, accuracy_csv(report));
             } else {
-              emit(o->output, accuracy_markdown(report));
+              // Which errors these are: the built-in runs are the ones the presets' fitted
+              // efficiencies were fitted on (experiments/accuracy), so their errors are in sample.
+              const bool published = o->system.empty() && (o->file == "published-runs" ||
+                                                            o->file == "data/published-runs.toml");
+              emit(o->output,
+                   accuracy_markdown(report) +
+                       (published
+                            ? "\nIn sample: the presets' fitted efficiencies (gemm.max_efficiency, "
+                              "gemm.k_overhead, memory_efficiency) were fitted on these runs. Out "
+                              "of sample, each run predicted from a fit on the others: pipetab "
+                              "calibrate published-runs --system data/dgx-a100-datasheet.toml "
+                              "--fit-on all --leave-one-out (results/accuracy-leave-one-out.txt).\n"
+                            : "\nThese errors are in sample if the system was calibrated on "
+                              "these runs; pipetab calibrate RUNS --leave-one-out gives the "
+                              "out-of-sample error.\n"));
             }
           }};
 }
