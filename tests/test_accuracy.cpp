@@ -328,17 +328,16 @@ TEST(Calibrate, ReportsWhatTheRunsCannotIdentifyAndKeepsIt) {
     std::get<TransformerConfig>(run.model.spec).tensor_parallel = 1;
     const auto p = predict(Measurements{"x", {run}}, truth).predictions.front();
     for (std::size_t k = 0; k < 3; ++k)
-      (k == 0 ? run.measured_forward_s
-              : k == 1 ? run.measured_input_grad_s
-                       : run.measured_weight_grad_s) = p.parts[k].predicted_s;
+      (k == 0   ? run.measured_forward_s
+       : k == 1 ? run.measured_input_grad_s
+                : run.measured_weight_grad_s) = p.parts[k].predicted_s;
   }
   options.fit = {"kernel_overhead_s", "intra.collective_efficiency"};
   const auto collective = calibrate(single, base, options);
   // (kernel_overhead_s, asked to absorb the GEMMs' lower efficiency, may hit its bound too.)
   EXPECT_TRUE(std::any_of(collective.unidentified.begin(), collective.unidentified.end(),
                           [](const auto& u) { return u.name == "intra.collective_efficiency"; }));
-  EXPECT_DOUBLE_EQ(collective.system.intra.collective_efficiency,
-                   base.intra.collective_efficiency);
+  EXPECT_DOUBLE_EQ(collective.system.intra.collective_efficiency, base.intra.collective_efficiency);
   // A constant the fit drives to the end of its range is reported and kept too: times made with
   // the memory-bound kernels at the full HBM bandwidth push memory_efficiency to its bound, 1.
   truth.device.memory_efficiency = 1.0;

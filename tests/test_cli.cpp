@@ -357,8 +357,8 @@ TEST_F(Cli, SimulationLevel) {
   // A run that does not fit says so once, with what the worst device's memory is made of: the
   // figures of the JSON report (issue 14: the paper's model is over capacity everywhere).
   {
-    const auto json =
-        run("simulate 1f1b -S 4 -M 8 --system balanced --model paper --runtime async --format json");
+    const auto json = run(
+        "simulate 1f1b -S 4 -M 8 --system balanced --model paper --runtime async --format json");
     const auto m = nlohmann::json::parse(json.out);
     const double peak = m["peak_memory_bytes"][0], fixed = m["static_bytes"][0];
     EXPECT_NE(r.out.find(fmt::format(

@@ -1,7 +1,8 @@
 // Parameter resolution and every constraint a generator enforces: impossible parameters are
 // rejected with the rule that was broken.
-#include "helpers.hpp"
 #include <cctype>
+
+#include "helpers.hpp"
 #include <gtest/gtest.h>
 
 #include "pipetab/error.hpp"
@@ -83,8 +84,9 @@ TEST(Params, UnknownNameSuggestsTheNearest) {
     return std::string("accepted");
   };
   EXPECT_EQ(message("1fb1").rfind("unknown schedule '1fb1'; did you mean '1f1b'? (known: ", 0), 0U);
-  EXPECT_EQ(message("ZBVZeroBuble").rfind("unknown schedule 'ZBVZeroBuble'; did you mean 'zb-v'?", 0),
-            0U);
+  EXPECT_EQ(
+      message("ZBVZeroBuble").rfind("unknown schedule 'ZBVZeroBuble'; did you mean 'zb-v'?", 0),
+      0U);
   EXPECT_EQ(message("hanyo").rfind("unknown schedule 'hanyo'; did you mean 'hanayo'?", 0), 0U);
   // Nothing within two edits: no suggestion.
   EXPECT_EQ(message("zigzag").find("did you mean"), std::string::npos);

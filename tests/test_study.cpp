@@ -368,7 +368,7 @@ TEST(Sensitivity, FlipsMatchTheRuntimes) {
   study.devices = {4};
   study.microbatches = {8};
   study.systems = {"network-bound"};
-  study.models = {"paper"};  // whose rankings flip here
+  study.models = {"paper"};                 // whose rankings flip here
   study.lowering.runtime = Runtime::Async;  // as the unperturbed evaluations below
   const SensitivityAxes axes{sensitivity_factors(0.25, 4, 5, true),
                              sensitivity_factors(0.5, 2, 3, true),

@@ -198,6 +198,7 @@ def _sim_args(
     dp_bucket_mb: float = 25.0,
     distributed_optimizer: bool = False,
     overheads: bool = True,
+    nccl_buffsize: float = 4194304.0,
     costs: Union[None, str, Mapping[str, float]] = None,
     input_grad_frees: float = 0.0,
 ) -> _core.SimArgs:
@@ -220,6 +221,7 @@ def _sim_args(
     args.dp_bucket_mb = dp_bucket_mb
     args.distributed_optimizer = distributed_optimizer
     args.overheads = overheads
+    args.nccl_buffsize = float(nccl_buffsize)
     args.costs = _costs(costs)
     args.input_grad_frees = input_grad_frees
     return args
@@ -448,6 +450,8 @@ The simulation keywords mirror the command's flags:
 - ``optimizer``: simulate the optimizer step (False is ``--no-optimizer``)
 - ``dp_overlap``, ``dp_bucket_mb``, ``distributed_optimizer``: the gradient reduction
 - ``overheads``: per-kernel host overheads (False is ``--no-overheads``)
+- ``nccl_buffsize``: NCCL's buffer per pair of ranks in bytes (``--nccl-buffsize``): under the
+  PyTorch runtime a message up to this size is sent without waiting for its receive
 - ``costs``: table-level costs, ``"F=1,B=2"`` or ``{"F": 1, "B": 2}`` (seconds when simulating)
 - ``input_grad_frees``: the fraction of a stage's activations its input-gradient pass frees
 """
@@ -543,6 +547,7 @@ def analyze(
     dp_bucket_mb: float = 25.0,
     distributed_optimizer: bool = False,
     overheads: bool = True,
+    nccl_buffsize: float = 4194304.0,
     costs: CostsLike = None,
     input_grad_frees: float = 0.0,
 ) -> Analysis:
@@ -558,7 +563,7 @@ def analyze(
         system=system, model=model, dp=dp, contention=contention, blocking_send=blocking_send,
         runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer, dp_overlap=dp_overlap,
         dp_bucket_mb=dp_bucket_mb, distributed_optimizer=distributed_optimizer,
-        overheads=overheads, costs=costs, input_grad_frees=input_grad_frees,
+        overheads=overheads, nccl_buffsize=nccl_buffsize, costs=costs, input_grad_frees=input_grad_frees,
     )
     return Analysis(json.loads(_core.analyze(table._core, args, bool(memory_curves))))
 
@@ -683,6 +688,7 @@ def simulate(
     dp_bucket_mb: float = 25.0,
     distributed_optimizer: bool = False,
     overheads: bool = True,
+    nccl_buffsize: float = 4194304.0,
     costs: CostsLike = None,
     input_grad_frees: float = 0.0,
     trace: Optional[PathLike] = None,
@@ -698,7 +704,7 @@ def simulate(
         system=system, model=model, dp=dp, contention=contention, blocking_send=blocking_send,
         runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer, dp_overlap=dp_overlap,
         dp_bucket_mb=dp_bucket_mb, distributed_optimizer=distributed_optimizer,
-        overheads=overheads, costs=costs, input_grad_frees=input_grad_frees,
+        overheads=overheads, nccl_buffsize=nccl_buffsize, costs=costs, input_grad_frees=input_grad_frees,
     )
     result = Simulation(_core.simulate(table._core, args), table)
     if trace is not None:
@@ -812,6 +818,7 @@ def compare(
     dp_bucket_mb: float = 25.0,
     distributed_optimizer: bool = False,
     overheads: bool = True,
+    nccl_buffsize: float = 4194304.0,
     costs: CostsLike = None,
     input_grad_frees: float = 0.0,
 ) -> Comparison:
@@ -830,7 +837,7 @@ def compare(
         system=system if system is not None else "balanced", model=model, dp=dp, contention=contention,
         blocking_send=blocking_send, runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer,
         dp_overlap=dp_overlap, dp_bucket_mb=dp_bucket_mb,
-        distributed_optimizer=distributed_optimizer, overheads=overheads, costs=costs,
+        distributed_optimizer=distributed_optimizer, overheads=overheads, nccl_buffsize=nccl_buffsize, costs=costs,
         input_grad_frees=input_grad_frees,
     )
     text = _core.compare(
@@ -986,6 +993,7 @@ def tune(
     dp_bucket_mb: float = 25.0,
     distributed_optimizer: bool = False,
     overheads: bool = True,
+    nccl_buffsize: float = 4194304.0,
     costs: CostsLike = None,
     input_grad_frees: float = 0.0,
 ) -> TuneResult:
@@ -1005,7 +1013,7 @@ def tune(
             system=system, model=model, dp=dp, contention=contention,
             blocking_send=blocking_send, runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer,
             dp_overlap=dp_overlap, dp_bucket_mb=dp_bucket_mb,
-            distributed_optimizer=distributed_optimizer, overheads=overheads, costs=costs,
+            distributed_optimizer=distributed_optimizer, overheads=overheads, nccl_buffsize=nccl_buffsize, costs=costs,
             input_grad_frees=input_grad_frees,
         ),
     )

@@ -229,6 +229,7 @@ struct SimArgs {
   double dp_bucket_mb = 25.0;
   bool distributed_optimizer = false;
   bool overheads = true;
+  double nccl_buffsize = 4194304.0;  // --nccl-buffsize: NCCL_BUFFSIZE's default, 4 MiB
   std::optional<std::string> costs;  // table-level costs; at the simulation level in seconds
   double input_grad_frees = 0.0;
 };
@@ -282,6 +283,10 @@ SimulationSetup setup_of(const SimArgs& a, const std::string* system = nullptr) 
   setup.lowering.iteration.dp_bucket_bytes = a.dp_bucket_mb * 1e6;
   setup.lowering.iteration.distributed_optimizer = a.distributed_optimizer;
   setup.lowering.overheads = a.overheads;
+  if (!(a.nccl_buffsize >= 0.0 && a.nccl_buffsize <= 1e18))  // NaN too
+    throw ParamError(
+        fmt::format("nccl_buffsize = {}: expected bytes from 0 to 1e18", a.nccl_buffsize));
+  setup.lowering.nccl_buffer_bytes = a.nccl_buffsize;
   setup.options.contention = a.contention;
   setup.options.blocking_send = a.blocking_send;
   require_supported(setup.system, setup.lowering);
@@ -737,6 +742,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("dp_bucket_mb", &SimArgs::dp_bucket_mb)
       .def_readwrite("distributed_optimizer", &SimArgs::distributed_optimizer)
       .def_readwrite("overheads", &SimArgs::overheads)
+      .def_readwrite("nccl_buffsize", &SimArgs::nccl_buffsize)
       .def_readwrite("costs", &SimArgs::costs)
       .def_readwrite("input_grad_frees", &SimArgs::input_grad_frees);
 

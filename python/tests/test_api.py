@@ -133,3 +133,18 @@ def test_errors_are_value_errors():
     assert issubclass(pipetab.ParamError, pipetab.Error)
     assert issubclass(pipetab.ParseError, pipetab.Error)
     assert pipetab.Error.__module__ == "pipetab"
+
+
+def test_nccl_buffsize_decides_whether_torchtitans_example_runs():
+    # NCCL's point-to-point semantics (docs/pytorch.md): gpt3-1.3b's 8 MiB activations do not fit
+    # NCCL's default 4 MiB buffer, so the example's crossing sends wait for receives posted after
+    # them; a 16 MiB buffer sends them eagerly and the file runs, as with `--nccl-buffsize`.
+    from conftest import SOURCE_DIR
+
+    example = SOURCE_DIR / "tests/data/torchtitan/example.csv"
+    with pytest.raises(pipetab.Error, match=r"larger than NCCL's 4 MiB buffer"):
+        pipetab.simulate(example, model="gpt3-1.3b", system="dgx-a100")
+    run = pipetab.simulate(example, model="gpt3-1.3b", system="dgx-a100", nccl_buffsize=16 << 20)
+    assert run.runtime_s > 0
+    with pytest.raises(pipetab.Error, match="nccl_buffsize"):
+        pipetab.simulate(example, model="gpt3-1.3b", system="dgx-a100", nccl_buffsize=-1)

@@ -54,7 +54,7 @@ Subcommand add_accuracy(CLI::App& app) {
               // Which errors these are: the built-in runs are the ones the presets' fitted
               // efficiencies were fitted on (experiments/accuracy), so their errors are in sample.
               const bool published = o->system.empty() && (o->file == "published-runs" ||
-                                                            o->file == "data/published-runs.toml");
+                                                           o->file == "data/published-runs.toml");
               emit(o->output,
                    accuracy_markdown(report) +
                        (published

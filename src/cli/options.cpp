@@ -64,7 +64,8 @@ void add_schedule_options(CLI::App& command, ScheduleOptions& o) {
       command
           .add_option("--group-size", o.group_size,
                       "microbatches per group G of the interleaved order (Megatron's "
-                      "microbatch_group_size_per_vp_stage; default S where M is a multiple of S, else PyTorch's M/max(1,M/S))")
+                      "microbatch_group_size_per_vp_stage; default S where M is a multiple of S, "
+                      "else PyTorch's M/max(1,M/S))")
           ->transform(kWholeNumber);
   o.variant_opt = command.add_option("--variant", o.variant,
                                      "schedule variant, e.g. chimera's direct or doubling");

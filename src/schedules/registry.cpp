@@ -125,9 +125,10 @@ const ScheduleInfo& find_schedule(std::string_view name) {
   }
   const std::string hint =
       nearest ? fmt::format("; did you mean '{}'?", nearest->name) : std::string{};
-  throw ParamError(fmt::format("unknown schedule '{}'{} (known: {}; PyTorch's names such as "
-                               "1F1B or ScheduleInterleaved1F1B are accepted too)",
-                               name, hint, known));
+  throw ParamError(
+      fmt::format("unknown schedule '{}'{} (known: {}; PyTorch's names such as "
+                  "1F1B or ScheduleInterleaved1F1B are accepted too)",
+                  name, hint, known));
 }
 
 std::int64_t default_group_size(std::int64_t devices, std::int64_t microbatches,
@@ -147,7 +148,8 @@ std::int64_t default_group_size(std::int64_t devices, std::int64_t microbatches,
     return M / rounds;
   }
   std::int64_t g = S;
-  while (!admitted(g)) ++g;  // g = M always is
+  while (!admitted(g))
+    ++g;  // g = M always is
   note = fmt::format(
       "interleaved: M = {} is not a multiple of S = {} (Megatron's default g = S) nor of "
       "PyTorch's rounds max(1, M div S) = {}; using the smallest group size Megatron's rules "
@@ -178,9 +180,10 @@ ResolvedParams resolve(const ScheduleInfo& info, const ScheduleParams& params) {
     r.group_size =
         in_range(info, "group size (--group-size)", *params.group_size, kMaxMicrobatches);
   } else if (info.takes_group_size) {
-    r.group_size = r.chunks > 1 ? static_cast<std::int32_t>(
-                                      default_group_size(r.devices, r.microbatches, r.note))
-                                : r.devices;
+    r.group_size =
+        r.chunks > 1
+            ? static_cast<std::int32_t>(default_group_size(r.devices, r.microbatches, r.note))
+            : r.devices;
   }
   if (params.variant) {
     if (info.variants.empty()) not_taken(info, "--variant");

@@ -35,9 +35,10 @@ class StudyParser {
   // [simulation]: the engine's and the lowering's options, as the flags of `simulate` set them.
   void read_simulation(const toml::table& sim, Study& s) {
     const std::string p = "simulation";
-    r_.only(sim, p,
-            {"contention", "blocking_send", "data_parallel", "runtime", "tp_overlap", "optimizer",
-             "dp_overlap", "dp_bucket_bytes", "distributed_optimizer", "overheads"});
+    r_.only(
+        sim, p,
+        {"contention", "blocking_send", "data_parallel", "runtime", "tp_overlap", "optimizer",
+         "dp_overlap", "dp_bucket_bytes", "distributed_optimizer", "overheads", "nccl_buffsize"});
     s.sim.contention = r_.boolean(sim, p, "contention", true);
     s.sim.blocking_send = r_.boolean(sim, p, "blocking_send", false);
     auto& l = s.lowering;
@@ -52,6 +53,7 @@ class StudyParser {
     l.iteration.dp_bucket_bytes = r_.number(sim, p, "dp_bucket_bytes", 25e6, 1e3, 1e15, false);
     l.iteration.distributed_optimizer = r_.boolean(sim, p, "distributed_optimizer", false);
     l.overheads = r_.boolean(sim, p, "overheads", true);
+    l.nccl_buffer_bytes = r_.number(sim, p, "nccl_buffsize", 4194304.0, 0.0, 1e18, false);
   }
 
   StudyParser(std::string_view text, const std::string& file) : r_(text, file), file_(file) {}

@@ -18,7 +18,7 @@ using BlockFn = BuildingBlock (*)(const ResolvedParams&);
 
 /// A schedule family: what it is called, which options it takes, and its generator.
 struct ScheduleInfo {
-  std::string_view name{};          ///< registry key, e.g. "1f1b"
+  std::string_view name{};  ///< registry key, e.g. "1f1b"
   /// Other names people write for it: PyTorch's schedule names as `get_schedule_class` and
   /// torchtitan's `pipeline_parallel_schedule` take them ("Interleaved1F1B"; the class name
   /// "ScheduleInterleaved1F1B" is accepted too). Matched without regard to case, as the name.
@@ -49,8 +49,7 @@ const ScheduleInfo& find_schedule(std::string_view name);
 /// group M / max(1, M div S) where M is a multiple of its rounds; else the smallest g that
 /// Megatron's rules admit (S <= g <= M, M mod g 0 or at least S). Sets `note` to say which, and
 /// why, when it is not S.
-std::int64_t default_group_size(std::int64_t devices, std::int64_t microbatches,
-                                std::string& note);
+std::int64_t default_group_size(std::int64_t devices, std::int64_t microbatches, std::string& note);
 
 /// Applies defaults and checks the common rules (S ≥ 1, M ≥ 1, v ≥ 1, W ≥ 1, G ≥ 1, sizes within
 /// the table limits, no option the schedule does not take). Schedule-specific rules are
