@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "cli_fixture.hpp"
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -22,56 +23,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
+using Result = test::CliResult;
+using test::slurp;
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-class Cli : public ::testing::Test {
+class Cli : public test::CliFixture {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("pipetab-cli-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // Runs pipetab with `args`; stdout goes to `stdout_path` (default: captured in Result::out).
   Result run(const std::string& args, std::string stdout_path = {}) const {
-    const auto out = dir_ / "stdout", err = dir_ / "stderr";
-    if (stdout_path.empty()) stdout_path = out.string();
-    const std::string command = std::string(PIPETAB_BINARY) + " " + args + " > " + stdout_path +
-                                " 2> " + err.string() + " < /dev/null";
-    const int status = std::system(command.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = stdout_path == out.string() ? slurp(out) : std::string();
-    r.err = slurp(err);
-    return r;
-  }
-  std::string file(const std::string& name, const std::string& text) const {
-    const auto path = dir_ / name;
-    std::ofstream(path, std::ios::binary) << text;
-    return path.string();
+    RunOptions o;
+    o.stdout_path = std::move(stdout_path);
+    return run_pipetab(args, o);
   }
   // A failed run: exit code 2 and exactly one line on stderr containing `fragment`.
   void expect_usage_error(const std::string& args, const std::string& fragment) const {
-    const auto r = run(args);
-    EXPECT_EQ(r.code, 2) << args << "\n" << r.out << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    EXPECT_EQ(r.err.rfind("pipetab: error: ", 0), 0U) << r.err;
-    EXPECT_NE(r.err.find(fragment), std::string::npos) << args << ": " << r.err;
+    expect_one_line_error(run(args), args, fragment);
   }
-
-  fs::path dir_;
 };
 
 TEST_F(Cli, HelpOnEverySubcommand) {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli_fixture.hpp"
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -23,53 +24,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
+using Result = test::CliResult;
+using test::slurp;
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-class Corners : public ::testing::Test {
+class Corners : public test::CliFixture {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("pipetab-corners-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // Runs `pipetab ARGS` in the test's folder (a shell command line: `prefix` runs before it).
   Result run(const std::string& args, const std::string& prefix = {}) const {
-    const auto out = dir_ / "stdout", err = dir_ / "stderr";
-    const std::string command = "cd " + dir_.string() + " && " + prefix +
-                                std::string(PIPETAB_BINARY) + " " + args + " > " + out.string() +
-                                " 2> " + err.string() + " < /dev/null";
-    const int status = std::system(command.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
-  std::string file(const std::string& name, const std::string& text) const {
-    const auto path = dir_ / name;
-    std::ofstream(path, std::ios::binary) << text;
-    return path.string();
+    RunOptions o;
+    o.prefix = prefix;
+    o.in_folder = true;
+    return run_pipetab(args, o);
   }
   // A failed run: exit code 2 and one line on stderr that contains `message`.
   void expect_error(const std::string& args, const std::string& message) const {
-    const auto r = run(args);
-    EXPECT_EQ(r.code, 2) << args << "\n" << r.out << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    EXPECT_NE(r.err.find(message), std::string::npos)
-        << args << "\n  got: " << r.err << "  want: " << message;
+    expect_one_line_error(run(args), args, message);
   }
 
   // A runs file of one small iteration run with `extra` keys.
@@ -82,8 +51,6 @@ class Corners : public ::testing::Test {
                 "schedule = \"1f1b\"\ndevices = 2\nmicrobatches = 4\n" +
                     run_keys + more);
   }
-
-  fs::path dir_;
 };
 
 // ---------------------------------------------------------------------------------------------
