@@ -39,8 +39,9 @@ const std::string kSystem =
     "[network.inter]\nlatency_s = 5e-6\nbandwidth = inf\n";
 
 TEST(Presets, AllParseAndAreListed) {
-  EXPECT_EQ(io::model_presets(), (std::vector<std::string>{"gpt3-1.3b", "gpt3-13b", "gpt3-175b",
-                                                           "llama2-70b", "llama2-7b", "paper"}));
+  EXPECT_EQ(io::model_presets(),
+            (std::vector<std::string>{"gpt3-1.3b", "gpt3-13b", "gpt3-175b", "llama2-70b",
+                                      "llama2-7b", "paper", "qwen3-32b"}));
   EXPECT_EQ(io::system_presets(),
             (std::vector<std::string>{"a100-pcie", "balanced", "compute-bound", "dgx-a100",
                                       "dgx-h100", "ideal", "network-bound"}));
@@ -285,7 +286,7 @@ TEST(Config, ErrorsNameFileLineAndKey) {
       "[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\nvocab = 100\n";
   EXPECT_EQ(model_error(head + "colour = 3\n"),
             "m.toml:7:1: key 'transformer.colour': unknown key (expected: layers, hidden, heads, "
-            "kv_heads, ffn_hidden, seq_len, micro_batch, vocab, precision, dtype_bytes, "
+            "kv_heads, head_dim, ffn_hidden, seq_len, micro_batch, vocab, precision, dtype_bytes, "
             "tensor_parallel, sequence_parallel, recompute, flash_attention, gated_mlp, "
             "learned_positions, dropout, tie_embeddings, balance_embedding, "
             "grad_accumulation_fusion, grad_bytes_per_param, optimizer_bytes_per_param)");
@@ -303,7 +304,14 @@ TEST(Config, ErrorsNameFileLineAndKey) {
       "m.toml:7:19: key 'transformer.flash_attention': expected true or false, got an integer");
   EXPECT_EQ(
       model_error("[transformer]\nlayers = 4\nhidden = 65\nheads = 4\nseq_len = 32\nvocab = 100\n"),
-      "m.toml:3:10: key 'transformer.hidden': 65 is not a multiple of heads = 4");
+      "m.toml:3:10: key 'transformer.hidden': 65 is not a multiple of heads = 4: set head_dim if "
+      "the heads' width is not hidden / heads");
+  // With head_dim the heads need not tile the hidden size (Qwen3-32B: 64 × 128 on 5120).
+  EXPECT_EQ(model_error("[transformer]\nlayers = 4\nhidden = 65\nheads = 4\nhead_dim = 16\n"
+                        "seq_len = 32\nvocab = 100\n"),
+            "(no error)");
+  EXPECT_EQ(model_error(head + "head_dim = 0\n"),
+            "m.toml:7:12: key 'transformer.head_dim': 0 is out of range (1..1048576)");
   EXPECT_EQ(model_error(head + "kv_heads = 3\n"),
             "m.toml:7:12: key 'transformer.kv_heads': heads = 4 is not a multiple of 3");
   EXPECT_EQ(model_error("name = \"x\"\n"),

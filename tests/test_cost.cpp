@@ -15,6 +15,7 @@
 #include "pipetab/io/config.hpp"
 #include "pipetab/model/flops.hpp"
 #include "pipetab/model/operators.hpp"
+#include "pipetab/model/workload.hpp"
 
 namespace pipetab {
 namespace {
@@ -63,6 +64,48 @@ std::vector<TransformerConfig> grid() {
   llama.gated_mlp = true;
   out.push_back(llama);
   return out;
+}
+
+// head_dim (issue 24): written as hidden / heads it changes nothing; set to something else it
+// widens Q, K, V and the output projection, and Qwen3-32B's parameters come out as its model
+// card counts them (32.8 B, 31.2 B without the embeddings: Qwen/Qwen3-32B).
+TEST(Operators, HeadDimWidensTheAttentionOnly) {
+  for (const char* preset : {"gpt3-13b", "llama2-70b", "llama2-7b", "paper"}) {
+    auto m = std::get<TransformerConfig>(io::load_model(preset).spec);
+    for (const auto recompute : {Recompute::None, Recompute::Full}) {
+      for (const bool flash : {false, true}) {
+        m.recompute = recompute;
+        m.flash_attention = flash;
+        auto explicit_dim = m;
+        explicit_dim.head_dim = m.hidden / m.heads;
+        const auto a = model_operators(m), b = model_operators(explicit_dim);
+        ASSERT_EQ(a.layer.forward.size(), b.layer.forward.size());
+        for (std::size_t k = 0; k < a.layer.forward.size(); ++k) {
+          EXPECT_EQ(a.layer.forward[k].flops, b.layer.forward[k].flops) << preset;
+          EXPECT_EQ(a.layer.forward[k].bytes, b.layer.forward[k].bytes) << preset;
+        }
+        EXPECT_EQ(matmul_flops(a.layer.input_grad), matmul_flops(b.layer.input_grad));
+        EXPECT_EQ(total_params(m), total_params(explicit_dim)) << preset;
+      }
+    }
+  }
+  const auto qwen = std::get<TransformerConfig>(io::load_model("qwen3-32b").spec);
+  const double embeddings = 2.0 * 151936 * 5120;          // untied input and output
+  EXPECT_NEAR(total_params(qwen) / 32.8e9, 1.0, 0.0016);  // the card's 0.1 B rounding
+  EXPECT_NEAR((total_params(qwen) - embeddings) / 31.2e9, 1.0, 0.0017);
+  // Q is 64 × 128 = 8192 wide: the QKV GEMM's output is (8192 + 2 · 8 · 128) = 10240, the
+  // projection reads 8192, and the layer's GEMM FLOPs are 2 · tokens · its weights.
+  const auto ops = model_operators(qwen);
+  const auto find = [&](std::string_view name) {
+    return *std::find_if(ops.layer.forward.begin(), ops.layer.forward.end(),
+                         [&](const Operator& o) { return o.name == name; });
+  };
+  EXPECT_EQ(find("qkv").gemm.n, 10240);
+  EXPECT_EQ(find("projection").gemm.k, 8192);
+  const double weights = 2.0 * 5120 * 8192 + 2.0 * 5120 * 1024 + 3.0 * 5120 * 25600;
+  EXPECT_DOUBLE_EQ(
+      find("qkv").flops + find("projection").flops + find("fc1").flops + find("fc2").flops,
+      2 * 4096 * weights);
 }
 
 TEST(Operators, LayerFlopsEqualTheClosedForms) {

@@ -32,6 +32,7 @@ void only_transformer_keys(const Reader& r, const toml::table& t, const std::str
           "hidden",
           "heads",
           "kv_heads",
+          "head_dim",
           "ffn_hidden",
           "seq_len",
           "micro_batch",

@@ -26,6 +26,7 @@ TransformerConfig read_transformer(const Reader& r, const Table& t, const std::s
   m.hidden = r.integer(t, p, "hidden", std::nullopt, 1, 1 << 24);
   m.heads = r.integer(t, p, "heads", std::nullopt, 1, 1 << 20);
   m.kv_heads = r.integer(t, p, "kv_heads", m.heads, 1, m.heads);
+  m.head_dim = r.integer(t, p, "head_dim", 0, 1, 1 << 20);
   m.ffn_hidden = r.integer(t, p, "ffn_hidden", 4 * m.hidden, 1, 1 << 26);
   m.seq_len = r.integer(t, p, "seq_len", std::nullopt, 1, 1 << 26);
   m.micro_batch = r.integer(t, p, "micro_batch", 1, 1, 1 << 20);
@@ -48,9 +49,11 @@ TransformerConfig read_transformer(const Reader& r, const Table& t, const std::s
   m.grad_accumulation_fusion = r.boolean(t, p, "grad_accumulation_fusion", true);
   m.grad_bytes_per_param = r.number(t, p, "grad_bytes_per_param", 4.0, 0.0, 64.0, false);
   m.optimizer_bytes_per_param = r.number(t, p, "optimizer_bytes_per_param", 12.0, 0.0, 64.0, false);
-  if (m.hidden % m.heads != 0) {
+  if (m.head_dim == 0 && m.hidden % m.heads != 0) {
     r.fail(t.get("hidden")->source(), Reader::join(p, "hidden"),
-           fmt::format("{} is not a multiple of heads = {}", m.hidden, m.heads));
+           fmt::format("{} is not a multiple of heads = {}: set head_dim if the heads' width is "
+                       "not hidden / heads",
+                       m.hidden, m.heads));
   }
   if (m.heads % m.kv_heads != 0) {
     r.fail(t.get("kv_heads")->source(), Reader::join(p, "kv_heads"),

@@ -10,25 +10,28 @@ struct Dims {
   double b;    ///< micro-batch size
   double h;    ///< hidden size
   double a;    ///< attention heads
-  double kv;   ///< width of K and of V (h · kv_heads / heads)
+  double q;    ///< width of Q and of the attention output (heads · head_dim; h by default)
+  double kv;   ///< width of K and of V (kv_heads · head_dim)
   double ffn;  ///< MLP hidden size
   double V;    ///< vocabulary
   double t;    ///< tensor-parallel size
   double e;    ///< bytes per activation, weight and message element
   double tokens() const { return s * b; }
   double sbh() const { return s * b * h; }
-  double head_dim() const { return h / a; }
+  double head_dim() const { return q / a; }
 };
 
 inline Dims dims(const TransformerConfig& m) {
   const double heads = static_cast<double>(m.heads);
   const double kv_heads = static_cast<double>(m.kv_heads > 0 ? m.kv_heads : m.heads);
   const double h = static_cast<double>(m.hidden);
+  const double head_dim = m.head_dim > 0 ? static_cast<double>(m.head_dim) : h / heads;
   return {static_cast<double>(m.seq_len),
           static_cast<double>(m.micro_batch),
           h,
           heads,
-          h * kv_heads / heads,
+          heads * head_dim,
+          kv_heads * head_dim,
           static_cast<double>(m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden),
           static_cast<double>(m.vocab),
           static_cast<double>(m.tensor_parallel),
@@ -36,9 +39,9 @@ inline Dims dims(const TransformerConfig& m) {
 }
 
 // Weights of the matrix multiplies of one layer (all devices): Q and the output projection
-// h×h each, K and V h×kv each, the MLP two (gated: three) h×ffn matrices.
+// h×q each, K and V h×kv each, the MLP two (gated: three) h×ffn matrices.
 inline double matmul_params(const Dims& d, bool gated) {
-  return 2 * d.h * d.h + 2 * d.h * d.kv + (gated ? 3 : 2) * d.h * d.ffn;
+  return 2 * d.h * d.q + 2 * d.h * d.kv + (gated ? 3 : 2) * d.h * d.ffn;
 }
 
 }  // namespace pipetab::detail

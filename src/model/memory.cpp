@@ -17,9 +17,11 @@ LayerActivation layer_activation_bytes(const TransformerConfig& m, const Dims& d
   if (m.recompute == Recompute::Full)
     return {2 * sbh / (m.sequence_parallel ? d.t : 1), 0.0};  // layer input
   const double unsplit = (m.dropout ? 10 : 8) * sbh;
-  // Q (2sbh), K and V (2·s·b·kv each), the output-projection input (2sbh); the MLP's
-  // activation input and fc2 input (2·s·b·ffn each), a third for the gate.
-  const double split = 4 * sbh + 4 * d.s * d.b * d.kv + (m.gated_mlp ? 6 : 4) * d.s * d.b * d.ffn;
+  // Q (2·s·b·q), K and V (2·s·b·kv each), the output-projection input (2·s·b·q); the MLP's
+  // activation input and fc2 input (2·s·b·ffn each), a third for the gate. (q = h unless the
+  // model sets head_dim.)
+  const double split =
+      4 * d.s * d.b * d.q + 4 * d.s * d.b * d.kv + (m.gated_mlp ? 6 : 4) * d.s * d.b * d.ffn;
   // Softmax output (2·a·s²·b), its dropout mask (a·s²·b), the dropout output (2·a·s²·b); with
   // FlashAttention only a row-wise log-sum-exp (fp32) per head; selective recomputation drops
   // the attention core altogether.

@@ -130,11 +130,11 @@ struct LayerSizes {
   double x;         // residual stream elements on the device
   double full;      // s·b·h: the buffer of a tensor-parallel collective
   double scores;    // b·(a/t)·s²
-  double qkv_out;   // (h + 2·kv)/t
+  double qkv_out;   // (q + 2·kv)/t
   double ffn_out;   // fc1's output width per device (gated: two halves)
   double ffn;       // ffn/t
   double heads;     // b·a/t: batched attention products
-  double head_dim;  // h/a
+  double head_dim;  // q/a
 };
 
 LayerSizes sizes(const TransformerConfig& m, const Dims& d) {
@@ -143,7 +143,7 @@ LayerSizes sizes(const TransformerConfig& m, const Dims& d) {
   z.full = d.sbh();
   z.x = m.sequence_parallel ? z.full / d.t : z.full;
   z.scores = d.b * (d.a / d.t) * d.s * d.s;
-  z.qkv_out = (d.h + 2 * d.kv) / d.t;
+  z.qkv_out = (d.q + 2 * d.kv) / d.t;
   z.ffn = d.ffn / d.t;
   z.ffn_out = (m.gated_mlp ? 2 : 1) * z.ffn;
   z.heads = d.b * d.a / d.t;
@@ -156,8 +156,8 @@ void attention_core_forward(Builder& f, const TransformerConfig& m, const Dims& 
                             const LayerSizes& z) {
   if (m.flash_attention) {
     // Reads Q, K, V and writes the output; the s×s tiles stay on chip (Dao 2023).
-    f.fused_attention("attention.flash", OperatorKind::FusedAttention, 4 * z.T * d.s * d.h / d.t,
-                      d.e * z.T * (2 * d.h + 2 * d.kv) / d.t);
+    f.fused_attention("attention.flash", OperatorKind::FusedAttention, 4 * z.T * d.s * d.q / d.t,
+                      d.e * z.T * (2 * d.q + 2 * d.kv) / d.t);
     return;
   }
   f.gemm("attention.scores", d.s, d.s, z.head_dim, z.heads);
@@ -179,7 +179,7 @@ void layer_forward(Builder& f, const TransformerConfig& m, const Dims& d, const 
                  PassId::Forward, "qkv");
   f.gemm("qkv", z.T, z.qkv_out, d.h);
   attention_core_forward(f, m, d, z);
-  f.gemm("projection", z.T, d.h, d.h / d.t);
+  f.gemm("projection", z.T, d.h, d.q / d.t);
   f.collective(sp ? "attention.reduce_scatter" : "attention.all_reduce",
                sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
                Overlap::All, PassId::Forward, "projection");
@@ -227,11 +227,11 @@ void layer_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, con
   if (sp)
     i.collective("attention.reduce_scatter.backward", CollectiveKind::AllGather, d.e * z.full,
                  Overlap::All, PassId::InputGrad, "projection.input_grad");
-  i.gemm("projection.input_grad", z.T, d.h / d.t, d.h);
+  i.gemm("projection.input_grad", z.T, d.q / d.t, d.h);
   if (m.flash_attention) {
     // Recomputes QKᵀ and the softmax: five products against the forward's two (Dao 2023).
     i.fused_attention("attention.flash.backward", OperatorKind::FusedAttentionBackward,
-                      10 * z.T * d.s * d.h / d.t, d.e * z.T * (4 * d.h + 4 * d.kv) / d.t);
+                      10 * z.T * d.s * d.q / d.t, d.e * z.T * (4 * d.q + 4 * d.kv) / d.t);
   } else {
     i.gemm("attention.values.input_grad", d.s, d.s, z.head_dim, z.heads);  // dP = dO·Vᵀ
     i.gemm("attention.values.value_grad", d.s, z.head_dim, d.s, z.heads);  // dV = Pᵀ·dO
@@ -256,7 +256,7 @@ void layer_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d, co
                  Overlap::Backward, PassId::InputGrad, "fc1.input_grad");
   }
   w.weight_gemm("qkv.weight_grad", "qkv.weight_grad.accumulate", d.h, z.qkv_out, z.T);
-  w.weight_gemm("projection.weight_grad", "projection.weight_grad.accumulate", d.h / d.t, d.h, z.T);
+  w.weight_gemm("projection.weight_grad", "projection.weight_grad.accumulate", d.q / d.t, d.h, z.T);
   w.weight_gemm("fc1.weight_grad", "fc1.weight_grad.accumulate", d.h, z.ffn_out, z.T);
   w.weight_gemm("fc2.weight_grad", "fc2.weight_grad.accumulate", z.ffn, d.h, z.T);
 }

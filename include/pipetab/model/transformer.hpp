@@ -29,12 +29,16 @@ constexpr std::optional<Recompute> parse_recompute(std::string_view name) {
 }
 
 /// One microbatch is `micro_batch` sequences of `seq_len` tokens. Defaults of 0 mean "derived":
-/// kv_heads = heads, ffn_hidden = 4·hidden.
+/// kv_heads = heads, ffn_hidden = 4·hidden, head_dim = hidden / heads.
 struct TransformerConfig {
   std::int64_t layers = 0;
   std::int64_t hidden = 0;
   std::int64_t heads = 0;
-  std::int64_t kv_heads = 0;    ///< grouped-query attention; 0 = heads
+  std::int64_t kv_heads = 0;  ///< grouped-query attention; 0 = heads
+  /// Width of one attention head; 0 = hidden / heads. Models whose heads × head_dim is not the
+  /// hidden size set it (Qwen3-32B: 64 heads of 128 on hidden 5120), so that Q and the output
+  /// projection are hidden × heads·head_dim and K and V hidden × kv_heads·head_dim.
+  std::int64_t head_dim = 0;
   std::int64_t ffn_hidden = 0;  ///< 0 = 4 · hidden
   std::int64_t seq_len = 0;
   std::int64_t micro_batch = 1;
