@@ -40,6 +40,17 @@ Run run(const ScheduleTable& t, const ModelConfig& model, const SystemConfig& sy
   return r;
 }
 
+// The message of the ParamError `f` throws, or "(no error)".
+template <class F>
+std::string param_error(F&& f) {
+  try {
+    f();
+  } catch (const ParamError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
 TEST(Sim, TwoDevicesOneMicrobatchIsTheChainSum) {
   // F, then the activation hop, F, B, the gradient hop, B: runtime = 2F + 2B + 2(α + bytes/β).
   const auto t = test::make("1f1b", test::sm(2, 1));
@@ -902,18 +913,13 @@ TEST(Runtime, TorchtitansExampleRunsWhileItsMessagesFitNcclsBuffer) {
   const auto r = run(t, model, system, {}, pytorch).result;
   EXPECT_GT(r.pipeline_end_s, 0.0);
   pytorch.nccl_buffer_bytes = 0.5;
-  try {
-    run(t, model, system, {}, pytorch);
-    FAIL() << "no deadlock reported";
-  } catch (const ParamError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "the ranks' lists deadlock (each waits for another): rank 0 waits at 0SEND_F1 "
-              "(line 1, action 6 of 43): a send of 1 B is larger than NCCL's 0.5 B buffer, so it "
-              "completes only once its receive 1RECV_F1 (line 2, action 6 of 43) is posted; rank "
-              "1 waits at 1SEND_F0 (line 2, action 5 of 43): a send of 1 B is larger than NCCL's "
-              "0.5 B buffer, so it completes only once its receive 2RECV_F0 (line 1, action 7 of "
-              "43) is posted; messages within NCCL's buffer (--nccl-buffsize) would not wait");
-  }
+  EXPECT_EQ(param_error([&] { run(t, model, system, {}, pytorch); }),
+            "the ranks' lists deadlock (each waits for another): rank 0 waits at 0SEND_F1 "
+            "(line 1, action 6 of 43): a send of 1 B is larger than NCCL's 0.5 B buffer, so it "
+            "completes only once its receive 1RECV_F1 (line 2, action 6 of 43) is posted; rank "
+            "1 waits at 1SEND_F0 (line 2, action 5 of 43): a send of 1 B is larger than NCCL's "
+            "0.5 B buffer, so it completes only once its receive 2RECV_F0 (line 1, action 7 of "
+            "43) is posted; messages within NCCL's buffer (--nccl-buffsize) would not wait");
 }
 
 TEST(Runtime, PyTorchOrderThatHangsIsReported) {
@@ -932,18 +938,13 @@ TEST(Runtime, PyTorchOrderThatHangsIsReported) {
   EXPECT_NO_THROW(run(t, model, system, {}, pytorch));
   // Larger ones: named in the file's terms (line, position among the line's actions).
   pytorch.nccl_buffer_bytes = 0.5;
-  try {
-    run(t, model, system, {}, pytorch);
-    FAIL() << "no deadlock reported";
-  } catch (const ParamError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "the ranks' lists deadlock (each waits for another): rank 0 waits at 0SEND_F1 "
-              "(line 1, action 4 of 8): a send of 1 B is larger than NCCL's 0.5 B buffer, so it "
-              "completes only once its receive 1RECV_F1 (line 2, action 5 of 8) is posted; rank 1 "
-              "waits at 1SEND_B0 (line 2, action 4 of 8): a send of 1 B is larger than NCCL's "
-              "0.5 B buffer, so it completes only once its receive 0RECV_B0 (line 1, action 5 of "
-              "8) is posted; messages within NCCL's buffer (--nccl-buffsize) would not wait");
-  }
+  EXPECT_EQ(param_error([&] { run(t, model, system, {}, pytorch); }),
+            "the ranks' lists deadlock (each waits for another): rank 0 waits at 0SEND_F1 "
+            "(line 1, action 4 of 8): a send of 1 B is larger than NCCL's 0.5 B buffer, so it "
+            "completes only once its receive 1RECV_F1 (line 2, action 5 of 8) is posted; rank 1 "
+            "waits at 1SEND_B0 (line 2, action 4 of 8): a send of 1 B is larger than NCCL's "
+            "0.5 B buffer, so it completes only once its receive 0RECV_B0 (line 1, action 5 of "
+            "8) is posted; messages within NCCL's buffer (--nccl-buffsize) would not wait");
   // Another runtime cannot run a table's own communication order.
   LoweringOptions megatron;
   megatron.runtime = Runtime::Megatron;
