@@ -1,4 +1,4 @@
-// Layout planning: Llama 2 70B on 1,024 DGX H100 GPUs with a global batch of 1,024 sequences,
+// PlanLayout planning: Llama 2 70B on 1,024 DGX H100 GPUs with a global batch of 1,024 sequences,
 // the whole default space (issue target: under 60 s on two cores), with and without the branch
 // and bound (the argument: 1 prunes), at 2 threads. Counters: layouts, rejected, pruned,
 // simulated.

@@ -77,19 +77,21 @@ TEST(Measurements, ErrorsNameFileLineAndKey) {
       "devices = 2\nmicrobatches = 4\n";
   EXPECT_EQ(error_of(kModel + run + "measured_iteration_s = 1.0\n"), "(no error)");
   EXPECT_EQ(error_of(kModel + run),
-            "runs.toml:7:1: key 'run[0]': expected exactly one of measured_iteration_s and "
-            "measured_tflops_per_gpu");
+            "runs.toml:7:1: key 'run[0]': expected exactly one of measured_iteration_s, "
+            "measured_tflops_per_gpu and measured_tokens_per_s_per_gpu");
   EXPECT_EQ(error_of(kModel + run + "measured_iteration_s = 1.0\nmeasured_tflops_per_gpu = 5\n"),
-            "runs.toml:7:1: key 'run[0]': expected exactly one of measured_iteration_s and "
-            "measured_tflops_per_gpu");
+            "runs.toml:7:1: key 'run[0]': expected exactly one of measured_iteration_s, "
+            "measured_tflops_per_gpu and measured_tokens_per_s_per_gpu");
   EXPECT_EQ(error_of(kModel + run + "measured_iteration_s = -1.0\n"),
             "runs.toml:14:24: key 'run[0].measured_iteration_s': -1 is out of range (1e-09 .. "
             "1e+30)");
   EXPECT_EQ(error_of(kModel + run + "measured_iteration_s = 1.0\ncolour = 3\n"),
             "runs.toml:15:1: key 'run[0].colour': unknown key (expected: id, source, defaults, "
             "system, models, model, schedule, devices, microbatches, chunks, data_parallel, "
-            "runtime, tp_overlap, dp_overlap, dp_bucket_bytes, distributed_optimizer, optimizer, "
-            "measured_iteration_s, measured_tflops_per_gpu, measured_forward_ms, "
+            "context_parallel, cp_method, fsdp, fsdp_shard, reshard_after_forward, "
+            "fsdp_grad_sync, fsdp_fp8_all_gather, runtime, tp_overlap, dp_overlap, "
+            "dp_bucket_bytes, distributed_optimizer, optimizer, measured_iteration_s, "
+            "measured_tflops_per_gpu, measured_tokens_per_s_per_gpu, measured_forward_ms, "
             "measured_backward_ms, stage_layers, measured_input_grad_ms, "
             "measured_weight_grad_ms, measured_p2p_ms, p2p)");
   EXPECT_EQ(error_of(kModel + "[[run]]\nid = \"a\"\nsystem = \"x\"\nmodels = [\"nope\"]\n"),

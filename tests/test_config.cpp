@@ -40,11 +40,13 @@ const std::string kSystem =
 
 TEST(Presets, AllParseAndAreListed) {
   EXPECT_EQ(io::model_presets(),
-            (std::vector<std::string>{"gpt3-1.3b", "gpt3-13b", "gpt3-175b", "llama2-70b",
-                                      "llama2-7b", "paper", "qwen3-32b"}));
+            (std::vector<std::string>{"gpt3-1.3b", "gpt3-13b", "gpt3-175b", "llama2-13b",
+                                      "llama2-70b", "llama2-7b", "llama3.1-405b", "llama3.1-70b",
+                                      "llama3.1-8b", "paper", "qwen3-32b"}));
   EXPECT_EQ(io::system_presets(),
-            (std::vector<std::string>{"a100-pcie", "balanced", "compute-bound", "dgx-a100",
-                                      "dgx-h100", "ideal", "network-bound"}));
+            (std::vector<std::string>{"a100-80gb", "a100-pcie", "balanced", "compute-bound",
+                                      "dgx-a100", "dgx-h100", "dgx-h200", "grand-teton-h100",
+                                      "ideal", "llama3-h100-roce", "network-bound"}));
   for (const auto& name : io::model_presets())
     EXPECT_EQ(io::load_model(name).name, name);
   for (const auto& name : io::system_presets())
@@ -155,8 +157,9 @@ TEST(Presets, DeviceFromAPreset) {
   EXPECT_EQ(s.device.gemm.sms, 132);
   EXPECT_EQ(s.device.peak(Precision::BF16), 989.4e12);
   EXPECT_EQ(system_error("[device]\npreset = \"tpu\"\n[network]\n"),
-            "s.toml:2:10: key 'device.preset': 'tpu' is not a system preset (presets: a100-pcie, "
-            "balanced, compute-bound, dgx-a100, dgx-h100, ideal, network-bound)");
+            "s.toml:2:10: key 'device.preset': 'tpu' is not a system preset (presets: a100-80gb, "
+            "a100-pcie, balanced, compute-bound, dgx-a100, dgx-h100, dgx-h200, grand-teton-h100, "
+            "ideal, llama3-h100-roce, network-bound)");
 }
 
 TEST(Presets, RegimesHaveTheirRatio) {
@@ -463,8 +466,9 @@ TEST(Config, LoadByNameOrPath) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "--system nosuch: no such preset or file (presets: a100-pcie, balanced, "
-              "compute-bound, dgx-a100, dgx-h100, ideal, network-bound)");
+              "--system nosuch: no such preset or file (presets: a100-80gb, a100-pcie, balanced, "
+              "compute-bound, dgx-a100, dgx-h100, dgx-h200, grand-teton-h100, ideal, "
+              "llama3-h100-roce, network-bound)");
   }
   EXPECT_FALSE(io::preset_text("models", "paper").empty());
   EXPECT_TRUE(io::preset_text("models", "nosuch").empty());

@@ -1067,8 +1067,8 @@ TEST(Iteration, RunsNeedTheGpusTheSystemHas) {
     FAIL();
   } catch (const ParamError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "the run needs 16 GPUs (4 pipeline devices × tensor parallel 1 × data parallel 4), "
-              "and system 'dgx-h100' has 8 (1 nodes of 8)");
+              "the run needs 16 GPUs (4 pipeline devices × tensor parallel 1 × context parallel 1 "
+              "× data parallel 4), and system 'dgx-h100' has 8 (1 nodes of 8)");
   }
   lowering.data_parallel = 2;
   EXPECT_NO_THROW(run(t, io::load_model("gpt3-1.3b"), system, {}, lowering));

@@ -19,6 +19,7 @@ import json
 import math
 import os
 import tomllib
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -36,6 +37,7 @@ __all__ = [
     "Error",
     "ParamError",
     "ParseError",
+    "FSDP",
     "Table",
     "Analysis",
     "Simulation",
@@ -184,11 +186,50 @@ def _costs(costs: Union[None, str, Mapping[str, float]]) -> Optional[str]:
     raise TypeError("costs: expected a string such as 'F=1,B=2' or a dict such as {'F': 1, 'B': 2}")
 
 
+@dataclass(frozen=True)
+class FSDP:
+    """Options of fully sharded data parallelism (``fsdp=FSDP(...)``; ``fsdp=True`` takes the
+    defaults), as the flags of ``pipetab simulate --fsdp``:
+
+    - ``shard``: HSDP, shard over groups of this many ranks (``--fsdp-shard``); None: all
+    - ``reshard_after_forward``: True, False, or None for torchtitan's default (on without
+      pipelining, off with it)
+    - ``grad_sync``: ``"step"`` (once after a unit's last backward) or ``"microbatch"``
+    - ``fp8_all_gather``: all-gather parameters in FP8 (one byte each)
+    """
+
+    shard: Optional[int] = None
+    reshard_after_forward: Optional[bool] = None
+    grad_sync: str = "step"
+    fp8_all_gather: bool = False
+
+
+def _layout(args: "_core.SimArgs", tp: Optional[int], cp: int, cp_method: str,
+            fsdp: Union[bool, FSDP]) -> None:
+    args.tensor_parallel = 0 if tp is None else tp
+    args.context_parallel = cp
+    args.cp_method = cp_method
+    if isinstance(fsdp, FSDP):
+        args.fsdp = True
+        args.fsdp_shard = 0 if fsdp.shard is None else fsdp.shard
+        args.reshard_after_forward = fsdp.reshard_after_forward
+        args.fsdp_grad_sync = fsdp.grad_sync
+        args.fsdp_fp8_all_gather = fsdp.fp8_all_gather
+    elif isinstance(fsdp, bool):
+        args.fsdp = fsdp
+    else:
+        raise TypeError(f"fsdp={fsdp!r}: expected True, False or pipetab.FSDP(...)")
+
+
 def _sim_args(
     *,
     system: Config = "balanced",
     model: Optional[Config] = None,
     dp: int = 1,
+    tp: Optional[int] = None,
+    cp: int = 1,
+    cp_method: str = "ring",
+    fsdp: Union[bool, FSDP] = False,
     contention: bool = True,
     blocking_send: bool = False,
     runtime: Optional[str] = None,
@@ -212,6 +253,7 @@ def _sim_args(
     elif model is not None:  # None: the command's default model preset
         args.model = os.fspath(model)
     args.data_parallel = dp
+    _layout(args, tp, cp, cp_method, fsdp)
     args.contention = contention
     args.blocking_send = blocking_send
     args.runtime = runtime
@@ -443,6 +485,10 @@ The simulation keywords mirror the command's flags:
 - ``system``: a system preset name, a TOML file's path, or a dict (default ``"balanced"``)
 - ``model``: a model preset name, a TOML file's path, or a dict; None is the command's default
 - ``dp``: data-parallel replicas (``--dp``)
+- ``tp``, ``cp``, ``cp_method``: tensor- and context-parallel ranks per stage and the CP exchange
+  (``--tp``, ``--cp``, ``--cp-method``: ``"ring"``, ``"allgather"`` or ``"a2a"``); tp None is the
+  model file's
+- ``fsdp``: fully sharded data parallelism (``--fsdp``): True, or :class:`FSDP` with its options
 - ``contention``: links shared by concurrent transfers (False is ``--no-contention``)
 - ``blocking_send``: a send occupies its sender until received (``--blocking-send``)
 - ``runtime``: ``"auto"`` (None: each table's own), ``"async"``, ``"megatron"`` or ``"pytorch"``
@@ -538,6 +584,10 @@ def analyze(
     system: Config = "balanced",
     model: Optional[Config] = None,
     dp: int = 1,
+    tp: Optional[int] = None,
+    cp: int = 1,
+    cp_method: str = "ring",
+    fsdp: Union[bool, FSDP] = False,
     contention: bool = True,
     blocking_send: bool = False,
     runtime: Optional[str] = None,
@@ -560,7 +610,8 @@ def analyze(
     table = _subject(subject, dict(devices=devices, microbatches=microbatches, chunks=chunks,
                                    waves=waves, group_size=group_size, variant=variant, split=split))
     args = _sim_args(
-        system=system, model=model, dp=dp, contention=contention, blocking_send=blocking_send,
+        system=system, model=model, dp=dp, tp=tp, cp=cp, cp_method=cp_method, fsdp=fsdp,
+        contention=contention, blocking_send=blocking_send,
         runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer, dp_overlap=dp_overlap,
         dp_bucket_mb=dp_bucket_mb, distributed_optimizer=distributed_optimizer,
         overheads=overheads, nccl_buffsize=nccl_buffsize, costs=costs, input_grad_frees=input_grad_frees,
@@ -679,6 +730,10 @@ def simulate(
     system: Config = "balanced",
     model: Optional[Config] = None,
     dp: int = 1,
+    tp: Optional[int] = None,
+    cp: int = 1,
+    cp_method: str = "ring",
+    fsdp: Union[bool, FSDP] = False,
     contention: bool = True,
     blocking_send: bool = False,
     runtime: Optional[str] = None,
@@ -701,7 +756,8 @@ def simulate(
     table = _subject(subject, dict(devices=devices, microbatches=microbatches, chunks=chunks,
                                    waves=waves, group_size=group_size, variant=variant, split=split))
     args = _sim_args(
-        system=system, model=model, dp=dp, contention=contention, blocking_send=blocking_send,
+        system=system, model=model, dp=dp, tp=tp, cp=cp, cp_method=cp_method, fsdp=fsdp,
+        contention=contention, blocking_send=blocking_send,
         runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer, dp_overlap=dp_overlap,
         dp_bucket_mb=dp_bucket_mb, distributed_optimizer=distributed_optimizer,
         overheads=overheads, nccl_buffsize=nccl_buffsize, costs=costs, input_grad_frees=input_grad_frees,
@@ -809,6 +865,10 @@ def compare(
     system: Optional[Config] = None,
     model: Optional[Config] = None,
     dp: int = 1,
+    tp: Optional[int] = None,
+    cp: int = 1,
+    cp_method: str = "ring",
+    fsdp: Union[bool, FSDP] = False,
     contention: bool = True,
     blocking_send: bool = False,
     runtime: Optional[str] = None,
@@ -834,7 +894,8 @@ def compare(
     if names is None:
         names = [] if tables else list(PAPER_SCHEDULES)
     args = _sim_args(
-        system=system if system is not None else "balanced", model=model, dp=dp, contention=contention,
+        system=system if system is not None else "balanced", model=model, dp=dp, tp=tp, cp=cp, cp_method=cp_method, fsdp=fsdp,
+        contention=contention,
         blocking_send=blocking_send, runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer,
         dp_overlap=dp_overlap, dp_bucket_mb=dp_bucket_mb,
         distributed_optimizer=distributed_optimizer, overheads=overheads, nccl_buffsize=nccl_buffsize, costs=costs,
@@ -984,6 +1045,10 @@ def tune(
     system: Config = "balanced",
     model: Optional[Config] = None,
     dp: int = 1,
+    tp: Optional[int] = None,
+    cp: int = 1,
+    cp_method: str = "ring",
+    fsdp: Union[bool, FSDP] = False,
     contention: bool = True,
     blocking_send: bool = False,
     runtime: Optional[str] = None,
@@ -1010,7 +1075,8 @@ def tune(
         bool(builtins),
         runnable_by,
         _sim_args(
-            system=system, model=model, dp=dp, contention=contention,
+            system=system, model=model, dp=dp, tp=tp, cp=cp, cp_method=cp_method, fsdp=fsdp,
+        contention=contention,
             blocking_send=blocking_send, runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer,
             dp_overlap=dp_overlap, dp_bucket_mb=dp_bucket_mb,
             distributed_optimizer=distributed_optimizer, overheads=overheads, nccl_buffsize=nccl_buffsize, costs=costs,

@@ -220,6 +220,15 @@ struct SimArgs {
   std::string model = io::kDefaultModel;
   std::optional<std::string> model_text;
   std::int64_t data_parallel = 1;
+  // The layout beyond dp (ScheduleOptions::layout's fields).
+  std::int64_t tensor_parallel = 0;  // 0: the model file's
+  std::int64_t context_parallel = 1;
+  std::string cp_method = "ring";
+  bool fsdp = false;
+  std::int64_t fsdp_shard = 0;
+  std::optional<bool> reshard_after_forward;
+  std::string fsdp_grad_sync = "step";
+  bool fsdp_fp8_all_gather = false;
   bool contention = true;
   bool blocking_send = false;
   std::optional<std::string> runtime;  // unset: auto, the table's own (default_runtime)
@@ -252,6 +261,32 @@ MemoryOptions memory_of(const SimArgs& a) {
   return MemoryOptions{a.input_grad_frees};
 }
 
+Layout layout_of(const SimArgs& a) {
+  Layout l;
+  if (a.tensor_parallel < 0)
+    throw Error(fmt::format("tp {}: expected 1 or more", a.tensor_parallel));
+  l.tp = a.tensor_parallel;
+  l.cp = a.context_parallel;
+  const auto method = parse_cp_method(a.cp_method);
+  if (!method)
+    throw Error(fmt::format("cp_method '{}': expected ring, allgather or a2a", a.cp_method));
+  l.cp_method = *method;
+  l.dp = a.data_parallel;
+  l.fsdp.enabled = a.fsdp;
+  if (!a.fsdp && (a.fsdp_shard != 0 || a.reshard_after_forward || a.fsdp_fp8_all_gather ||
+                  a.fsdp_grad_sync != "step"))
+    throw Error("FSDP options (shard, reshard_after_forward, grad_sync, fp8_all_gather) need fsdp");
+  if (a.fsdp_shard < 0) throw Error(fmt::format("fsdp shard {}: expected 2 or more", a.fsdp_shard));
+  l.fsdp.shard = a.fsdp_shard;
+  l.fsdp.reshard_after_forward = a.reshard_after_forward;
+  const auto sync = parse_grad_sync(a.fsdp_grad_sync);
+  if (!sync)
+    throw Error(fmt::format("fsdp grad_sync '{}': expected step or microbatch", a.fsdp_grad_sync));
+  l.fsdp.grad_sync = *sync;
+  l.fsdp.fp8_all_gather = a.fsdp_fp8_all_gather;
+  return l;
+}
+
 SimulationSetup setup_of(const SimArgs& a, const std::string* system = nullptr) {
   if (a.data_parallel < 1 || a.data_parallel > kMaxDataParallel) {
     throw Error(fmt::format("dp {}: expected 1 to {}", a.data_parallel, kMaxDataParallel));
@@ -263,7 +298,6 @@ SimulationSetup setup_of(const SimArgs& a, const std::string* system = nullptr) 
   setup.model = model_of(a);
   setup.system = system_of(a, system);
   if (a.costs) setup.lowering.costs = parse_costs(*a.costs);
-  setup.lowering.data_parallel = static_cast<std::int32_t>(a.data_parallel);
   setup.lowering.runtime = Runtime::Auto;
   if (a.runtime) {
     const auto runtime = parse_runtime(*a.runtime);
@@ -289,6 +323,7 @@ SimulationSetup setup_of(const SimArgs& a, const std::string* system = nullptr) 
   setup.lowering.nccl_buffer_bytes = a.nccl_buffsize;
   setup.options.contention = a.contention;
   setup.options.blocking_send = a.blocking_send;
+  apply_layout(layout_of(a), setup.model, setup.lowering);
   require_supported(setup.system, setup.lowering);
   return setup;
 }
@@ -733,6 +768,14 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("model", &SimArgs::model)
       .def_readwrite("model_text", &SimArgs::model_text)
       .def_readwrite("data_parallel", &SimArgs::data_parallel)
+      .def_readwrite("tensor_parallel", &SimArgs::tensor_parallel)
+      .def_readwrite("context_parallel", &SimArgs::context_parallel)
+      .def_readwrite("cp_method", &SimArgs::cp_method)
+      .def_readwrite("fsdp", &SimArgs::fsdp)
+      .def_readwrite("fsdp_shard", &SimArgs::fsdp_shard)
+      .def_readwrite("reshard_after_forward", &SimArgs::reshard_after_forward)
+      .def_readwrite("fsdp_grad_sync", &SimArgs::fsdp_grad_sync)
+      .def_readwrite("fsdp_fp8_all_gather", &SimArgs::fsdp_fp8_all_gather)
       .def_readwrite("contention", &SimArgs::contention)
       .def_readwrite("blocking_send", &SimArgs::blocking_send)
       .def_readwrite("runtime", &SimArgs::runtime)

@@ -97,11 +97,65 @@ void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
                       fmt::format("{}", fmt::join(io::model_presets(), ", ")) + ")")
       ->capture_default_str();
   command
+      .add_option("--tp", o.tensor_parallel,
+                  "tensor-parallel ranks per stage (default: the model file's tensor_parallel)")
+      ->transform(kWholeNumber)
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
+  command
+      .add_option("--cp", o.context_parallel,
+                  "context-parallel ranks per stage: each runs seq_len/cp tokens of every "
+                  "sequence and exchanges keys and values in attention")
+      ->transform(kWholeNumber)
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
+      ->capture_default_str();
+  command
+      .add_option("--cp-method", o.cp_method,
+                  "how context-parallel ranks exchange keys and values: ring (Transformer "
+                  "Engine's p2p, Megatron's default), allgather (torchtitan's default, Llama 3), "
+                  "a2a (Ulysses all-to-all)")
+      ->check(CLI::IsMember({"ring", "allgather", "a2a"}))
+      ->capture_default_str();
+  command
       .add_option("--dp", o.data_parallel,
-                  "data-parallel replicas of the pipeline (gradient all-reduce)")
+                  "data-parallel replicas of the pipeline (gradient all-reduce; with --fsdp the "
+                  "ranks parameters are sharded over)")
       ->transform(kWholeNumber)
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{kMaxDataParallel}))
       ->capture_default_str();
+  auto* fsdp = command.add_flag(
+      "--fsdp", o.fsdp,
+      "fully sharded data parallelism (FSDP2, ZeRO-3): parameters, gradients and "
+      "optimizer state sharded over the --dp × --cp ranks, each unit (a stage "
+      "when pipelined, a transformer block without) all-gathered before use and its "
+      "gradients reduce-scattered after");
+  command
+      .add_option("--fsdp-shard", o.fsdp_shard,
+                  "HSDP: shard over groups of this many ranks and replicate across them (default: "
+                  "shard over all --dp × --cp ranks)")
+      ->transform(kWholeNumber)
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{kMaxDataParallel}))
+      ->needs(fsdp);
+  command
+      .add_option("--reshard-after-forward", o.reshard_after_forward,
+                  "FSDP: free a unit's gathered parameters after its forward and gather them "
+                  "again for the backward (on), or keep them (off); auto: torchtitan's default, "
+                  "on without pipelining and off with it")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str()
+      ->needs(fsdp);
+  command
+      .add_option("--fsdp-grad-sync", o.fsdp_grad_sync,
+                  "FSDP: reduce-scatter gradients once per step after a unit's last backward "
+                  "(step: torchtitan with pipelining, FSDP2's no_sync) or after every "
+                  "microbatch's (microbatch)")
+      ->check(CLI::IsMember({"step", "microbatch"}))
+      ->capture_default_str()
+      ->needs(fsdp);
+  command
+      .add_flag("--fsdp-fp8-all-gather", o.fsdp_fp8_all_gather,
+                "FSDP: all-gather parameters in FP8 (torchtitan's "
+                "enable_fsdp_float8_all_gather): one byte per parameter")
+      ->needs(fsdp);
   command.add_flag(
       "--no-contention", o.no_contention,
       "transfers do not share link bandwidth (each takes latency + bytes/bandwidth alone)");
@@ -158,7 +212,6 @@ SimulationSetup ScheduleOptions::simulation(const std::string* system_name) cons
   setup.model = io::load_model(model);
   setup.system = io::load_system(system_name ? *system_name : system);
   if (costs_opt->count()) setup.lowering.costs = parsed_costs();
-  setup.lowering.data_parallel = static_cast<std::int32_t>(data_parallel);
   setup.lowering.runtime = *parse_runtime(runtime);
   setup.lowering.cost.tp_overlap = *cost::parse_overlap(tp_overlap);
   setup.lowering.iteration.optimizer = !no_optimizer;
@@ -169,8 +222,23 @@ SimulationSetup ScheduleOptions::simulation(const std::string* system_name) cons
   setup.lowering.iteration.distributed_optimizer = distributed_optimizer;
   setup.options.contention = !no_contention;
   setup.options.blocking_send = blocking_send;
+  apply_layout(layout(), setup.model, setup.lowering);
   require_supported(setup.system, setup.lowering);
   return setup;
+}
+
+Layout ScheduleOptions::layout() const {
+  Layout l;
+  l.tp = tensor_parallel;
+  l.cp = context_parallel;
+  l.cp_method = *parse_cp_method(cp_method);
+  l.dp = data_parallel;
+  l.fsdp.enabled = fsdp;
+  l.fsdp.shard = fsdp_shard;
+  if (reshard_after_forward != "auto") l.fsdp.reshard_after_forward = reshard_after_forward == "on";
+  l.fsdp.grad_sync = *parse_grad_sync(fsdp_grad_sync);
+  l.fsdp.fp8_all_gather = fsdp_fp8_all_gather;
+  return l;
 }
 
 ScheduleParams ScheduleOptions::params(const ScheduleInfo* info, bool only_applicable) const {

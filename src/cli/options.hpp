@@ -42,6 +42,15 @@ struct ScheduleOptions {
   std::string system = "balanced";
   std::string model = io::kDefaultModel;
   std::int64_t data_parallel = 1;
+  // The layout beyond --dp (one Layout once read: layout()).
+  std::int64_t tensor_parallel = 0;  ///< 0: the model file's
+  std::int64_t context_parallel = 1;
+  std::string cp_method = "ring";
+  bool fsdp = false;
+  std::int64_t fsdp_shard = 0;
+  std::string reshard_after_forward = "auto";
+  std::string fsdp_grad_sync = "step";
+  bool fsdp_fp8_all_gather = false;
   bool no_contention = false;
   bool blocking_send = false;
   std::string runtime = "auto";
@@ -59,6 +68,8 @@ struct ScheduleOptions {
   /// --tp-overlap, the iteration flags, and --costs (op times in seconds) when given. `system`
   /// overrides --system.
   SimulationSetup simulation(const std::string* system = nullptr) const;
+  /// --tp, --cp, --cp-method, --dp and the FSDP flags as one value.
+  Layout layout() const;
 
   /// The parameters as given; for schedules that do not take an option it is left out when
   /// `only_applicable` (compare applies -v to the schedules that have chunks, and so on).
@@ -77,8 +88,10 @@ inline constexpr std::int64_t kDefaultDevices = 8, kDefaultMicrobatches = 8;
 /// Adds -S -M -v -W --group-size --variant --split --costs --input-grad-frees to `command`.
 void add_schedule_options(CLI::App& command, ScheduleOptions& options);
 
-/// Adds --system --model --dp --no-contention --blocking-send --runtime --tp-overlap
-/// --no-optimizer --dp-overlap --dp-bucket-mb --distributed-optimizer to `command`.
+/// Adds --system --model, the layout (--tp --cp --cp-method --dp --fsdp --fsdp-shard
+/// --reshard-after-forward --fsdp-grad-sync --fsdp-fp8-all-gather), --no-contention
+/// --blocking-send --runtime --tp-overlap --no-optimizer --dp-overlap --dp-bucket-mb
+/// --distributed-optimizer to `command`.
 void add_simulation_options(CLI::App& command, ScheduleOptions& options);
 
 /// A table to evaluate: generated from a schedule name, or read from --table FILE.

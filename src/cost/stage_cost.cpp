@@ -35,6 +35,12 @@ const LinkSpec& tensor_parallel_link(const SystemConfig& system, std::int64_t ra
   return system.intra;
 }
 
+const LinkSpec& context_parallel_link(const SystemConfig& system, std::int64_t tp,
+                                      std::int64_t cp) {
+  // Megatron's rank order puts TP fastest, then CP: a CP group spans tp·cp consecutive ranks.
+  return tensor_parallel_link(system, tp * cp);
+}
+
 void require_costable(const ModelConfig& model, const SystemConfig& system) {
   const auto* m = model.transformer();
   if (m == nullptr) return;
@@ -101,6 +107,12 @@ OperatorCost operator_cost(const Operator& op, const TransformerConfig& m,
       if (!device.flat_efficiency) c.seconds = memory_seconds(op.bytes, device) + launches;
       return c;
     case OperatorKind::Collective: {
+      if (op.group == CollectiveGroup::Context) {
+        c.seconds = collective_seconds(
+            op.collective, op.collective_bytes, static_cast<double>(m.context_parallel),
+            context_parallel_link(system, m.tensor_parallel, m.context_parallel));
+        return c;
+      }
       const double ranks = static_cast<double>(m.tensor_parallel);
       c.seconds = collective_seconds(op.collective, op.collective_bytes, ranks,
                                      tensor_parallel_link(system, m.tensor_parallel));
@@ -139,11 +151,13 @@ PassCost pass_cost(const PassOperators& ops, const Timed& t, std::initializer_li
       const Operator& op = list[k];
       double s = seconds[k];
       if (op.kind == OperatorKind::Collective) {
-        if (op.overlap != Overlap::Never && overlap >= op.overlap && op.hidden_index >= 0 &&
-            in_set(op.hidden_pass)) {
+        const bool may_overlap = op.group == CollectiveGroup::Context
+                                     ? true
+                                     : op.overlap != Overlap::Never && overlap >= op.overlap;
+        if (may_overlap && op.hidden_index >= 0 && in_set(op.hidden_pass)) {
           const double partner = t.seconds[static_cast<std::size_t>(op.hidden_pass)]
                                           [static_cast<std::size_t>(op.hidden_index)];
-          s = std::max(0.0, s - partner);
+          s = std::max(0.0, s - op.hidden_fraction * partner);
         }
         c.tp_comm_s += s;
       }

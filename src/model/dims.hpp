@@ -6,16 +6,18 @@
 namespace pipetab::detail {
 
 struct Dims {
-  double s;    ///< sequence length
-  double b;    ///< micro-batch size
-  double h;    ///< hidden size
-  double a;    ///< attention heads
-  double q;    ///< width of Q and of the attention output (heads · head_dim; h by default)
-  double kv;   ///< width of K and of V (kv_heads · head_dim)
-  double ffn;  ///< MLP hidden size
-  double V;    ///< vocabulary
-  double t;    ///< tensor-parallel size
-  double e;    ///< bytes per activation, weight and message element
+  double s;     ///< tokens of a sequence on the device: seq_len / context_parallel
+  double keys;  ///< keys each query attends over: the whole sequence, seq_len
+  double cp;    ///< context-parallel size
+  double b;     ///< micro-batch size
+  double h;     ///< hidden size
+  double a;     ///< attention heads
+  double q;     ///< width of Q and of the attention output (heads · head_dim; h by default)
+  double kv;    ///< width of K and of V (kv_heads · head_dim)
+  double ffn;   ///< MLP hidden size
+  double V;     ///< vocabulary
+  double t;     ///< tensor-parallel size
+  double e;     ///< bytes per activation, weight and message element
   double tokens() const { return s * b; }
   double sbh() const { return s * b * h; }
   double head_dim() const { return q / a; }
@@ -26,7 +28,10 @@ inline Dims dims(const TransformerConfig& m) {
   const double kv_heads = static_cast<double>(m.kv_heads > 0 ? m.kv_heads : m.heads);
   const double h = static_cast<double>(m.hidden);
   const double head_dim = m.head_dim > 0 ? static_cast<double>(m.head_dim) : h / heads;
-  return {static_cast<double>(m.seq_len),
+  const double cp = static_cast<double>(m.context_parallel > 0 ? m.context_parallel : 1);
+  return {static_cast<double>(m.seq_len) / cp,
+          static_cast<double>(m.seq_len),
+          cp,
           static_cast<double>(m.micro_batch),
           h,
           heads,

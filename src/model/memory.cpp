@@ -46,7 +46,7 @@ double layer_params(const TransformerConfig& m) {
 
 double total_params(const TransformerConfig& m) {
   const detail::Dims d = detail::dims(m);
-  const double embedding = d.V * d.h + (m.learned_positions ? d.s * d.h : 0.0);
+  const double embedding = d.V * d.h + (m.learned_positions ? d.keys * d.h : 0.0);
   return static_cast<double>(m.layers) * (detail::matmul_params(d, m.gated_mlp) + 4 * d.h) +
          embedding + (m.tie_embeddings ? 0.0 : d.V * d.h) + 2 * d.h;
 }

@@ -16,6 +16,8 @@ const char* to_string(CollectiveKind kind) {
       return "reduce-scatter";
     case CollectiveKind::AllGather:
       return "all-gather";
+    case CollectiveKind::AllToAll:
+      return "all-to-all";
   }
   return "collective";
 }
@@ -115,6 +117,23 @@ class Builder {
     if (!hidden_by.empty()) pending_.push_back({pass_, ops().size() - 1, hidden_pass, hidden_by});
   }
 
+  // A context-parallel exchange of keys and values (or, for Ulysses, of Q, K, V and the output)
+  // over the CP group, running beside `hidden_by` of this pass for `fraction` of its time ("":
+  // exposed). No-op without context parallelism.
+  void context_exchange(std::string_view name, CollectiveKind kind, double bytes,
+                        std::string_view hidden_by, double fraction) {
+    if (d_.cp <= 1.0) return;
+    Operator op;
+    op.name = name;
+    op.kind = OperatorKind::Collective;
+    op.group = CollectiveGroup::Context;
+    op.collective = kind;
+    op.collective_bytes = bytes;
+    op.hidden_fraction = fraction;
+    ops().push_back(op);
+    if (!hidden_by.empty()) pending_.push_back({pass_, ops().size() - 1, pass_, hidden_by});
+  }
+
  private:
   const TransformerConfig& m_;
   Dims d_;
@@ -151,13 +170,70 @@ LayerSizes sizes(const TransformerConfig& m, const Dims& d) {
   return z;
 }
 
+// Context parallelism's exchange before FlashAttention's forward, per the method (reference
+// modern-runs.md §C.2; Megatron-Core docs/user-guide/features/context_parallel.md). Buffers are
+// all CP ranks' parts together, per tensor-parallel rank (its kv/t heads): K and V of the whole
+// sequence, 2·s·b·kv/t elements.
+//  ring: CP−1 steps, each moving one rank's K,V block on while attention runs on the block
+//    held; with causal load balancing (2·CP chunks) every step has an equal share of the
+//    attention, so the transfers hide under (CP−1)/CP of it.
+//  allgather: K and V gathered while the local block's attention (1/CP of it) runs (torchtitan
+//    all-gathers the remaining shards after the first local sub-SDPA).
+//  a2a: Q, K and V from sequence- to head-sharded before attention, the output back after
+//    (Ulysses); nothing to hide under.
+void context_exchange_forward(Builder& f, const TransformerConfig& m, const Dims& d) {
+  const double kv = d.e * d.b * d.keys * 2 * d.kv / d.t;
+  switch (m.cp_method) {
+    case CpMethod::Ring:
+      f.context_exchange("attention.cp_ring", CollectiveKind::AllGather, kv, "attention.flash",
+                         (d.cp - 1) / d.cp);
+      break;
+    case CpMethod::AllGather:
+      f.context_exchange("attention.cp_all_gather", CollectiveKind::AllGather, kv,
+                         "attention.flash", 1 / d.cp);
+      break;
+    case CpMethod::AllToAll:
+      f.context_exchange("attention.cp_all_to_all", CollectiveKind::AllToAll,
+                         d.e * d.b * d.keys * (d.q + 2 * d.kv) / d.t, "", 0.0);
+      break;
+  }
+}
+
+// Its backward: the ring circulates K, V and their gradients dK, dV (twice the forward's bytes);
+// allgather gathers K and V again and reduce-scatters dK, dV; a2a moves dQ, dK, dV back.
+void context_exchange_backward(Builder& i, const TransformerConfig& m, const Dims& d) {
+  const double kv = d.e * d.b * d.keys * 2 * d.kv / d.t;
+  const std::string_view attention = "attention.flash.backward";
+  switch (m.cp_method) {
+    case CpMethod::Ring:
+      i.context_exchange("attention.cp_ring.backward", CollectiveKind::AllGather, 2 * kv, attention,
+                         (d.cp - 1) / d.cp);
+      break;
+    case CpMethod::AllGather:
+      i.context_exchange("attention.cp_all_gather.backward", CollectiveKind::AllGather, kv,
+                         attention, 1 / d.cp);
+      i.context_exchange("attention.cp_reduce_scatter.backward", CollectiveKind::ReduceScatter, kv,
+                         "", 0.0);
+      break;
+    case CpMethod::AllToAll:
+      i.context_exchange("attention.cp_all_to_all.backward", CollectiveKind::AllToAll,
+                         d.e * d.b * d.keys * (d.q + 2 * d.kv) / d.t, "", 0.0);
+      break;
+  }
+}
+
 // Forward of the attention core: QKᵀ, softmax, dropout, ·V (or FlashAttention's one kernel).
 void attention_core_forward(Builder& f, const TransformerConfig& m, const Dims& d,
                             const LayerSizes& z) {
   if (m.flash_attention) {
-    // Reads Q, K, V and writes the output; the s×s tiles stay on chip (Dao 2023).
-    f.fused_attention("attention.flash", OperatorKind::FusedAttention, 4 * z.T * d.s * d.q / d.t,
-                      d.e * z.T * (2 * d.q + 2 * d.kv) / d.t);
+    // Reads Q, K, V and writes the output; the s×s tiles stay on chip (Dao 2023). With
+    // context parallelism the device's s/cp queries attend over all s keys.
+    context_exchange_forward(f, m, d);
+    f.fused_attention("attention.flash", OperatorKind::FusedAttention, 4 * z.T * d.keys * d.q / d.t,
+                      d.e * (z.T * 2 * d.q + d.b * d.keys * 2 * d.kv) / d.t);
+    if (m.cp_method == CpMethod::AllToAll)
+      f.context_exchange("attention.cp_all_to_all.output", CollectiveKind::AllToAll,
+                         d.e * d.b * d.keys * d.q / d.t, "", 0.0);
     return;
   }
   f.gemm("attention.scores", d.s, d.s, z.head_dim, z.heads);
@@ -230,8 +306,13 @@ void layer_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, con
   i.gemm("projection.input_grad", z.T, d.q / d.t, d.h);
   if (m.flash_attention) {
     // Recomputes QKᵀ and the softmax: five products against the forward's two (Dao 2023).
+    if (m.cp_method == CpMethod::AllToAll)
+      i.context_exchange("attention.cp_all_to_all.output.backward", CollectiveKind::AllToAll,
+                         d.e * d.b * d.keys * d.q / d.t, "", 0.0);
+    context_exchange_backward(i, m, d);
     i.fused_attention("attention.flash.backward", OperatorKind::FusedAttentionBackward,
-                      10 * z.T * d.s * d.q / d.t, d.e * z.T * (4 * d.q + 4 * d.kv) / d.t);
+                      10 * z.T * d.keys * d.q / d.t,
+                      d.e * (z.T * 4 * d.q + d.b * d.keys * 4 * d.kv) / d.t);
   } else {
     i.gemm("attention.values.input_grad", d.s, d.s, z.head_dim, z.heads);  // dP = dO·Vᵀ
     i.gemm("attention.values.value_grad", d.s, z.head_dim, d.s, z.heads);  // dV = Pᵀ·dO
@@ -330,13 +411,15 @@ void recompute(PassOperators& layer, const TransformerConfig& m, const Dims& d, 
     pending.insert(pending.end(), copies.begin(), copies.end());
   } else {
     PassOperators core;
-    std::vector<Pending> none;
-    Builder b(m, core, PassId::Forward, none);
+    std::vector<Pending> core_pending;  // a CP exchange hides under the recomputed attention
+    Builder b(m, core, PassId::Forward, core_pending);
     attention_core_forward(b, m, d, z);
     head = std::move(core.forward);
     for (auto& p : pending) {
       if (p.pass == PassId::InputGrad) p.op += head.size();
     }
+    for (const auto& p : core_pending)
+      pending.push_back({PassId::InputGrad, p.op, PassId::InputGrad, p.hidden_name});
   }
   layer.input_grad.insert(layer.input_grad.begin(), head.begin(), head.end());
 }

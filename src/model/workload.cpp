@@ -102,7 +102,7 @@ std::vector<StageWork> stage_work(const ModelConfig& model, std::span<const std:
       // Token ids (int64) and the embedding-dropout mask (Korthikanti, first stage).
       w.activation_bytes += 8 * bs + (m.dropout ? d.sbh() / act_scale : 0.0);
       // The word embedding is split over the vocabulary; the position table is replicated.
-      w.params += d.V * d.h / d.t + (m.learned_positions ? d.s * d.h : 0.0);
+      w.params += d.V * d.h / d.t + (m.learned_positions ? d.keys * d.h : 0.0);
       w.tied_embedding_grad_bytes = tied_grad;
     }
     if (w.output) {

@@ -84,6 +84,12 @@ nlohmann::json to_json(const SimulationMetrics& m) {
           {"optimizer", m.optimizer},
           {"data_parallel", m.data_parallel},
           {"tensor_parallel", m.tensor_parallel},
+          {"context_parallel", m.context_parallel},
+          {"cp_method", m.cp_method},
+          {"fsdp", m.fsdp},
+          {"fsdp_shard", m.fsdp_shard},
+          {"reshard_after_forward", m.reshard_after_forward},
+          {"grad_sync", m.grad_sync},
           {"explicit_costs", m.explicit_costs},
           {"graph_nodes", m.nodes},
           {"transfers", m.transfers},
@@ -130,11 +136,18 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
       m.runtime_s, m.pipeline_end_s, m.idle_ratio, m.span_idle_ratio, sim.graph.table_ops,
       m.transfers, m.transfer_bytes / 1e9, m.events);
   if (m.tokens_per_s) {
+    std::string more;
+    if (m.context_parallel > 1)
+      more += fmt::format(", context parallel {} ({})", m.context_parallel, m.cp_method);
+    if (m.fsdp) {
+      more += fmt::format(", FSDP over {} ranks{}, gradients reduce-scattered per {}", m.fsdp_shard,
+                          m.reshard_after_forward ? ", resharding after forward" : "", m.grad_sync);
+    }
     out += fmt::format(
-        "{} GPUs (tensor parallel {}, data parallel {}), {:g} sequences: {:.6g} tokens/s, MFU "
+        "{} GPUs (tensor parallel {}, data parallel {}{}), {:g} sequences: {:.6g} tokens/s, MFU "
         "{:.1f}%, HFU {:.1f}%\n",
-        m.gpus, m.tensor_parallel, m.data_parallel, *m.sequences, *m.tokens_per_s, 100 * *m.mfu,
-        100 * *m.hfu);
+        m.gpus, m.tensor_parallel, m.data_parallel, more, *m.sequences, *m.tokens_per_s,
+        100 * *m.mfu, 100 * *m.hfu);
   }
   const auto b = m.breakdown();
   out += fmt::format(
@@ -154,8 +167,8 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
     out += fmt::format(
         "warning: {} of {} devices need more than their {:.4g} GB, so this run does not fit as "
         "configured; device {} peaks at {:.4g} GB ({:.4g} GB weights, gradients and optimizer "
-        "state, {:.4g} GB activations). Fewer layers per device (more devices with -S, or "
-        "tensor_parallel in the model file), --distributed-optimizer with --dp, recompute or "
+        "state, {:.4g} GB activations). Fewer layers per device (more devices with -S, or --tp), "
+        "--fsdp or --distributed-optimizer with --dp, --cp for long sequences, recompute or "
         "flash_attention in the model file, or a schedule with fewer microbatches in flight fit "
         "more\n\n",
         over, m.over_capacity.size(), m.memory_capacity_bytes / 1e9, worst,

@@ -81,6 +81,10 @@ const char* collective_fill(TransferKind kind) {
       return "#6d4c41";
     case TransferKind::ParamAllGather:
       return "#16a085";
+    case TransferKind::FsdpAllGather:
+      return "#2980b9";
+    case TransferKind::FsdpReduceScatter:
+      return "#8e44ad";
     default:
       break;
   }
@@ -175,10 +179,10 @@ std::string timeline_svg(const ScheduleTable& table, const Simulation& sim,
   }
   const bool draw_transfers = static_cast<double>(busiest) * 6.0 <= kPlotWidth;
   bool pipeline_transfers = false, optimizer = g.compute_nodes > g.table_ops;
-  std::array<bool, 4> collectives{};  // by collective_fill's kinds
+  std::array<bool, 6> collectives{};  // by collective_fill's kinds
   const TransferKind collective_kinds[] = {
       TransferKind::ReplicaAllReduce, TransferKind::DataAllReduce, TransferKind::EmbeddingAllReduce,
-      TransferKind::ParamAllGather};
+      TransferKind::ParamAllGather,   TransferKind::FsdpAllGather, TransferKind::FsdpReduceScatter};
   for (std::int64_t t = 0; t < g.transfers(); ++t) {
     const auto kind = g.kind[static_cast<std::size_t>(t)];
     if (is_pipeline(kind)) pipeline_transfers = draw_transfers;

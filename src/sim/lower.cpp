@@ -27,6 +27,10 @@ const char* to_string(TransferKind kind) {
       return "embedding all-reduce";
     case TransferKind::ParamAllGather:
       return "parameter all-gather";
+    case TransferKind::FsdpAllGather:
+      return "FSDP all-gather";
+    case TransferKind::FsdpReduceScatter:
+      return "FSDP reduce-scatter";
     case TransferKind::Sync:
       return "synchronisation";
   }
@@ -85,8 +89,59 @@ std::vector<StageWork> table_work(const ScheduleTable& table, const ModelConfig&
 
 std::int32_t gpus_per_device(const ModelConfig& model, const LoweringOptions& options) {
   const auto* m = model.transformer();
-  const std::int64_t t = m ? m->tensor_parallel : 1;
+  const std::int64_t t = m ? m->tensor_parallel * m->context_parallel : 1;
   return static_cast<std::int32_t>(std::min<std::int64_t>(t * options.data_parallel, 1 << 30));
+}
+
+void apply_layout(const Layout& layout, ModelConfig& model, LoweringOptions& lowering) {
+  if (layout.dp < 1 || layout.dp > kMaxDataParallel) {
+    throw ParamError(fmt::format("--dp {}: data parallelism takes 1 to {} replicas", layout.dp,
+                                 kMaxDataParallel));
+  }
+  if (auto* m = std::get_if<TransformerConfig>(&model.spec)) {
+    Layout resolved = layout;
+    if (resolved.tp == 0) resolved.tp = m->tensor_parallel;
+    require_layout(*m, resolved);
+    m->tensor_parallel = resolved.tp;
+    m->context_parallel = resolved.cp;
+    m->cp_method = resolved.cp_method;
+  } else if ((layout.tp != 0 && layout.tp != 1) || layout.cp != 1) {
+    throw ParamError(fmt::format(
+        "model '{}' gives its costs explicitly ([explicit]): --tp and --cp split a transformer's "
+        "operators and do not apply to it",
+        model.name));
+  }
+  if (layout.fsdp.enabled && lowering.iteration.distributed_optimizer) {
+    throw ParamError(
+        "--fsdp and --distributed-optimizer: FSDP already shards the optimizer state (and the "
+        "parameters and gradients) over the data-parallel ranks; give one of them");
+  }
+  if (layout.fsdp.shard > 0) {
+    const std::int64_t ranks = layout.dp * layout.cp;
+    if (!layout.fsdp.enabled) throw ParamError("--fsdp-shard: hybrid sharding (HSDP) needs --fsdp");
+    if (ranks % layout.fsdp.shard != 0) {
+      throw ParamError(fmt::format(
+          "--fsdp-shard {}: the shard group must divide the {} data- and context-parallel ranks "
+          "(--dp {} × --cp {}) into equal replicas",
+          layout.fsdp.shard, ranks, layout.dp, layout.cp));
+    }
+  }
+  lowering.data_parallel = static_cast<std::int32_t>(layout.dp);
+  lowering.fsdp = layout.fsdp;
+}
+
+Layout layout_of(const ModelConfig& model, const LoweringOptions& lowering) {
+  Layout l;
+  if (const auto* m = model.transformer()) {
+    l.tp = m->tensor_parallel;
+    l.cp = m->context_parallel;
+    l.cp_method = m->cp_method;
+  } else {
+    l.tp = 1;
+  }
+  l.dp = lowering.data_parallel;
+  l.fsdp = lowering.fsdp;
+  return l;
 }
 
 std::optional<std::string> runtime_refuses(const ScheduleTable& table, std::string_view schedule,
@@ -117,6 +172,18 @@ class Lowering {
   ExecGraph run() && {
     require_supported(network_.system(), options_);
     if (!options_.costs) cost::require_costable(model_, network_.system());
+    if (gradient_ranks() > 1 && network_.system().topology != Topology::Switched) {
+      throw ParamError(fmt::format(
+          "system '{}' is a chain of devices: data and context parallelism (--dp, --cp) need a "
+          "switched topology",
+          network_.system().name));
+    }
+    if (fsdp() && t_.pipelines() > 1) {
+      throw ParamError(
+          "--fsdp with a two-pipeline schedule (Chimera, DualPipe, ...): each device holds stages "
+          "of both model replicas, whose FSDP sharding is not modelled; shard the optimizer with "
+          "--distributed-optimizer instead");
+    }
     require_gpus();
     require_size();
     costs();
@@ -126,6 +193,7 @@ class Lowering {
     g_.comm_slowdown = overheads_ ? network_.system().device.comm_slowdown : 0.0;
     compute_nodes();
     pipeline_transfers();
+    fsdp_gathers();
     collectives();
     end_of_iteration();
     build_successors();
@@ -137,27 +205,50 @@ class Lowering {
     const auto* m = model_.transformer();
     return m ? m->tensor_parallel : 1;
   }
+  std::int64_t context_parallel() const {
+    const auto* m = model_.transformer();
+    return m ? m->context_parallel : 1;
+  }
+  // The ranks a stage's dense gradients are reduced (or, with FSDP, sharded) over: DP × CP
+  // (Megatron-Core's data-parallel group with CP; torchtitan folds CP into FSDP's mesh).
+  std::int64_t gradient_ranks() const { return options_.data_parallel * context_parallel(); }
+  bool fsdp() const { return options_.fsdp.enabled && gradient_ranks() > 1; }
+  // FSDP's shard group: all DP × CP ranks, or the HSDP shard.
+  std::int64_t shard_ranks() const {
+    return options_.fsdp.shard > 0 ? options_.fsdp.shard : gradient_ranks();
+  }
+  // What a stage's state is divided by on each rank: the FSDP shard group, the distributed
+  // optimizer's DP × CP ranks (its optimizer state only), or nothing.
+  double state_shards() const {
+    if (fsdp()) return static_cast<double>(shard_ranks());
+    return options_.iteration.distributed_optimizer ? static_cast<double>(gradient_ranks()) : 1.0;
+  }
 
   // The run must fit in the cluster when the system states its node count.
   void require_gpus() const {
     const auto& system = network_.system();
     if (system.nodes <= 0 || system.topology != Topology::Switched) return;
-    const std::int64_t needed =
-        static_cast<std::int64_t>(t_.devices) * tensor_parallel() * options_.data_parallel;
+    const std::int64_t needed = static_cast<std::int64_t>(t_.devices) * tensor_parallel() *
+                                context_parallel() * options_.data_parallel;
     const std::int64_t have = system.nodes * system.devices_per_node;
     if (needed > have) {
       throw ParamError(fmt::format(
-          "the run needs {} GPUs ({} pipeline devices × tensor parallel {} × data parallel {}), "
-          "and system '{}' has {} ({} nodes of {})",
-          needed, t_.devices, tensor_parallel(), options_.data_parallel, system.name, have,
-          system.nodes, system.devices_per_node));
+          "the run needs {} GPUs ({} pipeline devices × tensor parallel {} × context parallel {} "
+          "× data parallel {}), and system '{}' has {} ({} nodes of {})",
+          needed, t_.devices, tensor_parallel(), context_parallel(), options_.data_parallel,
+          system.name, have, system.nodes, system.devices_per_node));
     }
   }
 
   // Data-parallel reductions per stage and device: ring steps per bucket, buckets.
   std::int64_t reduction_steps() const {
-    const std::int64_t r = options_.data_parallel;
+    const std::int64_t r = gradient_ranks();
     if (r <= 1) return 0;
+    if (fsdp()) {
+      // Per unit gathers before its uses and reduce-scatters after; bounded by every op.
+      const double uses = 2.0 * static_cast<double>(t_.microbatches) + 2.0;
+      return static_cast<std::int64_t>(std::min(uses * static_cast<double>(r) * 2.0, 1e12));
+    }
     double largest = 0.0;
     for (const auto& w : work_)
       largest = std::max(largest, w.grad_bytes * options_.collective_scale);
@@ -172,7 +263,7 @@ class Lowering {
   void require_size() const {
     // Buckets per stage's reduction, bounded by the work they imply: each is a ring of transfers
     // in the graph, and `--dp-bucket-mb 0.01` on a 70B model took 9 GB and 20 s for 128 ops.
-    if (options_.data_parallel > 1 && options_.iteration.dp_overlap) {
+    if (gradient_ranks() > 1 && options_.iteration.dp_overlap && !fsdp()) {
       double largest = 0.0;
       for (const auto& w : work_)
         largest = std::max(largest, w.grad_bytes * options_.collective_scale);
@@ -195,7 +286,7 @@ class Lowering {
     }
     const std::int64_t k = t_.pipelines();
     const std::int64_t per_stage = (k > 1 ? 2 * (k - 1) * k : 0) + reduction_steps() * k;
-    const std::int64_t tail = 4 * t_.devices + 2 * (options_.data_parallel - 1) * t_.devices + 8;
+    const std::int64_t tail = 4 * t_.devices + 2 * (gradient_ranks() - 1) * t_.devices + 8;
     const std::int64_t nodes =
         static_cast<std::int64_t>(t_.ops.size()) + dependencies + per_stage * t_.stages + tail;
     if (nodes > kMaxGraphNodes) {
@@ -598,10 +689,21 @@ class Lowering {
       const double bytes = work_[s].grad_bytes * options_.collective_scale;
       const auto stage = static_cast<int>(s);
       const bool replicas = members.size() > 1;
+      if (fsdp()) {
+        // The last reduce-scatter of the stage's gradients (all of them, or the last unit's
+        // without pipelining), then HSDP's all-reduce of the shard over the replicas.
+        for (std::size_t i = 0; i < members.size(); ++i) {
+          ready[i] = options_.fsdp.grad_sync == GradSync::PerStep
+                         ? fsdp_reduce_scatter(stage, members[i], ready[i])
+                         : scattered_[static_cast<std::size_t>(stage)];
+          ready[i] = hsdp_all_reduce(stage, members[i], ready[i]);
+          done(members[i], stage) = ready[i];
+        }
+        continue;
+      }
       if (replicas) ring(TransferKind::ReplicaAllReduce, stage, members, bytes, ready);
       for (std::size_t i = 0; i < members.size(); ++i) {
-        if (options_.data_parallel > 1)
-          data_parallel(stage, members[i], bytes, ready[i], !replicas);
+        if (gradient_ranks() > 1) data_parallel(stage, members[i], bytes, ready[i], !replicas);
         done(members[i], stage) = ready[i];
       }
     }
@@ -631,20 +733,56 @@ class Lowering {
     ready = received;
   }
 
-  // The data-parallel group of a pipeline device: its R replicas, of which `per_node` share its
-  // node (Megatron's rank order: tensor, then data, then pipeline parallel).
+  // A group of GPUs a collective of a pipeline device runs over: `ranks` GPUs `stride` apart from
+  // the device's first GPU, of which `per_node` share its node (Megatron's rank order: tensor,
+  // context, data, then pipeline parallel).
   struct Group {
-    double replicas = 1.0, per_node = 1.0;
+    double ranks = 1.0, per_node = 1.0;
     bool in_node = false;
   };
-  Group data_parallel_group(std::int32_t device) const {
-    const std::int64_t r = options_.data_parallel, t = tensor_parallel();
+  Group group(std::int32_t device, std::int64_t ranks, std::int64_t stride) const {
     const std::int64_t g = network_.system().devices_per_node;
-    const std::int64_t base = static_cast<std::int64_t>(device) * r * t;
+    const std::int64_t base = static_cast<std::int64_t>(device) * tensor_parallel() *
+                              context_parallel() * options_.data_parallel;
     std::int64_t same = 0;
-    for (std::int64_t k = 0; k < r; ++k)
-      same += (base + k * t) / g == base / g;
-    return {static_cast<double>(r), static_cast<double>(same), same == r};
+    for (std::int64_t k = 0; k < ranks; ++k)
+      same += (base + k * stride) / g == base / g;
+    return {static_cast<double>(ranks), static_cast<double>(same), same == ranks};
+  }
+  // The DP × CP group of a pipeline device (TP ranks apart).
+  Group data_parallel_group(std::int32_t device) const {
+    return group(device, gradient_ranks(), tensor_parallel());
+  }
+
+  // One device's side of a ring collective over `g`: `steps` transfers, each sending bytes/ranks
+  // out of the device and receiving as much — over its NIC when the group spans nodes, where the
+  // group's `per_node` members on a node share the node's NICs, each carrying 1/per_node of the
+  // traffic (NCCL's rings over one NIC per GPU), or over its switch ports when the group fits in
+  // the node. Chained after `after` (-1: free to start at once); returns the last step.
+  std::int32_t ring_side(TransferKind kind, int stage, std::int32_t device, const Group& g,
+                         double bytes, std::int64_t steps, std::int32_t after) {
+    const bool in_node = g.in_node;
+    const std::int32_t out = in_node ? network_.port_up(device) : network_.nic_out(device);
+    const std::int32_t in = in_node ? network_.port_down(device) : network_.nic_in(device);
+    const double latency =
+        in_node ? network_.system().intra.latency_s : network_.system().inter.latency_s;
+    const double share = in_node ? 1.0 : 1.0 / g.per_node;
+    std::int32_t chain = after;
+    for (std::int64_t step = 0; step < steps; ++step) {
+      const auto transfer =
+          add_transfer(kind, stage, device, bytes / g.ranks * share, {out, in}, latency);
+      if (chain >= 0) edge(chain, transfer);
+      chain = transfer;
+    }
+    return chain;
+  }
+
+  // Seconds one device's side of that ring takes alone on its links.
+  double ring_side_seconds(const Group& g, double bytes, std::int64_t steps) const {
+    const auto& system = network_.system();
+    const LinkSpec& link = g.in_node ? system.intra : system.inter;
+    const double share = g.in_node ? 1.0 : 1.0 / g.per_node;
+    return static_cast<double>(steps) * (link.latency_s + bytes / g.ranks * share / link.bandwidth);
   }
 
   // The data-parallel reduction of one stage's gradient on one device: R replicas run the same
@@ -657,16 +795,9 @@ class Lowering {
   // waits for bucket j−1 (one communicator runs them in order).
   void data_parallel(int stage, std::int32_t device, double bytes, std::int32_t& done,
                      bool overlap_allowed) {
-    const auto group = data_parallel_group(device);
-    const double R = group.replicas;
-    const bool in_node = group.in_node;
-    const std::int32_t out = in_node ? network_.port_up(device) : network_.nic_out(device);
-    const std::int32_t in = in_node ? network_.port_down(device) : network_.nic_in(device);
-    const double latency =
-        in_node ? network_.system().intra.latency_s : network_.system().inter.latency_s;
-    const double share = in_node ? 1.0 : 1.0 / group.per_node;
-    const auto steps = static_cast<std::int32_t>(
-        (options_.iteration.distributed_optimizer ? 1 : 2) * (options_.data_parallel - 1));
+    const auto g = data_parallel_group(device);
+    const std::int64_t steps =
+        (options_.iteration.distributed_optimizer ? 1 : 2) * (gradient_ranks() - 1);
     const bool buckets_on =
         options_.iteration.dp_overlap && overlap_allowed && done >= 0 && !g_.is_transfer(done);
     const double n =
@@ -674,21 +805,143 @@ class Lowering {
     const std::int32_t last_backward = done;
     std::int32_t previous = -1;
     for (double j = 0; j < n; ++j) {
-      std::int32_t chain = buckets_on ? -1 : done;
-      for (std::int32_t step = 0; step < steps; ++step) {
-        const auto transfer = add_transfer(TransferKind::DataAllReduce, stage, device,
-                                           bytes / n / R * share, {out, in}, latency);
-        if (step == 0 && buckets_on) {
-          start_edge(last_backward, transfer,
-                     (j + 1) / n * g_.duration[static_cast<std::size_t>(last_backward)]);
-          if (previous >= 0) edge(previous, transfer);
-        }
-        if (chain >= 0) edge(chain, transfer);
-        chain = transfer;
+      std::int32_t after = buckets_on ? -1 : done;
+      if (buckets_on) {
+        // The bucket's first step starts once its gradients are ready, after the bucket before.
+        const auto first =
+            ring_side(TransferKind::DataAllReduce, stage, device, g, bytes / n, 1, previous);
+        start_edge(last_backward, first,
+                   (j + 1) / n * g_.duration[static_cast<std::size_t>(last_backward)]);
+        after = first;
       }
-      previous = chain;
+      const std::int64_t rest = buckets_on ? steps - 1 : steps;
+      previous = ring_side(TransferKind::DataAllReduce, stage, device, g, bytes / n, rest, after);
     }
     if (previous >= 0) done = previous;
+  }
+
+  // FSDP (reference modern-runs.md §C.1). Pipelined, a unit is a whole stage (torchtitan's
+  // pipelined FSDP); without pipelining (one device in the table) a unit is one transformer
+  // block, and the stage's op runs all of them.
+  bool pipelined() const { return t_.devices > 1; }
+  double units(const StageWork& w) const {
+    return pipelined() ? 1.0 : std::max<double>(1.0, static_cast<double>(w.layers));
+  }
+  // Bytes of a unit's parameters as all-gathered: the 16-bit weights, or one byte each with the
+  // Float8 all-gather.
+  double gather_bytes(const StageWork& w) const {
+    const auto* m = model_.transformer();
+    const double per_param =
+        options_.fsdp.fp8_all_gather ? 1.0 : (m ? static_cast<double>(m->dtype_bytes) : 2.0);
+    const double params = m ? w.params : w.weight_bytes / 2.0;
+    return params * per_param / units(w) * options_.collective_scale;
+  }
+  // Bytes of a unit's gradients as reduce-scattered (grad_bytes_per_param: torchtitan reduces in
+  // fp32 by default, MixedPrecisionPolicy(reduce_dtype=float32)).
+  double scatter_bytes(const StageWork& w) const {
+    return w.grad_bytes / units(w) * options_.collective_scale;
+  }
+
+  // The reduce-scatter of one unit's gradients (the whole stage's when pipelined, the last
+  // block's without) on the shard group, after `after`, and after the device's previous one (one
+  // reduce-scatter stream). Returns its last step.
+  std::int32_t fsdp_reduce_scatter(int stage, std::int32_t device, std::int32_t after) {
+    const auto shard = group(device, shard_ranks(), tensor_parallel());
+    const auto& w = work_[index(0, stage)];
+    auto& previous = last_scatter_[static_cast<std::size_t>(device)];
+    const auto first = ring_side(TransferKind::FsdpReduceScatter, stage, device, shard,
+                                 scatter_bytes(w), 1, after);
+    if (previous >= 0) edge(previous, first);
+    previous = ring_side(TransferKind::FsdpReduceScatter, stage, device, shard, scatter_bytes(w),
+                         shard_ranks() - 2, first);
+    return previous;
+  }
+
+  // HSDP: the shard's gradients all-reduced over the replicas (2(R−1) ring steps).
+  std::int32_t hsdp_all_reduce(int stage, std::int32_t device, std::int32_t after) {
+    const std::int64_t replicas = gradient_ranks() / shard_ranks();
+    if (replicas <= 1) return after;
+    const auto& w = work_[static_cast<std::size_t>(stage)];
+    const auto g = group(device, replicas, tensor_parallel() * shard_ranks());
+    const double shard =
+        w.grad_bytes * options_.collective_scale / static_cast<double>(shard_ranks());
+    return ring_side(TransferKind::DataAllReduce, stage, device, g, shard, 2 * (replicas - 1),
+                     after);
+  }
+
+  // Every parameter all-gather, and the reduce-scatters of per-microbatch gradient sync. A unit
+  // is gathered before its first forward and, resharding after forward, again before every
+  // forward and backward; each gather is issued when the op before its user starts on the device
+  // (FSDP2 prefetches one unit ahead) and after the device's previous gather (one all-gather
+  // stream). Without pipelining the op's first block is gathered so; its other blocks' gathers
+  // (and reduce-scatters) run while the blocks before them compute, and what they do not hide
+  // under lengthens the op (per_block_exposure).
+  void fsdp_gathers() {
+    if (!fsdp()) return;
+    const bool reshard = reshard_after_forward(options_.fsdp, pipelined());
+    const auto shard_steps = shard_ranks() - 1;
+    last_scatter_.assign(static_cast<std::size_t>(t_.devices), -1);
+    scattered_.assign(static_cast<std::size_t>(t_.stages), -1);
+    std::vector<std::uint8_t> gathered(static_cast<std::size_t>(t_.stages), 0);
+    std::vector<std::int32_t> last_backward(static_cast<std::size_t>(t_.stages), -1);
+    for (std::size_t n = 0; n < t_.ops.size(); ++n) {
+      for (const Pass& pass : t_.ops[n].passes()) {
+        if (pass.kind == PassKind::B || pass.kind == PassKind::W)
+          last_backward[static_cast<std::size_t>(pass.stage)] = static_cast<std::int32_t>(n);
+      }
+    }
+    for (std::int32_t d = 0; d < t_.devices; ++d) {
+      const auto shard = group(d, shard_ranks(), tensor_parallel());
+      std::int32_t gather = -1;
+      const auto begin = t_.row_begin[static_cast<std::size_t>(d)];
+      for (auto i = begin; i < t_.row_begin[static_cast<std::size_t>(d) + 1]; ++i) {
+        const auto op = static_cast<std::int32_t>(i);
+        for (const Pass& pass : t_.ops[static_cast<std::size_t>(i)].passes()) {
+          const auto s = static_cast<std::size_t>(pass.stage);
+          const StageWork& w = work(pass);
+          const bool uses = pass.kind == PassKind::F || is_input_backward(pass.kind);
+          const bool needs = uses && (reshard || (pass.kind == PassKind::F && !gathered[s]));
+          const bool scatters =
+              (pass.kind == PassKind::B || pass.kind == PassKind::W) &&
+              (options_.fsdp.grad_sync == GradSync::PerMicrobatch || op == last_backward[s]);
+          if (needs) {
+            gathered[s] = 1;
+            const auto first = ring_side(TransferKind::FsdpAllGather, pass.stage, d, shard,
+                                         gather_bytes(w), 1, gather);
+            if (i > begin) start_edge(op - 1, first, 0.0);
+            gather = ring_side(TransferKind::FsdpAllGather, pass.stage, d, shard, gather_bytes(w),
+                               shard_steps - 1, first);
+            edge(gather, op);
+          }
+          if (!pipelined()) per_block_exposure(op, pass, w, shard, uses && needs, scatters);
+          if (scatters && options_.fsdp.grad_sync == GradSync::PerMicrobatch)
+            scattered_[s] = fsdp_reduce_scatter(pass.stage, d, op);
+        }
+      }
+    }
+  }
+
+  // Without pipelining: the blocks after the first of an op each wait for their parameters when
+  // the gather (issued as the block before starts) outlasts that block's compute; in a backward
+  // that reduce-scatters, the block's reduce-scatter shares the links with the next gather.
+  // What is not hidden lengthens the op and counts as communication inside it.
+  void per_block_exposure(std::int32_t op, const Pass& pass, const StageWork& w, const Group& g,
+                          bool gathers, bool scatters) {
+    const double blocks = units(w);
+    if (blocks <= 1.0) return;
+    const auto n = static_cast<std::size_t>(op);
+    const auto& c = options_.costs ? none_ : cost_[index(pass)];
+    const double compute = (pass.kind == PassKind::F   ? c.forward.seconds
+                            : pass.kind == PassKind::B ? c.backward.seconds
+                            : pass.kind == PassKind::I ? c.input_grad.seconds
+                                                       : c.weight_grad.seconds) /
+                           blocks;
+    const auto steps = shard_ranks() - 1;
+    double comm = gathers ? ring_side_seconds(g, gather_bytes(w), steps) : 0.0;
+    if (scatters) comm += ring_side_seconds(g, scatter_bytes(w), steps);
+    const double exposed = (blocks - 1.0) * std::max(0.0, comm - compute);
+    g_.duration[n] += exposed;
+    g_.tp_comm_s[n] += exposed;
   }
 
   // The tied word embedding's copies on the first and the last stage: one all-reduce per pair of
@@ -737,7 +990,7 @@ class Lowering {
     for (const auto node : done_) {
       if (node >= 0 && g_.is_transfer(node)) edge(node, sync);
     }
-    const double shards = options_.iteration.distributed_optimizer ? options_.data_parallel : 1;
+    const double shards = state_shards();
     std::vector<double> step_bytes(static_cast<std::size_t>(t_.devices), 0.0);
     std::vector<double> params(step_bytes.size(), 0.0);
     for (std::int32_t p = 0; p < t_.pipelines(); ++p) {
@@ -752,22 +1005,10 @@ class Lowering {
       g_.duration[static_cast<std::size_t>(node)] =
           cost::optimizer_step_seconds(step_bytes[static_cast<std::size_t>(d)], system.device);
       edge(sync, node);
-      if (options_.iteration.distributed_optimizer && options_.data_parallel > 1) {
+      if (options_.iteration.distributed_optimizer && gradient_ranks() > 1) {
         // All-gather of the updated 16-bit weights: R−1 ring steps of 1/R each.
-        const auto groups = data_parallel_group(d);
-        const bool in_node = groups.in_node;
-        const double share = in_node ? 1.0 : 1.0 / groups.per_node;
-        std::int32_t chain = node;
-        for (std::int32_t step = 0; step + 1 < options_.data_parallel; ++step) {
-          const auto transfer =
-              add_transfer(TransferKind::ParamAllGather, -1, d,
-                           params[static_cast<std::size_t>(d)] / groups.replicas * share,
-                           {in_node ? network_.port_up(d) : network_.nic_out(d),
-                            in_node ? network_.port_down(d) : network_.nic_in(d)},
-                           in_node ? system.intra.latency_s : system.inter.latency_s);
-          edge(chain, transfer);
-          chain = transfer;
-        }
+        ring_side(TransferKind::ParamAllGather, -1, d, data_parallel_group(d),
+                  params[static_cast<std::size_t>(d)], gradient_ranks() - 1, node);
       }
     }
   }
@@ -801,15 +1042,24 @@ class Lowering {
         g_.start_delay.push_back(e.delay);
     }
     // Static memory: the stages each device holds (both replicas' stages in two-pipeline
-    // schedules); the distributed optimizer keeps 1/R of the optimizer state.
-    const double shards =
-        options_.iteration.distributed_optimizer ? static_cast<double>(options_.data_parallel) : 1;
+    // schedules); the distributed optimizer keeps 1/R of the optimizer state; FSDP keeps 1/N of
+    // the gradients and optimizer state (whose fp32 master weights are the sharded parameters:
+    // torchtitan's 16 B per parameter / N) and the unsharded working set: pipelined, the
+    // stage's 16-bit parameters and its unsharded gradients accumulating over the microbatches
+    // (both in the parameter dtype); without, two blocks' parameters (the one computing and the
+    // one prefetched) and one block's fp32 reduce-scatter input.
+    const double shards = state_shards();
     g_.static_bytes.assign(static_cast<std::size_t>(t_.devices), 0.0);
     for (std::int32_t p = 0; p < t_.pipelines(); ++p) {
       for (std::int32_t s = 0; s < t_.stages; ++s) {
         const auto& w = work_[index(p, s)];
-        g_.static_bytes[static_cast<std::size_t>(t_.placement.device_of(p, s))] +=
-            w.weight_bytes + w.grad_bytes + w.optimizer_bytes / shards;
+        double bytes = w.weight_bytes + w.grad_bytes + w.optimizer_bytes / shards;
+        if (fsdp()) {
+          const double unsharded =
+              pipelined() ? 2.0 * w.weight_bytes : (2.0 * w.weight_bytes + w.grad_bytes) / units(w);
+          bytes = (w.grad_bytes + w.optimizer_bytes) / shards + unsharded;
+        }
+        g_.static_bytes[static_cast<std::size_t>(t_.placement.device_of(p, s))] += bytes;
       }
     }
   }
@@ -846,6 +1096,9 @@ class Lowering {
                          static_cast<std::size_t>(stage)];
   }
   std::vector<bool> boundary_;  // Megatron: a step ends after this op
+  // FSDP: per device, its last reduce-scatter step so far (one stream); per stage, the last
+  // reduce-scatter of per-microbatch gradient sync.
+  std::vector<std::int32_t> last_scatter_, scattered_;
   // [device * stages + stage]: the node after which the device's gradient of the stage is
   // reduced (-1: it holds no such stage).
   std::vector<std::int32_t> done_;

@@ -122,6 +122,13 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
   m.distributed_optimizer = lowering.iteration.distributed_optimizer;
   m.optimizer = lowering.iteration.optimizer;
   m.data_parallel = lowering.data_parallel;
+  const auto layout = layout_of(setup.model, lowering);
+  m.context_parallel = layout.cp;
+  m.cp_method = std::string(to_string(layout.cp_method));
+  m.fsdp = layout.fsdp.enabled;
+  m.fsdp_shard = m.fsdp ? fsdp_shard_size(layout) : 0;
+  m.reshard_after_forward = m.fsdp && reshard_after_forward(layout.fsdp, table.devices > 1);
+  m.grad_sync = std::string(to_string(layout.fsdp.grad_sync));
   if (const auto* model = setup.model.transformer()) {
     m.tensor_parallel = model->tensor_parallel;
     const double microbatches = table.microbatches;
@@ -129,7 +136,8 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
                              static_cast<double>(lowering.data_parallel);
     const auto flops = iteration_flops(*model, sequences);
     const double gpus = static_cast<double>(table.devices) *
-                        static_cast<double>(model->tensor_parallel) * lowering.data_parallel;
+                        static_cast<double>(model->tensor_parallel * model->context_parallel) *
+                        lowering.data_parallel;
     const double peak = setup.system.device.peak(model->precision) * gpus * m.runtime_s;
     m.sequences = sequences;
     m.tokens_per_s = sequences * static_cast<double>(model->seq_len) / m.runtime_s;
@@ -138,7 +146,8 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
     m.mfu = flops.model / peak;
     m.hfu = flops.hardware / peak;
   }
-  m.gpus = static_cast<std::int64_t>(table.devices) * m.tensor_parallel * m.data_parallel;
+  m.gpus = static_cast<std::int64_t>(table.devices) * m.tensor_parallel * m.context_parallel *
+           m.data_parallel;
   m.explicit_costs = setup.lowering.costs.has_value();
   m.nodes = s.graph.nodes();
   m.transfers = s.graph.transfers();

@@ -82,6 +82,13 @@ class MeasurementParser {
              "microbatches",
              "chunks",
              "data_parallel",
+             "context_parallel",
+             "cp_method",
+             "fsdp",
+             "fsdp_shard",
+             "reshard_after_forward",
+             "fsdp_grad_sync",
+             "fsdp_fp8_all_gather",
              "runtime",
              "tp_overlap",
              "dp_overlap",
@@ -90,6 +97,7 @@ class MeasurementParser {
              "optimizer",
              "measured_iteration_s",
              "measured_tflops_per_gpu",
+             "measured_tokens_per_s_per_gpu",
              "measured_forward_ms",
              "measured_backward_ms",
              "stage_layers",
@@ -199,13 +207,13 @@ class MeasurementParser {
     }
     if (kind == MeasurementKind::Profile) {
       refuse({"schedule", "devices", "microbatches", "chunks", "data_parallel", "runtime",
-              "measured_iteration_s", "measured_tflops_per_gpu"},
+              "measured_iteration_s", "measured_tflops_per_gpu", "measured_tokens_per_s_per_gpu"},
              "profile");
       return profile(run, t, raw, path);
     }
     if (kind == MeasurementKind::Layer) {
       refuse({"schedule", "devices", "microbatches", "chunks", "data_parallel", "runtime",
-              "measured_iteration_s", "measured_tflops_per_gpu"},
+              "measured_iteration_s", "measured_tflops_per_gpu", "measured_tokens_per_s_per_gpu"},
              "layer");
       run.measured_forward_s =
           r_.number(t, path, "measured_forward_ms", std::nullopt, kMinMs, kHuge, false) / 1e3;
@@ -232,13 +240,29 @@ class MeasurementParser {
     l.iteration.dp_bucket_bytes = r_.number(t, path, "dp_bucket_bytes", 25e6, 1e3, 1e15, false);
     l.iteration.distributed_optimizer = r_.boolean(t, path, "distributed_optimizer", false);
     l.iteration.optimizer = r_.boolean(t, path, "optimizer", true);
+    layout(run, t, raw, path);
+    const auto& mt = *run.model.transformer();
     const bool seconds = t.get("measured_iteration_s") != nullptr;
     const bool tflops = t.get("measured_tflops_per_gpu") != nullptr;
-    if (seconds == tflops) {
+    const bool tokens = t.get("measured_tokens_per_s_per_gpu") != nullptr;
+    if (static_cast<int>(seconds) + static_cast<int>(tflops) + static_cast<int>(tokens) != 1) {
       r_.fail(raw.source(), path,
-              "expected exactly one of measured_iteration_s and measured_tflops_per_gpu");
+              "expected exactly one of measured_iteration_s, measured_tflops_per_gpu and "
+              "measured_tokens_per_s_per_gpu");
     }
-    if (seconds) {
+    if (tokens) {
+      // Tokens per step over the published rate of all GPUs (torchtitan reports tokens per
+      // second per GPU; a context-parallel group shares its sequences' tokens).
+      run.measured_tokens_per_s_per_gpu =
+          r_.number(t, path, "measured_tokens_per_s_per_gpu", std::nullopt, 1e-9, kHuge, false);
+      const double tokens_per_step = static_cast<double>(run.microbatches) *
+                                     static_cast<double>(mt.micro_batch) *
+                                     static_cast<double>(mt.seq_len) * l.data_parallel;
+      const double gpus = static_cast<double>(run.devices) *
+                          static_cast<double>(mt.tensor_parallel * mt.context_parallel) *
+                          l.data_parallel;
+      run.measured_s = tokens_per_step / (*run.measured_tokens_per_s_per_gpu * gpus);
+    } else if (seconds) {
       run.measured_s = r_.number(t, path, "measured_iteration_s", std::nullopt, kMinMeasuredSeconds,
                                  kHuge, false);
     } else {
@@ -253,6 +277,36 @@ class MeasurementParser {
           narayanan_eq3_flops(m, sequences) / (*run.measured_tflops_per_gpu * 1e12 * gpus);
     }
     return run;
+  }
+
+  // The run's layout beyond data_parallel (context parallelism, FSDP), applied to its model and
+  // lowering as the CLI's flags are.
+  void layout(MeasuredRun& run, const io::LayeredTable& t, const toml::table& raw,
+              const std::string& path) {
+    Layout l;
+    l.tp = 0;
+    l.dp = run.lowering.data_parallel;
+    l.cp = r_.integer(t, path, "context_parallel", 1, 1, 1 << 20);
+    l.cp_method =
+        *parse_cp_method(r_.choice(t, path, "cp_method", "ring", {"ring", "allgather", "a2a"}));
+    l.fsdp.enabled = r_.boolean(t, path, "fsdp", false);
+    for (const char* key :
+         {"fsdp_shard", "reshard_after_forward", "fsdp_grad_sync", "fsdp_fp8_all_gather"}) {
+      if (!l.fsdp.enabled && t.get(key) != nullptr)
+        r_.fail(t.get(key)->source(), Reader::join(path, key), "needs fsdp = true");
+    }
+    l.fsdp.shard = r_.integer(t, path, "fsdp_shard", 0, 0, kMaxDataParallel);
+    if (t.get("reshard_after_forward") != nullptr)
+      l.fsdp.reshard_after_forward = r_.boolean(t, path, "reshard_after_forward", false);
+    l.fsdp.grad_sync =
+        *parse_grad_sync(r_.choice(t, path, "fsdp_grad_sync", "step", {"step", "microbatch"}));
+    l.fsdp.fp8_all_gather = r_.boolean(t, path, "fsdp_fp8_all_gather", false);
+    try {
+      apply_layout(l, run.model, run.lowering);
+    } catch (const ParamError& e) {
+      const char* key = l.cp > 1 ? "context_parallel" : "fsdp";
+      r_.fail(t.get(key) != nullptr ? t.get(key)->source() : raw.source(), path, e.what());
+    }
   }
 
   // A [[profile]]: the forward, the backward as a whole and/or as its input- and weight-gradient

@@ -35,7 +35,7 @@ std::vector<std::int64_t> divisors(std::int64_t n) {
 
 // A layout being checked: its place in the enumeration, or why it was not ranked.
 struct Checked {
-  Layout layout;
+  PlanLayout layout;
   std::int64_t index = 0;
   std::string reason;  // empty: it fits
   std::string detail;
@@ -43,7 +43,7 @@ struct Checked {
   double peak_memory_bytes = 0.0;
 };
 
-ScheduleParams schedule_params(const Layout& l) {
+ScheduleParams schedule_params(const PlanLayout& l) {
   ScheduleParams p;
   p.devices = l.pipeline_parallel;
   p.microbatches = l.microbatches;
@@ -58,7 +58,7 @@ constexpr std::string_view kAuthors = "zb-authors", kAuthorsV = "zb-authors-v";
 
 }  // namespace
 
-ScheduleTable layout_table(const PlanRequest& request, const Layout& l) {
+ScheduleTable layout_table(const PlanRequest& request, const PlanLayout& l) {
   if (l.schedule != kAuthors && l.schedule != kAuthorsV)
     return generate(find_schedule(l.schedule), schedule_params(l));
   const auto S = static_cast<std::int32_t>(l.pipeline_parallel);
@@ -88,7 +88,7 @@ namespace {
 
 // Phase 1: build, lower and bound one layout; reject it with the rule it breaks.
 void check(const PlanRequest& request, Checked& c) {
-  const Layout& l = c.layout;
+  const PlanLayout& l = c.layout;
   const auto& m = *request.model.transformer();
   // The model reader's rule (tensor_parallel_misfit): a layout it would refuse is never ranked.
   if (const auto misfit = tensor_parallel_misfit(m, l.tensor_parallel)) {
@@ -262,7 +262,7 @@ bool faster(const PlanEntry& a, const PlanEntry& b) {
 
 }  // namespace
 
-std::string describe(const Layout& l) {
+std::string describe(const PlanLayout& l) {
   std::string out = fmt::format("TP {} · PP {} · DP {}, {}", l.tensor_parallel, l.pipeline_parallel,
                                 l.data_parallel, l.schedule);
   if (l.chunks > 0) out += fmt::format(" v {}", l.chunks);
@@ -275,7 +275,7 @@ std::string describe(const Layout& l) {
   return out;
 }
 
-SimulationSetup layout_setup(const PlanRequest& request, const Layout& l) {
+SimulationSetup layout_setup(const PlanRequest& request, const PlanLayout& l) {
   SimulationSetup setup{request.model, request.system, request.lowering, request.sim};
   auto& m = std::get<TransformerConfig>(setup.model.spec);
   m.tensor_parallel = l.tensor_parallel;
@@ -500,7 +500,7 @@ RuntimeParts runtime_parts(const SimulationMetrics& m) {
           (b.host_overhead + b.comm_interference) * t};
 }
 
-nlohmann::json layout_json(const Layout& l) {
+nlohmann::json layout_json(const PlanLayout& l) {
   return {{"tensor_parallel", l.tensor_parallel},
           {"pipeline_parallel", l.pipeline_parallel},
           {"data_parallel", l.data_parallel},
@@ -571,7 +571,7 @@ void plan_from_run(PlanRequest& q, const std::string& file, const std::string& i
   q.model = run->model;
   q.system = load_run_system(runs, *run);
   q.lowering = run->lowering;
-  Layout l;
+  PlanLayout l;
   l.tensor_parallel = m.tensor_parallel;
   l.pipeline_parallel = run->devices;
   l.data_parallel = run->lowering.data_parallel;

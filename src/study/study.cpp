@@ -35,10 +35,11 @@ class StudyParser {
   // [simulation]: the engine's and the lowering's options, as the flags of `simulate` set them.
   void read_simulation(const toml::table& sim, Study& s) {
     const std::string p = "simulation";
-    r_.only(
-        sim, p,
-        {"contention", "blocking_send", "data_parallel", "runtime", "tp_overlap", "optimizer",
-         "dp_overlap", "dp_bucket_bytes", "distributed_optimizer", "overheads", "nccl_buffsize"});
+    r_.only(sim, p,
+            {"contention", "blocking_send", "data_parallel", "tensor_parallel", "context_parallel",
+             "cp_method", "fsdp", "fsdp_shard", "reshard_after_forward", "fsdp_grad_sync",
+             "fsdp_fp8_all_gather", "runtime", "tp_overlap", "optimizer", "dp_overlap",
+             "dp_bucket_bytes", "distributed_optimizer", "overheads", "nccl_buffsize"});
     s.sim.contention = r_.boolean(sim, p, "contention", true);
     s.sim.blocking_send = r_.boolean(sim, p, "blocking_send", false);
     auto& l = s.lowering;
@@ -54,6 +55,29 @@ class StudyParser {
     l.iteration.distributed_optimizer = r_.boolean(sim, p, "distributed_optimizer", false);
     l.overheads = r_.boolean(sim, p, "overheads", true);
     l.nccl_buffer_bytes = r_.number(sim, p, "nccl_buffsize", 4194304.0, 0.0, 1e18, false);
+    // The layout, as simulate's flags give it; checked against each model when it runs.
+    auto& layout = s.layout;
+    layout.dp = l.data_parallel;
+    layout.tp = r_.integer(sim, p, "tensor_parallel", 0, 1, 1 << 20);
+    layout.cp = r_.integer(sim, p, "context_parallel", 1, 1, 1 << 20);
+    layout.cp_method =
+        *parse_cp_method(r_.choice(sim, p, "cp_method", "ring", {"ring", "allgather", "a2a"}));
+    layout.fsdp.enabled = r_.boolean(sim, p, "fsdp", false);
+    for (const char* key :
+         {"fsdp_shard", "reshard_after_forward", "fsdp_grad_sync", "fsdp_fp8_all_gather"}) {
+      if (!layout.fsdp.enabled && sim.get(key) != nullptr)
+        r_.fail(sim.get(key)->source(), Reader::join(p, key), "needs fsdp = true");
+    }
+    layout.fsdp.shard = r_.integer(sim, p, "fsdp_shard", 0, 2, kMaxDataParallel);
+    if (sim.get("reshard_after_forward") != nullptr)
+      layout.fsdp.reshard_after_forward = r_.boolean(sim, p, "reshard_after_forward", false);
+    layout.fsdp.grad_sync =
+        *parse_grad_sync(r_.choice(sim, p, "fsdp_grad_sync", "step", {"step", "microbatch"}));
+    layout.fsdp.fp8_all_gather = r_.boolean(sim, p, "fsdp_fp8_all_gather", false);
+    if (layout.fsdp.enabled && l.iteration.distributed_optimizer) {
+      r_.fail(sim.get("fsdp")->source(), Reader::join(p, "fsdp"),
+              "FSDP already shards the optimizer state: give fsdp or distributed_optimizer");
+    }
   }
 
   StudyParser(std::string_view text, const std::string& file) : r_(text, file), file_(file) {}

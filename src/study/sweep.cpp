@@ -152,6 +152,7 @@ SweepRow SweepPlan::run(const Configuration& cfg) const {
       setup->lowering = study_.lowering;
       setup->lowering.collective_scale = cfg.collective_scale;
       setup->options = study_.sim;
+      apply_layout(study_.layout, setup->model, setup->lowering);
       require_supported(setup->system, setup->lowering);
     }
     const EvaluationOptions options{study_.memory, false, setup ? &*setup : nullptr};

@@ -51,6 +51,9 @@ struct OperatorCost {
 /// The link class a tensor-parallel group of `ranks` runs its collectives on: the intra-node
 /// links while it fits in a node, the inter-node ones beyond.
 const LinkSpec& tensor_parallel_link(const SystemConfig& system, std::int64_t ranks);
+/// The link class a context-parallel exchange runs on: its group spans tp·cp consecutive ranks
+/// (Megatron's rank order, TP fastest), so it leaves the node when they do not fit in one.
+const LinkSpec& context_parallel_link(const SystemConfig& system, std::int64_t tp, std::int64_t cp);
 
 /// Throws ParamError when `system` cannot run `model`: no peak for its precision, or a roofline
 /// device without a memory bandwidth.

@@ -23,12 +23,17 @@ enum class OperatorKind : std::uint8_t {
   FusedAttention,          ///< FlashAttention's forward: scores, softmax and values in one kernel
   FusedAttentionBackward,  ///< FlashAttention's backward (recomputes the scores)
   Memory,                  ///< bound by memory traffic: norms, softmax, dropout, activation, adds
-  Collective,              ///< a collective over the stage's tensor-parallel group
+  Collective,              ///< a collective over the stage's tensor- or context-parallel group
 };
 
-enum class CollectiveKind : std::uint8_t { AllReduce, ReduceScatter, AllGather };
+enum class CollectiveKind : std::uint8_t { AllReduce, ReduceScatter, AllGather, AllToAll };
 
-/// "all-reduce", "reduce-scatter", "all-gather".
+/// The ranks a collective inside a stage runs over: the tensor-parallel group, or the
+/// context-parallel one (the same tensor-parallel rank of each CP rank; Megatron's rank order
+/// puts TP fastest, then CP).
+enum class CollectiveGroup : std::uint8_t { Tensor, Context };
+
+/// "all-reduce", "reduce-scatter", "all-gather", "all-to-all".
 const char* to_string(CollectiveKind kind);
 
 /// When a tensor-parallel collective may run while a GEMM computes. Megatron-LM ran them all
@@ -56,10 +61,16 @@ struct Operator {
   double bytes = 0.0;
   CollectiveKind collective = CollectiveKind::AllReduce;
   double collective_bytes = 0.0;  ///< the whole buffer, all ranks' parts together
+  CollectiveGroup group = CollectiveGroup::Tensor;
+  /// Tensor-parallel collectives: the least --tp-overlap under which it runs beside its partner.
+  /// Context-parallel exchanges run beside theirs whenever they have one (the ring's design).
   Overlap overlap = Overlap::Never;
-  /// The GEMM it can run beside, in `hidden_pass` at `hidden_index` (collectives only).
+  /// The operator it can run beside, in `hidden_pass` at `hidden_index` (collectives only), and
+  /// the share of that operator's time it can hide under (a CP all-gather only the local
+  /// block's attention: 1/cp).
   PassId hidden_pass = PassId::Forward;
   std::int32_t hidden_index = -1;
+  double hidden_fraction = 1.0;
   std::int32_t kernels = 1;  ///< kernel launches
 };
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string_view>
 
+#include "pipetab/model/layout.hpp"
 #include "pipetab/precision.hpp"
 
 namespace pipetab {
@@ -47,6 +48,11 @@ struct TransformerConfig {
   std::int64_t dtype_bytes = 2;           ///< activations, weights and messages (bf16)
   std::int64_t tensor_parallel = 1;  ///< t: FLOPs, activations and weights per device divide by it
   bool sequence_parallel = false;    ///< with t > 1, activations divide by t entirely
+  /// Context parallelism (set by the layout, not the model file): each rank runs seq_len / cp
+  /// tokens of every sequence through every operator; attention's queries are its tokens and
+  /// its keys the whole sequence, exchanged by `cp_method` (reference modern-runs.md §C.2).
+  std::int64_t context_parallel = 1;
+  CpMethod cp_method = CpMethod::Ring;
   Recompute recompute = Recompute::None;
   bool flash_attention = false;   ///< no s×s attention tensors kept; backward recomputes QKᵀ
   bool gated_mlp = false;         ///< SwiGLU-style MLP: three weight matrices instead of two
@@ -84,5 +90,13 @@ constexpr std::optional<TensorParallelMisfit> tensor_parallel_misfit(const Trans
   if (m.ffn_hidden % tp != 0) return TensorParallelMisfit{"ffn_hidden", m.ffn_hidden};
   return std::nullopt;
 }
+
+/// Throws ParamError, naming the rule, when `model` cannot run under `layout` (its tp resolved:
+/// not 0): tensor parallelism must divide the heads, KV heads and MLP (tensor_parallel_misfit);
+/// context parallelism needs fused attention (Transformer Engine and PyTorch run CP inside
+/// their fused attention kernels), a sequence that splits into 2·cp equal chunks (the causal
+/// load balancing of Megatron-Core and torchtitan), and for a2a (Ulysses) heads and KV heads per
+/// TP rank divisible by cp; an HSDP shard group must have at least two ranks.
+void require_layout(const TransformerConfig& model, const Layout& layout);
 
 }  // namespace pipetab

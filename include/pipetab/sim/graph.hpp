@@ -34,11 +34,14 @@ enum class TransferKind : std::uint8_t {
   DataAllReduce,       ///< ring step of the data-parallel gradient reduction
   EmbeddingAllReduce,  ///< ring step of the tied word embedding's gradient all-reduce
   ParamAllGather,      ///< ring step of the distributed optimizer's parameter all-gather
+  FsdpAllGather,       ///< ring step of FSDP's all-gather of a unit's parameters
+  FsdpReduceScatter,   ///< ring step of FSDP's reduce-scatter of a unit's gradients
   Sync,                ///< end-of-iteration synchronisation of all stages: latency, no bytes
 };
 
 /// "activation", "gradient", "replica all-reduce", "data-parallel reduction", "embedding
-/// all-reduce", "parameter all-gather", "synchronisation".
+/// all-reduce", "parameter all-gather", "FSDP all-gather", "FSDP reduce-scatter",
+/// "synchronisation".
 const char* to_string(TransferKind kind);
 
 /// Pipeline traffic (activations and gradients) as opposed to collectives and the sync.
@@ -114,8 +117,12 @@ struct LoweringOptions {
   /// which has no time on that scale, is left out.
   std::optional<Costs> costs;
   /// Data-parallel replicas of the whole pipeline (--dp). Each replica runs the same schedule;
-  /// a stage's gradients are reduced in a ring over the replicas (Switched only).
+  /// a stage's gradients are reduced in a ring over the replicas and, with context parallelism,
+  /// the CP ranks (Switched only).
   std::int32_t data_parallel = 1;
+  /// Data parallelism fully sharded (--fsdp): the parameters, gradients and optimizer state of
+  /// every stage sharded over the DP × CP ranks, all-gathered and reduce-scattered per unit.
+  FsdpOptions fsdp;
   /// Multiplies the bytes of every collective (replica and data-parallel all-reduce): a knob for
   /// sensitivity studies of the gradient traffic, e.g. 0.7 for a compressed or partly overlapped
   /// all-reduce. Must be finite and positive.
@@ -204,7 +211,17 @@ struct ExecGraph {
 /// lower() checks this too; callers use it to reject a command before any table is built.
 void require_supported(const SystemConfig& system, const LoweringOptions& options);
 
-/// GPUs between consecutive pipeline devices: tensor × data parallel (Megatron's rank order).
+/// Sets the layout on a model and a lowering: the tensor- and context-parallel sizes and the CP
+/// method on the transformer, data parallelism and FSDP on the lowering. Throws ParamError,
+/// naming the rule, for a layout the model cannot take (require_layout) or that conflicts with
+/// the lowering (FSDP with the distributed optimizer, which it already is).
+void apply_layout(const Layout& layout, ModelConfig& model, LoweringOptions& lowering);
+
+/// The layout a model and a lowering run (the inverse of apply_layout).
+Layout layout_of(const ModelConfig& model, const LoweringOptions& lowering);
+
+/// GPUs between consecutive pipeline devices: tensor × context × data parallel (Megatron's rank
+/// order: TP fastest, then CP, then DP, then PP).
 std::int32_t gpus_per_device(const ModelConfig& model, const LoweringOptions& options);
 
 /// The work of every (pipeline, stage) of `table` under `model` ([pipeline * stages + stage]).

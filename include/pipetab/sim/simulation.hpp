@@ -18,7 +18,8 @@
 
 namespace pipetab {
 
-/// What to simulate a table on, and how.
+/// What to simulate a table on, and how. The layout is applied to `model` and `lowering`
+/// (apply_layout) where the setup is read.
 struct SimulationSetup {
   ModelConfig model;
   SystemConfig system;
@@ -57,7 +58,15 @@ struct SimulationMetrics {
   bool dp_overlap = false, distributed_optimizer = false, optimizer = true;
   std::int32_t data_parallel = 1;
   std::int64_t tensor_parallel = 1;
-  std::int64_t gpus = 0;  ///< pipeline devices × tensor × data parallel
+  std::int64_t context_parallel = 1;
+  std::string cp_method = "ring";  ///< CpMethod
+  /// FSDP (LoweringOptions::fsdp): on, its shard group's ranks, whether units reshard after
+  /// forward (the default resolved), when gradients are reduce-scattered.
+  bool fsdp = false;
+  std::int64_t fsdp_shard = 0;
+  bool reshard_after_forward = false;
+  std::string grad_sync = "step";
+  std::int64_t gpus = 0;  ///< pipeline devices × tensor × context × data parallel
   /// For transformer models (unset otherwise): sequences and tokens per iteration (all data-
   /// parallel replicas), their rate, and model and hardware FLOP/s utilization (Korthikanti et
   /// al. §6: model FLOPs without recomputation, hardware FLOPs with it, over runtime × GPUs × the

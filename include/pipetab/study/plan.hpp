@@ -1,4 +1,4 @@
-// Layout planning (`pipetab plan`): for a model, a cluster of N GPUs and a global batch, every
+// PlanLayout planning (`pipetab plan`): for a model, a cluster of N GPUs and a global batch, every
 // hybrid-parallel layout — tensor parallel × pipeline parallel × data parallel, the pipeline
 // schedule and its virtual chunks, the micro-batch size, recomputation, sequence parallelism and
 // the distributed optimizer — checked against the device's memory and ranked by simulated
@@ -43,7 +43,7 @@ struct PlanSpace {
 };
 
 /// One layout of the cluster.
-struct Layout {
+struct PlanLayout {
   std::int64_t tensor_parallel = 1, pipeline_parallel = 1, data_parallel = 1;
   std::int64_t micro_batch = 1;
   std::int64_t microbatches = 1;  ///< per replica per iteration
@@ -78,18 +78,18 @@ struct PlanRequest {
   std::function<void(int phase, std::int64_t done, std::int64_t total)> progress;
   /// A layout to compare with (e.g. a published one): simulated whatever its bound, and ranked
   /// among the others.
-  std::optional<Layout> reference;
+  std::optional<PlanLayout> reference;
   /// Keep only layouts this real runtime can run (runtime_refuses); unset: every layout.
   std::optional<Runtime> runnable_by;
 };
 
 /// "TP 8 · PP 8 · DP 16, interleaved v 2, micro batch 1 × 64, selective, SP, dist-opt".
-std::string describe(const Layout& layout);
+std::string describe(const PlanLayout& layout);
 
 /// A layout that was simulated.
 struct PlanEntry {
   std::int64_t index = 0;  ///< in the enumeration order (ties are broken by it)
-  Layout layout;
+  PlanLayout layout;
   double lower_bound_s = 0.0;
   double peak_memory_bytes = 0.0;  ///< the largest device's
   SimulationMetrics metrics;
@@ -122,12 +122,12 @@ struct PlanResult {
 /// The model with the layout's tensor parallelism, micro batch, recomputation and sequence
 /// parallelism, and the lowering options with its data parallelism and optimizer sharding: what
 /// the layout is simulated with.
-SimulationSetup layout_setup(const PlanRequest& request, const Layout& layout);
+SimulationSetup layout_setup(const PlanRequest& request, const PlanLayout& layout);
 
 /// The layout's schedule table: a registered schedule's, or for "zb-authors" and "zb-authors-v"
 /// the zero-bubble authors' schedulers planned for the layout's pass times and transfer delay
 /// at 1F1B's memory (S microbatches). Throws ParamError where the schedule cannot be built.
-ScheduleTable layout_table(const PlanRequest& request, const Layout& layout);
+ScheduleTable layout_table(const PlanRequest& request, const PlanLayout& layout);
 
 /// Runs the search. Deterministic: the same request gives the same result (counts included)
 /// whatever the thread count. Throws ParamError for a request with no layout at all (the GPU
@@ -142,7 +142,7 @@ struct RuntimeParts {
 RuntimeParts runtime_parts(const SimulationMetrics& metrics);
 
 /// A layout's fields as JSON (chunks null when the schedule has none).
-nlohmann::json layout_json(const Layout& layout);
+nlohmann::json layout_json(const PlanLayout& layout);
 
 /// Sets `request`'s model, system, runtime options, GPU count and global batch from the
 /// iteration run `id` of the measured-runs file (or preset) `file`, and its layout as the

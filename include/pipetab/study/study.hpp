@@ -49,6 +49,9 @@ struct Study {
     l.runtime = Runtime::Auto;
     return l;
   }();
+  /// The layout beyond data_parallel ([simulation] tensor_parallel, context_parallel, cp_method,
+  /// fsdp, ...), applied to every model of the grid (apply_layout).
+  Layout layout;
   SimOptions sim;
   MemoryOptions memory;
   /// Columns to write (see sweep_columns()); empty: all.

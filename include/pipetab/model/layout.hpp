@@ -1,0 +1,110 @@
+// The parallel layout of a training run (issue 24): tensor, context and data parallelism, and
+// whether data parallelism is fully sharded (FSDP / ZeRO-3). One value, read once where a command,
+// a study or the Python API takes its flags, and applied to the model and the lowering
+// (apply_layout in sim/simulation.hpp). Machine-free. Sources: reference modern-runs.md part (c).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace pipetab {
+
+/// How context-parallel ranks exchange keys and values in each attention layer (Megatron-Core's
+/// --cp-comm-type; torchtitan's context_parallel_rotate_method).
+enum class CpMethod : std::uint8_t {
+  /// Transformer Engine's p2p ring (Megatron's default): CP steps, each sending the KV block a
+  /// rank holds on while it computes attention against the one it has.
+  Ring,
+  /// K and V all-gathered before attention, dK and dV reduce-scattered after its backward
+  /// (torchtitan's default rotate method; Llama 3's CP).
+  AllGather,
+  /// Ulysses: all-to-alls from sequence-sharded to head-sharded Q, K, V and back for the output.
+  AllToAll,
+};
+
+inline constexpr std::array<std::string_view, 3> kCpMethodNames{"ring", "allgather", "a2a"};
+
+constexpr std::string_view to_string(CpMethod m) {
+  return kCpMethodNames[static_cast<std::size_t>(m)];
+}
+
+constexpr std::optional<CpMethod> parse_cp_method(std::string_view name) {
+  for (std::size_t i = 0; i < kCpMethodNames.size(); ++i) {
+    if (kCpMethodNames[i] == name) return static_cast<CpMethod>(i);
+  }
+  return std::nullopt;
+}
+
+/// When FSDP reduce-scatters the gradients of a unit during gradient accumulation.
+enum class GradSync : std::uint8_t {
+  /// Once per step, after the unit's last backward: gradients accumulate unsharded between
+  /// microbatches (torchtitan's pipelined FSDP: set_requires_gradient_sync(False) for every
+  /// microbatch but the last; FSDP2's no_sync).
+  PerStep,
+  /// After every microbatch's backward (FSDP2 without deferring the sync): M reduce-scatters.
+  PerMicrobatch,
+};
+
+inline constexpr std::array<std::string_view, 2> kGradSyncNames{"step", "microbatch"};
+
+constexpr std::string_view to_string(GradSync g) {
+  return kGradSyncNames[static_cast<std::size_t>(g)];
+}
+
+constexpr std::optional<GradSync> parse_grad_sync(std::string_view name) {
+  for (std::size_t i = 0; i < kGradSyncNames.size(); ++i) {
+    if (kGradSyncNames[i] == name) return static_cast<GradSync>(i);
+  }
+  return std::nullopt;
+}
+
+/// Fully sharded data parallelism as PyTorch's FSDP2 runs it (torchtitan; reference
+/// modern-runs.md §C.1): parameters, gradients and optimizer state sharded over the data- and
+/// context-parallel ranks; each unit's parameters all-gathered before use and its gradients
+/// reduce-scattered after. A unit is one transformer block without pipelining and the whole
+/// stage with it, as torchtitan wraps them.
+struct FsdpOptions {
+  bool enabled = false;
+  /// HSDP: shard over groups of this many ranks (inside a node) and replicate across them, the
+  /// shards' gradients all-reduced over the replicas. 0: shard over all DP × CP ranks.
+  std::int64_t shard = 0;
+  /// Free the unsharded parameters after each unit's forward and all-gather them again for its
+  /// backward (ZeRO-3 traffic); off keeps them to the backward (ZeRO-2 traffic). Unset: as
+  /// torchtitan (parallelize_llama.py @9dec370): on without pipelining, off with it.
+  std::optional<bool> reshard_after_forward;
+  GradSync grad_sync = GradSync::PerStep;
+  /// Float8 all-gather of the parameters (torchtitan's enable_fsdp_float8_all_gather): one byte
+  /// per parameter instead of the parameter dtype's two.
+  bool fp8_all_gather = false;
+  friend bool operator==(const FsdpOptions&, const FsdpOptions&) = default;
+};
+
+/// The whole layout. TP and CP split each stage's work (they live in the TransformerConfig once
+/// applied); DP and FSDP replicate or shard whole pipelines (LoweringOptions).
+struct Layout {
+  /// Tensor-parallel size; 0 = the model file's tensor_parallel.
+  std::int64_t tp = 0;
+  /// Context-parallel size: each rank holds seq_len / cp tokens of every sequence.
+  std::int64_t cp = 1;
+  CpMethod cp_method = CpMethod::Ring;
+  /// Data-parallel replicas (or FSDP ranks) of the pipeline.
+  std::int64_t dp = 1;
+  FsdpOptions fsdp;
+  friend bool operator==(const Layout&, const Layout&) = default;
+};
+
+/// The ranks a unit's parameters are sharded over: DP × CP (torchtitan folds CP into FSDP's
+/// mesh), or the HSDP shard group.
+constexpr std::int64_t fsdp_shard_size(const Layout& l) {
+  return l.fsdp.shard > 0 ? l.fsdp.shard : l.dp * l.cp;
+}
+
+/// torchtitan's reshard_after_forward default: on without pipelining, off with it.
+constexpr bool reshard_after_forward(const FsdpOptions& f, bool pipelined) {
+  return f.reshard_after_forward.value_or(!pipelined);
+}
+
+}  // namespace pipetab
