@@ -1,0 +1,341 @@
+// The layout beyond a pipeline (issue 24): FSDP's all-gathers and reduce-scatters in the execution
+// graph, context parallelism's KV exchange in the operators, the DP × CP gradient group, memory,
+// and the rules a layout must follow. Bytes and counts are worked out by hand in each test.
+#include <algorithm>
+#include <cmath>
+
+#include "helpers.hpp"
+#include <gtest/gtest.h>
+
+#include "pipetab/cost/stage_cost.hpp"
+#include "pipetab/error.hpp"
+#include "pipetab/io/config.hpp"
+#include "pipetab/model/operators.hpp"
+#include "pipetab/sim/engine.hpp"
+#include "pipetab/sim/simulation.hpp"
+
+namespace pipetab {
+namespace {
+
+// A simulation with `layout` applied to the model and the lowering.
+Simulation simulate_with(const ScheduleTable& t, const std::string& model,
+                         const std::string& system, const Layout& layout,
+                         LoweringOptions lowering = {}) {
+  SimulationSetup setup{io::load_model(model), io::load_system(system), lowering, {}};
+  apply_layout(layout, setup.model, setup.lowering);
+  return simulate_table(t, setup);
+}
+
+std::vector<std::size_t> of_kind(const ExecGraph& g, TransferKind kind) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < g.kind.size(); ++i) {
+    if (g.kind[i] == kind) out.push_back(i);
+  }
+  return out;
+}
+
+double bytes_of(const ExecGraph& g, TransferKind kind) {
+  double sum = 0.0;
+  for (const auto i : of_kind(g, kind))
+    sum += g.bytes[i];
+  return sum;
+}
+
+template <class F>
+std::string param_error(F&& f) {
+  try {
+    f();
+  } catch (const ParamError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+Layout fsdp_over(std::int64_t dp) {
+  Layout l;
+  l.dp = dp;
+  l.fsdp.enabled = true;
+  return l;
+}
+
+TEST(Fsdp, PipelinedGathersEachStageOnceAndScattersOnce) {
+  // 1F1B on S = 2, M = 4, FSDP over 4 ranks in one node: per device one all-gather of its
+  // stage's 16-bit parameters (3 ring steps of P·2/4 bytes each) before its first forward, and
+  // one reduce-scatter of its fp32 gradients (3 steps of P·4/4) after its last backward
+  // (torchtitan with pipelining: reshard_after_forward off, gradients synced once per step).
+  const auto t = test::make("1f1b", test::sm(2, 4));
+  const auto sim = simulate_with(t, "gpt3-1.3b", "dgx-h100", fsdp_over(4));
+  const auto& g = sim.graph;
+  const auto work = table_work(t, io::load_model("gpt3-1.3b"));
+  const double params = work[0].params + work[1].params;
+  EXPECT_EQ(of_kind(g, TransferKind::FsdpAllGather).size(), 2U * 3);
+  EXPECT_EQ(of_kind(g, TransferKind::FsdpReduceScatter).size(), 2U * 3);
+  EXPECT_TRUE(of_kind(g, TransferKind::DataAllReduce).empty());
+  EXPECT_TRUE(of_kind(g, TransferKind::ParamAllGather).empty());
+  EXPECT_DOUBLE_EQ(bytes_of(g, TransferKind::FsdpAllGather), 3 * params * 2 / 4);
+  EXPECT_DOUBLE_EQ(bytes_of(g, TransferKind::FsdpReduceScatter), 3 * params * 4 / 4);
+  // The gather comes before the stage's first forward: device 1's first op cannot start before
+  // its three steps end.
+  double gathered = 0.0;
+  for (const auto i : of_kind(g, TransferKind::FsdpAllGather)) {
+    if (g.device[static_cast<std::size_t>(g.compute_nodes) + i] == 1)
+      gathered = std::max(gathered, sim.result.end[static_cast<std::size_t>(g.compute_nodes) + i]);
+  }
+  const auto first_of_device1 = static_cast<std::size_t>(t.row_begin[1]);
+  EXPECT_GE(sim.result.start[first_of_device1], gathered);
+  EXPECT_TRUE(sim.metrics.fsdp);
+  EXPECT_EQ(sim.metrics.fsdp_shard, 4);
+  EXPECT_FALSE(sim.metrics.reshard_after_forward);
+  // Memory: 16 B per parameter over the 4 ranks, plus the stage's unsharded 16-bit parameters
+  // and gradients (2 + 2 B per parameter).
+  for (std::size_t d = 0; d < 2; ++d) {
+    const double p = work[d].params;
+    EXPECT_DOUBLE_EQ(g.static_bytes[d], p * 16 / 4 + p * 4);
+  }
+}
+
+TEST(Fsdp, ReshardingGathersBeforeEveryForwardAndBackward) {
+  const auto t = test::make("1f1b", test::sm(2, 4));
+  Layout l = fsdp_over(4);
+  l.fsdp.reshard_after_forward = true;
+  l.fsdp.grad_sync = GradSync::PerMicrobatch;
+  const auto sim = simulate_with(t, "gpt3-1.3b", "dgx-h100", l);
+  // 2 devices × 4 microbatches × (F and B) gathers of 3 steps; 4 reduce-scatters per device.
+  EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpAllGather).size(), 2U * 4 * 2 * 3);
+  EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpReduceScatter).size(), 2U * 4 * 3);
+  EXPECT_TRUE(sim.metrics.reshard_after_forward);
+  EXPECT_EQ(sim.metrics.grad_sync, "microbatch");
+  // More traffic on the same links can only slow the run.
+  const auto once = simulate_with(t, "gpt3-1.3b", "dgx-h100", fsdp_over(4));
+  EXPECT_GE(sim.metrics.runtime_s, once.metrics.runtime_s);
+}
+
+TEST(Fsdp, WithoutPipeliningEachOpGathersItsFirstBlock) {
+  // One device, two microbatches: without pipelining a unit is a block and units reshard after
+  // forward, so each F and each B gathers its first block (3 steps of P/L·2/4 bytes); the other
+  // blocks' gathers run under the blocks before them.
+  const auto t = test::make("1f1b", test::sm(1, 2));
+  const auto model = io::load_model("gpt3-1.3b");
+  const auto sim = simulate_with(t, "gpt3-1.3b", "dgx-h100", fsdp_over(4));
+  const auto work = table_work(t, model);
+  const double blocks = static_cast<double>(work[0].layers);
+  EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpAllGather).size(), 4U * 3);
+  EXPECT_DOUBLE_EQ(bytes_of(sim.graph, TransferKind::FsdpAllGather),
+                   4 * 3 * work[0].params / blocks * 2 / 4);
+  // One reduce-scatter of the last block's gradients after the last backward.
+  EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpReduceScatter).size(), 3U);
+  EXPECT_TRUE(sim.metrics.reshard_after_forward);
+  // Two blocks' 16-bit parameters and one block's fp32 gradients unsharded.
+  EXPECT_DOUBLE_EQ(sim.graph.static_bytes[0],
+                   work[0].params * 16 / 4 + (work[0].params * 2 * 2 + work[0].params * 4) / blocks);
+}
+
+TEST(Fsdp, BlockGathersThatOutlastComputeLengthenTheOp) {
+  // On a slow in-node link (1 GB/s) every block waits for its parameters: the op lasts at least
+  // its compute plus (blocks − 1) × (gather − block compute).
+  auto system = io::load_system("dgx-h100");
+  system.intra.bandwidth = 1e9;
+  const auto t = test::make("1f1b", test::sm(1, 1));
+  SimulationSetup setup{io::load_model("gpt3-1.3b"), system, {}, {}};
+  setup.lowering.overheads = false;
+  SimulationSetup plain = setup;
+  apply_layout(fsdp_over(4), setup.model, setup.lowering);
+  const auto with = simulate_table(t, setup), without = simulate_table(t, plain);
+  const auto work = table_work(t, setup.model);
+  const double blocks = static_cast<double>(work[0].layers);
+  const double gather = 3 * (system.intra.latency_s + work[0].params / blocks * 2 / 4 / 1e9);
+  const double forward = without.graph.duration[0];
+  EXPECT_NEAR(with.graph.duration[0], forward + (blocks - 1) * (gather - forward / blocks),
+              1e-9 * forward);
+}
+
+TEST(Fsdp, HybridShardingAllReducesTheShardOverReplicas) {
+  // dp 4 as 2 shards of 2: gathers and reduce-scatters over 2 ranks (1 step), then the shard's
+  // gradients all-reduced over the 2 replicas (2 steps of P·4/2/2 bytes).
+  const auto t = test::make("1f1b", test::sm(2, 2));
+  Layout l = fsdp_over(4);
+  l.fsdp.shard = 2;
+  const auto sim = simulate_with(t, "gpt3-1.3b", "dgx-h100", l);
+  const auto work = table_work(t, io::load_model("gpt3-1.3b"));
+  const double params = work[0].params + work[1].params;
+  EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpAllGather).size(), 2U);
+  EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpReduceScatter).size(), 2U);
+  EXPECT_EQ(of_kind(sim.graph, TransferKind::DataAllReduce).size(), 2U * 2);
+  EXPECT_DOUBLE_EQ(bytes_of(sim.graph, TransferKind::DataAllReduce), 2 * params * 4 / 2 / 2);
+  EXPECT_EQ(sim.metrics.fsdp_shard, 2);
+}
+
+TEST(Fsdp, Fp8AllGatherHalvesTheGather) {
+  const auto t = test::make("1f1b", test::sm(2, 2));
+  Layout l = fsdp_over(4);
+  const auto bf16 = simulate_with(t, "gpt3-1.3b", "dgx-h100", l);
+  l.fsdp.fp8_all_gather = true;
+  const auto fp8 = simulate_with(t, "gpt3-1.3b", "dgx-h100", l);
+  EXPECT_DOUBLE_EQ(bytes_of(fp8.graph, TransferKind::FsdpAllGather),
+                   bytes_of(bf16.graph, TransferKind::FsdpAllGather) / 2);
+}
+
+TEST(Fsdp, OffIsTheReplicatedRunAndOneRankShardsNothing) {
+  const auto t = test::make("interleaved", test::sm(2, 4));
+  Layout l;
+  l.dp = 2;
+  const auto a = simulate_with(t, "gpt3-1.3b", "dgx-h100", l);
+  LoweringOptions lowering;
+  lowering.data_parallel = 2;
+  SimulationSetup setup{io::load_model("gpt3-1.3b"), io::load_system("dgx-h100"), lowering, {}};
+  const auto b = simulate_table(t, setup);
+  EXPECT_EQ(a.metrics.runtime_s, b.metrics.runtime_s);
+  EXPECT_EQ(a.graph.bytes, b.graph.bytes);
+  // FSDP over one rank (dp 1, cp 1) has nothing to shard: the plain run.
+  const auto c = simulate_with(t, "gpt3-1.3b", "dgx-h100", fsdp_over(1));
+  const auto d = simulate_with(t, "gpt3-1.3b", "dgx-h100", Layout{});
+  EXPECT_EQ(c.metrics.runtime_s, d.metrics.runtime_s);
+}
+
+TEST(Fsdp, RulesNameTheConflict) {
+  auto model = io::load_model("gpt3-1.3b");
+  LoweringOptions lowering;
+  lowering.iteration.distributed_optimizer = true;
+  EXPECT_EQ(param_error([&] { apply_layout(fsdp_over(2), model, lowering); }),
+            "--fsdp and --distributed-optimizer: FSDP already shards the optimizer state (and "
+            "the parameters and gradients) over the data-parallel ranks; give one of them");
+  Layout l = fsdp_over(6);
+  l.fsdp.shard = 4;
+  LoweringOptions plain;
+  EXPECT_EQ(param_error([&] { apply_layout(l, model, plain); }),
+            "--fsdp-shard 4: the shard group must divide the 6 data- and context-parallel ranks "
+            "(--dp 6 × --cp 1) into equal replicas");
+  const auto chimera = test::make("chimera", test::sm(4, 4));
+  EXPECT_NE(param_error([&] { simulate_with(chimera, "gpt3-1.3b", "dgx-h100", fsdp_over(2)); })
+                .find("two-pipeline schedule"),
+            std::string::npos);
+}
+
+// --- Context parallelism -------------------------------------------------------------------
+
+const Operator* find_op(const std::vector<Operator>& ops, std::string_view name) {
+  const auto it =
+      std::find_if(ops.begin(), ops.end(), [&](const Operator& op) { return op.name == name; });
+  return it == ops.end() ? nullptr : &*it;
+}
+
+TEST(ContextParallel, RingExchangesKeysAndValuesOfTheWholeSequence) {
+  // Llama 2 7B (32 heads of 128, MHA), s = 4096, b = 1, bf16, CP 4: the ring moves K and V of
+  // the whole sequence, 2·s·b·kv·2 B = 2·4096·4096·2 = 64 MiB all ranks together; each rank's
+  // attention runs its s/4 queries against all s keys, a quarter of the FLOPs.
+  auto model = *io::load_model("llama2-7b").transformer();
+  const auto whole = model_operators(model);
+  model.context_parallel = 4;
+  const auto ops = model_operators(model);
+  const auto* ring = find_op(ops.layer.forward, "attention.cp_ring");
+  ASSERT_NE(ring, nullptr);
+  EXPECT_EQ(ring->group, CollectiveGroup::Context);
+  EXPECT_DOUBLE_EQ(ring->collective_bytes, 2.0 * 4096 * 4096 * 2);
+  EXPECT_DOUBLE_EQ(ring->hidden_fraction, 3.0 / 4.0);
+  EXPECT_DOUBLE_EQ(find_op(ops.layer.input_grad, "attention.cp_ring.backward")->collective_bytes,
+                   2 * ring->collective_bytes);
+  EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.flash")->flops,
+                   find_op(whole.layer.forward, "attention.flash")->flops / 4);
+  // Every GEMM runs on a quarter of the tokens.
+  EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "fc1")->flops,
+                   find_op(whole.layer.forward, "fc1")->flops / 4);
+  // CP 1 adds nothing.
+  EXPECT_EQ(find_op(whole.layer.forward, "attention.cp_ring"), nullptr);
+}
+
+TEST(ContextParallel, MethodsMoveWhatTheyExchange) {
+  // Llama 3.1 8B (32 query heads, 8 KV heads, 128 wide), s = 8192: GQA makes K and V a quarter
+  // of Q. allgather gathers K, V (2·s·kv·2 B) and reduce-scatters their gradients; a2a moves Q,
+  // K, V in and the output back: s·(q + 2kv)·2 B and s·q·2 B.
+  auto model = *io::load_model("llama3.1-8b").transformer();
+  model.context_parallel = 2;
+  const double s = 8192, q = 4096, kv = 1024;
+  model.cp_method = CpMethod::AllGather;
+  auto ops = model_operators(model);
+  EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.cp_all_gather")->collective_bytes,
+                   2 * s * kv * 2);
+  EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.cp_all_gather")->hidden_fraction, 0.5);
+  EXPECT_NE(find_op(ops.layer.input_grad, "attention.cp_reduce_scatter.backward"), nullptr);
+  model.cp_method = CpMethod::AllToAll;
+  ops = model_operators(model);
+  EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.cp_all_to_all")->collective_bytes,
+                   s * (q + 2 * kv) * 2);
+  EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.cp_all_to_all.output")->collective_bytes,
+                   s * q * 2);
+  EXPECT_EQ(find_op(ops.layer.forward, "attention.cp_all_to_all")->hidden_index, -1);
+}
+
+TEST(ContextParallel, RingHidesUnderItsShareOfAttention) {
+  // The ring's exposed time is its transfer less (cp−1)/cp of the attention it runs beside.
+  auto model = *io::load_model("llama2-7b").transformer();
+  model.context_parallel = 2;
+  const auto system = io::load_system("dgx-h100");
+  const auto ops = model_operators(model);
+  const auto& forward = ops.layer.forward;
+  const auto* ring = find_op(forward, "attention.cp_ring");
+  const auto* flash = find_op(forward, "attention.flash");
+  const double comm = cost::operator_cost(*ring, model, system).seconds;
+  const double attention = cost::operator_cost(*flash, model, system).seconds;
+  // On NVLink (CP 2 in a node): one step of half the buffer.
+  EXPECT_DOUBLE_EQ(comm, system.intra.latency_s +
+                             ring->collective_bytes / 2 /
+                                 (system.intra.bandwidth * system.intra.collective_efficiency));
+  const ModelConfig config{"m", model};
+  const auto work = stage_work(config, std::vector<std::int32_t>{1}, 1);
+  const auto costs = cost::stage_costs(config, work, system);
+  // The layer has no TP, so all its in-op communication is the ring's.
+  const double exposed_tp = costs[0].forward.tp_comm_s / static_cast<double>(work[0].layers);
+  EXPECT_NEAR(exposed_tp, std::max(0.0, comm - 0.5 * attention), 1e-15);
+}
+
+TEST(ContextParallel, GradientsAreReducedOverDpTimesCp) {
+  // CP 2 with no data parallelism still all-reduces each stage's gradients over the 2 CP ranks;
+  // the run takes S × CP GPUs.
+  Layout l;
+  l.cp = 2;
+  const auto t = test::make("1f1b", test::sm(2, 2));
+  const auto sim = simulate_with(t, "llama2-7b", "dgx-h100", l);
+  EXPECT_EQ(of_kind(sim.graph, TransferKind::DataAllReduce).size(), 2U * 2);
+  EXPECT_EQ(sim.metrics.gpus, 4);
+  EXPECT_EQ(sim.metrics.context_parallel, 2);
+  // Half the tokens per rank: half the activations and messages of CP 1.
+  const auto one = simulate_with(t, "llama2-7b", "dgx-h100", Layout{});
+  EXPECT_DOUBLE_EQ(bytes_of(sim.graph, TransferKind::Activation),
+                   bytes_of(one.graph, TransferKind::Activation) / 2);
+  const auto act = [](const Simulation& s) { return s.metrics.peak_activation_max_bytes(); };
+  EXPECT_NEAR(act(sim), act(one) / 2, 1e-6 * act(one));
+  // The same tokens per second per sequence: throughput counts whole sequences.
+  EXPECT_EQ(*sim.metrics.sequences, *one.metrics.sequences);
+}
+
+TEST(ContextParallel, RulesNameTheConstraint) {
+  auto model = io::load_model("llama3.1-8b");
+  LoweringOptions lowering;
+  Layout l;
+  l.cp = 3;
+  EXPECT_EQ(param_error([&] { apply_layout(l, model, lowering); }),
+            "--cp 3: the sequence of 8192 tokens must split into 2·cp = 6 equal chunks (causal "
+            "load balancing gives rank r chunks r and 2·cp−1−r)");
+  l.cp = 16;
+  l.cp_method = CpMethod::AllToAll;
+  EXPECT_EQ(param_error([&] { apply_layout(l, model, lowering); }),
+            "--cp 16 --cp-method a2a: Ulysses spreads the kv_heads per tensor-parallel rank (8 / "
+            "tp 1 = 8) over the CP ranks, and they do not divide evenly; use --cp-method ring or "
+            "allgather");
+  auto paper = io::load_model("paper");
+  l.cp = 2;
+  l.cp_method = CpMethod::Ring;
+  EXPECT_NE(param_error([&] { apply_layout(l, paper, lowering); }).find("flash_attention = false"),
+            std::string::npos);
+  Layout tp;
+  tp.tp = 3;
+  EXPECT_EQ(param_error([&] { apply_layout(tp, model, lowering); }),
+            "--tp 3: tensor parallelism splits the heads over its ranks, and 32 heads do not "
+            "divide evenly");
+  auto explicit_model = test::explicit_model(1, 1, 1, 1);
+  EXPECT_NE(param_error([&] { apply_layout(l, explicit_model, lowering); }).find("[explicit]"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace pipetab
