@@ -94,6 +94,7 @@ TEST(Presets, CalibratedA100IsTheDatasheetPlusItsFit) {
   datasheet.device.gemm.max_efficiency = preset.device.gemm.max_efficiency;
   datasheet.device.gemm.k_overhead = preset.device.gemm.k_overhead;
   datasheet.device.memory_efficiency = preset.device.memory_efficiency;
+  datasheet.device.gemm_fp8 = datasheet.device.gemm;  // neither file gives [device.gemm_fp8]
   EXPECT_EQ(datasheet.device, preset.device);
   EXPECT_EQ(datasheet.intra, preset.intra);
   EXPECT_EQ(datasheet.inter, preset.inter);
@@ -291,7 +292,7 @@ TEST(Config, ErrorsNameFileLineAndKey) {
             "m.toml:7:1: key 'transformer.colour': unknown key (expected: layers, hidden, heads, "
             "kv_heads, head_dim, ffn_hidden, seq_len, micro_batch, vocab, precision, dtype_bytes, "
             "tensor_parallel, sequence_parallel, recompute, flash_attention, gated_mlp, "
-            "learned_positions, dropout, tie_embeddings, balance_embedding, "
+            "learned_positions, dropout, fused_elementwise, tie_embeddings, balance_embedding, "
             "grad_accumulation_fusion, grad_bytes_per_param, optimizer_bytes_per_param)");
   EXPECT_EQ(model_error("[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\n"),
             "m.toml:1:1: key 'transformer': missing key 'vocab'");
@@ -301,7 +302,8 @@ TEST(Config, ErrorsNameFileLineAndKey) {
             "m.toml:7:15: key 'transformer.micro_batch': 0 is out of range (1..1048576)");
   EXPECT_EQ(
       model_error(head + "recompute = \"some\"\n"),
-      "m.toml:7:13: key 'transformer.recompute': 'some' is not one of: none, selective, full");
+      "m.toml:7:13: key 'transformer.recompute': 'some' is not one of: none, selective, full, "
+      "selective-op, every-other-layer");
   EXPECT_EQ(
       model_error(head + "flash_attention = 1\n"),
       "m.toml:7:19: key 'transformer.flash_attention': expected true or false, got an integer");

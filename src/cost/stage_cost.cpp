@@ -45,6 +45,13 @@ void require_costable(const ModelConfig& model, const SystemConfig& system) {
   const auto* m = model.transformer();
   if (m == nullptr) return;
   const auto& device = system.device;
+  // FP8 training runs its layer linears in FP8 and the rest in BF16: both peaks are needed.
+  if (m->precision == Precision::FP8 && !(device.peak(Precision::BF16) > 0.0)) {
+    throw ParamError(fmt::format(
+        "system '{}' gives no bf16 peak (device.peak_flops.bf16) for model '{}': FP8 training "
+        "keeps attention, the output layer and the rest in BF16",
+        system.name, model.name));
+  }
   if (!(device.peak(m->precision) > 0.0)) {
     throw ParamError(fmt::format(
         "system '{}' gives no {} peak (device.peak_flops.{}) for model '{}', which trains in {}",
@@ -75,7 +82,7 @@ double memory_seconds(double bytes, const DeviceSpec& device) {
 OperatorCost operator_cost(const Operator& op, const TransformerConfig& m,
                            const SystemConfig& system) {
   const DeviceSpec& device = system.device;
-  const double peak = device.peak(m.precision);
+  const double peak = device.peak(op.fp8 ? Precision::FP8 : compute_precision(m));
   const double launches = op.kernels * device.kernel_overhead_s;
   OperatorCost c;
   switch (op.kind) {
@@ -89,7 +96,7 @@ OperatorCost operator_cost(const Operator& op, const TransformerConfig& m,
       }
       double flops = op.flops;
       if (op.kind == OperatorKind::Gemm) {
-        c.efficiency = gemm_efficiency(device.gemm, op.gemm);
+        c.efficiency = gemm_efficiency(op.fp8 ? device.gemm_fp8 : device.gemm, op.gemm);
       } else {
         flops *= kCausalFraction;
         c.efficiency = op.kind == OperatorKind::FusedAttention

@@ -46,6 +46,7 @@ void only_transformer_keys(const Reader& r, const toml::table& t, const std::str
           "gated_mlp",
           "learned_positions",
           "dropout",
+          "fused_elementwise",
           "tie_embeddings",
           "balance_embedding",
           "grad_accumulation_fusion",
@@ -184,7 +185,7 @@ void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int 
   r.only(device, "device",
          {"preset", "name", "peak_flops", "efficiency", "memory_bytes", "memory_bandwidth",
           "memory_efficiency", "kernel_overhead_s", "step_overhead_s", "host_launch_s",
-          "comm_slowdown", "gemm", "attention"});
+          "comm_slowdown", "gemm", "gemm_fp8", "attention"});
   bool based = false;
   if (const auto preset = r.string(device, "device", "preset")) {
     const auto text = detail::preset("systems", *preset);
@@ -240,7 +241,27 @@ void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int 
              "missing: the operator-level model needs the GEMM efficiency model [device.gemm] "
              "(sms, max_efficiency, ...), or give device.efficiency for the FLOP-proportional one");
     }
+    const GemmModel base_fp8 = d.gemm_fp8;  // a preset's, when based on one
     if (gemm != nullptr) read_gemm(r, *gemm, d.gemm, based);
+    // FP8 GEMMs: the BF16 model's tiles; the efficiency of [device.gemm_fp8], else the base
+    // preset's, else the BF16 model's.
+    const GemmModel bf16 = d.gemm;
+    d.gemm_fp8 = bf16;
+    if (based) {
+      d.gemm_fp8.max_efficiency = base_fp8.max_efficiency;
+      d.gemm_fp8.k_overhead = base_fp8.k_overhead;
+    }
+    if (const toml::table* fp8 = r.table(device, "device", "gemm_fp8")) {
+      const std::string p = "device.gemm_fp8";
+      r.only(*fp8, p, {"max_efficiency", "k_overhead"});
+      d.gemm_fp8.max_efficiency =
+          r.number(*fp8, p, "max_efficiency", d.gemm_fp8.max_efficiency, 0.0, 1.0, true);
+      d.gemm_fp8.k_overhead =
+          r.number(*fp8, p, "k_overhead", d.gemm_fp8.k_overhead, 0.0, 1e9, false);
+    }
+  } else if (device.get("gemm_fp8") != nullptr) {
+    r.fail(device.get("gemm_fp8")->source(), "device.gemm_fp8",
+           "not with device.efficiency: the FLOP-proportional model has no GEMM model");
   }
   // FlashAttention's throughput; without the table, the base's or the GEMMs' best.
   if (!based) d.attention_efficiency = d.attention_backward_efficiency = d.gemm.max_efficiency;
@@ -404,6 +425,10 @@ std::string system_toml(const SystemConfig& s, const std::string& comment) {
     if (d.gemm.split_k_min > 0) out += fmt::format("split_k_min = {}\n", d.gemm.split_k_min);
     out += fmt::format("max_efficiency = {}\nk_overhead = {}\n", number(d.gemm.max_efficiency),
                        number(d.gemm.k_overhead));
+    if (d.gemm_fp8 != d.gemm) {
+      out += fmt::format("\n[device.gemm_fp8]\nmax_efficiency = {}\nk_overhead = {}\n",
+                         number(d.gemm_fp8.max_efficiency), number(d.gemm_fp8.k_overhead));
+    }
     out += fmt::format("\n[device.attention]\nforward_efficiency = {}\nbackward_efficiency = {}\n",
                        number(d.attention_efficiency), number(d.attention_backward_efficiency));
   }

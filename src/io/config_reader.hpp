@@ -38,12 +38,14 @@ TransformerConfig read_transformer(const Reader& r, const Table& t, const std::s
                             m.precision == Precision::FP8 ? 2 : element_bytes(m.precision), 1, 16);
   m.tensor_parallel = r.integer(t, p, "tensor_parallel", 1, 1, 1 << 16);
   m.sequence_parallel = r.boolean(t, p, "sequence_parallel", false);
-  m.recompute =
-      *parse_recompute(r.choice(t, p, "recompute", "none", {"none", "selective", "full"}));
+  m.recompute = *parse_recompute(
+      r.choice(t, p, "recompute", "none",
+               {"none", "selective", "full", "selective-op", "every-other-layer"}));
   m.flash_attention = r.boolean(t, p, "flash_attention", false);
   m.gated_mlp = r.boolean(t, p, "gated_mlp", false);
   m.learned_positions = r.boolean(t, p, "learned_positions", true);
   m.dropout = r.boolean(t, p, "dropout", true);
+  m.fused_elementwise = r.boolean(t, p, "fused_elementwise", true);
   m.tie_embeddings = r.boolean(t, p, "tie_embeddings", true);
   m.balance_embedding = r.boolean(t, p, "balance_embedding", false);
   m.grad_accumulation_fusion = r.boolean(t, p, "grad_accumulation_fusion", true);

@@ -17,7 +17,8 @@ double microbatch_flops(const TransformerConfig& m) {
 }  // namespace
 
 IterationFlops iteration_flops(const TransformerConfig& model, double sequences) {
-  const double ranks = static_cast<double>(model.tensor_parallel);
+  // Each tensor- and context-parallel rank does its share of a microbatch.
+  const double ranks = static_cast<double>(model.tensor_parallel * model.context_parallel);
   const double microbatches = sequences / static_cast<double>(model.micro_batch);
   const double hardware = microbatch_flops(model) * ranks * microbatches;
   if (model.recompute == Recompute::None) return {hardware, hardware};

@@ -16,12 +16,25 @@ LayerActivation layer_activation_bytes(const TransformerConfig& m, const Dims& d
   const double sbh = d.sbh();
   if (m.recompute == Recompute::Full)
     return {2 * sbh / (m.sequence_parallel ? d.t : 1), 0.0};  // layer input
-  const double unsplit = (m.dropout ? 10 : 8) * sbh;
+  if (m.recompute == Recompute::EveryOtherLayer) {
+    // Half the layers keep everything, half only their input.
+    TransformerConfig none = m, full = m;
+    none.recompute = Recompute::None;
+    full.recompute = Recompute::Full;
+    const auto a = layer_activation_bytes(none, d), b = layer_activation_bytes(full, d);
+    return {(a.total + b.total) / 2, (a.attention + b.attention) / 2};
+  }
+  const bool per_op = m.recompute == Recompute::SelectiveOp;
+  // Per-op recomputation (torchtitan) keeps the two residual-stream inputs the recomputed norms
+  // start from, instead of the norms' inputs and outputs.
+  const double unsplit = (m.dropout ? 2 : 0) * sbh + (per_op ? 4 : 8) * sbh;
   // Q (2·s·b·q), K and V (2·s·b·kv each), the output-projection input (2·s·b·q); the MLP's
   // activation input and fc2 input (2·s·b·ffn each), a third for the gate. (q = h unless the
-  // model sets head_dim.)
-  const double split =
-      4 * d.s * d.b * d.q + 4 * d.s * d.b * d.kv + (m.gated_mlp ? 6 : 4) * d.s * d.b * d.ffn;
+  // model sets head_dim.) Per-op recomputation keeps the outputs of wq, wv, attention and w1 and
+  // recomputes K, the gate's other half and the product.
+  const double split = per_op ? 4 * d.s * d.b * d.q + 2 * d.s * d.b * d.kv + 2 * d.s * d.b * d.ffn
+                              : 4 * d.s * d.b * d.q + 4 * d.s * d.b * d.kv +
+                                    (m.gated_mlp ? 6 : 4) * d.s * d.b * d.ffn;
   // Softmax output (2·a·s²·b), its dropout mask (a·s²·b), the dropout output (2·a·s²·b); with
   // FlashAttention only a row-wise log-sum-exp (fp32) per head; selective recomputation drops
   // the attention core altogether.

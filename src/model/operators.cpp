@@ -69,6 +69,27 @@ class Builder {
     ops().push_back(gemm_operator(name, {m, n, k, batch}, d_.e));
   }
 
+  bool fp8() const { return m_.precision == Precision::FP8; }
+
+  // A layer's linear: in FP8 training its inputs are quantised first (`quantize` names that
+  // kernel; "": none) and the product runs in FP8. Quantising an [m×k] input reads it in 16 bits
+  // and writes it and its transpose in FP8 (Transformer Engine's fused cast-transpose, the scale
+  // from the previous amax: e + 2 bytes per element, one kernel); eager torchao adds an amax pass
+  // and casts the transpose apart (3e + 2 bytes, three kernels) and casts the weight every
+  // forward too.
+  void linear(std::string_view name, std::string_view quantize, double m, double n, double k,
+              bool weight_in_forward) {
+    if (fp8() && !quantize.empty()) {
+      const bool fused = m_.fused_elementwise;
+      double elements = m * k;
+      if (!fused && weight_in_forward) elements += n * k;
+      memory(quantize, (fused ? d_.e + 2 : 3 * d_.e + 2) * elements, fused ? 1 : 3);
+    }
+    gemm(name, m, n, k);
+    ops().back().fp8 = fp8();
+    if (fp8()) ops().back().bytes = gemm_operator(name, {m, n, k}, 1.0).bytes + m * n * (d_.e - 1);
+  }
+
   // A weight-gradient GEMM dW[m×n] = Xᵀ[m×k]·dY[k×n]. Megatron-LM adds each microbatch's
   // gradient into the main gradient: fused into the GEMM (it reads and writes the accumulator),
   // or (before late 2021, v2.5) as a separate `main_grad.add_` over the parameters.
@@ -76,6 +97,7 @@ class Builder {
                    double k) {
     gemm(name, m, n, k);
     auto& op = ops().back();
+    op.fp8 = fp8() && fp8_weight_grads_;
     const double g = m_.grad_bytes_per_param;
     if (m_.grad_accumulation_fusion) {
       op.bytes = d_.e * (m * k + k * n) + 2 * g * m * n;
@@ -83,6 +105,33 @@ class Builder {
       memory(accumulate, m * n * (d_.e + 2 * g));
     }
   }
+
+  // A norm over `elements` (RMSNorm or LayerNorm), forward or backward. Fused: one pass, read
+  // and write (backward: read the input, the output gradient and the residual's gradient, write
+  // the input gradient). Eager PyTorch (torchtitan's RMSNorm @9dec370: x.float(), pow(2),
+  // mean, + eps, rsqrt, ·x, type_as, ·weight): forward 4e + 28 bytes per element in 8 kernels;
+  // its autograd backward about 5e + 56 in 10.
+  void norm(std::string_view name, double elements, bool backward) {
+    const double e = d_.e;
+    if (m_.fused_elementwise) {
+      memory(name, (backward ? 4 : 2) * e * elements);
+    } else {
+      memory(name, (backward ? 5 * e + 56 : 4 * e + 28) * elements, backward ? 10 : 8);
+    }
+  }
+
+  // Rotary embeddings of Q and K, eager (torchtitan's apply_rotary_emb: float(), a complex
+  // product with the frequencies, type_as): 2e + 16 bytes per element, three kernels each for Q
+  // and K, the same again backward. Fused kernels (Megatron-Core, Transformer Engine) apply
+  // them within the attention's inputs, not counted.
+  void rotary(std::string_view name, double elements) {
+    if (m_.fused_elementwise || m_.learned_positions) return;
+    memory(name, (2 * d_.e + 16) * elements, 6);
+  }
+
+  // The layer's weight gradients are FP8 products (of the inputs' and output gradients' FP8
+  // transposes); the output layer's are not.
+  void fp8_weight_grads(bool on) { fp8_weight_grads_ = on; }
 
   void memory(std::string_view name, double bytes, std::int32_t kernels = 1) {
     Operator op;
@@ -136,6 +185,7 @@ class Builder {
 
  private:
   const TransformerConfig& m_;
+  bool fp8_weight_grads_ = false;
   Dims d_;
   PassOperators& out_;
   PassId pass_;
@@ -249,25 +299,33 @@ void layer_forward(Builder& f, const TransformerConfig& m, const Dims& d, const 
   // Fused bias-dropout-add: read the projection's output and the residual, write the sum and
   // the mask (without dropout: a bias-add with the residual).
   const double dropout_add = (3 * d.e + (m.dropout ? 1 : 0)) * z.x;
-  f.memory("layernorm1", 2 * d.e * z.x);
+  f.norm("layernorm1", z.x, false);
   if (sp)
     f.collective("attention.all_gather", CollectiveKind::AllGather, d.e * z.full, Overlap::All,
                  PassId::Forward, "qkv");
-  f.gemm("qkv", z.T, z.qkv_out, d.h);
+  f.linear("qkv", "qkv.quantize", z.T, z.qkv_out, d.h, true);
+  f.rotary("rotary", z.T * (d.q + d.kv) / d.t);
   attention_core_forward(f, m, d, z);
-  f.gemm("projection", z.T, d.h, d.q / d.t);
+  f.linear("projection", "projection.quantize", z.T, d.h, d.q / d.t, true);
   f.collective(sp ? "attention.reduce_scatter" : "attention.all_reduce",
                sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
                Overlap::All, PassId::Forward, "projection");
   f.memory("attention.dropout_add", dropout_add);
-  f.memory("layernorm2", 2 * d.e * z.x);
+  f.norm("layernorm2", z.x, false);
   if (sp)
     f.collective("mlp.all_gather", CollectiveKind::AllGather, d.e * z.full, Overlap::All,
                  PassId::Forward, "fc1");
-  f.gemm("fc1", z.T, z.ffn_out, d.h);
+  f.linear("fc1", "fc1.quantize", z.T, z.ffn_out, d.h, true);
   // Fused bias-GeLU reads and writes the hidden activation; SwiGLU reads two halves, writes one.
-  f.memory("mlp.activation", (m.gated_mlp ? 3 : 2) * d.e * z.T * z.ffn);
-  f.gemm("fc2", z.T, d.h, z.ffn);
+  // Eager SwiGLU runs silu and the product as two kernels: 5e bytes per element, not 3e.
+  const bool eager_glu = m.gated_mlp && !m.fused_elementwise;
+  f.memory("mlp.activation",
+           (eager_glu     ? 5
+            : m.gated_mlp ? 3
+                          : 2) *
+               d.e * z.T * z.ffn,
+           eager_glu ? 2 : 1);
+  f.linear("fc2", "fc2.quantize", z.T, d.h, z.ffn, true);
   f.collective(sp ? "mlp.reduce_scatter" : "mlp.all_reduce",
                sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
                Overlap::All, PassId::Forward, "fc2");
@@ -278,9 +336,6 @@ void layer_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, con
   const bool sp = m.sequence_parallel;
   // Backward of the dropout-add: read the gradient and the mask, write the gradient.
   const double dropout_add = (2 * d.e + (m.dropout ? 1 : 0)) * z.x;
-  // LayerNorm backward: read its input, the output gradient and the residual's gradient,
-  // write the input gradient.
-  const double norm = 4 * d.e * z.x;
   const auto input_grad_collective = [&](std::string_view name, std::string_view wgrad) {
     // Megatron's asynchronous backward communication runs it during the weight-gradient GEMM
     // of the same linear, when that GEMM runs in the same op (B = I + W).
@@ -291,19 +346,26 @@ void layer_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, con
   if (sp)
     i.collective("mlp.reduce_scatter.backward", CollectiveKind::AllGather, d.e * z.full,
                  Overlap::All, PassId::InputGrad, "fc2.input_grad");
-  i.gemm("fc2.input_grad", z.T, z.ffn, d.h);
+  i.linear("fc2.input_grad", "fc2.quantize_grad", z.T, z.ffn, d.h, false);
   // GeLU backward reads its input and the gradient, writes the gradient; SwiGLU reads two
   // halves and the gradient, writes two halves.
-  i.memory("mlp.activation.backward", (m.gated_mlp ? 5 : 3) * d.e * z.T * z.ffn);
-  i.gemm("fc1.input_grad", z.T, d.h, z.ffn_out);
+  // Eager: the product's two gradients (6e) and silu's backward (3e), in five kernels.
+  const bool eager_glu = m.gated_mlp && !m.fused_elementwise;
+  i.memory("mlp.activation.backward",
+           (eager_glu     ? 9
+            : m.gated_mlp ? 5
+                          : 3) *
+               d.e * z.T * z.ffn,
+           eager_glu ? 5 : 1);
+  i.linear("fc1.input_grad", "fc1.quantize_grad", z.T, d.h, z.ffn_out, false);
   input_grad_collective(sp ? "mlp.all_gather.backward" : "mlp.all_reduce.backward",
                         "fc1.weight_grad");
-  i.memory("layernorm2.backward", norm);
+  i.norm("layernorm2.backward", z.x, true);
   i.memory("attention.dropout_add.backward", dropout_add);
   if (sp)
     i.collective("attention.reduce_scatter.backward", CollectiveKind::AllGather, d.e * z.full,
                  Overlap::All, PassId::InputGrad, "projection.input_grad");
-  i.gemm("projection.input_grad", z.T, d.q / d.t, d.h);
+  i.linear("projection.input_grad", "projection.quantize_grad", z.T, d.q / d.t, d.h, false);
   if (m.flash_attention) {
     // Recomputes QKᵀ and the softmax: five products against the forward's two (Dao 2023).
     if (m.cp_method == CpMethod::AllToAll)
@@ -321,10 +383,11 @@ void layer_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, con
     i.gemm("attention.scores.query_grad", d.s, z.head_dim, d.s, z.heads);  // dQ = dS·K
     i.gemm("attention.scores.key_grad", d.s, z.head_dim, d.s, z.heads);    // dK = dSᵀ·Q
   }
-  i.gemm("qkv.input_grad", z.T, d.h, z.qkv_out);
+  i.rotary("rotary.backward", z.T * (d.q + d.kv) / d.t);
+  i.linear("qkv.input_grad", "qkv.quantize_grad", z.T, d.h, z.qkv_out, false);
   input_grad_collective(sp ? "attention.all_gather.backward" : "attention.all_reduce.backward",
                         "qkv.weight_grad");
-  i.memory("layernorm1.backward", norm);
+  i.norm("layernorm1.backward", z.x, true);
 }
 
 void layer_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
@@ -336,6 +399,7 @@ void layer_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d, co
     w.collective("mlp.all_gather.regather", CollectiveKind::AllGather, d.e * z.full,
                  Overlap::Backward, PassId::InputGrad, "fc1.input_grad");
   }
+  w.fp8_weight_grads(true);
   w.weight_gemm("qkv.weight_grad", "qkv.weight_grad.accumulate", d.h, z.qkv_out, z.T);
   w.weight_gemm("projection.weight_grad", "projection.weight_grad.accumulate", d.q / d.t, d.h, z.T);
   w.weight_gemm("fc1.weight_grad", "fc1.weight_grad.accumulate", d.h, z.ffn_out, z.T);
@@ -369,7 +433,7 @@ void output(PassOperators& out, const TransformerConfig& m, const Dims& d, const
   const bool sp = m.sequence_parallel;
   const double logits = z.T * d.V / d.t;  // fp32 logits' elements per device
   Builder f(m, out, PassId::Forward, pending);
-  f.memory("final_layernorm", 2 * d.e * z.x);
+  f.norm("final_layernorm", z.x, false);
   if (sp)
     f.collective("logits.all_gather", CollectiveKind::AllGather, d.e * z.full, Overlap::All,
                  PassId::Forward, "logits");
@@ -386,20 +450,44 @@ void output(PassOperators& out, const TransformerConfig& m, const Dims& d, const
   i.collective(sp ? "logits.all_gather.backward" : "logits.all_reduce.backward",
                sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
                Overlap::Backward, PassId::WeightGrad, "logits.weight_grad");
-  i.memory("final_layernorm.backward", 4 * d.e * z.x);
+  i.norm("final_layernorm.backward", z.x, true);
   Builder w(m, out, PassId::WeightGrad, pending);
   w.weight_gemm("logits.weight_grad", "logits.weight_grad.accumulate", d.V / d.t, d.h, z.T);
 }
 
 // Full recomputation runs the whole forward again at the start of the input-gradient pass;
 // selective recomputation the attention core (Korthikanti et al. §5). Copies keep their indices,
-// so a recomputed collective's partner GEMM is the recomputed one.
+// so a recomputed collective's partner GEMM is the recomputed one. torchtitan's per-op policy
+// recomputes the forward's element-wise kernels and every other matrix multiply in its order
+// (wq, wk, wv, wo, w1, w3, w2 gated; wq, wk, wv, wo, w1, w2 not: the second, fourth and sixth),
+// never attention nor the collectives; every-other-layer recomputation is a full one for half
+// the layers, so each layer carries half of it.
 void recompute(PassOperators& layer, const TransformerConfig& m, const Dims& d, const LayerSizes& z,
                std::vector<Pending>& pending) {
   if (m.recompute == Recompute::None) return;
   std::vector<Operator> head;
-  if (m.recompute == Recompute::Full) {
+  if (m.recompute == Recompute::SelectiveOp) {
+    for (const Operator& op : layer.forward) {
+      if (op.kind == OperatorKind::Memory) head.push_back(op);
+    }
+    head.push_back(gemm_operator("qkv.recompute_key", {z.T, d.kv / d.t, d.h}, d.e));
+    head.push_back(gemm_operator("projection.recompute", {z.T, d.h, d.q / d.t}, d.e));
+    head.push_back(m.gated_mlp ? gemm_operator("fc1.recompute_up", {z.T, z.ffn, d.h}, d.e)
+                               : gemm_operator("fc2.recompute", {z.T, d.h, z.ffn}, d.e));
+    for (auto it = head.end() - 3; it != head.end(); ++it)
+      it->fp8 = m.precision == Precision::FP8;
+    for (auto& p : pending) {
+      if (p.pass == PassId::InputGrad) p.op += head.size();
+    }
+  } else if (m.recompute == Recompute::Full || m.recompute == Recompute::EveryOtherLayer) {
     head = layer.forward;
+    if (m.recompute == Recompute::EveryOtherLayer) {
+      for (Operator& op : head) {
+        op.flops *= 0.5;
+        op.bytes *= 0.5;
+        op.collective_bytes *= 0.5;
+      }
+    }
     for (auto& p : pending) {
       if (p.pass == PassId::InputGrad) p.op += head.size();
     }

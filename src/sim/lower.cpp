@@ -940,7 +940,10 @@ class Lowering {
     double comm = gathers ? ring_side_seconds(g, gather_bytes(w), steps) : 0.0;
     if (scatters) comm += ring_side_seconds(g, scatter_bytes(w), steps);
     const double exposed = (blocks - 1.0) * std::max(0.0, comm - compute);
-    g_.duration[n] += exposed;
+    // The blocks' compute runs slower while the collectives run beside it (NCCL's kernels take
+    // SMs and memory bandwidth), as the engine slows compute beside the graph's transfers.
+    const double slowed = (blocks - 1.0) * g_.comm_slowdown * std::min(comm, compute);
+    g_.duration[n] += exposed + slowed;
     g_.tp_comm_s[n] += exposed;
   }
 

@@ -138,7 +138,8 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
     const double gpus = static_cast<double>(table.devices) *
                         static_cast<double>(model->tensor_parallel * model->context_parallel) *
                         lowering.data_parallel;
-    const double peak = setup.system.device.peak(model->precision) * gpus * m.runtime_s;
+    // FP8 training's utilisation against the BF16 peak, as torchtitan and NeMo report it.
+    const double peak = setup.system.device.peak(compute_precision(*model)) * gpus * m.runtime_s;
     m.sequences = sequences;
     m.tokens_per_s = sequences * static_cast<double>(model->seq_len) / m.runtime_s;
     m.model_flops = flops.model;

@@ -117,9 +117,9 @@ namespace {
 // "TP 8, PP 8 (interleaved, v 3), DP 1, M 64 × 1, selective + SP".
 std::string configuration(const MeasuredRun& run) {
   const auto& m = *run.model.transformer();
-  const char* recompute = m.recompute == Recompute::Full        ? "full recompute"
-                          : m.recompute == Recompute::Selective ? "selective recompute"
-                                                                : "no recompute";
+  const std::string recompute = m.recompute == Recompute::None
+                                    ? std::string("no recompute")
+                                    : fmt::format("{} recompute", to_string(m.recompute));
   if (run.kind == MeasurementKind::Layer) {
     return fmt::format("h {}, TP {}, micro batch {}, {}{}", m.hidden, m.tensor_parallel,
                        m.micro_batch, recompute, m.sequence_parallel ? " + SP" : "");
@@ -131,11 +131,14 @@ std::string configuration(const MeasuredRun& run) {
         run.measured_p2p_s ? (run.p2p_across_nodes ? ", p2p across nodes" : ", p2p in a node")
                            : "");
   }
-  return fmt::format("h {}, TP {}, PP {} ({}{}), DP {}, M {} × {}, {}{}", m.hidden,
-                     m.tensor_parallel, run.devices, run.schedule,
-                     run.chunks ? fmt::format(" v {}", *run.chunks) : std::string(),
-                     run.lowering.data_parallel, run.microbatches, m.micro_batch, recompute,
-                     m.sequence_parallel ? " + SP" : "");
+  const auto cp = m.context_parallel > 1
+                      ? fmt::format(", CP {} ({})", m.context_parallel, to_string(m.cp_method))
+                      : std::string();
+  return fmt::format(
+      "h {}, TP {}{}, PP {} ({}{}), {} {}, M {} × {}, {}{}", m.hidden, m.tensor_parallel, cp,
+      run.devices, run.schedule, run.chunks ? fmt::format(" v {}", *run.chunks) : std::string(),
+      run.lowering.fsdp.enabled ? "FSDP" : "DP", run.lowering.data_parallel, run.microbatches,
+      m.micro_batch, recompute, m.sequence_parallel ? " + SP" : "");
 }
 
 std::string percent(double error) {

@@ -16,6 +16,8 @@ const std::vector<CalibrationParameter>& calibration_parameters() {
   static const std::vector<CalibrationParameter> parameters{
       {"gemm.max_efficiency", 0.05, 1.0, "a large GEMM's achieved / peak FLOP/s"},
       {"gemm.k_overhead", 0.0, 4096.0, "a GEMM tile's fixed cost, in steps of its K loop"},
+      {"gemm_fp8.max_efficiency", 0.05, 1.0, "a large FP8 GEMM's achieved / FP8 peak FLOP/s"},
+      {"gemm_fp8.k_overhead", 0.0, 4096.0, "an FP8 GEMM tile's fixed cost, in K-loop steps"},
       {"memory_efficiency", 0.05, 1.0, "achieved / peak HBM bandwidth of memory-bound kernels"},
       {"kernel_overhead_s", 0.0, 1e-4, "seconds added to every kernel launch"},
       {"step_overhead_s", 0.0, 0.05, "the host's seconds per pipeline step that no kernel carries"},
@@ -42,6 +44,8 @@ double* field(SystemConfig& s, std::string_view name) {
   auto& d = s.device;
   if (name == "gemm.max_efficiency") return &d.gemm.max_efficiency;
   if (name == "gemm.k_overhead") return &d.gemm.k_overhead;
+  if (name == "gemm_fp8.max_efficiency") return &d.gemm_fp8.max_efficiency;
+  if (name == "gemm_fp8.k_overhead") return &d.gemm_fp8.k_overhead;
   if (name == "memory_efficiency") return &d.memory_efficiency;
   if (name == "kernel_overhead_s") return &d.kernel_overhead_s;
   if (name == "step_overhead_s") return &d.step_overhead_s;

@@ -56,6 +56,10 @@ struct Operator {
   OperatorKind kind = OperatorKind::Memory;
   GemmShape gemm;      ///< Gemm only
   double flops = 0.0;  ///< matrix-multiply FLOPs: 2·m·n·k·batch, or the fused attention's
+  /// A transformer layer's linear in FP8 (precision = "fp8"): it runs at the device's FP8 peak
+  /// with its FP8 GEMM model; every other GEMM and attention stay in BF16, as Transformer
+  /// Engine's and torchao's FP8 recipes keep them.
+  bool fp8 = false;
   /// Bytes to and from device memory: what a memory-bound kernel reads and writes; a GEMM's
   /// operands and result; the fused attention's inputs and outputs.
   double bytes = 0.0;

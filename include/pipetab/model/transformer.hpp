@@ -12,11 +12,17 @@
 
 namespace pipetab {
 
-/// Activation recomputation (Korthikanti et al., MLSys 2023).
-enum class Recompute { None, Selective, Full };
+/// Activation recomputation. Selective and Full as Megatron-LM does them (Korthikanti et al.,
+/// MLSys 2023): the attention core, or the whole layer. SelectiveOp and EveryOtherLayer as
+/// torchtitan does them (parallelize_llama.py @9dec370, `mode = "selective"`): its per-op policy
+/// keeps the outputs of attention and of every other matrix multiply and recomputes the rest
+/// (selective_ac_option = "op"), or it checkpoints every other block whole (option "2").
+enum class Recompute { None, Selective, Full, SelectiveOp, EveryOtherLayer };
 
-/// "none", "selective", "full": the names model files and the CLI use.
-inline constexpr std::array<std::string_view, 3> kRecomputeNames{"none", "selective", "full"};
+/// "none", "selective", "full", "selective-op", "every-other-layer": the names model files and
+/// the CLI use.
+inline constexpr std::array<std::string_view, 5> kRecomputeNames{
+    "none", "selective", "full", "selective-op", "every-other-layer"};
 
 constexpr std::string_view to_string(Recompute r) {
   return kRecomputeNames[static_cast<std::size_t>(r)];
@@ -58,6 +64,11 @@ struct TransformerConfig {
   bool gated_mlp = false;         ///< SwiGLU-style MLP: three weight matrices instead of two
   bool learned_positions = true;  ///< a position-embedding table (GPT) or none (RoPE)
   bool dropout = true;            ///< dropout after attention and the MLP (GPT, Megatron: 0.1)
+  /// Element-wise work in fused kernels (Megatron-LM's and Transformer Engine's, or
+  /// torch.compile's): each norm and activation one pass over its tensor. false: eager PyTorch,
+  /// as torchtitan runs without compile: the RMSNorm in fp32 op by op, rotary embeddings through
+  /// complex fp32 products, SwiGLU's silu and product apart (operators.cpp counts the bytes).
+  bool fused_elementwise = true;
   /// The output layer shares the input embedding's weights (GPT; Megatron's default). With
   /// more than one stage the last stage keeps a copy, and the two copies' gradients are
   /// all-reduced at the end of the iteration.
@@ -72,6 +83,12 @@ struct TransformerConfig {
   double grad_bytes_per_param = 4.0;        ///< fp32 main gradients (Megatron)
   double optimizer_bytes_per_param = 12.0;  ///< fp32 master weights + Adam moments
 };
+
+/// The format a model's matrix multiplies run in apart from FP8 layer linears: FP8 training
+/// (Transformer Engine, torchao) keeps attention, the output layer and the rest in BF16.
+constexpr Precision compute_precision(const TransformerConfig& m) {
+  return m.precision == Precision::FP8 ? Precision::BF16 : m.precision;
+}
 
 /// Tensor parallelism splits the heads, the key-value groups and the MLP over its ranks, and
 /// Megatron-LM requires each to divide evenly: the first of them `tp` does not divide, as

@@ -52,7 +52,8 @@ struct GemmTile {
 /// steps of its K loop. sms = 0: no shape dependence.
 struct GemmModel {
   std::int32_t sms = 0;
-  std::vector<GemmTile> tiles{GemmTile{}};
+  std::vector<GemmTile> tiles = std::vector<GemmTile>(1);  // one default tile (not a braced
+  // list: GCC 12 warns -Wmaybe-uninitialized on it once a device holds two models)
   std::int32_t split_k_min = 0;
   double max_efficiency = 1.0;
   double k_overhead = 0.0;
@@ -85,6 +86,10 @@ struct DeviceSpec {
   /// peak × flat_efficiency, and memory-bound operators and launches cost nothing.
   std::optional<double> flat_efficiency;
   GemmModel gemm;
+  /// FP8 tensor-core GEMMs (an FP8 model's layer linears), against the FP8 peak: the same tiles
+  /// and multiprocessors, their own max_efficiency and k_overhead ([device.gemm_fp8]; the BF16
+  /// model's when not given).
+  GemmModel gemm_fp8;
   double attention_efficiency = 1.0;           ///< FlashAttention forward: achieved / peak
   double attention_backward_efficiency = 1.0;  ///< FlashAttention backward
   friend bool operator==(const DeviceSpec&, const DeviceSpec&) = default;
