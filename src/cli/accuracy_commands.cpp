@@ -22,6 +22,7 @@ constexpr const char* kDefaultRuns = "published-runs";
 Subcommand add_accuracy(CLI::App& app) {
   struct Options {
     std::string file = kDefaultRuns;
+    std::string runs = "all";
     std::string system;
     std::string format = "markdown";
     std::string output;
@@ -36,13 +37,17 @@ Subcommand add_accuracy(CLI::App& app) {
                   "measured runs: a TOML file (format: data/published-runs.toml), or "
                   "published-runs, the built-in copy of that file")
       ->capture_default_str();
+  cmd->add_option("--runs", o->runs,
+                  "which runs: all, layers, profiles, iterations, ids:ID,ID,..., source:TEXT or "
+                  "system:NAME (the runs on that system)")
+      ->capture_default_str();
   cmd->add_option("--system", o->system,
                   "predict every run on this system preset or file instead of its own");
   add_format(*cmd, o->format, {"markdown", "csv", "json"});
   cmd->add_option("-o,--output", o->output, "write to this file instead of stdout");
   cmd->add_option("-j,--threads", o->threads, "threads (default: all cores)");
   return {cmd, [o] {
-            const auto runs = load_measurements(o->file);
+            const auto runs = select_runs(load_measurements(o->file), o->runs);
             std::optional<SystemConfig> system;
             if (!o->system.empty()) system = io::load_system(o->system);
             const auto report = predict(runs, system, o->threads);
@@ -118,6 +123,7 @@ void calibrate_gemm_command(const Options& o) {
 Subcommand add_calibrate(CLI::App& app) {
   struct Options {
     std::string file = kDefaultRuns;
+    std::string runs = "all";
     std::string system;
     std::vector<std::string> fit{"gemm.max_efficiency", "gemm.k_overhead", "memory_efficiency"};
     std::string fit_on = "all";
@@ -141,14 +147,18 @@ Subcommand add_calibrate(CLI::App& app) {
                   "measured runs: a TOML file (format: data/published-runs.toml), or "
                   "published-runs, the built-in copy of that file")
       ->capture_default_str();
+  cmd->add_option("--runs", o->runs,
+                  "which runs to consider at all (fitted on or reported): a selector as --fit-on "
+                  "takes, or system:NAME, e.g. system:grand-teton-h100")
+      ->capture_default_str();
   cmd->add_option("--system", o->system, "the system to start from (preset or file)")->required();
   cmd->add_option("--fit", o->fit, "parameters to fit, comma-separated")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--fit-on", o->fit_on,
                   "which measurements to fit on: all, layers, profiles, iterations, ids:ID,ID,... "
-                  "(the runs with those ids), or source:TEXT (the runs whose source contains "
-                  "TEXT)")
+                  "(the runs with those ids), source:TEXT (the runs whose source contains TEXT) "
+                  "or system:NAME (the runs on that system)")
       ->capture_default_str();
   cmd->add_flag("--leave-one-out", o->leave_one_out,
                 "also refit without each run and report its error out of sample");
@@ -167,7 +177,7 @@ Subcommand add_calibrate(CLI::App& app) {
                   "takes all, forward, input_grad or weight_grad");
   return {cmd, [o] {
             if (!o->gemm_probe.empty()) return calibrate_gemm_command(*o);
-            const auto runs = load_measurements(o->file);
+            const auto runs = select_runs(load_measurements(o->file), o->runs);
             SystemConfig base = io::load_system(o->system);
             CalibrationOptions options;
             options.fit = o->fit;

@@ -82,7 +82,8 @@ double memory_seconds(double bytes, const DeviceSpec& device) {
 OperatorCost operator_cost(const Operator& op, const TransformerConfig& m,
                            const SystemConfig& system) {
   const DeviceSpec& device = system.device;
-  const double peak = device.peak(op.fp8 ? Precision::FP8 : compute_precision(m));
+  const double peak =
+      device.peak(op.fp8 ? Precision::FP8 : compute_precision(m)) * device.clock_scale;
   const double launches = op.kernels * device.kernel_overhead_s;
   OperatorCost c;
   switch (op.kind) {

@@ -183,7 +183,8 @@ SystemConfig parse_system_at(std::string_view text, const std::string& file, int
 // [device]. With `preset = "NAME"` every key defaults to that system preset's device.
 void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int depth) {
   r.only(device, "device",
-         {"preset", "name", "peak_flops", "efficiency", "memory_bytes", "memory_bandwidth",
+         {"preset", "name", "peak_flops", "clock_scale", "efficiency", "memory_bytes",
+          "memory_bandwidth",
           "memory_efficiency", "kernel_overhead_s", "step_overhead_s", "host_launch_s",
           "comm_slowdown", "gemm", "gemm_fp8", "attention"});
   bool based = false;
@@ -200,6 +201,7 @@ void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int 
   }
   d.name = r.string(device, "device", "name").value_or(d.name);
   read_peaks(r, device, d, based);
+  d.clock_scale = r.number(device, "device", "clock_scale", d.clock_scale, 0.01, 1.0, false);
   d.memory_bytes =
       r.number(device, "device", "memory_bytes", from(based, d.memory_bytes), 1.0, kHuge, false);
   if (device.get("efficiency") != nullptr) {
@@ -397,6 +399,7 @@ std::string system_toml(const SystemConfig& s, const std::string& comment) {
   if (!s.source.empty()) out += fmt::format("source = {}\n", quoted(s.source));
   out += "\n[device]\n";
   if (!d.name.empty()) out += fmt::format("name = {}\n", quoted(d.name));
+  if (d.clock_scale != 1.0) out += fmt::format("clock_scale = {}\n", number(d.clock_scale));
   out += fmt::format("memory_bytes = {}\n", number(d.memory_bytes));
   if (d.memory_bandwidth > 0.0)
     out += fmt::format("memory_bandwidth = {}\n", number(d.memory_bandwidth));

@@ -18,6 +18,7 @@ const std::vector<CalibrationParameter>& calibration_parameters() {
       {"gemm.k_overhead", 0.0, 4096.0, "a GEMM tile's fixed cost, in steps of its K loop"},
       {"gemm_fp8.max_efficiency", 0.05, 1.0, "a large FP8 GEMM's achieved / FP8 peak FLOP/s"},
       {"gemm_fp8.k_overhead", 0.0, 4096.0, "an FP8 GEMM tile's fixed cost, in K-loop steps"},
+      {"clock_scale", 0.2, 1.0, "the share of the boost clock the tensor cores hold (power cap)"},
       {"memory_efficiency", 0.05, 1.0, "achieved / peak HBM bandwidth of memory-bound kernels"},
       {"kernel_overhead_s", 0.0, 1e-4, "seconds added to every kernel launch"},
       {"step_overhead_s", 0.0, 0.05, "the host's seconds per pipeline step that no kernel carries"},
@@ -47,6 +48,7 @@ double* field(SystemConfig& s, std::string_view name) {
   if (name == "gemm_fp8.max_efficiency") return &d.gemm_fp8.max_efficiency;
   if (name == "gemm_fp8.k_overhead") return &d.gemm_fp8.k_overhead;
   if (name == "memory_efficiency") return &d.memory_efficiency;
+  if (name == "clock_scale") return &d.clock_scale;
   if (name == "kernel_overhead_s") return &d.kernel_overhead_s;
   if (name == "step_overhead_s") return &d.step_overhead_s;
   if (name == "host_launch_s") return &d.host_launch_s;
@@ -89,26 +91,6 @@ double* require_field(SystemConfig& s, std::string_view name) {
         s.name, name));
   }
   return f;
-}
-
-bool selected(const MeasuredRun& run, const std::string& fit_on) {
-  constexpr std::string_view kSource = "source:", kIds = "ids:";
-  if (fit_on.starts_with(kSource))
-    return run.source.find(fit_on.substr(kSource.size())) != std::string::npos;
-  if (fit_on.starts_with(kIds)) {
-    std::string_view ids(fit_on);
-    ids.remove_prefix(kIds.size());
-    while (!ids.empty()) {
-      const auto comma = ids.find(',');
-      if (ids.substr(0, comma) == run.id) return true;
-      if (comma == std::string_view::npos) break;
-      ids.remove_prefix(comma + 1);
-    }
-    return false;
-  }
-  return fit_on == "all" || (fit_on == "layers" && run.kind == MeasurementKind::Layer) ||
-         (fit_on == "profiles" && run.kind == MeasurementKind::Profile) ||
-         (fit_on == "iterations" && run.kind == MeasurementKind::Iteration);
 }
 
 // The objective: the mean squared log error over the residuals of the predicted runs (a run
@@ -260,7 +242,7 @@ Measurements only(const Measurements& all, const std::string& fit_on, const std:
   Measurements m;
   m.file = all.file;
   for (const auto& run : all.runs) {
-    if (selected(run, fit_on) && run.id != without) m.runs.push_back(run);
+    if (run_selected(run, fit_on) && run.id != without) m.runs.push_back(run);
   }
   return m;
 }
@@ -279,13 +261,7 @@ void set_parameter(SystemConfig& system, std::string_view name, double value) {
 Calibration calibrate(const Measurements& measurements, const SystemConfig& base,
                       const CalibrationOptions& options) {
   if (options.fit.empty()) throw Error("nothing to fit: name at least one parameter (--fit)");
-  if (options.fit_on != "all" && options.fit_on != "layers" && options.fit_on != "profiles" &&
-      options.fit_on != "iterations" && !options.fit_on.starts_with("source:") &&
-      !options.fit_on.starts_with("ids:")) {
-    throw Error(fmt::format(
-        "--fit-on {}: expected all, layers, profiles, iterations, source:TEXT or ids:ID,ID,...",
-        options.fit_on));
-  }
+  require_run_selector(options.fit_on, "--fit-on");
   const Measurements chosen = only(measurements, options.fit_on, "");
   if (chosen.runs.empty()) {
     throw Error(fmt::format("{}: no measurements to fit on (--fit-on {})", measurements.file,

@@ -384,4 +384,54 @@ Measurements load_measurements(const std::string& name_or_path) {
   return parse_measurements(io::read_file(name_or_path), name_or_path);
 }
 
+namespace {
+
+bool is_selector(std::string_view s) {
+  return s == "all" || s == "layers" || s == "profiles" || s == "iterations" ||
+         s.starts_with("source:") || s.starts_with("ids:") || s.starts_with("system:");
+}
+
+}  // namespace
+
+void require_run_selector(std::string_view selector, std::string_view option) {
+  if (!is_selector(selector)) {
+    throw Error(fmt::format(
+        "{} {}: expected all, layers, profiles, iterations, source:TEXT, system:NAME or "
+        "ids:ID,ID,...",
+        option, selector));
+  }
+}
+
+bool run_selected(const MeasuredRun& run, std::string_view selector) {
+  constexpr std::string_view kSource = "source:", kIds = "ids:", kSystem = "system:";
+  if (selector.starts_with(kSource))
+    return run.source.find(selector.substr(kSource.size())) != std::string::npos;
+  if (selector.starts_with(kSystem)) return run.system == selector.substr(kSystem.size());
+  if (selector.starts_with(kIds)) {
+    std::string_view ids = selector.substr(kIds.size());
+    while (!ids.empty()) {
+      const auto comma = ids.find(',');
+      if (ids.substr(0, comma) == run.id) return true;
+      if (comma == std::string_view::npos) break;
+      ids.remove_prefix(comma + 1);
+    }
+    return false;
+  }
+  return selector == "all" || (selector == "layers" && run.kind == MeasurementKind::Layer) ||
+         (selector == "profiles" && run.kind == MeasurementKind::Profile) ||
+         (selector == "iterations" && run.kind == MeasurementKind::Iteration);
+}
+
+Measurements select_runs(const Measurements& all, std::string_view selector) {
+  require_run_selector(selector, "--runs");
+  Measurements m;
+  m.file = all.file;
+  for (const auto& run : all.runs) {
+    if (run_selected(run, selector)) m.runs.push_back(run);
+  }
+  if (m.runs.empty())
+    throw Error(fmt::format("{}: no runs match --runs {}", all.file, selector));
+  return m;
+}
+
 }  // namespace pipetab

@@ -69,6 +69,15 @@ Measurements load_measurements(const std::string& name_or_path);
 /// terms, not an option's) if it is no preset and no file.
 SystemConfig load_run_system(const Measurements& file, const MeasuredRun& run);
 
+/// Whether `run` is one a selector names: "all", "layers", "profiles", "iterations",
+/// "ids:A,B,..." (those ids), "source:TEXT" (sources containing TEXT) or "system:NAME" (the runs
+/// on that system, as the file names it). calibrate's --fit-on and --runs, accuracy's --runs.
+bool run_selected(const MeasuredRun& run, std::string_view selector);
+/// Throws Error "OPTION SELECTOR: expected ..." unless `selector` is one of those forms.
+void require_run_selector(std::string_view selector, std::string_view option);
+/// The runs a selector names; throws Error when it is malformed or names none.
+Measurements select_runs(const Measurements& all, std::string_view selector);
+
 /// "iteration", "layer" or "profile".
 const char* to_string(MeasurementKind kind);
 

@@ -65,6 +65,10 @@ struct DeviceSpec {
   std::string name;
   /// Dense peak FLOP/s per precision (Precision order); 0 where the device has none.
   std::array<double, kPrecisions> peak_flops{};
+  /// Of the datasheet's boost clock, what the tensor cores hold under a training load: below 1
+  /// when a power cap throttles them (Grand Teton's 500 W H100s). Scales the peaks the GEMMs and
+  /// attention run against, not memory traffic, nor the peak utilisation is reported against.
+  double clock_scale = 1.0;
   double memory_bytes = 0.0;
   double memory_bandwidth = 0.0;   ///< HBM bytes/s; 0 = not given (flat model only)
   double memory_efficiency = 1.0;  ///< achieved fraction of memory_bandwidth when streaming
