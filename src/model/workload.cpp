@@ -112,6 +112,9 @@ std::vector<StageWork> stage_work(const ModelConfig& model, std::span<const std:
       w.input_grad_flops += output[1];
       w.weight_grad_flops += output[2];
       w.activation_bytes += 4 * bs * (d.h + d.V) / d.t;
+      // Eager PyTorch's loss (torchtitan: cross_entropy(pred.float(), labels)) keeps the 16-bit
+      // logits, their fp32 copy and log-softmax's fp32 output: 10 bytes per logit, not 4.
+      if (!m.fused_elementwise) w.activation_bytes += 6 * bs * d.V / d.t;
       // The output projection (split over the vocabulary: its own matrix, or the tied
       // embedding's copy) and the final LayerNorm (replicated).
       w.params += (embedding_copy ? d.V * d.h / d.t : 0.0) + 2 * d.h;

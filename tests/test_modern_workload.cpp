@@ -1,0 +1,216 @@
+// The workload as today's stacks run it (issue 24): FP8 linears and their quantisation,
+// torchtitan's recomputation policies, eager element-wise kernels, the power cap's clock, and the
+// measured-run files' layout keys. Bytes and FLOPs are worked out by hand in each test.
+#include <algorithm>
+
+#include "helpers.hpp"
+#include <gtest/gtest.h>
+
+#include "pipetab/cost/gemm.hpp"
+#include "pipetab/cost/stage_cost.hpp"
+#include "pipetab/error.hpp"
+#include "pipetab/io/config.hpp"
+#include "pipetab/model/operators.hpp"
+#include "pipetab/model/workload.hpp"
+#include "pipetab/study/measurements.hpp"
+
+namespace pipetab {
+namespace {
+
+const Operator* find_op(const std::vector<Operator>& ops, std::string_view name) {
+  const auto it =
+      std::find_if(ops.begin(), ops.end(), [&](const Operator& op) { return op.name == name; });
+  return it == ops.end() ? nullptr : &*it;
+}
+
+TransformerConfig llama8b() {
+  return *io::load_model("llama3.1-8b").transformer();
+}
+
+TEST(Fp8, LayerLinearsRunInFp8AndTheRestInBf16) {
+  auto m = llama8b();
+  m.precision = Precision::FP8;
+  const auto ops = model_operators(m);
+  for (const char* name : {"qkv", "projection", "fc1", "fc2"})
+    EXPECT_TRUE(find_op(ops.layer.forward, name)->fp8) << name;
+  for (const char* name : {"qkv.input_grad", "fc2.input_grad"})
+    EXPECT_TRUE(find_op(ops.layer.input_grad, name)->fp8) << name;
+  EXPECT_TRUE(find_op(ops.layer.weight_grad, "fc1.weight_grad")->fp8);
+  // The output layer and attention stay in BF16.
+  EXPECT_FALSE(find_op(ops.output.forward, "logits")->fp8);
+  EXPECT_FALSE(find_op(ops.output.weight_grad, "logits.weight_grad")->fp8);
+  // qkv's input quantised by a fused cast-transpose: s·h elements, read in 16 bits and written
+  // twice in FP8: (2 + 2) bytes each.
+  EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "qkv.quantize")->bytes, 4.0 * 8192 * 4096);
+  // A BF16 model has neither.
+  const auto bf16 = model_operators(llama8b());
+  EXPECT_FALSE(find_op(bf16.layer.forward, "qkv")->fp8);
+  EXPECT_EQ(find_op(bf16.layer.forward, "qkv.quantize"), nullptr);
+}
+
+TEST(Fp8, CostsAtTheFp8PeakWithItsOwnGemmModel) {
+  auto m = llama8b();
+  m.precision = Precision::FP8;
+  auto system = io::load_system("dgx-h100");
+  const auto ops = model_operators(m);
+  const Operator& fc1 = *find_op(ops.layer.forward, "fc1");
+  const auto fp8 = cost::operator_cost(fc1, m, system);
+  EXPECT_DOUBLE_EQ(fp8.efficiency, cost::gemm_efficiency(system.device.gemm_fp8, fc1.gemm));
+  // With the FP8 model equal to the BF16 one, an FP8 GEMM takes the BF16 one's time scaled by
+  // the peaks (989.4 / 1978.9) when compute-bound.
+  system.device.gemm_fp8 = system.device.gemm;
+  auto bf16_model = llama8b();
+  const Operator& fc1_bf16 = *find_op(model_operators(bf16_model).layer.forward, "fc1");
+  const auto a = cost::operator_cost(fc1, m, system);
+  const auto b = cost::operator_cost(fc1_bf16, bf16_model, system);
+  EXPECT_NEAR(a.seconds - system.device.kernel_overhead_s,
+              (b.seconds - system.device.kernel_overhead_s) * 989.4 / 1978.9, 1e-12);
+}
+
+TEST(Fp8, SystemFilesTakeGemmFp8) {
+  const auto s = io::load_system("dgx-h100");
+  EXPECT_EQ(s.device.gemm_fp8.tiles, s.device.gemm.tiles);
+  EXPECT_NE(s.device.gemm_fp8.max_efficiency, s.device.gemm.max_efficiency);
+  // Written back and read again, unchanged (calibrate -o).
+  const auto again = io::parse_system(io::system_toml(s, "x"), "again.toml");
+  EXPECT_EQ(again.device.gemm_fp8, s.device.gemm_fp8);
+  // A system without it uses the BF16 model for FP8.
+  const auto a100 = io::load_system("dgx-a100");
+  EXPECT_EQ(a100.device.gemm_fp8, a100.device.gemm);
+}
+
+TEST(Recompute, SelectiveOpRecomputesElementwiseAndEveryOtherMatmul) {
+  auto m = llama8b();
+  m.recompute = Recompute::SelectiveOp;
+  const auto ops = model_operators(m);
+  const auto none = model_operators(llama8b());
+  // The head of the input-gradient pass: the forward's memory-bound kernels, then wk, wo and w3
+  // (torchtitan's second, fourth and sixth matmul), never attention.
+  const double h = 4096, kv = 1024, ffn = 14336, T = 8192;
+  double head_flops = 0.0;
+  for (const auto& op : ops.layer.input_grad) {
+    if (op.name == "qkv.recompute_key" || op.name == "projection.recompute" ||
+        op.name == "fc1.recompute_up")
+      head_flops += op.flops;
+  }
+  EXPECT_DOUBLE_EQ(head_flops, 2 * T * (h * kv + h * h + h * ffn));
+  EXPECT_EQ(find_op(ops.layer.input_grad, "attention.flash"), nullptr);
+  EXPECT_DOUBLE_EQ(matmul_flops(ops.layer.input_grad) - matmul_flops(none.layer.input_grad),
+                   head_flops);
+}
+
+TEST(Recompute, EveryOtherLayerIsHalfAFullRecompute) {
+  auto full = llama8b(), half = llama8b(), none = llama8b();
+  full.recompute = Recompute::Full;
+  half.recompute = Recompute::EveryOtherLayer;
+  const auto f = matmul_flops(model_operators(full).layer.input_grad);
+  const auto e = matmul_flops(model_operators(half).layer.input_grad);
+  const auto n = matmul_flops(model_operators(none).layer.input_grad);
+  EXPECT_DOUBLE_EQ(e - n, (f - n) / 2);
+  // Memory: the mean of keeping everything and keeping the layer input.
+  const ModelConfig a{"a", full}, b{"b", half}, c{"c", none};
+  const std::vector<std::int32_t> one{1};
+  const auto act = [&](const ModelConfig& x) {
+    const auto w = stage_work(x, one, 1)[0];
+    return w.activation_bytes;
+  };
+  EXPECT_NEAR(act(b), (act(a) + act(c)) / 2, 1e-6 * act(c));
+}
+
+TEST(Eager, ElementwiseKernelsMoveWhatEagerPyTorchMoves) {
+  auto eager = llama8b();
+  eager.fused_elementwise = false;
+  const auto ops = model_operators(eager);
+  const auto fused = model_operators(llama8b());
+  const double x = 8192.0 * 4096;  // the residual stream's elements
+  // RMSNorm: 4e + 28 = 36 bytes per element in 8 kernels against the fused 2e = 4.
+  EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "layernorm1")->bytes, 36 * x);
+  EXPECT_EQ(find_op(ops.layer.forward, "layernorm1")->kernels, 8);
+  EXPECT_DOUBLE_EQ(find_op(fused.layer.forward, "layernorm1")->bytes, 4 * x);
+  // Rotary embeddings of Q and K (4096 + 1024 wide): 2e + 16 = 20 bytes per element; fused
+  // kernels apply them inside attention.
+  EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "rotary")->bytes, 20 * 8192.0 * (4096 + 1024));
+  EXPECT_EQ(find_op(fused.layer.forward, "rotary"), nullptr);
+  // SwiGLU: silu and the product apart, 5e against 3e per element of the 14,336-wide MLP.
+  EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "mlp.activation")->bytes, 10 * 8192.0 * 14336);
+  EXPECT_DOUBLE_EQ(find_op(fused.layer.forward, "mlp.activation")->bytes, 6 * 8192.0 * 14336);
+  // The same FLOPs either way.
+  EXPECT_DOUBLE_EQ(matmul_flops(ops.layer.forward), matmul_flops(fused.layer.forward));
+}
+
+TEST(Clock, ScalesComputeButNotMemoryTraffic) {
+  auto system = io::load_system("dgx-h100");
+  const auto m = llama8b();
+  const auto ops = model_operators(m);
+  const Operator& fc1 = *find_op(ops.layer.forward, "fc1");
+  const Operator& norm = *find_op(ops.layer.forward, "layernorm1");
+  const auto gemm = cost::operator_cost(fc1, m, system);
+  const auto memory = cost::operator_cost(norm, m, system);
+  system.device.clock_scale = 0.5;
+  const double launch = system.device.kernel_overhead_s;
+  EXPECT_NEAR(cost::operator_cost(fc1, m, system).seconds - launch, 2 * (gemm.seconds - launch),
+              1e-12);
+  EXPECT_DOUBLE_EQ(cost::operator_cost(norm, m, system).seconds, memory.seconds);
+}
+
+// --- Measured-run files ------------------------------------------------------------------------
+
+const std::string kRuns =
+    "[models.m]\nlayers = 4\nhidden = 256\nheads = 4\nseq_len = 1024\nvocab = 1000\n"
+    "flash_attention = true\n"
+    "[[run]]\nid = \"a\"\nsource = \"s1\"\nsystem = \"dgx-h100\"\nmodels = [\"m\"]\n"
+    "schedule = \"1f1b\"\ndevices = 1\nmicrobatches = 2\ndata_parallel = 4\n"
+    "context_parallel = 2\nfsdp = true\nmeasured_tokens_per_s_per_gpu = 512\n"
+    "[[run]]\nid = \"b\"\nsource = \"s2\"\nsystem = \"dgx-a100\"\nmodels = [\"m\"]\n"
+    "schedule = \"1f1b\"\ndevices = 2\nmicrobatches = 4\nmeasured_iteration_s = 1.0\n";
+
+TEST(Runs, LayoutKeysAndTokenRates) {
+  const auto runs = parse_measurements(kRuns, "runs.toml");
+  const auto& a = runs.runs[0];
+  EXPECT_EQ(a.model.transformer()->context_parallel, 2);
+  EXPECT_TRUE(a.lowering.fsdp.enabled);
+  EXPECT_EQ(a.lowering.data_parallel, 4);
+  // 2 microbatches × 1 sequence × 1024 tokens × 4 replicas over 512 tokens/s × 8 GPUs.
+  EXPECT_DOUBLE_EQ(a.measured_s, 2.0 * 1024 * 4 / (512.0 * 8));
+  // Selecting runs.
+  EXPECT_EQ(select_runs(runs, "system:dgx-a100").runs.size(), 1U);
+  EXPECT_EQ(select_runs(runs, "source:s1").runs[0].id, "a");
+  EXPECT_EQ(select_runs(runs, "ids:a,b").runs.size(), 2U);
+  try {
+    (void)select_runs(runs, "system:tpu");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "runs.toml: no runs match --runs system:tpu");
+  }
+  try {
+    (void)select_runs(runs, "colour:red");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--runs colour:red: expected all, layers, profiles, iterations, source:TEXT, "
+              "system:NAME or ids:ID,ID,...");
+  }
+}
+
+TEST(Runs, LayoutErrorsNameTheEntry) {
+  const auto error_of = [](const std::string& text) -> std::string {
+    try {
+      (void)parse_measurements(text, "runs.toml");
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  const std::string head =
+      "[models.m]\nlayers = 4\nhidden = 256\nheads = 4\nseq_len = 1024\nvocab = 1000\n"
+      "flash_attention = true\n[[run]]\nid = \"a\"\nsystem = \"dgx-h100\"\nmodels = [\"m\"]\n"
+      "schedule = \"1f1b\"\ndevices = 1\nmicrobatches = 2\nmeasured_iteration_s = 1.0\n";
+  EXPECT_EQ(error_of(head + "fsdp_shard = 2\n"),
+            "runs.toml:16:14: key 'run[0].fsdp_shard': needs fsdp = true");
+  EXPECT_EQ(error_of(head + "context_parallel = 3\n"),
+            "runs.toml:16:20: key 'run[0]': --cp 3: the sequence of 1024 tokens must split into "
+            "2·cp = 6 equal chunks (causal load balancing gives rank r chunks r and 2·cp−1−r)");
+}
+
+}  // namespace
+}  // namespace pipetab
