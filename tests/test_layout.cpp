@@ -60,22 +60,26 @@ Layout fsdp_over(std::int64_t dp) {
 
 TEST(Fsdp, PipelinedGathersEachStageOnceAndScattersOnce) {
   // 1F1B on S = 2, M = 4, FSDP over 4 ranks in one node: per device one all-gather of its
-  // stage's 16-bit parameters (3 ring steps of P·2/4 bytes each) before its first forward, and
-  // one reduce-scatter of its fp32 gradients (3 steps of P·4/4) after its last backward
-  // (torchtitan with pipelining: reshard_after_forward off, gradients synced once per step).
+  // stage's 16-bit parameters (3 ring steps of P·2/4 bytes each, one transfer) before its first
+  // forward, and one reduce-scatter of its fp32 gradients (3 steps of P·4/4) after its last
+  // backward (torchtitan with pipelining: reshard_after_forward off, gradients synced once per
+  // step).
   const auto t = test::make("1f1b", test::sm(2, 4));
   const auto sim = simulate_with(t, "gpt3-1.3b", "dgx-h100", fsdp_over(4));
   const auto& g = sim.graph;
   const auto work = table_work(t, io::load_model("gpt3-1.3b"));
   const double params = work[0].params + work[1].params;
-  EXPECT_EQ(of_kind(g, TransferKind::FsdpAllGather).size(), 2U * 3);
-  EXPECT_EQ(of_kind(g, TransferKind::FsdpReduceScatter).size(), 2U * 3);
+  EXPECT_EQ(of_kind(g, TransferKind::FsdpAllGather).size(), 2U);
+  EXPECT_EQ(of_kind(g, TransferKind::FsdpReduceScatter).size(), 2U);
+  // The three steps' latency in one transfer.
+  EXPECT_DOUBLE_EQ(g.latency_s[of_kind(g, TransferKind::FsdpAllGather)[0]],
+                   3 * io::load_system("dgx-h100").intra.latency_s);
   EXPECT_TRUE(of_kind(g, TransferKind::DataAllReduce).empty());
   EXPECT_TRUE(of_kind(g, TransferKind::ParamAllGather).empty());
   EXPECT_DOUBLE_EQ(bytes_of(g, TransferKind::FsdpAllGather), 3 * params * 2 / 4);
   EXPECT_DOUBLE_EQ(bytes_of(g, TransferKind::FsdpReduceScatter), 3 * params * 4 / 4);
   // The gather comes before the stage's first forward: device 1's first op cannot start before
-  // its three steps end.
+  // it ends.
   double gathered = 0.0;
   for (const auto i : of_kind(g, TransferKind::FsdpAllGather)) {
     if (g.device[static_cast<std::size_t>(g.compute_nodes) + i] == 1)
@@ -100,9 +104,9 @@ TEST(Fsdp, ReshardingGathersBeforeEveryForwardAndBackward) {
   l.fsdp.reshard_after_forward = true;
   l.fsdp.grad_sync = GradSync::PerMicrobatch;
   const auto sim = simulate_with(t, "gpt3-1.3b", "dgx-h100", l);
-  // 2 devices × 4 microbatches × (F and B) gathers of 3 steps; 4 reduce-scatters per device.
-  EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpAllGather).size(), 2U * 4 * 2 * 3);
-  EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpReduceScatter).size(), 2U * 4 * 3);
+  // 2 devices × 4 microbatches × (F and B) gathers; 4 reduce-scatters per device.
+  EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpAllGather).size(), 2U * 4 * 2);
+  EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpReduceScatter).size(), 2U * 4);
   EXPECT_TRUE(sim.metrics.reshard_after_forward);
   EXPECT_EQ(sim.metrics.grad_sync, "microbatch");
   // More traffic on the same links can only slow the run.
@@ -119,15 +123,16 @@ TEST(Fsdp, WithoutPipeliningEachOpGathersItsFirstBlock) {
   const auto sim = simulate_with(t, "gpt3-1.3b", "dgx-h100", fsdp_over(4));
   const auto work = table_work(t, model);
   const double blocks = static_cast<double>(work[0].layers);
-  EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpAllGather).size(), 4U * 3);
+  EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpAllGather).size(), 4U);
   EXPECT_DOUBLE_EQ(bytes_of(sim.graph, TransferKind::FsdpAllGather),
                    4 * 3 * work[0].params / blocks * 2 / 4);
   // One reduce-scatter of the last block's gradients after the last backward.
-  EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpReduceScatter).size(), 3U);
+  EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpReduceScatter).size(), 1U);
   EXPECT_TRUE(sim.metrics.reshard_after_forward);
   // Two blocks' 16-bit parameters and one block's fp32 gradients unsharded.
-  EXPECT_DOUBLE_EQ(sim.graph.static_bytes[0],
-                   work[0].params * 16 / 4 + (work[0].params * 2 * 2 + work[0].params * 4) / blocks);
+  EXPECT_DOUBLE_EQ(
+      sim.graph.static_bytes[0],
+      work[0].params * 16 / 4 + (work[0].params * 2 * 2 + work[0].params * 4) / blocks);
 }
 
 TEST(Fsdp, BlockGathersThatOutlastComputeLengthenTheOp) {
@@ -160,7 +165,7 @@ TEST(Fsdp, HybridShardingAllReducesTheShardOverReplicas) {
   const double params = work[0].params + work[1].params;
   EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpAllGather).size(), 2U);
   EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpReduceScatter).size(), 2U);
-  EXPECT_EQ(of_kind(sim.graph, TransferKind::DataAllReduce).size(), 2U * 2);
+  EXPECT_EQ(of_kind(sim.graph, TransferKind::DataAllReduce).size(), 2U);
   EXPECT_DOUBLE_EQ(bytes_of(sim.graph, TransferKind::DataAllReduce), 2 * params * 4 / 2 / 2);
   EXPECT_EQ(sim.metrics.fsdp_shard, 2);
 }
@@ -206,8 +211,9 @@ TEST(Fsdp, RulesNameTheConflict) {
             "--fsdp-shard 4: the shard group must divide the 6 data- and context-parallel ranks "
             "(--dp 6 × --cp 1) into equal replicas");
   const auto chimera = test::make("chimera", test::sm(4, 4));
-  EXPECT_NE(param_error([&] { simulate_with(chimera, "gpt3-1.3b", "dgx-h100", fsdp_over(2)); })
-                .find("two-pipeline schedule"),
+  EXPECT_NE(param_error([&] {
+              simulate_with(chimera, "gpt3-1.3b", "dgx-h100", fsdp_over(2));
+            }).find("two-pipeline schedule"),
             std::string::npos);
 }
 

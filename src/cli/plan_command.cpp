@@ -26,18 +26,19 @@ std::string csv_report(const PlanResult& r) {
       "rank,runtime_s,tokens_per_s,mfu,peak_memory_bytes,lower_bound_s,tensor_parallel,"
       "pipeline_parallel,data_parallel,schedule,chunks,micro_batch,microbatches,recompute,"
       "sequence_parallel,distributed_optimizer,compute_s,bubble_s,exposed_pipeline_s,tp_comm_s,"
-      "reductions_s,optimizer_s,overhead_s\n";
+      "reductions_s,optimizer_s,overhead_s,context_parallel,fsdp\n";
   for (std::size_t i = 0; i < r.top.size(); ++i) {
     const auto& e = r.top[i];
     const auto& l = e.layout;
     const auto p = runtime_parts(e.metrics);
     out += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", i + 1,
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", i + 1,
         e.metrics.runtime_s, e.metrics.tokens_per_s.value_or(0), e.metrics.mfu.value_or(0),
         e.peak_memory_bytes, e.lower_bound_s, l.tensor_parallel, l.pipeline_parallel,
         l.data_parallel, l.schedule, l.chunks > 0 ? std::to_string(l.chunks) : "", l.micro_batch,
         l.microbatches, to_string(l.recompute), l.sequence_parallel, l.distributed_optimizer,
-        p.compute, p.bubble, p.pipeline, p.tp, p.reductions, p.optimizer, p.overhead);
+        p.compute, p.bubble, p.pipeline, p.tp, p.reductions, p.optimizer, p.overhead,
+        l.context_parallel, l.fsdp);
   }
   return out;
 }
@@ -168,6 +169,9 @@ struct PlanState {
   std::vector<std::int64_t> tp, pp, micro_batch, chunks;
   std::vector<std::string> schedules, recompute{"none", "selective", "full"};
   std::string sequence_parallel = "both", distributed_optimizer = "both";
+  std::vector<std::int64_t> cp;
+  std::string fsdp = "off";
+  std::optional<std::string> cp_method;
   std::string runtime = "auto", tp_overlap = "backward";
   bool dp_overlap = false, no_prune = false, no_overheads = false;
   int top = 10;
@@ -212,6 +216,14 @@ PlanRequest make_request(const PlanState& s, const std::string& run_id) {
   q.space.sequence_parallel = parse_on_off_both("--sequence-parallel", s.sequence_parallel);
   q.space.distributed_optimizer =
       parse_on_off_both("--distributed-optimizer", s.distributed_optimizer);
+  q.space.context_parallel = s.cp;
+  q.space.fsdp = parse_on_off_both("--fsdp", s.fsdp);
+  if (s.cp_method) {
+    const auto method = parse_cp_method(*s.cp_method);
+    if (!method)
+      throw Error(fmt::format("--cp-method {}: expected ring, allgather or a2a", *s.cp_method));
+    q.space.cp_method = *method;
+  }
   const auto runtime = parse_runtime(s.runtime);
   if (!runtime) {
     throw Error(fmt::format("--runtime {}: expected auto, async, megatron or pytorch", s.runtime));
@@ -240,6 +252,8 @@ PlanRequest make_request(const PlanState& s, const std::string& run_id) {
     q.space.recompute = {q.reference->recompute};
     q.space.sequence_parallel = {q.reference->sequence_parallel};
     q.space.distributed_optimizer = {q.reference->distributed_optimizer};
+    q.space.fsdp = {q.reference->fsdp};
+    q.space.context_parallel = {q.reference->context_parallel};
   }
   return q;
 }
@@ -312,13 +326,24 @@ Subcommand add_plan(CLI::App& app) {
          "virtual chunks for schedules that take -v (default: each v in 2..8 dividing the layers "
          "per device)")
       ->delimiter(',');
-  cmd->add_option("--recompute", s->recompute, "recomputation: none, selective, full")
+  cmd->add_option("--recompute", s->recompute,
+                  "recomputation: none, selective, full, selective-op, every-other-layer")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--sequence-parallel", s->sequence_parallel, "both, on or off (with TP > 1)")
       ->capture_default_str();
   cmd->add_option("--distributed-optimizer", s->distributed_optimizer,
                   "both, on or off (with DP > 1)")
+      ->capture_default_str();
+  cmd->add_option("--cp", s->cp,
+                  "context-parallel sizes to try, e.g. 1,2,4 (default: 1); each must split the "
+                  "sequence into 2·CP chunks")
+      ->delimiter(',');
+  cmd->add_option("--cp-method", s->cp_method,
+                  "the CP exchange: ring (default), allgather or a2a (heads must divide)");
+  cmd->add_option("--fsdp", s->fsdp,
+                  "fully sharded data parallelism over DP × CP: both, on or off (never with the "
+                  "distributed optimizer)")
       ->capture_default_str();
   auto* runtime_opt =
       cmd->add_option(

@@ -246,8 +246,8 @@ class Lowering {
     if (r <= 1) return 0;
     if (fsdp()) {
       // Per unit gathers before its uses and reduce-scatters after; bounded by every op.
-      const double uses = 2.0 * static_cast<double>(t_.microbatches) + 2.0;
-      return static_cast<std::int64_t>(std::min(uses * static_cast<double>(r) * 2.0, 1e12));
+      // One transfer per gather and reduce-scatter: at most one per use of a stage.
+      return 2 * static_cast<std::int64_t>(t_.microbatches) + 4;
     }
     double largest = 0.0;
     for (const auto& w : work_)
@@ -777,6 +777,26 @@ class Lowering {
     return chain;
   }
 
+  // One device's side of a whole ring collective as one transfer: its `steps` sends of
+  // bytes/ranks each and their latencies in one flow. Alone on its links it takes exactly what
+  // the chain of steps takes; against other traffic it shares the links as one flow. FSDP's
+  // collectives over thousands of ranks stay one node each in the graph (a node per step made
+  // plan's graphs grow with the ranks).
+  std::int32_t collective_side(TransferKind kind, int stage, std::int32_t device, const Group& g,
+                               double bytes, std::int64_t steps, std::int32_t after) {
+    const bool in_node = g.in_node;
+    const std::int32_t out = in_node ? network_.port_up(device) : network_.nic_out(device);
+    const std::int32_t in = in_node ? network_.port_down(device) : network_.nic_in(device);
+    const double latency =
+        in_node ? network_.system().intra.latency_s : network_.system().inter.latency_s;
+    const double share = in_node ? 1.0 : 1.0 / g.per_node;
+    const auto n = static_cast<double>(steps);
+    const auto transfer =
+        add_transfer(kind, stage, device, n * bytes / g.ranks * share, {out, in}, n * latency);
+    if (after >= 0) edge(after, transfer);
+    return transfer;
+  }
+
   // Seconds one device's side of that ring takes alone on its links.
   double ring_side_seconds(const Group& g, double bytes, std::int64_t steps) const {
     const auto& system = network_.system();
@@ -849,12 +869,11 @@ class Lowering {
     const auto shard = group(device, shard_ranks(), tensor_parallel());
     const auto& w = work_[index(0, stage)];
     auto& previous = last_scatter_[static_cast<std::size_t>(device)];
-    const auto first = ring_side(TransferKind::FsdpReduceScatter, stage, device, shard,
-                                 scatter_bytes(w), 1, after);
-    if (previous >= 0) edge(previous, first);
-    previous = ring_side(TransferKind::FsdpReduceScatter, stage, device, shard, scatter_bytes(w),
-                         shard_ranks() - 2, first);
-    return previous;
+    const auto scatter = collective_side(TransferKind::FsdpReduceScatter, stage, device, shard,
+                                         scatter_bytes(w), shard_ranks() - 1, after);
+    if (previous >= 0) edge(previous, scatter);
+    previous = scatter;
+    return scatter;
   }
 
   // HSDP: the shard's gradients all-reduced over the replicas (2(R−1) ring steps).
@@ -865,8 +884,8 @@ class Lowering {
     const auto g = group(device, replicas, tensor_parallel() * shard_ranks());
     const double shard =
         w.grad_bytes * options_.collective_scale / static_cast<double>(shard_ranks());
-    return ring_side(TransferKind::DataAllReduce, stage, device, g, shard, 2 * (replicas - 1),
-                     after);
+    return collective_side(TransferKind::DataAllReduce, stage, device, g, shard, 2 * (replicas - 1),
+                           after);
   }
 
   // Every parameter all-gather, and the reduce-scatters of per-microbatch gradient sync. A unit
@@ -906,11 +925,10 @@ class Lowering {
               (options_.fsdp.grad_sync == GradSync::PerMicrobatch || op == last_backward[s]);
           if (needs) {
             gathered[s] = 1;
-            const auto first = ring_side(TransferKind::FsdpAllGather, pass.stage, d, shard,
-                                         gather_bytes(w), 1, gather);
-            if (i > begin) start_edge(op - 1, first, 0.0);
-            gather = ring_side(TransferKind::FsdpAllGather, pass.stage, d, shard, gather_bytes(w),
-                               shard_steps - 1, first);
+            const auto next = collective_side(TransferKind::FsdpAllGather, pass.stage, d, shard,
+                                              gather_bytes(w), shard_steps, gather);
+            if (i > begin) start_edge(op - 1, next, 0.0);
+            gather = next;
             edge(gather, op);
           }
           if (!pipelined()) per_block_exposure(op, pass, w, shard, uses && needs, scatters);

@@ -96,6 +96,19 @@ void check(const PlanRequest& request, Checked& c) {
     c.detail = fmt::format("{} = {} over TP {}", misfit->what, misfit->value, l.tensor_parallel);
     return;
   }
+  if (l.context_parallel > 1) {
+    Layout layout;
+    layout.tp = l.tensor_parallel;
+    layout.cp = l.context_parallel;
+    layout.cp_method = request.space.cp_method;
+    try {
+      require_layout(m, layout);
+    } catch (const ParamError& e) {
+      c.reason = "context parallel: the sequence or the heads do not split over the CP ranks";
+      c.detail = e.what();
+      return;
+    }
+  }
   if (request.lowering.runtime == Runtime::Megatron && l.schedule != "1f1b" &&
       l.schedule != "interleaved") {
     c.reason = "runtime: Megatron-LM runs only 1F1B and interleaved 1F1B";
@@ -104,9 +117,14 @@ void check(const PlanRequest& request, Checked& c) {
   }
   // Every schedule's stage count is a multiple of PP, so PP must divide the layers before any
   // table is built (PP 1,024 of an 80-layer model would build the largest tables for nothing).
-  if (m.layers % l.pipeline_parallel != 0) {
+  // With balance_embedding the embedding and the output count as a layer each (Megatron's
+  // account_for_embedding/loss_in_pipeline_split; Llama 3's one layer fewer on the first and last
+  // stage), so layers + 2 must split.
+  const std::int64_t units = m.layers + (m.balance_embedding ? 2 : 0);
+  if (units % l.pipeline_parallel != 0) {
     c.reason = "pipeline: the layers do not split into equal stages";
-    c.detail = fmt::format("{} layers over PP {} (Megatron-LM requires equal stages)", m.layers,
+    c.detail = fmt::format("{} layers{} over PP {} (Megatron-LM requires equal stages)", m.layers,
+                           m.balance_embedding ? " and the embedding and output" : "",
                            l.pipeline_parallel);
     return;
   }
@@ -127,16 +145,21 @@ void check(const PlanRequest& request, Checked& c) {
       return;
     }
   }
-  if (m.layers % table->stages != 0) {
+  if (units % table->stages != 0) {
     c.reason = "pipeline: the layers do not split into equal stages";
-    c.detail = fmt::format("{} layers over {} stages (Megatron-LM requires equal stages)", m.layers,
-                           table->stages);
+    c.detail =
+        fmt::format("{} layers{} over {} stages (Megatron-LM requires equal stages)", m.layers,
+                    m.balance_embedding ? " and the embedding and output" : "", table->stages);
     return;
   }
   try {
     const Network network(setup.system, table->devices,
                           gpus_per_device(setup.model, setup.lowering));
-    const ExecGraph graph = lower(*table, setup.model, network, setup.lowering);
+    // The runtime that really runs the layout, resolved with the schedule's name as phase 2's
+    // simulate_table does (lower() alone sees no name and took every table for PyTorch's).
+    LoweringOptions lowering = setup.lowering;
+    lowering.runtime = resolve_runtime(lowering.runtime, *table, l.schedule).runtime;
+    const ExecGraph graph = lower(*table, setup.model, network, lowering);
     const GraphBounds bounds = graph_bounds(graph, network);
     const double capacity = setup.system.device.memory_bytes * (1 - request.memory_reserve);
     const double weights = *std::max_element(graph.static_bytes.begin(), graph.static_bytes.end());
@@ -167,7 +190,9 @@ struct Enumeration {
 
 Enumeration enumerate(const PlanRequest& r) {
   const PlanSpace& s = r.space;
-  const std::int64_t layers = r.model.transformer()->layers;
+  // The units the pipeline splits: the layers, and the embedding and output when balanced.
+  const std::int64_t layers =
+      r.model.transformer()->layers + (r.model.transformer()->balance_embedding ? 2 : 0);
   const std::int64_t node = std::max<std::int64_t>(1, r.system.devices_per_node);
   auto tps = s.tensor_parallel.empty() ? divisors(node) : s.tensor_parallel;
   // Registered schedules, then the authors' schedulers (no registry entry: null).
@@ -199,59 +224,70 @@ Enumeration enumerate(const PlanRequest& r) {
     if (name == "1f1b") single = name;
   }
   Enumeration e;
-  for (const auto tp : tps) {
-    if (tp < 1 || r.gpus % tp != 0) continue;
-    const auto pps = s.pipeline_parallel.empty() ? divisors(r.gpus / tp) : s.pipeline_parallel;
-    for (const auto pp : pps) {
-      if (pp < 1 || (r.gpus / tp) % pp != 0) continue;
-      const std::int64_t dp = r.gpus / (tp * pp);
-      if (r.global_batch % dp != 0) {
-        auto& [count, example] =
-            e.early["batch: the global batch does not divide over the data-parallel replicas"];
-        if (count++ == 0)
-          example = fmt::format("TP {} · PP {} · DP {}: {} sequences over {} replicas", tp, pp, dp,
-                                r.global_batch, dp);
-        continue;
-      }
-      const std::int64_t per_replica = r.global_batch / dp;
-      const std::vector<std::int64_t> default_mbs{1, 2, 4, 8, 16};
-      for (const auto mb : s.micro_batch.empty() ? default_mbs : s.micro_batch) {
-        if (mb < 1 || per_replica % mb != 0) continue;
-        for (const auto& [name, info] : schedules) {
-          if (pp == 1 && name != single) continue;
-          const std::int32_t default_chunks = info != nullptr ? info->default_chunks : 0;
-          std::vector<std::int64_t> chunks{0};
-          if (pp == 1 && default_chunks > 0) chunks = {1};
-          if (pp > 1 && default_chunks > 0) {
-            // Default: every v from 2 to 8 that splits the device's layers evenly (Megatron-LM
-            // requires it), or the schedule's default when none does.
-            chunks = s.chunks;
-            if (chunks.empty()) {
-              const std::int64_t per_device = layers % pp == 0 ? layers / pp : 0;
-              for (std::int64_t v = 2; v <= 8; ++v) {
-                if (per_device > 0 && per_device % v == 0) chunks.push_back(v);
-              }
-              if (chunks.empty()) chunks.push_back(default_chunks);
-            }
-            std::sort(chunks.begin(), chunks.end());
-            chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
-          }
-          for (const auto v : chunks)
-            for (const auto rc : s.recompute)
-              for (const bool sp : s.sequence_parallel) {
-                if (sp && tp == 1) continue;
-                for (const bool dist : s.distributed_optimizer) {
-                  if (dist && dp == 1) continue;
-                  Checked c;
-                  c.layout = {tp, pp, dp, mb, per_replica / mb, std::string(name), v, rc, sp, dist};
-                  c.index = static_cast<std::int64_t>(e.layouts.size());
-                  e.layouts.push_back(std::move(c));
+  const std::vector<std::int64_t> cps =
+      s.context_parallel.empty() ? std::vector<std::int64_t>{1} : s.context_parallel;
+  for (const auto tp : tps)
+    for (const auto cp : cps) {
+      if (tp < 1 || cp < 1 || r.gpus % (tp * cp) != 0) continue;
+      const std::int64_t stage_gpus = tp * cp;
+      const auto pps =
+          s.pipeline_parallel.empty() ? divisors(r.gpus / stage_gpus) : s.pipeline_parallel;
+      for (const auto pp : pps) {
+        if (pp < 1 || (r.gpus / stage_gpus) % pp != 0) continue;
+        const std::int64_t dp = r.gpus / (stage_gpus * pp);
+        if (r.global_batch % dp != 0) {
+          auto& [count, example] =
+              e.early["batch: the global batch does not divide over the data-parallel replicas"];
+          if (count++ == 0)
+            example = fmt::format("TP {} · CP {} · PP {} · DP {}: {} sequences over {} replicas",
+                                  tp, cp, pp, dp, r.global_batch, dp);
+          continue;
+        }
+        const std::int64_t per_replica = r.global_batch / dp;
+        const std::vector<std::int64_t> default_mbs{1, 2, 4, 8, 16};
+        for (const auto mb : s.micro_batch.empty() ? default_mbs : s.micro_batch) {
+          if (mb < 1 || per_replica % mb != 0) continue;
+          for (const auto& [name, info] : schedules) {
+            if (pp == 1 && name != single) continue;
+            const std::int32_t default_chunks = info != nullptr ? info->default_chunks : 0;
+            std::vector<std::int64_t> chunks{0};
+            if (pp == 1 && default_chunks > 0) chunks = {1};
+            if (pp > 1 && default_chunks > 0) {
+              // Default: every v from 2 to 8 that splits the device's layers evenly (Megatron-LM
+              // requires it), or the schedule's default when none does.
+              chunks = s.chunks;
+              if (chunks.empty()) {
+                const std::int64_t per_device = layers % pp == 0 ? layers / pp : 0;
+                for (std::int64_t v = 2; v <= 8; ++v) {
+                  if (per_device > 0 && per_device % v == 0) chunks.push_back(v);
                 }
+                if (chunks.empty()) chunks.push_back(default_chunks);
               }
+              std::sort(chunks.begin(), chunks.end());
+              chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
+            }
+            for (const auto v : chunks)
+              for (const auto rc : s.recompute)
+                for (const bool sp : s.sequence_parallel) {
+                  if (sp && tp == 1) continue;
+                  for (const bool dist : s.distributed_optimizer) {
+                    if (dist && dp == 1) continue;
+                    for (const bool fsdp : s.fsdp) {
+                      // FSDP shards what the distributed optimizer shards, and more; over one
+                      // rank there is nothing to shard.
+                      if (fsdp && (dist || dp * cp == 1)) continue;
+                      Checked c;
+                      c.layout = {tp, pp, dp, cp,  fsdp, mb, per_replica / mb, std::string(name),
+                                  v,  rc, sp, dist};
+                      c.index = static_cast<std::int64_t>(e.layouts.size());
+                      e.layouts.push_back(std::move(c));
+                    }
+                  }
+                }
+          }
         }
       }
     }
-  }
   return e;
 }
 
@@ -263,8 +299,10 @@ bool faster(const PlanEntry& a, const PlanEntry& b) {
 }  // namespace
 
 std::string describe(const PlanLayout& l) {
-  std::string out = fmt::format("TP {} · PP {} · DP {}, {}", l.tensor_parallel, l.pipeline_parallel,
-                                l.data_parallel, l.schedule);
+  std::string out = fmt::format(
+      "TP {}{} · PP {} · {} {}, {}", l.tensor_parallel,
+      l.context_parallel > 1 ? fmt::format(" · CP {}", l.context_parallel) : std::string(),
+      l.pipeline_parallel, l.fsdp ? "FSDP" : "DP", l.data_parallel, l.schedule);
   if (l.chunks > 0) out += fmt::format(" v {}", l.chunks);
   out += fmt::format(", micro batch {} × {}, {}", l.micro_batch, l.microbatches,
                      l.recompute == Recompute::None   ? "no recompute"
@@ -282,8 +320,11 @@ SimulationSetup layout_setup(const PlanRequest& request, const PlanLayout& l) {
   m.micro_batch = l.micro_batch;
   m.recompute = l.recompute;
   m.sequence_parallel = l.sequence_parallel;
+  m.context_parallel = l.context_parallel;
+  m.cp_method = request.space.cp_method;
   setup.lowering.data_parallel = static_cast<std::int32_t>(l.data_parallel);
   setup.lowering.iteration.distributed_optimizer = l.distributed_optimizer;
+  setup.lowering.fsdp.enabled = l.fsdp;
   setup.lowering.costs.reset();
   return setup;
 }
@@ -319,6 +360,7 @@ PlanResult plan(const PlanRequest& request) {
   sizes(request.space.pipeline_parallel, "--pp", "a pipeline-parallel size");
   sizes(request.space.micro_batch, "--micro-batch", "a micro-batch size");
   sizes(request.space.chunks, "--chunks", "a chunk count");
+  sizes(request.space.context_parallel, "--cp", "a context-parallel size");
   const auto* m = request.model.transformer();
   if (m->seq_len < 1) {
     throw ParamError(fmt::format("plan: --seq-len {} must be at least 1", m->seq_len));
@@ -510,7 +552,9 @@ nlohmann::json layout_json(const PlanLayout& l) {
           {"microbatches", l.microbatches},
           {"recompute", to_string(l.recompute)},
           {"sequence_parallel", l.sequence_parallel},
-          {"distributed_optimizer", l.distributed_optimizer}};
+          {"distributed_optimizer", l.distributed_optimizer},
+          {"context_parallel", l.context_parallel},
+          {"fsdp", l.fsdp}};
 }
 
 nlohmann::json to_json(const PlanRequest& q, const PlanResult& r) {
@@ -582,7 +626,10 @@ void plan_from_run(PlanRequest& q, const std::string& file, const std::string& i
   l.recompute = m.recompute;
   l.sequence_parallel = m.sequence_parallel;
   l.distributed_optimizer = run->lowering.iteration.distributed_optimizer;
-  q.gpus = l.tensor_parallel * l.pipeline_parallel * l.data_parallel;
+  l.context_parallel = m.context_parallel;
+  l.fsdp = run->lowering.fsdp.enabled;
+  q.space.cp_method = m.cp_method;
+  q.gpus = l.tensor_parallel * l.context_parallel * l.pipeline_parallel * l.data_parallel;
   q.global_batch = l.micro_batch * l.microbatches * l.data_parallel;
   q.reference = l;
 }
@@ -591,7 +638,10 @@ std::vector<Recompute> parse_recompute_list(const std::vector<std::string>& name
   std::vector<Recompute> out;
   for (const auto& n : names) {
     const auto r = parse_recompute(n);
-    if (!r) throw Error(fmt::format("--recompute {}: expected none, selective or full", n));
+    if (!r) {
+      throw Error(fmt::format(
+          "--recompute {}: expected none, selective, full, selective-op or every-other-layer", n));
+    }
     out.push_back(*r);
   }
   return out;

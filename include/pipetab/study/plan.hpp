@@ -40,11 +40,19 @@ struct PlanSpace {
   std::vector<Recompute> recompute{Recompute::None, Recompute::Selective, Recompute::Full};
   std::vector<bool> sequence_parallel{false, true};      ///< true only with TP > 1
   std::vector<bool> distributed_optimizer{false, true};  ///< true only with DP > 1
+  /// Context-parallel sizes (each must split the sequence into 2·CP chunks, and for a2a the
+  /// heads and KV heads per TP rank; require_layout). Default: 1.
+  std::vector<std::int64_t> context_parallel;
+  CpMethod cp_method = CpMethod::Ring;
+  /// FSDP over DP × CP (never with the distributed optimizer, which it subsumes). Default: off.
+  std::vector<bool> fsdp{false};
 };
 
 /// One layout of the cluster.
 struct PlanLayout {
   std::int64_t tensor_parallel = 1, pipeline_parallel = 1, data_parallel = 1;
+  std::int64_t context_parallel = 1;
+  bool fsdp = false;
   std::int64_t micro_batch = 1;
   std::int64_t microbatches = 1;  ///< per replica per iteration
   std::string schedule;
