@@ -183,3 +183,10 @@ BAD_CALLS = [
 def test_bad_input_raises(index):
     with pytest.raises((pipetab.Error, TypeError, ValueError, OverflowError, IndexError)):
         BAD_CALLS[index]()
+
+
+def test_layout_errors_name_the_rule():
+    with pytest.raises(pipetab.ParamError, match=r"--cp 3: the sequence of 8192 tokens"):
+        pipetab.simulate("1f1b", 2, 2, model="llama3.1-8b", system="dgx-h100", cp=3)
+    with pytest.raises(TypeError, match="pipetab.FSDP"):
+        pipetab.simulate("1f1b", 2, 2, fsdp="yes")
