@@ -343,5 +343,58 @@ TEST(ContextParallel, RulesNameTheConstraint) {
             std::string::npos);
 }
 
+// --- Pipeline layouts (Megatron-Core's notation) -------------------------------------------------
+
+TEST(PipelineLayout, ExpandsRepetitionsIntoLayersPerStage) {
+  // Megatron-Core's example: Ett|(ttt|)*30ttL = 2 + 30 × 3 + 2 = 94 layers in 32 stages.
+  const auto layers = parse_pipeline_layout("Ett|(ttt|)*30ttL", 94);
+  ASSERT_EQ(layers.size(), 32U);
+  EXPECT_EQ(layers.front(), 2);
+  EXPECT_EQ(layers[1], 3);
+  EXPECT_EQ(layers.back(), 2);
+  EXPECT_EQ(parse_pipeline_layout("E|t*4|t*4|L", 8), (std::vector<std::int64_t>{0, 4, 4, 0}));
+  EXPECT_EQ(parse_pipeline_layout(" E t t | ( t t | ) * 2 t t L ", 8),
+            (std::vector<std::int64_t>{2, 2, 2, 2}));
+}
+
+TEST(PipelineLayout, ErrorsNameTheRule) {
+  EXPECT_EQ(param_error([] { parse_pipeline_layout("Ett|tx|ttL", 6); }),
+            "--pipeline-layout 'Ett|tx|ttL': 'x' is not E (embedding), t (transformer layer), m "
+            "(MTP), L (loss), | (stage boundary) or (...)*N at character 6");
+  EXPECT_EQ(param_error([] { parse_pipeline_layout("Ett|(tt|*2ttL", 6); }),
+            "--pipeline-layout 'Ett|(tt|*2ttL': a '(' without its ')' at character 14");
+  EXPECT_EQ(param_error([] { parse_pipeline_layout("tEt|ttL", 4); }),
+            "--pipeline-layout 'tEt|ttL': the embedding (E) must open the first stage; stage 0 "
+            "has it");
+  EXPECT_EQ(param_error([] { parse_pipeline_layout("Ett|ttL", 6); }),
+            "--pipeline-layout 'Ett|ttL': 4 transformer layers (t), and the model has 6");
+  EXPECT_NE(param_error([] { parse_pipeline_layout("Ett|tm|ttL", 5); }).find("MTP"),
+            std::string::npos);
+  EXPECT_NE(param_error([] { parse_pipeline_layout("Ett||ttL", 4); }).find("stage 1"),
+            std::string::npos);
+}
+
+TEST(PipelineLayout, SetsTheStagesTheSimulationRuns) {
+  // Llama 3.1 8B (32 layers) on 4 stages, the embedding and loss stages lighter: 7, 9, 9, 7.
+  Layout l;
+  l.pipeline_layout = "Et*7|t*9|t*9|t*7L";
+  const auto t = test::make("1f1b", test::sm(4, 4));
+  const auto sim = simulate_with(t, "llama3.1-8b", "dgx-h100", l);
+  auto model = io::load_model("llama3.1-8b");
+  LoweringOptions lowering;
+  apply_layout(l, model, lowering);
+  const auto work = table_work(t, model);
+  EXPECT_EQ(work[0].layers, 7);
+  EXPECT_EQ(work[1].layers, 9);
+  EXPECT_EQ(work[3].layers, 7);
+  EXPECT_GT(sim.metrics.runtime_s, 0.0);
+  // A layout of 2 stages for a table of 4 is refused with both counts.
+  Layout two;
+  two.pipeline_layout = "Et*16|t*16L";
+  EXPECT_EQ(param_error([&] { simulate_with(t, "llama3.1-8b", "dgx-h100", two); }),
+            "model: the pipeline layout names 2 stages, and the schedule's table has 4 (v·S per "
+            "pipeline)");
+}
+
 }  // namespace
 }  // namespace pipetab

@@ -205,8 +205,9 @@ class FSDP:
 
 
 def _layout(args: "_core.SimArgs", tp: Optional[int], cp: int, cp_method: str,
-            fsdp: Union[bool, FSDP]) -> None:
+            fsdp: Union[bool, FSDP], pipeline_layout: Optional[str]) -> None:
     args.tensor_parallel = 0 if tp is None else tp
+    args.pipeline_layout = pipeline_layout or ""
     args.context_parallel = cp
     args.cp_method = cp_method
     if isinstance(fsdp, FSDP):
@@ -230,6 +231,7 @@ def _sim_args(
     cp: int = 1,
     cp_method: str = "ring",
     fsdp: Union[bool, FSDP] = False,
+    pipeline_layout: Optional[str] = None,
     contention: bool = True,
     blocking_send: bool = False,
     runtime: Optional[str] = None,
@@ -253,7 +255,7 @@ def _sim_args(
     elif model is not None:  # None: the command's default model preset
         args.model = os.fspath(model)
     args.data_parallel = dp
-    _layout(args, tp, cp, cp_method, fsdp)
+    _layout(args, tp, cp, cp_method, fsdp, pipeline_layout)
     args.contention = contention
     args.blocking_send = blocking_send
     args.runtime = runtime
@@ -489,6 +491,7 @@ The simulation keywords mirror the command's flags:
   (``--tp``, ``--cp``, ``--cp-method``: ``"ring"``, ``"allgather"`` or ``"a2a"``); tp None is the
   model file's
 - ``fsdp``: fully sharded data parallelism (``--fsdp``): True, or :class:`FSDP` with its options
+- ``pipeline_layout``: the stages' contents in Megatron-Core's notation (``--pipeline-layout``)
 - ``contention``: links shared by concurrent transfers (False is ``--no-contention``)
 - ``blocking_send``: a send occupies its sender until received (``--blocking-send``)
 - ``runtime``: ``"auto"`` (None: each table's own), ``"async"``, ``"megatron"`` or ``"pytorch"``
@@ -588,6 +591,7 @@ def analyze(
     cp: int = 1,
     cp_method: str = "ring",
     fsdp: Union[bool, FSDP] = False,
+    pipeline_layout: Optional[str] = None,
     contention: bool = True,
     blocking_send: bool = False,
     runtime: Optional[str] = None,
@@ -611,6 +615,7 @@ def analyze(
                                    waves=waves, group_size=group_size, variant=variant, split=split))
     args = _sim_args(
         system=system, model=model, dp=dp, tp=tp, cp=cp, cp_method=cp_method, fsdp=fsdp,
+        pipeline_layout=pipeline_layout,
         contention=contention, blocking_send=blocking_send,
         runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer, dp_overlap=dp_overlap,
         dp_bucket_mb=dp_bucket_mb, distributed_optimizer=distributed_optimizer,
@@ -734,6 +739,7 @@ def simulate(
     cp: int = 1,
     cp_method: str = "ring",
     fsdp: Union[bool, FSDP] = False,
+    pipeline_layout: Optional[str] = None,
     contention: bool = True,
     blocking_send: bool = False,
     runtime: Optional[str] = None,
@@ -757,6 +763,7 @@ def simulate(
                                    waves=waves, group_size=group_size, variant=variant, split=split))
     args = _sim_args(
         system=system, model=model, dp=dp, tp=tp, cp=cp, cp_method=cp_method, fsdp=fsdp,
+        pipeline_layout=pipeline_layout,
         contention=contention, blocking_send=blocking_send,
         runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer, dp_overlap=dp_overlap,
         dp_bucket_mb=dp_bucket_mb, distributed_optimizer=distributed_optimizer,
@@ -869,6 +876,7 @@ def compare(
     cp: int = 1,
     cp_method: str = "ring",
     fsdp: Union[bool, FSDP] = False,
+    pipeline_layout: Optional[str] = None,
     contention: bool = True,
     blocking_send: bool = False,
     runtime: Optional[str] = None,
@@ -895,6 +903,7 @@ def compare(
         names = [] if tables else list(PAPER_SCHEDULES)
     args = _sim_args(
         system=system if system is not None else "balanced", model=model, dp=dp, tp=tp, cp=cp, cp_method=cp_method, fsdp=fsdp,
+        pipeline_layout=pipeline_layout,
         contention=contention,
         blocking_send=blocking_send, runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer,
         dp_overlap=dp_overlap, dp_bucket_mb=dp_bucket_mb,
@@ -1049,6 +1058,7 @@ def tune(
     cp: int = 1,
     cp_method: str = "ring",
     fsdp: Union[bool, FSDP] = False,
+    pipeline_layout: Optional[str] = None,
     contention: bool = True,
     blocking_send: bool = False,
     runtime: Optional[str] = None,
@@ -1076,6 +1086,7 @@ def tune(
         runnable_by,
         _sim_args(
             system=system, model=model, dp=dp, tp=tp, cp=cp, cp_method=cp_method, fsdp=fsdp,
+        pipeline_layout=pipeline_layout,
         contention=contention,
             blocking_send=blocking_send, runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer,
             dp_overlap=dp_overlap, dp_bucket_mb=dp_bucket_mb,

@@ -229,6 +229,7 @@ struct SimArgs {
   std::optional<bool> reshard_after_forward;
   std::string fsdp_grad_sync = "step";
   bool fsdp_fp8_all_gather = false;
+  std::string pipeline_layout;
   bool contention = true;
   bool blocking_send = false;
   std::optional<std::string> runtime;  // unset: auto, the table's own (default_runtime)
@@ -284,6 +285,7 @@ Layout layout_of(const SimArgs& a) {
     throw Error(fmt::format("fsdp grad_sync '{}': expected step or microbatch", a.fsdp_grad_sync));
   l.fsdp.grad_sync = *sync;
   l.fsdp.fp8_all_gather = a.fsdp_fp8_all_gather;
+  l.pipeline_layout = a.pipeline_layout;
   return l;
 }
 
@@ -776,6 +778,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("reshard_after_forward", &SimArgs::reshard_after_forward)
       .def_readwrite("fsdp_grad_sync", &SimArgs::fsdp_grad_sync)
       .def_readwrite("fsdp_fp8_all_gather", &SimArgs::fsdp_fp8_all_gather)
+      .def_readwrite("pipeline_layout", &SimArgs::pipeline_layout)
       .def_readwrite("contention", &SimArgs::contention)
       .def_readwrite("blocking_send", &SimArgs::blocking_send)
       .def_readwrite("runtime", &SimArgs::runtime)

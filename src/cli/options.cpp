@@ -156,6 +156,10 @@ void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
                 "FSDP: all-gather parameters in FP8 (torchtitan's "
                 "enable_fsdp_float8_all_gather): one byte per parameter")
       ->needs(fsdp);
+  command.add_option("--pipeline-layout", o.pipeline_layout,
+                     "the stages' contents in Megatron-Core's notation: E embedding, t transformer "
+                     "layer, L loss, | between stages, X*n and (...)*n repeat, e.g. "
+                     "\"Ett|(ttt|)*30ttL\" (default: layers split evenly)");
   command.add_flag(
       "--no-contention", o.no_contention,
       "transfers do not share link bandwidth (each takes latency + bytes/bandwidth alone)");
@@ -238,6 +242,7 @@ Layout ScheduleOptions::layout() const {
   if (reshard_after_forward != "auto") l.fsdp.reshard_after_forward = reshard_after_forward == "on";
   l.fsdp.grad_sync = *parse_grad_sync(fsdp_grad_sync);
   l.fsdp.fp8_all_gather = fsdp_fp8_all_gather;
+  l.pipeline_layout = pipeline_layout;
   return l;
 }
 

@@ -51,6 +51,7 @@ struct ScheduleOptions {
   std::string reshard_after_forward = "auto";
   std::string fsdp_grad_sync = "step";
   bool fsdp_fp8_all_gather = false;
+  std::string pipeline_layout;
   bool no_contention = false;
   bool blocking_send = false;
   std::string runtime = "auto";

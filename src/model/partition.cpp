@@ -11,6 +11,16 @@ namespace pipetab {
 std::vector<std::int64_t> partition_layers(const TransformerConfig& m,
                                            std::span<const std::int32_t> units) {
   const auto n = units.size();
+  if (!m.stage_layers.empty()) {
+    // A pipeline layout names every stage's layers.
+    if (m.stage_layers.size() != n) {
+      throw ParamError(fmt::format(
+          "model: the pipeline layout names {} stages, and the schedule's table has {} (v·S per "
+          "pipeline)",
+          m.stage_layers.size(), n));
+    }
+    return m.stage_layers;
+  }
   const std::int64_t extra = m.balance_embedding ? 2 : 0;
   const std::int64_t slots = m.layers + extra;
   const double total_units = std::accumulate(units.begin(), units.end(), 0.0);

@@ -105,10 +105,13 @@ void apply_layout(const Layout& layout, ModelConfig& model, LoweringOptions& low
     m->tensor_parallel = resolved.tp;
     m->context_parallel = resolved.cp;
     m->cp_method = resolved.cp_method;
-  } else if ((layout.tp != 0 && layout.tp != 1) || layout.cp != 1) {
+    if (!layout.pipeline_layout.empty())
+      m->stage_layers = parse_pipeline_layout(layout.pipeline_layout, m->layers);
+  } else if ((layout.tp != 0 && layout.tp != 1) || layout.cp != 1 ||
+             !layout.pipeline_layout.empty()) {
     throw ParamError(fmt::format(
-        "model '{}' gives its costs explicitly ([explicit]): --tp and --cp split a transformer's "
-        "operators and do not apply to it",
+        "model '{}' gives its costs explicitly ([explicit]): --tp, --cp and --pipeline-layout "
+        "split a transformer's operators and layers and do not apply to it",
         model.name));
   }
   if (layout.fsdp.enabled && lowering.iteration.distributed_optimizer) {

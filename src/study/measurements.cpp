@@ -89,6 +89,7 @@ class MeasurementParser {
              "reshard_after_forward",
              "fsdp_grad_sync",
              "fsdp_fp8_all_gather",
+             "pipeline_layout",
              "runtime",
              "tp_overlap",
              "dp_overlap",
@@ -301,10 +302,13 @@ class MeasurementParser {
     l.fsdp.grad_sync =
         *parse_grad_sync(r_.choice(t, path, "fsdp_grad_sync", "step", {"step", "microbatch"}));
     l.fsdp.fp8_all_gather = r_.boolean(t, path, "fsdp_fp8_all_gather", false);
+    l.pipeline_layout = r_.string(t, path, "pipeline_layout").value_or("");
     try {
       apply_layout(l, run.model, run.lowering);
     } catch (const ParamError& e) {
-      const char* key = l.cp > 1 ? "context_parallel" : "fsdp";
+      const char* key = !l.pipeline_layout.empty() ? "pipeline_layout"
+                        : l.cp > 1                 ? "context_parallel"
+                                                   : "fsdp";
       r_.fail(t.get(key) != nullptr ? t.get(key)->source() : raw.source(), path, e.what());
     }
   }
@@ -429,8 +433,7 @@ Measurements select_runs(const Measurements& all, std::string_view selector) {
   for (const auto& run : all.runs) {
     if (run_selected(run, selector)) m.runs.push_back(run);
   }
-  if (m.runs.empty())
-    throw Error(fmt::format("{}: no runs match --runs {}", all.file, selector));
+  if (m.runs.empty()) throw Error(fmt::format("{}: no runs match --runs {}", all.file, selector));
   return m;
 }
 

@@ -36,10 +36,26 @@ class StudyParser {
   void read_simulation(const toml::table& sim, Study& s) {
     const std::string p = "simulation";
     r_.only(sim, p,
-            {"contention", "blocking_send", "data_parallel", "tensor_parallel", "context_parallel",
-             "cp_method", "fsdp", "fsdp_shard", "reshard_after_forward", "fsdp_grad_sync",
-             "fsdp_fp8_all_gather", "runtime", "tp_overlap", "optimizer", "dp_overlap",
-             "dp_bucket_bytes", "distributed_optimizer", "overheads", "nccl_buffsize"});
+            {"contention",
+             "blocking_send",
+             "data_parallel",
+             "tensor_parallel",
+             "context_parallel",
+             "cp_method",
+             "fsdp",
+             "fsdp_shard",
+             "reshard_after_forward",
+             "fsdp_grad_sync",
+             "fsdp_fp8_all_gather",
+             "pipeline_layout",
+             "runtime",
+             "tp_overlap",
+             "optimizer",
+             "dp_overlap",
+             "dp_bucket_bytes",
+             "distributed_optimizer",
+             "overheads",
+             "nccl_buffsize"});
     s.sim.contention = r_.boolean(sim, p, "contention", true);
     s.sim.blocking_send = r_.boolean(sim, p, "blocking_send", false);
     auto& l = s.lowering;
@@ -74,6 +90,7 @@ class StudyParser {
     layout.fsdp.grad_sync =
         *parse_grad_sync(r_.choice(sim, p, "fsdp_grad_sync", "step", {"step", "microbatch"}));
     layout.fsdp.fp8_all_gather = r_.boolean(sim, p, "fsdp_fp8_all_gather", false);
+    layout.pipeline_layout = r_.string(sim, p, "pipeline_layout").value_or("");
     if (layout.fsdp.enabled && l.iteration.distributed_optimizer) {
       r_.fail(sim.get("fsdp")->source(), Reader::join(p, "fsdp"),
               "FSDP already shards the optimizer state: give fsdp or distributed_optimizer");

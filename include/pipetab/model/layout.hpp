@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace pipetab {
 
@@ -93,8 +94,19 @@ struct Layout {
   /// Data-parallel replicas (or FSDP ranks) of the pipeline.
   std::int64_t dp = 1;
   FsdpOptions fsdp;
+  /// Megatron-Core's --pipeline-model-parallel-layout: the stages' contents in model order, `E`
+  /// the embedding, `t` a transformer layer, `L` the loss (output layer), `|` between stages,
+  /// `X*n` and `(...)*n` repetition, e.g. "Ett|(ttt|)*30ttL". Empty: layers split evenly.
+  std::string pipeline_layout;
   friend bool operator==(const Layout&, const Layout&) = default;
 };
+
+/// The transformer layers of each stage a pipeline layout names (Layout::pipeline_layout), for a
+/// model of `layers` layers. Throws ParamError naming the position and the rule: unknown or
+/// unbalanced symbols, the embedding anywhere but the first stage or the loss anywhere but the
+/// last, MTP layers (`m`, not modelled), a middle stage with no layer, or a layer count that is
+/// not the model's.
+std::vector<std::int64_t> parse_pipeline_layout(std::string_view text, std::int64_t layers);
 
 /// The ranks a unit's parameters are sharded over: DP × CP (torchtitan folds CP into FSDP's
 /// mesh), or the HSDP shard group.

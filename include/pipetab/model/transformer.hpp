@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "pipetab/model/layout.hpp"
 #include "pipetab/precision.hpp"
@@ -59,6 +60,9 @@ struct TransformerConfig {
   /// its keys the whole sequence, exchanged by `cp_method` (reference modern-runs.md §C.2).
   std::int64_t context_parallel = 1;
   CpMethod cp_method = CpMethod::Ring;
+  /// Transformer layers per stage in model order, from a pipeline layout (set by the layout, not
+  /// the model file); empty: partition_layers splits them evenly.
+  std::vector<std::int64_t> stage_layers;
   Recompute recompute = Recompute::None;
   bool flash_attention = false;   ///< no s×s attention tensors kept; backward recomputes QKᵀ
   bool gated_mlp = false;         ///< SwiGLU-style MLP: three weight matrices instead of two
