@@ -7,12 +7,18 @@
 #include "pipetab/cost/stage_cost.hpp"
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
+#include "pipetab/model/layout.hpp"
 #include "pipetab/study/accuracy.hpp"
 #include "pipetab/study/measurements.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   static const auto h100 = pipetab::io::load_system("dgx-h100");
+  try {
+    // Megatron-Core's pipeline layout notation (--pipeline-layout).
+    (void)pipetab::parse_pipeline_layout(text.substr(0, 4096), 32);
+  } catch (const pipetab::Error&) {
+  }
   try {
     const auto model = pipetab::io::parse_model(text, "fuzz.toml");
     // What the reader accepts, the workload model can cut into stages or rejects cleanly, and the
