@@ -34,4 +34,37 @@ void BM_Plan70BOn1024(benchmark::State& state) {
 
 BENCHMARK(BM_Plan70BOn1024)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// Issue 24's target: Llama 3.1 405B on 16,384 H100s (Llama 3's RoCE cluster), global batch
+// 2,048, with CP 1-16 and FSDP on and off in the search, at 2 threads. Argument 0: Megatron-LM's
+// schedules (1f1b, interleaved); 1: every schedule (the PyTorch-run ones lower with the NCCL
+// point-to-point check, and zb-authors plans each layout: far slower).
+void BM_Plan405BOn16384CpFsdp(benchmark::State& state) {
+  PlanRequest q;
+  q.model = io::load_model("llama3.1-405b");
+  q.system = io::load_system("llama3-h100-roce");
+  q.gpus = 16384;
+  q.global_batch = 2048;
+  q.lowering.runtime = Runtime::Auto;
+  q.space.context_parallel = {1, 2, 4, 8, 16};
+  q.space.fsdp = {false, true};
+  if (state.range(0) == 0) q.space.schedules = {"1f1b", "interleaved"};
+  q.top = 5;
+  q.threads = 2;
+  PlanResult r;
+  for (auto _ : state) {
+    r = plan(q);
+    benchmark::DoNotOptimize(r.top.data());
+  }
+  state.counters["layouts"] = static_cast<double>(r.layouts);
+  state.counters["rejected"] = static_cast<double>(r.rejected);
+  state.counters["pruned"] = static_cast<double>(r.pruned);
+  state.counters["simulated"] = static_cast<double>(r.simulated);
+}
+
+BENCHMARK(BM_Plan405BOn16384CpFsdp)
+    ->Arg(0)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 }  // namespace
