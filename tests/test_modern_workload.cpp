@@ -67,6 +67,20 @@ TEST(Fp8, CostsAtTheFp8PeakWithItsOwnGemmModel) {
               (b.seconds - system.device.kernel_overhead_s) * 989.4 / 1978.9, 1e-12);
 }
 
+TEST(Fp8, TransformerEngineKeepsFp8WeightCopies) {
+  // One byte per layer-linear parameter on top of the 16-bit weights: for Llama 3.1 8B's layer,
+  // 2·h·q + 2·h·kv + 3·h·ffn = 218,103,808 parameters.
+  auto fp8 = llama8b(), bf16 = llama8b();
+  fp8.precision = Precision::FP8;
+  const std::vector<std::int32_t> one{1};
+  const auto a = stage_work({"a", fp8}, one, 1)[0];
+  const auto b = stage_work({"b", bf16}, one, 1)[0];
+  EXPECT_DOUBLE_EQ(a.fp8_weight_copy_bytes, 32.0 * 218103808);
+  EXPECT_DOUBLE_EQ(a.weight_bytes, b.weight_bytes);
+  fp8.fused_elementwise = false;  // torchao casts each forward: no copy kept
+  EXPECT_DOUBLE_EQ(stage_work({"c", fp8}, one, 1)[0].fp8_weight_copy_bytes, 0.0);
+}
+
 TEST(Fp8, SystemFilesTakeGemmFp8) {
   const auto s = io::load_system("dgx-h100");
   EXPECT_EQ(s.device.gemm_fp8.tiles, s.device.gemm.tiles);

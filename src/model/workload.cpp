@@ -121,6 +121,11 @@ std::vector<StageWork> stage_work(const ModelConfig& model, std::span<const std:
       w.tied_embedding_grad_bytes = tied_grad;
     }
     w.weight_bytes = w.params * static_cast<double>(m.dtype_bytes);
+    // FP8 training with Transformer Engine keeps each layer linear's FP8 copy of its weight
+    // between microbatches (one byte per parameter; its transpose too with
+    // keep_fp8_transpose_cache, not counted); eager torchao casts it anew each forward.
+    if (m.precision == Precision::FP8 && m.fused_elementwise)
+      w.fp8_weight_copy_bytes = l * detail::matmul_params(d, m.gated_mlp) / d.t;
     w.grad_bytes = w.params * m.grad_bytes_per_param;
     w.optimizer_bytes = w.params * m.optimizer_bytes_per_param;
     w.optimizer_step_bytes = w.params * step_bytes;

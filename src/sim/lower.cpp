@@ -1077,11 +1077,13 @@ class Lowering {
     for (std::int32_t p = 0; p < t_.pipelines(); ++p) {
       for (std::int32_t s = 0; s < t_.stages; ++s) {
         const auto& w = work_[index(p, s)];
-        double bytes = w.weight_bytes + w.grad_bytes + w.optimizer_bytes / shards;
+        double bytes =
+            w.weight_bytes + w.fp8_weight_copy_bytes + w.grad_bytes + w.optimizer_bytes / shards;
         if (fsdp()) {
           const double unsharded =
               pipelined() ? 2.0 * w.weight_bytes : (2.0 * w.weight_bytes + w.grad_bytes) / units(w);
-          bytes = (w.grad_bytes + w.optimizer_bytes) / shards + unsharded;
+          bytes = (w.grad_bytes + w.optimizer_bytes) / shards + unsharded +
+                  w.fp8_weight_copy_bytes / units(w);
         }
         g_.static_bytes[static_cast<std::size_t>(t_.placement.device_of(p, s))] += bytes;
       }

@@ -50,6 +50,9 @@ struct StageWork {
   double activation_kept_for_weight_grad = 0.0;  ///< the part I leaves for W
   double params = 0.0;                           ///< parameters per device
   double weight_bytes = 0.0, grad_bytes = 0.0, optimizer_bytes = 0.0;
+  /// FP8 training's cached FP8 copy of the layer linears' weights (Transformer Engine), held
+  /// beside the 16-bit weights.
+  double fp8_weight_copy_bytes = 0.0;
   /// Bytes the optimizer step reads and writes per iteration (optimizer_step_bytes_per_param).
   double optimizer_step_bytes = 0.0;
   /// The gradient of the tied word embedding, all-reduced between the first and the last stage
