@@ -79,4 +79,28 @@ TransformerConfig read_transformer(const Reader& r, const Table& t, const std::s
   return m;
 }
 
+/// The layout keys of a study's [simulation] table or a runs file's entry, as `simulate`'s flags
+/// give them: context_parallel, cp_method, fsdp and its options (each refused without fsdp =
+/// true), pipeline_layout. TP and DP are the caller's (tensor_parallel, data_parallel).
+template <class Table>
+Layout read_layout(const Reader& r, const Table& t, const std::string& p) {
+  Layout l;
+  l.cp = r.integer(t, p, "context_parallel", 1, 1, 1 << 20);
+  l.cp_method = *parse_cp_method(r.choice(t, p, "cp_method", "ring", {"ring", "allgather", "a2a"}));
+  l.fsdp.enabled = r.boolean(t, p, "fsdp", false);
+  for (const char* key :
+       {"fsdp_shard", "reshard_after_forward", "fsdp_grad_sync", "fsdp_fp8_all_gather"}) {
+    if (!l.fsdp.enabled && t.get(key) != nullptr)
+      r.fail(t.get(key)->source(), Reader::join(p, key), "needs fsdp = true");
+  }
+  l.fsdp.shard = r.integer(t, p, "fsdp_shard", 0, 2, std::int64_t{1} << 30);
+  if (t.get("reshard_after_forward") != nullptr)
+    l.fsdp.reshard_after_forward = r.boolean(t, p, "reshard_after_forward", false);
+  l.fsdp.grad_sync =
+      *parse_grad_sync(r.choice(t, p, "fsdp_grad_sync", "step", {"step", "microbatch"}));
+  l.fsdp.fp8_all_gather = r.boolean(t, p, "fsdp_fp8_all_gather", false);
+  l.pipeline_layout = r.string(t, p, "pipeline_layout").value_or("");
+  return l;
+}
+
 }  // namespace pipetab::io

@@ -89,7 +89,7 @@ class MeasurementParser {
              "reshard_after_forward",
              "fsdp_grad_sync",
              "fsdp_fp8_all_gather",
-             "pipeline_layout",
+             "pipeline_layout",  // io::read_layout's keys
              "runtime",
              "tp_overlap",
              "dp_overlap",
@@ -284,25 +284,9 @@ class MeasurementParser {
   // lowering as the CLI's flags are.
   void layout(MeasuredRun& run, const io::LayeredTable& t, const toml::table& raw,
               const std::string& path) {
-    Layout l;
-    l.tp = 0;
+    Layout l = io::read_layout(r_, t, path);
+    l.tp = 0;  // the model fragment's tensor_parallel
     l.dp = run.lowering.data_parallel;
-    l.cp = r_.integer(t, path, "context_parallel", 1, 1, 1 << 20);
-    l.cp_method =
-        *parse_cp_method(r_.choice(t, path, "cp_method", "ring", {"ring", "allgather", "a2a"}));
-    l.fsdp.enabled = r_.boolean(t, path, "fsdp", false);
-    for (const char* key :
-         {"fsdp_shard", "reshard_after_forward", "fsdp_grad_sync", "fsdp_fp8_all_gather"}) {
-      if (!l.fsdp.enabled && t.get(key) != nullptr)
-        r_.fail(t.get(key)->source(), Reader::join(path, key), "needs fsdp = true");
-    }
-    l.fsdp.shard = r_.integer(t, path, "fsdp_shard", 0, 0, kMaxDataParallel);
-    if (t.get("reshard_after_forward") != nullptr)
-      l.fsdp.reshard_after_forward = r_.boolean(t, path, "reshard_after_forward", false);
-    l.fsdp.grad_sync =
-        *parse_grad_sync(r_.choice(t, path, "fsdp_grad_sync", "step", {"step", "microbatch"}));
-    l.fsdp.fp8_all_gather = r_.boolean(t, path, "fsdp_fp8_all_gather", false);
-    l.pipeline_layout = r_.string(t, path, "pipeline_layout").value_or("");
     try {
       apply_layout(l, run.model, run.lowering);
     } catch (const ParamError& e) {

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "../io/config_reader.hpp"
 #include "../io/toml_reader.hpp"
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -73,24 +74,9 @@ class StudyParser {
     l.nccl_buffer_bytes = r_.number(sim, p, "nccl_buffsize", 4194304.0, 0.0, 1e18, false);
     // The layout, as simulate's flags give it; checked against each model when it runs.
     auto& layout = s.layout;
+    layout = io::read_layout(r_, sim, p);
     layout.dp = l.data_parallel;
     layout.tp = r_.integer(sim, p, "tensor_parallel", 0, 1, 1 << 20);
-    layout.cp = r_.integer(sim, p, "context_parallel", 1, 1, 1 << 20);
-    layout.cp_method =
-        *parse_cp_method(r_.choice(sim, p, "cp_method", "ring", {"ring", "allgather", "a2a"}));
-    layout.fsdp.enabled = r_.boolean(sim, p, "fsdp", false);
-    for (const char* key :
-         {"fsdp_shard", "reshard_after_forward", "fsdp_grad_sync", "fsdp_fp8_all_gather"}) {
-      if (!layout.fsdp.enabled && sim.get(key) != nullptr)
-        r_.fail(sim.get(key)->source(), Reader::join(p, key), "needs fsdp = true");
-    }
-    layout.fsdp.shard = r_.integer(sim, p, "fsdp_shard", 0, 2, kMaxDataParallel);
-    if (sim.get("reshard_after_forward") != nullptr)
-      layout.fsdp.reshard_after_forward = r_.boolean(sim, p, "reshard_after_forward", false);
-    layout.fsdp.grad_sync =
-        *parse_grad_sync(r_.choice(sim, p, "fsdp_grad_sync", "step", {"step", "microbatch"}));
-    layout.fsdp.fp8_all_gather = r_.boolean(sim, p, "fsdp_fp8_all_gather", false);
-    layout.pipeline_layout = r_.string(sim, p, "pipeline_layout").value_or("");
     if (layout.fsdp.enabled && l.iteration.distributed_optimizer) {
       r_.fail(sim.get("fsdp")->source(), Reader::join(p, "fsdp"),
               "FSDP already shards the optimizer state: give fsdp or distributed_optimizer");
