@@ -60,7 +60,8 @@ TEST(Fp8, CostsAtTheFp8PeakWithItsOwnGemmModel) {
   // the peaks (989.4 / 1978.9) when compute-bound.
   system.device.gemm_fp8 = system.device.gemm;
   auto bf16_model = llama8b();
-  const Operator& fc1_bf16 = *find_op(model_operators(bf16_model).layer.forward, "fc1");
+  const auto bf16_ops = model_operators(bf16_model);  // kept: fc1_bf16 points into it
+  const Operator& fc1_bf16 = *find_op(bf16_ops.layer.forward, "fc1");
   const auto a = cost::operator_cost(fc1, m, system);
   const auto b = cost::operator_cost(fc1_bf16, bf16_model, system);
   EXPECT_NEAR(a.seconds - system.device.kernel_overhead_s,
