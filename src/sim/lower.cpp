@@ -757,23 +757,32 @@ class Lowering {
     return group(device, gradient_ranks(), tensor_parallel());
   }
 
+  // Where one device's side of a collective over `g` runs: over its NIC when the group spans
+  // nodes, where the group's `per_node` members on a node share the node's NICs, each carrying
+  // 1/per_node of the traffic (NCCL's rings over one NIC per GPU), or over its switch ports when
+  // the group fits in the node.
+  struct Side {
+    std::int32_t out = 0, in = 0;
+    double latency = 0.0, share = 1.0;
+  };
+  Side side(std::int32_t device, const Group& g) const {
+    const bool in_node = g.in_node;
+    return {in_node ? network_.port_up(device) : network_.nic_out(device),
+            in_node ? network_.port_down(device) : network_.nic_in(device),
+            in_node ? network_.system().intra.latency_s : network_.system().inter.latency_s,
+            in_node ? 1.0 : 1.0 / g.per_node};
+  }
+
   // One device's side of a ring collective over `g`: `steps` transfers, each sending bytes/ranks
-  // out of the device and receiving as much — over its NIC when the group spans nodes, where the
-  // group's `per_node` members on a node share the node's NICs, each carrying 1/per_node of the
-  // traffic (NCCL's rings over one NIC per GPU), or over its switch ports when the group fits in
-  // the node. Chained after `after` (-1: free to start at once); returns the last step.
+  // out of the device and receiving as much. Chained after `after` (-1: free to start at once);
+  // returns the last step.
   std::int32_t ring_side(TransferKind kind, int stage, std::int32_t device, const Group& g,
                          double bytes, std::int64_t steps, std::int32_t after) {
-    const bool in_node = g.in_node;
-    const std::int32_t out = in_node ? network_.port_up(device) : network_.nic_out(device);
-    const std::int32_t in = in_node ? network_.port_down(device) : network_.nic_in(device);
-    const double latency =
-        in_node ? network_.system().intra.latency_s : network_.system().inter.latency_s;
-    const double share = in_node ? 1.0 : 1.0 / g.per_node;
+    const Side s = side(device, g);
     std::int32_t chain = after;
     for (std::int64_t step = 0; step < steps; ++step) {
       const auto transfer =
-          add_transfer(kind, stage, device, bytes / g.ranks * share, {out, in}, latency);
+          add_transfer(kind, stage, device, bytes / g.ranks * s.share, {s.out, s.in}, s.latency);
       if (chain >= 0) edge(chain, transfer);
       chain = transfer;
     }
@@ -787,15 +796,10 @@ class Lowering {
   // plan's graphs grow with the ranks).
   std::int32_t collective_side(TransferKind kind, int stage, std::int32_t device, const Group& g,
                                double bytes, std::int64_t steps, std::int32_t after) {
-    const bool in_node = g.in_node;
-    const std::int32_t out = in_node ? network_.port_up(device) : network_.nic_out(device);
-    const std::int32_t in = in_node ? network_.port_down(device) : network_.nic_in(device);
-    const double latency =
-        in_node ? network_.system().intra.latency_s : network_.system().inter.latency_s;
-    const double share = in_node ? 1.0 : 1.0 / g.per_node;
+    const Side s = side(device, g);
     const auto n = static_cast<double>(steps);
-    const auto transfer =
-        add_transfer(kind, stage, device, n * bytes / g.ranks * share, {out, in}, n * latency);
+    const auto transfer = add_transfer(kind, stage, device, n * bytes / g.ranks * s.share,
+                                       {s.out, s.in}, n * s.latency);
     if (after >= 0) edge(after, transfer);
     return transfer;
   }
