@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "pipetab/error.hpp"
 #include "pipetab/model/workload.hpp"
 #include "pipetab/schedules/registry.hpp"
 #include "pipetab/system/system.hpp"
@@ -54,5 +55,16 @@ ReferenceOp parse_reference_op(const std::string& text);
 /// A §16 row of a zero-bubble schedule ("F0 B0 W0 ..." or "F0.s7 B0.s7 ...", the ZB papers' B =
 /// our I) as PyTorch tokens; ops without ".sK" run stage `stage`.
 std::vector<std::string> zero_bubble_row(const std::string& row, int stage);
+
+// The message of the ParamError `f` throws, or "(no error)".
+template <class F>
+std::string param_error(F&& f) {
+  try {
+    f();
+  } catch (const ParamError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
 
 }  // namespace pipetab::test

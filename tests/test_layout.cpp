@@ -41,15 +41,7 @@ double bytes_of(const ExecGraph& g, TransferKind kind) {
   return sum;
 }
 
-template <class F>
-std::string param_error(F&& f) {
-  try {
-    f();
-  } catch (const ParamError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::param_error;
 
 Layout fsdp_over(std::int64_t dp) {
   Layout l;

@@ -40,16 +40,7 @@ Run run(const ScheduleTable& t, const ModelConfig& model, const SystemConfig& sy
   return r;
 }
 
-// The message of the ParamError `f` throws, or "(no error)".
-template <class F>
-std::string param_error(F&& f) {
-  try {
-    f();
-  } catch (const ParamError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::param_error;
 
 TEST(Sim, TwoDevicesOneMicrobatchIsTheChainSum) {
   // F, then the activation hop, F, B, the gradient hop, B: runtime = 2F + 2B + 2(α + bytes/β).

@@ -184,9 +184,8 @@ SystemConfig parse_system_at(std::string_view text, const std::string& file, int
 void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int depth) {
   r.only(device, "device",
          {"preset", "name", "peak_flops", "clock_scale", "efficiency", "memory_bytes",
-          "memory_bandwidth",
-          "memory_efficiency", "kernel_overhead_s", "step_overhead_s", "host_launch_s",
-          "comm_slowdown", "gemm", "gemm_fp8", "attention"});
+          "memory_bandwidth", "memory_efficiency", "kernel_overhead_s", "step_overhead_s",
+          "host_launch_s", "comm_slowdown", "gemm", "gemm_fp8", "attention"});
   bool based = false;
   if (const auto preset = r.string(device, "device", "preset")) {
     const auto text = detail::preset("systems", *preset);
