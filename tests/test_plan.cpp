@@ -1,7 +1,9 @@
 // pipetab plan: the layout search, its memory checks, its pruning and its determinism.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
+#include "helpers.hpp"
 #include <gtest/gtest.h>
 
 #include "pipetab/error.hpp"
@@ -145,6 +147,157 @@ TEST(Plan, PruningKeepsTheExhaustiveRanking) {
     for (std::size_t i = 0; i < all.top.size(); ++i) {
       EXPECT_EQ(pruned.top[i].index, all.top[i].index) << i;
       EXPECT_EQ(pruned.top[i].metrics.runtime_s, all.top[i].metrics.runtime_s) << i;
+    }
+  }
+}
+
+// The best-first search over the layouts with FSDP and CP in the space and the authors'
+// schedulers (planned per layout, their memory checked only once lowered) finds the exhaustive
+// search's top.
+TEST(Plan, BestFirstKeepsTheExhaustiveRankingWithFsdpCpAndTheAuthors) {
+  auto q = request("llama3.1-8b", 16, 16);
+  q.lowering.runtime = Runtime::Auto;
+  q.space.schedules = {"1f1b", "interleaved", "zb-v", "zb-authors", "zb-authors-v"};
+  q.space.context_parallel = {1, 2};
+  q.space.fsdp = {false, true};
+  q.space.micro_batch = {1};
+  q.top = 6;
+  const auto pruned = plan(q);
+  q.prune = false;
+  const auto all = plan(q);
+  EXPECT_GT(pruned.pruned, 0);
+  EXPECT_LT(pruned.simulated, all.simulated);
+  ASSERT_EQ(pruned.top.size(), all.top.size());
+  for (std::size_t i = 0; i < all.top.size(); ++i) {
+    EXPECT_EQ(pruned.top[i].index, all.top[i].index) << i;
+    EXPECT_EQ(pruned.top[i].metrics.runtime_s, all.top[i].metrics.runtime_s) << i;
+  }
+}
+
+// lower_compute, which phase 1 orders the search by, is the whole graph's compute part: the
+// same memory peaks, and a busiest-device time no simulation beats, for every registered
+// schedule under DP, the distributed optimizer, FSDP and CP.
+TEST(Plan, ComputePartBoundsTheWholeGraph) {
+  ModelConfig model = io::load_model("llama3.1-8b");
+  auto& m = std::get<TransformerConfig>(model.spec);
+  m.layers = 8;
+  m.seq_len = 4096;
+  const SystemConfig system = io::load_system("dgx-h100");
+  int checked = 0;
+  for (const auto* info : all_schedules()) {
+    ScheduleParams p;
+    p.devices = 4;
+    p.microbatches = 8;
+    std::optional<ScheduleTable> table;
+    try {
+      table = generate(*info, p);
+    } catch (const ParamError&) {
+      continue;  // the schedule's rules refuse S = 4, M = 8
+    }
+    if (m.layers % table->stages != 0) continue;
+    for (const int variant : {0, 1, 2, 3}) {
+      ModelConfig mv = model;
+      auto& t = std::get<TransformerConfig>(mv.spec);
+      t.context_parallel = variant == 3 ? 2 : 1;
+      LoweringOptions o;
+      o.data_parallel = 2;
+      o.iteration.distributed_optimizer = variant == 1;
+      o.fsdp.enabled = variant >= 2 && table->pipelines() == 1;
+      const Network network(system, table->devices, gpus_per_device(mv, o));
+      SCOPED_TRACE(std::string(info->name) + " variant " + std::to_string(variant));
+      const ExecGraph whole = lower(*table, mv, network, o);
+      const ExecGraph part = lower_compute(*table, mv, network, o);
+      const GraphBounds g = graph_bounds(whole, network);
+      const DeviceBounds d = device_bounds(part);
+      ASSERT_EQ(d.peak_memory_bytes.size(), g.peak_memory_bytes.size());
+      for (std::size_t i = 0; i < d.peak_memory_bytes.size(); ++i)
+        EXPECT_EQ(d.peak_memory_bytes[i], g.peak_memory_bytes[i]);
+      EXPECT_EQ(part.static_bytes, whole.static_bytes);
+      EXPECT_GT(d.runtime_lower_bound_s(), 0.0);
+      EXPECT_LE(d.runtime_lower_bound_s(), g.runtime_lower_bound_s * (1 + 1e-12));
+      EXPECT_LE(device_bounds(whole).runtime_lower_bound_s(),
+                g.runtime_lower_bound_s * (1 + 1e-12));
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 40);
+}
+
+// A PyTorch order derived once per table (pytorch_runtime_order, what plan shares between the
+// layouts of one table) lowers every table as deriving it each time does: the same graph, or the
+// same error, with messages within NCCL's buffer and above it.
+TEST(Plan, AnOrderDerivedOnceLowersAsDerivingItEachTime) {
+  const SystemConfig system = io::load_system("dgx-h100");
+  int compared = 0;
+  for (const auto hidden : {256, 8192}) {
+    ModelConfig model = io::load_model("llama3.1-8b");
+    auto& m = std::get<TransformerConfig>(model.spec);
+    m.layers = 8;
+    m.hidden = hidden;
+    m.heads = hidden / 128;
+    m.kv_heads = m.heads;
+    m.ffn_hidden = 4 * hidden;
+    for (const auto* info : all_schedules()) {
+      ScheduleParams p;
+      p.devices = 4;
+      p.microbatches = 8;
+      std::optional<ScheduleTable> table;
+      try {
+        table = generate(*info, p);
+      } catch (const ParamError&) {
+        continue;
+      }
+      if (table->pipelines() > 1 || m.layers % table->stages != 0) continue;
+      LoweringOptions o;
+      o.runtime = Runtime::PyTorch;
+      const Network network(system, table->devices, gpus_per_device(model, o));
+      SCOPED_TRACE(std::string(info->name) + " hidden " + std::to_string(hidden));
+      const PyTorchOrder order = pytorch_runtime_order(*table);
+      std::string error_each, error_once;
+      std::optional<ExecGraph> each, once;
+      try {
+        each = lower(*table, model, network, o);
+      } catch (const ParamError& e) {
+        error_each = e.what();
+      }
+      try {
+        once = lower(*table, model, network, o, order);
+      } catch (const ParamError& e) {
+        error_once = e.what();
+      }
+      EXPECT_EQ(error_each, error_once);
+      ASSERT_EQ(each.has_value(), once.has_value());
+      if (!each) continue;
+      EXPECT_EQ(each->nodes(), once->nodes());
+      EXPECT_EQ(each->duration, once->duration);
+      EXPECT_EQ(each->succ, once->succ);
+      EXPECT_EQ(each->start_succ, once->start_succ);
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 20);
+  // Which verdict applies follows the messages: a stand-in verdict for rendezvous sends is
+  // reported with large messages only, one for eager sends with small ones only.
+  ScheduleParams p;
+  p.devices = 4;
+  p.microbatches = 8;
+  const ScheduleTable table = generate(find_schedule("1f1b"), p);
+  for (const auto hidden : {256, 8192}) {
+    ModelConfig model = io::load_model("llama3.1-8b");
+    auto& m = std::get<TransformerConfig>(model.spec);
+    m.layers = 8;
+    m.hidden = hidden;
+    m.heads = hidden / 128;
+    m.kv_heads = m.heads;
+    m.ffn_hidden = 4 * hidden;
+    LoweringOptions o;
+    o.runtime = Runtime::PyTorch;
+    const Network network(system, table.devices, gpus_per_device(model, o));
+    for (const bool rendezvous : {false, true}) {
+      PyTorchOrder order = pytorch_runtime_order(table);
+      (rendezvous ? order.all_rendezvous : order.all_eager) = CommIssue{0, 0, "stand-in"};
+      const std::string error = test::param_error([&] { lower(table, model, network, o, order); });
+      EXPECT_EQ(error.starts_with("stand-in"), rendezvous == (hidden == 8192)) << hidden << error;
     }
   }
 }

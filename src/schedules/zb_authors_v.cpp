@@ -91,9 +91,7 @@ class VScheduler {
     return count_[static_cast<std::size_t>(stage)][static_cast<std::size_t>(slot)];
   }
   double max_bubble(int stage) const {
-    double m = 0.0;
-    for (double b : bubble_)
-      m = std::max(m, b);
+    double m = bubble_max_;
     if (stage >= 0) {
       m = std::max(m, approved_max_ - (*approved_)[static_cast<std::size_t>(stage)]);
     }
@@ -123,7 +121,10 @@ class VScheduler {
         finish = std::max(finish, ready + comm_ + cost_[static_cast<std::size_t>(cat)]);
       }
     }
-    if (count(stage, 0) > 0) bubble_[s] += finish - alone;
+    if (count(stage, 0) > 0) {
+      bubble_[s] += finish - alone;  // finish >= alone: bubbles only grow, so their max is kept
+      bubble_max_ = std::max(bubble_max_, bubble_[s]);
+    }
     end_[id(cat, chunk, stage, n)] = finish;
     time_[s] = finish;
     memory_[s] += mem_[static_cast<std::size_t>(cat)];
@@ -159,6 +160,7 @@ class VScheduler {
     time_.assign(S, 0.0);
     memory_.assign(S, 0.0);
     bubble_.assign(S, 0.0);
+    bubble_max_ = 0.0;
     pending_.assign(S, {});
     order_.assign(S, {});
     approved_ = &approved;
@@ -263,6 +265,7 @@ class VScheduler {
   // One attempt's state.
   std::vector<std::array<int, 6>> count_;  // per device: F0 F1 I0 I1 W0 W1 placed
   std::vector<double> end_, time_, memory_, bubble_;
+  double bubble_max_ = 0.0;               // the largest of bubble_
   std::vector<std::deque<int>> pending_;  // chunks of the I whose W are pending, in order
   std::vector<std::vector<std::array<std::int32_t, 3>>> order_;
   const std::vector<double>* approved_ = nullptr;

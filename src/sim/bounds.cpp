@@ -7,6 +7,33 @@
 
 namespace pipetab {
 
+double DeviceBounds::runtime_lower_bound_s() const {
+  return busy_s.empty() ? 0.0 : *std::max_element(busy_s.begin(), busy_s.end());
+}
+
+DeviceBounds device_bounds(const ExecGraph& g) {
+  const auto devices = static_cast<std::size_t>(g.devices);
+  DeviceBounds b;
+  b.busy_s.assign(devices, 0.0);
+  b.peak_memory_bytes.assign(devices, 0.0);
+  // Memory, stream by stream.
+  for (std::size_t d = 0; d < devices; ++d) {
+    double memory = g.static_bytes.empty() ? 0.0 : g.static_bytes[d];
+    double peak = memory;
+    double busy = 0.0;
+    for (auto i = g.stream_begin[d]; i < g.stream_begin[d + 1]; ++i) {
+      const auto n = static_cast<std::size_t>(g.stream[static_cast<std::size_t>(i)]);
+      busy += g.duration[n];
+      memory += g.alloc_bytes[n];
+      peak = std::max(peak, memory);
+      memory -= g.free_bytes[n];
+    }
+    b.busy_s[d] = busy;
+    b.peak_memory_bytes[d] = peak;
+  }
+  return b;
+}
+
 GraphBounds graph_bounds(const ExecGraph& g, const Network& network) {
   GraphBounds b;
   const auto nodes = static_cast<std::size_t>(g.nodes());
@@ -59,19 +86,7 @@ GraphBounds graph_bounds(const ExecGraph& g, const Network& network) {
     if (next_in_stream[n] >= 0) release(next_in_stream[n]);
   }
   b.runtime_lower_bound_s = bound;
-  // Memory, stream by stream.
-  b.peak_memory_bytes.assign(devices, 0.0);
-  for (std::size_t d = 0; d < devices; ++d) {
-    double memory = g.static_bytes.empty() ? 0.0 : g.static_bytes[d];
-    double peak = memory;
-    for (auto i = g.stream_begin[d]; i < g.stream_begin[d + 1]; ++i) {
-      const auto n = static_cast<std::size_t>(g.stream[static_cast<std::size_t>(i)]);
-      memory += g.alloc_bytes[n];
-      peak = std::max(peak, memory);
-      memory -= g.free_bytes[n];
-    }
-    b.peak_memory_bytes[d] = peak;
-  }
+  b.peak_memory_bytes = device_bounds(g).peak_memory_bytes;
   return b;
 }
 

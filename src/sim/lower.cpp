@@ -162,17 +162,103 @@ std::optional<std::string> runtime_refuses(const ScheduleTable& table, std::stri
 
 namespace {
 
+// How a stage's state is split over its ranks.
+struct Sharding {
+  Sharding(const ModelConfig& model, const LoweringOptions& options) {
+    const auto* m = model.transformer();
+    gradient_ranks =
+        static_cast<std::int64_t>(options.data_parallel) * (m ? m->context_parallel : 1);
+    fsdp = options.fsdp.enabled && gradient_ranks > 1;
+    shard_ranks = options.fsdp.shard > 0 ? options.fsdp.shard : gradient_ranks;
+    if (fsdp) {
+      state_shards = static_cast<double>(shard_ranks);
+    } else if (options.iteration.distributed_optimizer) {
+      state_shards = static_cast<double>(gradient_ranks);
+    }
+  }
+  // The ranks a stage's dense gradients are reduced (or, with FSDP, sharded) over: DP × CP
+  // (Megatron-Core's data-parallel group with CP; torchtitan folds CP into FSDP's mesh).
+  std::int64_t gradient_ranks = 1;
+  bool fsdp = false;
+  // FSDP's shard group: all DP × CP ranks, or the HSDP shard.
+  std::int64_t shard_ranks = 1;
+  // What a stage's state is divided by on each rank: the FSDP shard group, the distributed
+  // optimizer's DP × CP ranks (its optimizer state only), or nothing.
+  double state_shards = 1.0;
+};
+
+}  // namespace
+
+std::vector<double> static_memory(const ScheduleTable& table, const std::vector<StageWork>& work,
+                                  const ModelConfig& model, const LoweringOptions& options) {
+  // Static memory: the stages each device holds (both replicas' stages in two-pipeline
+  // schedules); the distributed optimizer keeps 1/R of the optimizer state; FSDP keeps 1/N of
+  // the gradients and optimizer state (whose fp32 master weights are the sharded parameters:
+  // torchtitan's 16 B per parameter / N) and the unsharded working set: pipelined, the
+  // stage's 16-bit parameters and its unsharded gradients accumulating over the microbatches
+  // (both in the parameter dtype); without, two blocks' parameters (the one computing and the
+  // one prefetched) and one block's fp32 reduce-scatter input.
+  const Sharding sharding(model, options);
+  const bool fsdp = sharding.fsdp;
+  const double shards = sharding.state_shards;
+  const bool pipelined = table.devices > 1;
+  std::vector<double> bytes_of(static_cast<std::size_t>(table.devices), 0.0);
+  for (std::int32_t p = 0; p < table.pipelines(); ++p) {
+    for (std::int32_t s = 0; s < table.stages; ++s) {
+      const auto& w = work[static_cast<std::size_t>(p * table.stages + s)];
+      double bytes =
+          w.weight_bytes + w.fp8_weight_copy_bytes + w.grad_bytes + w.optimizer_bytes / shards;
+      if (fsdp) {
+        const double units = pipelined ? 1.0 : std::max<double>(1.0, static_cast<double>(w.layers));
+        const double unsharded =
+            pipelined ? 2.0 * w.weight_bytes : (2.0 * w.weight_bytes + w.grad_bytes) / units;
+        bytes = (w.grad_bytes + w.optimizer_bytes) / shards + unsharded +
+                w.fp8_weight_copy_bytes / units;
+      }
+      bytes_of[static_cast<std::size_t>(table.placement.device_of(p, s))] += bytes;
+    }
+  }
+  return bytes_of;
+}
+
+namespace {
+
 class Lowering {
  public:
   Lowering(const ScheduleTable& t, const ModelConfig& model, const Network& network,
-           const LoweringOptions& options)
-      : t_(t), model_(model), network_(network), options_(options), work_(table_work(t, model)) {
+           const LoweringOptions& options, const PyTorchOrder* known_order = nullptr)
+      : t_(t),
+        model_(model),
+        network_(network),
+        options_(options),
+        known_order_(known_order),
+        sharding_(model, options),
+        work_(table_work(t, model)) {
     options_.runtime = resolve_runtime(options.runtime, t, "").runtime;
     optimizer_ = options.iteration.optimizer && !options.costs && model.transformer() != nullptr;
     overheads_ = options.overheads && !options.costs;
   }
 
   ExecGraph run() && {
+    compute_part();
+    pipeline_transfers();
+    fsdp_gathers();
+    collectives();
+    end_of_iteration();
+    build_successors();
+    return std::move(g_);
+  }
+
+  // The compute nodes alone (lower_compute): durations, memory, streams and static bytes.
+  ExecGraph compute_only() && {
+    compute_part();
+    g_.static_bytes = static_memory(t_, work_, model_, options_);
+    return std::move(g_);
+  }
+
+ private:
+  // The checks, the stages' costs and the compute nodes.
+  void compute_part() {
     require_supported(network_.system(), options_);
     if (!options_.costs) cost::require_costable(model_, network_.system());
     if (gradient_ranks() > 1 && network_.system().topology != Topology::Switched) {
@@ -195,15 +281,8 @@ class Lowering {
     g_.compute_nodes = g_.table_ops + (optimizer_ ? t_.devices : 0);
     g_.comm_slowdown = overheads_ ? network_.system().device.comm_slowdown : 0.0;
     compute_nodes();
-    pipeline_transfers();
-    fsdp_gathers();
-    collectives();
-    end_of_iteration();
-    build_successors();
-    return std::move(g_);
   }
 
- private:
   std::int64_t tensor_parallel() const {
     const auto* m = model_.transformer();
     return m ? m->tensor_parallel : 1;
@@ -212,20 +291,10 @@ class Lowering {
     const auto* m = model_.transformer();
     return m ? m->context_parallel : 1;
   }
-  // The ranks a stage's dense gradients are reduced (or, with FSDP, sharded) over: DP × CP
-  // (Megatron-Core's data-parallel group with CP; torchtitan folds CP into FSDP's mesh).
-  std::int64_t gradient_ranks() const { return options_.data_parallel * context_parallel(); }
-  bool fsdp() const { return options_.fsdp.enabled && gradient_ranks() > 1; }
-  // FSDP's shard group: all DP × CP ranks, or the HSDP shard.
-  std::int64_t shard_ranks() const {
-    return options_.fsdp.shard > 0 ? options_.fsdp.shard : gradient_ranks();
-  }
-  // What a stage's state is divided by on each rank: the FSDP shard group, the distributed
-  // optimizer's DP × CP ranks (its optimizer state only), or nothing.
-  double state_shards() const {
-    if (fsdp()) return static_cast<double>(shard_ranks());
-    return options_.iteration.distributed_optimizer ? static_cast<double>(gradient_ranks()) : 1.0;
-  }
+  std::int64_t gradient_ranks() const { return sharding_.gradient_ranks; }
+  bool fsdp() const { return sharding_.fsdp; }
+  std::int64_t shard_ranks() const { return sharding_.shard_ranks; }
+  double state_shards() const { return sharding_.state_shards; }
 
   // The run must fit in the cluster when the system states its node count.
   void require_gpus() const {
@@ -565,8 +634,10 @@ class Lowering {
   // it; a larger one moves only once both its send and its receive are posted. check_p2p walks
   // the same rules first, so an order that cannot complete is reported in the file's terms.
   void pytorch_order() {
-    const CommOrder derived = t_.comms.empty() ? pytorch_send_recv(t_) : CommOrder{};
-    const CommOrder& order = t_.comms.empty() ? derived : t_.comms;
+    const bool own = !t_.comms.empty();
+    CommOrder derived;
+    if (!own && known_order_ == nullptr) derived = pytorch_send_recv(t_);
+    const CommOrder& order = own ? t_.comms : known_order_ ? known_order_->order : derived;
     SendSizes sizes;
     sizes.buffer_bytes = options_.nccl_buffer_bytes;
     sizes.bytes = [this](const CommAction& c) {
@@ -575,7 +646,24 @@ class Lowering {
                                 : gradient_in_[key(c.microbatch, c.stage - 1)];
       return transfer < 0 ? 0.0 : transfer_bytes(transfer);
     };
-    if (const auto issue = check_p2p(t_, order, sizes, !t_.comms.empty())) {
+    // The check's verdict depends on the sends' sizes only through which exceed the buffer:
+    // where all or none do, a known order carries it.
+    std::optional<CommIssue> issue;
+    bool checked = false;
+    if (!own && known_order_ != nullptr) {
+      std::int64_t sends = 0, large = 0;
+      for (const auto& c : order.actions) {
+        if (c.kind != CommKind::SendF && c.kind != CommKind::SendB) continue;
+        ++sends;
+        large += sizes.bytes(c) > sizes.buffer_bytes;
+      }
+      if (large == 0 || large == sends) {
+        issue = large == 0 ? known_order_->all_eager : known_order_->all_rendezvous;
+        checked = true;
+      }
+    }
+    if (!checked) issue = check_p2p(t_, order, sizes, own);
+    if (issue) {
       const bool too_large = issue->message.find("larger than NCCL's") != std::string::npos;
       throw ParamError(fmt::format(
           "{}{}{}", issue->message,
@@ -1069,29 +1157,7 @@ class Lowering {
       for (const auto& e : start_edges_)
         g_.start_delay.push_back(e.delay);
     }
-    // Static memory: the stages each device holds (both replicas' stages in two-pipeline
-    // schedules); the distributed optimizer keeps 1/R of the optimizer state; FSDP keeps 1/N of
-    // the gradients and optimizer state (whose fp32 master weights are the sharded parameters:
-    // torchtitan's 16 B per parameter / N) and the unsharded working set: pipelined, the
-    // stage's 16-bit parameters and its unsharded gradients accumulating over the microbatches
-    // (both in the parameter dtype); without, two blocks' parameters (the one computing and the
-    // one prefetched) and one block's fp32 reduce-scatter input.
-    const double shards = state_shards();
-    g_.static_bytes.assign(static_cast<std::size_t>(t_.devices), 0.0);
-    for (std::int32_t p = 0; p < t_.pipelines(); ++p) {
-      for (std::int32_t s = 0; s < t_.stages; ++s) {
-        const auto& w = work_[index(p, s)];
-        double bytes =
-            w.weight_bytes + w.fp8_weight_copy_bytes + w.grad_bytes + w.optimizer_bytes / shards;
-        if (fsdp()) {
-          const double unsharded =
-              pipelined() ? 2.0 * w.weight_bytes : (2.0 * w.weight_bytes + w.grad_bytes) / units(w);
-          bytes = (w.grad_bytes + w.optimizer_bytes) / shards + unsharded +
-                  w.fp8_weight_copy_bytes / units(w);
-        }
-        g_.static_bytes[static_cast<std::size_t>(t_.placement.device_of(p, s))] += bytes;
-      }
-    }
+    g_.static_bytes = static_memory(t_, work_, model_, options_);
   }
 
   struct StartEdge {
@@ -1102,7 +1168,9 @@ class Lowering {
   const ScheduleTable& t_;
   const ModelConfig& model_;
   const Network& network_;
-  LoweringOptions options_;  // the runtime resolved
+  LoweringOptions options_;                    // the runtime resolved
+  const PyTorchOrder* known_order_ = nullptr;  // pytorch_runtime_order(t_), when given
+  Sharding sharding_;
   std::vector<StageWork> work_;
   std::vector<cost::StageCost> cost_;
   const cost::StageCost none_{};
@@ -1167,6 +1235,27 @@ void require_supported(const SystemConfig& system, const LoweringOptions& option
 ExecGraph lower(const ScheduleTable& table, const ModelConfig& model, const Network& network,
                 const LoweringOptions& options) {
   return Lowering(table, model, network, options).run();
+}
+
+ExecGraph lower(const ScheduleTable& table, const ModelConfig& model, const Network& network,
+                const LoweringOptions& options, const PyTorchOrder& order) {
+  return Lowering(table, model, network, options, &order).run();
+}
+
+PyTorchOrder pytorch_runtime_order(const ScheduleTable& table) {
+  PyTorchOrder out;
+  out.order = pytorch_send_recv(table);
+  SendSizes sizes;
+  sizes.bytes = [](const CommAction&) { return 0.0; };
+  out.all_eager = check_p2p(table, out.order, sizes, false);
+  sizes.bytes = [&sizes](const CommAction&) { return sizes.buffer_bytes + 1.0; };
+  out.all_rendezvous = check_p2p(table, out.order, sizes, false);
+  return out;
+}
+
+ExecGraph lower_compute(const ScheduleTable& table, const ModelConfig& model,
+                        const Network& network, const LoweringOptions& options) {
+  return Lowering(table, model, network, options).compute_only();
 }
 
 }  // namespace pipetab

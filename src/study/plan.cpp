@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <optional>
 
@@ -39,8 +40,10 @@ struct Checked {
   std::int64_t index = 0;
   std::string reason;  // empty: it fits
   std::string detail;
-  double lower_bound_s = 0.0;
+  double busy_bound_s = 0.0;   // the busiest device's compute alone (phase 1)
+  double lower_bound_s = 0.0;  // the lowered graph's bound (phase 2; at least busy_bound_s)
   double peak_memory_bytes = 0.0;
+  bool lowered = false;
 };
 
 ScheduleParams schedule_params(const PlanLayout& l) {
@@ -56,11 +59,14 @@ ScheduleParams schedule_params(const PlanLayout& l) {
 // family, one schedule each per layout.
 constexpr std::string_view kAuthors = "zb-authors", kAuthorsV = "zb-authors-v";
 
+bool authors(const PlanLayout& l) {
+  return l.schedule == kAuthors || l.schedule == kAuthorsV;
+}
+
 }  // namespace
 
 ScheduleTable layout_table(const PlanRequest& request, const PlanLayout& l) {
-  if (l.schedule != kAuthors && l.schedule != kAuthorsV)
-    return generate(find_schedule(l.schedule), schedule_params(l));
+  if (!authors(l)) return generate(find_schedule(l.schedule), schedule_params(l));
   const auto S = static_cast<std::int32_t>(l.pipeline_parallel);
   const auto M = static_cast<std::int32_t>(l.microbatches);
   ZeroBubbleProblem problem = measured_zero_bubble_problem(layout_setup(request, l), S, M);
@@ -86,15 +92,117 @@ ScheduleTable layout_table(const PlanRequest& request, const PlanLayout& l) {
 
 namespace {
 
-// Phase 1: build, lower and bound one layout; reject it with the rule it breaks.
-void check(const PlanRequest& request, Checked& c) {
+// A registered schedule's table for one (schedule, PP, M, v): the layouts that differ only in
+// TP, CP, DP, FSDP, micro-batch size, recompute, SP and the optimizer share it, so it is built,
+// resolved to its runtime and checked once for them all.
+struct TableKey {
+  std::string schedule;
+  std::int64_t pp = 1, microbatches = 1, chunks = 0;
+  auto operator<=>(const TableKey&) const = default;
+};
+
+struct BuiltTable {
+  std::optional<ScheduleTable> table;
+  std::string error;                    // the schedule's rule that rejects the layout
+  Runtime runtime = Runtime::Auto;      // the runtime that runs it (resolve_runtime)
+  std::optional<std::string> refused;   // why --runnable-by's runtime cannot run it
+  std::optional<PyTorchOrder> pytorch;  // under PyTorch's runtime, its order, derived once
+};
+
+// The table a layout's memory is checked on before anything is lowered: its own, or for the
+// authors' schedulers (planned per layout from its costs) the registered table of the same
+// shape: the same passes on the same devices in another order (1F1B with B split into I and W
+// for S stages; ZB-V's 2S stages in a V), so the same static memory and busy times.
+TableKey shape_key(const PlanLayout& l) {
+  if (l.schedule == kAuthors) return {"1f1b-split", l.pipeline_parallel, l.microbatches, 0};
+  if (l.schedule == kAuthorsV) return {"zb-v", l.pipeline_parallel, l.microbatches, 0};
+  return {l.schedule, l.pipeline_parallel, l.microbatches, l.chunks};
+}
+
+std::shared_ptr<const BuiltTable> build_table(const PlanRequest& request, const TableKey& key) {
+  auto built = std::make_shared<BuiltTable>();
+  PlanLayout l;
+  l.schedule = key.schedule;
+  l.pipeline_parallel = key.pp;
+  l.microbatches = key.microbatches;
+  l.chunks = key.chunks;
+  try {
+    built->table = generate(find_schedule(key.schedule), schedule_params(l));
+  } catch (const ParamError& e) {
+    built->error = e.what();
+    return built;
+  }
+  built->runtime = resolve_runtime(request.lowering.runtime, *built->table, key.schedule).runtime;
+  if (request.runnable_by)
+    built->refused = runtime_refuses(*built->table, key.schedule, *request.runnable_by);
+  if (built->runtime == Runtime::PyTorch) built->pytorch = pytorch_runtime_order(*built->table);
+  return built;
+}
+
+class TableCache {
+ public:
+  // Builds the tables of `keys` (sorted, unique) on `threads` threads.
+  TableCache(const PlanRequest& request, std::vector<TableKey> keys) : keys_(std::move(keys)) {
+    built_.resize(keys_.size());
+    detail::parallel_for(keys_.size(), request.threads,
+                         [&](std::size_t i) { built_[i] = build_table(request, keys_[i]); });
+  }
+  // The table of `key`, built now when it was not built ahead.
+  std::shared_ptr<const BuiltTable> get(const PlanRequest& request, const TableKey& key) const {
+    const auto it = std::lower_bound(keys_.begin(), keys_.end(), key);
+    if (it != keys_.end() && *it == key)
+      return built_[static_cast<std::size_t>(it - keys_.begin())];
+    return build_table(request, key);
+  }
+
+ private:
+  std::vector<TableKey> keys_;
+  std::vector<std::shared_ptr<const BuiltTable>> built_;
+};
+
+std::int64_t pipeline_units(const PlanRequest& request) {
+  const auto& m = *request.model.transformer();
+  return m.layers + (m.balance_embedding ? 2 : 0);
+}
+
+bool stages_split(const PlanRequest& request, Checked& c, const ScheduleTable& table) {
+  const auto& m = *request.model.transformer();
+  if (pipeline_units(request) % table.stages == 0) return true;
+  c.reason = "pipeline: the layers do not split into equal stages";
+  c.detail = fmt::format("{} layers{} over {} stages (Megatron-LM requires equal stages)", m.layers,
+                         m.balance_embedding ? " and the embedding and output" : "", table.stages);
+  return false;
+}
+
+bool runnable(const PlanRequest& request, Checked& c, const std::optional<std::string>& why) {
+  if (!why) return true;
+  c.reason =
+      fmt::format("runtime: {} cannot run it (--runnable-by)", to_string(*request.runnable_by));
+  c.detail = *why;
+  return false;
+}
+
+void reject_by_schedule(Checked& c, const std::string& error) {
+  c.reason = "schedule: its rules reject the layout";
+  c.detail = error;
+}
+
+void reject_over_memory(Checked& c, double capacity, double weights) {
+  if (c.peak_memory_bytes <= capacity) return;
+  c.reason = "memory: over the device with the schedule's activations";
+  c.detail = fmt::format("{:.4g} GB of {:.4g} GB usable ({:.4g} GB static)",
+                         c.peak_memory_bytes / 1e9, capacity / 1e9, weights / 1e9);
+}
+
+// The rules checked before any table is built; false: `c` is rejected.
+bool follows_rules(const PlanRequest& request, Checked& c) {
   const PlanLayout& l = c.layout;
   const auto& m = *request.model.transformer();
   // The model reader's rule (tensor_parallel_misfit): a layout it would refuse is never ranked.
   if (const auto misfit = tensor_parallel_misfit(m, l.tensor_parallel)) {
     c.reason = "tensor parallel: does not divide the heads, key-value heads and MLP evenly";
     c.detail = fmt::format("{} = {} over TP {}", misfit->what, misfit->value, l.tensor_parallel);
-    return;
+    return false;
   }
   if (l.context_parallel > 1) {
     Layout layout;
@@ -106,78 +214,129 @@ void check(const PlanRequest& request, Checked& c) {
     } catch (const ParamError& e) {
       c.reason = "context parallel: the sequence or the heads do not split over the CP ranks";
       c.detail = e.what();
-      return;
+      return false;
     }
   }
   if (request.lowering.runtime == Runtime::Megatron && l.schedule != "1f1b" &&
       l.schedule != "interleaved") {
     c.reason = "runtime: Megatron-LM runs only 1F1B and interleaved 1F1B";
     c.detail = fmt::format("{} under --runtime megatron", l.schedule);
-    return;
+    return false;
   }
   // Every schedule's stage count is a multiple of PP, so PP must divide the layers before any
   // table is built (PP 1,024 of an 80-layer model would build the largest tables for nothing).
   // With balance_embedding the embedding and the output count as a layer each (Megatron's
   // account_for_embedding/loss_in_pipeline_split; Llama 3's one layer fewer on the first and last
   // stage), so layers + 2 must split.
-  const std::int64_t units = m.layers + (m.balance_embedding ? 2 : 0);
-  if (units % l.pipeline_parallel != 0) {
+  if (pipeline_units(request) % l.pipeline_parallel != 0) {
     c.reason = "pipeline: the layers do not split into equal stages";
     c.detail = fmt::format("{} layers{} over PP {} (Megatron-LM requires equal stages)", m.layers,
                            m.balance_embedding ? " and the embedding and output" : "",
                            l.pipeline_parallel);
-    return;
+    return false;
   }
+  return true;
+}
+
+// Phase 1 for a layout that follows the rules, without lowering it whole: the table's rules and
+// stage count, the weights, gradients and optimizer state against the memory (most layouts of a
+// large model on many GPUs fail there), then the compute nodes (lower_compute) for the memory
+// peak with the schedule's activations and the busiest device's time, a first lower bound.
+// The authors' schedulers' own order is planned in phase 2: their memory is checked there.
+void check(const PlanRequest& request, const TableCache& tables, Checked& c) {
+  const PlanLayout& l = c.layout;
   const SimulationSetup setup = layout_setup(request, l);
-  std::optional<ScheduleTable> table;
-  try {
-    table = layout_table(request, l);
-  } catch (const ParamError& e) {
-    c.reason = "schedule: its rules reject the layout";
-    c.detail = e.what();
-    return;
-  }
-  if (request.runnable_by) {
-    if (const auto why = runtime_refuses(*table, l.schedule, *request.runnable_by)) {
-      c.reason =
-          fmt::format("runtime: {} cannot run it (--runnable-by)", to_string(*request.runnable_by));
-      c.detail = *why;
-      return;
-    }
-  }
-  if (units % table->stages != 0) {
-    c.reason = "pipeline: the layers do not split into equal stages";
-    c.detail =
-        fmt::format("{} layers{} over {} stages (Megatron-LM requires equal stages)", m.layers,
-                    m.balance_embedding ? " and the embedding and output" : "", table->stages);
-    return;
+  const double capacity = setup.system.device.memory_bytes * (1 - request.memory_reserve);
+  const auto shape = tables.get(request, shape_key(l));
+  if (!authors(l)) {
+    if (!shape->table) return reject_by_schedule(c, shape->error);
+    if (!runnable(request, c, shape->refused) || !stages_split(request, c, *shape->table)) return;
+  } else if (!shape->table || pipeline_units(request) % shape->table->stages != 0) {
+    return;  // the authors' own table decides, in phase 2
   }
   try {
-    const Network network(setup.system, table->devices,
-                          gpus_per_device(setup.model, setup.lowering));
-    // The runtime that really runs the layout, resolved with the schedule's name as phase 2's
-    // simulate_table does (lower() alone sees no name and took every table for PyTorch's).
-    LoweringOptions lowering = setup.lowering;
-    lowering.runtime = resolve_runtime(lowering.runtime, *table, l.schedule).runtime;
-    const ExecGraph graph = lower(*table, setup.model, network, lowering);
-    const GraphBounds bounds = graph_bounds(graph, network);
-    const double capacity = setup.system.device.memory_bytes * (1 - request.memory_reserve);
-    const double weights = *std::max_element(graph.static_bytes.begin(), graph.static_bytes.end());
-    c.peak_memory_bytes =
-        *std::max_element(bounds.peak_memory_bytes.begin(), bounds.peak_memory_bytes.end());
-    c.lower_bound_s = bounds.runtime_lower_bound_s;
+    const auto held = static_memory(*shape->table, table_work(*shape->table, setup.model),
+                                    setup.model, setup.lowering);
+    const double weights = *std::max_element(held.begin(), held.end());
     if (weights > capacity) {
       c.reason = "memory: weights, gradients and optimizer state alone exceed the device";
       c.detail = fmt::format("{:.4g} GB of {:.4g} GB usable", weights / 1e9, capacity / 1e9);
-    } else if (c.peak_memory_bytes > capacity) {
-      c.reason = "memory: over the device with the schedule's activations";
-      c.detail = fmt::format("{:.4g} GB of {:.4g} GB usable ({:.4g} GB static)",
-                             c.peak_memory_bytes / 1e9, capacity / 1e9, weights / 1e9);
+      return;
     }
+    const Network network(setup.system, shape->table->devices,
+                          gpus_per_device(setup.model, setup.lowering));
+    LoweringOptions lowering = setup.lowering;
+    lowering.runtime = shape->runtime;
+    const ExecGraph part = lower_compute(*shape->table, setup.model, network, lowering);
+    const DeviceBounds bounds = device_bounds(part);
+    c.busy_bound_s = bounds.runtime_lower_bound_s();
+    if (authors(l)) return;
+    c.peak_memory_bytes =
+        *std::max_element(bounds.peak_memory_bytes.begin(), bounds.peak_memory_bytes.end());
+    reject_over_memory(c, capacity, weights);
   } catch (const ParamError& e) {
     c.reason = "system: the cluster or the simulator cannot take the layout";
     c.detail = e.what();
   }
+}
+
+// Phase 2 for a layout that passed phase 1: its table (the authors' planned now), the whole
+// lowered graph and its bound; the authors' memory checked.
+void lower_and_bound(const PlanRequest& request, const TableCache& tables, Checked& c) {
+  const PlanLayout& l = c.layout;
+  const SimulationSetup setup = layout_setup(request, l);
+  const double capacity = setup.system.device.memory_bytes * (1 - request.memory_reserve);
+  c.lowered = true;
+  std::optional<ScheduleTable> own;
+  LoweringOptions lowering = setup.lowering;
+  if (authors(l)) {
+    try {
+      own = layout_table(request, l);
+    } catch (const ParamError& e) {
+      return reject_by_schedule(c, e.what());
+    }
+    if (!runnable(request, c,
+                  request.runnable_by ? runtime_refuses(*own, l.schedule, *request.runnable_by)
+                                      : std::nullopt) ||
+        !stages_split(request, c, *own))
+      return;
+    // The runtime that really runs the layout, resolved with the schedule's name as
+    // simulate_table does (lower() alone sees no name and took every table for PyTorch's).
+    lowering.runtime = resolve_runtime(lowering.runtime, *own, l.schedule).runtime;
+  } else {
+    lowering.runtime = tables.get(request, shape_key(l))->runtime;
+  }
+  const auto shared = own ? nullptr : tables.get(request, shape_key(l));
+  const ScheduleTable& table = own ? *own : *shared->table;
+  try {
+    const Network network(setup.system, table.devices,
+                          gpus_per_device(setup.model, setup.lowering));
+    const ExecGraph graph = shared && shared->pytorch
+                                ? lower(table, setup.model, network, lowering, *shared->pytorch)
+                                : lower(table, setup.model, network, lowering);
+    const GraphBounds bounds = graph_bounds(graph, network);
+    c.lower_bound_s = std::max(bounds.runtime_lower_bound_s, c.busy_bound_s);
+    c.peak_memory_bytes =
+        *std::max_element(bounds.peak_memory_bytes.begin(), bounds.peak_memory_bytes.end());
+    const double weights = *std::max_element(graph.static_bytes.begin(), graph.static_bytes.end());
+    if (weights > capacity) {
+      c.reason = "memory: weights, gradients and optimizer state alone exceed the device";
+      c.detail = fmt::format("{:.4g} GB of {:.4g} GB usable", weights / 1e9, capacity / 1e9);
+      return;
+    }
+    reject_over_memory(c, capacity, weights);
+  } catch (const ParamError& e) {
+    c.reason = "system: the cluster or the simulator cannot take the layout";
+    c.detail = e.what();
+  }
+}
+
+// Phase 1 for one layout without a cache (the reference layout).
+void check(const PlanRequest& request, Checked& c) {
+  if (!follows_rules(request, c)) return;
+  const TableCache tables(request, {});
+  check(request, tables, c);
+  if (c.reason.empty()) lower_and_bound(request, tables, c);
 }
 
 // Every layout of the request, in enumeration order (TP, PP, micro batch, schedule, chunks,
@@ -300,9 +459,14 @@ bool faster(const PlanEntry& a, const PlanEntry& b) {
 
 std::string describe(const PlanLayout& l) {
   std::string out = fmt::format(
-      "TP {}{} · PP {} · {} {}, {}", l.tensor_parallel,
+      "TP {}{} · PP {} · {} {}{}, {}", l.tensor_parallel,
       l.context_parallel > 1 ? fmt::format(" · CP {}", l.context_parallel) : std::string(),
-      l.pipeline_parallel, l.fsdp ? "FSDP" : "DP", l.data_parallel, l.schedule);
+      l.pipeline_parallel, l.fsdp ? "FSDP" : "DP", l.data_parallel,
+      // FSDP shards over DP × CP: "FSDP 1" alone hid the CP ranks' sharding.
+      l.fsdp && l.context_parallel > 1
+          ? fmt::format(" (sharded over DP × CP = {})", l.data_parallel * l.context_parallel)
+          : std::string(),
+      l.schedule);
   if (l.chunks > 0) out += fmt::format(" v {}", l.chunks);
   out += fmt::format(", micro batch {} × {}, {}", l.micro_batch, l.microbatches,
                      l.recompute == Recompute::None   ? "no recompute"
@@ -412,81 +576,129 @@ PlanResult plan(const PlanRequest& request) {
     }
   }
 
-  // Phase 1: every layout built, lowered, bounded and checked against the memory, in blocks so
-  // that progress is reported from this thread.
+  // Phase 1: the rules; the tables the layouts that follow them need, each built once; then every
+  // such layout checked against the memory and bounded by its busiest device (lower_compute),
+  // in blocks so that progress is reported from this thread.
+  std::vector<TableKey> keys;
+  for (auto& c : layouts) {
+    if (follows_rules(request, c)) keys.push_back(shape_key(c.layout));
+  }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  const TableCache tables(request, std::move(keys));
+  std::vector<Checked*> candidates;
+  for (auto& c : layouts) {
+    if (c.reason.empty()) candidates.push_back(&c);
+  }
   constexpr std::size_t kBlock = 256;
-  for (std::size_t b = 0; b < layouts.size(); b += kBlock) {
-    const std::size_t n = std::min(kBlock, layouts.size() - b);
+  for (std::size_t b = 0; b < candidates.size(); b += kBlock) {
+    const std::size_t n = std::min(kBlock, candidates.size() - b);
     detail::parallel_for(n, request.threads,
-                         [&](std::size_t i) { check(request, layouts[b + i]); });
+                         [&](std::size_t i) { check(request, tables, *candidates[b + i]); });
     if (request.progress)
       request.progress(1, static_cast<std::int64_t>(b + n),
-                       static_cast<std::int64_t>(layouts.size()));
+                       static_cast<std::int64_t>(candidates.size()));
   }
-  std::vector<const Checked*> fitting;
-  for (const auto& c : layouts) {
-    if (c.reason.empty()) {
-      fitting.push_back(&c);
-    } else {
-      reject(c.reason, describe(c.layout) + ": " + c.detail, 1);
-    }
-  }
+  std::erase_if(candidates, [](const Checked* c) { return !c->reason.empty(); });
 
-  // Phase 2: simulate in order of the lower bound, in fixed batches; a layout whose bound is
-  // above the k-th best runtime so far cannot enter the top, nor can any after it. The
-  // threshold changes only between batches, so the counts do not depend on the threads.
-  std::stable_sort(fitting.begin(), fitting.end(), [](const Checked* a, const Checked* b) {
-    return a->lower_bound_s < b->lower_bound_s;
+  // Phase 2, best first: a layout is lowered whole (its graph's bound) only when its busiest
+  // device's bound could still beat the k-th best runtime so far, and simulated in order of the
+  // graph's bound; a layout whose bound is above the k-th best cannot enter the top, nor can any
+  // after it. Lowering and simulation go in fixed blocks and batches, and the threshold changes
+  // only between them, so the counts do not depend on the threads.
+  std::stable_sort(candidates.begin(), candidates.end(), [](const Checked* a, const Checked* b) {
+    return a->busy_bound_s < b->busy_bound_s;
   });
+  const auto later = [](const Checked* a, const Checked* b) {
+    return a->lower_bound_s != b->lower_bound_s ? a->lower_bound_s > b->lower_bound_s
+                                                : a->index > b->index;
+  };
+  std::vector<const Checked*> pending;  // lowered and fitting, a heap by the graph's bound
   constexpr std::size_t kBatch = 32;
   const auto k = static_cast<std::size_t>(request.top);
   std::vector<PlanEntry> top;
   std::vector<double> faster_than;  // every simulated runtime, for the reference's rank
-  for (std::size_t b = 0; b < fitting.size(); b += kBatch) {
-    const double threshold = request.prune && top.size() >= k
-                                 ? top[k - 1].metrics.runtime_s
-                                 : std::numeric_limits<double>::infinity();
-    std::size_t n = std::min(kBatch, fitting.size() - b);
-    std::size_t keep = 0;
-    while (keep < n && fitting[b + keep]->lower_bound_s <= threshold)
-      ++keep;
-    std::vector<std::optional<PlanEntry>> entries(keep);
-    std::vector<std::string> failures(keep);
-    detail::parallel_for(keep, request.threads, [&](std::size_t i) {
-      const Checked& c = *fitting[b + i];
-      const SimulationSetup setup = layout_setup(request, c.layout);
-      try {
-        const ScheduleTable table = layout_table(request, c.layout);
-        PlanEntry entry;
-        entry.index = c.index;
-        entry.layout = c.layout;
-        entry.lower_bound_s = c.lower_bound_s;
-        entry.peak_memory_bytes = c.peak_memory_bytes;
-        entry.metrics = simulate_table(table, setup, c.layout.schedule).metrics;
-        entries[i] = std::move(entry);
-      } catch (const ParamError& error) {
-        failures[i] = error.what();
+  std::vector<double> pruned_bounds;
+  std::size_t next = 0;  // candidates[next] is the first not lowered
+  constexpr double kNone = std::numeric_limits<double>::infinity();
+  for (;;) {
+    const double threshold =
+        request.prune && top.size() >= k ? top[k - 1].metrics.runtime_s : kNone;
+    const double next_busy = next < candidates.size() ? candidates[next]->busy_bound_s : kNone;
+    const double next_bound = pending.empty() ? kNone : pending.front()->lower_bound_s;
+    if (next == candidates.size() && pending.empty()) break;
+    if (std::min(next_busy, next_bound) > threshold) break;
+    if (!pending.empty() && next_bound <= next_busy) {
+      std::vector<const Checked*> batch;
+      while (batch.size() < kBatch && !pending.empty() &&
+             pending.front()->lower_bound_s <= std::min(threshold, next_busy)) {
+        std::pop_heap(pending.begin(), pending.end(), later);
+        batch.push_back(pending.back());
+        pending.pop_back();
       }
-    });
-    for (std::size_t i = 0; i < keep; ++i) {
-      if (!entries[i]) {
-        reject("simulation: the layout cannot run",
-               describe(fitting[b + i]->layout) + ": " + failures[i], 1);
-        continue;
+      std::vector<std::optional<PlanEntry>> entries(batch.size());
+      std::vector<std::string> failures(batch.size());
+      detail::parallel_for(batch.size(), request.threads, [&](std::size_t i) {
+        const Checked& c = *batch[i];
+        try {
+          const auto shared =
+              authors(c.layout) ? nullptr : tables.get(request, shape_key(c.layout));
+          const std::optional<ScheduleTable> own =
+              shared ? std::nullopt : std::optional(layout_table(request, c.layout));
+          PlanEntry entry;
+          entry.index = c.index;
+          entry.layout = c.layout;
+          entry.lower_bound_s = c.lower_bound_s;
+          entry.peak_memory_bytes = c.peak_memory_bytes;
+          entry.metrics = simulate_table(shared ? *shared->table : *own,
+                                         layout_setup(request, c.layout), c.layout.schedule)
+                              .metrics;
+          entries[i] = std::move(entry);
+        } catch (const ParamError& error) {
+          failures[i] = error.what();
+        }
+      });
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        if (!entries[i]) {
+          reject("simulation: the layout cannot run",
+                 describe(batch[i]->layout) + ": " + failures[i], 1);
+          continue;
+        }
+        ++result.simulated;
+        faster_than.push_back(entries[i]->metrics.runtime_s);
+        top.push_back(std::move(*entries[i]));
       }
-      ++result.simulated;
-      faster_than.push_back(entries[i]->metrics.runtime_s);
-      top.push_back(std::move(*entries[i]));
+      std::sort(top.begin(), top.end(), faster);
+      if (top.size() > k) top.resize(k);
+    } else {
+      std::size_t n = 0;
+      while (n < kBlock && next + n < candidates.size() &&
+             candidates[next + n]->busy_bound_s <= threshold)
+        ++n;
+      detail::parallel_for(n, request.threads, [&](std::size_t i) {
+        lower_and_bound(request, tables, *candidates[next + i]);
+      });
+      for (std::size_t i = 0; i < n; ++i) {
+        const Checked* c = candidates[next + i];
+        if (!c->reason.empty()) continue;
+        pending.push_back(c);
+        std::push_heap(pending.begin(), pending.end(), later);
+      }
+      next += n;
+      if (request.progress)
+        request.progress(2, static_cast<std::int64_t>(next),
+                         static_cast<std::int64_t>(candidates.size()));
     }
-    std::sort(top.begin(), top.end(), faster);
-    if (top.size() > k) top.resize(k);
-    if (request.progress)
-      request.progress(2, static_cast<std::int64_t>(b + keep),
-                       static_cast<std::int64_t>(fitting.size()));
-    if (keep < n) {
-      result.pruned += static_cast<std::int64_t>(fitting.size() - (b + keep));
-      break;
-    }
+  }
+  // What was not simulated: the lowered layouts left and those never lowered, each with its
+  // best bound; and the rejected, in enumeration order (the first is the example).
+  for (const Checked* c : pending)
+    pruned_bounds.push_back(c->lower_bound_s);
+  for (std::size_t i = next; i < candidates.size(); ++i)
+    pruned_bounds.push_back(candidates[i]->busy_bound_s);
+  result.pruned = static_cast<std::int64_t>(pruned_bounds.size());
+  for (const auto& c : layouts) {
+    if (!c.reason.empty()) reject(c.reason, describe(c.layout) + ": " + c.detail, 1);
   }
   result.top = std::move(top);
   if (request.reference) {
@@ -511,11 +723,9 @@ PlanResult plan(const PlanRequest& request) {
         result.reference_rank =
             1 + std::count_if(faster_than.begin(), faster_than.end(),
                               [&](double runtime) { return runtime < entry.metrics.runtime_s; });
-        const auto pruned_below = [&](const Checked* p) {
-          return p->lower_bound_s < entry.metrics.runtime_s;
-        };
         result.reference_rank_exact =
-            std::none_of(fitting.end() - result.pruned, fitting.end(), pruned_below);
+            std::none_of(pruned_bounds.begin(), pruned_bounds.end(),
+                         [&](double bound) { return bound < entry.metrics.runtime_s; });
         result.reference = std::move(entry);
       } catch (const ParamError& error) {
         result.reference_error = std::string("simulation: ") + error.what();

@@ -22,6 +22,18 @@ struct GraphBounds {
   std::vector<double> peak_memory_bytes;
 };
 
+/// What each device's stream alone guarantees: its busy time (the sum of its compute nodes'
+/// durations, run one after another on the device) and its memory peak as in GraphBounds. For
+/// the whole graph or lower_compute's part of it (the same durations or less, the same memory).
+struct DeviceBounds {
+  std::vector<double> busy_s;
+  std::vector<double> peak_memory_bytes;
+  /// The largest busy time: no simulation of the graph ends earlier.
+  double runtime_lower_bound_s() const;
+};
+
+DeviceBounds device_bounds(const ExecGraph& graph);
+
 /// Computes the bounds in one pass over the graph (O(nodes + edges)).
 GraphBounds graph_bounds(const ExecGraph& graph, const Network& network);
 

@@ -12,6 +12,7 @@
 #include "pipetab/cost/stage_cost.hpp"
 #include "pipetab/model/workload.hpp"
 #include "pipetab/system/system.hpp"
+#include "pipetab/table/comm_order.hpp"
 #include "pipetab/table/costs.hpp"
 #include "pipetab/table/schedule_table.hpp"
 
@@ -227,6 +228,11 @@ std::int32_t gpus_per_device(const ModelConfig& model, const LoweringOptions& op
 /// The work of every (pipeline, stage) of `table` under `model` ([pipeline * stages + stage]).
 std::vector<StageWork> table_work(const ScheduleTable& table, const ModelConfig& model);
 
+/// Weights, gradients and optimizer state each device of `table` holds (ExecGraph::static_bytes),
+/// from the stages' work (table_work): what `plan` checks against the memory before lowering.
+std::vector<double> static_memory(const ScheduleTable& table, const std::vector<StageWork>& work,
+                                  const ModelConfig& model, const LoweringOptions& options);
+
 /// Lowers a valid table. Compute times come from the workload on the system (cost/), or from
 /// `options.costs`; transfers use the workload's message bytes and the network's routes.
 /// Two-pipeline tables get a gradient all-reduce between the replicas of each stage, started on
@@ -237,5 +243,26 @@ std::vector<StageWork> table_work(const ScheduleTable& table, const ModelConfig&
 /// system has, and graphs over kMaxGraphNodes.
 ExecGraph lower(const ScheduleTable& table, const ModelConfig& model, const Network& network,
                 const LoweringOptions& options = {});
+
+/// PyTorch's runtime's order for a table without its own (pytorch_send_recv), and check_p2p's
+/// verdict on it when every send fits NCCL's buffer and when none does: what lowering the table
+/// under the pytorch runtime derives, done once for a table lowered for many layouts (plan).
+struct PyTorchOrder {
+  CommOrder order;
+  std::optional<CommIssue> all_eager, all_rendezvous;
+};
+PyTorchOrder pytorch_runtime_order(const ScheduleTable& table);
+
+/// lower() with `order` = pytorch_runtime_order(table) computed ahead (same result).
+ExecGraph lower(const ScheduleTable& table, const ModelConfig& model, const Network& network,
+                const LoweringOptions& options, const PyTorchOrder& order);
+
+/// The compute nodes of lower()'s graph alone, after the same checks: each table op's duration
+/// and memory, the optimizer step's node (its duration still 0), each device's stream and static
+/// bytes; no transfers, collectives or edges. Every duration lower() gives a node is at least
+/// this one's, so a device's stream sum bounds the runtime from below (device_bounds) at a
+/// fraction of lowering's cost: what `plan` orders its search by.
+ExecGraph lower_compute(const ScheduleTable& table, const ModelConfig& model,
+                        const Network& network, const LoweringOptions& options = {});
 
 }  // namespace pipetab
