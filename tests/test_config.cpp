@@ -7,6 +7,7 @@
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
 #include "pipetab/io/gemm_probe.hpp"
+#include "pipetab/model/workload.hpp"
 #include "pipetab/study/calibrate.hpp"
 
 namespace pipetab {
@@ -38,11 +39,25 @@ const std::string kSystem =
     "[network.intra]\nlatency_s = 1e-6\nbandwidth = 4e11\n"
     "[network.inter]\nlatency_s = 5e-6\nbandwidth = inf\n";
 
+// MPT-7B's parameters by hand (reference modern-runs.md A.1): 32 layers of 12·h² (QKV, projection,
+// a 4h GELU MLP) and two LayerNorms of 2h each, the tied 50,368-token word embedding and the
+// learned 2,048-position table (h each), the final LayerNorm 2h; h = 4,096.
+TEST(Presets, MptSevenBHasItsParameters) {
+  const auto m = std::get<TransformerConfig>(io::load_model("mpt-7b").spec);
+  constexpr double h = 4096;
+  EXPECT_DOUBLE_EQ(total_params(m), 32 * (12 * h * h + 4 * h) + 50368 * h + 2048 * h + 2 * h);
+  EXPECT_FALSE(m.gated_mlp);
+  EXPECT_TRUE(m.tie_embeddings);
+  EXPECT_EQ(m.kv_heads, 32);
+}
+
 TEST(Presets, AllParseAndAreListed) {
   EXPECT_EQ(io::model_presets(),
             (std::vector<std::string>{"gpt3-1.3b", "gpt3-13b", "gpt3-175b", "llama2-13b",
                                       "llama2-70b", "llama2-7b", "llama3.1-405b", "llama3.1-70b",
-                                      "llama3.1-8b", "paper", "qwen3-32b"}));
+                                      "llama3.1-8b", "mpt-125m", "mpt-13b", "mpt-1b", "mpt-30b",
+                                      "mpt-350m", "mpt-3b", "mpt-70b", "mpt-760m", "mpt-7b",
+                                      "paper", "qwen3-32b"}));
   EXPECT_EQ(io::system_presets(),
             (std::vector<std::string>{"a100-80gb", "a100-pcie", "balanced", "compute-bound",
                                       "dgx-a100", "dgx-h100", "dgx-h200", "grand-teton-h100",
