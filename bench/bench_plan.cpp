@@ -30,6 +30,7 @@ void BM_Plan70BOn1024(benchmark::State& state) {
   state.counters["rejected"] = static_cast<double>(r.rejected);
   state.counters["pruned"] = static_cast<double>(r.pruned);
   state.counters["simulated"] = static_cast<double>(r.simulated);
+  state.counters["lowered"] = static_cast<double>(r.lowered);
 }
 
 BENCHMARK(BM_Plan70BOn1024)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -59,6 +60,7 @@ void BM_Plan405BOn16384CpFsdp(benchmark::State& state) {
   state.counters["rejected"] = static_cast<double>(r.rejected);
   state.counters["pruned"] = static_cast<double>(r.pruned);
   state.counters["simulated"] = static_cast<double>(r.simulated);
+  state.counters["lowered"] = static_cast<double>(r.lowered);
 }
 
 BENCHMARK(BM_Plan405BOn16384CpFsdp)

@@ -62,6 +62,7 @@ TEST(Report, CsvRowMatchesHeader) {
   EXPECT_EQ(column("table.makespan"), "28.5");
   EXPECT_EQ(column("table.peak_activation"), "5.5;4.5;3.5;2.5");
   EXPECT_EQ(column("params.chunks"), "2");
+  EXPECT_EQ(column("simulation.context_parallel"), "");  // not simulated: the layout is blank
   EXPECT_EQ(csv_line({"a", "b,c", "d\"e"}), "a,\"b,c\",\"d\"\"e\"\n");
 }
 

@@ -154,6 +154,12 @@ FlatRecord flat_record(const Evaluation& e) {
   row.emplace_back("simulation.dp_overlap", sim([](auto& s) { return s.dp_overlap; }));
   row.emplace_back("simulation.distributed_optimizer",
                    sim([](auto& s) { return s.distributed_optimizer; }));
+  // The layout it ran (a study's [simulation] keys, a runs file's entry).
+  row.emplace_back("simulation.tensor_parallel", sim([](auto& s) { return s.tensor_parallel; }));
+  row.emplace_back("simulation.context_parallel", sim([](auto& s) { return s.context_parallel; }));
+  row.emplace_back("simulation.cp_method", sim([](auto& s) { return s.cp_method; }));
+  row.emplace_back("simulation.data_parallel", sim([](auto& s) { return s.data_parallel; }));
+  row.emplace_back("simulation.fsdp", sim([](auto& s) { return s.fsdp; }));
   row.emplace_back("simulation.gpus", sim([](auto& s) { return s.gpus; }));
   row.emplace_back("simulation.runtime_s", sim([](auto& s) { return s.runtime_s; }));
   row.emplace_back("simulation.pipeline_end_s", sim([](auto& s) { return s.pipeline_end_s; }));

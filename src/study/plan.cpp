@@ -685,6 +685,7 @@ PlanResult plan(const PlanRequest& request) {
         std::push_heap(pending.begin(), pending.end(), later);
       }
       next += n;
+      result.lowered += static_cast<std::int64_t>(n);
       if (request.progress)
         request.progress(2, static_cast<std::int64_t>(next),
                          static_cast<std::int64_t>(candidates.size()));
@@ -768,10 +769,16 @@ nlohmann::json layout_json(const PlanLayout& l) {
 }
 
 nlohmann::json to_json(const PlanRequest& q, const PlanResult& r) {
-  nlohmann::json j = {
-      {"model", q.model.name},          {"system", q.system.name},      {"gpus", q.gpus},
-      {"global_batch", q.global_batch}, {"shard", {q.shard, q.shards}}, {"layouts", r.layouts},
-      {"rejected", r.rejected},         {"pruned", r.pruned},           {"simulated", r.simulated}};
+  nlohmann::json j = {{"model", q.model.name},
+                      {"system", q.system.name},
+                      {"gpus", q.gpus},
+                      {"global_batch", q.global_batch},
+                      {"shard", {q.shard, q.shards}},
+                      {"layouts", r.layouts},
+                      {"rejected", r.rejected},
+                      {"pruned", r.pruned},
+                      {"simulated", r.simulated},
+                      {"lowered", r.lowered}};
   auto& rejections = j["rejections"] = nlohmann::json::array();
   for (const auto& x : r.rejections)
     rejections.push_back({{"reason", x.reason}, {"count", x.count}, {"example", x.example}});

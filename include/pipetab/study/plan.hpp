@@ -115,6 +115,8 @@ struct PlanResult {
   std::int64_t rejected = 0;  ///< invalid or over memory (see rejections)
   std::int64_t pruned = 0;    ///< skipped: their lower bound cannot beat the top
   std::int64_t simulated = 0;
+  /// Lowered to their whole execution graph (the rest were decided on their compute part alone).
+  std::int64_t lowered = 0;
   std::vector<PlanRejection> rejections;  ///< by count, largest first
   std::vector<PlanEntry> top;             ///< fastest first
   /// The reference layout simulated (unset without one, or when it cannot run: see
