@@ -120,6 +120,50 @@ TEST(Plan, ActivationsOverTheDeviceAreRejectedExactly) {
   EXPECT_GT(static_bytes + 4 * 34 * sbh + edges, 4.0e6);
 }
 
+// `q` planned with pruning ranks the same layouts at the same runtimes as without, and prunes.
+void expect_pruning_keeps_the_top(PlanRequest q) {
+  const auto pruned = plan(q);
+  q.prune = false;
+  const auto all = plan(q);
+  EXPECT_EQ(all.pruned, 0);
+  EXPECT_GT(pruned.pruned, 0);
+  EXPECT_LT(pruned.simulated, all.simulated);
+  ASSERT_EQ(pruned.top.size(), all.top.size());
+  for (std::size_t i = 0; i < all.top.size(); ++i) {
+    EXPECT_EQ(pruned.top[i].index, all.top[i].index) << i;
+    EXPECT_EQ(pruned.top[i].metrics.runtime_s, all.top[i].metrics.runtime_s) << i;
+  }
+}
+
+// Llama 3.1 8B's shape cut to 8 layers of `hidden` (heads of 128, as many KV heads, MLP 4h).
+ModelConfig small_llama(std::int64_t hidden) {
+  ModelConfig model = io::load_model("llama3.1-8b");
+  auto& m = std::get<TransformerConfig>(model.spec);
+  m.layers = 8;
+  m.hidden = hidden;
+  m.heads = hidden / 128;
+  m.kv_heads = m.heads;
+  m.ffn_hidden = 4 * hidden;
+  return model;
+}
+
+// Every registered schedule's table at S = 4, M = 8 whose stages split 8 layers evenly (the
+// schedules whose rules refuse S = 4, M = 8 left out).
+std::vector<std::pair<std::string, std::optional<ScheduleTable>>> tables_of_eight_layers() {
+  std::vector<std::pair<std::string, std::optional<ScheduleTable>>> out;
+  for (const auto* info : all_schedules()) {
+    ScheduleParams p;
+    p.devices = 4;
+    p.microbatches = 8;
+    try {
+      auto table = generate(*info, p);
+      if (8 % table.stages == 0) out.emplace_back(std::string(info->name), std::move(table));
+    } catch (const ParamError&) {
+    }
+  }
+  return out;
+}
+
 // The pruning never discards a layout of the top: the pruned search ranks the same layouts at
 // the same runtimes as the exhaustive one, on small instances across models, GPU counts,
 // batches and runtimes.
@@ -136,18 +180,8 @@ TEST(Plan, PruningKeepsTheExhaustiveRanking) {
     q.lowering.runtime = c.runtime;
     q.space.micro_batch = {1, 2};
     q.top = 5;
-    const auto pruned = plan(q);
-    q.prune = false;
-    const auto all = plan(q);
     SCOPED_TRACE(c.model);
-    EXPECT_EQ(all.pruned, 0);
-    EXPECT_GT(pruned.pruned, 0);
-    EXPECT_LT(pruned.simulated, all.simulated);
-    ASSERT_EQ(pruned.top.size(), all.top.size());
-    for (std::size_t i = 0; i < all.top.size(); ++i) {
-      EXPECT_EQ(pruned.top[i].index, all.top[i].index) << i;
-      EXPECT_EQ(pruned.top[i].metrics.runtime_s, all.top[i].metrics.runtime_s) << i;
-    }
+    expect_pruning_keeps_the_top(q);
   }
 }
 
@@ -162,16 +196,7 @@ TEST(Plan, BestFirstKeepsTheExhaustiveRankingWithFsdpCpAndTheAuthors) {
   q.space.fsdp = {false, true};
   q.space.micro_batch = {1};
   q.top = 6;
-  const auto pruned = plan(q);
-  q.prune = false;
-  const auto all = plan(q);
-  EXPECT_GT(pruned.pruned, 0);
-  EXPECT_LT(pruned.simulated, all.simulated);
-  ASSERT_EQ(pruned.top.size(), all.top.size());
-  for (std::size_t i = 0; i < all.top.size(); ++i) {
-    EXPECT_EQ(pruned.top[i].index, all.top[i].index) << i;
-    EXPECT_EQ(pruned.top[i].metrics.runtime_s, all.top[i].metrics.runtime_s) << i;
-  }
+  expect_pruning_keeps_the_top(q);
 }
 
 // lower_compute, which phase 1 orders the search by, is the whole graph's compute part: the
@@ -184,17 +209,7 @@ TEST(Plan, ComputePartBoundsTheWholeGraph) {
   m.seq_len = 4096;
   const SystemConfig system = io::load_system("dgx-h100");
   int checked = 0;
-  for (const auto* info : all_schedules()) {
-    ScheduleParams p;
-    p.devices = 4;
-    p.microbatches = 8;
-    std::optional<ScheduleTable> table;
-    try {
-      table = generate(*info, p);
-    } catch (const ParamError&) {
-      continue;  // the schedule's rules refuse S = 4, M = 8
-    }
-    if (m.layers % table->stages != 0) continue;
+  for (const auto& [name, table] : tables_of_eight_layers()) {
     for (const int variant : {0, 1, 2, 3}) {
       ModelConfig mv = model;
       auto& t = std::get<TransformerConfig>(mv.spec);
@@ -204,7 +219,7 @@ TEST(Plan, ComputePartBoundsTheWholeGraph) {
       o.iteration.distributed_optimizer = variant == 1;
       o.fsdp.enabled = variant >= 2 && table->pipelines() == 1;
       const Network network(system, table->devices, gpus_per_device(mv, o));
-      SCOPED_TRACE(std::string(info->name) + " variant " + std::to_string(variant));
+      SCOPED_TRACE(name + " variant " + std::to_string(variant));
       const ExecGraph whole = lower(*table, mv, network, o);
       const ExecGraph part = lower_compute(*table, mv, network, o);
       const GraphBounds g = graph_bounds(whole, network);
@@ -230,28 +245,13 @@ TEST(Plan, AnOrderDerivedOnceLowersAsDerivingItEachTime) {
   const SystemConfig system = io::load_system("dgx-h100");
   int compared = 0;
   for (const auto hidden : {256, 8192}) {
-    ModelConfig model = io::load_model("llama3.1-8b");
-    auto& m = std::get<TransformerConfig>(model.spec);
-    m.layers = 8;
-    m.hidden = hidden;
-    m.heads = hidden / 128;
-    m.kv_heads = m.heads;
-    m.ffn_hidden = 4 * hidden;
-    for (const auto* info : all_schedules()) {
-      ScheduleParams p;
-      p.devices = 4;
-      p.microbatches = 8;
-      std::optional<ScheduleTable> table;
-      try {
-        table = generate(*info, p);
-      } catch (const ParamError&) {
-        continue;
-      }
-      if (table->pipelines() > 1 || m.layers % table->stages != 0) continue;
+    const ModelConfig model = small_llama(hidden);
+    for (const auto& [name, table] : tables_of_eight_layers()) {
+      if (table->pipelines() > 1) continue;
       LoweringOptions o;
       o.runtime = Runtime::PyTorch;
       const Network network(system, table->devices, gpus_per_device(model, o));
-      SCOPED_TRACE(std::string(info->name) + " hidden " + std::to_string(hidden));
+      SCOPED_TRACE(name + " hidden " + std::to_string(hidden));
       const PyTorchOrder order = pytorch_runtime_order(*table);
       std::string error_each, error_once;
       std::optional<ExecGraph> each, once;
@@ -283,13 +283,7 @@ TEST(Plan, AnOrderDerivedOnceLowersAsDerivingItEachTime) {
   p.microbatches = 8;
   const ScheduleTable table = generate(find_schedule("1f1b"), p);
   for (const auto hidden : {256, 8192}) {
-    ModelConfig model = io::load_model("llama3.1-8b");
-    auto& m = std::get<TransformerConfig>(model.spec);
-    m.layers = 8;
-    m.hidden = hidden;
-    m.heads = hidden / 128;
-    m.kv_heads = m.heads;
-    m.ffn_hidden = 4 * hidden;
+    const ModelConfig model = small_llama(hidden);
     LoweringOptions o;
     o.runtime = Runtime::PyTorch;
     const Network network(system, table.devices, gpus_per_device(model, o));
