@@ -1,9 +1,11 @@
 #include "pipetab/study/plan.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <optional>
 
@@ -65,29 +67,47 @@ bool authors(const PlanLayout& l) {
 
 }  // namespace
 
-ScheduleTable layout_table(const PlanRequest& request, const PlanLayout& l) {
-  if (!authors(l)) return generate(find_schedule(l.schedule), schedule_params(l));
+namespace {
+
+// The problem the authors' scheduler plans a layout's order for: its measured pass times and
+// transfer delay at 1F1B's memory; per V stage (half a device share) for zb-authors-v.
+ZeroBubbleProblem authors_problem(const PlanRequest& request, const PlanLayout& l) {
   const auto S = static_cast<std::int32_t>(l.pipeline_parallel);
   const auto M = static_cast<std::int32_t>(l.microbatches);
   ZeroBubbleProblem problem = measured_zero_bubble_problem(layout_setup(request, l), S, M);
   problem.memory_limit = S;
-  std::optional<ZeroBubbleSchedule> schedule;
-  if (l.schedule == kAuthors) {
-    schedule = best_zero_bubble_authors_schedule(problem);
-  } else {
+  if (l.schedule == kAuthorsV) {
     for (auto* times : {&problem.forward, &problem.input_grad, &problem.weight_grad}) {
       for (double& t : *times)
         t /= 2;  // a V stage is half a device share
     }
-    schedule = best_zero_bubble_v_schedule(problem);
   }
-  if (!schedule) {
+  return problem;
+}
+
+ScheduleTable authors_table(const ZeroBubbleProblem& problem, std::string_view schedule) {
+  auto planned = schedule == kAuthors ? best_zero_bubble_authors_schedule(problem)
+                                      : best_zero_bubble_v_schedule(problem);
+  if (!planned) {
     throw ParamError(
         fmt::format("{}: the authors' scheduler finds no order for S = {}, M = {} "
                     "within 1F1B's memory",
-                    l.schedule, S, M));
+                    schedule, problem.devices, problem.microbatches));
   }
-  return std::move(schedule->table);
+  return std::move(planned->table);
+}
+
+bool same(const ZeroBubbleProblem& a, const ZeroBubbleProblem& b) {
+  return a.devices == b.devices && a.microbatches == b.microbatches && a.forward == b.forward &&
+         a.input_grad == b.input_grad && a.weight_grad == b.weight_grad && a.comm == b.comm &&
+         a.memory_limit == b.memory_limit && a.input_grad_frees == b.input_grad_frees;
+}
+
+}  // namespace
+
+ScheduleTable layout_table(const PlanRequest& request, const PlanLayout& l) {
+  if (!authors(l)) return generate(find_schedule(l.schedule), schedule_params(l));
+  return authors_table(authors_problem(request, l), l.schedule);
 }
 
 namespace {
@@ -155,9 +175,37 @@ class TableCache {
     return build_table(request, key);
   }
 
+  // An authors' scheduler's table for a layout (layout_table). Layouts that differ only in what
+  // the pass times do not see (FSDP with PP, the distributed optimizer) pose the same problem,
+  // and sit next to each other in the search's order: the last few plans are kept. Which
+  // layouts hit changes nothing but the time.
+  std::shared_ptr<const ScheduleTable> authors(const PlanRequest& request,
+                                               const PlanLayout& l) const {
+    ZeroBubbleProblem problem = authors_problem(request, l);
+    {
+      const std::lock_guard lock(mutex_);
+      for (const auto& r : recent_) {
+        if (r.schedule == l.schedule && same(r.problem, problem)) return r.table;
+      }
+    }
+    auto table = std::make_shared<const ScheduleTable>(authors_table(problem, l.schedule));
+    const std::lock_guard lock(mutex_);
+    recent_.push_back({l.schedule, std::move(problem), table});
+    if (recent_.size() > kRecent) recent_.pop_front();
+    return table;
+  }
+
  private:
+  static constexpr std::size_t kRecent = 16;
+  struct Planned {
+    std::string schedule;
+    ZeroBubbleProblem problem;
+    std::shared_ptr<const ScheduleTable> table;
+  };
   std::vector<TableKey> keys_;
   std::vector<std::shared_ptr<const BuiltTable>> built_;
+  mutable std::mutex mutex_;
+  mutable std::deque<Planned> recent_;
 };
 
 std::int64_t pipeline_units(const PlanRequest& request) {
@@ -287,11 +335,11 @@ void lower_and_bound(const PlanRequest& request, const TableCache& tables, Check
   const SimulationSetup setup = layout_setup(request, l);
   const double capacity = setup.system.device.memory_bytes * (1 - request.memory_reserve);
   c.lowered = true;
-  std::optional<ScheduleTable> own;
+  std::shared_ptr<const ScheduleTable> own;
   LoweringOptions lowering = setup.lowering;
   if (authors(l)) {
     try {
-      own = layout_table(request, l);
+      own = tables.authors(request, l);
     } catch (const ParamError& e) {
       return reject_by_schedule(c, e.what());
     }
@@ -643,8 +691,7 @@ PlanResult plan(const PlanRequest& request) {
         try {
           const auto shared =
               authors(c.layout) ? nullptr : tables.get(request, shape_key(c.layout));
-          const std::optional<ScheduleTable> own =
-              shared ? std::nullopt : std::optional(layout_table(request, c.layout));
+          const auto own = shared ? nullptr : tables.authors(request, c.layout);
           PlanEntry entry;
           entry.index = c.index;
           entry.layout = c.layout;
