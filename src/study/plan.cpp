@@ -235,6 +235,13 @@ void reject_by_schedule(Checked& c, const std::string& error) {
   c.detail = error;
 }
 
+bool over_memory_alone(Checked& c, double capacity, double weights) {
+  if (weights <= capacity) return false;
+  c.reason = "memory: weights, gradients and optimizer state alone exceed the device";
+  c.detail = fmt::format("{:.4g} GB of {:.4g} GB usable", weights / 1e9, capacity / 1e9);
+  return true;
+}
+
 void reject_over_memory(Checked& c, double capacity, double weights) {
   if (c.peak_memory_bytes <= capacity) return;
   c.reason = "memory: over the device with the schedule's activations";
@@ -306,11 +313,7 @@ void check(const PlanRequest& request, const TableCache& tables, Checked& c) {
     const auto held = static_memory(*shape->table, table_work(*shape->table, setup.model),
                                     setup.model, setup.lowering);
     const double weights = *std::max_element(held.begin(), held.end());
-    if (weights > capacity) {
-      c.reason = "memory: weights, gradients and optimizer state alone exceed the device";
-      c.detail = fmt::format("{:.4g} GB of {:.4g} GB usable", weights / 1e9, capacity / 1e9);
-      return;
-    }
+    if (over_memory_alone(c, capacity, weights)) return;
     const Network network(setup.system, shape->table->devices,
                           gpus_per_device(setup.model, setup.lowering));
     LoweringOptions lowering = setup.lowering;
@@ -367,11 +370,7 @@ void lower_and_bound(const PlanRequest& request, const TableCache& tables, Check
     c.peak_memory_bytes =
         *std::max_element(bounds.peak_memory_bytes.begin(), bounds.peak_memory_bytes.end());
     const double weights = *std::max_element(graph.static_bytes.begin(), graph.static_bytes.end());
-    if (weights > capacity) {
-      c.reason = "memory: weights, gradients and optimizer state alone exceed the device";
-      c.detail = fmt::format("{:.4g} GB of {:.4g} GB usable", weights / 1e9, capacity / 1e9);
-      return;
-    }
+    if (over_memory_alone(c, capacity, weights)) return;
     reject_over_memory(c, capacity, weights);
   } catch (const ParamError& e) {
     c.reason = "system: the cluster or the simulator cannot take the layout";
