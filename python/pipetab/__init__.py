@@ -1199,6 +1199,9 @@ def plan(
     recompute: Iterable[str] = ("none", "selective", "full"),
     sequence_parallel: Union[None, bool, str] = None,
     distributed_optimizer: Union[None, bool, str] = None,
+    cp: Optional[Iterable[int]] = None,
+    cp_method: Optional[str] = None,
+    fsdp: Union[None, bool, str] = False,
     runtime: Optional[str] = None,
     tp_overlap: Optional[str] = None,
     dp_overlap: Optional[bool] = None,
@@ -1213,9 +1216,11 @@ def plan(
     keep_run_options: bool = False,
     runnable_by: Optional[str] = None,
 ) -> PlanResult:
-    """``pipetab plan``: the fastest TP × PP × DP layouts of a model on ``gpus`` GPUs for a global
-    batch, by simulation. Lists restrict a dimension (None: the command's default);
-    sequence_parallel and distributed_optimizer take True, False or None (both)."""
+    """``pipetab plan``: the fastest TP × CP × PP × DP layouts of a model on ``gpus`` GPUs for a
+    global batch, by simulation. Lists restrict a dimension (None: the command's default; ``cp``
+    None is CP 1, as ``--cp``); sequence_parallel, distributed_optimizer and fsdp take True,
+    False or None (both; fsdp defaults to False, as ``--fsdp off``); cp_method is ring
+    (default), allgather or a2a."""
     args = _core.PlanArgs()
     if isinstance(model, Mapping):
         args.model_text = _toml(model, "model")
@@ -1236,6 +1241,9 @@ def plan(
     args.recompute = _str_list(recompute, "recompute")
     args.sequence_parallel = _both(sequence_parallel, "sequence_parallel")
     args.distributed_optimizer = _both(distributed_optimizer, "distributed_optimizer")
+    args.cp = _int_list(cp, "cp")
+    args.cp_method = cp_method
+    args.fsdp = _both(fsdp, "fsdp")
     args.runtime = runtime
     args.tp_overlap = tp_overlap
     args.dp_overlap = dp_overlap

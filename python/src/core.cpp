@@ -563,6 +563,9 @@ struct PlanArgs {
   std::vector<std::int64_t> tp, pp, micro_batch, chunks;
   std::vector<std::string> schedules, recompute{"none", "selective", "full"};
   std::string sequence_parallel = "both", distributed_optimizer = "both";
+  std::vector<std::int64_t> cp;  // empty: CP 1
+  std::optional<std::string> cp_method;
+  std::string fsdp = "off";
   std::optional<std::string> runtime, tp_overlap;
   std::optional<bool> dp_overlap;
   bool overheads = true;
@@ -606,6 +609,14 @@ PlanRequest plan_request(const PlanArgs& s) {
   q.space.sequence_parallel = parse_on_off_both("--sequence-parallel", s.sequence_parallel);
   q.space.distributed_optimizer =
       parse_on_off_both("--distributed-optimizer", s.distributed_optimizer);
+  q.space.context_parallel = s.cp;
+  q.space.fsdp = parse_on_off_both("--fsdp", s.fsdp);
+  if (s.cp_method) {
+    const auto method = parse_cp_method(*s.cp_method);
+    if (!method)
+      throw Error(fmt::format("cp_method '{}': expected ring, allgather or a2a", *s.cp_method));
+    q.space.cp_method = *method;
+  }
   const std::string runtime_name = s.runtime.value_or("auto");
   const auto runtime = parse_runtime(runtime_name);
   if (!runtime) {
@@ -809,6 +820,9 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("recompute", &PlanArgs::recompute)
       .def_readwrite("sequence_parallel", &PlanArgs::sequence_parallel)
       .def_readwrite("distributed_optimizer", &PlanArgs::distributed_optimizer)
+      .def_readwrite("cp", &PlanArgs::cp)
+      .def_readwrite("cp_method", &PlanArgs::cp_method)
+      .def_readwrite("fsdp", &PlanArgs::fsdp)
       .def_readwrite("runtime", &PlanArgs::runtime)
       .def_readwrite("tp_overlap", &PlanArgs::tp_overlap)
       .def_readwrite("dp_overlap", &PlanArgs::dp_overlap)

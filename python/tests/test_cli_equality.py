@@ -190,6 +190,22 @@ def test_plan_options_equal_cli(cli):
     assert result.to_dict() == cli.json("plan", *PLAN_FLAGS, *flags)
 
 
+def test_plan_cp_and_fsdp_equal_cli(cli):
+    # CP and FSDP in the search, as `plan --cp --cp-method --fsdp`.
+    args = dict(model="llama3.1-8b", system="llama3-h100-roce", gpus=16, global_batch=16)
+    flags = ["--model", "llama3.1-8b", "--system", "llama3-h100-roce", "--gpus", 16,
+             "--global-batch", 16]
+    result = pipetab.plan(**args, cp=[1, 2], cp_method="allgather", fsdp=None, micro_batch=[1],
+                          schedules=["1f1b", "zb-v"], top=4)
+    assert result.to_dict() == cli.json("plan", *flags, "--cp", "1,2", "--cp-method", "allgather",
+                                        "--fsdp", "both", "--micro-batch", 1,
+                                        "--schedules", "1f1b,zb-v", "--top", 4)
+    layouts = [entry["layout"] for entry in result.to_dict()["top"]]
+    assert {layout["context_parallel"] for layout in layouts} <= {1, 2}
+    with pytest.raises(pipetab.Error, match="cp_method 'ulysses'"):
+        pipetab.plan(**args, cp=[2], cp_method="ulysses")
+
+
 def test_plan_from_run_equals_cli(cli):
     # A published run (data/published-runs.toml) as the reference layout.
     result = pipetab.plan(from_run="1.7B", keep_run_options=True, top=3)
