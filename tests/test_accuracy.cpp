@@ -88,13 +88,12 @@ TEST(Measurements, ErrorsNameFileLineAndKey) {
   EXPECT_EQ(error_of(kModel + run + "measured_iteration_s = 1.0\ncolour = 3\n"),
             "runs.toml:15:1: key 'run[0].colour': unknown key (expected: id, source, defaults, "
             "system, models, model, schedule, devices, microbatches, chunks, data_parallel, "
-            "context_parallel, cp_method, fsdp, fsdp_shard, reshard_after_forward, "
-            "fsdp_grad_sync, fsdp_fp8_all_gather, pipeline_layout, runtime, tp_overlap, "
-            "dp_overlap, "
-            "dp_bucket_bytes, distributed_optimizer, optimizer, measured_iteration_s, "
-            "measured_tflops_per_gpu, measured_tokens_per_s_per_gpu, measured_forward_ms, "
-            "measured_backward_ms, stage_layers, measured_input_grad_ms, "
-            "measured_weight_grad_ms, measured_p2p_ms, p2p)");
+            "runtime, tp_overlap, dp_overlap, dp_bucket_bytes, distributed_optimizer, optimizer, "
+            "measured_iteration_s, measured_tflops_per_gpu, measured_tokens_per_s_per_gpu, "
+            "measured_forward_ms, measured_backward_ms, stage_layers, measured_input_grad_ms, "
+            "measured_weight_grad_ms, measured_p2p_ms, p2p, context_parallel, cp_method, fsdp, "
+            "fsdp_shard, reshard_after_forward, fsdp_grad_sync, fsdp_fp8_all_gather, "
+            "pipeline_layout)");
   EXPECT_EQ(error_of(kModel + "[[run]]\nid = \"a\"\nsystem = \"x\"\nmodels = [\"nope\"]\n"),
             "runs.toml:10:11: key 'run[0].models': no [models.nope] table");
   EXPECT_EQ(error_of("[models.gpt]\nlayers = 4\n[[run]]\nid = \"a\"\nsystem = \"x\"\nmodels = "

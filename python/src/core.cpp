@@ -560,12 +560,7 @@ struct PlanArgs {
   std::string system = "dgx-h100";
   std::optional<std::string> system_text;
   std::int64_t gpus = 0, global_batch = 0, seq_len = 0;
-  std::vector<std::int64_t> tp, pp, micro_batch, chunks;
-  std::vector<std::string> schedules, recompute{"none", "selective", "full"};
-  std::string sequence_parallel = "both", distributed_optimizer = "both";
-  std::vector<std::int64_t> cp;  // empty: CP 1
-  std::optional<std::string> cp_method;
-  std::string fsdp = "off";
+  PlanSpaceText space;
   std::optional<std::string> runtime, tp_overlap;
   std::optional<bool> dp_overlap;
   bool overheads = true;
@@ -600,23 +595,7 @@ PlanRequest plan_request(const PlanArgs& s) {
   auto* m = std::get_if<TransformerConfig>(&q.model.spec);
   if (m != nullptr && s.seq_len > 0) m->seq_len = s.seq_len;
   const LoweringOptions run_lowering = q.lowering;
-  q.space.tensor_parallel = s.tp;
-  q.space.pipeline_parallel = s.pp;
-  q.space.micro_batch = s.micro_batch;
-  q.space.schedules = s.schedules;
-  q.space.chunks = s.chunks;
-  q.space.recompute = parse_recompute_list(s.recompute);
-  q.space.sequence_parallel = parse_on_off_both("--sequence-parallel", s.sequence_parallel);
-  q.space.distributed_optimizer =
-      parse_on_off_both("--distributed-optimizer", s.distributed_optimizer);
-  q.space.context_parallel = s.cp;
-  q.space.fsdp = parse_on_off_both("--fsdp", s.fsdp);
-  if (s.cp_method) {
-    const auto method = parse_cp_method(*s.cp_method);
-    if (!method)
-      throw Error(fmt::format("cp_method '{}': expected ring, allgather or a2a", *s.cp_method));
-    q.space.cp_method = *method;
-  }
+  q.space = parse_plan_space(s.space);
   const std::string runtime_name = s.runtime.value_or("auto");
   const auto runtime = parse_runtime(runtime_name);
   if (!runtime) {
@@ -653,12 +632,16 @@ PlanRequest plan_request(const PlanArgs& s) {
   q.threads = static_cast<unsigned>(s.threads);
   q.shard = s.shard;
   q.shards = s.shards;
-  if (s.from_run && s.keep_run_options) {
-    q.space.recompute = {q.reference->recompute};
-    q.space.sequence_parallel = {q.reference->sequence_parallel};
-    q.space.distributed_optimizer = {q.reference->distributed_optimizer};
-  }
+  if (s.from_run && s.keep_run_options) keep_reference_options(q);
   return q;
+}
+
+// A search-space field of PlanArgs as a Python attribute (PlanArgs::space, parse_plan_space).
+template <class T>
+void bind_space(py::class_<PlanArgs>& c, const char* name, T PlanSpaceText::*field) {
+  c.def_property(
+      name, [field](const PlanArgs& a) { return a.space.*field; },
+      [field](PlanArgs& a, T value) { a.space.*field = std::move(value); });
 }
 
 struct PlanOutcome {
@@ -803,40 +786,40 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("costs", &SimArgs::costs)
       .def_readwrite("input_grad_frees", &SimArgs::input_grad_frees);
 
-  py::class_<PlanArgs>(m, "PlanArgs")
-      .def(py::init<>())
-      .def_readwrite("model", &PlanArgs::model)
-      .def_readwrite("model_text", &PlanArgs::model_text)
-      .def_readwrite("system", &PlanArgs::system)
-      .def_readwrite("system_text", &PlanArgs::system_text)
-      .def_readwrite("gpus", &PlanArgs::gpus)
-      .def_readwrite("global_batch", &PlanArgs::global_batch)
-      .def_readwrite("seq_len", &PlanArgs::seq_len)
-      .def_readwrite("tp", &PlanArgs::tp)
-      .def_readwrite("pp", &PlanArgs::pp)
-      .def_readwrite("micro_batch", &PlanArgs::micro_batch)
-      .def_readwrite("chunks", &PlanArgs::chunks)
-      .def_readwrite("schedules", &PlanArgs::schedules)
-      .def_readwrite("recompute", &PlanArgs::recompute)
-      .def_readwrite("sequence_parallel", &PlanArgs::sequence_parallel)
-      .def_readwrite("distributed_optimizer", &PlanArgs::distributed_optimizer)
-      .def_readwrite("cp", &PlanArgs::cp)
-      .def_readwrite("cp_method", &PlanArgs::cp_method)
-      .def_readwrite("fsdp", &PlanArgs::fsdp)
-      .def_readwrite("runtime", &PlanArgs::runtime)
-      .def_readwrite("tp_overlap", &PlanArgs::tp_overlap)
-      .def_readwrite("dp_overlap", &PlanArgs::dp_overlap)
-      .def_readwrite("overheads", &PlanArgs::overheads)
-      .def_readwrite("top", &PlanArgs::top)
-      .def_readwrite("memory_reserve", &PlanArgs::memory_reserve)
-      .def_readwrite("prune", &PlanArgs::prune)
-      .def_readwrite("threads", &PlanArgs::threads)
-      .def_readwrite("shard", &PlanArgs::shard)
-      .def_readwrite("shards", &PlanArgs::shards)
-      .def_readwrite("from_run", &PlanArgs::from_run)
-      .def_readwrite("runs", &PlanArgs::runs)
-      .def_readwrite("keep_run_options", &PlanArgs::keep_run_options)
-      .def_readwrite("runnable_by", &PlanArgs::runnable_by);
+  py::class_<PlanArgs> plan_args(m, "PlanArgs");
+  plan_args.def(py::init<>());
+  plan_args.def_readwrite("model", &PlanArgs::model);
+  plan_args.def_readwrite("model_text", &PlanArgs::model_text);
+  plan_args.def_readwrite("system", &PlanArgs::system);
+  plan_args.def_readwrite("system_text", &PlanArgs::system_text);
+  plan_args.def_readwrite("gpus", &PlanArgs::gpus);
+  plan_args.def_readwrite("global_batch", &PlanArgs::global_batch);
+  plan_args.def_readwrite("seq_len", &PlanArgs::seq_len);
+  plan_args.def_readwrite("runtime", &PlanArgs::runtime);
+  plan_args.def_readwrite("tp_overlap", &PlanArgs::tp_overlap);
+  plan_args.def_readwrite("dp_overlap", &PlanArgs::dp_overlap);
+  plan_args.def_readwrite("overheads", &PlanArgs::overheads);
+  plan_args.def_readwrite("top", &PlanArgs::top);
+  plan_args.def_readwrite("memory_reserve", &PlanArgs::memory_reserve);
+  plan_args.def_readwrite("prune", &PlanArgs::prune);
+  plan_args.def_readwrite("threads", &PlanArgs::threads);
+  plan_args.def_readwrite("shard", &PlanArgs::shard);
+  plan_args.def_readwrite("shards", &PlanArgs::shards);
+  plan_args.def_readwrite("from_run", &PlanArgs::from_run);
+  plan_args.def_readwrite("runs", &PlanArgs::runs);
+  plan_args.def_readwrite("keep_run_options", &PlanArgs::keep_run_options);
+  plan_args.def_readwrite("runnable_by", &PlanArgs::runnable_by);
+  bind_space(plan_args, "tp", &pipetab::PlanSpaceText::tp);
+  bind_space(plan_args, "pp", &pipetab::PlanSpaceText::pp);
+  bind_space(plan_args, "micro_batch", &pipetab::PlanSpaceText::micro_batch);
+  bind_space(plan_args, "chunks", &pipetab::PlanSpaceText::chunks);
+  bind_space(plan_args, "cp", &pipetab::PlanSpaceText::cp);
+  bind_space(plan_args, "schedules", &pipetab::PlanSpaceText::schedules);
+  bind_space(plan_args, "recompute", &pipetab::PlanSpaceText::recompute);
+  bind_space(plan_args, "sequence_parallel", &pipetab::PlanSpaceText::sequence_parallel);
+  bind_space(plan_args, "distributed_optimizer", &pipetab::PlanSpaceText::distributed_optimizer);
+  bind_space(plan_args, "fsdp", &pipetab::PlanSpaceText::fsdp);
+  bind_space(plan_args, "cp_method", &pipetab::PlanSpaceText::cp_method);
 
   py::class_<SweepResult, std::shared_ptr<SweepResult>>(m, "SweepResult")
       .def_property_readonly("columns", [](const SweepResult& r) { return r.plan->columns(); })

@@ -202,7 +202,7 @@ def test_plan_cp_and_fsdp_equal_cli(cli):
                                         "--schedules", "1f1b,zb-v", "--top", 4)
     layouts = [entry["layout"] for entry in result.to_dict()["top"]]
     assert {layout["context_parallel"] for layout in layouts} <= {1, 2}
-    with pytest.raises(pipetab.Error, match="cp_method 'ulysses'"):
+    with pytest.raises(pipetab.Error, match="--cp-method ulysses"):
         pipetab.plan(**args, cp=[2], cp_method="ulysses")
 
 

@@ -166,12 +166,7 @@ struct PlanState {
   std::string model = "llama2-70b", system = "dgx-h100";
   // Unset unless given: 0 or -1 given is refused by plan() with the rule, not read as "unset".
   std::optional<std::int64_t> gpus, global_batch, seq_len;
-  std::vector<std::int64_t> tp, pp, micro_batch, chunks;
-  std::vector<std::string> schedules, recompute{"none", "selective", "full"};
-  std::string sequence_parallel = "both", distributed_optimizer = "both";
-  std::vector<std::int64_t> cp;
-  std::string fsdp = "off";
-  std::optional<std::string> cp_method;
+  PlanSpaceText space;
   std::string runtime = "auto", tp_overlap = "backward";
   bool dp_overlap = false, no_prune = false, no_overheads = false;
   int top = 10;
@@ -207,23 +202,7 @@ PlanRequest make_request(const PlanState& s, const std::string& run_id) {
   auto* m = std::get_if<TransformerConfig>(&q.model.spec);
   if (m != nullptr && s.seq_len) m->seq_len = *s.seq_len;
   const LoweringOptions run_lowering = q.lowering;
-  q.space.tensor_parallel = s.tp;
-  q.space.pipeline_parallel = s.pp;
-  q.space.micro_batch = s.micro_batch;
-  q.space.schedules = s.schedules;
-  q.space.chunks = s.chunks;
-  q.space.recompute = parse_recompute_list(s.recompute);
-  q.space.sequence_parallel = parse_on_off_both("--sequence-parallel", s.sequence_parallel);
-  q.space.distributed_optimizer =
-      parse_on_off_both("--distributed-optimizer", s.distributed_optimizer);
-  q.space.context_parallel = s.cp;
-  q.space.fsdp = parse_on_off_both("--fsdp", s.fsdp);
-  if (s.cp_method) {
-    const auto method = parse_cp_method(*s.cp_method);
-    if (!method)
-      throw Error(fmt::format("--cp-method {}: expected ring, allgather or a2a", *s.cp_method));
-    q.space.cp_method = *method;
-  }
+  q.space = parse_plan_space(s.space);
   const auto runtime = parse_runtime(s.runtime);
   if (!runtime) {
     throw Error(fmt::format("--runtime {}: expected auto, async, megatron or pytorch", s.runtime));
@@ -248,13 +227,7 @@ PlanRequest make_request(const PlanState& s, const std::string& run_id) {
   q.prune = !s.no_prune;
   q.threads = s.threads;
   if (!s.shard.empty()) std::tie(q.shard, q.shards) = parse_shard(s.shard);
-  if (!run_id.empty() && s.keep_run_options) {
-    q.space.recompute = {q.reference->recompute};
-    q.space.sequence_parallel = {q.reference->sequence_parallel};
-    q.space.distributed_optimizer = {q.reference->distributed_optimizer};
-    q.space.fsdp = {q.reference->fsdp};
-    q.space.context_parallel = {q.reference->context_parallel};
-  }
+  if (!run_id.empty() && s.keep_run_options) keep_reference_options(q);
   return q;
 }
 
@@ -310,38 +283,40 @@ Subcommand add_plan(CLI::App& app) {
                   "measured runs for --from-run: a TOML file, or published-runs (built in)")
       ->capture_default_str();
   cmd->add_option("--seq-len", s->seq_len, "sequence length (default: the model's)");
-  cmd->add_option("--tp", s->tp, "tensor-parallel sizes (default: the divisors of the node size)")
+  cmd->add_option("--tp", s->space.tp,
+                  "tensor-parallel sizes (default: the divisors of the node size)")
       ->delimiter(',');
-  cmd->add_option("--pp", s->pp, "pipeline-parallel sizes (default: every divisor)")
+  cmd->add_option("--pp", s->space.pp, "pipeline-parallel sizes (default: every divisor)")
       ->delimiter(',');
-  cmd->add_option("--micro-batch", s->micro_batch, "micro-batch sizes (default: 1,2,4,8,16)")
+  cmd->add_option("--micro-batch", s->space.micro_batch, "micro-batch sizes (default: 1,2,4,8,16)")
       ->delimiter(',');
   cmd->add_option(
-         "--schedules", s->schedules,
+         "--schedules", s->space.schedules,
          "schedules to try (default: every registered one, and zb-authors and zb-authors-v: the "
          "zero-bubble authors' schedulers planned for each layout)")
       ->delimiter(',');
   cmd->add_option(
-         "--chunks", s->chunks,
+         "--chunks", s->space.chunks,
          "virtual chunks for schedules that take -v (default: each v in 2..8 dividing the layers "
          "per device)")
       ->delimiter(',');
-  cmd->add_option("--recompute", s->recompute,
+  cmd->add_option("--recompute", s->space.recompute,
                   "recomputation: none, selective, full, selective-op, every-other-layer")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--sequence-parallel", s->sequence_parallel, "both, on or off (with TP > 1)")
+  cmd->add_option("--sequence-parallel", s->space.sequence_parallel,
+                  "both, on or off (with TP > 1)")
       ->capture_default_str();
-  cmd->add_option("--distributed-optimizer", s->distributed_optimizer,
+  cmd->add_option("--distributed-optimizer", s->space.distributed_optimizer,
                   "both, on or off (with DP > 1)")
       ->capture_default_str();
-  cmd->add_option("--cp", s->cp,
+  cmd->add_option("--cp", s->space.cp,
                   "context-parallel sizes to try, e.g. 1,2,4 (default: 1); each must split the "
                   "sequence into 2·CP chunks")
       ->delimiter(',');
-  cmd->add_option("--cp-method", s->cp_method,
+  cmd->add_option("--cp-method", s->space.cp_method,
                   "the CP exchange: ring (default), allgather or a2a (heads must divide)");
-  cmd->add_option("--fsdp", s->fsdp,
+  cmd->add_option("--fsdp", s->space.fsdp,
                   "fully sharded data parallelism over DP × CP: both, on or off (never with the "
                   "distributed optimizer)")
       ->capture_default_str();

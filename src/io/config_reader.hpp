@@ -3,6 +3,7 @@
 // Internal to the library.
 #pragma once
 
+#include <array>
 #include <string>
 
 #include "toml_reader.hpp"
@@ -78,6 +79,16 @@ TransformerConfig read_transformer(const Reader& r, const Table& t, const std::s
   }
   return m;
 }
+
+/// The keys read_layout reads, for the callers' lists of allowed keys.
+inline constexpr std::array<std::string_view, 8> kLayoutKeys{"context_parallel",
+                                                             "cp_method",
+                                                             "fsdp",
+                                                             "fsdp_shard",
+                                                             "reshard_after_forward",
+                                                             "fsdp_grad_sync",
+                                                             "fsdp_fp8_all_gather",
+                                                             "pipeline_layout"};
 
 /// The layout keys of a study's [simulation] table or a runs file's entry, as `simulate`'s flags
 /// give them: context_parallel, cp_method, fsdp and its options (each refused without fsdp =

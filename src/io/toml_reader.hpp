@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -78,9 +79,12 @@ class Reader {
                      path.empty() ? message : fmt::format("key '{}': {}", path, message));
   }
 
-  // Every key of `table` must be in `allowed`.
+  // Every key of `table` must be in `allowed` or `more` (a shared list, e.g. kLayoutKeys).
   void only(const toml::table& table, const std::string& prefix,
-            std::initializer_list<std::string_view> allowed) const {
+            std::initializer_list<std::string_view> listed,
+            std::span<const std::string_view> more = {}) const {
+    std::vector<std::string_view> allowed(listed);
+    allowed.insert(allowed.end(), more.begin(), more.end());
     for (auto&& [key, node] : table) {
       if (std::find(allowed.begin(), allowed.end(), key.str()) == allowed.end()) {
         fail(key.source(), join(prefix, key.str()),

@@ -82,14 +82,6 @@ class MeasurementParser {
              "microbatches",
              "chunks",
              "data_parallel",
-             "context_parallel",
-             "cp_method",
-             "fsdp",
-             "fsdp_shard",
-             "reshard_after_forward",
-             "fsdp_grad_sync",
-             "fsdp_fp8_all_gather",
-             "pipeline_layout",  // io::read_layout's keys
              "runtime",
              "tp_overlap",
              "dp_overlap",
@@ -105,7 +97,8 @@ class MeasurementParser {
              "measured_input_grad_ms",
              "measured_weight_grad_ms",
              "measured_p2p_ms",
-             "p2p"});
+             "p2p"},
+            io::kLayoutKeys);
   }
 
   void entries(const toml::table& root, std::string_view key, MeasurementKind kind,

@@ -917,4 +917,37 @@ std::vector<bool> parse_on_off_both(const std::string& flag, const std::string& 
   throw Error(fmt::format("{} {}: expected both, on or off", flag, value));
 }
 
+void keep_reference_options(PlanRequest& request) {
+  if (!request.reference) return;
+  const PlanLayout& r = *request.reference;
+  request.space.recompute = {r.recompute};
+  request.space.sequence_parallel = {r.sequence_parallel};
+  request.space.distributed_optimizer = {r.distributed_optimizer};
+  request.space.fsdp = {r.fsdp};
+  request.space.context_parallel = {r.context_parallel};
+}
+
+PlanSpace parse_plan_space(const PlanSpaceText& text) {
+  PlanSpace space;
+  space.tensor_parallel = text.tp;
+  space.pipeline_parallel = text.pp;
+  space.micro_batch = text.micro_batch;
+  space.schedules = text.schedules;
+  space.chunks = text.chunks;
+  space.recompute = parse_recompute_list(text.recompute);
+  space.sequence_parallel = parse_on_off_both("--sequence-parallel", text.sequence_parallel);
+  space.distributed_optimizer =
+      parse_on_off_both("--distributed-optimizer", text.distributed_optimizer);
+  space.context_parallel = text.cp;
+  space.fsdp = parse_on_off_both("--fsdp", text.fsdp);
+  if (text.cp_method) {
+    const auto method = parse_cp_method(*text.cp_method);
+    if (!method) {
+      throw Error(fmt::format("--cp-method {}: expected ring, allgather or a2a", *text.cp_method));
+    }
+    space.cp_method = *method;
+  }
+  return space;
+}
+
 }  // namespace pipetab

@@ -37,26 +37,10 @@ class StudyParser {
   void read_simulation(const toml::table& sim, Study& s) {
     const std::string p = "simulation";
     r_.only(sim, p,
-            {"contention",
-             "blocking_send",
-             "data_parallel",
-             "tensor_parallel",
-             "context_parallel",
-             "cp_method",
-             "fsdp",
-             "fsdp_shard",
-             "reshard_after_forward",
-             "fsdp_grad_sync",
-             "fsdp_fp8_all_gather",
-             "pipeline_layout",
-             "runtime",
-             "tp_overlap",
-             "optimizer",
-             "dp_overlap",
-             "dp_bucket_bytes",
-             "distributed_optimizer",
-             "overheads",
-             "nccl_buffsize"});
+            {"contention", "blocking_send", "data_parallel", "tensor_parallel", "runtime",
+             "tp_overlap", "optimizer", "dp_overlap", "dp_bucket_bytes", "distributed_optimizer",
+             "overheads", "nccl_buffsize"},
+            io::kLayoutKeys);
     s.sim.contention = r_.boolean(sim, p, "contention", true);
     s.sim.blocking_send = r_.boolean(sim, p, "blocking_send", false);
     auto& l = s.lowering;

@@ -159,6 +159,11 @@ nlohmann::json layout_json(const PlanLayout& layout);
 /// reference to rank. Throws Error listing the iteration runs when there is no such run.
 void plan_from_run(PlanRequest& request, const std::string& file, const std::string& id);
 
+/// --keep-run-options: the search keeps the reference layout's recomputation, sequence
+/// parallelism, optimizer sharding, FSDP and CP as its only choices (plan_from_run sets the
+/// reference). No-op without a reference.
+void keep_reference_options(PlanRequest& request);
+
 /// The recomputation modes named in `names` ("none", "selective", "full"), for --recompute.
 /// Throws Error naming the first unknown one.
 std::vector<Recompute> parse_recompute_list(const std::vector<std::string>& names);
@@ -166,6 +171,18 @@ std::vector<Recompute> parse_recompute_list(const std::vector<std::string>& name
 /// "both", "on" or "off" as the values a search tries: {false, true}, {true} or {false}. Throws
 /// Error naming `flag` otherwise.
 std::vector<bool> parse_on_off_both(const std::string& flag, const std::string& value);
+
+/// The search space as `plan`'s flags and Python's keywords give it: sizes as lists (empty: the
+/// default), the rest as the flags' text.
+struct PlanSpaceText {
+  std::vector<std::int64_t> tp, pp, micro_batch, chunks, cp;
+  std::vector<std::string> schedules, recompute{"none", "selective", "full"};
+  std::string sequence_parallel = "both", distributed_optimizer = "both", fsdp = "off";
+  std::optional<std::string> cp_method;  ///< unset: ring
+};
+
+/// The space `text` describes. Throws Error naming the flag of the first value it cannot read.
+PlanSpace parse_plan_space(const PlanSpaceText& text);
 
 /// The plan as `pipetab plan --format json` writes it (docs/design.md §7.2).
 nlohmann::json to_json(const PlanRequest& request, const PlanResult& result);
