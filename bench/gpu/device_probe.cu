@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include <cublas_v2.h>
@@ -103,6 +104,9 @@ double time_per_rep(Work work, double target_s, int min_reps = 3) {
 int main(int argc, char** argv) {
   // Optional: a cap on one GEMM's FLOPs (larger shapes sit on the plateau and take long).
   const double max_flops = argc > 1 ? std::atof(argv[1]) : 4e13;
+  // Optional: the layouts to time, comma-separated (default all three; "forward" alone is what
+  // `pipetab calibrate --fit-on forward` fits, in a third of the time).
+  const std::string only = argc > 2 ? argv[2] : "forward,input_grad,weight_grad";
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   int version = 0;
@@ -159,7 +163,8 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("# gemm,layout,m,n,k,seconds,tflops\n");
-  for (const Layout& l : layouts)
+  for (const Layout& l : layouts) {
+    if (("," + only + ",").find("," + std::string(l.name) + ",") == std::string::npos) continue;
     for (long m : dims)
       for (long n : dims)
         for (long k : dims) {
@@ -175,7 +180,9 @@ int main(int argc, char** argv) {
           };
           const double s = time_per_rep(work, 0.025);
           std::printf("gemm,%s,%ld,%ld,%ld,%.6e,%.2f\n", l.name, m, n, k, s, flops / s / 1e12);
+          std::fflush(stdout);  // a run cut short by a time limit keeps what it measured
         }
+  }
   std::fflush(stdout);
 
   std::printf("# memory,kernel,bytes_moved,seconds,gb_per_s\n");
