@@ -32,6 +32,7 @@ RANKS = {
     "study": 7,
     "cli": 8,
     "python": 8,
+    "web": 9,
 }
 FOUNDATION = "(foundation)"  # include/pipetab/*.hpp and src/*.cpp: below every layer
 

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "pipetab/io/config.hpp"
 #include "pipetab/schedules/registry.hpp"
 
 namespace pipetab {
@@ -68,6 +69,83 @@ TEST_F(Cli, List) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j.size(), all_schedules().size());
   EXPECT_EQ(j[2]["default_chunks"], 2);
+}
+
+// `list models|systems`: the presets --model and --system take, with their TOML in JSON (the web
+// page's menus and its "custom" starting points).
+TEST_F(Cli, ListPresets) {
+  for (const std::string kind : {"models", "systems"}) {
+    const auto names = kind == "models" ? io::model_presets() : io::system_presets();
+    auto r = run("list " + kind);
+    ASSERT_EQ(r.code, 0) << r.err;
+    std::string want;
+    for (const auto& name : names)
+      want += name + "\n";
+    EXPECT_EQ(r.out, want);
+    r = run("list " + kind + " --format json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j.size(), names.size());
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      EXPECT_EQ(j[i]["name"], names[i]);
+      EXPECT_EQ(j[i]["toml"], std::string(io::preset_text(kind, names[i])));
+      EXPECT_FALSE(j[i]["toml"].get<std::string>().empty()) << names[i];
+    }
+  }
+  expect_usage_error("list layouts", "layouts not in {schedules,models,systems}");
+}
+
+// --bandwidth-scale and --latency-scale are a system file with every link so scaled.
+TEST_F(Cli, LinkScalesEqualAScaledSystemFile) {
+  auto system = io::load_system("dgx-a100");
+  system.intra = system.intra.scaled(0.25, 3.0);
+  system.inter = system.inter.scaled(0.25, 3.0);
+  const auto path = file("scaled.toml", io::system_toml(system));
+  const std::string common =
+      "simulate 1f1b -S 4 -M 8 --model llama2-13b --tp 2 --dp 2 --format json";
+  const auto scaled = run(common + " --system dgx-a100 --bandwidth-scale 0.25 --latency-scale 3");
+  const auto from_file = run(common + " --system " + path);
+  const auto plain = run(common + " --system dgx-a100");
+  ASSERT_EQ(scaled.code, 0) << scaled.err;
+  ASSERT_EQ(from_file.code, 0) << from_file.err;
+  const auto a = nlohmann::json::parse(scaled.out), b = nlohmann::json::parse(from_file.out),
+             c = nlohmann::json::parse(plain.out);
+  EXPECT_EQ(a["runtime_s"], b["runtime_s"]);
+  EXPECT_EQ(a["exposed_comm_s"], b["exposed_comm_s"]);
+  // A quarter of the bandwidth costs time: the scales are not ignored.
+  EXPECT_GT(a["runtime_s"].get<double>(), c["runtime_s"].get<double>());
+  expect_usage_error("simulate 1f1b --bandwidth-scale 0", "not a factor between 1e-6 and 1e6");
+  expect_usage_error("simulate 1f1b --latency-scale nan", "not a factor between 1e-6 and 1e6");
+  expect_usage_error("compare --bandwidth-scale -2", "not a factor between 1e-6 and 1e6");
+}
+
+// plan --progress-lines: stderr is "progress PHASE DONE TOTAL" lines, checking before
+// simulating, counts within their totals; stdout is what it is without them.
+TEST_F(Cli, PlanProgressLines) {
+  const std::string args =
+      "plan --model llama2-13b --system dgx-a100 --gpus 16 --global-batch 32 "
+      "--format json -j 1";
+  const auto with = run(args + " --progress-lines");
+  const auto without = run(args);
+  ASSERT_EQ(with.code, 0) << with.err;
+  EXPECT_EQ(with.out, without.out);
+  std::istringstream lines(with.err);
+  std::string line, last_phase;
+  int count = 0;
+  while (std::getline(lines, line)) {
+    char phase[16] = {};
+    long long done = -1, total = -1;
+    ASSERT_EQ(std::sscanf(line.c_str(), "progress %15s %lld %lld", phase, &done, &total), 3)
+        << line;
+    EXPECT_TRUE(std::string(phase) == "checking" || std::string(phase) == "simulating") << line;
+    EXPECT_FALSE(last_phase == "simulating" && std::string(phase) == "checking") << line;
+    EXPECT_GE(done, 0);
+    EXPECT_LE(done, total);
+    last_phase = phase;
+    ++count;
+  }
+  EXPECT_GE(count, 2);
+  EXPECT_EQ(last_phase, "simulating");
 }
 
 TEST_F(Cli, GroupSize) {

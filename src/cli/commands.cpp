@@ -164,11 +164,31 @@ std::string legend(const ScheduleTable& t) {
 }  // namespace
 
 Subcommand add_list(CLI::App& app) {
-  auto* cmd = app.add_subcommand("list", "List the schedules pipetab can generate");
+  auto* cmd = app.add_subcommand(
+      "list", "List the schedules pipetab can generate, or the model or system presets");
   auto format = std::make_shared<std::string>();
+  auto what = std::make_shared<std::string>("schedules");
+  cmd->add_option("what", *what,
+                  "schedules, models or systems (the presets --model and --system take; JSON "
+                  "gives each preset's TOML)")
+      ->check(CLI::IsMember({"schedules", "models", "systems"}))
+      ->capture_default_str();
   add_format(*cmd, *format, {"text", "json"});
   return {
-      cmd, [format] {
+      cmd, [format, what] {
+        if (*what != "schedules") {
+          const std::string kind = *what;  // "models" or "systems", the presets' folders
+          const auto names = kind == "models" ? io::model_presets() : io::system_presets();
+          if (*format == "json") {
+            auto presets = nlohmann::json::array();
+            for (const auto& name : names)
+              presets.push_back({{"name", name}, {"toml", io::preset_text(kind, name)}});
+            emit("", presets.dump(2) + "\n");
+          } else {
+            emit("", fmt::format("{}\n", fmt::join(names, "\n")));
+          }
+          return;
+        }
         if (*format == "json") {
           emit("", schedules_json().dump(2) + "\n");
           return;

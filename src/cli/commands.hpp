@@ -13,6 +13,12 @@
 
 namespace pipetab::cli {
 
+/// Parses argv and runs the subcommand it names: output on stdout (and the files it names),
+/// every failure one line on stderr. Returns the exit code: 0, 1 (internal error), 2 (bad input
+/// or parameters, docs/design.md §9), 130 (interrupted). run.cpp; called by main() and by the
+/// web build's entry point.
+int run(int argc, char** argv);
+
 /// A registered subcommand and what runs it.
 struct Subcommand {
   CLI::App* app;

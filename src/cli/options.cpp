@@ -8,6 +8,7 @@
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
 #include "pipetab/io/table_export.hpp"
+#include "pipetab/numeric.hpp"
 #include "pipetab/table/validate.hpp"
 
 namespace pipetab::cli {
@@ -28,18 +29,23 @@ const CLI::Validator kWholeNumber(
     },
     "INT");
 
-// A fraction in [0, 1]; CLI::Range lets NaN through.
-const CLI::Validator kFraction(
-    [](std::string& text) {
-      double value = 0.0;
-      const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-      if (text.empty() || ec != std::errc{} || ptr != text.data() + text.size() ||
-          !(value >= 0.0 && value <= 1.0)) {
-        return fmt::format("'{}' is not a fraction between 0 and 1", text);
-      }
-      return std::string();
-    },
-    "FRACTION");
+// A number in [lo, hi], named `what` in the error; CLI::Range lets NaN through.
+CLI::Validator number_in(double lo, double hi, const std::string& what, const std::string& name) {
+  return CLI::Validator(
+      [=](std::string& text) {
+        double value = 0.0;
+        const auto [ptr, ec] = pipetab::parse_double(text.data(), text.data() + text.size(), value);
+        if (text.empty() || ec != std::errc{} || ptr != text.data() + text.size() ||
+            !(value >= lo && value <= hi)) {
+          return fmt::format("'{}' is not {}", text, what);
+        }
+        return std::string();
+      },
+      name);
+}
+
+const CLI::Validator kFraction = number_in(0.0, 1.0, "a fraction between 0 and 1", "FRACTION");
+const CLI::Validator kScale = number_in(1e-6, 1e6, "a factor between 1e-6 and 1e6", "FACTOR");
 
 }  // namespace
 
@@ -209,12 +215,25 @@ void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
   command.add_flag("--distributed-optimizer", o.distributed_optimizer,
                    "shard the optimizer over the data-parallel replicas (reduce-scatter the "
                    "gradients, all-gather the parameters)");
+  command
+      .add_option("--bandwidth-scale", o.bandwidth_scale,
+                  "multiply every link's bandwidth (inside and across nodes) by this factor, as "
+                  "the sensitivity study does")
+      ->check(kScale)
+      ->capture_default_str();
+  command
+      .add_option("--latency-scale", o.latency_scale,
+                  "multiply every link's latencies by this factor")
+      ->check(kScale)
+      ->capture_default_str();
 }
 
 SimulationSetup ScheduleOptions::simulation(const std::string* system_name) const {
   SimulationSetup setup;
   setup.model = io::load_model(model);
   setup.system = io::load_system(system_name ? *system_name : system);
+  setup.system.intra = setup.system.intra.scaled(bandwidth_scale, latency_scale);
+  setup.system.inter = setup.system.inter.scaled(bandwidth_scale, latency_scale);
   if (costs_opt->count()) setup.lowering.costs = parsed_costs();
   setup.lowering.runtime = *parse_runtime(runtime);
   setup.lowering.cost.tp_overlap = *cost::parse_overlap(tp_overlap);

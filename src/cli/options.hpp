@@ -60,6 +60,7 @@ struct ScheduleOptions {
   bool no_overheads = false;
   bool dp_overlap = false;
   double dp_bucket_mb = 25.0;
+  double bandwidth_scale = 1.0, latency_scale = 1.0;  // of the system's links
   double nccl_buffsize = 4194304.0;
   bool distributed_optimizer = false;
   CLI::Option* system_opt = nullptr;

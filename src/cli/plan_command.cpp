@@ -169,6 +169,7 @@ struct PlanState {
   PlanSpaceText space;
   std::string runtime = "auto", tp_overlap = "backward";
   bool dp_overlap = false, no_prune = false, no_overheads = false;
+  bool progress_lines = false;  // --progress-lines
   int top = 10;
   double memory_reserve = 0.05;
   std::size_t explain = 0;
@@ -344,6 +345,10 @@ Subcommand add_plan(CLI::App& app) {
   cmd->add_flag("--no-prune", s->no_prune,
                 "simulate every layout that fits (no branch and bound; slower, same ranking)");
   cmd->add_option("--explain", s->explain, "why the layout at this rank wins over the next ones");
+  cmd->add_flag("--progress-lines", s->progress_lines,
+                "report progress on stderr as lines \"progress PHASE DONE TOTAL\" (PHASE: "
+                "checking, then simulating; at most ten a second), for a program that runs plan "
+                "(the web page) rather than a terminal's bar");
   cmd->add_option("-j,--threads", s->threads, "threads (default: all cores)");
   cmd->add_option("--shard", s->shard,
                   "K/N: plan only the K-th of N contiguous slices of the layouts (job arrays); "
@@ -371,7 +376,19 @@ Subcommand add_plan(CLI::App& app) {
         std::optional<Progress> bar;
         int phase = 0;
         std::int64_t last = 0;
+        auto last_line = std::chrono::steady_clock::time_point{};
         q.progress = [&](int p, std::int64_t done, std::int64_t total) {
+          if (s->progress_lines) {
+            const auto now = std::chrono::steady_clock::now();
+            if (p != phase || done == total || now - last_line >= std::chrono::milliseconds(100)) {
+              std::fprintf(stderr, "progress %s %lld %lld\n", p == 1 ? "checking" : "simulating",
+                           static_cast<long long>(done), static_cast<long long>(total));
+              std::fflush(stderr);
+              last_line = now;
+            }
+            phase = p;
+            return;
+          }
           if (p != phase) {
             if (bar) bar->update(last, true);
             if (isatty(fileno(stderr)) != 0)

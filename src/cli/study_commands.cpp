@@ -25,6 +25,7 @@
 #include "pipetab/report/output.hpp"
 #include "pipetab/study/sensitivity.hpp"
 #include "pipetab/study/sweep.hpp"
+#include "pipetab/threads.hpp"
 
 namespace pipetab::cli {
 
@@ -64,7 +65,7 @@ class InterruptGuard {
 };
 
 int default_threads() {
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return static_cast<int>(hardware_threads());
 }
 
 }  // namespace

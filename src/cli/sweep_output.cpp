@@ -220,7 +220,7 @@ std::int64_t SweepOutput::resume(const SweepPlan& plan, bool header, std::int64_
   }
   // Rows after the record's last update were written by a run killed before it could record
   // them: they are recomputed rather than trusted.
-  text.resize(bytes);
+  text.resize(static_cast<std::size_t>(bytes));  // bytes <= text.size(), checked above
   Digest digest;
   digest.add(text);
   if (digest.hex() != record["digest"]) {

@@ -64,7 +64,7 @@ class Reader {
   double seconds(const Field& f) const {
     double v = 0.0;
     const auto* end = f.text.data() + f.text.size();
-    const auto [p, ec] = std::from_chars(f.text.data(), end, v);
+    const auto [p, ec] = parse_double(f.text.data(), end, v);
     if (ec != std::errc{} || p != end || !std::isfinite(v) || v <= 0.0)
       fail(f, "seconds", "expected a positive number of seconds");
     // 4e-320 (a subnormal) calibrated "successfully" with no effect: no GEMM runs in less than

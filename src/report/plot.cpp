@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "pipetab/error.hpp"
+#include "pipetab/numeric.hpp"
 
 namespace pipetab {
 namespace {
@@ -491,7 +492,7 @@ double parse_length(const std::string& text, const char* option) {
   double value = 0;
   const char* begin = text.data();
   const char* end = begin + text.size();
-  const auto [rest, ec] = std::from_chars(begin, end, value);
+  const auto [rest, ec] = parse_double(begin, end, value);
   const std::string unit(rest, end);
   // Points per unit: 72 per inch, 2.54 cm per inch.
   double scale = 0;

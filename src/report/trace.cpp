@@ -10,7 +10,9 @@
 
 #include <fmt/format.h>
 #include <unistd.h>
+#if PIPETAB_GZIP
 #include <zlib.h>
+#endif
 
 #include "pipetab/error.hpp"
 #include "pipetab/io/table_file.hpp"
@@ -48,6 +50,7 @@ class FileSink final : public Sink {
   const std::string& path_;
 };
 
+#if PIPETAB_GZIP
 // gzip (RFC 1952) through zlib's deflate: windowBits 15 + 16 asks for the gzip wrapper, whose
 // header zlib writes with mtime 0 and no name, so the same trace compresses to the same bytes.
 class GzipSink final : public Sink {
@@ -87,6 +90,7 @@ class GzipSink final : public Sink {
   std::FILE* file_;
   const std::string& path_;
 };
+#endif
 
 // The trace's clock: ticks of 1/1024 µs (0.98 ns). Every time goes through this one rounding;
 // durations are differences of ticks. A tick count is written as its exact decimal (n/1024 has
@@ -326,12 +330,19 @@ TraceFileStats write_chrome_trace(const std::string& path, const ScheduleTable& 
   stats.gzip = ends_with(path, ".gz") || ends_with(path, ".GZ");
   try {
     if (stats.gzip) {
+#if PIPETAB_GZIP
       GzipSink sink(file.get(), path);
       TraceWriter w(sink);
       write_trace(w, table, sim);
       sink.finish();
       stats.json_bytes = w.bytes();
       stats.events = w.events();
+#else
+      throw Error(
+          fmt::format("{}: this pipetab was built without zlib (PIPETAB_GZIP=OFF, as the "
+                      "web build is): write the trace without .gz",
+                      path));
+#endif
     } else {
       FileSink sink(file.get(), path);
       TraceWriter w(sink);

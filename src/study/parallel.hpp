@@ -8,13 +8,15 @@
 #include <thread>
 #include <vector>
 
+#include "pipetab/threads.hpp"
+
 namespace pipetab::detail {
 
 /// Calls fn(i) for i in [0, n) on up to `threads` threads (0: all cores). The first exception
 /// stops the others from taking new items and is rethrown.
 template <class Fn>
 void parallel_for(std::size_t n, unsigned threads, Fn&& fn) {
-  if (threads == 0) threads = std::max(1U, std::thread::hardware_concurrency());
+  if (threads == 0 || !kHasThreads) threads = kHasThreads ? hardware_threads() : 1;
   const auto workers = static_cast<std::size_t>(std::min<std::size_t>(threads, n));
   std::atomic<std::size_t> next{0};
   std::exception_ptr failure;

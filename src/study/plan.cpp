@@ -8,6 +8,7 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <tuple>
 
 #include "parallel.hpp"
 #include <fmt/format.h>
@@ -118,7 +119,12 @@ namespace {
 struct TableKey {
   std::string schedule;
   std::int64_t pp = 1, microbatches = 1, chunks = 0;
-  auto operator<=>(const TableKey&) const = default;
+  // Spelled out: the web build's libc++ (emscripten 3.1.6) has no operator<=> for std::string.
+  bool operator<(const TableKey& o) const {
+    return std::tie(schedule, pp, microbatches, chunks) <
+           std::tie(o.schedule, o.pp, o.microbatches, o.chunks);
+  }
+  bool operator==(const TableKey&) const = default;
 };
 
 struct BuiltTable {
@@ -599,8 +605,10 @@ PlanResult plan(const PlanRequest& request) {
   const auto total = static_cast<std::int64_t>(e.layouts.size());
   const std::int64_t begin = total * (request.shard - 1) / request.shards;
   const std::int64_t end = total * request.shard / request.shards;
-  std::vector<Checked> layouts(std::make_move_iterator(e.layouts.begin() + begin),
-                               std::make_move_iterator(e.layouts.begin() + end));
+  // ptrdiff_t is 32 bits in WebAssembly; a slice of an in-memory vector fits in it.
+  std::vector<Checked> layouts(
+      std::make_move_iterator(e.layouts.begin() + static_cast<std::ptrdiff_t>(begin)),
+      std::make_move_iterator(e.layouts.begin() + static_cast<std::ptrdiff_t>(end)));
   PlanResult result;
   result.layouts = static_cast<std::int64_t>(layouts.size());
   std::map<std::string, PlanRejection> rejections;

@@ -17,6 +17,7 @@
 #include "pipetab/report/output.hpp"
 #include "pipetab/schedules/registry.hpp"
 #include "pipetab/table/validate.hpp"
+#include "pipetab/threads.hpp"
 
 namespace pipetab {
 
@@ -33,14 +34,6 @@ const std::vector<std::string> kIdentity = {
 
 nlohmann::json optional_json(const auto& value) {
   return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
-}
-
-// A link class with its bandwidth and latency scaled (infinite bandwidth stays infinite).
-LinkSpec scaled(LinkSpec link, double bandwidth, double latency) {
-  link.bandwidth *= bandwidth;
-  link.latency_s *= latency;
-  if (link.p2p_latency_s) *link.p2p_latency_s *= latency;
-  return link;
 }
 
 }  // namespace
@@ -146,8 +139,8 @@ SweepRow SweepPlan::run(const Configuration& cfg) const {
     if (simulated) {
       setup.emplace();
       setup->system = systems_[static_cast<std::size_t>(cfg.system)];
-      setup->system.intra = scaled(setup->system.intra, cfg.bandwidth_scale, cfg.latency_scale);
-      setup->system.inter = scaled(setup->system.inter, cfg.bandwidth_scale, cfg.latency_scale);
+      setup->system.intra = setup->system.intra.scaled(cfg.bandwidth_scale, cfg.latency_scale);
+      setup->system.inter = setup->system.inter.scaled(cfg.bandwidth_scale, cfg.latency_scale);
       setup->model = models_[static_cast<std::size_t>(cfg.model)];
       setup->lowering = study_.lowering;
       setup->lowering.collective_scale = cfg.collective_scale;
@@ -217,6 +210,13 @@ std::int64_t run_sweep(const SweepPlan& plan, std::int64_t begin, std::int64_t e
                        const std::function<void(std::int64_t, SweepRow&&)>& sink,
                        const std::atomic<bool>* stop) {
   if (begin >= end) return 0;
+  if constexpr (!kHasThreads) {
+    // One row after another on this thread: the same rows in the same order.
+    std::int64_t index = begin;
+    for (; index < end && !(stop != nullptr && stop->load()); ++index)
+      sink(index, plan.run(plan.configurations()[static_cast<std::size_t>(index)]));
+    return index - begin;
+  }
   const auto count = end - begin;
   const auto workers = static_cast<int>(std::clamp<std::int64_t>(threads, 1, count));
 

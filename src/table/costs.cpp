@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "pipetab/error.hpp"
+#include "pipetab/numeric.hpp"
 
 namespace pipetab {
 
@@ -44,7 +45,7 @@ std::string_view trim(std::string_view s) {
 double parse_value(std::string_view key, std::string_view text) {
   double value = 0.0;
   const auto* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  const auto [ptr, ec] = parse_double(text.data(), end, value);
   if (text.empty() || ec != std::errc{} || ptr != end || !std::isfinite(value)) {
     throw ParamError(fmt::format("--costs: {}={}: expected a number", key, text));
   }

@@ -33,6 +33,15 @@ struct LinkSpec {
   double p2p_latency() const noexcept { return p2p_latency_s.value_or(latency_s); }
   /// Bytes per second one point-to-point transfer reaches alone.
   double p2p_bandwidth() const noexcept { return bandwidth * p2p_efficiency; }
+  /// This link class with its bandwidth and latencies multiplied (infinite bandwidth stays
+  /// infinite): the sensitivity study's axes, and --bandwidth-scale / --latency-scale.
+  LinkSpec scaled(double bandwidth_scale, double latency_scale) const {
+    LinkSpec link = *this;
+    link.bandwidth *= bandwidth_scale;
+    link.latency_s *= latency_scale;
+    if (link.p2p_latency_s) *link.p2p_latency_s *= latency_scale;
+    return link;
+  }
 };
 
 /// An output tile of a GEMM kernel: tile_m × tile_n result elements per multiprocessor.

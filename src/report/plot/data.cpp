@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "pipetab/error.hpp"
+#include "pipetab/numeric.hpp"
 
 namespace pipetab::plot_detail {
 
@@ -156,7 +157,7 @@ std::optional<double> parse_number(std::string_view text) {
   while (!text.empty() && (text.back() == ' ' || text.back() == '\t'))
     text.remove_suffix(1);
   double value = 0.0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  const auto [end, ec] = parse_double(text.data(), text.data() + text.size(), value);
   if (text.empty() || ec != std::errc{} || end != text.data() + text.size() ||
       !std::isfinite(value)) {
     return std::nullopt;

@@ -1,0 +1,108 @@
+// The command line: every subcommand parsed and run, every failure one line on stderr with its
+// exit code. main() (main.cpp) and the web build (web/entry.cpp) both call run().
+#include <cstdio>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "output_paths.hpp"
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "pipetab/error.hpp"
+
+namespace {
+
+// One line on stderr: the contract for every failure (docs/design.md §9; exit code 2).
+// Messages quote user input (file names, cells, keys): line breaks become spaces and every
+// other control byte is written as \xNN, so that input cannot move the cursor or recolour the
+// terminal (an ESC sequence in a CSV cell used to reach the terminal raw).
+int fail(const std::string& message, int code) {
+  std::string line;
+  line.reserve(message.size());
+  for (const char c : message) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n' || c == '\r') {
+      line += ' ';
+    } else if ((byte < 0x20 && c != '\t') || byte == 0x7f) {
+      line += fmt::format("\\x{:02x}", byte);
+    } else {
+      line += c;
+    }
+  }
+  std::fprintf(stderr, "pipetab: error: %s\n", line.c_str());
+  return code;
+}
+
+}  // namespace
+
+int pipetab::cli::run(int argc, char** argv) {
+  CLI::App app{
+      "pipetab: evaluate pipeline-parallel training schedules at three levels: the formula "
+      "(closed\n"
+      "forms), the table (the schedule as a table, timed without communication) and the\n"
+      "simulation (the table run over a modelled cluster, communication included).",
+      "pipetab"};
+  app.set_version_flag("--version", std::string(PIPETAB_VERSION));
+  app.require_subcommand(1);
+  app.fallthrough(false);
+
+  using namespace pipetab::cli;
+  const std::vector<Subcommand> commands = {
+      add_list(app),      add_show(app),        add_analyze(app), add_simulate(app),
+      add_compare(app),   add_validate(app),    add_convert(app), add_plot(app),
+      add_sweep(app),     add_sensitivity(app), add_tune(app),    add_accuracy(app),
+      add_calibrate(app), add_cost(app),        add_plan(app)};
+
+  // CLI11 reports a mistyped subcommand as "A subcommand is required"; name it instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    std::string names;
+    for (const auto& command : commands) {
+      known = known || command.app->get_name() == argv[1];
+      names += (names.empty() ? "" : ", ") + command.app->get_name();
+    }
+    if (!known)
+      return fail(fmt::format("unknown subcommand '{}' (expected one of: {})", argv[1], names), 2);
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(fmt::format("{} (see pipetab --help)", e.what()), 2);
+  }
+
+  std::string running;
+  try {
+    for (const auto& command : commands) {
+      if (!command.app->parsed()) continue;
+      running = command.app->get_name();
+      refuse_outputs_over_inputs(*command.app);
+      command.run();
+    }
+  } catch (const std::bad_alloc&) {
+    // An allocation failed: an input, a table or an output larger than the memory this process
+    // may use (readers name the file themselves, as an Error). Never a partial result: say so
+    // and fail. Exit 2, as for other input the machine cannot take: it is no internal error.
+    return fail(fmt::format("out of memory while running '{}': the tables, inputs or output it "
+                            "asks for need more memory than this process may use (std::bad_alloc); "
+                            "ask for smaller sizes (S, M, chunks, a study's grid) or run it with "
+                            "more memory",
+                            running),
+                2);
+  } catch (const Interrupted& e) {
+    std::fprintf(stderr, "pipetab: %s\n", e.what());
+    return 130;
+  } catch (const pipetab::Error& e) {
+    return fail(e.what(), 2);
+  } catch (const std::exception& e) {
+    return fail(fmt::format("internal error: {}", e.what()), 1);
+  }
+  return 0;
+}

@@ -1,0 +1,96 @@
+// parse_double's two implementations agree: the web build's (grammar by hand + strtod, used where
+// the standard library lacks floating-point from_chars) against std::from_chars, on what users
+// type and on what fuzzers would: the characters read, the error, and the value bit for bit.
+#include <charconv>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include "pipetab/numeric.hpp"
+
+namespace pipetab {
+namespace {
+
+void expect_same(const std::string& text) {
+  double a = -7.0, b = -7.0;
+  const auto* first = text.data();
+  const auto* last = text.data() + text.size();
+  const auto want = std::from_chars(first, last, a);
+  const auto got = detail::parse_double_strtod(first, last, b);
+  EXPECT_EQ(got.ec, want.ec) << "'" << text << "'";
+  if (want.ec == std::errc::invalid_argument) return;  // nothing read either way
+  EXPECT_EQ(got.ptr - first, want.ptr - first) << "'" << text << "'";
+  if (want.ec == std::errc{}) {
+    EXPECT_EQ(std::memcmp(&a, &b, sizeof a) == 0 || (a != a && b != b), true)
+        << "'" << text << "': " << a << " vs " << b;
+  }
+}
+
+TEST(ParseDouble, TheWebImplementationReadsWhatFromCharsReads) {
+  for (const char* text : {"0",
+                           "1",
+                           "-1",
+                           "5.5",
+                           "8e10",
+                           "8E10",
+                           "1e-3",
+                           "1e+3",
+                           "1e",
+                           "1e+",
+                           "1.",
+                           ".5",
+                           "-.5",
+                           ".",
+                           "-",
+                           "",
+                           "+1",
+                           " 1",
+                           "1 ",
+                           "0x10",
+                           "1,5",
+                           "12abc",
+                           "inf",
+                           "-inf",
+                           "INF",
+                           "infinity",
+                           "Infinity",
+                           "infin",
+                           "nan",
+                           "NaN",
+                           "-nan",
+                           "1e400",
+                           "-1e400",
+                           "1e-400",
+                           "4.9406564584124654e-324",
+                           "2.2250738585072014e-308",
+                           "0.1",
+                           "123456789012345678901234567890",
+                           "1.7976931348623157e308",
+                           "00012.5000",
+                           "3.14159265358979323846",
+                           "1e-5x",
+                           "9.",
+                           "e5",
+                           "--1",
+                           "1..2",
+                           "1.2.3"})
+    expect_same(text);
+}
+
+RC_GTEST_PROP(ParseDouble, AgreesOnStringsOfNumberCharacters, ()) {
+  // Strings drawn from the characters a number is made of, so that most are near-numbers.
+  const auto text = *rc::gen::container<std::string>(rc::gen::elementOf(std::vector<char>{
+      '0', '1', '5', '9', '.', 'e', 'E', '-', '+', 'i', 'n', 'f', 'a', 'x', ' '}));
+  double a = 0.0, b = 0.0;
+  const auto want = std::from_chars(text.data(), text.data() + text.size(), a);
+  const auto got = detail::parse_double_strtod(text.data(), text.data() + text.size(), b);
+  RC_ASSERT(got.ec == want.ec);
+  if (want.ec != std::errc::invalid_argument) RC_ASSERT(got.ptr == want.ptr);
+  if (want.ec == std::errc{}) RC_ASSERT(a == b || (a != a && b != b));
+}
+
+}  // namespace
+}  // namespace pipetab

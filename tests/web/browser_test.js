@@ -1,0 +1,178 @@
+// The explorer page in a real browser (Debian's Chromium, driven by playwright-core): the page is
+// served from SITE_DIR on 127.0.0.1 and
+//   1. the test contract: ?cmd=analyze|compare|simulate&... puts in #result-json exactly what
+//      the native `pipetab ... --format json` prints for the same request;
+//   2. an interaction: moving the M slider re-runs the comparison, and the ranking shown and
+//      #result-json follow (equal to the native command at the new M);
+//   3. no console errors, no page errors, no request leaves 127.0.0.1;
+// and it leaves screenshots in SCREENSHOT_DIR (default SITE_DIR/../screenshots).
+//   node tests/web/browser_test.js NATIVE_PIPETAB SITE_DIR [SCREENSHOT_DIR]
+// Exit 77 (ctest's skip) without a built site, Chromium or playwright-core (tests/web: npm ci),
+// unless PIPETAB_REQUIRE_WEB=1 (.ci/run), then 1.
+"use strict";
+const fs = require("fs");
+const http = require("http");
+const path = require("path");
+const { spawnSync } = require("child_process");
+
+const [native, site, shotsArg] = process.argv.slice(2);
+const require_web = process.env.PIPETAB_REQUIRE_WEB === "1";
+function skip(why) {
+  console.error(`skipped: ${why}`);
+  process.exit(require_web ? 1 : 77);
+}
+if (!native || !site) {
+  console.error("usage: node tests/web/browser_test.js NATIVE_PIPETAB SITE_DIR [SCREENSHOT_DIR]");
+  process.exit(2);
+}
+if (!fs.existsSync(path.join(site, "index.html")) || !fs.existsSync(path.join(site, "pipetab.wasm")))
+  skip(`${site} has no built site (scripts/build-web)`);
+const chromiumPath = process.env.CHROMIUM || "/usr/bin/chromium";
+if (!fs.existsSync(chromiumPath)) skip(`no Chromium at ${chromiumPath} (apt-get install chromium)`);
+let chromium;
+try {
+  ({ chromium } = require("playwright-core"));
+} catch (e) {
+  skip("playwright-core is not installed (cd tests/web && npm ci)");
+}
+const shots = shotsArg || path.join(site, "..", "screenshots");
+fs.mkdirSync(shots, { recursive: true });
+
+const TYPES = { ".html": "text/html", ".js": "text/javascript", ".css": "text/css",
+                ".wasm": "application/wasm", ".svg": "image/svg+xml", ".png": "image/png" };
+function serve(root) {
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url, "http://127.0.0.1");
+    const rel = url.pathname === "/" ? "index.html" : decodeURIComponent(url.pathname).replace(/^\/+/, "");
+    const file = path.join(root, rel);
+    if (!file.startsWith(path.resolve(root)) || !fs.existsSync(file) || fs.statSync(file).isDirectory()) {
+      res.writeHead(404);
+      res.end("not found");
+      return;
+    }
+    res.writeHead(200, { "Content-Type": TYPES[path.extname(file)] || "application/octet-stream" });
+    fs.createReadStream(file).pipe(res);
+  });
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+}
+
+function nativeJson(args) {
+  const r = spawnSync(path.resolve(native), args, { encoding: "utf8", maxBuffer: 1 << 28 });
+  if (r.status !== 0) throw new Error(`native pipetab ${args.join(" ")} failed: ${r.stderr}`);
+  return r.stdout;
+}
+
+let failures = 0;
+function check(ok, what) {
+  console.log(`${ok ? "ok  " : "FAIL"} ${what}`);
+  if (!ok) failures++;
+}
+
+(async () => {
+  const server = await serve(path.resolve(site));
+  const origin = `http://127.0.0.1:${server.address().port}`;
+  const browser = await chromium.launch({ executablePath: chromiumPath, headless: true,
+                                          args: ["--no-sandbox"] });
+  const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+  const problems = [];
+  context.on("request", (req) => {
+    if (!req.url().startsWith(origin) && !req.url().startsWith("data:") && !req.url().startsWith("blob:"))
+      problems.push(`request outside the site: ${req.url()}`);
+  });
+  const page = await context.newPage();
+  page.on("console", (m) => { if (m.type() === "error") problems.push(`console error: ${m.text()}`); });
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+
+  async function resultAfter(action) {
+    const before = await page.$eval("#result-json", (e) => e.textContent).catch(() => "");
+    await action();
+    await page.waitForFunction((old) => {
+      const text = document.getElementById("result-json").textContent;
+      return text && text !== old && !document.getElementById("run-status").textContent.startsWith("Running");
+    }, before, { timeout: 60000 });
+    return page.$eval("#result-json", (e) => e.textContent);
+  }
+
+  // 1. The contract, for each command.
+  const contract = [
+    ["?cmd=analyze&schedule=zb-v&S=4&M=8&model=gpt3-13b&system=dgx-a100",
+     ["analyze", "zb-v", "-S", "4", "-M", "8", "--model", "gpt3-13b", "--system", "dgx-a100", "--format", "json"]],
+    ["?cmd=compare&S=4&M=8&system=dgx-h100",
+     ["compare", "-S", "4", "-M", "8", "--system", "dgx-h100", "--format", "json"]],
+    ["?cmd=simulate&schedule=interleaved&S=4&M=8&v=2&model=llama2-13b&system=dgx-a100&bw=0.5",
+     ["simulate", "interleaved", "-S", "4", "-M", "8", "-v", "2", "--model", "llama2-13b", "--system", "dgx-a100", "--bandwidth-scale", "0.5", "--format", "json"]],
+  ];
+  for (const [query, args] of contract) {
+    const got = await resultAfter(() => page.goto(origin + "/" + query));
+    check(got === nativeJson(args), `${query}: #result-json equals pipetab ${args.join(" ")}`);
+    await page.waitForFunction(() => document.querySelector("#timeline svg"), null, { timeout: 60000 });
+  }
+  await page.screenshot({ path: path.join(shots, "simulate.png"), fullPage: true });
+
+  // 2. An interaction: M from 8 to 16 on the comparison re-ranks, as the native command does.
+  await resultAfter(() => page.goto(origin + "/?cmd=compare&S=4&M=8&system=dgx-h100"));
+  await page.waitForFunction(() => document.querySelector("#timeline svg"), null, { timeout: 60000 });
+  await page.screenshot({ path: path.join(shots, "compare.png"), fullPage: true });
+  const before = await page.$eval("#ranking", (e) => e.textContent);
+  const got = await resultAfter(() => page.$eval("#M", (e) => {
+    e.value = "16";
+    e.dispatchEvent(new Event("input", { bubbles: true }));
+  }));
+  const want = nativeJson(["compare", "-S", "4", "-M", "16", "--system", "dgx-h100", "--format", "json"]);
+  check(got === want, "M slider to 16: #result-json equals pipetab compare -S 4 -M 16 --system dgx-h100");
+  const after = await page.$eval("#ranking", (e) => e.textContent);
+  check(after !== before, "M slider to 16: the ranking table changed");
+  const ranks = JSON.parse(want).comparisons[0].schedules.map((s) => `${s.schedule}:${s.rank.simulation}`);
+  const shown = await page.$$eval("#ranking tbody tr", (rows) => rows.map((r) => `${r.cells[0].textContent}:${r.cells[8].textContent}`));
+  // Clicking a schedule's name shows its own timeline.
+  await page.click("#ranking tbody tr:nth-child(2) button");
+  const shows = await page.waitForFunction(() => document.getElementById("detail-title").textContent.startsWith("1f1b"),
+                                           null, { timeout: 60000 }).then(() => true, () => false);
+  check(shows, "clicking 1f1b in the table shows its timeline");
+  check(JSON.stringify(shown) === JSON.stringify(ranks), `the table shows the simulation ranks of M = 16 (${shown.join(" ")})`);
+  check((await page.url()).includes("M=16"), "the URL holds the new M");
+
+  // The keyboard alone: Tab reaches the M slider, and an arrow key moves it and re-runs.
+  let tabs = 0;
+  while (tabs < 60 && (await page.evaluate(() => document.activeElement && document.activeElement.id)) !== "M") {
+    await page.keyboard.press("Tab");
+    tabs++;
+  }
+  check(tabs < 60, `Tab reaches the M slider (${tabs} presses)`);
+  const byKeys = await resultAfter(() => page.keyboard.press("ArrowRight"));
+  check(byKeys === nativeJson(["compare", "-S", "4", "-M", "17", "--system", "dgx-h100", "--format", "json"]),
+        "ArrowRight on the slider: M = 17, #result-json equals the native comparison");
+
+  // Your own schedule: a PyTorch CSV picked (as dropped) on the analyze view.
+  const csv = "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n";
+  await resultAfter(() => page.goto(origin + "/?cmd=analyze&schedule=1f1b&S=2&M=2"));
+  const fromCsv = await resultAfter(() => page.setInputFiles("#table-file",
+    { name: "mine.csv", mimeType: "text/csv", buffer: Buffer.from(csv) }));
+  const tmp = fs.mkdtempSync(path.join(require("os").tmpdir(), "pipetab-browser-"));
+  fs.writeFileSync(path.join(tmp, "schedule.csv"), csv);
+  const csvArgs = ["analyze", "--table", "schedule.csv", "--format", "json"];
+  const csvWant = spawnSync(path.resolve(native), csvArgs, { cwd: tmp, encoding: "utf8" }).stdout;
+  fs.rmSync(tmp, { recursive: true, force: true });
+  check(fromCsv === csvWant, "a dropped PyTorch CSV: #result-json equals pipetab analyze --table schedule.csv");
+  // Downloads: the JSON of the request and the trace, as files.
+  const [json] = await Promise.all([page.waitForEvent("download"), page.click("#dl-json")]);
+  check(fs.readFileSync(await json.path(), "utf8") === fromCsv, "Download the JSON gives #result-json");
+  const [trace] = await Promise.all([page.waitForEvent("download"), page.click("#dl-trace")]);
+  const events = JSON.parse(fs.readFileSync(await trace.path(), "utf8"));
+  check(Array.isArray(events.traceEvents) && events.traceEvents.length > 0, `Download the trace gives a Chrome trace (${(events.traceEvents || []).length} events)`);
+
+  // A plan with its progress and its top layouts.
+  await resultAfter(() => page.goto(origin + "/?cmd=plan&model=llama2-13b&system=dgx-a100&gpus=32&batch=64"));
+  const rows = await page.$$eval("#plan-table tbody tr", (r) => r.length);
+  check(rows > 0, `plan shows its top layouts (${rows})`);
+  await page.screenshot({ path: path.join(shots, "plan.png"), fullPage: true });
+
+  check(problems.length === 0, `no console errors, page errors or outside requests${problems.length ? ": " + problems.join("; ") : ""}`);
+  await browser.close();
+  server.close();
+  console.log(failures ? `${failures} check(s) failed` : "all browser checks passed");
+  process.exit(failures ? 1 : 0);
+})().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
