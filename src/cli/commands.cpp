@@ -133,34 +133,6 @@ std::int64_t grid_fold_width(std::int64_t width_option, const std::string& outpu
   return 0;
 }
 
-std::string text_header(const Evaluation& e) {
-  return summary(e) + fmt::format("\nmakespan {}, bubble ratio {:.4f}, peak activation {} M_a\n",
-                                  format_number(e.table.makespan), e.table.bubble_ratio,
-                                  format_number(e.table.peak_activation_max()));
-}
-
-std::string legend(const ScheduleTable& t) {
-  bool kinds[4] = {false, false, false, false};
-  bool pairs = false;
-  for (const Op& op : t.ops) {
-    pairs = pairs || op.is_pair();
-    for (const Pass& p : op.passes())
-      kinds[static_cast<int>(p.kind)] = true;
-  }
-  std::vector<std::string> parts;
-  if (kinds[0]) parts.emplace_back("F forward");
-  if (kinds[1]) parts.emplace_back("B backward");
-  if (kinds[2]) parts.emplace_back("I input-grad backward");
-  if (kinds[3]) parts.emplace_back("W weight-grad backward");
-  if (pairs) parts.emplace_back("X&Y overlapped pair");
-  parts.emplace_back("number = microbatch");
-  if (t.stages * t.pipelines() > t.devices) {
-    parts.emplace_back("letter = the device's stage (a, b, ... in model order, pipeline 0 first)");
-  }
-  parts.emplace_back("'.' idle");
-  return fmt::format("{}\n", fmt::join(parts, "; "));
-}
-
 }  // namespace
 
 Subcommand add_list(CLI::App& app) {
@@ -258,9 +230,9 @@ Subcommand add_show(CLI::App& app) {
             GridOptions grid;
             grid.color = use_color(s->color, output);
             grid.fold_width = grid_fold_width(s->width, output);
-            std::string text = text_header(evaluation) + "\n" +
+            std::string text = grid_header(evaluation) + "\n" +
                                render_grid(subject.table, timing, grid) + "\n" +
-                               legend(subject.table);
+                               grid_legend(subject.table);
             // Schedules built from a repeated block (V-Half, V-Min) also show the block and
             // the lifespans that bound their memory.
             if (subject.params) {

@@ -2,10 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "pipetab/error.hpp"
+#include "pipetab/report/evaluation.hpp"
+#include "pipetab/report/output.hpp"
 
 namespace pipetab {
 namespace {
@@ -191,6 +196,34 @@ std::string render_grid(const ScheduleTable& t, const Timing& timing, const Grid
     }
   }
   return out;
+}
+
+std::string grid_header(const Evaluation& e) {
+  return summary(e) + fmt::format("\nmakespan {}, bubble ratio {:.4f}, peak activation {} M_a\n",
+                                  format_number(e.table.makespan), e.table.bubble_ratio,
+                                  format_number(e.table.peak_activation_max()));
+}
+
+std::string grid_legend(const ScheduleTable& t) {
+  bool kinds[4] = {false, false, false, false};
+  bool pairs = false;
+  for (const Op& op : t.ops) {
+    pairs = pairs || op.is_pair();
+    for (const Pass& p : op.passes())
+      kinds[static_cast<int>(p.kind)] = true;
+  }
+  std::vector<std::string> parts;
+  if (kinds[0]) parts.emplace_back("F forward");
+  if (kinds[1]) parts.emplace_back("B backward");
+  if (kinds[2]) parts.emplace_back("I input-grad backward");
+  if (kinds[3]) parts.emplace_back("W weight-grad backward");
+  if (pairs) parts.emplace_back("X&Y overlapped pair");
+  parts.emplace_back("number = microbatch");
+  if (t.stages * t.pipelines() > t.devices) {
+    parts.emplace_back("letter = the device's stage (a, b, ... in model order, pipeline 0 first)");
+  }
+  parts.emplace_back("'.' idle");
+  return fmt::format("{}\n", fmt::join(parts, "; "));
 }
 
 }  // namespace pipetab

@@ -27,4 +27,14 @@ struct GridOptions {
 std::string render_grid(const ScheduleTable& table, const Timing& timing,
                         const GridOptions& options = {});
 
+struct Evaluation;
+
+/// The lines `pipetab show` prints above the grid: the schedule's summary, its makespan, bubble
+/// ratio and activation peak.
+std::string grid_header(const Evaluation& evaluation);
+
+/// The line below the grid naming what its labels mean: the kinds the table holds, microbatch
+/// numbers, stage letters where a device holds several stages, '.' for idle.
+std::string grid_legend(const ScheduleTable& table);
+
 }  // namespace pipetab
