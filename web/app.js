@@ -41,7 +41,9 @@
 
   // ---- state: the URL's query string, the form, and pasted or dropped files -----------------
   let state = R.parse(location.search);
-  const custom = { model: "", system: "", table: "", tableName: "" };
+  // The dropped table (too large for a URL; the model and system TOML live in the state).
+  const custom = { table: "", tableName: "" };
+  const lastPreset = { model: "llama2-7b", system: "balanced" };
   let presets = { models: [], systems: [], schedules: [] };
 
   const scaleOf = (slider) => Math.round(Math.pow(10, Number(slider)) * 1000) / 1000;
@@ -67,6 +69,8 @@
     $("system").value = state.system || (state.cmd === "plan" ? "dgx-h100" : "balanced");
     $("model-toml").hidden = $("model").value !== "custom";
     $("system-toml").hidden = $("system").value !== "custom";
+    $("model-toml").value = state.model_toml || "";
+    $("system-toml").value = state.system_toml || "";
     $("schedule").value = state.schedule || "1f1b";
     const ticked = new Set((state.schedules || "").split(",").filter((s) => s));
     document.querySelectorAll("#schedules input").forEach((box) => { box.checked = ticked.has(box.value); });
@@ -94,6 +98,7 @@
     };
     take("model", $("model").value);
     take("system", $("system").value);
+    for (const key of ["model", "system"]) if ($(key).value !== "custom") lastPreset[key] = $(key).value;
     take("schedule", $("schedule").value);
     const ticked = [...document.querySelectorAll("#schedules input:checked")].map((b) => b.value);
     if (ticked.length) s.schedules = ticked.join(","); else delete s.schedules;
@@ -115,8 +120,8 @@
 
   function inputsFor() {
     const inputs = {};
-    if (state.model === "custom") inputs[R.FILES.model] = custom.model;
-    if (state.system === "custom") inputs[R.FILES.system] = custom.system;
+    if (state.model === "custom") inputs[R.FILES.model] = state.model_toml || "";
+    if (state.system === "custom") inputs[R.FILES.system] = state.system_toml || "";
     if (state.table === "custom") inputs[R.FILES.table] = custom.table;
     return inputs;
   }
@@ -466,7 +471,7 @@
     });
   }
   for (const key of ["model", "system"]) {
-    $(`${key}-toml`).addEventListener("input", () => { custom[key] = $(`${key}-toml`).value; soon(); });
+    $(`${key}-toml`).addEventListener("input", () => { state[`${key}_toml`] = $(`${key}-toml`).value; soon(); });
   }
   $("copy-link").onclick = async () => {
     const link = location.href;
@@ -531,17 +536,24 @@
       checks.append(label);
     }
     for (const key of ["model", "system"]) {
-      // A custom file starts from the chosen preset's TOML.
+      // A custom file starts from the TOML of the preset chosen before.
       $(key).addEventListener("change", () => {
-        if ($(key).value === "custom" && !custom[key]) {
-          const from = presets[`${key}s`].find((p) => p.name === (key === "model" ? "llama2-7b" : "balanced"));
-          custom[key] = from ? from.toml : "";
-          $(`${key}-toml`).value = custom[key];
+        if ($(key).value !== "custom") {
+          delete state[`${key}_toml`];
+          return;
         }
+        if (!state[`${key}_toml`]) {
+          const from = presets[`${key}s`].find((p) => p.name === lastPreset[key]);
+          state[`${key}_toml`] = from ? from.toml : "";
+          $(`${key}-toml`).value = state[`${key}_toml`];
+        }
+        soon();
       });
+      $(key).addEventListener("focus", () => { if ($(key).value !== "custom") lastPreset[key] = $(key).value; });
     }
     $("engine-status").textContent = "Engine ready: pipetab compiled to WebAssembly, running in this tab.";
     stateToForm();
+    for (const key of ["model", "system"]) if ($(key).value !== "custom") lastPreset[key] = $(key).value;
     refresh();
   })();
 })();

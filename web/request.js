@@ -8,7 +8,7 @@
   const COMMANDS = ["compare", "analyze", "simulate", "plan"];
   // Query parameters, in the order the URL writes them.
   const KEYS = ["cmd", "schedule", "schedules", "S", "M", "v", "model", "system", "bw", "lat",
-                "gpus", "batch", "plan_schedules", "table"];
+                "gpus", "batch", "plan_schedules", "table", "model_toml", "system_toml"];
   // Files the page writes into the engine's file system for pasted or dropped inputs.
   const FILES = { model: "model.toml", system: "system.toml", table: "schedule.csv" };
 
@@ -30,8 +30,9 @@
 
   const list = (text) => String(text).split(",").map((s) => s.trim()).filter((s) => s);
 
-  // The command line for a state; custom: {model, system, table} texts the user pasted or
-  // dropped (written to FILES before the run), used where the state names "custom".
+  // The command line for a state. Where it names "custom", the model or system is the TOML the
+  // state carries (model_toml, system_toml: in the URL, so that a shared link holds it) and the
+  // table is the file the user dropped; the page writes them to FILES before the run.
   function args(state) {
     const a = [state.cmd];
     const opt = (flag, key) => { if (state[key] !== undefined && state[key] !== "") a.push(flag, String(state[key])); };

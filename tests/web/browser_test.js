@@ -12,6 +12,7 @@
 "use strict";
 const fs = require("fs");
 const http = require("http");
+const os = require("os");
 const path = require("path");
 const { spawnSync } = require("child_process");
 
@@ -148,15 +149,37 @@ function check(ok, what) {
   await resultAfter(() => page.goto(origin + "/?cmd=analyze&schedule=1f1b&S=2&M=2"));
   const fromCsv = await resultAfter(() => page.setInputFiles("#table-file",
     { name: "mine.csv", mimeType: "text/csv", buffer: Buffer.from(csv) }));
-  const tmp = fs.mkdtempSync(path.join(require("os").tmpdir(), "pipetab-browser-"));
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "pipetab-browser-"));
   fs.writeFileSync(path.join(tmp, "schedule.csv"), csv);
   const csvArgs = ["analyze", "--table", "schedule.csv", "--format", "json"];
   const csvWant = spawnSync(path.resolve(native), csvArgs, { cwd: tmp, encoding: "utf8" }).stdout;
   fs.rmSync(tmp, { recursive: true, force: true });
   check(fromCsv === csvWant, "a dropped PyTorch CSV: #result-json equals pipetab analyze --table schedule.csv");
+  // A custom model: "custom" starts from the preset's TOML, an edit re-runs, and the URL carries
+  // the TOML so that the link reproduces the view.
+  await resultAfter(() => page.goto(origin + "/?cmd=analyze&schedule=1f1b&S=4&M=8&model=gpt3-13b"));
+  await page.selectOption("#model", "custom");
+  const start = await page.$eval("#model-toml", (e) => e.value);
+  check(start.includes('name = "gpt3-13b"'), "custom model starts from the chosen preset's TOML");
+  const tiny = 'name = "tiny"\n[transformer]\nlayers = 8\nhidden = 1024\nheads = 16\nseq_len = 2048\nvocab = 32000\n';
+  const fromToml = await resultAfter(() => page.fill("#model-toml", tiny));
+  const tomlDir = fs.mkdtempSync(path.join(os.tmpdir(), "pipetab-browser-"));
+  fs.writeFileSync(path.join(tomlDir, "model.toml"), tiny);
+  const tomlArgs = ["analyze", "1f1b", "-S", "4", "-M", "8", "--model", "model.toml", "--format", "json"];
+  const tomlWant = spawnSync(path.resolve(native), tomlArgs, { cwd: tomlDir, encoding: "utf8" }).stdout;
+  fs.rmSync(tomlDir, { recursive: true, force: true });
+  check(fromToml === tomlWant, "an edited model TOML: #result-json equals pipetab analyze ... --model model.toml");
+  const shared = page.url();
+  await page.goto(shared);
+  await page.waitForFunction(() => document.getElementById("result-json").textContent &&
+                                   document.getElementById("run-status").textContent.startsWith("Done"),
+                             null, { timeout: 60000 });
+  const reloaded = await page.$eval("#result-json", (e) => e.textContent);
+  check(reloaded === tomlWant, "the page's link reproduces the custom model's result");
+
   // Downloads: the JSON of the request and the trace, as files.
   const [json] = await Promise.all([page.waitForEvent("download"), page.click("#dl-json")]);
-  check(fs.readFileSync(await json.path(), "utf8") === fromCsv, "Download the JSON gives #result-json");
+  check(fs.readFileSync(await json.path(), "utf8") === reloaded, "Download the JSON gives #result-json");
   const [trace] = await Promise.all([page.waitForEvent("download"), page.click("#dl-trace")]);
   const events = JSON.parse(fs.readFileSync(await trace.path(), "utf8"));
   check(Array.isArray(events.traceEvents) && events.traceEvents.length > 0, `Download the trace gives a Chrome trace (${(events.traceEvents || []).length} events)`);
