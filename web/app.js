@@ -192,31 +192,33 @@
     const table = $("ranking");
     table.replaceChildren();
     const head = table.createTHead().insertRow();
-    for (const h of ["schedule", "stages", "formula bubble", "rank", "table bubble", "rank",
-                     "simulated step (s)", "idle", "rank", "peak memory (GB)", "flips"]) {
+    for (const h of ["schedule", "stages", "formula bubble (rank)", "table bubble (rank)",
+                     "simulated step s (rank)", "idle", "peak memory GB", "flips"]) {
       const th = document.createElement("th");
       th.scope = "col";
       th.textContent = h;
       head.append(th);
     }
     const body = table.createTBody();
+    const ranked = (value, rank) => (rank ? `${value} (${rank})` : value);
     for (const s of rows) {
       const tr = body.insertRow();
       const sim = s.simulation || {};
       const flips = [];
       if (s.rank && s.rank.changed) flips.push("formula → table");
       if (s.rank && s.rank.changed_simulation) flips.push("table → simulation");
+      const rank = s.rank || {};
       const cells = [s.schedule, s.params.stages,
-                     s.formula ? fmt(s.formula.published_bubble_ratio) : "–", s.rank ? s.rank.formula : "",
-                     fmt(s.table.bubble_ratio), s.rank ? s.rank.table : "",
-                     fmt(sim.runtime_s, 4), fmt(sim.idle_ratio, 2), s.rank ? s.rank.simulation : "",
+                     ranked(s.formula ? fmt(s.formula.published_bubble_ratio) : "–", rank.formula),
+                     ranked(fmt(s.table.bubble_ratio), rank.table),
+                     ranked(fmt(sim.runtime_s, 4), rank.simulation), fmt(sim.idle_ratio, 2),
                      sim.peak_memory_max_bytes ? fmt(sim.peak_memory_max_bytes / 1e9, 4) : "–",
                      flips.join(", ")];
       cells.forEach((c, i) => {
         const td = tr.insertCell();
         td.textContent = c === null || c === undefined ? "–" : String(c);
-        if (i === 10 && c) td.className = "flip";
-        if (i === 9 && sim.over_capacity && sim.over_capacity.some((x) => x)) td.className = "over";
+        if (i === 7 && c) td.className = "flip";
+        if (i === 6 && sim.over_capacity && sim.over_capacity.some((x) => x)) td.className = "over";
       });
       // The name is a button: its timeline, memory and table below.
       const button = document.createElement("button");

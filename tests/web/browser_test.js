@@ -124,7 +124,9 @@ function check(ok, what) {
   const after = await page.$eval("#ranking", (e) => e.textContent);
   check(after !== before, "M slider to 16: the ranking table changed");
   const ranks = JSON.parse(want).comparisons[0].schedules.map((s) => `${s.schedule}:${s.rank.simulation}`);
-  const shown = await page.$$eval("#ranking tbody tr", (rows) => rows.map((r) => `${r.cells[0].textContent}:${r.cells[8].textContent}`));
+  // The rank shown in the simulated-step column, "0.8192 (4)".
+  const shown = await page.$$eval("#ranking tbody tr", (rows) => rows.map((r) =>
+    `${r.cells[0].textContent}:${(/\((\d+)\)$/.exec(r.cells[4].textContent) || [])[1]}`));
   // Clicking a schedule's name shows its own timeline.
   await page.click("#ranking tbody tr:nth-child(2) button");
   const shows = await page.waitForFunction(() => document.getElementById("detail-title").textContent.startsWith("1f1b"),
