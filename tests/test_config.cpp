@@ -7,6 +7,7 @@
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
 #include "pipetab/io/gemm_probe.hpp"
+#include "pipetab/model/operators.hpp"
 #include "pipetab/model/workload.hpp"
 #include "pipetab/study/calibrate.hpp"
 
@@ -53,11 +54,13 @@ TEST(Presets, MptSevenBHasItsParameters) {
 
 TEST(Presets, AllParseAndAreListed) {
   EXPECT_EQ(io::model_presets(),
-            (std::vector<std::string>{"gpt3-1.3b",   "gpt3-13b",  "gpt3-175b",     "llama2-13b",
-                                      "llama2-70b",  "llama2-7b", "llama3.1-405b", "llama3.1-70b",
-                                      "llama3.1-8b", "mpt-125m",  "mpt-13b",       "mpt-1b",
-                                      "mpt-30b",     "mpt-350m",  "mpt-3b",        "mpt-70b",
-                                      "mpt-760m",    "mpt-7b",    "paper",         "qwen3-32b"}));
+            (std::vector<std::string>{
+                "deepseek-v3", "gpt-oss-120b",  "gpt3-1.3b",    "gpt3-13b",        "gpt3-175b",
+                "llama2-13b",  "llama2-70b",    "llama2-7b",    "llama3.1-405b",   "llama3.1-70b",
+                "llama3.1-8b", "mixtral-8x22b", "mixtral-8x7b", "mpt-125m",        "mpt-13b",
+                "mpt-1b",      "mpt-30b",       "mpt-350m",     "mpt-3b",          "mpt-70b",
+                "mpt-760m",    "mpt-7b",        "paper",        "qwen3-235b-a22b", "qwen3-30b-a3b",
+                "qwen3-32b"}));
   EXPECT_EQ(io::system_presets(),
             (std::vector<std::string>{"a100-80gb", "a100-pcie", "balanced", "compute-bound",
                                       "dgx-a100", "dgx-h100", "dgx-h200", "grand-teton-h100",
@@ -303,12 +306,13 @@ TEST(Config, ReadsAModelAndASystem) {
 TEST(Config, ErrorsNameFileLineAndKey) {
   const std::string head =
       "[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\nvocab = 100\n";
-  EXPECT_EQ(model_error(head + "colour = 3\n"),
-            "m.toml:7:1: key 'transformer.colour': unknown key (expected: layers, hidden, heads, "
-            "kv_heads, head_dim, ffn_hidden, seq_len, micro_batch, vocab, precision, dtype_bytes, "
-            "tensor_parallel, sequence_parallel, recompute, flash_attention, gated_mlp, "
-            "learned_positions, dropout, fused_elementwise, tie_embeddings, balance_embedding, "
-            "grad_accumulation_fusion, grad_bytes_per_param, optimizer_bytes_per_param)");
+  EXPECT_EQ(
+      model_error(head + "colour = 3\n"),
+      "m.toml:7:1: key 'transformer.colour': unknown key (expected: layers, hidden, heads, "
+      "kv_heads, head_dim, ffn_hidden, seq_len, micro_batch, vocab, precision, dtype_bytes, "
+      "tensor_parallel, sequence_parallel, recompute, flash_attention, gated_mlp, "
+      "learned_positions, dropout, fused_elementwise, tie_embeddings, balance_embedding, "
+      "grad_accumulation_fusion, grad_bytes_per_param, optimizer_bytes_per_param, attention)");
   EXPECT_EQ(model_error("[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\n"),
             "m.toml:1:1: key 'transformer': missing key 'vocab'");
   EXPECT_EQ(model_error(head + "micro_batch = \"two\"\n"),
@@ -381,6 +385,82 @@ TEST(Config, ErrorsNameFileLineAndKey) {
 }
 
 // The keys of the operator-level model, and impossible layouts.
+// [moe] (issue 25, point 1): read and checked with the file, line and key of any mistake; the
+// presets hold their published shapes; and every workload entry point refuses a mixture of
+// experts, or multi-head latent attention, instead of pricing it as a dense model.
+TEST(Config, MixtureOfExpertsIsReadCheckedAndRefused) {
+  const std::string head =
+      "[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\nvocab = 100\n"
+      "ffn_hidden = 256\n[moe]\n";
+  const auto moe = std::get<TransformerConfig>(
+                       io::parse_model(head + "experts = 16\ntop_k = 2\nexpert_ffn_hidden = 32\n"
+                                              "shared_experts = 1\ndense_layers = 1\n",
+                                       "m.toml")
+                           .spec)
+                       .moe;
+  ASSERT_TRUE(moe.has_value());
+  EXPECT_EQ(moe->experts, 16);
+  EXPECT_EQ(moe->top_k, 2);
+  EXPECT_EQ(moe->shared_expert_ffn_hidden, 32);    // defaults to the routed experts' width
+  EXPECT_EQ(moe->dense_ffn_hidden, 256);           // defaults to the model's MLP
+  EXPECT_FALSE(moe->capacity_factor.has_value());  // dropless
+  EXPECT_EQ(moe->imbalance, 1.0);
+  const std::string ok = "experts = 16\ntop_k = 2\nexpert_ffn_hidden = 32\n";
+  EXPECT_EQ(model_error(head + "experts = 16\ntop_k = 17\nexpert_ffn_hidden = 32\n"),
+            "m.toml:10:9: key 'moe.top_k': 17 is out of range (1..16)");
+  EXPECT_EQ(model_error(head + ok + "dense_layers = 4\n"),
+            "m.toml:12:16: key 'moe.dense_layers': 4 is out of range (0..3)");
+  EXPECT_EQ(
+      model_error(head + ok + "dense_ffn_hidden = 64\n"),
+      "m.toml:12:20: key 'moe.dense_ffn_hidden': set with dense_layers = 0: no layer is dense");
+  EXPECT_EQ(model_error(head + ok + "shared_expert_ffn_hidden = 64\n"),
+            "m.toml:12:28: key 'moe.shared_expert_ffn_hidden': set with shared_experts = 0: give "
+            "shared_experts too, or leave it out");
+  EXPECT_EQ(model_error(head + ok + "imbalance = 9\n"),
+            "m.toml:12:13: key 'moe.imbalance': 9 is out of range (1 .. 8)");
+  EXPECT_EQ(model_error(head + ok + "capacity_factor = 0\n"),
+            "m.toml:12:19: key 'moe.capacity_factor': 0 is out of range (above 0 .. 1000)");
+  EXPECT_NE(model_error(head + ok + "routing = 1\n").find("key 'moe.routing': unknown key"),
+            std::string::npos);
+  EXPECT_EQ(
+      model_error("[explicit]\nforward_s = 1\n[moe]\nexperts = 2\n"),
+      "m.toml:3:1: key 'moe': experts replace a transformer's MLP: [moe] needs [transformer]");
+  EXPECT_EQ(model_error("[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\n"
+                        "vocab = 100\nattention = \"sparse\"\n"),
+            "m.toml:7:13: key 'transformer.attention': 'sparse' is not one of: multi-head, latent");
+
+  // The presets, as their sources give them.
+  const auto qwen = *io::load_model("qwen3-235b-a22b").transformer();
+  EXPECT_EQ(qwen.layers, 94);
+  EXPECT_EQ(qwen.moe->experts, 128);
+  EXPECT_EQ(qwen.moe->top_k, 8);
+  EXPECT_EQ(qwen.moe->expert_ffn_hidden, 1536);
+  const auto dsv3 = *io::load_model("deepseek-v3").transformer();
+  EXPECT_EQ(dsv3.attention, AttentionKind::Latent);
+  EXPECT_EQ(dsv3.moe->dense_layers, 3);
+  EXPECT_EQ(dsv3.moe->shared_experts, 1);
+  EXPECT_EQ(io::load_model("mixtral-8x7b").transformer()->moe->top_k, 2);
+
+  // Refused wherever the workload is needed, with the reason.
+  const std::int32_t units[] = {1, 1};
+  for (const char* name : {"qwen3-30b-a3b", "qwen3-235b-a22b", "mixtral-8x7b", "mixtral-8x22b",
+                           "gpt-oss-120b", "deepseek-v3"}) {
+    const auto model = io::load_model(name);
+    try {
+      (void)stage_work(model, units, 2);
+      ADD_FAILURE() << name << " was priced";
+    } catch (const ParamError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(name), std::string::npos) << what;
+      EXPECT_TRUE(what.find("mixture of experts") != std::string::npos ||
+                  what.find("latent attention") != std::string::npos)
+          << what;
+    }
+    EXPECT_THROW((void)model_operators(*model.transformer()), ParamError) << name;
+  }
+  EXPECT_FALSE(not_yet_simulated(*io::load_model("qwen3-32b").transformer()).has_value());
+}
+
 TEST(Config, OperatorLevelKeysAreChecked) {
   const std::string head =
       "[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\nvocab = 100\n";

@@ -51,7 +51,8 @@ void only_transformer_keys(const Reader& r, const toml::table& t, const std::str
           "balance_embedding",
           "grad_accumulation_fusion",
           "grad_bytes_per_param",
-          "optimizer_bytes_per_param"});
+          "optimizer_bytes_per_param",
+          "attention"});
 }
 
 namespace {
@@ -277,12 +278,46 @@ void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int 
   }
 }
 
+// [moe]: the experts that replace a transformer's MLP (MoeConfig).
+MoeConfig read_moe(const Reader& r, const toml::table& t, const TransformerConfig& model) {
+  const std::string p = "moe";
+  r.only(t, p,
+         {"experts", "top_k", "expert_ffn_hidden", "shared_experts", "shared_expert_ffn_hidden",
+          "dense_layers", "dense_ffn_hidden", "capacity_factor", "imbalance"});
+  MoeConfig moe;
+  moe.experts = r.integer(t, p, "experts", std::nullopt, 1, 1 << 20);
+  moe.top_k = r.integer(t, p, "top_k", std::nullopt, 1, moe.experts);
+  moe.expert_ffn_hidden = r.integer(t, p, "expert_ffn_hidden", std::nullopt, 1, 1 << 26);
+  moe.shared_experts = r.integer(t, p, "shared_experts", 0, 0, 1 << 10);
+  moe.shared_expert_ffn_hidden =
+      r.integer(t, p, "shared_expert_ffn_hidden", moe.expert_ffn_hidden, 1, 1 << 26);
+  if (moe.shared_experts == 0 && t.get("shared_expert_ffn_hidden") != nullptr) {
+    r.fail(t.get("shared_expert_ffn_hidden")->source(), "moe.shared_expert_ffn_hidden",
+           "set with shared_experts = 0: give shared_experts too, or leave it out");
+  }
+  // At least one layer has experts: a model whose every layer is dense has no [moe].
+  moe.dense_layers = r.integer(t, p, "dense_layers", 0, 0, model.layers - 1);
+  moe.dense_ffn_hidden = r.integer(t, p, "dense_ffn_hidden", model.ffn_hidden, 1, 1 << 26);
+  if (moe.dense_layers == 0 && t.get("dense_ffn_hidden") != nullptr) {
+    r.fail(t.get("dense_ffn_hidden")->source(), "moe.dense_ffn_hidden",
+           "set with dense_layers = 0: no layer is dense");
+  }
+  if (t.get("capacity_factor") != nullptr)
+    moe.capacity_factor = r.number(t, p, "capacity_factor", std::nullopt, 0.0, 1e3, true);
+  // The busiest rank takes at most every token the layer routes: at most experts / top_k times
+  // the balanced share.
+  moe.imbalance =
+      r.number(t, p, "imbalance", 1.0, 1.0,
+               static_cast<double>(moe.experts) / static_cast<double>(moe.top_k), false);
+  return moe;
+}
+
 }  // namespace
 
 ModelConfig parse_model(std::string_view text, const std::string& file) {
   const Reader r(text, file);
   const auto& root = r.root();
-  r.only(root, "", {"name", "description", "source", "transformer", "explicit"});
+  r.only(root, "", {"name", "description", "source", "transformer", "explicit", "moe"});
   ModelConfig model;
   model.name = r.string(root, "", "name").value_or(default_name(file));
   (void)r.string(root, "", "description");
@@ -294,7 +329,11 @@ ModelConfig parse_model(std::string_view text, const std::string& file) {
   }
   if (transformer) {
     only_transformer_keys(r, *transformer, "transformer");
-    model.spec = read_transformer(r, *transformer, "transformer");
+    auto t = read_transformer(r, *transformer, "transformer");
+    if (const auto* moe = r.table(root, "", "moe")) t.moe = read_moe(r, *moe, t);
+    model.spec = std::move(t);
+  } else if (const auto* moe = root.get("moe")) {
+    r.fail(moe->source(), "moe", "experts replace a transformer's MLP: [moe] needs [transformer]");
   } else {
     model.spec = read_explicit(r, *explicit_costs);
   }

@@ -52,6 +52,9 @@ TransformerConfig read_transformer(const Reader& r, const Table& t, const std::s
   m.grad_accumulation_fusion = r.boolean(t, p, "grad_accumulation_fusion", true);
   m.grad_bytes_per_param = r.number(t, p, "grad_bytes_per_param", 4.0, 0.0, 64.0, false);
   m.optimizer_bytes_per_param = r.number(t, p, "optimizer_bytes_per_param", 12.0, 0.0, 64.0, false);
+  m.attention = r.choice(t, p, "attention", "multi-head", {"multi-head", "latent"}) == "latent"
+                    ? AttentionKind::Latent
+                    : AttentionKind::MultiHead;
   if (m.head_dim == 0 && m.hidden % m.heads != 0) {
     r.fail(t.get("hidden")->source(), Reader::join(p, "hidden"),
            fmt::format("{} is not a multiple of heads = {}: set head_dim if the heads' width is "

@@ -5,6 +5,9 @@
 #include <utility>
 
 #include "dims.hpp"
+#include <fmt/format.h>
+
+#include "pipetab/error.hpp"
 
 namespace pipetab {
 
@@ -540,6 +543,7 @@ Operator gemm_operator(std::string_view name, const GemmShape& shape, double ele
 }
 
 ModelOperators model_operators(const TransformerConfig& m) {
+  if (const auto why = not_yet_simulated(m)) throw ParamError(fmt::format("model: {}", *why));
   const Dims d = detail::dims(m);
   const LayerSizes z = sizes(m, d);
   ModelOperators out;
