@@ -73,7 +73,8 @@ function check(ok, what) {
   const server = await serve(path.resolve(site));
   const origin = `http://127.0.0.1:${server.address().port}`;
   const browser = await chromium.launch({ executablePath: chromiumPath, headless: true,
-                                          args: ["--no-sandbox"] });
+                                          // Root in a container: no sandbox; a small /dev/shm: use /tmp.
+                                          args: ["--no-sandbox", "--disable-dev-shm-usage"] });
   const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
   const problems = [];
   context.on("request", (req) => {
