@@ -170,9 +170,13 @@
     if (state.cmd === "compare") {
       const comparison = data.comparisons[0];
       drawLevels(comparison.schedules);
+      // What the comparison left out, and why (hanayo needs M = S; a dropped table of other sizes).
+      $("skipped").textContent = (comparison.skipped || []).map((k) => `${k.schedule}: ${k.reason}`).join("\n");
+      $("skipped").hidden = !(comparison.skipped || []).length;
       const pick = comparison.schedules.find((s) => s.rank.simulation === 1) || comparison.schedules[0];
       if (pick) await showDetail(pick.schedule, pick.params, mine);
     } else if (state.cmd === "analyze") {
+      $("skipped").hidden = true;
       drawLevels([data]);
       await showDetail(data.schedule, data.params, mine);
     } else if (state.cmd === "simulate") {

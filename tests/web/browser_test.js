@@ -115,6 +115,8 @@ function check(ok, what) {
   await resultAfter(() => page.goto(origin + "/?cmd=compare&S=4&M=8&system=dgx-h100"));
   await page.waitForFunction(() => document.querySelector("#timeline svg"), null, { timeout: 60000 });
   await page.screenshot({ path: path.join(shots, "compare.png"), fullPage: true });
+  const skipped = await page.$eval("#skipped", (e) => (e.hidden ? "" : e.textContent));
+  check(skipped.startsWith("hanayo: M = 8 must equal S = 4"), `the comparison says what it left out (${skipped})`);
   const before = await page.$eval("#ranking", (e) => e.textContent);
   const got = await resultAfter(() => page.$eval("#M", (e) => {
     e.value = "16";
