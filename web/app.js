@@ -42,7 +42,7 @@
   // ---- state: the URL's query string, the form, and pasted or dropped files -----------------
   let state = R.parse(location.search);
   // The dropped table (too large for a URL; the model and system TOML live in the state).
-  const custom = { table: "", tableName: "" };
+  const custom = { table: "" };
   const lastPreset = { model: "llama2-7b", system: "balanced" };
   let presets = { models: [], systems: [], schedules: [] };
 
@@ -488,7 +488,6 @@
   // A dropped or picked schedule file is evaluated as a table.
   async function takeTable(file) {
     custom.table = await file.text();
-    custom.tableName = file.name;
     $("table-name").textContent = `Using ${file.name}.`;
     $("table-clear").hidden = false;
     if (state.cmd === "plan") state.cmd = "analyze";
@@ -555,7 +554,6 @@
         }
         soon();
       });
-      $(key).addEventListener("focus", () => { if ($(key).value !== "custom") lastPreset[key] = $(key).value; });
     }
     $("engine-status").textContent = "Engine ready: pipetab compiled to WebAssembly, running in this tab.";
     stateToForm();

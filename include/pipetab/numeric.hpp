@@ -46,7 +46,8 @@ inline std::from_chars_result parse_double_strtod(const char* first, const char*
   const char* end = nullptr;
   if (const char* q = lower_is("inf")) {
     p = q;
-    end = lower_is("inity") ? lower_is("inity") : q;
+    const char* full = lower_is("inity");
+    end = full != nullptr ? full : q;
   } else if (const char* n = lower_is("nan")) {
     end = n;
   } else {

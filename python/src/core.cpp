@@ -18,7 +18,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -46,6 +45,7 @@
 #include "pipetab/table/costs.hpp"
 #include "pipetab/table/timing.hpp"
 #include "pipetab/table/validate.hpp"
+#include "pipetab/threads.hpp"
 
 namespace py = pybind11;
 
@@ -488,8 +488,7 @@ std::shared_ptr<SweepResult> sweep(const std::string& study, int jobs, std::int6
     const auto total = static_cast<std::int64_t>(plan->configurations().size());
     std::tie(result->begin, result->end) = shard_range(total, shard, shards);
     result->plan = plan;
-    const int threads =
-        jobs > 0 ? jobs : static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+    const int threads = jobs > 0 ? jobs : static_cast<int>(hardware_threads());
     std::atomic<bool> stop{false};
     SignalCheck signals;
     run_sweep(

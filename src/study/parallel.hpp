@@ -16,7 +16,7 @@ namespace pipetab::detail {
 /// stops the others from taking new items and is rethrown.
 template <class Fn>
 void parallel_for(std::size_t n, unsigned threads, Fn&& fn) {
-  if (threads == 0 || !kHasThreads) threads = kHasThreads ? hardware_threads() : 1;
+  if (threads == 0 || !kHasThreads) threads = hardware_threads();  // 1 without threads
   const auto workers = static_cast<std::size_t>(std::min<std::size_t>(threads, n));
   std::atomic<std::size_t> next{0};
   std::exception_ptr failure;
