@@ -388,7 +388,7 @@ TEST(Config, ErrorsNameFileLineAndKey) {
 // [moe] (issue 25, point 1): read and checked with the file, line and key of any mistake; the
 // presets hold their published shapes; and every workload entry point refuses a mixture of
 // experts, or multi-head latent attention, instead of pricing it as a dense model.
-TEST(Config, MixtureOfExpertsIsReadCheckedAndRefused) {
+TEST(Config, MixtureOfExpertsIsReadAndChecked) {
   const std::string head =
       "[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\nvocab = 100\n"
       "ffn_hidden = 256\n[moe]\n";
@@ -441,23 +441,44 @@ TEST(Config, MixtureOfExpertsIsReadCheckedAndRefused) {
   EXPECT_EQ(dsv3.moe->shared_experts, 1);
   EXPECT_EQ(io::load_model("mixtral-8x7b").transformer()->moe->top_k, 2);
 
-  // Refused wherever the workload is needed, with the reason.
+  EXPECT_EQ(model_error(head + ok + "dispatcher = \"nccl\"\n"),
+            "m.toml:12:14: key 'moe.dispatcher': 'nccl' is not one of: alltoall, deepep");
+  EXPECT_EQ(model_error(head + ok + "recompute = \"moe\"\n"),
+            "m.toml:12:13: key 'moe.recompute': 'moe' is not one of: none, moe_act, mlp");
+  EXPECT_EQ(model_error(head + ok + "shared_expert_overlap = true\n"),
+            "m.toml:12:25: key 'moe.shared_expert_overlap': true with shared_experts = 0: there "
+            "is no shared expert to run beside the all-to-alls");
+  const auto options = std::get<TransformerConfig>(
+                           io::parse_model(head + ok +
+                                               "dispatcher = \"deepep\"\nnode_limit = 4\n"
+                                               "fp8_dispatch = true\nrecompute = \"moe_act\"\n",
+                                           "m.toml")
+                               .spec)
+                           .moe;
+  EXPECT_EQ(options->dispatcher, MoeDispatcher::DeepEp);
+  EXPECT_EQ(options->node_limit, 4);
+  EXPECT_TRUE(options->fp8_dispatch);
+  EXPECT_EQ(options->recompute, MoeRecompute::MoeAct);
+
+  // Every preset but DeepSeek-V3 is priced; its multi-head latent attention is refused, with the
+  // reason, wherever the workload is needed.
   const std::int32_t units[] = {1, 1};
   for (const char* name : {"qwen3-30b-a3b", "qwen3-235b-a22b", "mixtral-8x7b", "mixtral-8x22b",
-                           "gpt-oss-120b", "deepseek-v3"}) {
-    const auto model = io::load_model(name);
-    try {
-      (void)stage_work(model, units, 2);
-      ADD_FAILURE() << name << " was priced";
-    } catch (const ParamError& e) {
-      const std::string what = e.what();
-      EXPECT_NE(what.find(name), std::string::npos) << what;
-      EXPECT_TRUE(what.find("mixture of experts") != std::string::npos ||
-                  what.find("latent attention") != std::string::npos)
-          << what;
-    }
-    EXPECT_THROW((void)model_operators(*model.transformer()), ParamError) << name;
+                           "gpt-oss-120b"}) {
+    const auto work = stage_work(io::load_model(name), units, 2);
+    EXPECT_GT(work[0].moe_layers, 0) << name;
+    EXPECT_GT(work[0].expert_params, 0.0) << name;
   }
+  const auto model = io::load_model("deepseek-v3");
+  try {
+    (void)stage_work(model, units, 2);
+    ADD_FAILURE() << "deepseek-v3 was priced";
+  } catch (const ParamError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("deepseek-v3"), std::string::npos) << what;
+    EXPECT_NE(what.find("latent attention"), std::string::npos) << what;
+  }
+  EXPECT_THROW((void)model_operators(*model.transformer()), ParamError);
   EXPECT_FALSE(not_yet_simulated(*io::load_model("qwen3-32b").transformer()).has_value());
 }
 

@@ -122,6 +122,21 @@ void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
       ->check(CLI::IsMember({"ring", "allgather", "a2a"}))
       ->capture_default_str();
   command
+      .add_option("--ep", o.expert_parallel,
+                  "expert-parallel ranks: each MoE layer's experts spread over them, drawn from "
+                  "a stage's --tp × --cp × --dp ranks (Megatron-Core's parallel folding); tokens "
+                  "reach them by all-to-all")
+      ->transform(kWholeNumber)
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
+      ->capture_default_str();
+  command
+      .add_option("--etp", o.expert_tensor_parallel,
+                  "expert-tensor-parallel ranks: each expert's matrices split over them (--ep × "
+                  "--etp must divide --tp × --cp × --dp)")
+      ->transform(kWholeNumber)
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
+      ->capture_default_str();
+  command
       .add_option("--dp", o.data_parallel,
                   "data-parallel replicas of the pipeline (gradient all-reduce; with --fsdp the "
                   "ranks parameters are sharded over)")
@@ -256,6 +271,8 @@ Layout ScheduleOptions::layout() const {
   l.cp = context_parallel;
   l.cp_method = *parse_cp_method(cp_method);
   l.dp = data_parallel;
+  l.ep = expert_parallel;
+  l.etp = expert_tensor_parallel;
   l.fsdp.enabled = fsdp;
   l.fsdp.shard = fsdp_shard;
   if (reshard_after_forward != "auto") l.fsdp.reshard_after_forward = reshard_after_forward == "on";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -39,6 +40,26 @@ const LinkSpec& context_parallel_link(const SystemConfig& system, std::int64_t t
                                       std::int64_t cp) {
   // Megatron's rank order puts TP fastest, then CP: a CP group spans tp·cp consecutive ranks.
   return tensor_parallel_link(system, tp * cp);
+}
+
+ExpertAllToAll expert_all_to_all(const Operator& op, const TransformerConfig& m,
+                                 const SystemConfig& system) {
+  ExpertAllToAll a;
+  a.bytes = op.collective_bytes;
+  a.ranks = static_cast<double>(m.expert_parallel);
+  // Megatron-Core's expert rank order puts ETP fastest, then EP: an EP group's ranks are etp
+  // apart, so devices_per_node / etp of them share a node (all of them on a line or ring).
+  const double etp = static_cast<double>(m.expert_tensor_parallel);
+  a.per_node = system.topology == Topology::Switched
+                   ? std::max(1.0, std::floor(static_cast<double>(system.devices_per_node) / etp))
+                   : a.ranks;
+  a.per_node = std::min(a.per_node, a.ranks);
+  if (m.moe) {
+    a.top_k = static_cast<double>(m.moe->top_k);
+    a.per_node_dedup = m.moe->dispatcher == MoeDispatcher::DeepEp;
+    a.node_limit = static_cast<double>(m.moe->node_limit);
+  }
+  return a;
 }
 
 void require_costable(const ModelConfig& model, const SystemConfig& system) {
@@ -115,11 +136,23 @@ OperatorCost operator_cost(const Operator& op, const TransformerConfig& m,
       if (!device.flat_efficiency) c.seconds = memory_seconds(op.bytes, device) + launches;
       return c;
     case OperatorKind::Collective: {
-      if (op.group == CollectiveGroup::Context) {
-        c.seconds = collective_seconds(
-            op.collective, op.collective_bytes, static_cast<double>(m.context_parallel),
-            context_parallel_link(system, m.tensor_parallel, m.context_parallel));
-        return c;
+      switch (op.group) {
+        case CollectiveGroup::Context:
+          c.seconds = collective_seconds(
+              op.collective, op.collective_bytes, static_cast<double>(m.context_parallel),
+              context_parallel_link(system, m.tensor_parallel, m.context_parallel));
+          return c;
+        case CollectiveGroup::Expert:
+          c.seconds = expert_all_to_all_seconds(expert_all_to_all(op, m, system), system.intra,
+                                                system.inter);
+          return c;
+        case CollectiveGroup::ExpertTensor:
+          c.seconds = collective_seconds(
+              op.collective, op.collective_bytes, static_cast<double>(m.expert_tensor_parallel),
+              tensor_parallel_link(system, m.expert_tensor_parallel));
+          return c;
+        case CollectiveGroup::Tensor:
+          break;
       }
       const double ranks = static_cast<double>(m.tensor_parallel);
       c.seconds = collective_seconds(op.collective, op.collective_bytes, ranks,
@@ -159,7 +192,10 @@ PassCost pass_cost(const PassOperators& ops, const Timed& t, std::initializer_li
       const Operator& op = list[k];
       double s = seconds[k];
       if (op.kind == OperatorKind::Collective) {
-        const bool may_overlap = op.group == CollectiveGroup::Context
+        // Context and expert exchanges run beside their partner whenever the model gives them
+        // one (the ring's design; the shared-expert overlap); tensor-parallel ones as
+        // --tp-overlap allows.
+        const bool may_overlap = op.group != CollectiveGroup::Tensor
                                      ? true
                                      : op.overlap != Overlap::Never && overlap >= op.overlap;
         if (may_overlap && op.hidden_index >= 0 && in_set(op.hidden_pass)) {
@@ -168,6 +204,8 @@ PassCost pass_cost(const PassOperators& ops, const Timed& t, std::initializer_li
           s = std::max(0.0, s - op.hidden_fraction * partner);
         }
         c.tp_comm_s += s;
+        if (op.group == CollectiveGroup::Expert || op.group == CollectiveGroup::ExpertTensor)
+          c.expert_comm_s += s;
       }
       c.seconds += s;
       c.kernels += op.kernels;
@@ -186,6 +224,7 @@ StageCost stage_cost_of(const PassOperators& ops, const Timed& t, Overlap overla
 void add(PassCost& into, const PassCost& part, double times) {
   into.seconds += times * part.seconds;
   into.tp_comm_s += times * part.tp_comm_s;
+  into.expert_comm_s += times * part.expert_comm_s;
   into.kernels += times * part.kernels;
 }
 
@@ -219,8 +258,11 @@ std::vector<StageCost> stage_costs(const ModelConfig& model, std::span<const Sta
   const StageCost embedding =
       stage_cost_of(ops.embedding, timed(ops.embedding, *m, system), overlap);
   const StageCost output = stage_cost_of(ops.output, timed(ops.output, *m, system), overlap);
+  StageCost moe_layer;
+  if (m->moe) moe_layer = stage_cost_of(ops.moe_layer, timed(ops.moe_layer, *m, system), overlap);
   for (std::size_t s = 0; s < work.size(); ++s) {
-    add(costs[s], layer, static_cast<double>(work[s].layers));
+    add(costs[s], layer, static_cast<double>(work[s].layers - work[s].moe_layers));
+    add(costs[s], moe_layer, static_cast<double>(work[s].moe_layers));
     if (work[s].embedding) add(costs[s], embedding, 1.0);
     if (work[s].output) add(costs[s], output, 1.0);
   }

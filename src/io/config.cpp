@@ -283,7 +283,8 @@ MoeConfig read_moe(const Reader& r, const toml::table& t, const TransformerConfi
   const std::string p = "moe";
   r.only(t, p,
          {"experts", "top_k", "expert_ffn_hidden", "shared_experts", "shared_expert_ffn_hidden",
-          "dense_layers", "dense_ffn_hidden", "capacity_factor", "imbalance"});
+          "dense_layers", "dense_ffn_hidden", "capacity_factor", "imbalance", "dispatcher",
+          "node_limit", "fp8_dispatch", "shared_expert_overlap", "recompute"});
   MoeConfig moe;
   moe.experts = r.integer(t, p, "experts", std::nullopt, 1, 1 << 20);
   moe.top_k = r.integer(t, p, "top_k", std::nullopt, 1, moe.experts);
@@ -309,6 +310,21 @@ MoeConfig read_moe(const Reader& r, const toml::table& t, const TransformerConfi
   moe.imbalance =
       r.number(t, p, "imbalance", 1.0, 1.0,
                static_cast<double>(moe.experts) / static_cast<double>(moe.top_k), false);
+  moe.dispatcher = r.choice(t, p, "dispatcher", "alltoall", {"alltoall", "deepep"}) == "deepep"
+                       ? MoeDispatcher::DeepEp
+                       : MoeDispatcher::AllToAll;
+  moe.node_limit = r.integer(t, p, "node_limit", 0, 0, 1 << 20);
+  moe.fp8_dispatch = r.boolean(t, p, "fp8_dispatch", false);
+  moe.shared_expert_overlap = r.boolean(t, p, "shared_expert_overlap", false);
+  if (moe.shared_expert_overlap && moe.shared_experts == 0) {
+    r.fail(t.get("shared_expert_overlap")->source(), "moe.shared_expert_overlap",
+           "true with shared_experts = 0: there is no shared expert to run beside the "
+           "all-to-alls");
+  }
+  const std::string recompute = r.choice(t, p, "recompute", "none", {"none", "moe_act", "mlp"});
+  moe.recompute = recompute == "moe_act" ? MoeRecompute::MoeAct
+                  : recompute == "mlp"   ? MoeRecompute::Mlp
+                                         : MoeRecompute::None;
   return moe;
 }
 

@@ -49,4 +49,17 @@ inline double matmul_params(const Dims& d, bool gated) {
   return 2 * d.h * d.q + 2 * d.h * d.kv + (gated ? 3 : 2) * d.h * d.ffn;
 }
 
+// The model a mixture of experts' dense layers are: its dense_ffn_hidden as the MLP width.
+inline TransformerConfig dense_layer_model(const TransformerConfig& m) {
+  TransformerConfig dense = m;
+  if (m.moe && m.moe->dense_ffn_hidden > 0) dense.ffn_hidden = m.moe->dense_ffn_hidden;
+  return dense;
+}
+
+// Parameters of one layer per device: all of them, the routed experts' (reduced over the
+// expert-data-parallel ranks), and the layer linears' (FP8 training caches their FP8 copy).
+struct LayerParams {
+  double total = 0.0, experts = 0.0, linears = 0.0;
+};
+
 }  // namespace pipetab::detail

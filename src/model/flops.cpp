@@ -11,19 +11,30 @@ double microbatch_flops(const TransformerConfig& m) {
   const auto all = [](const PassOperators& p) {
     return matmul_flops(p.forward) + matmul_flops(p.input_grad) + matmul_flops(p.weight_grad);
   };
-  return static_cast<double>(m.layers) * all(ops.layer) + all(ops.embedding) + all(ops.output);
+  const double dense = static_cast<double>(m.moe ? m.moe->dense_layers : m.layers);
+  const double moe = static_cast<double>(m.layers) - dense;
+  return dense * all(ops.layer) + (moe > 0 ? moe * all(ops.moe_layer) : 0.0) + all(ops.embedding) +
+         all(ops.output);
 }
 
 }  // namespace
 
 IterationFlops iteration_flops(const TransformerConfig& model, double sequences) {
-  // Each tensor- and context-parallel rank does its share of a microbatch.
+  // Each tensor- and context-parallel rank does its share of a microbatch. A mixture of experts
+  // is counted at its balanced load (the busiest rank's extra rows are another rank's fewer);
+  // the hardware also runs the capacity's padding, the model only the routed rows.
   const double ranks = static_cast<double>(model.tensor_parallel * model.context_parallel);
   const double microbatches = sequences / static_cast<double>(model.micro_batch);
-  const double hardware = microbatch_flops(model) * ranks * microbatches;
-  if (model.recompute == Recompute::None) return {hardware, hardware};
-  TransformerConfig plain = model;
+  TransformerConfig run = model;
+  if (run.moe) run.moe->imbalance = 1.0;
+  const double hardware = microbatch_flops(run) * ranks * microbatches;
+  TransformerConfig plain = run;
   plain.recompute = Recompute::None;
+  if (plain.moe) {
+    plain.moe->capacity_factor.reset();
+    plain.moe->recompute = MoeRecompute::None;
+  }
+  if (plain.recompute == run.recompute && !run.moe) return {hardware, hardware};
   return {microbatch_flops(plain) * ranks * microbatches, hardware};
 }
 

@@ -8,6 +8,56 @@
 
 namespace pipetab {
 
+namespace {
+
+// Expert parallelism (Megatron-Core's MoE parallel folding, arXiv 2504.14960 §3): EP × ETP
+// ranks of the stage's TP × CP × DP hold each MoE layer's experts.
+void require_expert_layout(const TransformerConfig& m, const Layout& l) {
+  if (l.ep < 1 || l.etp < 1) {
+    throw ParamError(fmt::format("--ep {} --etp {}: expert parallelism needs 1 or more ranks",
+                                 l.ep, l.etp));
+  }
+  if (!m.moe) {
+    if (l.ep > 1 || l.etp > 1) {
+      throw ParamError(fmt::format(
+          "--ep {} --etp {}: expert parallelism spreads a mixture of experts' experts, and the "
+          "model has none ([moe])",
+          l.ep, l.etp));
+    }
+    return;
+  }
+  const MoeConfig& moe = *m.moe;
+  if (moe.experts % l.ep != 0) {
+    throw ParamError(fmt::format(
+        "--ep {}: expert parallelism gives each rank the same number of experts, and {} experts "
+        "do not divide evenly",
+        l.ep, moe.experts));
+  }
+  if (moe.expert_ffn_hidden % l.etp != 0) {
+    throw ParamError(fmt::format(
+        "--etp {}: expert tensor parallelism splits each expert's hidden width {} "
+        "(expert_ffn_hidden), which does not divide evenly",
+        l.etp, moe.expert_ffn_hidden));
+  }
+  if (l.tp > 1 && !m.sequence_parallel) {
+    throw ParamError(fmt::format(
+        "--tp {}: a mixture of experts with tensor parallelism needs sequence parallelism "
+        "(Megatron-Core requires it: each TP rank routes its own 1/tp of the tokens); set "
+        "sequence_parallel = true in the model",
+        l.tp));
+  }
+  const std::int64_t ranks = l.tp * l.cp * l.dp;
+  if (ranks % (l.ep * l.etp) != 0) {
+    throw ParamError(fmt::format(
+        "--ep {} --etp {}: the experts' ranks are drawn from a stage's TP × CP × DP = {} × {} × "
+        "{} = {} ranks (parallel folding: ETP × EP × EDP = TP × CP × DP), and EP × ETP = {} "
+        "does not divide them",
+        l.ep, l.etp, l.tp, l.cp, l.dp, ranks, l.ep * l.etp));
+  }
+}
+
+}  // namespace
+
 void require_layout(const TransformerConfig& m, const Layout& l) {
   if (l.tp < 1)
     throw ParamError(fmt::format("--tp {}: tensor parallelism needs 1 or more ranks", l.tp));
@@ -46,6 +96,7 @@ void require_layout(const TransformerConfig& m, const Layout& l) {
       }
     }
   }
+  require_expert_layout(m, l);
   if (l.fsdp.shard == 1) {
     throw ParamError(
         "--fsdp-shard 1: a shard group of one rank shards nothing; leave --fsdp out for "

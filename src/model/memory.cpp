@@ -48,20 +48,78 @@ LayerActivation layer_activation_bytes(const TransformerConfig& m, const Dims& d
   return {unsplit + (split + attention) / d.t, attention / d.t};
 }
 
-}  // namespace detail
+LayerActivation moe_layer_activation_bytes(const TransformerConfig& m) {
+  const Dims d = dims(m);
+  // The attention half of a layer: the dense accounting with no MLP width (its unsplit part
+  // keeps the MLP's input, which the router, the permutation and the shared experts read).
+  Dims attention_dims = d;
+  attention_dims.ffn = 0.0;
+  LayerActivation a = layer_activation_bytes(m, attention_dims);
+  if (m.recompute == Recompute::Full || !m.moe) return a;
+  const MoeConfig& moe = *m.moe;
+  const double half = m.recompute == Recompute::EveryOtherLayer ? 0.5 : 1.0;
+  if (moe.recompute == MoeRecompute::Mlp) return a;
+  const double t = d.t;
+  const double tokens = d.s * d.b / t;  // the rank's tokens (sequence parallel)
+  const double k = static_cast<double>(moe.top_k);
+  const double rows = moe.load() * tokens * k;
+  const double etp = static_cast<double>(m.expert_tensor_parallel);
+  const double width = static_cast<double>(moe.expert_ffn_hidden) / etp;
+  const double up = (m.gated_mlp ? 2 : 1) * width;
+  // fp32 probabilities of every expert (the router's backward), the routed rows the combine
+  // weighted (the probabilities' gradient), the gathered rows fc1 read, fc1's output, and the
+  // activation's output fc2 read unless moe_act recomputes it.
+  double bytes = 4 * tokens * static_cast<double>(moe.experts) + d.e * tokens * k * d.h;
+  bytes += d.e * rows * etp * (d.h + up + (moe.recompute == MoeRecompute::MoeAct ? 0 : width));
+  // The shared experts as a dense MLP: fc1's output and the activation's output, split by TP.
+  const double shared = static_cast<double>(moe.shared_ffn());
+  bytes += d.e * d.s * d.b * ((m.gated_mlp ? 2 : 1) * shared + shared) / t;
+  a.total += half * bytes;
+  return a;
+}
 
-double layer_params(const TransformerConfig& m) {
-  const detail::Dims d = detail::dims(m);
+LayerParams dense_layer_params(const TransformerConfig& m) {
+  const TransformerConfig dense = dense_layer_model(m);
+  const Dims d = dims(dense);
   // Tensor parallelism splits the matrices; the two LayerNorms (4h) are replicated on every
   // device (Megatron-LM, Shoeybi et al. 2019).
-  return detail::matmul_params(d, m.gated_mlp) / d.t + 4 * d.h;
+  const double linears = matmul_params(d, dense.gated_mlp) / d.t;
+  return {linears + 4 * d.h, 0.0, linears};
 }
+
+LayerParams moe_layer_params(const TransformerConfig& m) {
+  const Dims d = dims(m);
+  const MoeConfig& moe = *m.moe;
+  const double matrices = m.gated_mlp ? 3 : 2;
+  const double attention = (2 * d.h * d.q + 2 * d.h * d.kv) / d.t;
+  // Each rank holds E/EP experts, each split over ETP; the shared experts split over TP like a
+  // dense MLP; the router's h×E weight is replicated (Megatron-Core's TopKRouter).
+  const double experts = static_cast<double>(moe.experts / m.expert_parallel) * matrices * d.h *
+                         static_cast<double>(moe.expert_ffn_hidden) /
+                         static_cast<double>(m.expert_tensor_parallel);
+  const double shared = matrices * d.h * static_cast<double>(moe.shared_ffn()) / d.t;
+  const double router = d.h * static_cast<double>(moe.experts);
+  const double linears = attention + experts + shared;
+  return {linears + router + 4 * d.h, experts, linears};
+}
+
+}  // namespace detail
+
+double layer_params(const TransformerConfig& m) { return detail::dense_layer_params(m).total; }
 
 double total_params(const TransformerConfig& m) {
   const detail::Dims d = detail::dims(m);
   const double embedding = d.V * d.h + (m.learned_positions ? d.keys * d.h : 0.0);
-  return static_cast<double>(m.layers) * (detail::matmul_params(d, m.gated_mlp) + 4 * d.h) +
-         embedding + (m.tie_embeddings ? 0.0 : d.V * d.h) + 2 * d.h;
+  const double outside = embedding + (m.tie_embeddings ? 0.0 : d.V * d.h) + 2 * d.h;
+  TransformerConfig whole = m;  // no parallelism: every parameter once
+  whole.tensor_parallel = 1;
+  whole.expert_parallel = 1;
+  whole.expert_tensor_parallel = 1;
+  const double layers = static_cast<double>(m.layers);
+  if (!m.moe) return layers * detail::dense_layer_params(whole).total + outside;
+  const double dense = static_cast<double>(m.moe->dense_layers);
+  return dense * detail::dense_layer_params(whole).total +
+         (layers - dense) * detail::moe_layer_params(whole).total + outside;
 }
 
 double optimizer_step_bytes_per_param(const TransformerConfig& m) {

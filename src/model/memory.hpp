@@ -12,4 +12,12 @@ struct LayerActivation {
 
 LayerActivation layer_activation_bytes(const TransformerConfig& m, const Dims& d);
 
+/// The same for a mixture-of-experts layer: the dense layer's attention part, the router's
+/// probabilities, the busiest rank's dispatched rows and expert intermediates, the shared experts'.
+LayerActivation moe_layer_activation_bytes(const TransformerConfig& m);
+
+/// Parameters of a dense layer of `m` (its dense_layer_model), and of a mixture-of-experts layer.
+LayerParams dense_layer_params(const TransformerConfig& m);
+LayerParams moe_layer_params(const TransformerConfig& m);
+
 }  // namespace pipetab::detail

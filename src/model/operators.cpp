@@ -4,7 +4,7 @@
 #include <numeric>
 #include <utility>
 
-#include "dims.hpp"
+#include "builder.hpp"
 #include <fmt/format.h>
 
 #include "pipetab/error.hpp"
@@ -44,184 +44,12 @@ double matmul_flops(std::span<const Operator> operators) {
 
 namespace {
 
+using detail::Builder;
 using detail::Dims;
-
-std::vector<Operator>& pass_of(PassOperators& ops, PassId id) {
-  return const_cast<std::vector<Operator>&>(std::as_const(ops).pass(id));
-}
-
-// A collective's partner GEMM, named while the passes are built and resolved to an index after.
-struct Pending {
-  PassId pass;
-  std::size_t op;
-  PassId hidden_pass;
-  std::string_view hidden_name;
-};
-
-// Appends the operators of one pass; byte counts follow the kernels Megatron-LM runs (fused
-// scale-mask-softmax, fused bias-GeLU, fused bias-dropout-add; reference schedules.md §12).
-class Builder {
- public:
-  Builder(const TransformerConfig& m, PassOperators& out, PassId pass,
-          std::vector<Pending>& pending)
-      : m_(m), d_(detail::dims(m)), out_(out), pass_(pass), pending_(pending) {}
-
-  std::vector<Operator>& ops() { return pass_of(out_, pass_); }
-
-  void gemm(std::string_view name, double m, double n, double k, double batch = 1.0) {
-    ops().push_back(gemm_operator(name, {m, n, k, batch}, d_.e));
-  }
-
-  bool fp8() const { return m_.precision == Precision::FP8; }
-
-  // A layer's linear: in FP8 training its inputs are quantised first (`quantize` names that
-  // kernel; "": none) and the product runs in FP8. Quantising an [m×k] input reads it in 16 bits
-  // and writes it and its transpose in FP8 (Transformer Engine's fused cast-transpose, the scale
-  // from the previous amax: e + 2 bytes per element, one kernel); eager torchao adds an amax pass
-  // and casts the transpose apart (3e + 2 bytes, three kernels) and casts the weight every
-  // forward too.
-  void linear(std::string_view name, std::string_view quantize, double m, double n, double k,
-              bool weight_in_forward) {
-    if (fp8() && !quantize.empty()) {
-      const bool fused = m_.fused_elementwise;
-      double elements = m * k;
-      if (!fused && weight_in_forward) elements += n * k;
-      memory(quantize, (fused ? d_.e + 2 : 3 * d_.e + 2) * elements, fused ? 1 : 3);
-    }
-    gemm(name, m, n, k);
-    ops().back().fp8 = fp8();
-    if (fp8()) ops().back().bytes = gemm_operator(name, {m, n, k}, 1.0).bytes + m * n * (d_.e - 1);
-  }
-
-  // A weight-gradient GEMM dW[m×n] = Xᵀ[m×k]·dY[k×n]. Megatron-LM adds each microbatch's
-  // gradient into the main gradient: fused into the GEMM (it reads and writes the accumulator),
-  // or (before late 2021, v2.5) as a separate `main_grad.add_` over the parameters.
-  void weight_gemm(std::string_view name, std::string_view accumulate, double m, double n,
-                   double k) {
-    gemm(name, m, n, k);
-    auto& op = ops().back();
-    op.fp8 = fp8() && fp8_weight_grads_;
-    const double g = m_.grad_bytes_per_param;
-    if (m_.grad_accumulation_fusion) {
-      op.bytes = d_.e * (m * k + k * n) + 2 * g * m * n;
-    } else {
-      memory(accumulate, m * n * (d_.e + 2 * g));
-    }
-  }
-
-  // A norm over `elements` (RMSNorm or LayerNorm), forward or backward. Fused: one pass, read
-  // and write (backward: read the input, the output gradient and the residual's gradient, write
-  // the input gradient). Eager PyTorch (torchtitan's RMSNorm @9dec370: x.float(), pow(2),
-  // mean, + eps, rsqrt, ·x, type_as, ·weight): forward 4e + 28 bytes per element in 8 kernels;
-  // its autograd backward about 5e + 56 in 10.
-  void norm(std::string_view name, double elements, bool backward) {
-    const double e = d_.e;
-    if (m_.fused_elementwise) {
-      memory(name, (backward ? 4 : 2) * e * elements);
-    } else {
-      memory(name, (backward ? 5 * e + 56 : 4 * e + 28) * elements, backward ? 10 : 8);
-    }
-  }
-
-  // Rotary embeddings of Q and K, eager (torchtitan's apply_rotary_emb: float(), a complex
-  // product with the frequencies, type_as): 2e + 16 bytes per element, three kernels each for Q
-  // and K, the same again backward. Fused kernels (Megatron-Core, Transformer Engine) apply
-  // them within the attention's inputs, not counted.
-  void rotary(std::string_view name, double elements) {
-    if (m_.fused_elementwise || m_.learned_positions) return;
-    memory(name, (2 * d_.e + 16) * elements, 6);
-  }
-
-  // The layer's weight gradients are FP8 products (of the inputs' and output gradients' FP8
-  // transposes); the output layer's are not.
-  void fp8_weight_grads(bool on) { fp8_weight_grads_ = on; }
-
-  void memory(std::string_view name, double bytes, std::int32_t kernels = 1) {
-    Operator op;
-    op.name = name;
-    op.kind = OperatorKind::Memory;
-    op.bytes = bytes;
-    op.kernels = kernels;
-    ops().push_back(op);
-  }
-
-  void fused_attention(std::string_view name, OperatorKind kind, double flops, double bytes) {
-    Operator op;
-    op.name = name;
-    op.kind = kind;
-    op.flops = flops;
-    op.bytes = bytes;
-    ops().push_back(op);
-  }
-
-  // A tensor-parallel collective over the full [s, b, h] buffer (e bytes per element). No-op
-  // without tensor parallelism.
-  void collective(std::string_view name, CollectiveKind kind, double bytes, Overlap overlap,
-                  PassId hidden_pass, std::string_view hidden_by) {
-    if (d_.t <= 1.0) return;
-    Operator op;
-    op.name = name;
-    op.kind = OperatorKind::Collective;
-    op.collective = kind;
-    op.collective_bytes = bytes;
-    op.overlap = overlap;
-    ops().push_back(op);
-    if (!hidden_by.empty()) pending_.push_back({pass_, ops().size() - 1, hidden_pass, hidden_by});
-  }
-
-  // A context-parallel exchange of keys and values (or, for Ulysses, of Q, K, V and the output)
-  // over the CP group, running beside `hidden_by` of this pass for `fraction` of its time ("":
-  // exposed). No-op without context parallelism.
-  void context_exchange(std::string_view name, CollectiveKind kind, double bytes,
-                        std::string_view hidden_by, double fraction) {
-    if (d_.cp <= 1.0) return;
-    Operator op;
-    op.name = name;
-    op.kind = OperatorKind::Collective;
-    op.group = CollectiveGroup::Context;
-    op.collective = kind;
-    op.collective_bytes = bytes;
-    op.hidden_fraction = fraction;
-    ops().push_back(op);
-    if (!hidden_by.empty()) pending_.push_back({pass_, ops().size() - 1, pass_, hidden_by});
-  }
-
- private:
-  const TransformerConfig& m_;
-  bool fp8_weight_grads_ = false;
-  Dims d_;
-  PassOperators& out_;
-  PassId pass_;
-  std::vector<Pending>& pending_;
-};
-
-// Sizes of one layer per device, in elements: the residual stream on a device (all of it, or
-// 1/t of the sequence with sequence parallelism), the attention score matrices, the MLP.
-struct LayerSizes {
-  double T;         // tokens s·b
-  double x;         // residual stream elements on the device
-  double full;      // s·b·h: the buffer of a tensor-parallel collective
-  double scores;    // b·(a/t)·s²
-  double qkv_out;   // (q + 2·kv)/t
-  double ffn_out;   // fc1's output width per device (gated: two halves)
-  double ffn;       // ffn/t
-  double heads;     // b·a/t: batched attention products
-  double head_dim;  // q/a
-};
-
-LayerSizes sizes(const TransformerConfig& m, const Dims& d) {
-  LayerSizes z;
-  z.T = d.tokens();
-  z.full = d.sbh();
-  z.x = m.sequence_parallel ? z.full / d.t : z.full;
-  z.scores = d.b * (d.a / d.t) * d.s * d.s;
-  z.qkv_out = (d.q + 2 * d.kv) / d.t;
-  z.ffn = d.ffn / d.t;
-  z.ffn_out = (m.gated_mlp ? 2 : 1) * z.ffn;
-  z.heads = d.b * d.a / d.t;
-  z.head_dim = d.head_dim();
-  return z;
-}
+using detail::LayerSizes;
+using detail::Pending;
+using detail::dropout_add_bytes;
+using detail::pass_of;
 
 // Context parallelism's exchange before FlashAttention's forward, per the method (reference
 // modern-runs.md §C.2; Megatron-Core docs/user-guide/features/context_parallel.md). Buffers are
@@ -297,11 +125,9 @@ void attention_core_forward(Builder& f, const TransformerConfig& m, const Dims& 
   f.gemm("attention.values", d.s, z.head_dim, d.s, z.heads);
 }
 
-void layer_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
+void attention_forward(Builder& f, const TransformerConfig& m, const Dims& d,
+                       const LayerSizes& z) {
   const bool sp = m.sequence_parallel;
-  // Fused bias-dropout-add: read the projection's output and the residual, write the sum and
-  // the mask (without dropout: a bias-add with the residual).
-  const double dropout_add = (3 * d.e + (m.dropout ? 1 : 0)) * z.x;
   f.norm("layernorm1", z.x, false);
   if (sp)
     f.collective("attention.all_gather", CollectiveKind::AllGather, d.e * z.full, Overlap::All,
@@ -313,8 +139,24 @@ void layer_forward(Builder& f, const TransformerConfig& m, const Dims& d, const 
   f.collective(sp ? "attention.reduce_scatter" : "attention.all_reduce",
                sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
                Overlap::All, PassId::Forward, "projection");
-  f.memory("attention.dropout_add", dropout_add);
+  f.memory("attention.dropout_add", dropout_add_bytes(m, d, z, false));
   f.norm("layernorm2", z.x, false);
+}
+
+}  // namespace
+
+namespace detail {
+
+// Fused bias-dropout-add: read the projection's output and the residual, write the sum and the
+// mask (without dropout: a bias-add with the residual); its backward reads the gradient and the
+// mask and writes the gradient.
+double dropout_add_bytes(const TransformerConfig& m, const Dims& d, const LayerSizes& z,
+                         bool backward) {
+  return ((backward ? 2 : 3) * d.e + (m.dropout ? 1 : 0)) * z.x;
+}
+
+void mlp_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
+  const bool sp = m.sequence_parallel;
   if (sp)
     f.collective("mlp.all_gather", CollectiveKind::AllGather, d.e * z.full, Overlap::All,
                  PassId::Forward, "fc1");
@@ -332,20 +174,11 @@ void layer_forward(Builder& f, const TransformerConfig& m, const Dims& d, const 
   f.collective(sp ? "mlp.reduce_scatter" : "mlp.all_reduce",
                sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
                Overlap::All, PassId::Forward, "fc2");
-  f.memory("mlp.dropout_add", dropout_add);
 }
 
-void layer_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
+void mlp_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
   const bool sp = m.sequence_parallel;
-  // Backward of the dropout-add: read the gradient and the mask, write the gradient.
-  const double dropout_add = (2 * d.e + (m.dropout ? 1 : 0)) * z.x;
-  const auto input_grad_collective = [&](std::string_view name, std::string_view wgrad) {
-    // Megatron's asynchronous backward communication runs it during the weight-gradient GEMM
-    // of the same linear, when that GEMM runs in the same op (B = I + W).
-    i.collective(name, sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
-                 Overlap::Backward, PassId::WeightGrad, wgrad);
-  };
-  i.memory("mlp.dropout_add.backward", dropout_add);
+  if (m.moe && m.moe->recompute == MoeRecompute::Mlp) mlp_forward(i, m, d, z);
   if (sp)
     i.collective("mlp.reduce_scatter.backward", CollectiveKind::AllGather, d.e * z.full,
                  Overlap::All, PassId::InputGrad, "fc2.input_grad");
@@ -361,10 +194,34 @@ void layer_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, con
                d.e * z.T * z.ffn,
            eager_glu ? 5 : 1);
   i.linear("fc1.input_grad", "fc1.quantize_grad", z.T, d.h, z.ffn_out, false);
-  input_grad_collective(sp ? "mlp.all_gather.backward" : "mlp.all_reduce.backward",
-                        "fc1.weight_grad");
+  // Megatron's asynchronous backward communication runs it during the weight-gradient GEMM of
+  // the same linear, when that GEMM runs in the same op (B = I + W).
+  i.collective(sp ? "mlp.all_gather.backward" : "mlp.all_reduce.backward",
+               sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
+               Overlap::Backward, PassId::WeightGrad, "fc1.weight_grad");
+}
+
+void mlp_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
+  if (m.sequence_parallel) {
+    // fc1's weight gradient needs its whole input again: Megatron all-gathers it a second time,
+    // during the input-gradient GEMM.
+    w.collective("mlp.all_gather.regather", CollectiveKind::AllGather, d.e * z.full,
+                 Overlap::Backward, PassId::InputGrad, "fc1.input_grad");
+  }
+  w.fp8_weight_grads(true);
+  w.weight_gemm("fc1.weight_grad", "fc1.weight_grad.accumulate", d.h, z.ffn_out, z.T);
+  w.weight_gemm("fc2.weight_grad", "fc2.weight_grad.accumulate", z.ffn, d.h, z.T);
+}
+
+}  // namespace detail
+
+namespace {
+
+void attention_input_grad(Builder& i, const TransformerConfig& m, const Dims& d,
+                          const LayerSizes& z) {
+  const bool sp = m.sequence_parallel;
   i.norm("layernorm2.backward", z.x, true);
-  i.memory("attention.dropout_add.backward", dropout_add);
+  i.memory("attention.dropout_add.backward", dropout_add_bytes(m, d, z, true));
   if (sp)
     i.collective("attention.reduce_scatter.backward", CollectiveKind::AllGather, d.e * z.full,
                  Overlap::All, PassId::InputGrad, "projection.input_grad");
@@ -388,25 +245,43 @@ void layer_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, con
   }
   i.rotary("rotary.backward", z.T * (d.q + d.kv) / d.t);
   i.linear("qkv.input_grad", "qkv.quantize_grad", z.T, d.h, z.qkv_out, false);
-  input_grad_collective(sp ? "attention.all_gather.backward" : "attention.all_reduce.backward",
-                        "qkv.weight_grad");
+  i.collective(sp ? "attention.all_gather.backward" : "attention.all_reduce.backward",
+               sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
+               Overlap::Backward, PassId::WeightGrad, "qkv.weight_grad");
   i.norm("layernorm1.backward", z.x, true);
 }
 
-void layer_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
+void attention_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d,
+                           const LayerSizes& z) {
   if (m.sequence_parallel) {
-    // The weight gradients of the column-parallel linears need their whole input again:
-    // Megatron all-gathers it a second time, during the input-gradient GEMM.
+    // As fc1's: the QKV weight gradient needs the gathered input again.
     w.collective("attention.all_gather.regather", CollectiveKind::AllGather, d.e * z.full,
                  Overlap::Backward, PassId::InputGrad, "qkv.input_grad");
-    w.collective("mlp.all_gather.regather", CollectiveKind::AllGather, d.e * z.full,
-                 Overlap::Backward, PassId::InputGrad, "fc1.input_grad");
   }
   w.fp8_weight_grads(true);
   w.weight_gemm("qkv.weight_grad", "qkv.weight_grad.accumulate", d.h, z.qkv_out, z.T);
   w.weight_gemm("projection.weight_grad", "projection.weight_grad.accumulate", d.q / d.t, d.h, z.T);
-  w.weight_gemm("fc1.weight_grad", "fc1.weight_grad.accumulate", d.h, z.ffn_out, z.T);
-  w.weight_gemm("fc2.weight_grad", "fc2.weight_grad.accumulate", z.ffn, d.h, z.T);
+}
+
+// One layer's passes: attention, then the MLP (dense, or the experts), the MLP's backward first.
+using MlpPass = void (*)(Builder&, const TransformerConfig&, const Dims&, const LayerSizes&);
+struct MlpPasses {
+  MlpPass forward, input_grad, weight_grad;
+};
+
+void build_layer(PassOperators& out, const TransformerConfig& m, const Dims& d,
+                 const LayerSizes& z, const MlpPasses& mlp, std::vector<Pending>& pending) {
+  Builder f(m, out, PassId::Forward, pending);
+  attention_forward(f, m, d, z);
+  mlp.forward(f, m, d, z);
+  f.memory("mlp.dropout_add", dropout_add_bytes(m, d, z, false));
+  Builder i(m, out, PassId::InputGrad, pending);
+  i.memory("mlp.dropout_add.backward", dropout_add_bytes(m, d, z, true));
+  mlp.input_grad(i, m, d, z);
+  attention_input_grad(i, m, d, z);
+  Builder w(m, out, PassId::WeightGrad, pending);
+  attention_weight_grad(w, m, d, z);
+  mlp.weight_grad(w, m, d, z);
 }
 
 void embedding(PassOperators& out, const TransformerConfig& m, const Dims& d, const LayerSizes& z,
@@ -466,7 +341,7 @@ void output(PassOperators& out, const TransformerConfig& m, const Dims& d, const
 // never attention nor the collectives; every-other-layer recomputation is a full one for half
 // the layers, so each layer carries half of it.
 void recompute(PassOperators& layer, const TransformerConfig& m, const Dims& d, const LayerSizes& z,
-               std::vector<Pending>& pending) {
+               bool experts, std::vector<Pending>& pending) {
   if (m.recompute == Recompute::None) return;
   std::vector<Operator> head;
   if (m.recompute == Recompute::SelectiveOp) {
@@ -475,9 +350,13 @@ void recompute(PassOperators& layer, const TransformerConfig& m, const Dims& d, 
     }
     head.push_back(gemm_operator("qkv.recompute_key", {z.T, d.kv / d.t, d.h}, d.e));
     head.push_back(gemm_operator("projection.recompute", {z.T, d.h, d.q / d.t}, d.e));
-    head.push_back(m.gated_mlp ? gemm_operator("fc1.recompute_up", {z.T, z.ffn, d.h}, d.e)
-                               : gemm_operator("fc2.recompute", {z.T, d.h, z.ffn}, d.e));
-    for (auto it = head.end() - 3; it != head.end(); ++it)
+    // The MLP's recomputed product of a dense layer; a mixture-of-experts layer's expert GEMMs
+    // are kept (torchtitan's policy saves its grouped GEMMs' outputs, _op_sac_save_list).
+    if (!experts) {
+      head.push_back(m.gated_mlp ? gemm_operator("fc1.recompute_up", {z.T, z.ffn, d.h}, d.e)
+                                 : gemm_operator("fc2.recompute", {z.T, d.h, z.ffn}, d.e));
+    }
+    for (auto it = head.end() - (experts ? 2 : 3); it != head.end(); ++it)
       it->fp8 = m.precision == Precision::FP8;
     for (auto& p : pending) {
       if (p.pass == PassId::InputGrad) p.op += head.size();
@@ -548,14 +427,21 @@ ModelOperators model_operators(const TransformerConfig& m) {
   const LayerSizes z = sizes(m, d);
   ModelOperators out;
   std::vector<Pending> pending;
-  Builder f(m, out.layer, PassId::Forward, pending);
-  layer_forward(f, m, d, z);
-  Builder i(m, out.layer, PassId::InputGrad, pending);
-  layer_input_grad(i, m, d, z);
-  Builder w(m, out.layer, PassId::WeightGrad, pending);
-  layer_weight_grad(w, m, d, z);
-  recompute(out.layer, m, d, z, pending);
+  // A mixture of experts' dense layers have their own MLP width.
+  const TransformerConfig dense = detail::dense_layer_model(m);
+  const Dims dense_d = detail::dims(dense);
+  const LayerSizes dense_z = sizes(dense, dense_d);
+  build_layer(out.layer, dense, dense_d, dense_z,
+              {detail::mlp_forward, detail::mlp_input_grad, detail::mlp_weight_grad}, pending);
+  recompute(out.layer, dense, dense_d, dense_z, false, pending);
   resolve(out.layer, pending);
+  if (m.moe) {
+    pending.clear();
+    build_layer(out.moe_layer, m, d, z,
+                {detail::moe_forward, detail::moe_input_grad, detail::moe_weight_grad}, pending);
+    recompute(out.moe_layer, m, d, z, true, pending);
+    resolve(out.moe_layer, pending);
+  }
 
   pending.clear();
   embedding(out.embedding, m, d, z, pending);

@@ -1,5 +1,6 @@
 #include "pipetab/model/workload.hpp"
 
+#include <algorithm>
 #include <numeric>
 
 #include "memory.hpp"
@@ -46,13 +47,6 @@ std::optional<std::string> not_yet_simulated(const TransformerConfig& m) {
         "its attention is multi-head latent attention (DeepSeek's MLA), which pipetab reads but "
         "does not model yet; simulate a model with multi-head or grouped-query attention");
   }
-  if (m.moe) {
-    return fmt::format(
-        "it is a mixture of experts ({} experts, top-{}), which pipetab reads but does not "
-        "simulate yet: expert layers, their all-to-all and expert parallelism are the next "
-        "step; pricing it as a dense model would be wrong, so it is refused",
-        m.moe->experts, m.moe->top_k);
-  }
   return std::nullopt;
 }
 
@@ -84,14 +78,24 @@ std::vector<StageWork> stage_work(const ModelConfig& model, std::span<const std:
                       matmul_flops(p.weight_grad)};
   };
   const auto layer = flops(ops.layer), output = flops(ops.output);
+  const auto moe_layer = m.moe ? flops(ops.moe_layer) : std::array{0.0, 0.0, 0.0};
 
-  const auto [layer_act, layer_attention] = detail::layer_activation_bytes(m, d);
   // After I, W still needs the inputs of the weight matrices: the zero-bubble runtime keeps
   // 32·sbh of a GPT layer's 34·sbh outside the attention core (reference §7 cost model), so I
   // frees the attention core and 2/34 of the rest; with full recomputation W needs all of the
   // layer's input.
-  const double layer_kept =
-      m.recompute == Recompute::Full ? layer_act : (layer_act - layer_attention) * 32.0 / 34.0;
+  const auto kept = [&](const detail::LayerActivation& a) {
+    return m.recompute == Recompute::Full ? a.total : (a.total - a.attention) * 32.0 / 34.0;
+  };
+  // A mixture of experts' dense layers; with `mlp` recomputation their MLP keeps only its input.
+  const TransformerConfig dense = detail::dense_layer_model(m);
+  detail::Dims dense_dims = detail::dims(dense);
+  if (m.moe && m.moe->recompute == MoeRecompute::Mlp) dense_dims.ffn = 0.0;
+  const auto dense_act = detail::layer_activation_bytes(dense, dense_dims);
+  const auto moe_act = m.moe ? detail::moe_layer_activation_bytes(m) : detail::LayerActivation{};
+  const auto dense_params = detail::dense_layer_params(m);
+  const auto moe_params = m.moe ? detail::moe_layer_params(m) : detail::LayerParams{};
+  const std::int64_t dense_layers = m.moe ? m.moe->dense_layers : m.layers;
   const double message =
       static_cast<double>(m.dtype_bytes) * d.sbh() / d.t;  // Megatron scatter/gather
   const double act_scale = m.sequence_parallel ? d.t : 1.0;
@@ -103,18 +107,24 @@ std::vector<StageWork> stage_work(const ModelConfig& model, std::span<const std:
       m.tie_embeddings && n > 1 ? d.V * d.h / d.t * m.grad_bytes_per_param : 0.0;
 
   std::vector<StageWork> work(n);
+  std::int64_t before = 0;  // layers on the stages before, in model order
   for (std::size_t s = 0; s < n; ++s) {
     auto& w = work[s];
-    const double l = static_cast<double>(layers[s]);
     w.layers = layers[s];
+    w.moe_layers = std::max<std::int64_t>(
+        0, before + layers[s] - std::max<std::int64_t>(before, dense_layers));
+    before += layers[s];
+    const double l = static_cast<double>(w.layers - w.moe_layers);
+    const double e = static_cast<double>(w.moe_layers);
     w.embedding = s == 0;
     w.output = s + 1 == n;
-    w.forward_flops = l * layer[0];
-    w.input_grad_flops = l * layer[1];
-    w.weight_grad_flops = l * layer[2];
-    w.activation_bytes = l * layer_act;
-    w.activation_kept_for_weight_grad = l * layer_kept;
-    w.params = l * layer_params(m);
+    w.forward_flops = l * layer[0] + e * moe_layer[0];
+    w.input_grad_flops = l * layer[1] + e * moe_layer[1];
+    w.weight_grad_flops = l * layer[2] + e * moe_layer[2];
+    w.activation_bytes = l * dense_act.total + e * moe_act.total;
+    w.activation_kept_for_weight_grad = l * kept(dense_act) + e * kept(moe_act);
+    w.params = l * dense_params.total + e * moe_params.total;
+    w.expert_params = e * moe_params.experts;
     w.message_bytes = w.output ? 0.0 : message;
     if (w.embedding) {
       // Token ids (int64) and the embedding-dropout mask (Korthikanti, first stage).
@@ -143,7 +153,7 @@ std::vector<StageWork> stage_work(const ModelConfig& model, std::span<const std:
     // between microbatches (one byte per parameter; its transpose too with
     // keep_fp8_transpose_cache, not counted); eager torchao casts it anew each forward.
     if (m.precision == Precision::FP8 && m.fused_elementwise)
-      w.fp8_weight_copy_bytes = l * detail::matmul_params(d, m.gated_mlp) / d.t;
+      w.fp8_weight_copy_bytes = l * dense_params.linears + e * moe_params.linears;
     w.grad_bytes = w.params * m.grad_bytes_per_param;
     w.optimizer_bytes = w.params * m.optimizer_bytes_per_param;
     w.optimizer_step_bytes = w.params * step_bytes;

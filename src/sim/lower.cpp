@@ -105,12 +105,15 @@ void apply_layout(const Layout& layout, ModelConfig& model, LoweringOptions& low
     m->tensor_parallel = resolved.tp;
     m->context_parallel = resolved.cp;
     m->cp_method = resolved.cp_method;
+    m->expert_parallel = resolved.ep;
+    m->expert_tensor_parallel = resolved.etp;
     if (!layout.pipeline_layout.empty())
       m->stage_layers = parse_pipeline_layout(layout.pipeline_layout, m->layers);
-  } else if ((layout.tp != 0 && layout.tp != 1) || layout.cp != 1 ||
-             !layout.pipeline_layout.empty()) {
+  } else if ((layout.tp != 0 && layout.tp != 1) || layout.cp != 1 || layout.ep != 1 ||
+             layout.etp != 1 || !layout.pipeline_layout.empty()) {
     throw ParamError(fmt::format(
-        "model '{}' gives its costs explicitly ([explicit]): --tp, --cp and --pipeline-layout "
+        "model '{}' gives its costs explicitly ([explicit]): --tp, --cp, --ep, --etp and "
+        "--pipeline-layout "
         "split a transformer's operators and layers and do not apply to it",
         model.name));
   }
@@ -139,6 +142,8 @@ Layout layout_of(const ModelConfig& model, const LoweringOptions& lowering) {
     l.tp = m->tensor_parallel;
     l.cp = m->context_parallel;
     l.cp_method = m->cp_method;
+    l.ep = m->expert_parallel;
+    l.etp = m->expert_tensor_parallel;
   } else {
     l.tp = 1;
   }
@@ -170,11 +175,23 @@ struct Sharding {
         static_cast<std::int64_t>(options.data_parallel) * (m ? m->context_parallel : 1);
     fsdp = options.fsdp.enabled && gradient_ranks > 1;
     shard_ranks = options.fsdp.shard > 0 ? options.fsdp.shard : gradient_ranks;
+    if (m && m->moe) {
+      expert_ranks = m->tensor_parallel * m->context_parallel * options.data_parallel /
+                     (m->expert_parallel * m->expert_tensor_parallel);
+    } else {
+      expert_ranks = gradient_ranks;
+    }
     if (fsdp) {
       state_shards = static_cast<double>(shard_ranks);
     } else if (options.iteration.distributed_optimizer) {
       state_shards = static_cast<double>(gradient_ranks);
+      expert_state_shards = static_cast<double>(expert_ranks);
     }
+  }
+  // The bytes of `w`'s state per rank: the experts' part divided by its own shards.
+  double per_rank(double bytes, const StageWork& w) const {
+    const double experts = w.params > 0 ? bytes * w.expert_params / w.params : 0.0;
+    return (bytes - experts) / state_shards + experts / expert_state_shards;
   }
   // The ranks a stage's dense gradients are reduced (or, with FSDP, sharded) over: DP × CP
   // (Megatron-Core's data-parallel group with CP; torchtitan folds CP into FSDP's mesh).
@@ -185,6 +202,11 @@ struct Sharding {
   // What a stage's state is divided by on each rank: the FSDP shard group, the distributed
   // optimizer's DP × CP ranks (its optimizer state only), or nothing.
   double state_shards = 1.0;
+  // The routed experts' gradients are reduced over the expert-data-parallel ranks, EDP = TP × CP
+  // × DP / (EP × ETP) (Megatron-Core's expert_data_parallel group), which the distributed
+  // optimizer shards their state over.
+  std::int64_t expert_ranks = 1;
+  double expert_state_shards = 1.0;
 };
 
 }  // namespace
@@ -206,8 +228,8 @@ std::vector<double> static_memory(const ScheduleTable& table, const std::vector<
   for (std::int32_t p = 0; p < table.pipelines(); ++p) {
     for (std::int32_t s = 0; s < table.stages; ++s) {
       const auto& w = work[static_cast<std::size_t>(p * table.stages + s)];
-      double bytes =
-          w.weight_bytes + w.fp8_weight_copy_bytes + w.grad_bytes + w.optimizer_bytes / shards;
+      double bytes = w.weight_bytes + w.fp8_weight_copy_bytes + w.grad_bytes +
+                     sharding.per_rank(w.optimizer_bytes, w);
       if (fsdp) {
         const double units = pipelined ? 1.0 : std::max<double>(1.0, static_cast<double>(w.layers));
         const double unsharded =
@@ -273,6 +295,12 @@ class Lowering {
           "of both model replicas, whose FSDP sharding is not modelled; shard the optimizer with "
           "--distributed-optimizer instead");
     }
+    if (fsdp() && expert_ranks() != gradient_ranks()) {
+      throw ParamError(
+          "--fsdp with expert parallelism (--ep, --etp) or tensor parallelism in a mixture of "
+          "experts: the experts' sharding over their own ranks (torchtitan's expert FSDP mesh) is "
+          "not modelled yet; use --distributed-optimizer, which shards expert state over EDP");
+    }
     require_gpus();
     require_size();
     costs();
@@ -294,6 +322,7 @@ class Lowering {
   std::int64_t gradient_ranks() const { return sharding_.gradient_ranks; }
   bool fsdp() const { return sharding_.fsdp; }
   std::int64_t shard_ranks() const { return sharding_.shard_ranks; }
+  std::int64_t expert_ranks() const { return sharding_.expert_ranks; }
   double state_shards() const { return sharding_.state_shards; }
 
   // The run must fit in the cluster when the system states its node count.
@@ -314,7 +343,8 @@ class Lowering {
 
   // Data-parallel reductions per stage and device: ring steps per bucket, buckets.
   std::int64_t reduction_steps() const {
-    const std::int64_t r = gradient_ranks();
+    // The routed experts' reduction over EDP runs after the dense one over DP × CP.
+    const std::int64_t r = gradient_ranks() + std::max<std::int64_t>(0, expert_ranks() - 1);
     if (r <= 1) return 0;
     if (fsdp()) {
       // Per unit gathers before its uses and reduce-scatters after; bounded by every op.
@@ -358,7 +388,8 @@ class Lowering {
     }
     const std::int64_t k = t_.pipelines();
     const std::int64_t per_stage = (k > 1 ? 2 * (k - 1) * k : 0) + reduction_steps() * k;
-    const std::int64_t tail = 4 * t_.devices + 2 * (gradient_ranks() - 1) * t_.devices + 8;
+    const std::int64_t tail =
+        4 * t_.devices + 2 * (gradient_ranks() + expert_ranks() - 2) * t_.devices + 8;
     const std::int64_t nodes =
         static_cast<std::int64_t>(t_.ops.size()) + dependencies + per_stage * t_.stages + tail;
     if (nodes > kMaxGraphNodes) {
@@ -793,8 +824,17 @@ class Lowering {
         continue;
       }
       if (replicas) ring(TransferKind::ReplicaAllReduce, stage, members, bytes, ready);
+      // Dense gradients over DP × CP, then the routed experts' over EDP (Megatron-Core's DDP
+      // keeps them in separate buffers, reduced on their own groups).
+      const double experts =
+          work_[s].params > 0 ? bytes * work_[s].expert_params / work_[s].params : 0.0;
       for (std::size_t i = 0; i < members.size(); ++i) {
-        if (gradient_ranks() > 1) data_parallel(stage, members[i], bytes, ready[i], !replicas);
+        if (gradient_ranks() > 1)
+          data_parallel(stage, members[i], bytes - experts, ready[i], !replicas,
+                        data_parallel_group(members[i]));
+        if (experts > 0 && expert_ranks() > 1)
+          data_parallel(stage, members[i], experts, ready[i], !replicas,
+                        expert_data_parallel_group(members[i]));
         done(members[i], stage) = ready[i];
       }
     }
@@ -843,6 +883,11 @@ class Lowering {
   // The DP × CP group of a pipeline device (TP ranks apart).
   Group data_parallel_group(std::int32_t device) const {
     return group(device, gradient_ranks(), tensor_parallel());
+  }
+  // Its EDP group (Megatron-Core's expert rank order ETP, EP, EDP: EP × ETP ranks apart).
+  Group expert_data_parallel_group(std::int32_t device) const {
+    const auto* m = model_.transformer();
+    return group(device, expert_ranks(), m->expert_parallel * m->expert_tensor_parallel);
   }
 
   // Where one device's side of a collective over `g` runs: over its NIC when the group spans
@@ -909,10 +954,9 @@ class Lowering {
   // (dp_overlap), bucket j is ready (j+1)/n of the way through the stage's last backward and
   // waits for bucket j−1 (one communicator runs them in order).
   void data_parallel(int stage, std::int32_t device, double bytes, std::int32_t& done,
-                     bool overlap_allowed) {
-    const auto g = data_parallel_group(device);
-    const std::int64_t steps =
-        (options_.iteration.distributed_optimizer ? 1 : 2) * (gradient_ranks() - 1);
+                     bool overlap_allowed, const Group& g) {
+    const std::int64_t steps = (options_.iteration.distributed_optimizer ? 1 : 2) *
+                               (static_cast<std::int64_t>(g.ranks) - 1);
     const bool buckets_on =
         options_.iteration.dp_overlap && overlap_allowed && done >= 0 && !g_.is_transfer(done);
     const double n =
@@ -1106,14 +1150,16 @@ class Lowering {
     for (const auto node : done_) {
       if (node >= 0 && g_.is_transfer(node)) edge(node, sync);
     }
-    const double shards = state_shards();
     std::vector<double> step_bytes(static_cast<std::size_t>(t_.devices), 0.0);
-    std::vector<double> params(step_bytes.size(), 0.0);
+    std::vector<double> params(step_bytes.size(), 0.0), expert_params(step_bytes.size(), 0.0);
     for (std::int32_t p = 0; p < t_.pipelines(); ++p) {
       for (std::int32_t s = 0; s < t_.stages; ++s) {
         const auto d = static_cast<std::size_t>(t_.placement.device_of(p, s));
-        step_bytes[d] += work_[index(p, s)].optimizer_step_bytes / shards;
-        params[d] += work_[index(p, s)].weight_bytes;
+        const auto& w = work_[index(p, s)];
+        step_bytes[d] += sharding_.per_rank(w.optimizer_step_bytes, w);
+        const double experts = w.params > 0 ? w.weight_bytes * w.expert_params / w.params : 0.0;
+        params[d] += w.weight_bytes - experts;
+        expert_params[d] += experts;
       }
     }
     for (std::int32_t d = 0; d < t_.devices; ++d) {
@@ -1125,6 +1171,11 @@ class Lowering {
         // All-gather of the updated 16-bit weights: R−1 ring steps of 1/R each.
         ring_side(TransferKind::ParamAllGather, -1, d, data_parallel_group(d),
                   params[static_cast<std::size_t>(d)], gradient_ranks() - 1, node);
+      }
+      if (options_.iteration.distributed_optimizer && expert_ranks() > 1 &&
+          expert_params[static_cast<std::size_t>(d)] > 0) {
+        ring_side(TransferKind::ParamAllGather, -1, d, expert_data_parallel_group(d),
+                  expert_params[static_cast<std::size_t>(d)], expert_ranks() - 1, node);
       }
     }
   }

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pipetab/cost/collective.hpp"
 #include "pipetab/model/operators.hpp"
 #include "pipetab/model/workload.hpp"
 #include "pipetab/system/system.hpp"
@@ -29,7 +30,10 @@ std::optional<Overlap> parse_overlap(std::string_view text);
 
 struct PassCost {
   double seconds = 0.0;  ///< the pass: compute, memory traffic, launches, exposed TP communication
-  double tp_comm_s = 0.0;  ///< of which exposed tensor-parallel communication
+  /// of which exposed communication inside the stage: tensor-parallel collectives, context-
+  /// parallel exchanges and the experts' all-to-alls
+  double tp_comm_s = 0.0;
+  double expert_comm_s = 0.0;  ///< of tp_comm_s, the experts' all-to-alls and ETP collectives
   double kernels = 0.0;    ///< kernel launches (the host issues each one)
   friend bool operator==(const PassCost&, const PassCost&) = default;
 };
@@ -54,6 +58,11 @@ const LinkSpec& tensor_parallel_link(const SystemConfig& system, std::int64_t ra
 /// The link class a context-parallel exchange runs on: its group spans tp·cp consecutive ranks
 /// (Megatron's rank order, TP fastest), so it leaves the node when they do not fit in one.
 const LinkSpec& context_parallel_link(const SystemConfig& system, std::int64_t tp, std::int64_t cp);
+
+/// The expert-parallel all-to-all `op` (CollectiveGroup::Expert) of `model` on `system`: its
+/// group's ranks, how many share a node, and the dispatcher's rules.
+ExpertAllToAll expert_all_to_all(const Operator& op, const TransformerConfig& model,
+                                 const SystemConfig& system);
 
 /// Throws ParamError when `system` cannot run `model`: no peak for its precision, or a roofline
 /// device without a memory bandwidth.

@@ -93,6 +93,11 @@ struct Layout {
   CpMethod cp_method = CpMethod::Ring;
   /// Data-parallel replicas (or FSDP ranks) of the pipeline.
   std::int64_t dp = 1;
+  /// Expert parallelism: the ranks each MoE layer's experts are spread over, and the ranks each
+  /// expert's matrices are split over; drawn from the TP × CP × DP ranks of a stage (Megatron-
+  /// Core's MoE parallel folding: ETP × EP × EDP = TP × CP × DP). 1 and 1 for a dense model.
+  std::int64_t ep = 1;
+  std::int64_t etp = 1;
   FsdpOptions fsdp;
   /// Megatron-Core's --pipeline-model-parallel-layout: the stages' contents in model order, `E`
   /// the embedding, `t` a transformer layer, `L` the loss (output layer), `|` between stages,
@@ -112,6 +117,12 @@ std::vector<std::int64_t> parse_pipeline_layout(std::string_view text, std::int6
 /// mesh), or the HSDP shard group.
 constexpr std::int64_t fsdp_shard_size(const Layout& l) {
   return l.fsdp.shard > 0 ? l.fsdp.shard : l.dp * l.cp;
+}
+
+/// Expert data parallelism: the ranks an expert's gradients are reduced over (EDP = TP × CP ×
+/// DP / (EP × ETP)).
+constexpr std::int64_t expert_data_parallel(const Layout& l) {
+  return l.tp * l.cp * l.dp / (l.ep * l.etp);
 }
 
 /// torchtitan's reshard_after_forward default: on without pipelining, off with it.

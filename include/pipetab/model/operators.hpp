@@ -28,10 +28,13 @@ enum class OperatorKind : std::uint8_t {
 
 enum class CollectiveKind : std::uint8_t { AllReduce, ReduceScatter, AllGather, AllToAll };
 
-/// The ranks a collective inside a stage runs over: the tensor-parallel group, or the
+/// The ranks a collective inside a stage runs over: the tensor-parallel group; the
 /// context-parallel one (the same tensor-parallel rank of each CP rank; Megatron's rank order
-/// puts TP fastest, then CP).
-enum class CollectiveGroup : std::uint8_t { Tensor, Context };
+/// puts TP fastest, then CP); the expert-parallel one (a MoE layer's dispatch and combine
+/// all-to-alls; its ranks expert_tensor_parallel apart, Megatron-Core's expert rank order ETP,
+/// EP, EDP); or the expert-tensor-parallel one (the dispatched rows gathered and scattered
+/// among the ranks that split each expert).
+enum class CollectiveGroup : std::uint8_t { Tensor, Context, Expert, ExpertTensor };
 
 /// "all-reduce", "reduce-scatter", "all-gather", "all-to-all".
 const char* to_string(CollectiveKind kind);
@@ -85,10 +88,11 @@ struct PassOperators {
   const std::vector<Operator>& pass(PassId id) const;
 };
 
-/// A transformer's operators: one layer, the input embedding (first stage) and the output
+/// A transformer's operators: one layer of each kind, the input embedding (first stage) and the output
 /// layer with the loss (last stage).
 struct ModelOperators {
-  PassOperators layer;
+  PassOperators layer;      ///< a dense layer (a mixture of experts' first dense_layers)
+  PassOperators moe_layer;  ///< a mixture-of-experts layer; empty for a dense model
   PassOperators embedding;
   PassOperators output;
 };

@@ -37,11 +37,41 @@ constexpr std::optional<Recompute> parse_recompute(std::string_view name) {
   return std::nullopt;
 }
 
+/// How a mixture-of-experts layer moves tokens to their experts' ranks and back (Megatron-Core's
+/// --moe-token-dispatcher-type).
+enum class MoeDispatcher : std::uint8_t {
+  /// NCCL all-to-all (Megatron's `alltoall`): every (token, expert) pair is its own row, so a
+  /// token routed to k experts on one remote node crosses the network k times; the received rows
+  /// are sorted by local expert before the grouped GEMMs and back after them.
+  AllToAll,
+  /// DeepEP (DeepSeek-V3 report §3.2.2; deepseek-ai/DeepEP): a token crosses the network once
+  /// per destination node and is forwarded to that node's experts over NVLink; its kernels write
+  /// the rows already grouped by expert.
+  DeepEp,
+};
+
+inline constexpr std::array<std::string_view, 2> kMoeDispatcherNames{"alltoall", "deepep"};
+
+constexpr std::string_view to_string(MoeDispatcher d) {
+  return kMoeDispatcherNames[static_cast<std::size_t>(d)];
+}
+
+/// What the backward pass recomputes of a mixture-of-experts layer (Megatron-Core's
+/// --recompute-modules): nothing, the experts' activation function (`moe_act`: the output of
+/// SwiGLU is not kept, it is recomputed from fc1's output), or the whole MLP (`mlp`: the MoE
+/// block from its router to its combine, all-to-alls included; the dense MLP in dense layers).
+enum class MoeRecompute : std::uint8_t { None, MoeAct, Mlp };
+
+inline constexpr std::array<std::string_view, 3> kMoeRecomputeNames{"none", "moe_act", "mlp"};
+
+constexpr std::string_view to_string(MoeRecompute r) {
+  return kMoeRecomputeNames[static_cast<std::size_t>(r)];
+}
+
 /// A mixture-of-experts MLP (a model file's [moe] table; docs/simulation.md): each token goes to
 /// `top_k` of `experts` routed experts of `expert_ffn_hidden` width, plus `shared_experts`
 /// always-on ones; the first `dense_layers` layers keep a dense MLP of `dense_ffn_hidden`
-/// (DeepSeek-V3's first three). Read and checked today; simulated by issue 25's work, so every
-/// command that needs the workload refuses it (moe_not_simulated) rather than price it as dense.
+/// (DeepSeek-V3's first three).
 struct MoeConfig {
   std::int64_t experts = 0;
   std::int64_t top_k = 0;
@@ -54,6 +84,25 @@ struct MoeConfig {
   std::optional<double> capacity_factor;
   /// The busiest expert-parallel rank's tokens over the mean (1: balanced, as benchmarks force).
   double imbalance = 1.0;
+  MoeDispatcher dispatcher = MoeDispatcher::AllToAll;
+  /// Node-limited routing (DeepSeek-V3 §2.1.2: each token's experts on at most 4 nodes); 0: none.
+  /// With DeepEP it bounds the nodes a token is sent to.
+  std::int64_t node_limit = 0;
+  /// The forward dispatch in FP8 (DeepSeek-V3 §3.3: e4m3 with one fp32 scale per 128 values);
+  /// the combine and the backward stay in BF16.
+  bool fp8_dispatch = false;
+  /// The shared experts' fc1 runs while the dispatch moves tokens and their fc2 while the combine
+  /// does (Megatron-Core's --moe-shared-expert-overlap).
+  bool shared_expert_overlap = false;
+  MoeRecompute recompute = MoeRecompute::None;
+
+  std::int64_t shared_ffn() const {
+    return shared_experts * (shared_expert_ffn_hidden > 0 ? shared_expert_ffn_hidden
+                                                          : expert_ffn_hidden);
+  }
+  /// The tokens an expert-parallel rank's experts take, over the balanced share: the capacity
+  /// (padded to it) when tokens are dropped, the imbalance when none is.
+  double load() const { return capacity_factor ? *capacity_factor : imbalance; }
 };
 
 /// How attention projects keys and values: multi-head (with grouped-query heads: kv_heads), or
@@ -85,6 +134,11 @@ struct TransformerConfig {
   /// its keys the whole sequence, exchanged by `cp_method` (reference modern-runs.md §C.2).
   std::int64_t context_parallel = 1;
   CpMethod cp_method = CpMethod::Ring;
+  /// Expert parallelism (set by the layout): each MoE layer's experts spread over this many
+  /// ranks drawn from the stage's TP × CP × DP ranks (Megatron-Core's parallel folding), each
+  /// expert's matrices split over expert_tensor_parallel ranks.
+  std::int64_t expert_parallel = 1;
+  std::int64_t expert_tensor_parallel = 1;
   /// Transformer layers per stage in model order, from a pipeline layout (set by the layout, not
   /// the model file); empty: partition_layers splits them evenly.
   std::vector<std::int64_t> stage_layers;
@@ -115,9 +169,9 @@ struct TransformerConfig {
   std::optional<MoeConfig> moe;  ///< a mixture of experts ([moe]); none: a dense MLP
 };
 
-/// Why `model` cannot be simulated yet, or nullopt: its experts ([moe]) or multi-head latent
-/// attention are read but not modelled (issue 25). Every workload entry point (stage_work,
-/// model_operators, plan) refuses with this reason, so that no number is priced as if dense.
+/// Why `model` cannot be simulated yet, or nullopt: its multi-head latent attention is read but
+/// not modelled. Every workload entry point (stage_work, model_operators, plan) refuses with
+/// this reason, so that no number is priced as if the attention were multi-head.
 std::optional<std::string> not_yet_simulated(const TransformerConfig& model);
 
 /// The format a model's matrix multiplies run in apart from FP8 layer linears: FP8 training

@@ -41,6 +41,7 @@ struct ModelConfig {
 /// Explicit workloads give seconds instead.
 struct StageWork {
   std::int64_t layers = 0;  ///< transformer layers on the stage (0 for explicit workloads)
+  std::int64_t moe_layers = 0;  ///< of them, mixture-of-experts layers (the rest are dense)
   bool embedding = false;   ///< holds the input embedding (first stage)
   bool output = false;      ///< holds the output layer and the loss (last stage)
   double forward_flops = 0.0, input_grad_flops = 0.0, weight_grad_flops = 0.0;
@@ -49,6 +50,8 @@ struct StageWork {
   double activation_bytes = 0.0;  ///< allocated by F, freed by B (or by I and W)
   double activation_kept_for_weight_grad = 0.0;  ///< the part I leaves for W
   double params = 0.0;                           ///< parameters per device
+  /// Of them, the routed experts' (reduced over the expert-data-parallel ranks, EDP, not DP × CP).
+  double expert_params = 0.0;
   double weight_bytes = 0.0, grad_bytes = 0.0, optimizer_bytes = 0.0;
   /// FP8 training's cached FP8 copy of the layer linears' weights (Transformer Engine), held
   /// beside the 16-bit weights.

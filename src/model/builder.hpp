@@ -1,0 +1,225 @@
+// The operator builder shared by the model's operator files (operators.cpp: the dense layer,
+// the embedding and the output; moe.cpp: the mixture-of-experts MLP). Internal to model/.
+#pragma once
+
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "dims.hpp"
+#include "pipetab/model/operators.hpp"
+
+namespace pipetab::detail {
+
+inline std::vector<Operator>& pass_of(PassOperators& ops, PassId id) {
+  return const_cast<std::vector<Operator>&>(std::as_const(ops).pass(id));
+}
+
+// A collective's partner GEMM, named while the passes are built and resolved to an index after.
+struct Pending {
+  PassId pass;
+  std::size_t op;
+  PassId hidden_pass;
+  std::string_view hidden_name;
+};
+
+// Appends the operators of one pass; byte counts follow the kernels Megatron-LM runs (fused
+// scale-mask-softmax, fused bias-GeLU, fused bias-dropout-add; reference schedules.md §12).
+class Builder {
+ public:
+  Builder(const TransformerConfig& m, PassOperators& out, PassId pass,
+          std::vector<Pending>& pending)
+      : m_(m), d_(detail::dims(m)), out_(out), pass_(pass), pending_(pending) {}
+
+  std::vector<Operator>& ops() { return pass_of(out_, pass_); }
+
+  void gemm(std::string_view name, double m, double n, double k, double batch = 1.0) {
+    ops().push_back(gemm_operator(name, {m, n, k, batch}, d_.e));
+  }
+
+  bool fp8() const { return m_.precision == Precision::FP8; }
+
+  // A layer's linear: in FP8 training its inputs are quantised first (`quantize` names that
+  // kernel; "": none) and the product runs in FP8. Quantising an [m×k] input reads it in 16 bits
+  // and writes it and its transpose in FP8 (Transformer Engine's fused cast-transpose, the scale
+  // from the previous amax: e + 2 bytes per element, one kernel); eager torchao adds an amax pass
+  // and casts the transpose apart (3e + 2 bytes, three kernels) and casts the weight every
+  // forward too.
+  void linear(std::string_view name, std::string_view quantize, double m, double n, double k,
+              bool weight_in_forward, double batch = 1.0) {
+    if (fp8() && !quantize.empty()) {
+      const bool fused = m_.fused_elementwise;
+      double elements = m * k * batch;
+      if (!fused && weight_in_forward) elements += n * k * batch;
+      memory(quantize, (fused ? d_.e + 2 : 3 * d_.e + 2) * elements, fused ? 1 : 3);
+    }
+    gemm(name, m, n, k, batch);
+    ops().back().fp8 = fp8();
+    if (fp8())
+      ops().back().bytes = gemm_operator(name, {m, n, k, batch}, 1.0).bytes + m * n * batch * (d_.e - 1);
+  }
+
+  // A weight-gradient GEMM dW[m×n] = Xᵀ[m×k]·dY[k×n]. Megatron-LM adds each microbatch's
+  // gradient into the main gradient: fused into the GEMM (it reads and writes the accumulator),
+  // or (before late 2021, v2.5) as a separate `main_grad.add_` over the parameters.
+  void weight_gemm(std::string_view name, std::string_view accumulate, double m, double n,
+                   double k, double batch = 1.0) {
+    gemm(name, m, n, k, batch);
+    auto& op = ops().back();
+    op.fp8 = fp8() && fp8_weight_grads_;
+    const double g = m_.grad_bytes_per_param;
+    if (m_.grad_accumulation_fusion) {
+      op.bytes = (d_.e * (m * k + k * n) + 2 * g * m * n) * batch;
+    } else {
+      memory(accumulate, m * n * batch * (d_.e + 2 * g));
+    }
+  }
+
+  // A norm over `elements` (RMSNorm or LayerNorm), forward or backward. Fused: one pass, read
+  // and write (backward: read the input, the output gradient and the residual's gradient, write
+  // the input gradient). Eager PyTorch (torchtitan's RMSNorm @9dec370: x.float(), pow(2),
+  // mean, + eps, rsqrt, ·x, type_as, ·weight): forward 4e + 28 bytes per element in 8 kernels;
+  // its autograd backward about 5e + 56 in 10.
+  void norm(std::string_view name, double elements, bool backward) {
+    const double e = d_.e;
+    if (m_.fused_elementwise) {
+      memory(name, (backward ? 4 : 2) * e * elements);
+    } else {
+      memory(name, (backward ? 5 * e + 56 : 4 * e + 28) * elements, backward ? 10 : 8);
+    }
+  }
+
+  // Rotary embeddings of Q and K, eager (torchtitan's apply_rotary_emb: float(), a complex
+  // product with the frequencies, type_as): 2e + 16 bytes per element, three kernels each for Q
+  // and K, the same again backward. Fused kernels (Megatron-Core, Transformer Engine) apply
+  // them within the attention's inputs, not counted.
+  void rotary(std::string_view name, double elements) {
+    if (m_.fused_elementwise || m_.learned_positions) return;
+    memory(name, (2 * d_.e + 16) * elements, 6);
+  }
+
+  // The layer's weight gradients are FP8 products (of the inputs' and output gradients' FP8
+  // transposes); the output layer's are not.
+  void fp8_weight_grads(bool on) { fp8_weight_grads_ = on; }
+
+  void memory(std::string_view name, double bytes, std::int32_t kernels = 1) {
+    Operator op;
+    op.name = name;
+    op.kind = OperatorKind::Memory;
+    op.bytes = bytes;
+    op.kernels = kernels;
+    ops().push_back(op);
+  }
+
+  void fused_attention(std::string_view name, OperatorKind kind, double flops, double bytes) {
+    Operator op;
+    op.name = name;
+    op.kind = kind;
+    op.flops = flops;
+    op.bytes = bytes;
+    ops().push_back(op);
+  }
+
+  // A tensor-parallel collective over the full [s, b, h] buffer (e bytes per element). No-op
+  // without tensor parallelism.
+  void collective(std::string_view name, CollectiveKind kind, double bytes, Overlap overlap,
+                  PassId hidden_pass, std::string_view hidden_by) {
+    if (d_.t <= 1.0) return;
+    Operator op;
+    op.name = name;
+    op.kind = OperatorKind::Collective;
+    op.collective = kind;
+    op.collective_bytes = bytes;
+    op.overlap = overlap;
+    ops().push_back(op);
+    if (!hidden_by.empty()) pending_.push_back({pass_, ops().size() - 1, hidden_pass, hidden_by});
+  }
+
+  // A mixture-of-experts layer's exchange of tokens: an all-to-all over the expert-parallel
+  // group (`bytes`: the rows the busiest rank receives, its own included), or an all-gather or
+  // reduce-scatter of the dispatched rows over the expert-tensor-parallel group. Runs beside
+  // `hidden_by` of this pass ("": exposed). No-op when the group has one rank.
+  void expert_exchange(std::string_view name, CollectiveGroup group, CollectiveKind kind,
+                       double bytes, std::string_view hidden_by) {
+    const double ranks = group == CollectiveGroup::Expert
+                             ? static_cast<double>(m_.expert_parallel)
+                             : static_cast<double>(m_.expert_tensor_parallel);
+    if (ranks <= 1.0) return;
+    Operator op;
+    op.name = name;
+    op.kind = OperatorKind::Collective;
+    op.group = group;
+    op.collective = kind;
+    op.collective_bytes = bytes;
+    ops().push_back(op);
+    if (!hidden_by.empty()) pending_.push_back({pass_, ops().size() - 1, pass_, hidden_by});
+  }
+
+  // A context-parallel exchange of keys and values (or, for Ulysses, of Q, K, V and the output)
+  // over the CP group, running beside `hidden_by` of this pass for `fraction` of its time ("":
+  // exposed). No-op without context parallelism.
+  void context_exchange(std::string_view name, CollectiveKind kind, double bytes,
+                        std::string_view hidden_by, double fraction) {
+    if (d_.cp <= 1.0) return;
+    Operator op;
+    op.name = name;
+    op.kind = OperatorKind::Collective;
+    op.group = CollectiveGroup::Context;
+    op.collective = kind;
+    op.collective_bytes = bytes;
+    op.hidden_fraction = fraction;
+    ops().push_back(op);
+    if (!hidden_by.empty()) pending_.push_back({pass_, ops().size() - 1, pass_, hidden_by});
+  }
+
+ private:
+  const TransformerConfig& m_;
+  bool fp8_weight_grads_ = false;
+  Dims d_;
+  PassOperators& out_;
+  PassId pass_;
+  std::vector<Pending>& pending_;
+};
+
+// Sizes of one layer per device, in elements: the residual stream on a device (all of it, or
+// 1/t of the sequence with sequence parallelism), the attention score matrices, the MLP.
+struct LayerSizes {
+  double T;         // tokens s·b
+  double x;         // residual stream elements on the device
+  double full;      // s·b·h: the buffer of a tensor-parallel collective
+  double scores;    // b·(a/t)·s²
+  double qkv_out;   // (q + 2·kv)/t
+  double ffn_out;   // fc1's output width per device (gated: two halves)
+  double ffn;       // ffn/t
+  double heads;     // b·a/t: batched attention products
+  double head_dim;  // q/a
+};
+
+inline LayerSizes sizes(const TransformerConfig& m, const Dims& d) {
+  LayerSizes z;
+  z.T = d.tokens();
+  z.full = d.sbh();
+  z.x = m.sequence_parallel ? z.full / d.t : z.full;
+  z.scores = d.b * (d.a / d.t) * d.s * d.s;
+  z.qkv_out = (d.q + 2 * d.kv) / d.t;
+  z.ffn = d.ffn / d.t;
+  z.ffn_out = (m.gated_mlp ? 2 : 1) * z.ffn;
+  z.heads = d.b * d.a / d.t;
+  z.head_dim = d.head_dim();
+  return z;
+}
+
+
+// A layer's MLP, per pass: the dense one (operators.cpp) and the mixture of experts (moe.cpp).
+void mlp_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
+void mlp_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
+void mlp_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
+void moe_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
+void moe_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
+void moe_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
+
+/// Bytes of the fused bias-dropout-add after attention and after the MLP, or of its backward.
+double dropout_add_bytes(const TransformerConfig& m, const Dims& d, const LayerSizes& z,
+                         bool backward);
+
+}  // namespace pipetab::detail
