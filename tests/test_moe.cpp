@@ -1,0 +1,345 @@
+// Mixture-of-experts layers (issue 25): invariants against the dense MLP, all-to-all bytes and
+// times computed by hand, the overlap rule, the layout's rules, dense-first layers and the
+// experts' gradients over their own data-parallel ranks.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "helpers.hpp"
+#include <gtest/gtest.h>
+
+#include "pipetab/cost/collective.hpp"
+#include "pipetab/cost/stage_cost.hpp"
+#include "pipetab/error.hpp"
+#include "pipetab/io/config.hpp"
+#include "pipetab/model/flops.hpp"
+#include "pipetab/model/operators.hpp"
+#include "pipetab/model/workload.hpp"
+#include "pipetab/sim/graph.hpp"
+#include "pipetab/sim/simulation.hpp"
+
+namespace pipetab {
+namespace {
+
+const Operator* find_op(const std::vector<Operator>& ops, std::string_view name) {
+  const auto it =
+      std::find_if(ops.begin(), ops.end(), [&](const Operator& op) { return op.name == name; });
+  return it == ops.end() ? nullptr : &*it;
+}
+
+// A small dense SwiGLU transformer, and the same with experts.
+TransformerConfig dense_model(std::int64_t ffn) {
+  TransformerConfig m;
+  m.layers = 4;
+  m.hidden = 256;
+  m.heads = 4;
+  m.seq_len = 128;
+  m.micro_batch = 2;
+  m.vocab = 1000;
+  m.ffn_hidden = ffn;
+  m.gated_mlp = true;
+  m.flash_attention = true;
+  m.dropout = false;
+  m.learned_positions = false;
+  return m;
+}
+
+TransformerConfig moe_model(std::int64_t experts, std::int64_t top_k, std::int64_t width,
+                            std::int64_t ep = 1) {
+  TransformerConfig m = dense_model(1024);
+  MoeConfig moe;
+  moe.experts = experts;
+  moe.top_k = top_k;
+  moe.expert_ffn_hidden = width;
+  m.moe = moe;
+  m.expert_parallel = ep;
+  return m;
+}
+
+// The matrix-multiply FLOPs of a pass's operators whose name starts with one of `prefixes`.
+double flops_of(const std::vector<Operator>& ops, std::initializer_list<std::string_view> prefixes) {
+  double sum = 0.0;
+  for (const auto& op : ops) {
+    for (const auto prefix : prefixes) {
+      if (op.name.substr(0, prefix.size()) == prefix) sum += op.flops;
+    }
+  }
+  return sum;
+}
+
+TEST(Moe, OneExpertTopOneIsADenseMlpOfItsWidthPlusTheRouter) {
+  // E = 1, k = 1, EP = 1: every token goes to the one expert, whose GEMMs are the dense MLP's of
+  // the expert's width; the layers differ by the router's h×E products alone.
+  const auto moe = model_operators(moe_model(1, 1, 512));
+  const auto dense = model_operators(dense_model(512));
+  const double T = 128 * 2, h = 256, E = 1;
+  const double router = 2 * T * h * E;
+  for (const auto pass : {PassId::Forward, PassId::InputGrad, PassId::WeightGrad}) {
+    const auto& m = moe.moe_layer.pass(pass);
+    const auto& d = dense.layer.pass(pass);
+    EXPECT_DOUBLE_EQ(flops_of(m, {"experts."}), flops_of(d, {"fc1", "fc2"}));
+    EXPECT_DOUBLE_EQ(matmul_flops(m), matmul_flops(d) + router);
+  }
+  // Parameters: the same plus the router's weight.
+  const std::int32_t units[] = {1};
+  ModelConfig a{"moe", moe_model(1, 1, 512)}, b{"dense", dense_model(512)};
+  const auto wa = stage_work(a, units, 1), wb = stage_work(b, units, 1);
+  EXPECT_DOUBLE_EQ(wa[0].params, wb[0].params + 4 * h * E);
+  EXPECT_EQ(wa[0].moe_layers, 4);
+  EXPECT_EQ(wb[0].moe_layers, 0);
+}
+
+TEST(Moe, TopOneOverEveryRankIsADenseMlpPerRank) {
+  // Top-1 with one expert per EP rank, balanced: each rank's expert takes as many rows as the
+  // rank routes tokens, the dense MLP's shape; E experts of width f over E ranks.
+  for (const std::int64_t experts : {2, 4, 8}) {
+    const auto ops = model_operators(moe_model(experts, 1, 512, experts));
+    const auto dense = model_operators(dense_model(512));
+    const auto* fc1 = find_op(ops.moe_layer.forward, "experts.fc1");
+    ASSERT_NE(fc1, nullptr);
+    EXPECT_DOUBLE_EQ(fc1->gemm.m, 256);  // rows per expert: T·k·EP/E
+    EXPECT_DOUBLE_EQ(fc1->gemm.batch, 1);
+    EXPECT_DOUBLE_EQ(flops_of(ops.moe_layer.forward, {"experts."}),
+                     flops_of(dense.layer.forward, {"fc1", "fc2"}));
+  }
+}
+
+TEST(Moe, RowsPerExpertFollowTheLayout) {
+  // rows per expert = load · T · k · EP / E (reference modern-runs.md §C.3).
+  for (const std::int64_t ep : {1, 2, 4, 8, 16}) {
+    auto m = moe_model(16, 4, 128, ep);
+    m.moe->imbalance = 1.5;
+    const auto ops = model_operators(m);
+    const auto* fc1 = find_op(ops.moe_layer.forward, "experts.fc1");
+    ASSERT_NE(fc1, nullptr);
+    EXPECT_DOUBLE_EQ(fc1->gemm.m, 1.5 * 256 * 4 * static_cast<double>(ep) / 16) << ep;
+    EXPECT_DOUBLE_EQ(fc1->gemm.batch, 16.0 / static_cast<double>(ep));
+    EXPECT_DOUBLE_EQ(fc1->gemm.n, 2 * 128);  // gated: two halves
+    EXPECT_DOUBLE_EQ(fc1->gemm.k, 256);
+  }
+}
+
+TEST(Moe, AllToAllBytesAreTheBusiestRanksRows) {
+  // T = 256 tokens, k = 4, h = 256, bf16: 1,024 rows of 512 bytes; × the imbalance; the FP8
+  // dispatch 1 + 4/128 bytes per value, its backward and the combine in 16 bits.
+  auto m = moe_model(16, 4, 128, 4);
+  auto bytes = [](const TransformerConfig& model, PassId pass, std::string_view name) {
+    const auto ops = model_operators(model);
+    const auto* op = find_op(ops.moe_layer.pass(pass), name);
+    return op ? op->collective_bytes : -1.0;
+  };
+  EXPECT_DOUBLE_EQ(bytes(m, PassId::Forward, "moe.dispatch"), 1024.0 * 256 * 2);
+  EXPECT_DOUBLE_EQ(bytes(m, PassId::Forward, "moe.combine"), 1024.0 * 256 * 2);
+  EXPECT_DOUBLE_EQ(bytes(m, PassId::InputGrad, "moe.dispatch.backward"), 1024.0 * 256 * 2);
+  EXPECT_DOUBLE_EQ(bytes(m, PassId::InputGrad, "moe.combine.backward"), 1024.0 * 256 * 2);
+  m.moe->imbalance = 2.0;
+  EXPECT_DOUBLE_EQ(bytes(m, PassId::Forward, "moe.dispatch"), 2 * 1024.0 * 256 * 2);
+  m.moe->fp8_dispatch = true;
+  EXPECT_DOUBLE_EQ(bytes(m, PassId::Forward, "moe.dispatch"), 2 * 1024.0 * 256 * (1 + 4.0 / 128));
+  EXPECT_DOUBLE_EQ(bytes(m, PassId::Forward, "moe.combine"), 2 * 1024.0 * 256 * 2);
+  // A capacity factor pads every expert to it, whatever the imbalance.
+  m.moe->capacity_factor = 1.25;
+  EXPECT_DOUBLE_EQ(bytes(m, PassId::InputGrad, "moe.combine.backward"), 1.25 * 1024.0 * 256 * 2);
+  // Four all-to-alls per layer and microbatch (two each way); six with the MLP recomputed.
+  auto count = [](const TransformerConfig& model) {
+    const auto ops = model_operators(model);
+    std::int64_t n = 0;
+    for (const auto pass : {PassId::Forward, PassId::InputGrad, PassId::WeightGrad}) {
+      for (const auto& op : ops.moe_layer.pass(pass))
+        n += op.group == CollectiveGroup::Expert;
+    }
+    return n;
+  };
+  EXPECT_EQ(count(m), 4);
+  m.moe->recompute = MoeRecompute::Mlp;
+  EXPECT_EQ(count(m), 6);
+  EXPECT_EQ(count(moe_model(16, 4, 128, 1)), 0);  // EP 1: no exchange
+}
+
+TEST(Moe, AllToAllTimesByHand) {
+  const LinkSpec intra{2e-6, 450e9, 0.8}, inter{5e-6, 50e9, 0.9};
+  const double bytes = 64e6;
+  cost::ExpertAllToAll a{bytes, 8, 8, 8};
+  // EP 8 in one node: 7/8 of the rows from the node's other GPUs.
+  EXPECT_DOUBLE_EQ(cost::expert_all_to_all_seconds(a, intra, inter),
+                   2e-6 + bytes * 7 / 8 / (450e9 * 0.8));
+  // EP 32 over four nodes: 7/32 over NVLink, 24/32 over the NIC, the NIC's the longer.
+  a.ranks = 32;
+  EXPECT_DOUBLE_EQ(cost::expert_all_to_all_seconds(a, intra, inter),
+                   5e-6 + bytes * 24 / 32 / (50e9 * 0.9));
+  // Imbalanced: the busiest receiver's rows, twice the bytes, twice the wire time.
+  a.bytes = 2 * bytes;
+  EXPECT_DOUBLE_EQ(cost::expert_all_to_all_seconds(a, intra, inter),
+                   5e-6 + 2 * bytes * 24 / 32 / (50e9 * 0.9));
+  // DeepEP: once per destination node. Four nodes, k = 8: 4(1 − (3/4)^8) = 3.60 distinct nodes
+  // per token, 3/4 of them remote; a node limit of 2 bounds it to 2.
+  a.bytes = bytes;
+  a.per_node_dedup = true;
+  const double distinct = 4 * (1 - std::pow(0.75, 8));
+  EXPECT_DOUBLE_EQ(cost::expert_all_to_all_seconds(a, intra, inter),
+                   5e-6 + bytes / 8 * distinct * 0.75 / (50e9 * 0.9));
+  a.node_limit = 2;
+  EXPECT_DOUBLE_EQ(cost::expert_all_to_all_seconds(a, intra, inter),
+                   5e-6 + bytes / 8 * 2 * 0.75 / (50e9 * 0.9));
+  // One rank: nothing moves.
+  a.ranks = 1;
+  EXPECT_EQ(cost::expert_all_to_all_seconds(a, intra, inter), 0.0);
+}
+
+TEST(Moe, AllToAllRunsOnTheGroupsLinks) {
+  // On a DGX H100 (8 GPUs a node), EP 8 stays in the node and EP 16 leaves it; with ETP 2 an EP
+  // group's ranks are two apart, so EP 8 already spans two nodes.
+  const auto system = io::load_system("dgx-h100");
+  auto m = moe_model(16, 4, 128, 8);
+  const auto ops = model_operators(m);
+  const Operator& dispatch = *find_op(ops.moe_layer.forward, "moe.dispatch");
+  EXPECT_EQ(cost::expert_all_to_all(dispatch, m, system).per_node, 8);
+  m.expert_tensor_parallel = 2;
+  EXPECT_EQ(cost::expert_all_to_all(dispatch, m, system).per_node, 4);
+  const double in_node = cost::operator_cost(dispatch, moe_model(16, 4, 128, 8), system).seconds;
+  const double across = cost::operator_cost(dispatch, moe_model(16, 4, 128, 16), system).seconds;
+  EXPECT_DOUBLE_EQ(in_node, system.intra.latency_s +
+                                dispatch.collective_bytes * 7 / 8 /
+                                    (system.intra.bandwidth * system.intra.collective_efficiency));
+  EXPECT_GT(across, 3 * in_node);  // half the rows over a 50 GB/s NIC instead of NVLink
+}
+
+TEST(Moe, SharedExpertsHideTheAllToAllsOnlyWhenOverlapped) {
+  // Forward: with --moe-shared-expert-overlap the dispatch runs under the shared fc1 and the
+  // combine under the shared fc2: the pass is shorter by min(all-to-all, GEMM) for each.
+  const auto system = io::load_system("dgx-h100");
+  auto m = moe_model(16, 4, 128, 16);
+  m.moe->shared_experts = 1;
+  m.moe->shared_expert_ffn_hidden = 512;
+  const ModelConfig plain{"plain", m};
+  m.moe->shared_expert_overlap = true;
+  const ModelConfig overlapped{"overlapped", m};
+  const std::int32_t units[] = {1};
+  const auto cost = [&](const ModelConfig& model) {
+    return cost::stage_costs(model, stage_work(model, units, 1), system)[0];
+  };
+  const auto ops = model_operators(m);
+  const auto seconds = [&](std::string_view name) {
+    return cost::operator_cost(*find_op(ops.moe_layer.forward, name), m, system).seconds;
+  };
+  const double hidden = std::min(seconds("moe.dispatch"), seconds("shared_expert.fc1")) +
+                        std::min(seconds("moe.combine"), seconds("shared_expert.fc2"));
+  EXPECT_GT(hidden, 0.0);
+  EXPECT_NEAR(cost(plain).forward.seconds - cost(overlapped).forward.seconds, 4 * hidden, 1e-12);
+  EXPECT_NEAR(cost(plain).forward.expert_comm_s - cost(overlapped).forward.expert_comm_s,
+              4 * hidden, 1e-12);
+}
+
+TEST(Moe, DenseLayersComeFirst) {
+  // Six layers, the first three dense: cut in three stages of two, the first holds two dense
+  // layers, the second one dense and one MoE, the last two MoE.
+  auto m = moe_model(8, 2, 128);
+  m.layers = 6;
+  m.moe->dense_layers = 3;
+  m.moe->dense_ffn_hidden = 2048;
+  const ModelConfig model{"m", m};
+  const std::int32_t units[] = {1, 1, 1};
+  const auto work = stage_work(model, units, 3);
+  EXPECT_EQ(work[0].moe_layers, 0);
+  EXPECT_EQ(work[1].moe_layers, 1);
+  EXPECT_EQ(work[2].moe_layers, 2);
+  EXPECT_EQ(work[0].expert_params, 0.0);
+  const auto ops = model_operators(m);
+  const auto* fc1 = find_op(ops.layer.forward, "fc1");
+  ASSERT_NE(fc1, nullptr);
+  EXPECT_DOUBLE_EQ(fc1->gemm.n, 2 * 2048);  // the dense layers' own width
+  // The stage FLOPs are the sum of their layers'.
+  const double dense = matmul_flops(ops.layer.forward), moe = matmul_flops(ops.moe_layer.forward);
+  EXPECT_DOUBLE_EQ(work[1].forward_flops, dense + moe);
+  // Parameters of the whole model: 3 dense layers, 3 MoE layers of 8 experts, embeddings.
+  const double h = 256, attention = 2 * h * h + 2 * h * h, norms = 4 * h;
+  const double expected = 3 * (attention + 3 * h * 2048 + norms) +
+                          3 * (attention + 8 * 3 * h * 128 + h * 8 + norms) + 1000 * h +
+                          1000 * h + 2 * h;
+  m.tie_embeddings = false;
+  EXPECT_DOUBLE_EQ(total_params(m), expected);
+}
+
+TEST(Moe, LayoutRules) {
+  auto model = ModelConfig{"m", moe_model(16, 4, 128)};
+  LoweringOptions lowering;
+  const auto error = [&](Layout l) {
+    auto copy = model;
+    try {
+      apply_layout(l, copy, lowering);
+    } catch (const ParamError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  Layout l;
+  l.dp = 8;
+  l.ep = 3;
+  EXPECT_NE(error(l).find("16 experts do not divide evenly"), std::string::npos) << error(l);
+  l.ep = 16;
+  EXPECT_NE(error(l).find("does not divide them"), std::string::npos) << error(l);
+  l.ep = 8;
+  EXPECT_EQ(error(l), "");
+  l.etp = 3;
+  EXPECT_NE(error(l).find("expert_ffn_hidden"), std::string::npos) << error(l);
+  l.etp = 1;
+  l.tp = 2;
+  EXPECT_NE(error(l).find("sequence parallelism"), std::string::npos) << error(l);
+  std::get<TransformerConfig>(model.spec).sequence_parallel = true;
+  EXPECT_EQ(error(l), "");  // TP 2 × DP 8 = EP 8 × ETP 1 × EDP 2
+  auto dense = ModelConfig{"d", dense_model(512)};
+  Layout d;
+  d.ep = 2;
+  d.dp = 2;
+  EXPECT_THROW(apply_layout(d, dense, lowering), ParamError);
+}
+
+TEST(Moe, ExpertStateIsShardedOverExpertDataParallelRanks) {
+  // DP 8, EP 4: the experts' optimizer state is sharded over EDP = 2 ranks, the rest over 8.
+  ScheduleParams params;
+  params.devices = 1;
+  params.microbatches = 2;
+  const auto table = test::make("1f1b", params);
+  SimulationSetup setup;
+  setup.model = ModelConfig{"m", moe_model(16, 4, 128)};
+  setup.system = io::load_system("dgx-h100");
+  setup.lowering.iteration.distributed_optimizer = true;
+  Layout l;
+  l.dp = 8;
+  l.ep = 4;
+  apply_layout(l, setup.model, setup.lowering);
+  const auto work = table_work(table, setup.model);
+  const auto bytes = static_memory(table, work, setup.model, setup.lowering);
+  const auto& w = work[0];
+  const double experts = w.optimizer_bytes * w.expert_params / w.params;
+  EXPECT_NEAR(bytes[0],
+              w.weight_bytes + w.grad_bytes + (w.optimizer_bytes - experts) / 8 + experts / 2,
+              1e-6 * bytes[0]);
+  // The simulation reduces the experts' gradients over their own group: more bytes move with
+  // EDP 2 than EP 8's EDP 1 (no expert reduction at all).
+  const auto moved = [&](std::int64_t ep) {
+    SimulationSetup s;
+    s.model = ModelConfig{"m", moe_model(16, 4, 128)};
+    s.system = setup.system;
+    Layout layout;
+    layout.dp = 8;
+    layout.ep = ep;
+    apply_layout(layout, s.model, s.lowering);
+    return simulate_table(table, s, "1f1b").metrics.transfer_bytes;
+  };
+  EXPECT_GT(moved(4), moved(8));
+}
+
+TEST(Moe, ModelFlopsCountTheBalancedLoad) {
+  // Imbalance slows the busiest rank, not the model's FLOPs; capacity padding is hardware work.
+  auto m = moe_model(16, 4, 128, 4);
+  const auto balanced = iteration_flops(m, 8);
+  m.moe->imbalance = 1.5;
+  EXPECT_DOUBLE_EQ(iteration_flops(m, 8).model, balanced.model);
+  m.moe->capacity_factor = 2.0;
+  EXPECT_DOUBLE_EQ(iteration_flops(m, 8).model, balanced.model);
+  EXPECT_GT(iteration_flops(m, 8).hardware, balanced.hardware);
+}
+
+}  // namespace
+}  // namespace pipetab
