@@ -135,6 +135,7 @@ std::string explain(const PlanResult& r, std::size_t rank) {
     out += row("pipeline bubble (idle)", pa.bubble, pb.bubble);
     out += row("exposed pipeline transfers", pa.pipeline, pb.pipeline);
     out += row("tensor-parallel communication", pa.tp, pb.tp);
+    if (pa.experts > 0 || pb.experts > 0) out += row("expert all-to-all", pa.experts, pb.experts);
     out += row("exposed data-parallel reduction", pa.reductions, pb.reductions);
     out += row("optimizer step", pa.optimizer, pb.optimizer);
     out += row("overheads (host steps, interference)", pa.overhead, pb.overhead);
@@ -147,6 +148,7 @@ std::string explain(const PlanResult& r, std::size_t rank) {
         {"pipeline bubble", pb.bubble - pa.bubble},
         {"exposed pipeline transfers", pb.pipeline - pa.pipeline},
         {"tensor-parallel communication", pb.tp - pa.tp},
+        {"expert all-to-all", pb.experts - pa.experts},
         {"exposed data-parallel reduction", pb.reductions - pa.reductions},
         {"optimizer step", pb.optimizer - pa.optimizer},
         {"overheads", pb.overhead - pa.overhead}};

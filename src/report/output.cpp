@@ -158,6 +158,9 @@ FlatRecord flat_record(const Evaluation& e) {
   row.emplace_back("simulation.tensor_parallel", sim([](auto& s) { return s.tensor_parallel; }));
   row.emplace_back("simulation.context_parallel", sim([](auto& s) { return s.context_parallel; }));
   row.emplace_back("simulation.cp_method", sim([](auto& s) { return s.cp_method; }));
+  row.emplace_back("simulation.expert_parallel", sim([](auto& s) { return s.expert_parallel; }));
+  row.emplace_back("simulation.expert_tensor_parallel",
+                   sim([](auto& s) { return s.expert_tensor_parallel; }));
   row.emplace_back("simulation.data_parallel", sim([](auto& s) { return s.data_parallel; }));
   row.emplace_back("simulation.fsdp", sim([](auto& s) { return s.fsdp; }));
   row.emplace_back("simulation.gpus", sim([](auto& s) { return s.gpus; }));
@@ -187,6 +190,7 @@ FlatRecord flat_record(const Evaluation& e) {
   using B = SimulationMetrics::Breakdown;
   row.emplace_back("simulation.breakdown.compute", share(&B::compute));
   row.emplace_back("simulation.breakdown.tp_comm", share(&B::tp_comm));
+  row.emplace_back("simulation.breakdown.expert_comm", share(&B::expert_comm));
   row.emplace_back("simulation.breakdown.host_overhead", share(&B::host_overhead));
   row.emplace_back("simulation.breakdown.comm_interference", share(&B::comm_interference));
   row.emplace_back("simulation.breakdown.bubble", share(&B::bubble));

@@ -54,6 +54,7 @@ nlohmann::json to_json(const SimulationMetrics& m) {
           {"memory_capacity_bytes", m.memory_capacity_bytes},
           {"compute_s", m.compute_s},
           {"tp_comm_s", m.tp_comm_s},
+          {"expert_comm_s", m.expert_comm_s},
           {"overhead_s", m.overhead_s},
           {"interference_s", m.interference_s},
           {"optimizer_s", m.optimizer_s},
@@ -65,6 +66,7 @@ nlohmann::json to_json(const SimulationMetrics& m) {
              const auto b = m.breakdown();
              return nlohmann::json{{"compute", b.compute},
                                    {"tp_comm", b.tp_comm},
+                                   {"expert_comm", b.expert_comm},
                                    {"host_overhead", b.host_overhead},
                                    {"comm_interference", b.comm_interference},
                                    {"bubble", b.bubble},
@@ -86,6 +88,8 @@ nlohmann::json to_json(const SimulationMetrics& m) {
           {"tensor_parallel", m.tensor_parallel},
           {"context_parallel", m.context_parallel},
           {"cp_method", m.cp_method},
+          {"expert_parallel", m.expert_parallel},
+          {"expert_tensor_parallel", m.expert_tensor_parallel},
           {"fsdp", m.fsdp},
           {"fsdp_shard", m.fsdp_shard},
           {"reshard_after_forward", m.reshard_after_forward},
@@ -139,6 +143,9 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
     std::string more;
     if (m.context_parallel > 1)
       more += fmt::format(", context parallel {} ({})", m.context_parallel, m.cp_method);
+    if (m.expert_parallel > 1 || m.expert_tensor_parallel > 1)
+      more += fmt::format(", expert parallel {} (ETP {})", m.expert_parallel,
+                          m.expert_tensor_parallel);
     if (m.fsdp) {
       more += fmt::format(", FSDP over {} ranks{}, gradients reduce-scattered per {}", m.fsdp_shard,
                           m.reshard_after_forward ? ", resharding after forward" : "", m.grad_sync);
@@ -150,11 +157,15 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
         100 * *m.mfu, 100 * *m.hfu);
   }
   const auto b = m.breakdown();
+  // The experts' all-to-alls get their own share where they run (EP or ETP above 1).
+  const std::string experts = m.expert_parallel > 1 || m.expert_tensor_parallel > 1
+                                  ? fmt::format(", expert all-to-all {:.1f}%", 100 * b.expert_comm)
+                                  : "";
   out += fmt::format(
-      "breakdown (mean per device): compute {:.1f}%, tensor-parallel comm {:.1f}%, host overhead "
-      "{:.1f}%, compute slowed by communication {:.1f}%, pipeline bubble {:.1f}%, exposed "
-      "pipeline transfers {:.1f}%, gradient reductions {:.1f}%, optimizer {:.1f}%{}\n\n",
-      100 * b.compute, 100 * b.tp_comm, 100 * b.host_overhead, 100 * b.comm_interference,
+      "breakdown (mean per device): compute {:.1f}%, tensor-parallel comm {:.1f}%{}, host "
+      "overhead {:.1f}%, compute slowed by communication {:.1f}%, pipeline bubble {:.1f}%, "
+      "exposed pipeline transfers {:.1f}%, gradient reductions {:.1f}%, optimizer {:.1f}%{}\n\n",
+      100 * b.compute, 100 * b.tp_comm, experts, 100 * b.host_overhead, 100 * b.comm_interference,
       100 * b.bubble, 100 * b.exposed_pipeline, 100 * b.reductions, 100 * b.optimizer,
       m.overheads ? "" : " (overheads off)");
   if (m.any_over_capacity()) {

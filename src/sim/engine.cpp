@@ -648,6 +648,7 @@ class Engine {
         if (g_.compute_kind[n] == ComputeKind::TableOp) {
           ++table_ops;
           dev.tp_comm_s += g_.tp_comm_s[n];
+          if (n < g_.expert_comm_s.size()) dev.expert_comm_s += g_.expert_comm_s[n];
           if (n < g_.overhead_s.size()) dev.overhead_s += g_.overhead_s[n];
           dev.interference_s += std::max(0.0, r.end[n] - r.start[n] - g_.duration[n]);
         } else {

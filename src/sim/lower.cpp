@@ -431,6 +431,7 @@ class Lowering {
     g_.compute_kind.assign(nodes, ComputeKind::TableOp);
     g_.duration.assign(nodes, 0.0);
     g_.tp_comm_s.assign(nodes, 0.0);
+    g_.expert_comm_s.assign(nodes, 0.0);
     g_.overhead_s.assign(nodes, 0.0);
     g_.alloc_bytes.assign(nodes, 0.0);
     g_.free_bytes.assign(nodes, 0.0);
@@ -479,6 +480,7 @@ class Lowering {
           if (c != nullptr) {
             g_.duration[n] += c->seconds;
             g_.tp_comm_s[n] += c->tp_comm_s;
+            g_.expert_comm_s[n] += c->expert_comm_s;
             kernels += c->kernels;
           }
         }
@@ -490,7 +492,7 @@ class Lowering {
           const auto& device = network_.system().device;
           const double gpu = g_.duration[n];
           g_.duration[n] =
-              cost::host_bound_seconds({gpu, 0.0, kernels}, device) + device.step_overhead_s;
+              cost::host_bound_seconds({.seconds = gpu, .kernels = kernels}, device) + device.step_overhead_s;
           g_.overhead_s[n] = g_.duration[n] - gpu;
         }
       }

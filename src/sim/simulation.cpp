@@ -19,10 +19,11 @@ SimulationMetrics::Breakdown SimulationMetrics::breakdown() const {
     return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
   };
   const double total = runtime_s > 0.0 ? runtime_s : 1.0;
-  const double tp = mean(tp_comm_s);
+  const double tp = mean(tp_comm_s), experts = mean(expert_comm_s);
   const double host = mean(overhead_s), slowed = mean(interference_s);
   return {(mean(compute_s) - tp - host - slowed) / total,
-          tp / total,
+          (tp - experts) / total,
+          experts / total,
           host / total,
           slowed / total,
           mean(idle_s) / total,
@@ -99,6 +100,7 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
   for (const auto& d : s.result.devices) {
     m.compute_s.push_back(d.compute_s);
     m.tp_comm_s.push_back(d.tp_comm_s);
+    m.expert_comm_s.push_back(d.expert_comm_s);
     m.overhead_s.push_back(d.overhead_s);
     m.interference_s.push_back(d.interference_s);
     m.optimizer_s.push_back(d.optimizer_s);
@@ -125,6 +127,8 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
   const auto layout = layout_of(setup.model, lowering);
   m.context_parallel = layout.cp;
   m.cp_method = std::string(to_string(layout.cp_method));
+  m.expert_parallel = layout.ep;
+  m.expert_tensor_parallel = layout.etp;
   m.fsdp = layout.fsdp.enabled;
   m.fsdp_shard = m.fsdp ? fsdp_shard_size(layout) : 0;
   m.reshard_after_forward = m.fsdp && reshard_after_forward(layout.fsdp, table.devices > 1);

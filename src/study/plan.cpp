@@ -806,6 +806,7 @@ RuntimeParts runtime_parts(const SimulationMetrics& m) {
           b.tp_comm * t,
           b.reductions * t,
           b.optimizer * t,
+          b.expert_comm * t,
           (b.host_overhead + b.comm_interference) * t};
 }
 
@@ -863,6 +864,7 @@ nlohmann::json to_json(const PlanRequest& q, const PlanResult& r) {
                      {"bubble", p.bubble},
                      {"exposed_pipeline", p.pipeline},
                      {"tp_comm", p.tp},
+                     {"expert_comm", p.experts},
                      {"reductions", p.reductions},
                      {"optimizer", p.optimizer},
                      {"overhead", p.overhead}}},

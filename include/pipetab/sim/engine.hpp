@@ -28,6 +28,7 @@ struct SimOptions {
 struct DeviceResult {
   double compute_s = 0.0;       ///< time running the table's ops
   double tp_comm_s = 0.0;       ///< of compute_s, exposed tensor-parallel communication in the ops
+  double expert_comm_s = 0.0;   ///< of tp_comm_s, the experts' all-to-alls
   double overhead_s = 0.0;      ///< of compute_s, the host's time per pipeline step
   double interference_s = 0.0;  ///< of compute_s, compute slowed by communication beside it
   double optimizer_s = 0.0;     ///< time in the optimizer step

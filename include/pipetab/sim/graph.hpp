@@ -172,6 +172,7 @@ struct ExecGraph {
   std::vector<ComputeKind> compute_kind;
   std::vector<double> duration;     ///< seconds
   std::vector<double> tp_comm_s;    ///< of the duration, exposed tensor-parallel communication
+  std::vector<double> expert_comm_s;  ///< of tp_comm_s, the experts' all-to-alls
   std::vector<double> overhead_s;   ///< of the duration, the host's time per pipeline step
   std::vector<double> alloc_bytes;  ///< activation allocated when it starts
   std::vector<double> free_bytes;   ///< activation freed when it ends

@@ -147,6 +147,7 @@ PlanResult plan(const PlanRequest& request);
 /// The parts of the runtime a layout spends, in seconds (breakdown shares × runtime).
 struct RuntimeParts {
   double compute = 0, bubble = 0, pipeline = 0, tp = 0, reductions = 0, optimizer = 0;
+  double experts = 0;   ///< the experts' all-to-alls exposed in the ops
   double overhead = 0;  ///< host time per pipeline step and compute slowed by communication
 };
 RuntimeParts runtime_parts(const SimulationMetrics& metrics);

@@ -63,6 +63,7 @@ const KnownColumn kKnownColumns[] = {
     {"simulation.hfu", "hardware FLOP/s utilization", "", ""},
     {"simulation.breakdown.bubble", "pipeline bubble (share of the runtime)", "", ""},
     {"simulation.breakdown.tp_comm", "tensor-parallel communication (share)", "", ""},
+    {"simulation.breakdown.expert_comm", "expert all-to-all (share)", "", ""},
     {"simulation.idle_ratio", "idle ratio", "", ""},
     {"simulation.span_idle_ratio", "span idle ratio", "", ""},
     {"simulation.peak_memory_max_bytes", "peak memory per device", "", "bytes"},
