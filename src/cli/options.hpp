@@ -45,6 +45,7 @@ struct ScheduleOptions {
   // The layout beyond --dp (one Layout once read: layout()).
   std::int64_t tensor_parallel = 0;  ///< 0: the model file's
   std::int64_t context_parallel = 1;
+  bool sequence_parallel = false;
   std::int64_t expert_parallel = 1;
   std::int64_t expert_tensor_parallel = 1;
   std::string cp_method = "ring";

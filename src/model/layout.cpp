@@ -42,8 +42,8 @@ void require_expert_layout(const TransformerConfig& m, const Layout& l) {
   if (l.tp > 1 && !m.sequence_parallel) {
     throw ParamError(fmt::format(
         "--tp {}: a mixture of experts with tensor parallelism needs sequence parallelism "
-        "(Megatron-Core requires it: each TP rank routes its own 1/tp of the tokens); set "
-        "sequence_parallel = true in the model",
+        "(Megatron-Core requires it: each TP rank routes its own 1/tp of the tokens); add "
+        "--sequence-parallel, or set sequence_parallel = true in the model file",
         l.tp));
   }
   const std::int64_t ranks = l.tp * l.cp * l.dp;

@@ -101,6 +101,14 @@ void apply_layout(const Layout& layout, ModelConfig& model, LoweringOptions& low
   if (auto* m = std::get_if<TransformerConfig>(&model.spec)) {
     Layout resolved = layout;
     if (resolved.tp == 0) resolved.tp = m->tensor_parallel;
+    if (layout.sequence_parallel) {
+      if (*layout.sequence_parallel && resolved.tp == 1) {
+        throw ParamError(
+            "--sequence-parallel needs --tp > 1: sequence parallelism splits the norms and "
+            "dropouts along the tensor-parallel ranks");
+      }
+      m->sequence_parallel = *layout.sequence_parallel;
+    }
     require_layout(*m, resolved);
     m->tensor_parallel = resolved.tp;
     m->context_parallel = resolved.cp;
@@ -140,6 +148,7 @@ Layout layout_of(const ModelConfig& model, const LoweringOptions& lowering) {
   Layout l;
   if (const auto* m = model.transformer()) {
     l.tp = m->tensor_parallel;
+    l.sequence_parallel = m->sequence_parallel;
     l.cp = m->context_parallel;
     l.cp_method = m->cp_method;
     l.ep = m->expert_parallel;

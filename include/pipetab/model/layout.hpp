@@ -88,6 +88,8 @@ struct FsdpOptions {
 struct Layout {
   /// Tensor-parallel size; 0 = the model file's tensor_parallel.
   std::int64_t tp = 0;
+  /// Sequence parallelism with TP (Korthikanti et al. 2022); unset: the model file's.
+  std::optional<bool> sequence_parallel;
   /// Context-parallel size: each rank holds seq_len / cp tokens of every sequence.
   std::int64_t cp = 1;
   CpMethod cp_method = CpMethod::Ring;
