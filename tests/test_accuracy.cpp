@@ -91,7 +91,8 @@ TEST(Measurements, ErrorsNameFileLineAndKey) {
             "runtime, tp_overlap, dp_overlap, dp_bucket_bytes, distributed_optimizer, optimizer, "
             "measured_iteration_s, measured_tflops_per_gpu, measured_tokens_per_s_per_gpu, "
             "measured_forward_ms, measured_backward_ms, stage_layers, measured_input_grad_ms, "
-            "measured_weight_grad_ms, measured_p2p_ms, p2p, context_parallel, cp_method, fsdp, "
+            "measured_weight_grad_ms, measured_p2p_ms, p2p, context_parallel, cp_method, "
+            "expert_parallel, expert_tensor_parallel, sequence_parallel, fsdp, "
             "fsdp_shard, reshard_after_forward, fsdp_grad_sync, fsdp_fp8_all_gather, "
             "pipeline_layout)");
   EXPECT_EQ(error_of(kModel + "[[run]]\nid = \"a\"\nsystem = \"x\"\nmodels = [\"nope\"]\n"),

@@ -204,12 +204,16 @@ class FSDP:
     fp8_all_gather: bool = False
 
 
-def _layout(args: "_core.SimArgs", tp: Optional[int], cp: int, cp_method: str,
-            fsdp: Union[bool, FSDP], pipeline_layout: Optional[str]) -> None:
+def _layout(args: "_core.SimArgs", tp: Optional[int], cp: int, cp_method: str, ep: int,
+            etp: int, sequence_parallel: Optional[bool], fsdp: Union[bool, FSDP],
+            pipeline_layout: Optional[str]) -> None:
     args.tensor_parallel = 0 if tp is None else tp
     args.pipeline_layout = pipeline_layout or ""
     args.context_parallel = cp
     args.cp_method = cp_method
+    args.expert_parallel = ep
+    args.expert_tensor_parallel = etp
+    args.sequence_parallel = sequence_parallel
     if isinstance(fsdp, FSDP):
         args.fsdp = True
         args.fsdp_shard = 0 if fsdp.shard is None else fsdp.shard
@@ -230,6 +234,9 @@ def _sim_args(
     tp: Optional[int] = None,
     cp: int = 1,
     cp_method: str = "ring",
+    ep: int = 1,
+    etp: int = 1,
+    sequence_parallel: Optional[bool] = None,
     fsdp: Union[bool, FSDP] = False,
     pipeline_layout: Optional[str] = None,
     contention: bool = True,
@@ -255,7 +262,7 @@ def _sim_args(
     elif model is not None:  # None: the command's default model preset
         args.model = os.fspath(model)
     args.data_parallel = dp
-    _layout(args, tp, cp, cp_method, fsdp, pipeline_layout)
+    _layout(args, tp, cp, cp_method, ep, etp, sequence_parallel, fsdp, pipeline_layout)
     args.contention = contention
     args.blocking_send = blocking_send
     args.runtime = runtime
@@ -490,6 +497,10 @@ The simulation keywords mirror the command's flags:
 - ``tp``, ``cp``, ``cp_method``: tensor- and context-parallel ranks per stage and the CP exchange
   (``--tp``, ``--cp``, ``--cp-method``: ``"ring"``, ``"allgather"`` or ``"a2a"``); tp None is the
   model file's
+- ``ep``, ``etp``: expert- and expert-tensor-parallel ranks of a mixture of experts (``--ep``,
+  ``--etp``), drawn from the stage's tp × cp × dp ranks
+- ``sequence_parallel``: sequence parallelism with tp (``--sequence-parallel``); None is the
+  model file's
 - ``fsdp``: fully sharded data parallelism (``--fsdp``): True, or :class:`FSDP` with its options
 - ``pipeline_layout``: the stages' contents in Megatron-Core's notation (``--pipeline-layout``)
 - ``contention``: links shared by concurrent transfers (False is ``--no-contention``)
@@ -590,6 +601,9 @@ def analyze(
     tp: Optional[int] = None,
     cp: int = 1,
     cp_method: str = "ring",
+    ep: int = 1,
+    etp: int = 1,
+    sequence_parallel: Optional[bool] = None,
     fsdp: Union[bool, FSDP] = False,
     pipeline_layout: Optional[str] = None,
     contention: bool = True,
@@ -614,7 +628,8 @@ def analyze(
     table = _subject(subject, dict(devices=devices, microbatches=microbatches, chunks=chunks,
                                    waves=waves, group_size=group_size, variant=variant, split=split))
     args = _sim_args(
-        system=system, model=model, dp=dp, tp=tp, cp=cp, cp_method=cp_method, fsdp=fsdp,
+        system=system, model=model, dp=dp, tp=tp, cp=cp, cp_method=cp_method, ep=ep, etp=etp,
+        sequence_parallel=sequence_parallel, fsdp=fsdp,
         pipeline_layout=pipeline_layout,
         contention=contention, blocking_send=blocking_send,
         runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer, dp_overlap=dp_overlap,
@@ -738,6 +753,9 @@ def simulate(
     tp: Optional[int] = None,
     cp: int = 1,
     cp_method: str = "ring",
+    ep: int = 1,
+    etp: int = 1,
+    sequence_parallel: Optional[bool] = None,
     fsdp: Union[bool, FSDP] = False,
     pipeline_layout: Optional[str] = None,
     contention: bool = True,
@@ -762,7 +780,8 @@ def simulate(
     table = _subject(subject, dict(devices=devices, microbatches=microbatches, chunks=chunks,
                                    waves=waves, group_size=group_size, variant=variant, split=split))
     args = _sim_args(
-        system=system, model=model, dp=dp, tp=tp, cp=cp, cp_method=cp_method, fsdp=fsdp,
+        system=system, model=model, dp=dp, tp=tp, cp=cp, cp_method=cp_method, ep=ep, etp=etp,
+        sequence_parallel=sequence_parallel, fsdp=fsdp,
         pipeline_layout=pipeline_layout,
         contention=contention, blocking_send=blocking_send,
         runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer, dp_overlap=dp_overlap,
@@ -875,6 +894,9 @@ def compare(
     tp: Optional[int] = None,
     cp: int = 1,
     cp_method: str = "ring",
+    ep: int = 1,
+    etp: int = 1,
+    sequence_parallel: Optional[bool] = None,
     fsdp: Union[bool, FSDP] = False,
     pipeline_layout: Optional[str] = None,
     contention: bool = True,
@@ -902,7 +924,8 @@ def compare(
     if names is None:
         names = [] if tables else list(PAPER_SCHEDULES)
     args = _sim_args(
-        system=system if system is not None else "balanced", model=model, dp=dp, tp=tp, cp=cp, cp_method=cp_method, fsdp=fsdp,
+        system=system if system is not None else "balanced", model=model, dp=dp, tp=tp, cp=cp, cp_method=cp_method, ep=ep, etp=etp,
+        sequence_parallel=sequence_parallel, fsdp=fsdp,
         pipeline_layout=pipeline_layout,
         contention=contention,
         blocking_send=blocking_send, runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer,
@@ -1057,6 +1080,9 @@ def tune(
     tp: Optional[int] = None,
     cp: int = 1,
     cp_method: str = "ring",
+    ep: int = 1,
+    etp: int = 1,
+    sequence_parallel: Optional[bool] = None,
     fsdp: Union[bool, FSDP] = False,
     pipeline_layout: Optional[str] = None,
     contention: bool = True,
@@ -1085,7 +1111,8 @@ def tune(
         bool(builtins),
         runnable_by,
         _sim_args(
-            system=system, model=model, dp=dp, tp=tp, cp=cp, cp_method=cp_method, fsdp=fsdp,
+            system=system, model=model, dp=dp, tp=tp, cp=cp, cp_method=cp_method, ep=ep, etp=etp,
+        sequence_parallel=sequence_parallel, fsdp=fsdp,
         pipeline_layout=pipeline_layout,
         contention=contention,
             blocking_send=blocking_send, runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer,

@@ -224,6 +224,9 @@ struct SimArgs {
   std::int64_t tensor_parallel = 0;  // 0: the model file's
   std::int64_t context_parallel = 1;
   std::string cp_method = "ring";
+  std::int64_t expert_parallel = 1;
+  std::int64_t expert_tensor_parallel = 1;
+  std::optional<bool> sequence_parallel;
   bool fsdp = false;
   std::int64_t fsdp_shard = 0;
   std::optional<bool> reshard_after_forward;
@@ -273,6 +276,9 @@ Layout layout_of(const SimArgs& a) {
     throw Error(fmt::format("cp_method '{}': expected ring, allgather or a2a", a.cp_method));
   l.cp_method = *method;
   l.dp = a.data_parallel;
+  l.ep = a.expert_parallel;
+  l.etp = a.expert_tensor_parallel;
+  l.sequence_parallel = a.sequence_parallel;
   l.fsdp.enabled = a.fsdp;
   if (!a.fsdp && (a.fsdp_shard != 0 || a.reshard_after_forward || a.fsdp_fp8_all_gather ||
                   a.fsdp_grad_sync != "step"))
@@ -765,6 +771,9 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("data_parallel", &SimArgs::data_parallel)
       .def_readwrite("tensor_parallel", &SimArgs::tensor_parallel)
       .def_readwrite("context_parallel", &SimArgs::context_parallel)
+      .def_readwrite("expert_parallel", &SimArgs::expert_parallel)
+      .def_readwrite("expert_tensor_parallel", &SimArgs::expert_tensor_parallel)
+      .def_readwrite("sequence_parallel", &SimArgs::sequence_parallel)
       .def_readwrite("cp_method", &SimArgs::cp_method)
       .def_readwrite("fsdp", &SimArgs::fsdp)
       .def_readwrite("fsdp_shard", &SimArgs::fsdp_shard)

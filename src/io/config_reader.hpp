@@ -84,23 +84,24 @@ TransformerConfig read_transformer(const Reader& r, const Table& t, const std::s
 }
 
 /// The keys read_layout reads, for the callers' lists of allowed keys.
-inline constexpr std::array<std::string_view, 8> kLayoutKeys{"context_parallel",
-                                                             "cp_method",
-                                                             "fsdp",
-                                                             "fsdp_shard",
-                                                             "reshard_after_forward",
-                                                             "fsdp_grad_sync",
-                                                             "fsdp_fp8_all_gather",
-                                                             "pipeline_layout"};
+inline constexpr std::array<std::string_view, 11> kLayoutKeys{
+    "context_parallel",       "cp_method",   "expert_parallel", "expert_tensor_parallel",
+    "sequence_parallel",      "fsdp",        "fsdp_shard",      "reshard_after_forward",
+    "fsdp_grad_sync",         "fsdp_fp8_all_gather", "pipeline_layout"};
 
 /// The layout keys of a study's [simulation] table or a runs file's entry, as `simulate`'s flags
-/// give them: context_parallel, cp_method, fsdp and its options (each refused without fsdp =
-/// true), pipeline_layout. TP and DP are the caller's (tensor_parallel, data_parallel).
+/// give them: context_parallel, cp_method, expert_parallel, expert_tensor_parallel,
+/// sequence_parallel (unset: the model file's), fsdp and its options (each refused without fsdp
+/// = true), pipeline_layout. TP and DP are the caller's (tensor_parallel, data_parallel).
 template <class Table>
 Layout read_layout(const Reader& r, const Table& t, const std::string& p) {
   Layout l;
   l.cp = r.integer(t, p, "context_parallel", 1, 1, 1 << 20);
   l.cp_method = *parse_cp_method(r.choice(t, p, "cp_method", "ring", {"ring", "allgather", "a2a"}));
+  l.ep = r.integer(t, p, "expert_parallel", 1, 1, 1 << 20);
+  l.etp = r.integer(t, p, "expert_tensor_parallel", 1, 1, 1 << 20);
+  if (t.get("sequence_parallel") != nullptr)
+    l.sequence_parallel = r.boolean(t, p, "sequence_parallel", false);
   l.fsdp.enabled = r.boolean(t, p, "fsdp", false);
   for (const char* key :
        {"fsdp_shard", "reshard_after_forward", "fsdp_grad_sync", "fsdp_fp8_all_gather"}) {
