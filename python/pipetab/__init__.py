@@ -243,6 +243,7 @@ def _sim_args(
     blocking_send: bool = False,
     runtime: Optional[str] = None,
     tp_overlap: str = "backward",
+    a2a_overlap: bool = False,
     optimizer: bool = True,
     dp_overlap: bool = False,
     dp_bucket_mb: float = 25.0,
@@ -267,6 +268,7 @@ def _sim_args(
     args.blocking_send = blocking_send
     args.runtime = runtime
     args.tp_overlap = tp_overlap
+    args.a2a_overlap = a2a_overlap
     args.optimizer = optimizer
     args.dp_overlap = dp_overlap
     args.dp_bucket_mb = dp_bucket_mb
@@ -507,6 +509,8 @@ The simulation keywords mirror the command's flags:
 - ``blocking_send``: a send occupies its sender until received (``--blocking-send``)
 - ``runtime``: ``"auto"`` (None: each table's own), ``"async"``, ``"megatron"`` or ``"pytorch"``
 - ``tp_overlap``: ``"none"``, ``"backward"`` or ``"all"``
+- ``a2a_overlap``: Megatron-Core's 1F1B all-to-all overlap of a mixture of experts
+  (``--a2a-overlap``)
 - ``optimizer``: simulate the optimizer step (False is ``--no-optimizer``)
 - ``dp_overlap``, ``dp_bucket_mb``, ``distributed_optimizer``: the gradient reduction
 - ``overheads``: per-kernel host overheads (False is ``--no-overheads``)
@@ -610,6 +614,7 @@ def analyze(
     blocking_send: bool = False,
     runtime: Optional[str] = None,
     tp_overlap: str = "backward",
+    a2a_overlap: bool = False,
     optimizer: bool = True,
     dp_overlap: bool = False,
     dp_bucket_mb: float = 25.0,
@@ -632,7 +637,7 @@ def analyze(
         sequence_parallel=sequence_parallel, fsdp=fsdp,
         pipeline_layout=pipeline_layout,
         contention=contention, blocking_send=blocking_send,
-        runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer, dp_overlap=dp_overlap,
+        runtime=runtime, tp_overlap=tp_overlap, a2a_overlap=a2a_overlap, optimizer=optimizer, dp_overlap=dp_overlap,
         dp_bucket_mb=dp_bucket_mb, distributed_optimizer=distributed_optimizer,
         overheads=overheads, nccl_buffsize=nccl_buffsize, costs=costs, input_grad_frees=input_grad_frees,
     )
@@ -762,6 +767,7 @@ def simulate(
     blocking_send: bool = False,
     runtime: Optional[str] = None,
     tp_overlap: str = "backward",
+    a2a_overlap: bool = False,
     optimizer: bool = True,
     dp_overlap: bool = False,
     dp_bucket_mb: float = 25.0,
@@ -784,7 +790,7 @@ def simulate(
         sequence_parallel=sequence_parallel, fsdp=fsdp,
         pipeline_layout=pipeline_layout,
         contention=contention, blocking_send=blocking_send,
-        runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer, dp_overlap=dp_overlap,
+        runtime=runtime, tp_overlap=tp_overlap, a2a_overlap=a2a_overlap, optimizer=optimizer, dp_overlap=dp_overlap,
         dp_bucket_mb=dp_bucket_mb, distributed_optimizer=distributed_optimizer,
         overheads=overheads, nccl_buffsize=nccl_buffsize, costs=costs, input_grad_frees=input_grad_frees,
     )
@@ -903,6 +909,7 @@ def compare(
     blocking_send: bool = False,
     runtime: Optional[str] = None,
     tp_overlap: str = "backward",
+    a2a_overlap: bool = False,
     optimizer: bool = True,
     dp_overlap: bool = False,
     dp_bucket_mb: float = 25.0,
@@ -928,7 +935,7 @@ def compare(
         sequence_parallel=sequence_parallel, fsdp=fsdp,
         pipeline_layout=pipeline_layout,
         contention=contention,
-        blocking_send=blocking_send, runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer,
+        blocking_send=blocking_send, runtime=runtime, tp_overlap=tp_overlap, a2a_overlap=a2a_overlap, optimizer=optimizer,
         dp_overlap=dp_overlap, dp_bucket_mb=dp_bucket_mb,
         distributed_optimizer=distributed_optimizer, overheads=overheads, nccl_buffsize=nccl_buffsize, costs=costs,
         input_grad_frees=input_grad_frees,
@@ -1089,6 +1096,7 @@ def tune(
     blocking_send: bool = False,
     runtime: Optional[str] = None,
     tp_overlap: str = "backward",
+    a2a_overlap: bool = False,
     optimizer: bool = True,
     dp_overlap: bool = False,
     dp_bucket_mb: float = 25.0,
@@ -1115,7 +1123,7 @@ def tune(
         sequence_parallel=sequence_parallel, fsdp=fsdp,
         pipeline_layout=pipeline_layout,
         contention=contention,
-            blocking_send=blocking_send, runtime=runtime, tp_overlap=tp_overlap, optimizer=optimizer,
+            blocking_send=blocking_send, runtime=runtime, tp_overlap=tp_overlap, a2a_overlap=a2a_overlap, optimizer=optimizer,
             dp_overlap=dp_overlap, dp_bucket_mb=dp_bucket_mb,
             distributed_optimizer=distributed_optimizer, overheads=overheads, nccl_buffsize=nccl_buffsize, costs=costs,
             input_grad_frees=input_grad_frees,

@@ -237,6 +237,7 @@ struct SimArgs {
   bool blocking_send = false;
   std::optional<std::string> runtime;  // unset: auto, the table's own (default_runtime)
   std::string tp_overlap = "backward";
+  bool a2a_overlap = false;
   bool optimizer = true;
   bool dp_overlap = false;
   double dp_bucket_mb = 25.0;
@@ -320,6 +321,7 @@ SimulationSetup setup_of(const SimArgs& a, const std::string* system = nullptr) 
     throw Error(fmt::format("tp_overlap '{}': expected none, backward or all", a.tp_overlap));
   }
   setup.lowering.cost.tp_overlap = *overlap;
+  setup.lowering.cost.a2a_overlap = a.a2a_overlap;
   setup.lowering.iteration.optimizer = a.optimizer;
   setup.lowering.iteration.dp_overlap = a.dp_overlap;
   setup.lowering.iteration.dp_bucket_bytes = a.dp_bucket_mb * 1e6;
@@ -785,6 +787,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("blocking_send", &SimArgs::blocking_send)
       .def_readwrite("runtime", &SimArgs::runtime)
       .def_readwrite("tp_overlap", &SimArgs::tp_overlap)
+      .def_readwrite("a2a_overlap", &SimArgs::a2a_overlap)
       .def_readwrite("optimizer", &SimArgs::optimizer)
       .def_readwrite("dp_overlap", &SimArgs::dp_overlap)
       .def_readwrite("dp_bucket_mb", &SimArgs::dp_bucket_mb)

@@ -216,6 +216,10 @@ void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
                   "2021-09), backward (Megatron-LM since), all (Megatron-Core --tp-comm-overlap)")
       ->check(CLI::IsMember({"none", "backward", "all"}))
       ->capture_default_str();
+  command.add_flag("--a2a-overlap", o.a2a_overlap,
+                   "Megatron-Core's 1F1B all-to-all overlap (--overlap-moe-expert-parallel-comm): "
+                   "a steady-state forward and the backward after it run as one step, each one's "
+                   "expert all-to-alls under the other's compute (DualPipe's F&B pairs always do)");
   command.add_flag("--no-overheads", o.no_overheads,
                    "leave out the device's overheads no kernel carries: the host's time per "
                    "pipeline step and per kernel launch, and compute slowed by communication "
@@ -256,6 +260,7 @@ SimulationSetup ScheduleOptions::simulation(const std::string* system_name) cons
   if (costs_opt->count()) setup.lowering.costs = parsed_costs();
   setup.lowering.runtime = *parse_runtime(runtime);
   setup.lowering.cost.tp_overlap = *cost::parse_overlap(tp_overlap);
+  setup.lowering.cost.a2a_overlap = a2a_overlap;
   setup.lowering.iteration.optimizer = !no_optimizer;
   setup.lowering.overheads = !no_overheads;
   setup.lowering.iteration.dp_overlap = dp_overlap;

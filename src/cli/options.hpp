@@ -59,6 +59,7 @@ struct ScheduleOptions {
   bool blocking_send = false;
   std::string runtime = "auto";
   std::string tp_overlap = "backward";
+  bool a2a_overlap = false;
   bool no_optimizer = false;
   bool no_overheads = false;
   bool dp_overlap = false;

@@ -269,6 +269,20 @@ std::vector<StageCost> stage_costs(const ModelConfig& model, std::span<const Sta
   return costs;
 }
 
+PassCost overlapped_pair(const PassCost& f, const PassCost& b, const DeviceSpec& device) {
+  const double cf = f.seconds - f.expert_comm_s, cb = b.seconds - b.expert_comm_s;
+  const double af = f.expert_comm_s, ab = b.expert_comm_s;
+  const double exposed =
+      std::max(std::max(0.0, af - cb) + std::max(0.0, ab - cf), af + ab - (cf + cb));
+  const double hidden = af + ab - exposed;
+  PassCost pair;
+  pair.seconds = cf + cb + exposed + hidden * device.comm_slowdown;
+  pair.expert_comm_s = exposed;
+  pair.tp_comm_s = f.tp_comm_s + b.tp_comm_s - hidden;
+  pair.kernels = f.kernels + b.kernels;
+  return pair;
+}
+
 double host_bound_seconds(const PassCost& pass, const DeviceSpec& device) {
   return std::max(pass.seconds, pass.kernels * device.host_launch_s);
 }

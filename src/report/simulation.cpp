@@ -81,6 +81,7 @@ nlohmann::json to_json(const SimulationMetrics& m) {
           {"runtime_chosen_by", m.runtime_chosen_by},
           {"overheads", m.overheads},
           {"tp_overlap", m.tp_overlap},
+          {"a2a_overlap", m.a2a_overlap},
           {"dp_overlap", m.dp_overlap},
           {"distributed_optimizer", m.distributed_optimizer},
           {"optimizer", m.optimizer},

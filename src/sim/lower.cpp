@@ -449,6 +449,7 @@ class Lowering {
     backward_op_.assign(forward_op_.size(), -1);
     const auto explicit_costs =
         options_.costs ? op_durations(t_, *options_.costs) : std::vector<double>{};
+    op_cost_.assign(t_.ops.size(), {});
     g_.stream.reserve(nodes);
     g_.stream_begin.reserve(static_cast<std::size_t>(t_.devices) + 1);
     for (std::int32_t d = 0; d < t_.devices; ++d) {
@@ -458,7 +459,8 @@ class Lowering {
         const auto n = static_cast<std::size_t>(i);
         g_.device[n] = d;
         g_.stream.push_back(static_cast<std::int32_t>(i));
-        double kernels = 0.0;
+        const cost::PassCost* halves[2] = {nullptr, nullptr};
+        std::size_t half = 0;
         for (const Pass& pass : t_.ops[n].passes()) {
           const StageWork& w = work(pass);
           const cost::PassCost* c = nullptr;
@@ -486,13 +488,31 @@ class Lowering {
             case PassKind::None:
               break;
           }
-          if (c != nullptr) {
-            g_.duration[n] += c->seconds;
-            g_.tp_comm_s[n] += c->tp_comm_s;
-            g_.expert_comm_s[n] += c->expert_comm_s;
-            kernels += c->kernels;
+          if (c != nullptr) halves[half++] = c;
+        }
+        // A forward and a backward in one op (DualPipe's F&B chunk pairs) overlap: each one's
+        // expert all-to-alls run under the other's compute.
+        const auto& op = t_.ops[n];
+        if (half == 2 && op.first().kind == PassKind::F && is_input_backward(op.second().kind)) {
+          op_cost_[n] = cost::overlapped_pair(*halves[0], *halves[1], network_.system().device);
+        } else {
+          op_cost_[n] = {};
+          for (std::size_t k = 0; k < half; ++k) {
+            op_cost_[n].seconds += halves[k]->seconds;
+            op_cost_[n].tp_comm_s += halves[k]->tp_comm_s;
+            op_cost_[n].expert_comm_s += halves[k]->expert_comm_s;
+            op_cost_[n].kernels += halves[k]->kernels;
           }
         }
+      }
+      if (!options_.costs && options_.cost.a2a_overlap) combine_1f1b(d);
+      for (auto i = t_.row_begin[static_cast<std::size_t>(d)];
+           i < t_.row_begin[static_cast<std::size_t>(d) + 1]; ++i) {
+        const auto n = static_cast<std::size_t>(i);
+        const auto& c = op_cost_[n];
+        g_.duration[n] = c.seconds;
+        g_.tp_comm_s[n] = c.tp_comm_s;
+        g_.expert_comm_s[n] = c.expert_comm_s;
         if (options_.costs) {
           g_.duration[n] = explicit_costs[n];
         } else if (overheads_) {
@@ -500,8 +520,7 @@ class Lowering {
           // at least as long as that takes, and the step's own host time comes on top.
           const auto& device = network_.system().device;
           const double gpu = g_.duration[n];
-          g_.duration[n] =
-              cost::host_bound_seconds({.seconds = gpu, .kernels = kernels}, device) + device.step_overhead_s;
+          g_.duration[n] = cost::host_bound_seconds(c, device) + device.step_overhead_s;
           g_.overhead_s[n] = g_.duration[n] - gpu;
         }
       }
@@ -514,6 +533,38 @@ class Lowering {
     }
     g_.stream_begin.push_back(static_cast<std::int64_t>(g_.stream.size()));
     g_.preds.assign(nodes, 0);
+  }
+
+  // Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm, reference modern-runs.md
+  // §C.3 rule 2): a steady-state forward and the backward right after it on the device run as
+  // one overlapped step, each one's all-to-alls under the other's compute. The pair's time is
+  // shared between the two ops in proportion to their own.
+  void combine_1f1b(std::int32_t d) {
+    const auto begin = t_.row_begin[static_cast<std::size_t>(d)];
+    const auto end = t_.row_begin[static_cast<std::size_t>(d) + 1];
+    for (auto i = begin; i + 1 < end; ++i) {
+      const auto& f = t_.ops[static_cast<std::size_t>(i)];
+      const auto& b = t_.ops[static_cast<std::size_t>(i) + 1];
+      if (f.is_pair() || b.is_pair() || f.first().kind != PassKind::F ||
+          !is_input_backward(b.first().kind))
+        continue;
+      auto& cf = op_cost_[static_cast<std::size_t>(i)];
+      auto& cb = op_cost_[static_cast<std::size_t>(i) + 1];
+      const auto pair = cost::overlapped_pair(cf, cb, network_.system().device);
+      const double total = cf.seconds + cb.seconds;
+      if (!(total > 0.0)) continue;
+      const double share = cf.seconds / total;
+      const auto part = [&](const cost::PassCost& own, double x) {
+        return cost::PassCost{.seconds = pair.seconds * x,
+                              .tp_comm_s = pair.tp_comm_s * x,
+                              .expert_comm_s = pair.expert_comm_s * x,
+                              .kernels = own.kernels};
+      };
+      const auto new_f = part(cf, share), new_b = part(cb, 1.0 - share);
+      cf = new_f;
+      cb = new_b;
+      ++i;  // each op in one pair
+    }
   }
 
   // A transfer routed by the network from one device to another.
@@ -1240,6 +1291,7 @@ class Lowering {
   bool overheads_ = false;
   ExecGraph g_;
   std::vector<std::int32_t> forward_op_, backward_op_;
+  std::vector<cost::PassCost> op_cost_;  // per table op: its passes' cost, before overheads
   std::vector<std::pair<std::int32_t, std::int32_t>> edges_;
   std::vector<StartEdge> start_edges_;
   // PyTorch: per (stage, microbatch) key, the transfer bringing a stage its activation / its

@@ -84,6 +84,7 @@ class MeasurementParser {
              "data_parallel",
              "runtime",
              "tp_overlap",
+             "a2a_overlap",
              "dp_overlap",
              "dp_bucket_bytes",
              "distributed_optimizer",
@@ -187,6 +188,7 @@ class MeasurementParser {
     auto& l = run.lowering;
     l.cost.tp_overlap = *cost::parse_overlap(
         r_.choice(t, path, "tp_overlap", "backward", {"none", "backward", "all"}));
+    l.cost.a2a_overlap = r_.boolean(t, path, "a2a_overlap", false);
     const auto refuse = [&](std::initializer_list<const char*> keys, const char* entry) {
       for (const auto* key : keys) {
         if (t.get(key) != nullptr)

@@ -22,6 +22,10 @@ struct CostOptions {
   /// Which tensor-parallel collectives overlap a GEMM: none (Megatron-LM until 2021-09),
   /// backward (Megatron-LM since; the default), all (Megatron-Core's --tp-comm-overlap).
   Overlap tp_overlap = Overlap::Backward;
+  /// Megatron-Core's 1F1B all-to-all overlap (--overlap-moe-expert-parallel-comm): a steady-state
+  /// forward and the backward after it run as one step, each one's expert all-to-alls under the
+  /// other's compute (overlapped_pair). DualPipe's F&B pairs overlap so regardless.
+  bool a2a_overlap = false;
 };
 
 /// "none", "backward", "all"; and back (nullopt for anything else).
@@ -75,6 +79,16 @@ OperatorCost operator_cost(const Operator& op, const TransformerConfig& model,
 /// The pass costs of every stage in `work` (one pipeline's stages of `model`).
 std::vector<StageCost> stage_costs(const ModelConfig& model, std::span<const StageWork> work,
                                    const SystemConfig& system, const CostOptions& options = {});
+
+/// A forward and a backward pass of different microbatches run as one overlapped pair (DualPipe's
+/// F&B chunks, DeepSeek-V3 §3.2.1; Megatron-Core's combined 1F1B; reference modern-runs.md §C.3):
+/// with C the compute of each (its time less its exposed expert all-to-alls A), the all-to-alls
+/// of one hide under the other's compute on one communication stream:
+///   T = C_F + C_B + max(0, A_F − C_B) + max(0, A_B − C_F), and T ≥ A_F + A_B;
+/// compute beside the hidden all-to-alls runs DeviceSpec::comm_slowdown slower (their kernels
+/// take SMs: DeepEP's 20 of 132 on H800).
+PassCost overlapped_pair(const PassCost& forward, const PassCost& backward,
+                         const DeviceSpec& device);
 
 /// A pass as long as its kernels take, or as the host takes to issue them when that is longer
 /// (DeviceSpec::host_launch_s; docs/simulation.md, "Overheads").
