@@ -452,3 +452,35 @@ TEST(Plan, RejectsRequestsWithNoLayout) {
 
 }  // namespace
 }  // namespace pipetab
+
+namespace pipetab {
+namespace {
+
+// A mixture of experts: the plan tries expert parallelism (and the all-to-all overlap) and its
+// pruned search keeps the exhaustive one's top (Qwen3-30B-A3B cut to 8 layers on 16 GPUs).
+TEST(Plan, ExpertParallelLayoutsAreSearchedAndPruningKeepsTheTop) {
+  auto q = request("qwen3-30b-a3b", 16, 32);
+  std::get<TransformerConfig>(q.model.spec).layers = 8;
+  q.lowering.runtime = Runtime::Auto;
+  q.space.schedules = {"1f1b", "interleaved", "zb-h1", "dualpipev"};
+  q.space.micro_batch = {1};
+  q.space.recompute = {Recompute::None};
+  q.top = 8;
+  const auto r = plan(q);
+  ASSERT_FALSE(r.top.empty());
+  bool expert_parallel = false, overlap = false;
+  for (const auto& e : r.top) {
+    expert_parallel = expert_parallel || e.layout.expert_parallel > 1;
+    overlap = overlap || e.layout.a2a_overlap;
+    // Every ranked layout obeys the folding rule: EP divides TP × CP × DP.
+    const auto& l = e.layout;
+    EXPECT_EQ(l.tensor_parallel * l.context_parallel * l.data_parallel % l.expert_parallel, 0);
+    EXPECT_EQ(128 % l.expert_parallel, 0);
+  }
+  EXPECT_TRUE(expert_parallel);
+  EXPECT_TRUE(overlap);
+  expect_pruning_keeps_the_top(q);
+}
+
+}  // namespace
+}  // namespace pipetab

@@ -825,6 +825,8 @@ PYBIND11_MODULE(_core, m) {
   bind_space(plan_args, "micro_batch", &pipetab::PlanSpaceText::micro_batch);
   bind_space(plan_args, "chunks", &pipetab::PlanSpaceText::chunks);
   bind_space(plan_args, "cp", &pipetab::PlanSpaceText::cp);
+  bind_space(plan_args, "ep", &pipetab::PlanSpaceText::ep);
+  bind_space(plan_args, "a2a_overlap", &pipetab::PlanSpaceText::a2a_overlap);
   bind_space(plan_args, "schedules", &pipetab::PlanSpaceText::schedules);
   bind_space(plan_args, "recompute", &pipetab::PlanSpaceText::recompute);
   bind_space(plan_args, "sequence_parallel", &pipetab::PlanSpaceText::sequence_parallel);

@@ -319,6 +319,13 @@ Subcommand add_plan(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--cp-method", s->space.cp_method,
                   "the CP exchange: ring (default), allgather or a2a (heads must divide)");
+  cmd->add_option("--ep", s->space.ep,
+                  "expert-parallel sizes to try for a mixture of experts, e.g. 8,16,32 (default: "
+                  "every power of two dividing the experts and TP × CP × DP)")
+      ->delimiter(',');
+  cmd->add_option("--a2a-overlap", s->space.a2a_overlap,
+                  "Megatron-Core's 1F1B all-to-all overlap where EP > 1: both, on or off")
+      ->capture_default_str();
   cmd->add_option("--fsdp", s->space.fsdp,
                   "fully sharded data parallelism over DP × CP: both, on or off (never with the "
                   "distributed optimizer)")

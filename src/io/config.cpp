@@ -26,7 +26,8 @@ std::string default_name(const std::string& file) {
 
 }  // namespace
 
-void only_transformer_keys(const Reader& r, const toml::table& t, const std::string& p) {
+void only_transformer_keys(const Reader& r, const toml::table& t, const std::string& p,
+                           std::span<const std::string_view> more) {
   r.only(t, p,
          {"layers",
           "hidden",
@@ -52,7 +53,8 @@ void only_transformer_keys(const Reader& r, const toml::table& t, const std::str
           "grad_accumulation_fusion",
           "grad_bytes_per_param",
           "optimizer_bytes_per_param",
-          "attention"});
+          "attention"},
+         more);
 }
 
 namespace {
@@ -278,56 +280,6 @@ void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int 
   }
 }
 
-// [moe]: the experts that replace a transformer's MLP (MoeConfig).
-MoeConfig read_moe(const Reader& r, const toml::table& t, const TransformerConfig& model) {
-  const std::string p = "moe";
-  r.only(t, p,
-         {"experts", "top_k", "expert_ffn_hidden", "shared_experts", "shared_expert_ffn_hidden",
-          "dense_layers", "dense_ffn_hidden", "capacity_factor", "imbalance", "dispatcher",
-          "node_limit", "fp8_dispatch", "shared_expert_overlap", "recompute"});
-  MoeConfig moe;
-  moe.experts = r.integer(t, p, "experts", std::nullopt, 1, 1 << 20);
-  moe.top_k = r.integer(t, p, "top_k", std::nullopt, 1, moe.experts);
-  moe.expert_ffn_hidden = r.integer(t, p, "expert_ffn_hidden", std::nullopt, 1, 1 << 26);
-  moe.shared_experts = r.integer(t, p, "shared_experts", 0, 0, 1 << 10);
-  moe.shared_expert_ffn_hidden =
-      r.integer(t, p, "shared_expert_ffn_hidden", moe.expert_ffn_hidden, 1, 1 << 26);
-  if (moe.shared_experts == 0 && t.get("shared_expert_ffn_hidden") != nullptr) {
-    r.fail(t.get("shared_expert_ffn_hidden")->source(), "moe.shared_expert_ffn_hidden",
-           "set with shared_experts = 0: give shared_experts too, or leave it out");
-  }
-  // At least one layer has experts: a model whose every layer is dense has no [moe].
-  moe.dense_layers = r.integer(t, p, "dense_layers", 0, 0, model.layers - 1);
-  moe.dense_ffn_hidden = r.integer(t, p, "dense_ffn_hidden", model.ffn_hidden, 1, 1 << 26);
-  if (moe.dense_layers == 0 && t.get("dense_ffn_hidden") != nullptr) {
-    r.fail(t.get("dense_ffn_hidden")->source(), "moe.dense_ffn_hidden",
-           "set with dense_layers = 0: no layer is dense");
-  }
-  if (t.get("capacity_factor") != nullptr)
-    moe.capacity_factor = r.number(t, p, "capacity_factor", std::nullopt, 0.0, 1e3, true);
-  // The busiest rank takes at most every token the layer routes: at most experts / top_k times
-  // the balanced share.
-  moe.imbalance =
-      r.number(t, p, "imbalance", 1.0, 1.0,
-               static_cast<double>(moe.experts) / static_cast<double>(moe.top_k), false);
-  moe.dispatcher = r.choice(t, p, "dispatcher", "alltoall", {"alltoall", "deepep"}) == "deepep"
-                       ? MoeDispatcher::DeepEp
-                       : MoeDispatcher::AllToAll;
-  moe.node_limit = r.integer(t, p, "node_limit", 0, 0, 1 << 20);
-  moe.fp8_dispatch = r.boolean(t, p, "fp8_dispatch", false);
-  moe.shared_expert_overlap = r.boolean(t, p, "shared_expert_overlap", false);
-  if (moe.shared_expert_overlap && moe.shared_experts == 0) {
-    r.fail(t.get("shared_expert_overlap")->source(), "moe.shared_expert_overlap",
-           "true with shared_experts = 0: there is no shared expert to run beside the "
-           "all-to-alls");
-  }
-  const std::string recompute = r.choice(t, p, "recompute", "none", {"none", "moe_act", "mlp"});
-  moe.recompute = recompute == "moe_act" ? MoeRecompute::MoeAct
-                  : recompute == "mlp"   ? MoeRecompute::Mlp
-                                         : MoeRecompute::None;
-  return moe;
-}
-
 }  // namespace
 
 ModelConfig parse_model(std::string_view text, const std::string& file) {
@@ -346,7 +298,10 @@ ModelConfig parse_model(std::string_view text, const std::string& file) {
   if (transformer) {
     only_transformer_keys(r, *transformer, "transformer");
     auto t = read_transformer(r, *transformer, "transformer");
-    if (const auto* moe = r.table(root, "", "moe")) t.moe = read_moe(r, *moe, t);
+    if (const auto* moe = r.table(root, "", "moe")) {
+      r.only(*moe, "moe", {}, kMoeKeys);
+      t.moe = read_moe(r, *moe, "moe", t);
+    }
     model.spec = std::move(t);
   } else if (const auto* moe = root.get("moe")) {
     r.fail(moe->source(), "moe", "experts replace a transformer's MLP: [moe] needs [transformer]");

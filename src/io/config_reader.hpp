@@ -14,7 +14,8 @@
 namespace pipetab::io {
 
 /// Every key of `t` must be a [transformer] key.
-void only_transformer_keys(const Reader& r, const toml::table& t, const std::string& prefix);
+void only_transformer_keys(const Reader& r, const toml::table& t, const std::string& prefix,
+                           std::span<const std::string_view> more = {});
 
 /// The TransformerConfig of `t` (a toml::table or a LayeredTable), whose keys are reported as
 /// `prefix.key`. Wrong types, out-of-range values and impossible shapes throw ParseError (check
@@ -117,5 +118,61 @@ Layout read_layout(const Reader& r, const Table& t, const std::string& p) {
   l.pipeline_layout = r.string(t, p, "pipeline_layout").value_or("");
   return l;
 }
+
+/// The keys of a [moe] table, for the callers' checks of unknown keys.
+inline constexpr std::array<std::string_view, 14> kMoeKeys{
+    "experts",          "top_k",          "expert_ffn_hidden", "shared_experts",
+    "shared_expert_ffn_hidden", "dense_layers", "dense_ffn_hidden", "capacity_factor",
+    "imbalance",        "dispatcher",     "node_limit",        "fp8_dispatch",
+    "shared_expert_overlap", "recompute"};
+
+/// [moe]: the experts that replace a transformer's MLP (MoeConfig), of `model`, whose keys are
+/// reported as `p.key`.
+template <class Table>
+MoeConfig read_moe(const Reader& r, const Table& t, const std::string& p,
+                   const TransformerConfig& model) {
+  MoeConfig moe;
+  moe.experts = r.integer(t, p, "experts", std::nullopt, 1, 1 << 20);
+  moe.top_k = r.integer(t, p, "top_k", std::nullopt, 1, moe.experts);
+  moe.expert_ffn_hidden = r.integer(t, p, "expert_ffn_hidden", std::nullopt, 1, 1 << 26);
+  moe.shared_experts = r.integer(t, p, "shared_experts", 0, 0, 1 << 10);
+  moe.shared_expert_ffn_hidden =
+      r.integer(t, p, "shared_expert_ffn_hidden", moe.expert_ffn_hidden, 1, 1 << 26);
+  if (moe.shared_experts == 0 && t.get("shared_expert_ffn_hidden") != nullptr) {
+    r.fail(t.get("shared_expert_ffn_hidden")->source(), Reader::join(p, "shared_expert_ffn_hidden"),
+           "set with shared_experts = 0: give shared_experts too, or leave it out");
+  }
+  // At least one layer has experts: a model whose every layer is dense has no [moe].
+  moe.dense_layers = r.integer(t, p, "dense_layers", 0, 0, model.layers - 1);
+  moe.dense_ffn_hidden = r.integer(t, p, "dense_ffn_hidden", model.ffn_hidden, 1, 1 << 26);
+  if (moe.dense_layers == 0 && t.get("dense_ffn_hidden") != nullptr) {
+    r.fail(t.get("dense_ffn_hidden")->source(), Reader::join(p, "dense_ffn_hidden"),
+           "set with dense_layers = 0: no layer is dense");
+  }
+  if (t.get("capacity_factor") != nullptr)
+    moe.capacity_factor = r.number(t, p, "capacity_factor", std::nullopt, 0.0, 1e3, true);
+  // The busiest rank takes at most every token the layer routes: at most experts / top_k times
+  // the balanced share.
+  moe.imbalance =
+      r.number(t, p, "imbalance", 1.0, 1.0,
+               static_cast<double>(moe.experts) / static_cast<double>(moe.top_k), false);
+  moe.dispatcher = r.choice(t, p, "dispatcher", "alltoall", {"alltoall", "deepep"}) == "deepep"
+                       ? MoeDispatcher::DeepEp
+                       : MoeDispatcher::AllToAll;
+  moe.node_limit = r.integer(t, p, "node_limit", 0, 0, 1 << 20);
+  moe.fp8_dispatch = r.boolean(t, p, "fp8_dispatch", false);
+  moe.shared_expert_overlap = r.boolean(t, p, "shared_expert_overlap", false);
+  if (moe.shared_expert_overlap && moe.shared_experts == 0) {
+    r.fail(t.get("shared_expert_overlap")->source(), Reader::join(p, "shared_expert_overlap"),
+           "true with shared_experts = 0: there is no shared expert to run beside the "
+           "all-to-alls");
+  }
+  const std::string recompute = r.choice(t, p, "recompute", "none", {"none", "moe_act", "mlp"});
+  moe.recompute = recompute == "moe_act" ? MoeRecompute::MoeAct
+                  : recompute == "mlp"   ? MoeRecompute::Mlp
+                                         : MoeRecompute::None;
+  return moe;
+}
+
 
 }  // namespace pipetab::io

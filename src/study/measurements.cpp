@@ -48,7 +48,9 @@ class MeasurementParser {
     if (const auto* models = r_.table(root, "", "models")) {
       for (auto&& [name, node] : *models) {
         const auto* t = r_.table(*models, "models", name.str());
-        io::only_transformer_keys(r_, *t, Reader::join("models", name.str()));
+        // A fragment may carry its experts as [models.NAME.moe].
+        static constexpr std::array<std::string_view, 1> kMoe{"moe"};
+        io::only_transformer_keys(r_, *t, Reader::join("models", name.str()), kMoe);
         models_.emplace(std::string(name.str()), t);
       }
     }
@@ -166,7 +168,17 @@ class MeasurementParser {
         m.layers.push_back(it->second);
       }
     }
-    return io::read_transformer(r_, m, Reader::join(path, "model"));
+    // A fragment's [models.NAME.moe] table makes the model a mixture of experts.
+    io::LayeredTable moe{{}, &raw.source()};
+    for (const auto* layer : m.layers) {
+      if (const auto* table = layer->get_as<toml::table>("moe")) {
+        r_.only(*table, Reader::join(path, "model.moe"), {}, io::kMoeKeys);
+        moe.layers.push_back(table);
+      }
+    }
+    auto out = io::read_transformer(r_, m, Reader::join(path, "model"));
+    if (!moe.layers.empty()) out.moe = io::read_moe(r_, moe, Reader::join(path, "model.moe"), out);
+    return out;
   }
 
   MeasuredRun entry(const toml::table& raw, const std::string& path, MeasurementKind kind) {

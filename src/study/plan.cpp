@@ -278,6 +278,23 @@ bool follows_rules(const PlanRequest& request, Checked& c) {
       return false;
     }
   }
+  if (l.expert_parallel > 1 || m.moe) {
+    Layout layout;
+    layout.tp = l.tensor_parallel;
+    layout.cp = l.context_parallel;
+    layout.cp_method = request.space.cp_method;
+    layout.dp = l.data_parallel;
+    layout.ep = l.expert_parallel;
+    TransformerConfig applied = m;
+    applied.sequence_parallel = l.sequence_parallel;
+    try {
+      require_layout(applied, layout);
+    } catch (const ParamError& e) {
+      c.reason = "expert parallel: the experts do not split over the EP ranks, or TP without SP";
+      c.detail = e.what();
+      return false;
+    }
+  }
   if (request.lowering.runtime == Runtime::Megatron && l.schedule != "1f1b" &&
       l.schedule != "interleaved") {
     c.reason = "runtime: Megatron-LM runs only 1F1B and interleaved 1F1B";
@@ -438,6 +455,16 @@ Enumeration enumerate(const PlanRequest& r) {
   Enumeration e;
   const std::vector<std::int64_t> cps =
       s.context_parallel.empty() ? std::vector<std::int64_t>{1} : s.context_parallel;
+  // Expert parallelism: the powers of two dividing the experts (1 alone for a dense model).
+  std::vector<std::int64_t> eps = s.expert_parallel;
+  if (eps.empty()) {
+    eps.push_back(1);
+    if (const auto& moe = r.model.transformer()->moe) {
+      for (std::int64_t ep = 2; ep <= moe->experts; ep *= 2) {
+        if (moe->experts % ep == 0) eps.push_back(ep);
+      }
+    }
+  }
   for (const auto tp : tps)
     for (const auto cp : cps) {
       if (tp < 1 || cp < 1 || r.gpus % (tp * cp) != 0) continue;
@@ -488,11 +515,17 @@ Enumeration enumerate(const PlanRequest& r) {
                       // FSDP shards what the distributed optimizer shards, and more; over one
                       // rank there is nothing to shard.
                       if (fsdp && (dist || dp * cp == 1)) continue;
-                      Checked c;
-                      c.layout = {tp, pp, dp, cp,  fsdp, mb, per_replica / mb, std::string(name),
-                                  v,  rc, sp, dist};
-                      c.index = static_cast<std::int64_t>(e.layouts.size());
-                      e.layouts.push_back(std::move(c));
+                      for (const auto ep : eps) {
+                        if ((tp * cp * dp) % ep != 0) continue;
+                        for (const bool a2a : s.a2a_overlap) {
+                          if (a2a && ep == 1) continue;
+                          Checked c;
+                          c.layout = {tp, pp, dp, cp,   fsdp, mb,   per_replica / mb,
+                                      std::string(name), v, rc, sp, dist, ep, a2a};
+                          c.index = static_cast<std::int64_t>(e.layouts.size());
+                          e.layouts.push_back(std::move(c));
+                        }
+                      }
                     }
                   }
                 }
@@ -526,6 +559,8 @@ std::string describe(const PlanLayout& l) {
                      : l.recompute == Recompute::Full ? "full recompute"
                                                       : "selective");
   if (l.sequence_parallel) out += ", SP";
+  if (l.expert_parallel > 1) out += fmt::format(", EP {}", l.expert_parallel);
+  if (l.a2a_overlap) out += ", A2A overlap";
   if (l.distributed_optimizer) out += ", distributed optimizer";
   return out;
 }
@@ -539,6 +574,9 @@ SimulationSetup layout_setup(const PlanRequest& request, const PlanLayout& l) {
   m.sequence_parallel = l.sequence_parallel;
   m.context_parallel = l.context_parallel;
   m.cp_method = request.space.cp_method;
+  m.expert_parallel = l.expert_parallel;
+  m.expert_tensor_parallel = 1;
+  setup.lowering.cost.a2a_overlap = l.a2a_overlap;
   setup.lowering.data_parallel = static_cast<std::int32_t>(l.data_parallel);
   setup.lowering.iteration.distributed_optimizer = l.distributed_optimizer;
   setup.lowering.fsdp.enabled = l.fsdp;
@@ -580,6 +618,7 @@ PlanResult plan(const PlanRequest& request) {
   sizes(request.space.micro_batch, "--micro-batch", "a micro-batch size");
   sizes(request.space.chunks, "--chunks", "a chunk count");
   sizes(request.space.context_parallel, "--cp", "a context-parallel size");
+  sizes(request.space.expert_parallel, "--ep", "an expert-parallel size");
   const auto* m = request.model.transformer();
   if (m->seq_len < 1) {
     throw ParamError(fmt::format("plan: --seq-len {} must be at least 1", m->seq_len));
@@ -822,7 +861,9 @@ nlohmann::json layout_json(const PlanLayout& l) {
           {"sequence_parallel", l.sequence_parallel},
           {"distributed_optimizer", l.distributed_optimizer},
           {"context_parallel", l.context_parallel},
-          {"fsdp", l.fsdp}};
+          {"fsdp", l.fsdp},
+          {"expert_parallel", l.expert_parallel},
+          {"a2a_overlap", l.a2a_overlap}};
 }
 
 nlohmann::json to_json(const PlanRequest& q, const PlanResult& r) {
@@ -903,6 +944,8 @@ void plan_from_run(PlanRequest& q, const std::string& file, const std::string& i
   l.distributed_optimizer = run->lowering.iteration.distributed_optimizer;
   l.context_parallel = m.context_parallel;
   l.fsdp = run->lowering.fsdp.enabled;
+  l.expert_parallel = m.expert_parallel;
+  l.a2a_overlap = run->lowering.cost.a2a_overlap;
   q.space.cp_method = m.cp_method;
   q.gpus = l.tensor_parallel * l.context_parallel * l.pipeline_parallel * l.data_parallel;
   q.global_batch = l.micro_batch * l.microbatches * l.data_parallel;
@@ -937,6 +980,8 @@ void keep_reference_options(PlanRequest& request) {
   request.space.distributed_optimizer = {r.distributed_optimizer};
   request.space.fsdp = {r.fsdp};
   request.space.context_parallel = {r.context_parallel};
+  request.space.expert_parallel = {r.expert_parallel};
+  request.space.a2a_overlap = {r.a2a_overlap};
 }
 
 PlanSpace parse_plan_space(const PlanSpaceText& text) {
@@ -952,6 +997,8 @@ PlanSpace parse_plan_space(const PlanSpaceText& text) {
       parse_on_off_both("--distributed-optimizer", text.distributed_optimizer);
   space.context_parallel = text.cp;
   space.fsdp = parse_on_off_both("--fsdp", text.fsdp);
+  space.expert_parallel = text.ep;
+  space.a2a_overlap = parse_on_off_both("--a2a-overlap", text.a2a_overlap);
   if (text.cp_method) {
     const auto method = parse_cp_method(*text.cp_method);
     if (!method) {

@@ -46,6 +46,11 @@ struct PlanSpace {
   CpMethod cp_method = CpMethod::Ring;
   /// FSDP over DP × CP (never with the distributed optimizer, which it subsumes). Default: off.
   std::vector<bool> fsdp{false};
+  /// Expert-parallel sizes of a mixture of experts (each must divide the experts and TP × CP ×
+  /// DP). Default: every power of two that does, up to the experts; 1 for a dense model.
+  std::vector<std::int64_t> expert_parallel;
+  /// Megatron-Core's 1F1B all-to-all overlap (--a2a-overlap), tried where EP > 1. Default: both.
+  std::vector<bool> a2a_overlap{false, true};
 };
 
 /// One layout of the cluster.
@@ -60,6 +65,8 @@ struct PlanLayout {
   Recompute recompute = Recompute::None;
   bool sequence_parallel = false;
   bool distributed_optimizer = false;
+  std::int64_t expert_parallel = 1;
+  bool a2a_overlap = false;
 };
 
 /// What to plan.
@@ -176,9 +183,10 @@ std::vector<bool> parse_on_off_both(const std::string& flag, const std::string& 
 /// The search space as `plan`'s flags and Python's keywords give it: sizes as lists (empty: the
 /// default), the rest as the flags' text.
 struct PlanSpaceText {
-  std::vector<std::int64_t> tp, pp, micro_batch, chunks, cp;
+  std::vector<std::int64_t> tp, pp, micro_batch, chunks, cp, ep;
   std::vector<std::string> schedules, recompute{"none", "selective", "full"};
   std::string sequence_parallel = "both", distributed_optimizer = "both", fsdp = "off";
+  std::string a2a_overlap = "both";
   std::optional<std::string> cp_method;  ///< unset: ring
 };
 
