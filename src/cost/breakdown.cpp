@@ -37,9 +37,11 @@ const char* kind_name(const Operator& op) {
 // The stage cost of one part alone (a stage of one layer, or of the embedding or the output
 // only, with no layers).
 StageCost part_cost(const ModelConfig& model, const SystemConfig& system,
-                    const CostOptions& options, std::int64_t layers, bool embedding, bool output) {
+                    const CostOptions& options, std::int64_t layers, bool embedding, bool output,
+                    std::int64_t moe_layers = 0) {
   StageWork w;
   w.layers = layers;
+  w.moe_layers = moe_layers;
   w.embedding = embedding;
   w.output = output;
   return stage_costs(model, std::span(&w, 1), system, options).front();
@@ -54,10 +56,12 @@ Breakdown operator_breakdown(const ModelConfig& model, const SystemConfig& syste
     throw ParamError(
         fmt::format("model '{}' gives op times directly: it has no operators", model.name));
   require_costable(model, system);
-  Breakdown b{model.name, system.name, {}, {}, {}, {}};
+  Breakdown b{model.name, system.name, {}, {}, {}, {}, {}};
   const ModelOperators ops = model_operators(*m);
-  const std::pair<const char*, const PassOperators*> parts[] = {
-      {"layer", &ops.layer}, {"embedding", &ops.embedding}, {"output", &ops.output}};
+  const std::pair<const char*, const PassOperators*> parts[] = {{"layer", &ops.layer},
+                                                                {"moe_layer", &ops.moe_layer},
+                                                                {"embedding", &ops.embedding},
+                                                                {"output", &ops.output}};
   for (const auto& [part, passes] : parts) {
     for (const auto pass : {PassId::Forward, PassId::InputGrad, PassId::WeightGrad}) {
       for (const Operator& op : passes->pass(pass))
@@ -65,6 +69,7 @@ Breakdown operator_breakdown(const ModelConfig& model, const SystemConfig& syste
     }
   }
   b.layer = part_cost(model, system, options, 1, false, false);
+  if (m->moe) b.moe_layer = part_cost(model, system, options, 1, false, false, 1);
   b.embedding = part_cost(model, system, options, 0, true, false);
   b.output = part_cost(model, system, options, 0, false, true);
   return b;
@@ -95,6 +100,7 @@ std::string breakdown_text(const Breakdown& b) {
         1e3 * c.backward.seconds, 1e3 * c.backward.tp_comm_s);
   };
   line("layer", b.layer);
+  if (b.moe_layer) line("moe_layer", *b.moe_layer);
   line("embedding", b.embedding);
   line("output", b.output);
   return out;
@@ -124,12 +130,14 @@ nlohmann::json to_json(const Breakdown& b) {
                           {"weight_grad", pass(c.weight_grad)},
                           {"backward", pass(c.backward)}};
   };
-  return {{"model", b.model},
-          {"system", b.system},
-          {"operators", rows},
-          {"layer", stage(b.layer)},
-          {"embedding", stage(b.embedding)},
-          {"output", stage(b.output)}};
+  nlohmann::json out = {{"model", b.model},
+                        {"system", b.system},
+                        {"operators", rows},
+                        {"layer", stage(b.layer)},
+                        {"embedding", stage(b.embedding)},
+                        {"output", stage(b.output)}};
+  if (b.moe_layer) out["moe_layer"] = stage(*b.moe_layer);
+  return out;
 }
 
 }  // namespace pipetab::cost

@@ -2,6 +2,7 @@
 // people checking the model against a profile.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,7 +13,7 @@
 namespace pipetab::cost {
 
 struct OperatorRow {
-  std::string part;  ///< "layer", "embedding", "output"
+  std::string part;  ///< "layer", "moe_layer", "embedding", "output"
   PassId pass = PassId::Forward;
   Operator op;
   OperatorCost cost;
@@ -22,6 +23,7 @@ struct Breakdown {
   std::string model, system;
   std::vector<OperatorRow> rows;
   StageCost layer, embedding, output;  ///< the passes' totals (overlap applied)
+  std::optional<StageCost> moe_layer;  ///< a mixture of experts' layer with experts
 };
 
 /// Every operator of `model` (a transformer) on `system`. Throws ParamError for an explicit
