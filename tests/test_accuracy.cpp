@@ -88,7 +88,8 @@ TEST(Measurements, ErrorsNameFileLineAndKey) {
   EXPECT_EQ(error_of(kModel + run + "measured_iteration_s = 1.0\ncolour = 3\n"),
             "runs.toml:15:1: key 'run[0].colour': unknown key (expected: id, source, defaults, "
             "system, models, model, schedule, devices, microbatches, chunks, data_parallel, "
-            "runtime, tp_overlap, a2a_overlap, dp_overlap, dp_bucket_bytes, distributed_optimizer, optimizer, "
+            "runtime, tp_overlap, a2a_overlap, dp_overlap, dp_bucket_bytes, distributed_optimizer, "
+            "optimizer, "
             "measured_iteration_s, measured_tflops_per_gpu, measured_tokens_per_s_per_gpu, "
             "measured_forward_ms, measured_backward_ms, stage_layers, measured_input_grad_ms, "
             "measured_weight_grad_ms, measured_p2p_ms, p2p, context_parallel, cp_method, "

@@ -463,8 +463,8 @@ TEST(Config, MixtureOfExpertsIsReadAndChecked) {
   // Every preset but DeepSeek-V3 is priced; its multi-head latent attention is refused, with the
   // reason, wherever the workload is needed.
   const std::int32_t units[] = {1, 1};
-  for (const char* name : {"qwen3-30b-a3b", "qwen3-235b-a22b", "mixtral-8x7b", "mixtral-8x22b",
-                           "gpt-oss-120b"}) {
+  for (const char* name :
+       {"qwen3-30b-a3b", "qwen3-235b-a22b", "mixtral-8x7b", "mixtral-8x22b", "gpt-oss-120b"}) {
     const auto work = stage_work(io::load_model(name), units, 2);
     EXPECT_GT(work[0].moe_layers, 0) << name;
     EXPECT_GT(work[0].expert_params, 0.0) << name;

@@ -57,7 +57,8 @@ TransformerConfig moe_model(std::int64_t experts, std::int64_t top_k, std::int64
 }
 
 // The matrix-multiply FLOPs of a pass's operators whose name starts with one of `prefixes`.
-double flops_of(const std::vector<Operator>& ops, std::initializer_list<std::string_view> prefixes) {
+double flops_of(const std::vector<Operator>& ops,
+                std::initializer_list<std::string_view> prefixes) {
   double sum = 0.0;
   for (const auto& op : ops) {
     for (const auto prefix : prefixes) {
@@ -254,8 +255,8 @@ TEST(Moe, DenseLayersComeFirst) {
   // Parameters of the whole model: 3 dense layers, 3 MoE layers of 8 experts, embeddings.
   const double h = 256, attention = 2 * h * h + 2 * h * h, norms = 4 * h;
   const double expected = 3 * (attention + 3 * h * 2048 + norms) +
-                          3 * (attention + 8 * 3 * h * 128 + h * 8 + norms) + 1000 * h +
-                          1000 * h + 2 * h;
+                          3 * (attention + 8 * 3 * h * 128 + h * 8 + norms) + 1000 * h + 1000 * h +
+                          2 * h;
   m.tie_embeddings = false;
   EXPECT_DOUBLE_EQ(total_params(m), expected);
 }

@@ -252,7 +252,8 @@ Subcommand add_cost(CLI::App& app) {
   cmd->add_option("--tp", o->tp, "tensor-parallel ranks (default: the model file's)");
   cmd->add_flag("--sequence-parallel", o->sequence_parallel, "sequence parallelism with --tp");
   cmd->add_option("--cp", o->cp, "context-parallel ranks")->capture_default_str();
-  cmd->add_option("--dp", o->dp, "data-parallel ranks (the experts' ranks are drawn from TP × CP × DP)")
+  cmd->add_option("--dp", o->dp,
+                  "data-parallel ranks (the experts' ranks are drawn from TP × CP × DP)")
       ->capture_default_str();
   cmd->add_option("--ep", o->ep, "expert-parallel ranks of a mixture of experts")
       ->capture_default_str();

@@ -107,10 +107,11 @@ void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
                   "tensor-parallel ranks per stage (default: the model file's tensor_parallel)")
       ->transform(kWholeNumber)
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
-  command.add_flag("--sequence-parallel", o.sequence_parallel,
-                   "sequence parallelism with --tp (Korthikanti et al. 2022): norms and dropouts on "
-                   "1/tp of the sequence, all-gathers and reduce-scatters instead of all-reduces "
-                   "(default: the model file's sequence_parallel)");
+  command.add_flag(
+      "--sequence-parallel", o.sequence_parallel,
+      "sequence parallelism with --tp (Korthikanti et al. 2022): norms and dropouts on "
+      "1/tp of the sequence, all-gathers and reduce-scatters instead of all-reduces "
+      "(default: the model file's sequence_parallel)");
   command
       .add_option("--cp", o.context_parallel,
                   "context-parallel ranks per stage: each runs seq_len/cp tokens of every "

@@ -147,9 +147,9 @@ OperatorCost operator_cost(const Operator& op, const TransformerConfig& m,
                                                 system.inter);
           return c;
         case CollectiveGroup::ExpertTensor:
-          c.seconds = collective_seconds(
-              op.collective, op.collective_bytes, static_cast<double>(m.expert_tensor_parallel),
-              tensor_parallel_link(system, m.expert_tensor_parallel));
+          c.seconds = collective_seconds(op.collective, op.collective_bytes,
+                                         static_cast<double>(m.expert_tensor_parallel),
+                                         tensor_parallel_link(system, m.expert_tensor_parallel));
           return c;
         case CollectiveGroup::Tensor:
           break;

@@ -86,9 +86,12 @@ TransformerConfig read_transformer(const Reader& r, const Table& t, const std::s
 
 /// The keys read_layout reads, for the callers' lists of allowed keys.
 inline constexpr std::array<std::string_view, 11> kLayoutKeys{
-    "context_parallel",       "cp_method",   "expert_parallel", "expert_tensor_parallel",
-    "sequence_parallel",      "fsdp",        "fsdp_shard",      "reshard_after_forward",
-    "fsdp_grad_sync",         "fsdp_fp8_all_gather", "pipeline_layout"};
+    "context_parallel",  "cp_method",
+    "expert_parallel",   "expert_tensor_parallel",
+    "sequence_parallel", "fsdp",
+    "fsdp_shard",        "reshard_after_forward",
+    "fsdp_grad_sync",    "fsdp_fp8_all_gather",
+    "pipeline_layout"};
 
 /// The layout keys of a study's [simulation] table or a runs file's entry, as `simulate`'s flags
 /// give them: context_parallel, cp_method, expert_parallel, expert_tensor_parallel,
@@ -120,11 +123,20 @@ Layout read_layout(const Reader& r, const Table& t, const std::string& p) {
 }
 
 /// The keys of a [moe] table, for the callers' checks of unknown keys.
-inline constexpr std::array<std::string_view, 14> kMoeKeys{
-    "experts",          "top_k",          "expert_ffn_hidden", "shared_experts",
-    "shared_expert_ffn_hidden", "dense_layers", "dense_ffn_hidden", "capacity_factor",
-    "imbalance",        "dispatcher",     "node_limit",        "fp8_dispatch",
-    "shared_expert_overlap", "recompute"};
+inline constexpr std::array<std::string_view, 14> kMoeKeys{"experts",
+                                                           "top_k",
+                                                           "expert_ffn_hidden",
+                                                           "shared_experts",
+                                                           "shared_expert_ffn_hidden",
+                                                           "dense_layers",
+                                                           "dense_ffn_hidden",
+                                                           "capacity_factor",
+                                                           "imbalance",
+                                                           "dispatcher",
+                                                           "node_limit",
+                                                           "fp8_dispatch",
+                                                           "shared_expert_overlap",
+                                                           "recompute"};
 
 /// [moe]: the experts that replace a transformer's MLP (MoeConfig), of `model`, whose keys are
 /// reported as `p.key`.
@@ -173,6 +185,5 @@ MoeConfig read_moe(const Reader& r, const Table& t, const std::string& p,
                                          : MoeRecompute::None;
   return moe;
 }
-
 
 }  // namespace pipetab::io

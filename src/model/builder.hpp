@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dims.hpp"
+
 #include "pipetab/model/operators.hpp"
 
 namespace pipetab::detail {
@@ -56,14 +57,15 @@ class Builder {
     gemm(name, m, n, k, batch);
     ops().back().fp8 = fp8();
     if (fp8())
-      ops().back().bytes = gemm_operator(name, {m, n, k, batch}, 1.0).bytes + m * n * batch * (d_.e - 1);
+      ops().back().bytes =
+          gemm_operator(name, {m, n, k, batch}, 1.0).bytes + m * n * batch * (d_.e - 1);
   }
 
   // A weight-gradient GEMM dW[m×n] = Xᵀ[m×k]·dY[k×n]. Megatron-LM adds each microbatch's
   // gradient into the main gradient: fused into the GEMM (it reads and writes the accumulator),
   // or (before late 2021, v2.5) as a separate `main_grad.add_` over the parameters.
-  void weight_gemm(std::string_view name, std::string_view accumulate, double m, double n,
-                   double k, double batch = 1.0) {
+  void weight_gemm(std::string_view name, std::string_view accumulate, double m, double n, double k,
+                   double batch = 1.0) {
     gemm(name, m, n, k, batch);
     auto& op = ops().back();
     op.fp8 = fp8() && fp8_weight_grads_;
@@ -208,7 +210,6 @@ inline LayerSizes sizes(const TransformerConfig& m, const Dims& d) {
   z.head_dim = d.head_dim();
   return z;
 }
-
 
 // A layer's MLP, per pass: the dense one (operators.cpp) and the mixture of experts (moe.cpp).
 void mlp_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z);

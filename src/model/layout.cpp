@@ -14,8 +14,8 @@ namespace {
 // ranks of the stage's TP × CP × DP hold each MoE layer's experts.
 void require_expert_layout(const TransformerConfig& m, const Layout& l) {
   if (l.ep < 1 || l.etp < 1) {
-    throw ParamError(fmt::format("--ep {} --etp {}: expert parallelism needs 1 or more ranks",
-                                 l.ep, l.etp));
+    throw ParamError(
+        fmt::format("--ep {} --etp {}: expert parallelism needs 1 or more ranks", l.ep, l.etp));
   }
   if (!m.moe) {
     if (l.ep > 1 || l.etp > 1) {
@@ -34,10 +34,10 @@ void require_expert_layout(const TransformerConfig& m, const Layout& l) {
         l.ep, moe.experts));
   }
   if (moe.expert_ffn_hidden % l.etp != 0) {
-    throw ParamError(fmt::format(
-        "--etp {}: expert tensor parallelism splits each expert's hidden width {} "
-        "(expert_ffn_hidden), which does not divide evenly",
-        l.etp, moe.expert_ffn_hidden));
+    throw ParamError(
+        fmt::format("--etp {}: expert tensor parallelism splits each expert's hidden width {} "
+                    "(expert_ffn_hidden), which does not divide evenly",
+                    l.etp, moe.expert_ffn_hidden));
   }
   if (l.tp > 1 && !m.sequence_parallel) {
     throw ParamError(fmt::format(

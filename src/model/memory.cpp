@@ -105,7 +105,9 @@ LayerParams moe_layer_params(const TransformerConfig& m) {
 
 }  // namespace detail
 
-double layer_params(const TransformerConfig& m) { return detail::dense_layer_params(m).total; }
+double layer_params(const TransformerConfig& m) {
+  return detail::dense_layer_params(m).total;
+}
 
 double total_params(const TransformerConfig& m) {
   const detail::Dims d = detail::dims(m);

@@ -11,9 +11,8 @@
 // when dropless, the capacity factor's padded rows when tokens are dropped), and its time bounds
 // the layer's. With expert tensor parallelism the ETP ranks all-gather their received rows, and
 // each runs every row through its 1/etp of each local expert's width.
-#include <fmt/format.h>
-
 #include "builder.hpp"
+#include <fmt/format.h>
 
 namespace pipetab::detail {
 namespace {
@@ -29,9 +28,9 @@ struct MoeSizes {
   double up = 0;               // fc1's output width: two halves when gated
   double shared = 0;           // the shared experts' width per TP rank
   double shared_up = 0;
-  double dispatch_e = 0;       // bytes per element of the forward dispatch
-  bool sort = false;           // the all-to-all dispatcher sorts received rows by expert
-  bool overlap = false;        // the shared experts hide the dispatch and the combine
+  double dispatch_e = 0;  // bytes per element of the forward dispatch
+  bool sort = false;      // the all-to-all dispatcher sorts received rows by expert
+  bool overlap = false;   // the shared experts hide the dispatch and the combine
 };
 
 MoeSizes moe_sizes(const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
@@ -72,7 +71,9 @@ std::int32_t activation_kernels(const TransformerConfig& m, bool backward) {
 // Router: logits [tokens × E], the score function, top-k and the auxiliary loss's statistics:
 // the logits written and read in 16 bits, the probabilities in fp32 written and read (Megatron's
 // fused router kernels; an estimate of their traffic, three kernels).
-double router_bytes(const Dims& d, const MoeSizes& s) { return (d.e + 8) * s.tokens * s.experts; }
+double router_bytes(const Dims& d, const MoeSizes& s) {
+  return (d.e + 8) * s.tokens * s.experts;
+}
 
 // Permutation: each token's hidden state read once and written once per chosen expert, with
 // the routing map (Transformer Engine's fused moe_permute; unpermute reads the rows and the
@@ -86,8 +87,8 @@ void shared_forward(Builder& f, const TransformerConfig& m, const Dims& d, const
   if (s.shared <= 0) return;
   const bool sp = m.sequence_parallel;
   if (sp)
-    f.collective("shared_expert.all_gather", CollectiveKind::AllGather, d.e * z.full,
-                 Overlap::All, PassId::Forward, "shared_expert.fc1");
+    f.collective("shared_expert.all_gather", CollectiveKind::AllGather, d.e * z.full, Overlap::All,
+                 PassId::Forward, "shared_expert.fc1");
   f.linear("shared_expert.fc1", "shared_expert.fc1.quantize", z.T, s.shared_up, d.h, true);
   f.memory("shared_expert.activation", activation_bytes(m, d, false) * z.T * s.shared,
            activation_kernels(m, false));
@@ -108,8 +109,8 @@ void shared_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, co
            false);
   i.memory("shared_expert.activation.backward", activation_bytes(m, d, true) * z.T * s.shared,
            activation_kernels(m, true));
-  i.linear("shared_expert.fc1.input_grad", "shared_expert.fc1.quantize_grad", z.T, d.h,
-           s.shared_up, false);
+  i.linear("shared_expert.fc1.input_grad", "shared_expert.fc1.quantize_grad", z.T, d.h, s.shared_up,
+           false);
   i.collective(sp ? "shared_expert.all_gather.backward" : "shared_expert.all_reduce.backward",
                sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
                Overlap::Backward, PassId::WeightGrad, "shared_expert.fc1.weight_grad");

@@ -46,10 +46,10 @@ namespace {
 
 using detail::Builder;
 using detail::Dims;
-using detail::LayerSizes;
-using detail::Pending;
 using detail::dropout_add_bytes;
+using detail::LayerSizes;
 using detail::pass_of;
+using detail::Pending;
 
 // Context parallelism's exchange before FlashAttention's forward, per the method (reference
 // modern-runs.md §C.2; Megatron-Core docs/user-guide/features/context_parallel.md). Buffers are
@@ -125,8 +125,7 @@ void attention_core_forward(Builder& f, const TransformerConfig& m, const Dims& 
   f.gemm("attention.values", d.s, z.head_dim, d.s, z.heads);
 }
 
-void attention_forward(Builder& f, const TransformerConfig& m, const Dims& d,
-                       const LayerSizes& z) {
+void attention_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
   const bool sp = m.sequence_parallel;
   f.norm("layernorm1", z.x, false);
   if (sp)
@@ -269,8 +268,8 @@ struct MlpPasses {
   MlpPass forward, input_grad, weight_grad;
 };
 
-void build_layer(PassOperators& out, const TransformerConfig& m, const Dims& d,
-                 const LayerSizes& z, const MlpPasses& mlp, std::vector<Pending>& pending) {
+void build_layer(PassOperators& out, const TransformerConfig& m, const Dims& d, const LayerSizes& z,
+                 const MlpPasses& mlp, std::vector<Pending>& pending) {
   Builder f(m, out, PassId::Forward, pending);
   attention_forward(f, m, d, z);
   mlp.forward(f, m, d, z);

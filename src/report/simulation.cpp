@@ -145,8 +145,8 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
     if (m.context_parallel > 1)
       more += fmt::format(", context parallel {} ({})", m.context_parallel, m.cp_method);
     if (m.expert_parallel > 1 || m.expert_tensor_parallel > 1)
-      more += fmt::format(", expert parallel {} (ETP {})", m.expert_parallel,
-                          m.expert_tensor_parallel);
+      more +=
+          fmt::format(", expert parallel {} (ETP {})", m.expert_parallel, m.expert_tensor_parallel);
     if (m.fsdp) {
       more += fmt::format(", FSDP over {} ranks{}, gradients reduce-scattered per {}", m.fsdp_shard,
                           m.reshard_after_forward ? ", resharding after forward" : "", m.grad_sync);

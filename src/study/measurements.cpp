@@ -297,11 +297,11 @@ class MeasurementParser {
     try {
       apply_layout(l, run.model, run.lowering);
     } catch (const ParamError& e) {
-      const char* key = !l.pipeline_layout.empty()   ? "pipeline_layout"
-                        : l.ep > 1 || l.etp > 1      ? "expert_parallel"
-                        : l.sequence_parallel        ? "sequence_parallel"
-                        : l.cp > 1                   ? "context_parallel"
-                                                     : "fsdp";
+      const char* key = !l.pipeline_layout.empty() ? "pipeline_layout"
+                        : l.ep > 1 || l.etp > 1    ? "expert_parallel"
+                        : l.sequence_parallel      ? "sequence_parallel"
+                        : l.cp > 1                 ? "context_parallel"
+                                                   : "fsdp";
       r_.fail(t.get(key) != nullptr ? t.get(key)->source() : raw.source(), path, e.what());
     }
   }

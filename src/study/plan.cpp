@@ -520,8 +520,9 @@ Enumeration enumerate(const PlanRequest& r) {
                         for (const bool a2a : s.a2a_overlap) {
                           if (a2a && ep == 1) continue;
                           Checked c;
-                          c.layout = {tp, pp, dp, cp,   fsdp, mb,   per_replica / mb,
-                                      std::string(name), v, rc, sp, dist, ep, a2a};
+                          c.layout = {
+                              tp, pp, dp, cp,   fsdp, mb, per_replica / mb, std::string(name),
+                              v,  rc, sp, dist, ep,   a2a};
                           c.index = static_cast<std::int64_t>(e.layouts.size());
                           e.layouts.push_back(std::move(c));
                         }
@@ -839,14 +840,10 @@ PlanResult plan(const PlanRequest& request) {
 RuntimeParts runtime_parts(const SimulationMetrics& m) {
   const auto b = m.breakdown();
   const double t = m.runtime_s;
-  return {b.compute * t,
-          b.bubble * t,
-          b.exposed_pipeline * t,
-          b.tp_comm * t,
-          b.reductions * t,
-          b.optimizer * t,
-          b.expert_comm * t,
-          (b.host_overhead + b.comm_interference) * t};
+  return {b.compute * t,          b.bubble * t,
+          b.exposed_pipeline * t, b.tp_comm * t,
+          b.reductions * t,       b.optimizer * t,
+          b.expert_comm * t,      (b.host_overhead + b.comm_interference) * t};
 }
 
 nlohmann::json layout_json(const PlanLayout& l) {

@@ -38,8 +38,8 @@ class StudyParser {
     const std::string p = "simulation";
     r_.only(sim, p,
             {"contention", "blocking_send", "data_parallel", "tensor_parallel", "runtime",
-             "tp_overlap", "a2a_overlap", "optimizer", "dp_overlap", "dp_bucket_bytes", "distributed_optimizer",
-             "overheads", "nccl_buffsize"},
+             "tp_overlap", "a2a_overlap", "optimizer", "dp_overlap", "dp_bucket_bytes",
+             "distributed_optimizer", "overheads", "nccl_buffsize"},
             io::kLayoutKeys);
     s.sim.contention = r_.boolean(sim, p, "contention", true);
     s.sim.blocking_send = r_.boolean(sim, p, "blocking_send", false);

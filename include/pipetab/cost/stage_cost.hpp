@@ -38,7 +38,7 @@ struct PassCost {
   /// parallel exchanges and the experts' all-to-alls
   double tp_comm_s = 0.0;
   double expert_comm_s = 0.0;  ///< of tp_comm_s, the experts' all-to-alls and ETP collectives
-  double kernels = 0.0;    ///< kernel launches (the host issues each one)
+  double kernels = 0.0;        ///< kernel launches (the host issues each one)
   friend bool operator==(const PassCost&, const PassCost&) = default;
 };
 

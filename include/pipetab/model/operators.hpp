@@ -88,8 +88,8 @@ struct PassOperators {
   const std::vector<Operator>& pass(PassId id) const;
 };
 
-/// A transformer's operators: one layer of each kind, the input embedding (first stage) and the output
-/// layer with the loss (last stage).
+/// A transformer's operators: one layer of each kind, the input embedding (first stage) and the
+/// output layer with the loss (last stage).
 struct ModelOperators {
   PassOperators layer;      ///< a dense layer (a mixture of experts' first dense_layers)
   PassOperators moe_layer;  ///< a mixture-of-experts layer; empty for a dense model

@@ -97,8 +97,8 @@ struct MoeConfig {
   MoeRecompute recompute = MoeRecompute::None;
 
   std::int64_t shared_ffn() const {
-    return shared_experts * (shared_expert_ffn_hidden > 0 ? shared_expert_ffn_hidden
-                                                          : expert_ffn_hidden);
+    return shared_experts *
+           (shared_expert_ffn_hidden > 0 ? shared_expert_ffn_hidden : expert_ffn_hidden);
   }
   /// The tokens an expert-parallel rank's experts take, over the balanced share: the capacity
   /// (padded to it) when tokens are dropped, the imbalance when none is.

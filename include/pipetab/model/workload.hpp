@@ -40,10 +40,10 @@ struct ModelConfig {
 /// counted in matrix-multiply FLOPs for reports; its time comes from the operators (cost/).
 /// Explicit workloads give seconds instead.
 struct StageWork {
-  std::int64_t layers = 0;  ///< transformer layers on the stage (0 for explicit workloads)
+  std::int64_t layers = 0;      ///< transformer layers on the stage (0 for explicit workloads)
   std::int64_t moe_layers = 0;  ///< of them, mixture-of-experts layers (the rest are dense)
-  bool embedding = false;   ///< holds the input embedding (first stage)
-  bool output = false;      ///< holds the output layer and the loss (last stage)
+  bool embedding = false;       ///< holds the input embedding (first stage)
+  bool output = false;          ///< holds the output layer and the loss (last stage)
   double forward_flops = 0.0, input_grad_flops = 0.0, weight_grad_flops = 0.0;
   double forward_s = 0.0, input_grad_s = 0.0, weight_grad_s = 0.0;  ///< explicit workloads
   double message_bytes = 0.0;     ///< sent to the next stage (forward) and back (backward)

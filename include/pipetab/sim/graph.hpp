@@ -170,12 +170,12 @@ struct ExecGraph {
 
   // Per compute node.
   std::vector<ComputeKind> compute_kind;
-  std::vector<double> duration;     ///< seconds
-  std::vector<double> tp_comm_s;    ///< of the duration, exposed tensor-parallel communication
+  std::vector<double> duration;       ///< seconds
+  std::vector<double> tp_comm_s;      ///< of the duration, exposed tensor-parallel communication
   std::vector<double> expert_comm_s;  ///< of tp_comm_s, the experts' all-to-alls
-  std::vector<double> overhead_s;   ///< of the duration, the host's time per pipeline step
-  std::vector<double> alloc_bytes;  ///< activation allocated when it starts
-  std::vector<double> free_bytes;   ///< activation freed when it ends
+  std::vector<double> overhead_s;     ///< of the duration, the host's time per pipeline step
+  std::vector<double> alloc_bytes;    ///< activation allocated when it starts
+  std::vector<double> free_bytes;     ///< activation freed when it ends
   /// Device d's stream runs the compute nodes stream[stream_begin[d] .. stream_begin[d+1]) in
   /// order: its table ops, then its optimizer step.
   std::vector<std::int64_t> stream_begin;

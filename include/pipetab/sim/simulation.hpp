@@ -38,8 +38,8 @@ struct SimulationMetrics {
   /// Per device: table ops (of which exposed tensor-parallel communication), optimizer step,
   /// exposed pipeline transfers, exposed collectives, idle; compute + optimizer + exposed
   /// communication + idle = runtime.
-  std::vector<double> compute_s, tp_comm_s, expert_comm_s, optimizer_s, exposed_comm_s, exposed_pipeline_s,
-      exposed_collective_s, idle_s;
+  std::vector<double> compute_s, tp_comm_s, expert_comm_s, optimizer_s, exposed_comm_s,
+      exposed_pipeline_s, exposed_collective_s, idle_s;
   /// Per device, of compute_s: the host's time per pipeline step, and compute slowed by
   /// communication running beside it (DeviceResult).
   std::vector<double> overhead_s, interference_s;
@@ -83,8 +83,9 @@ struct SimulationMetrics {
   /// time per pipeline step, compute slowed by communication beside it, the bubble (idle),
   /// exposed pipeline transfers, exposed gradient reductions, the optimizer step; they add to 1.
   struct Breakdown {
-    double compute = 0.0, tp_comm = 0.0, expert_comm = 0.0, host_overhead = 0.0, comm_interference = 0.0, bubble = 0.0,
-           exposed_pipeline = 0.0, reductions = 0.0, optimizer = 0.0;
+    double compute = 0.0, tp_comm = 0.0, expert_comm = 0.0, host_overhead = 0.0,
+           comm_interference = 0.0, bubble = 0.0, exposed_pipeline = 0.0, reductions = 0.0,
+           optimizer = 0.0;
   };
   Breakdown breakdown() const;
 
