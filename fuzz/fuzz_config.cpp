@@ -8,6 +8,7 @@
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
 #include "pipetab/model/layout.hpp"
+#include "pipetab/sim/graph.hpp"
 #include "pipetab/study/accuracy.hpp"
 #include "pipetab/study/measurements.hpp"
 
@@ -26,6 +27,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::int32_t units[] = {1, 2, 1};
     const auto work = pipetab::stage_work(model, units, 3);
     (void)pipetab::cost::stage_costs(model, work, h100);
+    // A mixture of experts spread over expert-parallel ranks, by the layout's rules.
+    if (const auto* m = model.transformer(); m != nullptr && m->moe) {
+      auto spread = model;
+      pipetab::LoweringOptions lowering;
+      pipetab::Layout layout;
+      layout.dp = 4;
+      layout.ep = 2;
+      pipetab::apply_layout(layout, spread, lowering);
+      (void)pipetab::cost::stage_costs(spread, pipetab::stage_work(spread, units, 3), h100);
+    }
   } catch (const pipetab::Error&) {
   }
   try {

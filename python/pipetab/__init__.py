@@ -1237,6 +1237,8 @@ def plan(
     cp: Optional[Iterable[int]] = None,
     cp_method: Optional[str] = None,
     fsdp: Union[None, bool, str] = False,
+    ep: Optional[Iterable[int]] = None,
+    a2a_overlap: Union[None, bool, str] = None,
     runtime: Optional[str] = None,
     tp_overlap: Optional[str] = None,
     dp_overlap: Optional[bool] = None,
@@ -1255,7 +1257,9 @@ def plan(
     global batch, by simulation. Lists restrict a dimension (None: the command's default; ``cp``
     None is CP 1, as ``--cp``); sequence_parallel, distributed_optimizer and fsdp take True,
     False or None (both; fsdp defaults to False, as ``--fsdp off``); cp_method is ring
-    (default), allgather or a2a."""
+    (default), allgather or a2a. For a mixture of experts, ``ep`` lists the expert-parallel sizes
+    (None: the powers of two dividing the experts) and ``a2a_overlap`` (True, False or None: both)
+    Megatron-Core's 1F1B all-to-all overlap."""
     args = _core.PlanArgs()
     if isinstance(model, Mapping):
         args.model_text = _toml(model, "model")
@@ -1279,6 +1283,8 @@ def plan(
     args.cp = _int_list(cp, "cp")
     args.cp_method = cp_method
     args.fsdp = _both(fsdp, "fsdp")
+    args.ep = _int_list(ep, "ep")
+    args.a2a_overlap = _both(a2a_overlap, "a2a_overlap")
     args.runtime = runtime
     args.tp_overlap = tp_overlap
     args.dp_overlap = dp_overlap

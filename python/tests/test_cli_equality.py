@@ -40,6 +40,11 @@ ANALYZE_CASES = [
                   dp=8, fsdp=True),
      ["-S", 1, "-M", 1, "--model", "llama3.1-8b", "--system", "grand-teton-h100", "--dp", 8,
       "--fsdp"]),
+    # A mixture of experts: expert parallelism, sequence parallelism and the all-to-all overlap.
+    ("interleaved", dict(devices=2, microbatches=4, model="qwen3-30b-a3b", system="dgx-h100",
+                         tp=2, sequence_parallel=True, dp=8, ep=8, a2a_overlap=True),
+     ["-S", 2, "-M", 4, "--model", "qwen3-30b-a3b", "--system", "dgx-h100", "--tp", 2,
+      "--sequence-parallel", "--dp", 8, "--ep", 8, "--a2a-overlap"]),
     # Blocking sends are an idealised runtime's option (PyTorch's own order deadlocks with them).
     ("zb-v", dict(contention=False, blocking_send=True, optimizer=False, runtime="async"),
      ["--no-contention", "--blocking-send", "--no-optimizer", "--runtime", "async"]),
@@ -204,6 +209,20 @@ def test_plan_cp_and_fsdp_equal_cli(cli):
     assert {layout["context_parallel"] for layout in layouts} <= {1, 2}
     with pytest.raises(pipetab.Error, match="--cp-method ulysses"):
         pipetab.plan(**args, cp=[2], cp_method="ulysses")
+
+
+def test_plan_expert_parallel_equals_cli(cli):
+    # EP and the all-to-all overlap in the search, as `plan --ep --a2a-overlap`.
+    args = dict(model="qwen3-30b-a3b", system="dgx-h100", gpus=16, global_batch=32)
+    flags = ["--model", "qwen3-30b-a3b", "--system", "dgx-h100", "--gpus", 16,
+             "--global-batch", 32]
+    result = pipetab.plan(**args, ep=[4, 8], a2a_overlap=True, micro_batch=[1],
+                          schedules=["1f1b", "dualpipev"], top=4)
+    assert result.to_dict() == cli.json("plan", *flags, "--ep", "4,8", "--a2a-overlap", "on",
+                                        "--micro-batch", 1, "--schedules", "1f1b,dualpipev",
+                                        "--top", 4)
+    layouts = [entry["layout"] for entry in result.to_dict()["top"]]
+    assert layouts and {layout["expert_parallel"] for layout in layouts} <= {4, 8}
 
 
 def test_plan_from_run_equals_cli(cli):
