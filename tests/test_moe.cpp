@@ -331,6 +331,44 @@ TEST(Moe, ExpertStateIsShardedOverExpertDataParallelRanks) {
   EXPECT_GT(moved(4), moved(8));
 }
 
+TEST(Moe, FsdpShardsExpertsOverTheirOwnRanks) {
+  // FSDP over DP 8 with EP 4: the dense state over 8 ranks, the experts' over EDP = 2
+  // (torchtitan's expert FSDP mesh); without pipelining a block's parameters and gradients are
+  // the unsharded working set.
+  ScheduleParams params;
+  params.devices = 1;
+  params.microbatches = 2;
+  const auto table = test::make("1f1b", params);
+  SimulationSetup setup;
+  setup.model = ModelConfig{"m", moe_model(16, 4, 128)};
+  setup.system = io::load_system("dgx-h100");
+  Layout l;
+  l.dp = 8;
+  l.ep = 4;
+  l.fsdp.enabled = true;
+  apply_layout(l, setup.model, setup.lowering);
+  const auto work = table_work(table, setup.model);
+  const auto& w = work[0];
+  const double state = w.grad_bytes + w.optimizer_bytes;
+  const double experts = state * w.expert_params / w.params;
+  const double blocks = static_cast<double>(w.layers);
+  EXPECT_NEAR(static_memory(table, work, setup.model, setup.lowering)[0],
+              (state - experts) / 8 + experts / 2 + (2 * w.weight_bytes + w.grad_bytes) / blocks,
+              1e-9 * state);
+  // The experts' gathers and reduce-scatters run over EDP: more bytes move than with EP 8, whose
+  // EDP of 1 leaves each rank its experts whole.
+  const auto moved = [&](std::int64_t ep) {
+    SimulationSetup s;
+    s.model = ModelConfig{"m", moe_model(16, 4, 128)};
+    s.system = setup.system;
+    Layout layout = l;
+    layout.ep = ep;
+    apply_layout(layout, s.model, s.lowering);
+    return simulate_table(table, s, "1f1b").metrics.transfer_bytes;
+  };
+  EXPECT_GT(moved(4), moved(8));
+}
+
 TEST(Moe, ModelFlopsCountTheBalancedLoad) {
   // Imbalance slows the busiest rank, not the model's FLOPs; capacity padding is hardware work.
   auto m = moe_model(16, 4, 128, 4);

@@ -191,7 +191,10 @@ struct Sharding {
       expert_ranks = gradient_ranks;
     }
     if (fsdp) {
+      // torchtitan shards the routed experts over their own data-parallel ranks (its expert
+      // FSDP mesh, dp_shard_mod_ep), the rest over DP × CP.
       state_shards = static_cast<double>(shard_ranks);
+      expert_state_shards = static_cast<double>(expert_ranks);
     } else if (options.iteration.distributed_optimizer) {
       state_shards = static_cast<double>(gradient_ranks);
       expert_state_shards = static_cast<double>(expert_ranks);
@@ -243,7 +246,7 @@ std::vector<double> static_memory(const ScheduleTable& table, const std::vector<
         const double units = pipelined ? 1.0 : std::max<double>(1.0, static_cast<double>(w.layers));
         const double unsharded =
             pipelined ? 2.0 * w.weight_bytes : (2.0 * w.weight_bytes + w.grad_bytes) / units;
-        bytes = (w.grad_bytes + w.optimizer_bytes) / shards + unsharded +
+        bytes = sharding.per_rank(w.grad_bytes + w.optimizer_bytes, w) + unsharded +
                 w.fp8_weight_copy_bytes / units;
       }
       bytes_of[static_cast<std::size_t>(table.placement.device_of(p, s))] += bytes;
@@ -304,11 +307,10 @@ class Lowering {
           "of both model replicas, whose FSDP sharding is not modelled; shard the optimizer with "
           "--distributed-optimizer instead");
     }
-    if (fsdp() && expert_ranks() != gradient_ranks()) {
+    if (fsdp() && options_.fsdp.shard > 0 && expert_ranks() != gradient_ranks()) {
       throw ParamError(
-          "--fsdp with expert parallelism (--ep, --etp) or tensor parallelism in a mixture of "
-          "experts: the experts' sharding over their own ranks (torchtitan's expert FSDP mesh) is "
-          "not modelled yet; use --distributed-optimizer, which shards expert state over EDP");
+          "--fsdp-shard with expert parallelism (--ep, --etp): hybrid sharding of the experts "
+          "over their own ranks is not modelled; shard over all ranks (leave --fsdp-shard out)");
     }
     require_gpus();
     require_size();
@@ -357,8 +359,9 @@ class Lowering {
     if (r <= 1) return 0;
     if (fsdp()) {
       // Per unit gathers before its uses and reduce-scatters after; bounded by every op.
-      // One transfer per gather and reduce-scatter: at most one per use of a stage.
-      return 2 * static_cast<std::int64_t>(t_.microbatches) + 4;
+      // One transfer per gather and reduce-scatter: at most one per use of a stage; the routed
+      // experts' as many again over their own ranks.
+      return (expert_ranks() > 1 ? 2 : 1) * (2 * static_cast<std::int64_t>(t_.microbatches) + 4);
     }
     double largest = 0.0;
     for (const auto& w : work_)
@@ -1054,13 +1057,38 @@ class Lowering {
     const auto* m = model_.transformer();
     const double per_param =
         options_.fsdp.fp8_all_gather ? 1.0 : (m ? static_cast<double>(m->dtype_bytes) : 2.0);
-    const double params = m ? w.params : w.weight_bytes / 2.0;
+    const double params = m ? w.params - w.expert_params : w.weight_bytes / 2.0;
     return params * per_param / units(w) * options_.collective_scale;
+  }
+  // The routed experts' share of a unit's parameters or gradients, gathered and scattered over
+  // their own ranks (EDP); 0 without experts.
+  double expert_share(const StageWork& w) const {
+    return w.params > 0 ? w.expert_params / w.params : 0.0;
+  }
+  double expert_gather_bytes(const StageWork& w) const {
+    const auto* m = model_.transformer();
+    const double per_param =
+        options_.fsdp.fp8_all_gather ? 1.0 : (m ? static_cast<double>(m->dtype_bytes) : 2.0);
+    return w.expert_params * per_param / units(w) * options_.collective_scale;
+  }
+  Group expert_shard_group(std::int32_t device) const {
+    const auto* m = model_.transformer();
+    return m ? expert_data_parallel_group(device) : Group{};
+  }
+  // One unit's collective of the routed experts over EDP after `after` (-1: none to run).
+  std::int32_t expert_collective(TransferKind kind, int stage, std::int32_t device, double bytes,
+                                 std::int32_t after) {
+    if (expert_ranks() <= 1 || bytes <= 0.0) return after;
+    return collective_side(kind, stage, device, expert_shard_group(device), bytes,
+                           expert_ranks() - 1, after);
   }
   // Bytes of a unit's gradients as reduce-scattered (grad_bytes_per_param: torchtitan reduces in
   // fp32 by default, MixedPrecisionPolicy(reduce_dtype=float32)).
   double scatter_bytes(const StageWork& w) const {
-    return w.grad_bytes / units(w) * options_.collective_scale;
+    return w.grad_bytes * (1.0 - expert_share(w)) / units(w) * options_.collective_scale;
+  }
+  double expert_scatter_bytes(const StageWork& w) const {
+    return w.grad_bytes * expert_share(w) / units(w) * options_.collective_scale;
   }
 
   // The reduce-scatter of one unit's gradients (the whole stage's when pipelined, the last
@@ -1073,8 +1101,9 @@ class Lowering {
     const auto scatter = collective_side(TransferKind::FsdpReduceScatter, stage, device, shard,
                                          scatter_bytes(w), shard_ranks() - 1, after);
     if (previous >= 0) edge(previous, scatter);
-    previous = scatter;
-    return scatter;
+    previous = expert_collective(TransferKind::FsdpReduceScatter, stage, device,
+                                 expert_scatter_bytes(w), scatter);
+    return previous;
   }
 
   // HSDP: the shard's gradients all-reduced over the replicas (2(R−1) ring steps).
@@ -1129,7 +1158,8 @@ class Lowering {
             const auto next = collective_side(TransferKind::FsdpAllGather, pass.stage, d, shard,
                                               gather_bytes(w), shard_steps, gather);
             if (i > begin) start_edge(op - 1, next, 0.0);
-            gather = next;
+            gather = expert_collective(TransferKind::FsdpAllGather, pass.stage, d,
+                                       expert_gather_bytes(w), next);
             edge(gather, op);
           }
           if (!pipelined()) per_block_exposure(op, pass, w, shard, uses && needs, scatters);
@@ -1158,6 +1188,13 @@ class Lowering {
     const auto steps = shard_ranks() - 1;
     double comm = gathers ? ring_side_seconds(g, gather_bytes(w), steps) : 0.0;
     if (scatters) comm += ring_side_seconds(g, scatter_bytes(w), steps);
+    if (expert_ranks() > 1 && w.expert_params > 0) {
+      // The routed experts' own gather and reduce-scatter over EDP, after the dense ones.
+      const auto e = expert_shard_group(static_cast<std::int32_t>(g_.device[n]));
+      const auto e_steps = expert_ranks() - 1;
+      if (gathers) comm += ring_side_seconds(e, expert_gather_bytes(w), e_steps);
+      if (scatters) comm += ring_side_seconds(e, expert_scatter_bytes(w), e_steps);
+    }
     const double exposed = (blocks - 1.0) * std::max(0.0, comm - compute);
     // The blocks' compute runs slower while the collectives run beside it (NCCL's kernels take
     // SMs and memory bandwidth), as the engine slows compute beside the graph's transfers.
