@@ -312,7 +312,8 @@ TEST(Config, ErrorsNameFileLineAndKey) {
       "kv_heads, head_dim, ffn_hidden, seq_len, micro_batch, vocab, precision, dtype_bytes, "
       "tensor_parallel, sequence_parallel, recompute, flash_attention, gated_mlp, "
       "learned_positions, dropout, fused_elementwise, tie_embeddings, balance_embedding, "
-      "grad_accumulation_fusion, grad_bytes_per_param, optimizer_bytes_per_param, attention)");
+      "grad_accumulation_fusion, grad_bytes_per_param, optimizer_bytes_per_param, attention, "
+            "q_lora_rank, kv_lora_rank, qk_rope_head_dim, v_head_dim)");
   EXPECT_EQ(model_error("[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\n"),
             "m.toml:1:1: key 'transformer': missing key 'vocab'");
   EXPECT_EQ(model_error(head + "micro_batch = \"two\"\n"),
@@ -460,26 +461,23 @@ TEST(Config, MixtureOfExpertsIsReadAndChecked) {
   EXPECT_TRUE(options->fp8_dispatch);
   EXPECT_EQ(options->recompute, MoeRecompute::MoeAct);
 
-  // Every preset but DeepSeek-V3 is priced; its multi-head latent attention is refused, with the
-  // reason, wherever the workload is needed.
+  // Every preset is priced, DeepSeek-V3's latent attention included.
   const std::int32_t units[] = {1, 1};
-  for (const char* name :
-       {"qwen3-30b-a3b", "qwen3-235b-a22b", "mixtral-8x7b", "mixtral-8x22b", "gpt-oss-120b"}) {
+  for (const char* name : {"qwen3-30b-a3b", "qwen3-235b-a22b", "mixtral-8x7b", "mixtral-8x22b",
+                           "gpt-oss-120b", "deepseek-v3"}) {
     const auto work = stage_work(io::load_model(name), units, 2);
-    EXPECT_GT(work[0].moe_layers, 0) << name;
-    EXPECT_GT(work[0].expert_params, 0.0) << name;
+    EXPECT_GT(work[1].moe_layers, 0) << name;
+    EXPECT_GT(work[1].expert_params, 0.0) << name;
   }
-  const auto model = io::load_model("deepseek-v3");
-  try {
-    (void)stage_work(model, units, 2);
-    ADD_FAILURE() << "deepseek-v3 was priced";
-  } catch (const ParamError& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("deepseek-v3"), std::string::npos) << what;
-    EXPECT_NE(what.find("latent attention"), std::string::npos) << what;
-  }
-  EXPECT_THROW((void)model_operators(*model.transformer()), ParamError);
-  EXPECT_FALSE(not_yet_simulated(*io::load_model("qwen3-32b").transformer()).has_value());
+  // Latent attention's keys need attention = "latent", and it needs fused attention.
+  EXPECT_EQ(model_error("[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\n"
+                        "vocab = 100\nkv_lora_rank = 16\n"),
+            "m.toml:7:16: key 'transformer.kv_lora_rank': needs attention = \"latent\"");
+  EXPECT_EQ(model_error("[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\n"
+                        "vocab = 100\nattention = \"latent\"\nkv_lora_rank = 16\n"
+                        "qk_rope_head_dim = 8\nv_head_dim = 16\n"),
+            "m.toml:7:13: key 'transformer.attention': latent needs flash_attention = true (MLA "
+            "runs in fused attention kernels)");
 }
 
 TEST(Config, OperatorLevelKeysAreChecked) {

@@ -443,3 +443,25 @@ TEST(Moe, DualPipePairsAndTheA2AOverlapShortenAnExpertParallelRun) {
 
 }  // namespace
 }  // namespace pipetab
+
+namespace pipetab {
+namespace {
+
+TEST(Moe, PresetsHaveTheirPublishedParameterCounts) {
+  // Total parameters as the model cards and reports state them: DeepSeek-V3 671 B without its
+  // MTP module (report §1, its latent attention included), Qwen3-235B-A22B 235 B and
+  // Qwen3-30B-A3B 30.5 B (Qwen3 Technical Report, Table 2), Mixtral 8×7B 46.7 B (Jiang et al.
+  // 2024, §2.1), gpt-oss-120b 116.8 B (model card, Table 1).
+  const std::pair<const char*, double> published[] = {{"deepseek-v3", 671e9},
+                                                      {"qwen3-235b-a22b", 235e9},
+                                                      {"qwen3-30b-a3b", 30.5e9},
+                                                      {"mixtral-8x7b", 46.7e9},
+                                                      {"gpt-oss-120b", 116.8e9}};
+  for (const auto& [name, count] : published) {
+    const double total = total_params(*io::load_model(name).transformer());
+    EXPECT_NEAR(total / count, 1.0, 0.01) << name << ": " << total / 1e9 << " B";
+  }
+}
+
+}  // namespace
+}  // namespace pipetab

@@ -53,7 +53,11 @@ void only_transformer_keys(const Reader& r, const toml::table& t, const std::str
           "grad_accumulation_fusion",
           "grad_bytes_per_param",
           "optimizer_bytes_per_param",
-          "attention"},
+          "attention",
+          "q_lora_rank",
+          "kv_lora_rank",
+          "qk_rope_head_dim",
+          "v_head_dim"},
          more);
 }
 

@@ -56,6 +56,22 @@ TransformerConfig read_transformer(const Reader& r, const Table& t, const std::s
   m.attention = r.choice(t, p, "attention", "multi-head", {"multi-head", "latent"}) == "latent"
                     ? AttentionKind::Latent
                     : AttentionKind::MultiHead;
+  // Multi-head latent attention's ranks and head widths (DeepSeek-V3 §2.1.1); head_dim is the
+  // heads' unrotated query-key width.
+  for (const char* key : {"q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim"}) {
+    if (m.attention != AttentionKind::Latent && t.get(key) != nullptr)
+      r.fail(t.get(key)->source(), Reader::join(p, key), "needs attention = \"latent\"");
+  }
+  if (m.attention == AttentionKind::Latent) {
+    m.latent.q_lora_rank = r.integer(t, p, "q_lora_rank", 0, 1, 1 << 20);
+    m.latent.kv_lora_rank = r.integer(t, p, "kv_lora_rank", std::nullopt, 1, 1 << 20);
+    m.latent.qk_rope_head_dim = r.integer(t, p, "qk_rope_head_dim", std::nullopt, 1, 1 << 16);
+    m.latent.v_head_dim = r.integer(t, p, "v_head_dim", std::nullopt, 1, 1 << 16);
+    if (!m.flash_attention) {
+      r.fail(t.get("attention")->source(), Reader::join(p, "attention"),
+             "latent needs flash_attention = true (MLA runs in fused attention kernels)");
+    }
+  }
   if (m.head_dim == 0 && m.hidden % m.heads != 0) {
     r.fail(t.get("hidden")->source(), Reader::join(p, "hidden"),
            fmt::format("{} is not a multiple of heads = {}: set head_dim if the heads' width is "

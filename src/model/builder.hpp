@@ -219,6 +219,15 @@ void moe_forward(Builder& f, const TransformerConfig& m, const Dims& d, const La
 void moe_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
 void moe_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
 
+// Multi-head latent attention (mla.cpp): the layer's attention half, its fused core, its
+// parameters and activation bytes per device.
+void mla_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
+void mla_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
+void mla_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
+void mla_core_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
+double mla_params(const TransformerConfig& m, const Dims& d);
+double mla_activation_bytes(const TransformerConfig& m, const Dims& d);
+
 /// Bytes of the fused bias-dropout-add after attention and after the MLP, or of its backward.
 double dropout_add_bytes(const TransformerConfig& m, const Dims& d, const LayerSizes& z,
                          bool backward);

@@ -1,5 +1,7 @@
 #include "memory.hpp"
 
+#include "builder.hpp"
+
 #include "pipetab/model/workload.hpp"
 
 namespace pipetab {
@@ -23,6 +25,15 @@ LayerActivation layer_activation_bytes(const TransformerConfig& m, const Dims& d
     full.recompute = Recompute::Full;
     const auto a = layer_activation_bytes(none, d), b = layer_activation_bytes(full, d);
     return {(a.total + b.total) / 2, (a.attention + b.attention) / 2};
+  }
+  if (m.attention == AttentionKind::Latent && d.a > 0) {
+    // Latent attention: the dense accounting without its heads, and MLA's own tensors.
+    Dims rest = d;
+    rest.q = rest.kv = rest.a = 0.0;
+    LayerActivation a = layer_activation_bytes(m, rest);
+    const double mla = mla_activation_bytes(m, d);
+    const double lse = 4 * d.a / d.t * d.s * d.b;
+    return {a.total + mla, lse};
   }
   const bool per_op = m.recompute == Recompute::SelectiveOp;
   // Per-op recomputation (torchtitan) keeps the two residual-stream inputs the recomputed norms
@@ -78,12 +89,19 @@ LayerActivation moe_layer_activation_bytes(const TransformerConfig& m) {
   return a;
 }
 
+// The attention's matrices per device: split by TP, or latent attention's (mla_params).
+double attention_params(const TransformerConfig& m, const Dims& d) {
+  if (m.attention == AttentionKind::Latent) return mla_params(m, d);
+  return (2 * d.h * d.q + 2 * d.h * d.kv) / d.t;
+}
+
 LayerParams dense_layer_params(const TransformerConfig& m) {
   const TransformerConfig dense = dense_layer_model(m);
   const Dims d = dims(dense);
   // Tensor parallelism splits the matrices; the two LayerNorms (4h) are replicated on every
   // device (Megatron-LM, Shoeybi et al. 2019).
-  const double linears = matmul_params(d, dense.gated_mlp) / d.t;
+  const double linears =
+      attention_params(dense, d) + (dense.gated_mlp ? 3 : 2) * d.h * d.ffn / d.t;
   return {linears + 4 * d.h, 0.0, linears};
 }
 
@@ -91,7 +109,7 @@ LayerParams moe_layer_params(const TransformerConfig& m) {
   const Dims d = dims(m);
   const MoeConfig& moe = *m.moe;
   const double matrices = m.gated_mlp ? 3 : 2;
-  const double attention = (2 * d.h * d.q + 2 * d.h * d.kv) / d.t;
+  const double attention = attention_params(m, d);
   // Each rank holds E/EP experts, each split over ETP; the shared experts split over TP like a
   // dense MLP; the router's h×E weight is replicated (Megatron-Core's TopKRouter).
   const double experts = static_cast<double>(moe.experts / m.expert_parallel) * matrices * d.h *

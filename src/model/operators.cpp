@@ -106,6 +106,10 @@ void context_exchange_backward(Builder& i, const TransformerConfig& m, const Dim
 // Forward of the attention core: QKᵀ, softmax, dropout, ·V (or FlashAttention's one kernel).
 void attention_core_forward(Builder& f, const TransformerConfig& m, const Dims& d,
                             const LayerSizes& z) {
+  if (m.attention == AttentionKind::Latent) {
+    detail::mla_core_forward(f, m, d, z);
+    return;
+  }
   if (m.flash_attention) {
     // Reads Q, K, V and writes the output; the s×s tiles stay on chip (Dao 2023). With
     // context parallelism the device's s/cp queries attend over all s keys.
@@ -126,6 +130,10 @@ void attention_core_forward(Builder& f, const TransformerConfig& m, const Dims& 
 }
 
 void attention_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
+  if (m.attention == AttentionKind::Latent) {
+    detail::mla_forward(f, m, d, z);
+    return;
+  }
   const bool sp = m.sequence_parallel;
   f.norm("layernorm1", z.x, false);
   if (sp)
@@ -218,6 +226,10 @@ namespace {
 
 void attention_input_grad(Builder& i, const TransformerConfig& m, const Dims& d,
                           const LayerSizes& z) {
+  if (m.attention == AttentionKind::Latent) {
+    detail::mla_input_grad(i, m, d, z);
+    return;
+  }
   const bool sp = m.sequence_parallel;
   i.norm("layernorm2.backward", z.x, true);
   i.memory("attention.dropout_add.backward", dropout_add_bytes(m, d, z, true));
@@ -252,6 +264,10 @@ void attention_input_grad(Builder& i, const TransformerConfig& m, const Dims& d,
 
 void attention_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d,
                            const LayerSizes& z) {
+  if (m.attention == AttentionKind::Latent) {
+    detail::mla_weight_grad(w, m, d, z);
+    return;
+  }
   if (m.sequence_parallel) {
     // As fc1's: the QKV weight gradient needs the gathered input again.
     w.collective("attention.all_gather.regather", CollectiveKind::AllGather, d.e * z.full,
@@ -347,7 +363,13 @@ void recompute(PassOperators& layer, const TransformerConfig& m, const Dims& d, 
     for (const Operator& op : layer.forward) {
       if (op.kind == OperatorKind::Memory) head.push_back(op);
     }
-    head.push_back(gemm_operator("qkv.recompute_key", {z.T, d.kv / d.t, d.h}, d.e));
+    // (With latent attention, the key-value up-projection's product stands in for K's.)
+    head.push_back(m.attention == AttentionKind::Latent
+                       ? gemm_operator("mla.kv_up.recompute",
+                                       {z.T, d.a / d.t * d.head_dim(),
+                                        static_cast<double>(m.latent.kv_lora_rank)},
+                                       d.e)
+                       : gemm_operator("qkv.recompute_key", {z.T, d.kv / d.t, d.h}, d.e));
     head.push_back(gemm_operator("projection.recompute", {z.T, d.h, d.q / d.t}, d.e));
     // The MLP's recomputed product of a dense layer; a mixture-of-experts layer's expert GEMMs
     // are kept (torchtitan's policy saves its grouped GEMMs' outputs, _op_sac_save_list).
@@ -421,7 +443,6 @@ Operator gemm_operator(std::string_view name, const GemmShape& shape, double ele
 }
 
 ModelOperators model_operators(const TransformerConfig& m) {
-  if (const auto why = not_yet_simulated(m)) throw ParamError(fmt::format("model: {}", *why));
   const Dims d = detail::dims(m);
   const LayerSizes z = sizes(m, d);
   ModelOperators out;

@@ -41,14 +41,6 @@ std::vector<StageWork> explicit_work(const ExplicitWorkload& e, std::span<const 
 
 }  // namespace
 
-std::optional<std::string> not_yet_simulated(const TransformerConfig& m) {
-  if (m.attention == AttentionKind::Latent) {
-    return std::string(
-        "its attention is multi-head latent attention (DeepSeek's MLA), which pipetab reads but "
-        "does not model yet; simulate a model with multi-head or grouped-query attention");
-  }
-  return std::nullopt;
-}
 
 std::vector<StageWork> stage_work(const ModelConfig& model, std::span<const std::int32_t> units,
                                   std::int32_t devices) {
@@ -56,8 +48,6 @@ std::vector<StageWork> stage_work(const ModelConfig& model, std::span<const std:
     return explicit_work(*e, units, devices);
 
   const auto& m = std::get<TransformerConfig>(model.spec);
-  if (const auto why = not_yet_simulated(m))
-    throw ParamError(fmt::format("model '{}': {}", model.name, *why));
   require_positive(m.layers, "layers");
   require_positive(m.hidden, "hidden");
   require_positive(m.heads, "heads");

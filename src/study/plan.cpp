@@ -592,8 +592,6 @@ PlanResult plan(const PlanRequest& request) {
                     "a transformer (its shape decides TP, memory and costs)",
                     request.model.name));
   }
-  if (const auto why = not_yet_simulated(*request.model.transformer()))
-    throw ParamError(fmt::format("plan: model '{}': {}", request.model.name, *why));
   // A bound checked before any work: the largest clusters have about 10^5 GPUs, and the search
   // enumerates the divisors of the count.
   if (request.gpus < 1 || request.gpus > kMaxPlanGpus) {

@@ -106,9 +106,20 @@ struct MoeConfig {
 };
 
 /// How attention projects keys and values: multi-head (with grouped-query heads: kv_heads), or
-/// DeepSeek's multi-head latent attention (low-rank compressed keys and values), read so that
-/// such a model can be named but refused until it is modelled.
+/// DeepSeek's multi-head latent attention (low-rank compressed queries, keys and values).
 enum class AttentionKind : std::uint8_t { MultiHead, Latent };
+
+/// Multi-head latent attention's shape (DeepSeek-V3 §2.1.1; Megatron-Core's MLASelfAttention):
+/// queries down-projected to q_lora_rank (0: not compressed) and up to heads × (head_dim +
+/// qk_rope_head_dim); keys and values down to kv_lora_rank (plus the shared rotary key of
+/// qk_rope_head_dim) and up to heads × (head_dim + v_head_dim). The down-projections are whole on
+/// every tensor-parallel rank, the up-projections and the output projection split by heads.
+struct LatentAttention {
+  std::int64_t q_lora_rank = 0;
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_rope_head_dim = 0;
+  std::int64_t v_head_dim = 0;
+};
 
 /// One microbatch is `micro_batch` sequences of `seq_len` tokens. Defaults of 0 mean "derived":
 /// kv_heads = heads, ffn_hidden = 4·hidden, head_dim = hidden / heads.
@@ -166,13 +177,9 @@ struct TransformerConfig {
   double grad_bytes_per_param = 4.0;        ///< fp32 main gradients (Megatron)
   double optimizer_bytes_per_param = 12.0;  ///< fp32 master weights + Adam moments
   AttentionKind attention = AttentionKind::MultiHead;
+  LatentAttention latent;  ///< attention = Latent only
   std::optional<MoeConfig> moe;  ///< a mixture of experts ([moe]); none: a dense MLP
 };
-
-/// Why `model` cannot be simulated yet, or nullopt: its multi-head latent attention is read but
-/// not modelled. Every workload entry point (stage_work, model_operators, plan) refuses with
-/// this reason, so that no number is priced as if the attention were multi-head.
-std::optional<std::string> not_yet_simulated(const TransformerConfig& model);
 
 /// The format a model's matrix multiplies run in apart from FP8 layer linears: FP8 training
 /// (Transformer Engine, torchao) keeps attention, the output layer and the rest in BF16.

@@ -1,0 +1,151 @@
+// The attention of a layer with multi-head latent attention (DeepSeek-V3 §2.1.1; Megatron-Core's
+// MLASelfAttention): the input down-projected to the query and key-value latents (whole on every
+// tensor-parallel rank), their RMSNorms, the up-projections to the heads' queries, keys and
+// values (split by heads), fused attention with query-key heads of head_dim + qk_rope_head_dim
+// and value heads of v_head_dim, and the output projection. The rotary part of the keys is one
+// head shared by all (it comes out of the key-value down-projection), applied inside the fused
+// kernels (not counted).
+#include "builder.hpp"
+
+namespace pipetab::detail {
+namespace {
+
+struct MlaSizes {
+  double heads;   // per TP rank
+  double qk;      // query-key head width: head_dim + qk_rope_head_dim
+  double v;       // value head width
+  double q_lora;  // 0: the queries are not compressed
+  double kv_lora;
+  double rope;
+};
+
+MlaSizes mla_sizes(const TransformerConfig& m, const Dims& d) {
+  const auto& l = m.latent;
+  MlaSizes s;
+  s.heads = d.a / d.t;
+  s.rope = static_cast<double>(l.qk_rope_head_dim);
+  s.qk = d.head_dim() + s.rope;
+  s.v = static_cast<double>(l.v_head_dim);
+  s.q_lora = static_cast<double>(l.q_lora_rank);
+  s.kv_lora = static_cast<double>(l.kv_lora_rank);
+  return s;
+}
+
+}  // namespace
+
+void mla_core_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
+  const MlaSizes s = mla_sizes(m, d);
+  // QKᵀ over head width qk and ·V over v: 2·T·keys·heads·(qk + v) FLOPs; reads Q, K, V, writes
+  // the output.
+  f.fused_attention("attention.flash", OperatorKind::FusedAttention,
+                    2 * z.T * d.keys * s.heads * (s.qk + s.v),
+                    d.e * (z.T * s.heads * (s.qk + s.v) + d.b * d.keys * s.heads * (s.qk + s.v)));
+}
+
+void mla_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
+  const MlaSizes s = mla_sizes(m, d);
+  const bool sp = m.sequence_parallel;
+  f.norm("layernorm1", z.x, false);
+  if (sp)
+    f.collective("attention.all_gather", CollectiveKind::AllGather, d.e * z.full, Overlap::All,
+                 PassId::Forward, "mla.kv_down");
+  if (s.q_lora > 0) {
+    f.linear("mla.q_down", "mla.q_down.quantize", z.T, s.q_lora, d.h, true);
+    f.norm("mla.q_norm", z.T * s.q_lora, false);
+    f.linear("mla.q_up", "mla.q_up.quantize", z.T, s.heads * s.qk, s.q_lora, true);
+  } else {
+    f.linear("mla.q", "mla.q.quantize", z.T, s.heads * s.qk, d.h, true);
+  }
+  f.linear("mla.kv_down", "mla.kv_down.quantize", z.T, s.kv_lora + s.rope, d.h, true);
+  f.norm("mla.kv_norm", z.T * s.kv_lora, false);
+  f.linear("mla.kv_up", "mla.kv_up.quantize", z.T, s.heads * (d.head_dim() + s.v), s.kv_lora,
+           true);
+  mla_core_forward(f, m, d, z);
+  f.linear("projection", "projection.quantize", z.T, d.h, s.heads * s.v, true);
+  f.collective(sp ? "attention.reduce_scatter" : "attention.all_reduce",
+               sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
+               Overlap::All, PassId::Forward, "projection");
+  f.memory("attention.dropout_add", dropout_add_bytes(m, d, z, false));
+  f.norm("layernorm2", z.x, false);
+}
+
+void mla_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
+  const MlaSizes s = mla_sizes(m, d);
+  const bool sp = m.sequence_parallel;
+  i.norm("layernorm2.backward", z.x, true);
+  i.memory("attention.dropout_add.backward", dropout_add_bytes(m, d, z, true));
+  if (sp)
+    i.collective("attention.reduce_scatter.backward", CollectiveKind::AllGather, d.e * z.full,
+                 Overlap::All, PassId::InputGrad, "projection.input_grad");
+  i.linear("projection.input_grad", "projection.quantize_grad", z.T, s.heads * s.v, d.h, false);
+  // Recomputes QKᵀ: five products against the forward's two (Dao 2023).
+  i.fused_attention("attention.flash.backward", OperatorKind::FusedAttentionBackward,
+                    5 * z.T * d.keys * s.heads * (s.qk + s.v),
+                    2 * d.e *
+                        (z.T * s.heads * (s.qk + s.v) + d.b * d.keys * s.heads * (s.qk + s.v)));
+  i.linear("mla.kv_up.input_grad", "mla.kv_up.quantize_grad", z.T, s.kv_lora,
+           s.heads * (d.head_dim() + s.v), false);
+  i.norm("mla.kv_norm.backward", z.T * s.kv_lora, true);
+  i.linear("mla.kv_down.input_grad", "mla.kv_down.quantize_grad", z.T, d.h, s.kv_lora + s.rope,
+           false);
+  if (s.q_lora > 0) {
+    i.linear("mla.q_up.input_grad", "mla.q_up.quantize_grad", z.T, s.q_lora, s.heads * s.qk,
+             false);
+    i.norm("mla.q_norm.backward", z.T * s.q_lora, true);
+    i.linear("mla.q_down.input_grad", "mla.q_down.quantize_grad", z.T, d.h, s.q_lora, false);
+  } else {
+    i.linear("mla.q.input_grad", "mla.q.quantize_grad", z.T, d.h, s.heads * s.qk, false);
+  }
+  // The up-projections' input gradients are partial sums over the heads' ranks: reduced as the
+  // dense layer's QKV input gradient is, during the key-value down-projection's weight gradient.
+  i.collective(sp ? "attention.all_gather.backward" : "attention.all_reduce.backward",
+               sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
+               Overlap::Backward, PassId::WeightGrad, "mla.kv_down.weight_grad");
+  i.norm("layernorm1.backward", z.x, true);
+}
+
+void mla_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
+  const MlaSizes s = mla_sizes(m, d);
+  if (m.sequence_parallel) {
+    w.collective("attention.all_gather.regather", CollectiveKind::AllGather, d.e * z.full,
+                 Overlap::Backward, PassId::InputGrad, "mla.kv_down.input_grad");
+  }
+  w.fp8_weight_grads(true);
+  if (s.q_lora > 0) {
+    w.weight_gemm("mla.q_down.weight_grad", "mla.q_down.weight_grad.accumulate", d.h, s.q_lora,
+                  z.T);
+    w.weight_gemm("mla.q_up.weight_grad", "mla.q_up.weight_grad.accumulate", s.q_lora,
+                  s.heads * s.qk, z.T);
+  } else {
+    w.weight_gemm("mla.q.weight_grad", "mla.q.weight_grad.accumulate", d.h, s.heads * s.qk, z.T);
+  }
+  w.weight_gemm("mla.kv_down.weight_grad", "mla.kv_down.weight_grad.accumulate", d.h,
+                s.kv_lora + s.rope, z.T);
+  w.weight_gemm("mla.kv_up.weight_grad", "mla.kv_up.weight_grad.accumulate", s.kv_lora,
+                s.heads * (d.head_dim() + s.v), z.T);
+  w.weight_gemm("projection.weight_grad", "projection.weight_grad.accumulate", s.heads * s.v, d.h,
+                z.T);
+}
+
+// Parameters of the attention per device: the down-projections and their norms whole, the
+// up-projections and the output projection split by heads.
+double mla_params(const TransformerConfig& m, const Dims& d) {
+  const MlaSizes s = mla_sizes(m, d);
+  const double q = s.q_lora > 0 ? d.h * s.q_lora + s.q_lora + s.q_lora * s.heads * s.qk
+                                : d.h * s.heads * s.qk;
+  return q + d.h * (s.kv_lora + s.rope) + s.kv_lora + s.kv_lora * s.heads * (d.head_dim() + s.v) +
+         s.heads * s.v * d.h;
+}
+
+// Activation bytes of the attention per device: the latents and their normed copies (whole), the
+// heads' Q, K, V and output (split), and FlashAttention's log-sum-exp; the layer's input and
+// the residual path are the dense accounting's.
+double mla_activation_bytes(const TransformerConfig& m, const Dims& d) {
+  const MlaSizes s = mla_sizes(m, d);
+  const double T = d.s * d.b;
+  const double latents = 2 * s.q_lora + (s.kv_lora + s.rope) + s.kv_lora;
+  const double heads = s.heads * (2 * s.qk + 2 * s.v);
+  return d.e * T * (latents + heads) + 4 * s.heads * T;
+}
+
+}  // namespace pipetab::detail
