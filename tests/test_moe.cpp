@@ -68,6 +68,23 @@ double flops_of(const std::vector<Operator>& ops,
   return sum;
 }
 
+// A one-device 1F1B table of two microbatches, and the small MoE model (16 experts, top-4) on a
+// DGX H100 under `layout`.
+ScheduleTable one_device_table() {
+  ScheduleParams params;
+  params.devices = 1;
+  params.microbatches = 2;
+  return test::make("1f1b", params);
+}
+SimulationSetup moe_setup(const Layout& layout, bool distributed_optimizer = false) {
+  SimulationSetup s;
+  s.model = ModelConfig{"m", moe_model(16, 4, 128)};
+  s.system = io::load_system("dgx-h100");
+  s.lowering.iteration.distributed_optimizer = distributed_optimizer;
+  apply_layout(layout, s.model, s.lowering);
+  return s;
+}
+
 TEST(Moe, OneExpertTopOneIsADenseMlpOfItsWidthPlusTheRouter) {
   // E = 1, k = 1, EP = 1: every token goes to the one expert, whose GEMMs are the dense MLP's of
   // the expert's width; the layers differ by the router's h×E products alone.
@@ -297,18 +314,11 @@ TEST(Moe, LayoutRules) {
 
 TEST(Moe, ExpertStateIsShardedOverExpertDataParallelRanks) {
   // DP 8, EP 4: the experts' optimizer state is sharded over EDP = 2 ranks, the rest over 8.
-  ScheduleParams params;
-  params.devices = 1;
-  params.microbatches = 2;
-  const auto table = test::make("1f1b", params);
-  SimulationSetup setup;
-  setup.model = ModelConfig{"m", moe_model(16, 4, 128)};
-  setup.system = io::load_system("dgx-h100");
-  setup.lowering.iteration.distributed_optimizer = true;
+  const auto table = one_device_table();
   Layout l;
   l.dp = 8;
   l.ep = 4;
-  apply_layout(l, setup.model, setup.lowering);
+  const auto setup = moe_setup(l, true);
   const auto work = table_work(table, setup.model);
   const auto bytes = static_memory(table, work, setup.model, setup.lowering);
   const auto& w = work[0];
@@ -319,14 +329,8 @@ TEST(Moe, ExpertStateIsShardedOverExpertDataParallelRanks) {
   // The simulation reduces the experts' gradients over their own group: more bytes move with
   // EDP 2 than EP 8's EDP 1 (no expert reduction at all).
   const auto moved = [&](std::int64_t ep) {
-    SimulationSetup s;
-    s.model = ModelConfig{"m", moe_model(16, 4, 128)};
-    s.system = setup.system;
-    Layout layout;
-    layout.dp = 8;
-    layout.ep = ep;
-    apply_layout(layout, s.model, s.lowering);
-    return simulate_table(table, s, "1f1b").metrics.transfer_bytes;
+    l.ep = ep;
+    return simulate_table(table, moe_setup(l), "1f1b").metrics.transfer_bytes;
   };
   EXPECT_GT(moved(4), moved(8));
 }
@@ -335,18 +339,12 @@ TEST(Moe, FsdpShardsExpertsOverTheirOwnRanks) {
   // FSDP over DP 8 with EP 4: the dense state over 8 ranks, the experts' over EDP = 2
   // (torchtitan's expert FSDP mesh); without pipelining a block's parameters and gradients are
   // the unsharded working set.
-  ScheduleParams params;
-  params.devices = 1;
-  params.microbatches = 2;
-  const auto table = test::make("1f1b", params);
-  SimulationSetup setup;
-  setup.model = ModelConfig{"m", moe_model(16, 4, 128)};
-  setup.system = io::load_system("dgx-h100");
+  const auto table = one_device_table();
   Layout l;
   l.dp = 8;
   l.ep = 4;
   l.fsdp.enabled = true;
-  apply_layout(l, setup.model, setup.lowering);
+  const auto setup = moe_setup(l);
   const auto work = table_work(table, setup.model);
   const auto& w = work[0];
   const double state = w.grad_bytes + w.optimizer_bytes;
@@ -358,13 +356,8 @@ TEST(Moe, FsdpShardsExpertsOverTheirOwnRanks) {
   // The experts' gathers and reduce-scatters run over EDP: more bytes move than with EP 8, whose
   // EDP of 1 leaves each rank its experts whole.
   const auto moved = [&](std::int64_t ep) {
-    SimulationSetup s;
-    s.model = ModelConfig{"m", moe_model(16, 4, 128)};
-    s.system = setup.system;
-    Layout layout = l;
-    layout.ep = ep;
-    apply_layout(layout, s.model, s.lowering);
-    return simulate_table(table, s, "1f1b").metrics.transfer_bytes;
+    l.ep = ep;
+    return simulate_table(table, moe_setup(l), "1f1b").metrics.transfer_bytes;
   };
   EXPECT_GT(moved(4), moved(8));
 }

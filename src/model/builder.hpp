@@ -127,14 +127,8 @@ class Builder {
   void collective(std::string_view name, CollectiveKind kind, double bytes, Overlap overlap,
                   PassId hidden_pass, std::string_view hidden_by) {
     if (d_.t <= 1.0) return;
-    Operator op;
-    op.name = name;
-    op.kind = OperatorKind::Collective;
-    op.collective = kind;
-    op.collective_bytes = bytes;
-    op.overlap = overlap;
-    ops().push_back(op);
-    if (!hidden_by.empty()) pending_.push_back({pass_, ops().size() - 1, hidden_pass, hidden_by});
+    push_collective(name, CollectiveGroup::Tensor, kind, bytes, hidden_pass, hidden_by).overlap =
+        overlap;
   }
 
   // A mixture-of-experts layer's exchange of tokens: an all-to-all over the expert-parallel
@@ -143,18 +137,10 @@ class Builder {
   // `hidden_by` of this pass ("": exposed). No-op when the group has one rank.
   void expert_exchange(std::string_view name, CollectiveGroup group, CollectiveKind kind,
                        double bytes, std::string_view hidden_by) {
-    const double ranks = group == CollectiveGroup::Expert
-                             ? static_cast<double>(m_.expert_parallel)
-                             : static_cast<double>(m_.expert_tensor_parallel);
-    if (ranks <= 1.0) return;
-    Operator op;
-    op.name = name;
-    op.kind = OperatorKind::Collective;
-    op.group = group;
-    op.collective = kind;
-    op.collective_bytes = bytes;
-    ops().push_back(op);
-    if (!hidden_by.empty()) pending_.push_back({pass_, ops().size() - 1, pass_, hidden_by});
+    const auto ranks =
+        group == CollectiveGroup::Expert ? m_.expert_parallel : m_.expert_tensor_parallel;
+    if (ranks <= 1) return;
+    push_collective(name, group, kind, bytes, pass_, hidden_by);
   }
 
   // A context-parallel exchange of keys and values (or, for Ulysses, of Q, K, V and the output)
@@ -163,18 +149,25 @@ class Builder {
   void context_exchange(std::string_view name, CollectiveKind kind, double bytes,
                         std::string_view hidden_by, double fraction) {
     if (d_.cp <= 1.0) return;
-    Operator op;
-    op.name = name;
-    op.kind = OperatorKind::Collective;
-    op.group = CollectiveGroup::Context;
-    op.collective = kind;
-    op.collective_bytes = bytes;
-    op.hidden_fraction = fraction;
-    ops().push_back(op);
-    if (!hidden_by.empty()) pending_.push_back({pass_, ops().size() - 1, pass_, hidden_by});
+    push_collective(name, CollectiveGroup::Context, kind, bytes, pass_, hidden_by).hidden_fraction =
+        fraction;
   }
 
  private:
+  // Appends a collective and, when it has a partner ("" none), notes it to be resolved.
+  Operator& push_collective(std::string_view name, CollectiveGroup group, CollectiveKind kind,
+                            double bytes, PassId hidden_pass, std::string_view hidden_by) {
+    Operator op;
+    op.name = name;
+    op.kind = OperatorKind::Collective;
+    op.group = group;
+    op.collective = kind;
+    op.collective_bytes = bytes;
+    ops().push_back(op);
+    if (!hidden_by.empty()) pending_.push_back({pass_, ops().size() - 1, hidden_pass, hidden_by});
+    return ops().back();
+  }
+
   const TransformerConfig& m_;
   bool fp8_weight_grads_ = false;
   Dims d_;
