@@ -100,8 +100,7 @@ LayerParams dense_layer_params(const TransformerConfig& m) {
   const Dims d = dims(dense);
   // Tensor parallelism splits the matrices; the two LayerNorms (4h) are replicated on every
   // device (Megatron-LM, Shoeybi et al. 2019).
-  const double linears =
-      attention_params(dense, d) + (dense.gated_mlp ? 3 : 2) * d.h * d.ffn / d.t;
+  const double linears = attention_params(dense, d) + (dense.gated_mlp ? 3 : 2) * d.h * d.ffn / d.t;
   return {linears + 4 * d.h, 0.0, linears};
 }
 

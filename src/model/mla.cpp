@@ -58,8 +58,7 @@ void mla_forward(Builder& f, const TransformerConfig& m, const Dims& d, const La
   }
   f.linear("mla.kv_down", "mla.kv_down.quantize", z.T, s.kv_lora + s.rope, d.h, true);
   f.norm("mla.kv_norm", z.T * s.kv_lora, false);
-  f.linear("mla.kv_up", "mla.kv_up.quantize", z.T, s.heads * (d.head_dim() + s.v), s.kv_lora,
-           true);
+  f.linear("mla.kv_up", "mla.kv_up.quantize", z.T, s.heads * (d.head_dim() + s.v), s.kv_lora, true);
   mla_core_forward(f, m, d, z);
   f.linear("projection", "projection.quantize", z.T, d.h, s.heads * s.v, true);
   f.collective(sp ? "attention.reduce_scatter" : "attention.all_reduce",
@@ -79,18 +78,17 @@ void mla_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const
                  Overlap::All, PassId::InputGrad, "projection.input_grad");
   i.linear("projection.input_grad", "projection.quantize_grad", z.T, s.heads * s.v, d.h, false);
   // Recomputes QKᵀ: five products against the forward's two (Dao 2023).
-  i.fused_attention("attention.flash.backward", OperatorKind::FusedAttentionBackward,
-                    5 * z.T * d.keys * s.heads * (s.qk + s.v),
-                    2 * d.e *
-                        (z.T * s.heads * (s.qk + s.v) + d.b * d.keys * s.heads * (s.qk + s.v)));
+  i.fused_attention(
+      "attention.flash.backward", OperatorKind::FusedAttentionBackward,
+      5 * z.T * d.keys * s.heads * (s.qk + s.v),
+      2 * d.e * (z.T * s.heads * (s.qk + s.v) + d.b * d.keys * s.heads * (s.qk + s.v)));
   i.linear("mla.kv_up.input_grad", "mla.kv_up.quantize_grad", z.T, s.kv_lora,
            s.heads * (d.head_dim() + s.v), false);
   i.norm("mla.kv_norm.backward", z.T * s.kv_lora, true);
   i.linear("mla.kv_down.input_grad", "mla.kv_down.quantize_grad", z.T, d.h, s.kv_lora + s.rope,
            false);
   if (s.q_lora > 0) {
-    i.linear("mla.q_up.input_grad", "mla.q_up.quantize_grad", z.T, s.q_lora, s.heads * s.qk,
-             false);
+    i.linear("mla.q_up.input_grad", "mla.q_up.quantize_grad", z.T, s.q_lora, s.heads * s.qk, false);
     i.norm("mla.q_norm.backward", z.T * s.q_lora, true);
     i.linear("mla.q_down.input_grad", "mla.q_down.quantize_grad", z.T, d.h, s.q_lora, false);
   } else {
@@ -131,8 +129,8 @@ void mla_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d, cons
 // up-projections and the output projection split by heads.
 double mla_params(const TransformerConfig& m, const Dims& d) {
   const MlaSizes s = mla_sizes(m, d);
-  const double q = s.q_lora > 0 ? d.h * s.q_lora + s.q_lora + s.q_lora * s.heads * s.qk
-                                : d.h * s.heads * s.qk;
+  const double q =
+      s.q_lora > 0 ? d.h * s.q_lora + s.q_lora + s.q_lora * s.heads * s.qk : d.h * s.heads * s.qk;
   return q + d.h * (s.kv_lora + s.rope) + s.kv_lora + s.kv_lora * s.heads * (d.head_dim() + s.v) +
          s.heads * s.v * d.h;
 }

@@ -364,12 +364,12 @@ void recompute(PassOperators& layer, const TransformerConfig& m, const Dims& d, 
       if (op.kind == OperatorKind::Memory) head.push_back(op);
     }
     // (With latent attention, the key-value up-projection's product stands in for K's.)
-    head.push_back(m.attention == AttentionKind::Latent
-                       ? gemm_operator("mla.kv_up.recompute",
-                                       {z.T, d.a / d.t * d.head_dim(),
-                                        static_cast<double>(m.latent.kv_lora_rank)},
-                                       d.e)
-                       : gemm_operator("qkv.recompute_key", {z.T, d.kv / d.t, d.h}, d.e));
+    head.push_back(
+        m.attention == AttentionKind::Latent
+            ? gemm_operator(
+                  "mla.kv_up.recompute",
+                  {z.T, d.a / d.t * d.head_dim(), static_cast<double>(m.latent.kv_lora_rank)}, d.e)
+            : gemm_operator("qkv.recompute_key", {z.T, d.kv / d.t, d.h}, d.e));
     head.push_back(gemm_operator("projection.recompute", {z.T, d.h, d.q / d.t}, d.e));
     // The MLP's recomputed product of a dense layer; a mixture-of-experts layer's expert GEMMs
     // are kept (torchtitan's policy saves its grouped GEMMs' outputs, _op_sac_save_list).

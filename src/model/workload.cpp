@@ -41,7 +41,6 @@ std::vector<StageWork> explicit_work(const ExplicitWorkload& e, std::span<const 
 
 }  // namespace
 
-
 std::vector<StageWork> stage_work(const ModelConfig& model, std::span<const std::int32_t> units,
                                   std::int32_t devices) {
   if (const auto* e = std::get_if<ExplicitWorkload>(&model.spec))

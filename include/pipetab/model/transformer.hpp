@@ -177,7 +177,7 @@ struct TransformerConfig {
   double grad_bytes_per_param = 4.0;        ///< fp32 main gradients (Megatron)
   double optimizer_bytes_per_param = 12.0;  ///< fp32 master weights + Adam moments
   AttentionKind attention = AttentionKind::MultiHead;
-  LatentAttention latent;  ///< attention = Latent only
+  LatentAttention latent;        ///< attention = Latent only
   std::optional<MoeConfig> moe;  ///< a mixture of experts ([moe]); none: a dense MLP
 };
 
