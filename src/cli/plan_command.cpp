@@ -26,19 +26,20 @@ std::string csv_report(const PlanResult& r) {
       "rank,runtime_s,tokens_per_s,mfu,peak_memory_bytes,lower_bound_s,tensor_parallel,"
       "pipeline_parallel,data_parallel,schedule,chunks,micro_batch,microbatches,recompute,"
       "sequence_parallel,distributed_optimizer,compute_s,bubble_s,exposed_pipeline_s,tp_comm_s,"
-      "reductions_s,optimizer_s,overhead_s,context_parallel,fsdp\n";
+      "reductions_s,optimizer_s,overhead_s,context_parallel,fsdp,expert_parallel,a2a_overlap,"
+      "expert_comm_s\n";
   for (std::size_t i = 0; i < r.top.size(); ++i) {
     const auto& e = r.top[i];
     const auto& l = e.layout;
     const auto p = runtime_parts(e.metrics);
     out += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", i + 1,
-        e.metrics.runtime_s, e.metrics.tokens_per_s.value_or(0), e.metrics.mfu.value_or(0),
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+        i + 1, e.metrics.runtime_s, e.metrics.tokens_per_s.value_or(0), e.metrics.mfu.value_or(0),
         e.peak_memory_bytes, e.lower_bound_s, l.tensor_parallel, l.pipeline_parallel,
         l.data_parallel, l.schedule, l.chunks > 0 ? std::to_string(l.chunks) : "", l.micro_batch,
         l.microbatches, to_string(l.recompute), l.sequence_parallel, l.distributed_optimizer,
         p.compute, p.bubble, p.pipeline, p.tp, p.reductions, p.optimizer, p.overhead,
-        l.context_parallel, l.fsdp);
+        l.context_parallel, l.fsdp, l.expert_parallel, l.a2a_overlap, p.experts);
   }
   return out;
 }
@@ -83,24 +84,26 @@ std::string text_report(const PlanRequest& q, const PlanResult& r, double second
     out += "  no layout fits and runs\n";
   } else {
     out += fmt::format(
-        "\n{:>4} {:>10} {:>10} {:>6} {:>8}  {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  {}\n",
-        "rank", "runtime s", "tokens/s", "MFU", "peak GB", "compute", "bubble", "p2p", "TP", "DP",
-        "optim", "ovh", "layout");
+        "\n{:>4} {:>10} {:>10} {:>6} {:>8}  {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  "
+        "{}\n",
+        "rank", "runtime s", "tokens/s", "MFU", "peak GB", "compute", "bubble", "p2p", "TP", "A2A",
+        "DP", "optim", "ovh", "layout");
     for (std::size_t i = 0; i < r.top.size(); ++i) {
       const auto& e = r.top[i];
       const auto b = e.metrics.breakdown();
       const auto pct = [](double share) { return fmt::format("{:.1f}%", 100 * share); };
       out += fmt::format(
-          "{:>4} {:>10.4f} {:>10.0f} {:>6.3f} {:>8.2f}  {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  "
-          "{}\n",
+          "{:>4} {:>10.4f} {:>10.0f} {:>6.3f} {:>8.2f}  {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} "
+          "{:>7}  {}\n",
           i + 1, e.metrics.runtime_s, e.metrics.tokens_per_s.value_or(0), e.metrics.mfu.value_or(0),
           e.peak_memory_bytes / 1e9, pct(b.compute), pct(b.bubble), pct(b.exposed_pipeline),
-          pct(b.tp_comm), pct(b.reductions), pct(b.optimizer),
+          pct(b.tp_comm), pct(b.expert_comm), pct(b.reductions), pct(b.optimizer),
           pct(b.host_overhead + b.comm_interference), describe(e.layout));
     }
     out +=
         "  shares of the runtime: compute, pipeline bubble, exposed pipeline transfers (p2p), "
-        "tensor-parallel communication, exposed data-parallel reduction, optimizer step, "
+        "tensor-parallel communication, the experts' all-to-alls (A2A), exposed data-parallel "
+        "reduction, optimizer step, "
         "overheads (the host's time per step and per kernel, compute slowed by communication)\n";
   }
   if (!r.rejections.empty()) {
