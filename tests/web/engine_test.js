@@ -38,6 +38,9 @@ requests.push({ args: ["compare", "-S", "4", "-M", "8"] });  // the text report 
 for (const schedule of ["1f1b", "interleaved", "zb-v"])
   requests.push({ args: ["simulate", schedule, "-S", "4", "-M", "8", "--model", "llama2-13b", "--system", "dgx-a100", "--tp", "8", "--dp", "2", ...json] });
 requests.push({ args: ["simulate", "1f1b", "-S", "4", "-M", "8", "--model", "llama3.1-8b", "--system", "dgx-h100", "--cp", "2", "--fsdp", "--dp", "2", ...json] });
+// A mixture of experts with expert parallelism, its all-to-all overlapped (issue 25).
+requests.push({ args: ["simulate", "interleaved", "-S", "2", "-M", "4", "--model", "qwen3-30b-a3b", "--system", "dgx-h100", "--dp", "8", "--ep", "8", "--a2a-overlap", ...json] });
+requests.push({ args: ["cost", "--model", "deepseek-v3", "--ep", "8", "--dp", "8", "--format", "json"] });
 requests.push({ args: ["simulate", "zb-v", "-S", "4", "-M", "8", "--svg", "timeline.svg", "--trace", "trace.json", ...json], outputs: ["timeline.svg", "trace.json"] });
 requests.push({ args: ["analyze", "hanayo", "-S", "4", "-M", "4", ...json] });
 requests.push({ args: ["show", "zb-v", "-S", "4", "-M", "8"] });
