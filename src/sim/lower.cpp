@@ -234,7 +234,6 @@ std::vector<double> static_memory(const ScheduleTable& table, const std::vector<
   // one prefetched) and one block's fp32 reduce-scatter input.
   const Sharding sharding(model, options);
   const bool fsdp = sharding.fsdp;
-  const double shards = sharding.state_shards;
   const bool pipelined = table.devices > 1;
   std::vector<double> bytes_of(static_cast<std::size_t>(table.devices), 0.0);
   for (std::int32_t p = 0; p < table.pipelines(); ++p) {
