@@ -333,7 +333,6 @@ class Lowering {
   bool fsdp() const { return sharding_.fsdp; }
   std::int64_t shard_ranks() const { return sharding_.shard_ranks; }
   std::int64_t expert_ranks() const { return sharding_.expert_ranks; }
-  double state_shards() const { return sharding_.state_shards; }
 
   // The run must fit in the cluster when the system states its node count.
   void require_gpus() const {
