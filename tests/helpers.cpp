@@ -1,5 +1,6 @@
 #include "helpers.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <sstream>
 #include <stdexcept>
@@ -106,6 +107,12 @@ Costs split_costs(double F, double I, double W, std::optional<double> FB) {
   c.B = I + W;
   c.FB = FB;
   return c;
+}
+
+const Operator* find_op(const std::vector<Operator>& ops, std::string_view name) {
+  const auto it =
+      std::find_if(ops.begin(), ops.end(), [&](const Operator& op) { return op.name == name; });
+  return it == ops.end() ? nullptr : &*it;
 }
 
 }  // namespace pipetab::test

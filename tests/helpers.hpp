@@ -3,9 +3,11 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pipetab/error.hpp"
+#include "pipetab/model/operators.hpp"
 #include "pipetab/model/workload.hpp"
 #include "pipetab/schedules/registry.hpp"
 #include "pipetab/system/system.hpp"
@@ -66,5 +68,8 @@ std::string param_error(F&& f) {
   }
   return "(no error)";
 }
+
+/// The first operator of a pass called `name`, or nullptr.
+const Operator* find_op(const std::vector<Operator>& ops, std::string_view name);
 
 }  // namespace pipetab::test

@@ -211,11 +211,7 @@ TEST(Fsdp, RulesNameTheConflict) {
 
 // --- Context parallelism -------------------------------------------------------------------
 
-const Operator* find_op(const std::vector<Operator>& ops, std::string_view name) {
-  const auto it =
-      std::find_if(ops.begin(), ops.end(), [&](const Operator& op) { return op.name == name; });
-  return it == ops.end() ? nullptr : &*it;
-}
+using test::find_op;
 
 TEST(ContextParallel, RingExchangesKeysAndValuesOfTheWholeSequence) {
   // Llama 2 7B (32 heads of 128, MHA), s = 4096, b = 1, bf16, CP 4: the ring moves K and V of

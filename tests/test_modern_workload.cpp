@@ -17,11 +17,7 @@
 namespace pipetab {
 namespace {
 
-const Operator* find_op(const std::vector<Operator>& ops, std::string_view name) {
-  const auto it =
-      std::find_if(ops.begin(), ops.end(), [&](const Operator& op) { return op.name == name; });
-  return it == ops.end() ? nullptr : &*it;
-}
+using test::find_op;
 
 TransformerConfig llama8b() {
   return *io::load_model("llama3.1-8b").transformer();

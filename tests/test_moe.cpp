@@ -21,11 +21,7 @@
 namespace pipetab {
 namespace {
 
-const Operator* find_op(const std::vector<Operator>& ops, std::string_view name) {
-  const auto it =
-      std::find_if(ops.begin(), ops.end(), [&](const Operator& op) { return op.name == name; });
-  return it == ops.end() ? nullptr : &*it;
-}
+using test::find_op;
 
 // A small dense SwiGLU transformer, and the same with experts.
 TransformerConfig dense_model(std::int64_t ffn) {

@@ -212,11 +212,14 @@ void moe_forward(Builder& f, const TransformerConfig& m, const Dims& d, const La
 void moe_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
 void moe_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
 
-// Multi-head latent attention (mla.cpp): the layer's attention half, its fused core, its
-// parameters and activation bytes per device.
-void mla_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
-void mla_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
-void mla_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
+// Multi-head latent attention (mla.cpp): the attention's projections per pass (operators.cpp
+// builds the shell around them), its fused core, its parameters and activation bytes per device.
+void mla_projections_forward(Builder& f, const TransformerConfig& m, const Dims& d,
+                             const LayerSizes& z);
+void mla_projections_input_grad(Builder& i, const TransformerConfig& m, const Dims& d,
+                                const LayerSizes& z);
+void mla_projections_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d,
+                                 const LayerSizes& z);
 void mla_core_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
 double mla_params(const TransformerConfig& m, const Dims& d);
 double mla_activation_bytes(const TransformerConfig& m, const Dims& d);

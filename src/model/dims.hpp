@@ -43,12 +43,6 @@ inline Dims dims(const TransformerConfig& m) {
           static_cast<double>(m.dtype_bytes)};
 }
 
-// Weights of the matrix multiplies of one layer (all devices): Q and the output projection
-// h×q each, K and V h×kv each, the MLP two (gated: three) h×ffn matrices.
-inline double matmul_params(const Dims& d, bool gated) {
-  return 2 * d.h * d.q + 2 * d.h * d.kv + (gated ? 3 : 2) * d.h * d.ffn;
-}
-
 // The model a mixture of experts' dense layers are: its dense_ffn_hidden as the MLP width.
 inline TransformerConfig dense_layer_model(const TransformerConfig& m) {
   TransformerConfig dense = m;

@@ -90,7 +90,7 @@ LayerActivation moe_layer_activation_bytes(const TransformerConfig& m) {
 }
 
 // The attention's matrices per device: split by TP, or latent attention's (mla_params).
-double attention_params(const TransformerConfig& m, const Dims& d) {
+static double attention_params(const TransformerConfig& m, const Dims& d) {
   if (m.attention == AttentionKind::Latent) return mla_params(m, d);
   return (2 * d.h * d.q + 2 * d.h * d.kv) / d.t;
 }

@@ -1,10 +1,11 @@
-// The attention of a layer with multi-head latent attention (DeepSeek-V3 §2.1.1; Megatron-Core's
-// MLASelfAttention): the input down-projected to the query and key-value latents (whole on every
-// tensor-parallel rank), their RMSNorms, the up-projections to the heads' queries, keys and
-// values (split by heads), fused attention with query-key heads of head_dim + qk_rope_head_dim
-// and value heads of v_head_dim, and the output projection. The rotary part of the keys is one
-// head shared by all (it comes out of the key-value down-projection), applied inside the fused
-// kernels (not counted).
+// The inside of a layer's attention with multi-head latent attention (DeepSeek-V3 §2.1.1;
+// Megatron-Core's MLASelfAttention); operators.cpp builds the shell around it (the norms, the SP
+// collectives, the output projection). The input is down-projected to the query and key-value
+// latents (whole on every tensor-parallel rank), RMSNorm'd, and up-projected to the heads'
+// queries, keys and values (split by heads); fused attention runs query-key heads of head_dim +
+// qk_rope_head_dim and value heads of v_head_dim. The rotary part of the keys is one head shared
+// by all (it comes out of the key-value down-projection), applied inside the fused kernels (not
+// counted).
 #include "builder.hpp"
 
 namespace pipetab::detail {
@@ -42,13 +43,9 @@ void mla_core_forward(Builder& f, const TransformerConfig& m, const Dims& d, con
                     d.e * (z.T * s.heads * (s.qk + s.v) + d.b * d.keys * s.heads * (s.qk + s.v)));
 }
 
-void mla_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
+void mla_projections_forward(Builder& f, const TransformerConfig& m, const Dims& d,
+                             const LayerSizes& z) {
   const MlaSizes s = mla_sizes(m, d);
-  const bool sp = m.sequence_parallel;
-  f.norm("layernorm1", z.x, false);
-  if (sp)
-    f.collective("attention.all_gather", CollectiveKind::AllGather, d.e * z.full, Overlap::All,
-                 PassId::Forward, "mla.kv_down");
   if (s.q_lora > 0) {
     f.linear("mla.q_down", "mla.q_down.quantize", z.T, s.q_lora, d.h, true);
     f.norm("mla.q_norm", z.T * s.q_lora, false);
@@ -59,24 +56,11 @@ void mla_forward(Builder& f, const TransformerConfig& m, const Dims& d, const La
   f.linear("mla.kv_down", "mla.kv_down.quantize", z.T, s.kv_lora + s.rope, d.h, true);
   f.norm("mla.kv_norm", z.T * s.kv_lora, false);
   f.linear("mla.kv_up", "mla.kv_up.quantize", z.T, s.heads * (d.head_dim() + s.v), s.kv_lora, true);
-  mla_core_forward(f, m, d, z);
-  f.linear("projection", "projection.quantize", z.T, d.h, s.heads * s.v, true);
-  f.collective(sp ? "attention.reduce_scatter" : "attention.all_reduce",
-               sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
-               Overlap::All, PassId::Forward, "projection");
-  f.memory("attention.dropout_add", dropout_add_bytes(m, d, z, false));
-  f.norm("layernorm2", z.x, false);
 }
 
-void mla_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
+void mla_projections_input_grad(Builder& i, const TransformerConfig& m, const Dims& d,
+                                const LayerSizes& z) {
   const MlaSizes s = mla_sizes(m, d);
-  const bool sp = m.sequence_parallel;
-  i.norm("layernorm2.backward", z.x, true);
-  i.memory("attention.dropout_add.backward", dropout_add_bytes(m, d, z, true));
-  if (sp)
-    i.collective("attention.reduce_scatter.backward", CollectiveKind::AllGather, d.e * z.full,
-                 Overlap::All, PassId::InputGrad, "projection.input_grad");
-  i.linear("projection.input_grad", "projection.quantize_grad", z.T, s.heads * s.v, d.h, false);
   // Recomputes QKᵀ: five products against the forward's two (Dao 2023).
   i.fused_attention(
       "attention.flash.backward", OperatorKind::FusedAttentionBackward,
@@ -94,21 +78,11 @@ void mla_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const
   } else {
     i.linear("mla.q.input_grad", "mla.q.quantize_grad", z.T, d.h, s.heads * s.qk, false);
   }
-  // The up-projections' input gradients are partial sums over the heads' ranks: reduced as the
-  // dense layer's QKV input gradient is, during the key-value down-projection's weight gradient.
-  i.collective(sp ? "attention.all_gather.backward" : "attention.all_reduce.backward",
-               sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
-               Overlap::Backward, PassId::WeightGrad, "mla.kv_down.weight_grad");
-  i.norm("layernorm1.backward", z.x, true);
 }
 
-void mla_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
+void mla_projections_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d,
+                                 const LayerSizes& z) {
   const MlaSizes s = mla_sizes(m, d);
-  if (m.sequence_parallel) {
-    w.collective("attention.all_gather.regather", CollectiveKind::AllGather, d.e * z.full,
-                 Overlap::Backward, PassId::InputGrad, "mla.kv_down.input_grad");
-  }
-  w.fp8_weight_grads(true);
   if (s.q_lora > 0) {
     w.weight_gemm("mla.q_down.weight_grad", "mla.q_down.weight_grad.accumulate", d.h, s.q_lora,
                   z.T);
@@ -121,8 +95,6 @@ void mla_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d, cons
                 s.kv_lora + s.rope, z.T);
   w.weight_gemm("mla.kv_up.weight_grad", "mla.kv_up.weight_grad.accumulate", s.kv_lora,
                 s.heads * (d.head_dim() + s.v), z.T);
-  w.weight_gemm("projection.weight_grad", "projection.weight_grad.accumulate", s.heads * s.v, d.h,
-                z.T);
 }
 
 // Parameters of the attention per device: the down-projections and their norms whole, the

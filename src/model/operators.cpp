@@ -129,20 +129,38 @@ void attention_core_forward(Builder& f, const TransformerConfig& m, const Dims& 
   f.gemm("attention.values", d.s, z.head_dim, d.s, z.heads);
 }
 
-void attention_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
+// The attention's projections and core differ between multi-head attention (QKV) and latent
+// attention (mla.cpp's down- and up-projections); the shell around them — the norms, the SP
+// collectives, the output projection and the dropout-add — is the same. What the shell needs of
+// the inside: the linear its collectives pair with, and the output projection's input width.
+struct AttentionInside {
+  std::string_view first_linear, first_linear_input_grad, first_linear_weight_grad;
+  double projection_in;
+};
+
+AttentionInside attention_inside(const TransformerConfig& m, const Dims& d) {
   if (m.attention == AttentionKind::Latent) {
-    detail::mla_forward(f, m, d, z);
-    return;
+    return {"mla.kv_down", "mla.kv_down.input_grad", "mla.kv_down.weight_grad",
+            d.a / d.t * static_cast<double>(m.latent.v_head_dim)};
   }
+  return {"qkv", "qkv.input_grad", "qkv.weight_grad", d.q / d.t};
+}
+
+void attention_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
+  const AttentionInside in = attention_inside(m, d);
   const bool sp = m.sequence_parallel;
   f.norm("layernorm1", z.x, false);
   if (sp)
     f.collective("attention.all_gather", CollectiveKind::AllGather, d.e * z.full, Overlap::All,
-                 PassId::Forward, "qkv");
-  f.linear("qkv", "qkv.quantize", z.T, z.qkv_out, d.h, true);
-  f.rotary("rotary", z.T * (d.q + d.kv) / d.t);
+                 PassId::Forward, in.first_linear);
+  if (m.attention == AttentionKind::Latent) {
+    detail::mla_projections_forward(f, m, d, z);
+  } else {
+    f.linear("qkv", "qkv.quantize", z.T, z.qkv_out, d.h, true);
+    f.rotary("rotary", z.T * (d.q + d.kv) / d.t);
+  }
   attention_core_forward(f, m, d, z);
-  f.linear("projection", "projection.quantize", z.T, d.h, d.q / d.t, true);
+  f.linear("projection", "projection.quantize", z.T, d.h, in.projection_in, true);
   f.collective(sp ? "attention.reduce_scatter" : "attention.all_reduce",
                sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
                Overlap::All, PassId::Forward, "projection");
@@ -226,56 +244,63 @@ namespace {
 
 void attention_input_grad(Builder& i, const TransformerConfig& m, const Dims& d,
                           const LayerSizes& z) {
-  if (m.attention == AttentionKind::Latent) {
-    detail::mla_input_grad(i, m, d, z);
-    return;
-  }
+  const AttentionInside in = attention_inside(m, d);
   const bool sp = m.sequence_parallel;
   i.norm("layernorm2.backward", z.x, true);
   i.memory("attention.dropout_add.backward", dropout_add_bytes(m, d, z, true));
   if (sp)
     i.collective("attention.reduce_scatter.backward", CollectiveKind::AllGather, d.e * z.full,
                  Overlap::All, PassId::InputGrad, "projection.input_grad");
-  i.linear("projection.input_grad", "projection.quantize_grad", z.T, d.q / d.t, d.h, false);
-  if (m.flash_attention) {
-    // Recomputes QKᵀ and the softmax: five products against the forward's two (Dao 2023).
-    if (m.cp_method == CpMethod::AllToAll)
-      i.context_exchange("attention.cp_all_to_all.output.backward", CollectiveKind::AllToAll,
-                         d.e * d.b * d.keys * d.q / d.t, "", 0.0);
-    context_exchange_backward(i, m, d);
-    i.fused_attention("attention.flash.backward", OperatorKind::FusedAttentionBackward,
-                      10 * z.T * d.keys * d.q / d.t,
-                      d.e * (z.T * 4 * d.q + d.b * d.keys * 4 * d.kv) / d.t);
+  i.linear("projection.input_grad", "projection.quantize_grad", z.T, in.projection_in, d.h, false);
+  if (m.attention == AttentionKind::Latent) {
+    detail::mla_projections_input_grad(i, m, d, z);
   } else {
-    i.gemm("attention.values.input_grad", d.s, d.s, z.head_dim, z.heads);  // dP = dO·Vᵀ
-    i.gemm("attention.values.value_grad", d.s, z.head_dim, d.s, z.heads);  // dV = Pᵀ·dO
-    if (m.dropout) i.memory("attention.dropout.backward", (2 * d.e + 1) * z.scores);
-    i.memory("attention.softmax.backward", 3 * d.e * z.scores);            // read y, dy; write dx
-    i.gemm("attention.scores.query_grad", d.s, z.head_dim, d.s, z.heads);  // dQ = dS·K
-    i.gemm("attention.scores.key_grad", d.s, z.head_dim, d.s, z.heads);    // dK = dSᵀ·Q
+    if (m.flash_attention) {
+      // Recomputes QKᵀ and the softmax: five products against the forward's two (Dao 2023).
+      if (m.cp_method == CpMethod::AllToAll)
+        i.context_exchange("attention.cp_all_to_all.output.backward", CollectiveKind::AllToAll,
+                           d.e * d.b * d.keys * d.q / d.t, "", 0.0);
+      context_exchange_backward(i, m, d);
+      i.fused_attention("attention.flash.backward", OperatorKind::FusedAttentionBackward,
+                        10 * z.T * d.keys * d.q / d.t,
+                        d.e * (z.T * 4 * d.q + d.b * d.keys * 4 * d.kv) / d.t);
+    } else {
+      i.gemm("attention.values.input_grad", d.s, d.s, z.head_dim, z.heads);  // dP = dO·Vᵀ
+      i.gemm("attention.values.value_grad", d.s, z.head_dim, d.s, z.heads);  // dV = Pᵀ·dO
+      if (m.dropout) i.memory("attention.dropout.backward", (2 * d.e + 1) * z.scores);
+      i.memory("attention.softmax.backward", 3 * d.e * z.scores);            // read y, dy; write dx
+      i.gemm("attention.scores.query_grad", d.s, z.head_dim, d.s, z.heads);  // dQ = dS·K
+      i.gemm("attention.scores.key_grad", d.s, z.head_dim, d.s, z.heads);    // dK = dSᵀ·Q
+    }
+    i.rotary("rotary.backward", z.T * (d.q + d.kv) / d.t);
+    i.linear("qkv.input_grad", "qkv.quantize_grad", z.T, d.h, z.qkv_out, false);
   }
-  i.rotary("rotary.backward", z.T * (d.q + d.kv) / d.t);
-  i.linear("qkv.input_grad", "qkv.quantize_grad", z.T, d.h, z.qkv_out, false);
+  // Megatron's asynchronous backward communication: the input gradient's reduction runs during
+  // the first linear's weight-gradient GEMM when that runs in the same op (B = I + W). (Latent
+  // attention's up-projections' input gradients are partial sums over the heads' ranks, reduced
+  // the same way.)
   i.collective(sp ? "attention.all_gather.backward" : "attention.all_reduce.backward",
                sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
-               Overlap::Backward, PassId::WeightGrad, "qkv.weight_grad");
+               Overlap::Backward, PassId::WeightGrad, in.first_linear_weight_grad);
   i.norm("layernorm1.backward", z.x, true);
 }
 
 void attention_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d,
                            const LayerSizes& z) {
-  if (m.attention == AttentionKind::Latent) {
-    detail::mla_weight_grad(w, m, d, z);
-    return;
-  }
+  const AttentionInside in = attention_inside(m, d);
   if (m.sequence_parallel) {
-    // As fc1's: the QKV weight gradient needs the gathered input again.
+    // As fc1's: the first linear's weight gradient needs the gathered input again.
     w.collective("attention.all_gather.regather", CollectiveKind::AllGather, d.e * z.full,
-                 Overlap::Backward, PassId::InputGrad, "qkv.input_grad");
+                 Overlap::Backward, PassId::InputGrad, in.first_linear_input_grad);
   }
   w.fp8_weight_grads(true);
-  w.weight_gemm("qkv.weight_grad", "qkv.weight_grad.accumulate", d.h, z.qkv_out, z.T);
-  w.weight_gemm("projection.weight_grad", "projection.weight_grad.accumulate", d.q / d.t, d.h, z.T);
+  if (m.attention == AttentionKind::Latent) {
+    detail::mla_projections_weight_grad(w, m, d, z);
+  } else {
+    w.weight_gemm("qkv.weight_grad", "qkv.weight_grad.accumulate", d.h, z.qkv_out, z.T);
+  }
+  w.weight_gemm("projection.weight_grad", "projection.weight_grad.accumulate", in.projection_in,
+                d.h, z.T);
 }
 
 // One layer's passes: attention, then the MLP (dense, or the experts), the MLP's backward first.
