@@ -468,18 +468,36 @@ TEST(Plan, ExpertParallelLayoutsAreSearchedAndPruningKeepsTheTop) {
   q.top = 8;
   const auto r = plan(q);
   ASSERT_FALSE(r.top.empty());
-  bool expert_parallel = false, overlap = false;
+  bool expert_parallel = false;
   for (const auto& e : r.top) {
     expert_parallel = expert_parallel || e.layout.expert_parallel > 1;
-    overlap = overlap || e.layout.a2a_overlap;
-    // Every ranked layout obeys the folding rule: EP divides TP × CP × DP.
+    // Every ranked layout obeys the folding rule: EP divides TP × CP × DP; the combined 1F1B
+    // pairs only the steps of an interleaved schedule with experts spread.
     const auto& l = e.layout;
     EXPECT_EQ(l.tensor_parallel * l.context_parallel * l.data_parallel % l.expert_parallel, 0);
     EXPECT_EQ(128 % l.expert_parallel, 0);
+    if (l.a2a_overlap) {
+      EXPECT_GT(l.expert_parallel, 1);
+      EXPECT_GE(l.chunks, 2);
+    }
   }
   EXPECT_TRUE(expert_parallel);
-  EXPECT_TRUE(overlap);
   expect_pruning_keeps_the_top(q);
+  // Interleaved alone: the overlap's layouts are searched, and the best of them beats its twin
+  // without it (the all-to-alls hide under the other pass's compute).
+  q.space.schedules = {"interleaved"};
+  q.space.expert_parallel = {8};
+  q.top = 1000;
+  const auto i = plan(q);
+  const auto best = std::find_if(i.top.begin(), i.top.end(),
+                                 [](const PlanEntry& e) { return e.layout.a2a_overlap; });
+  ASSERT_NE(best, i.top.end());
+  auto plain = best->layout;
+  plain.a2a_overlap = false;
+  const auto twin = std::find_if(i.top.begin(), i.top.end(),
+                                 [&](const PlanEntry& e) { return e.layout == plain; });
+  ASSERT_NE(twin, i.top.end());
+  EXPECT_LT(best->metrics.runtime_s, twin->metrics.runtime_s);
 }
 
 }  // namespace

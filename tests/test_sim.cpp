@@ -15,6 +15,7 @@
 #include "pipetab/io/config.hpp"
 #include "pipetab/io/pytorch_csv.hpp"
 #include "pipetab/io/table_json.hpp"
+#include "pipetab/sim/bounds.hpp"
 #include "pipetab/sim/engine.hpp"
 #include "pipetab/sim/simulation.hpp"
 #include "pipetab/table/comm_order.hpp"
@@ -1075,6 +1076,109 @@ TEST(Iteration, PipelineDevicesSpanTheirTensorAndDataParallelRanks) {
   std::vector<std::int32_t> links;
   EXPECT_EQ(wide.append_route(0, 1, links), system.inter.latency_s);
   EXPECT_EQ(narrow.append_route(0, 1, links), system.intra.latency_s);
+}
+
+}  // namespace
+}  // namespace pipetab
+
+namespace pipetab {
+namespace {
+
+// Device 0 runs one op of steps: compute 1 s, issue a 1 GB flow on its own port (1 GB/s), compute
+// 0.5 s beside it, wait for it, compute 1 s. Device 1 runs an empty op after an activation of
+// `activation` bytes from device 0 issued at time 0 (none when 0).
+ExecGraph op_with_an_exchange(const Network& network, double activation) {
+  ExecGraph g;
+  g.devices = 2;
+  g.compute_nodes = 2;
+  set_rows(g, {0, 1, 2});
+  g.device = {0, 1};
+  g.duration = {2.5, 0.0};
+  g.alloc_bytes = g.free_bytes = {0.0, 0.0};
+  g.static_bytes = {0.0, 0.0};
+  g.expert_comm_s = {0.0, 0.0};
+  g.preds = {0, activation > 0.0 ? 1 : 0};
+  // Transfer 2: the exchange (its one dependency is its issue step).
+  g.device.push_back(0);
+  g.preds.push_back(1);
+  g.kind.push_back(TransferKind::ExpertAllToAll);
+  g.blocks_sender.push_back(0);
+  g.stage.push_back(0);
+  g.receiver.push_back(0);
+  g.bytes.push_back(1e9);
+  g.latency_s.push_back(0.0);
+  g.route.push_back(network.port_up(0));
+  g.route.push_back(network.port_down(0));
+  g.route_begin.push_back(static_cast<std::int64_t>(g.route.size()));
+  g.succ_begin = {0, 0, 0, 0};
+  if (activation > 0.0) {  // transfer 3, device 0 → 1, free at once, needed by node 1
+    g.device.push_back(0);
+    g.preds.push_back(0);
+    add_transfer(g, network, 0, 1, activation);
+    g.succ_begin.push_back(1);
+    g.succ = {1};
+  }
+  g.step_begin = {0, 5, 5};
+  g.steps = {{StepKind::Compute, -1, 1.0},
+             {StepKind::Issue, 2, 0.0},
+             {StepKind::Compute, -1, 0.5},
+             {StepKind::Wait, 2, 0.0},
+             {StepKind::Compute, -1, 1.0}};
+  no_start_edges(g);
+  return g;
+}
+
+TEST(Sim, AnOpWaitsForItsExchangeWhereItsStepsSay) {
+  const auto system = system_with(Topology::Switched, {0.0, 1e9}, {0.0, 1e9});
+  const Network network(system, 2);
+  auto g = op_with_an_exchange(network, 0.0);
+  auto r = simulate(g, network);
+  // Issued at 1, the flow ends at 2; the 0.5 s beside it end at 1.5 and the op waits 0.5 s.
+  EXPECT_DOUBLE_EQ(r.start[2], 1.0);
+  EXPECT_DOUBLE_EQ(r.end[2], 2.0);
+  EXPECT_DOUBLE_EQ(r.end[0], 3.0);
+  EXPECT_DOUBLE_EQ(r.devices[0].compute_s, 3.0);
+  EXPECT_DOUBLE_EQ(r.devices[0].expert_comm_s, 0.5);  // waited: the exposed exchange
+  EXPECT_DOUBLE_EQ(r.devices[0].tp_comm_s, 0.5);
+  EXPECT_DOUBLE_EQ(r.devices[0].interference_s, 0.0);
+  EXPECT_DOUBLE_EQ(r.devices[0].exposed_comm_s, 0.0);  // inside the op
+  // Compute beside the flow runs 1 + 0.5 times longer: the 0.5 s take 0.75, end at 1.75; the op
+  // waits 0.25 s and ends at 3, 0.25 s slowed.
+  g.comm_slowdown = 0.5;
+  r = simulate(g, network);
+  EXPECT_DOUBLE_EQ(r.end[0], 3.0);
+  EXPECT_DOUBLE_EQ(r.devices[0].expert_comm_s, 0.25);
+  EXPECT_DOUBLE_EQ(r.devices[0].interference_s, 0.25);
+  // Longer beside work than the flow: no wait.
+  g.comm_slowdown = 0.0;
+  g.steps[2].seconds = 1.5;
+  g.duration[0] = 3.5;
+  r = simulate(g, network);
+  EXPECT_DOUBLE_EQ(r.end[0], 3.5);
+  EXPECT_DOUBLE_EQ(r.devices[0].expert_comm_s, 0.0);
+  // The bound of the graph counts the exchange alone at its links' speed... given as a rate cap.
+  g.steps[2].seconds = 0.5;
+  g.duration[0] = 2.5;
+  g.rate_cap.assign(1, 1e9);
+  EXPECT_DOUBLE_EQ(graph_bounds(g, network).runtime_lower_bound_s, 3.0);
+  EXPECT_DOUBLE_EQ(device_bounds(g).busy_s[0], 3.0);
+}
+
+TEST(Sim, AnExchangeSharesItsLinksWithOtherTraffic) {
+  // An activation of 1.5 GB leaves device 0 at time 0 on its port up; at 1 the exchange starts
+  // on the same port with 0.5 GB of the activation left: both at 0.5 GB/s until the activation
+  // ends at 2, the exchange's last 0.5 GB alone by 2.5; the op waits until then and ends at 3.5.
+  const auto system = system_with(Topology::Switched, {0.0, 1e9}, {0.0, 1e9});
+  const Network network(system, 2);
+  const auto g = op_with_an_exchange(network, 1.5e9);
+  const auto r = simulate(g, network);
+  EXPECT_DOUBLE_EQ(r.end[3], 2.0);
+  EXPECT_DOUBLE_EQ(r.end[2], 2.5);
+  EXPECT_DOUBLE_EQ(r.end[0], 3.5);
+  EXPECT_DOUBLE_EQ(r.devices[0].expert_comm_s, 1.0);
+  SimOptions alone;
+  alone.contention = false;
+  EXPECT_DOUBLE_EQ(simulate(g, network, alone).end[0], 3.0);
 }
 
 }  // namespace

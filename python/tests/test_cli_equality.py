@@ -217,9 +217,9 @@ def test_plan_expert_parallel_equals_cli(cli):
     flags = ["--model", "qwen3-30b-a3b", "--system", "dgx-h100", "--gpus", 16,
              "--global-batch", 32]
     result = pipetab.plan(**args, ep=[4, 8], a2a_overlap=True, micro_batch=[1],
-                          schedules=["1f1b", "dualpipev"], top=4)
+                          schedules=["interleaved", "dualpipev"], top=4)
     assert result.to_dict() == cli.json("plan", *flags, "--ep", "4,8", "--a2a-overlap", "on",
-                                        "--micro-batch", 1, "--schedules", "1f1b,dualpipev",
+                                        "--micro-batch", 1, "--schedules", "interleaved,dualpipev",
                                         "--top", 4)
     layouts = [entry["layout"] for entry in result.to_dict()["top"]]
     assert layouts and {layout["expert_parallel"] for layout in layouts} <= {4, 8}

@@ -19,26 +19,30 @@ double collective_seconds(CollectiveKind kind, double bytes, double ranks, const
 
 namespace pipetab::cost {
 
-double expert_all_to_all_seconds(const ExpertAllToAll& a, const LinkSpec& intra,
-                                 const LinkSpec& inter) {
-  if (a.ranks <= 1.0 || a.bytes <= 0.0) return 0.0;
+AllToAllFlows expert_all_to_all_flows(const ExpertAllToAll& a) {
+  if (a.ranks <= 1.0 || a.bytes <= 0.0) return {};
   const double per_node = std::clamp(a.per_node, 1.0, a.ranks);
   const double nodes = a.ranks / per_node;
-  double local = a.bytes * (per_node - 1.0) / a.ranks;
-  double remote = a.bytes * (a.ranks - per_node) / a.ranks;
+  AllToAllFlows f{a.bytes * (per_node - 1.0) / a.ranks, a.bytes * (a.ranks - per_node) / a.ranks};
   if (a.per_node_dedup && nodes > 1.0) {
     double distinct = nodes * (1.0 - std::pow(1.0 - 1.0 / nodes, a.top_k));
     if (a.node_limit > 0.0) distinct = std::min(distinct, a.node_limit);
-    remote = a.bytes / a.top_k * distinct * (nodes - 1.0) / nodes;
+    f.remote = a.bytes / a.top_k * distinct * (nodes - 1.0) / nodes;
     // Every row that is not the receiver's own crosses its node's NVLink once: from a peer of
     // its node, or forwarded from the GPU whose NIC took it in.
-    local = a.bytes * (per_node - 1.0) / per_node;
+    f.local = a.bytes * (per_node - 1.0) / per_node;
   }
+  return f;
+}
+
+double expert_all_to_all_seconds(const ExpertAllToAll& a, const LinkSpec& intra,
+                                 const LinkSpec& inter) {
+  const AllToAllFlows f = expert_all_to_all_flows(a);
   const auto time = [](double bytes, const LinkSpec& link) {
     if (bytes <= 0.0) return 0.0;
     return link.latency_s + bytes / (link.bandwidth * link.collective_efficiency);
   };
-  return std::max(time(local, intra), time(remote, inter));
+  return std::max(time(f.local, intra), time(f.remote, inter));
 }
 
 }  // namespace pipetab::cost

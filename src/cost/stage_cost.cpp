@@ -179,46 +179,118 @@ Timed timed(const PassOperators& ops, const TransformerConfig& m, const SystemCo
   return t;
 }
 
-// The cost of running the passes in `set` as one op: every operator once, a collective less the
-// time of its partner GEMM when that runs in the same op and the overlap is on.
+// An expert all-to-all the simulation runs as flows (CostOptions::expert_flows).
+bool is_flow(const Operator& op, bool flows) {
+  return flows && op.kind == OperatorKind::Collective && op.group == CollectiveGroup::Expert;
+}
+
+// An operator's time in a pass run as one op: a collective less the time of its partner GEMM
+// when that runs in the same op and the overlap is on.
+double op_seconds(const PassOperators& ops, const Timed& t, PassId id, std::size_t k,
+                  std::initializer_list<PassId> set, Overlap overlap) {
+  const Operator& op = ops.pass(id)[k];
+  double s = t.seconds[static_cast<std::size_t>(id)][k];
+  if (op.kind != OperatorKind::Collective) return s;
+  // Context and expert exchanges run beside their partner whenever the model gives them one
+  // (the ring's design; the shared-expert overlap); tensor-parallel ones as --tp-overlap allows.
+  const bool may_overlap = op.group != CollectiveGroup::Tensor
+                               ? true
+                               : op.overlap != Overlap::Never && overlap >= op.overlap;
+  const bool in_set = std::find(set.begin(), set.end(), op.hidden_pass) != set.end();
+  if (may_overlap && op.hidden_index >= 0 && in_set) {
+    const double partner = t.seconds[static_cast<std::size_t>(op.hidden_pass)]
+                                    [static_cast<std::size_t>(op.hidden_index)];
+    s = std::max(0.0, s - op.hidden_fraction * partner);
+  }
+  return s;
+}
+
+// The cost of running the passes in `set` as one op: every operator once (the all-to-alls left
+// to the simulation as flows left out).
 PassCost pass_cost(const PassOperators& ops, const Timed& t, std::initializer_list<PassId> set,
-                   Overlap overlap) {
+                   Overlap overlap, bool flows) {
   PassCost c;
-  const auto in_set = [&](PassId id) { return std::find(set.begin(), set.end(), id) != set.end(); };
   for (const auto id : set) {
     const auto& list = ops.pass(id);
-    const auto& seconds = t.seconds[static_cast<std::size_t>(id)];
     for (std::size_t k = 0; k < list.size(); ++k) {
       const Operator& op = list[k];
-      double s = seconds[k];
+      c.kernels += op.kernels;
+      if (is_flow(op, flows)) continue;
+      const double s = op_seconds(ops, t, id, k, set, overlap);
       if (op.kind == OperatorKind::Collective) {
-        // Context and expert exchanges run beside their partner whenever the model gives them
-        // one (the ring's design; the shared-expert overlap); tensor-parallel ones as
-        // --tp-overlap allows.
-        const bool may_overlap = op.group != CollectiveGroup::Tensor
-                                     ? true
-                                     : op.overlap != Overlap::Never && overlap >= op.overlap;
-        if (may_overlap && op.hidden_index >= 0 && in_set(op.hidden_pass)) {
-          const double partner = t.seconds[static_cast<std::size_t>(op.hidden_pass)]
-                                          [static_cast<std::size_t>(op.hidden_index)];
-          s = std::max(0.0, s - op.hidden_fraction * partner);
-        }
         c.tp_comm_s += s;
         if (op.group == CollectiveGroup::Expert || op.group == CollectiveGroup::ExpertTensor)
           c.expert_comm_s += s;
       }
       c.seconds += s;
-      c.kernels += op.kernels;
     }
   }
   return c;
 }
 
-StageCost stage_cost_of(const PassOperators& ops, const Timed& t, Overlap overlap) {
-  return {pass_cost(ops, t, {PassId::Forward}, overlap),
-          pass_cost(ops, t, {PassId::InputGrad}, overlap),
-          pass_cost(ops, t, {PassId::WeightGrad}, overlap),
-          pass_cost(ops, t, {PassId::InputGrad, PassId::WeightGrad}, overlap)};
+// The passes in `set` of one MoE layer with their all-to-alls as exchanges, in operator order;
+// an exchange's partner (the shared expert's GEMM it hides under) runs beside it.
+LayerProgram layer_program(const PassOperators& ops, const Timed& t,
+                           std::initializer_list<PassId> set, Overlap overlap,
+                           const TransformerConfig& m, const SystemConfig& system) {
+  LayerProgram p;
+  // Partners of the exchanges, by (pass, index): their time goes to their exchange.
+  std::vector<std::pair<std::pair<PassId, std::int32_t>, std::size_t>> partners;
+  for (const auto id : set) {
+    const auto& list = ops.pass(id);
+    for (const Operator& op : list) {
+      if (!is_flow(op, true)) continue;
+      const AllToAllFlows flows = expert_all_to_all_flows(expert_all_to_all(op, m, system));
+      if (op.hidden_index >= 0 && op.hidden_pass == id)
+        partners.push_back({{id, op.hidden_index}, p.exchanges.size()});
+      p.exchanges.push_back({0.0, 0.0, flows});
+    }
+  }
+  double since = 0.0;
+  std::size_t next = 0;
+  for (const auto id : set) {
+    const auto& list = ops.pass(id);
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      if (is_flow(list[k], true)) {
+        p.exchanges[next++].before_s = since;
+        since = 0.0;
+        continue;
+      }
+      const double s = op_seconds(ops, t, id, k, set, overlap);
+      const auto partner = std::find_if(partners.begin(), partners.end(), [&](const auto& x) {
+        return x.first == std::pair{id, static_cast<std::int32_t>(k)};
+      });
+      if (partner != partners.end()) {
+        p.exchanges[partner->second].beside_s += s;
+      } else {
+        since += s;
+      }
+    }
+  }
+  p.after_s = since;
+  // Exchanges no rank sends anything in (EP 1) are no exchanges: their compute joins the next.
+  std::vector<Exchange> kept;
+  double carry = 0.0;
+  for (auto& x : p.exchanges) {
+    if (x.flows.local <= 0.0 && x.flows.remote <= 0.0) {
+      carry += x.before_s + x.beside_s;
+      continue;
+    }
+    x.before_s += carry;
+    carry = 0.0;
+    kept.push_back(x);
+  }
+  p.after_s += carry;
+  p.exchanges = std::move(kept);
+  return p;
+}
+
+StageCost stage_cost_of(const PassOperators& ops, const Timed& t, Overlap overlap, bool flows) {
+  return {pass_cost(ops, t, {PassId::Forward}, overlap, flows),
+          pass_cost(ops, t, {PassId::InputGrad}, overlap, flows),
+          pass_cost(ops, t, {PassId::WeightGrad}, overlap, flows),
+          pass_cost(ops, t, {PassId::InputGrad, PassId::WeightGrad}, overlap, flows),
+          {}};
 }
 
 void add(PassCost& into, const PassCost& part, double times) {
@@ -247,40 +319,50 @@ std::vector<StageCost> stage_costs(const ModelConfig& model, std::span<const Sta
       costs[s] = {{w.forward_s, 0.0},
                   {w.input_grad_s, 0.0},
                   {w.weight_grad_s, 0.0},
-                  {w.input_grad_s + w.weight_grad_s, 0.0}};
+                  {w.input_grad_s + w.weight_grad_s, 0.0},
+                  {}};
     }
     return costs;
   }
   require_costable(model, system);
   const ModelOperators ops = model_operators(*m);
   const Overlap overlap = options.tp_overlap;
-  const StageCost layer = stage_cost_of(ops.layer, timed(ops.layer, *m, system), overlap);
+  const bool flows = options.expert_flows;
+  const StageCost layer = stage_cost_of(ops.layer, timed(ops.layer, *m, system), overlap, flows);
   const StageCost embedding =
-      stage_cost_of(ops.embedding, timed(ops.embedding, *m, system), overlap);
-  const StageCost output = stage_cost_of(ops.output, timed(ops.output, *m, system), overlap);
+      stage_cost_of(ops.embedding, timed(ops.embedding, *m, system), overlap, flows);
+  const StageCost output = stage_cost_of(ops.output, timed(ops.output, *m, system), overlap, flows);
   StageCost moe_layer;
-  if (m->moe) moe_layer = stage_cost_of(ops.moe_layer, timed(ops.moe_layer, *m, system), overlap);
+  MoeProgram program;
+  if (m->moe) {
+    const Timed t = timed(ops.moe_layer, *m, system);
+    moe_layer = stage_cost_of(ops.moe_layer, t, overlap, flows);
+    if (flows) {
+      const auto& o = ops.moe_layer;
+      program.forward = layer_program(o, t, {PassId::Forward}, overlap, *m, system);
+      program.input_grad = layer_program(o, t, {PassId::InputGrad}, overlap, *m, system);
+      program.backward =
+          layer_program(o, t, {PassId::InputGrad, PassId::WeightGrad}, overlap, *m, system);
+    }
+  }
   for (std::size_t s = 0; s < work.size(); ++s) {
     add(costs[s], layer, static_cast<double>(work[s].layers - work[s].moe_layers));
     add(costs[s], moe_layer, static_cast<double>(work[s].moe_layers));
     if (work[s].embedding) add(costs[s], embedding, 1.0);
     if (work[s].output) add(costs[s], output, 1.0);
+    if (!program.forward.exchanges.empty()) {
+      costs[s].moe = program;
+      costs[s].moe.layers = static_cast<double>(work[s].moe_layers);
+    }
   }
   return costs;
 }
 
-PassCost overlapped_pair(const PassCost& f, const PassCost& b, const DeviceSpec& device) {
-  const double cf = f.seconds - f.expert_comm_s, cb = b.seconds - b.expert_comm_s;
-  const double af = f.expert_comm_s, ab = b.expert_comm_s;
-  const double exposed =
-      std::max(std::max(0.0, af - cb) + std::max(0.0, ab - cf), af + ab - (cf + cb));
-  const double hidden = af + ab - exposed;
-  PassCost pair;
-  pair.seconds = cf + cb + exposed + hidden * device.comm_slowdown;
-  pair.expert_comm_s = exposed;
-  pair.tp_comm_s = f.tp_comm_s + b.tp_comm_s - hidden;
-  pair.kernels = f.kernels + b.kernels;
-  return pair;
+double LayerProgram::compute_s() const {
+  double total = after_s;
+  for (const auto& x : exchanges)
+    total += x.before_s + x.beside_s;
+  return total;
 }
 
 double host_bound_seconds(const PassCost& pass, const DeviceSpec& device) {

@@ -6,6 +6,35 @@
 #include <limits>
 
 namespace pipetab {
+namespace {
+
+// The shortest compute node n can take: its duration, or with steps its compute and each wait
+// no earlier than its transfer could finish alone (its latency, then its bytes at its rate cap:
+// no share of a link is more).
+double shortest(const ExecGraph& g, std::size_t n) {
+  if (!g.has_steps(static_cast<std::int64_t>(n))) return g.duration[n];
+  double now = 0.0;
+  std::vector<std::pair<std::int32_t, double>> done;  // an op issues a few transfers
+  for (auto k = g.step_begin[n]; k < g.step_begin[n + 1]; ++k) {
+    const OpStep& s = g.steps[static_cast<std::size_t>(k)];
+    if (s.kind == StepKind::Compute) {
+      now += s.seconds;
+      continue;
+    }
+    const auto t = static_cast<std::size_t>(s.transfer - g.compute_nodes);
+    if (s.kind == StepKind::Issue) {
+      const double cap = t < g.rate_cap.size() ? g.rate_cap[t] : 0.0;
+      const double wire = std::isfinite(cap) && cap > 0.0 ? g.bytes[t] / cap : 0.0;
+      done.emplace_back(s.transfer, now + g.latency_s[t] + wire);
+      continue;
+    }
+    for (const auto& [transfer, end] : done)
+      if (transfer == s.transfer) now = std::max(now, end);
+  }
+  return now;
+}
+
+}  // namespace
 
 double DeviceBounds::runtime_lower_bound_s() const {
   return busy_s.empty() ? 0.0 : *std::max_element(busy_s.begin(), busy_s.end());
@@ -23,7 +52,7 @@ DeviceBounds device_bounds(const ExecGraph& g) {
     double busy = 0.0;
     for (auto i = g.stream_begin[d]; i < g.stream_begin[d + 1]; ++i) {
       const auto n = static_cast<std::size_t>(g.stream[static_cast<std::size_t>(i)]);
-      busy += g.duration[n];
+      busy += shortest(g, n);
       memory += g.alloc_bytes[n];
       peak = std::max(peak, memory);
       memory -= g.free_bytes[n];
@@ -41,7 +70,7 @@ GraphBounds graph_bounds(const ExecGraph& g, const Network& network) {
   // Each node's shortest possible duration.
   std::vector<double> length(nodes, 0.0);
   for (std::size_t n = 0; n < static_cast<std::size_t>(g.compute_nodes); ++n)
-    length[n] = g.duration[n];
+    length[n] = shortest(g, n);
   const auto& links = network.links();
   for (std::size_t t = 0; t < static_cast<std::size_t>(g.transfers()); ++t) {
     double bandwidth = std::numeric_limits<double>::infinity();

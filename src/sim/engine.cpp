@@ -136,6 +136,14 @@ class Engine {
     pending_sends_.assign(devices, 0);
     stream_binding_.assign(devices, -1);
     running_.assign(devices, -1);
+    computing_.assign(devices, false);
+    step_.assign(devices, 0);
+    waiting_.assign(devices, -1);
+    wait_since_.assign(devices, 0.0);
+    if (!g.steps.empty()) {
+      waited_.assign(static_cast<std::size_t>(g.compute_nodes), 0.0);
+      transfer_done_.assign(transfers, 0);
+    }
     work_left_.assign(devices, 0.0);
     work_since_.assign(devices, 0.0);
     compute_version_.assign(devices, 0);
@@ -199,7 +207,7 @@ class Engine {
       ++result_.events;
       switch (e.type()) {
         case EventType::ComputeDone:
-          if (current(e)) finish_compute(e.node);
+          if (current(e)) compute_done(e.node);
           break;
         case EventType::LatencyDone:
           start_data(e.node);
@@ -289,23 +297,76 @@ class Engine {
     // Held up by its data if that arrived after the stream was free, else by the stream.
     if (!(ready_at_[node] > free_at_[dev])) binding_[node] = stream_binding_[dev];
     busy_[dev] = true;
+    running_[dev] = n;
     result_.start[node] = now_;
     memory_[dev] += g_.alloc_bytes[node];
     record_memory(d);
-    if (slowing()) {
-      running_[dev] = n;
-      work_left_[dev] = g_.duration[node];
-      work_since_[dev] = now_;
-      schedule_compute_end(dev);
-    } else {
-      push(now_ + g_.duration[node], EventType::ComputeDone, n);
-    }
-    if (g_.start_succ.empty()) return;
-    for (auto k = g_.start_begin[node]; k < g_.start_begin[node + 1]; ++k) {
+    for (auto k = g_.start_succ.empty() ? 0 : g_.start_begin[node];
+         !g_.start_succ.empty() && k < g_.start_begin[node + 1]; ++k) {
       const auto e = static_cast<std::size_t>(k);
       push(now_ + g_.start_delay[e], EventType::Release, g_.start_succ[e],
            static_cast<std::uint32_t>(n));
     }
+    if (g_.has_steps(n)) {
+      step_[dev] = g_.step_begin[node];
+      run_steps(dev);
+    } else {
+      compute(dev, g_.duration[node]);
+    }
+  }
+
+  // Device dev's running op computes for `seconds` (at full speed) from now.
+  void compute(std::size_t dev, double seconds) {
+    computing_[dev] = true;
+    if (slowing()) {
+      work_left_[dev] = seconds;
+      work_since_[dev] = now_;
+      schedule_compute_end(dev);
+    } else {
+      push(now_ + seconds, EventType::ComputeDone, running_[dev]);
+    }
+  }
+
+  void compute_done(std::int32_t node) {
+    const auto dev = static_cast<std::size_t>(g_.device[static_cast<std::size_t>(node)]);
+    computing_[dev] = false;
+    if (g_.has_steps(node)) {
+      run_steps(dev);
+    } else {
+      finish_compute(node);
+    }
+  }
+
+  // Runs device dev's op's steps from the current one until one takes time (a computation, or a
+  // wait for a transfer still moving); after the last, the op ends.
+  void run_steps(std::size_t dev) {
+    const auto node = running_[dev];
+    const auto end = g_.step_begin[static_cast<std::size_t>(node) + 1];
+    while (step_[dev] < end) {
+      const OpStep& s = g_.steps[static_cast<std::size_t>(step_[dev])];
+      switch (s.kind) {
+        case StepKind::Compute:
+          ++step_[dev];
+          if (s.seconds > 0.0) {
+            compute(dev, s.seconds);
+            return;
+          }
+          break;
+        case StepKind::Issue:
+          ++step_[dev];
+          release(node, s.transfer);
+          break;
+        case StepKind::Wait:
+          if (transfer_done_[transfer(s.transfer)] == 0) {
+            waiting_[dev] = s.transfer;
+            wait_since_[dev] = now_;
+            return;
+          }
+          ++step_[dev];
+          break;
+      }
+    }
+    finish_compute(node);
   }
 
   // The edge from → to is satisfied now.
@@ -359,7 +420,7 @@ class Engine {
   void communicating_in(std::size_t c, std::int32_t d, int delta) {
     const auto dev = static_cast<std::size_t>(d);
     const bool before = communicating_now(dev);
-    const bool busy = slowing() && busy_[dev];
+    const bool busy = slowing() && computing_[dev];
     if (busy) progress(dev);
     if (delta > 0 && in_flight_[c][dev]++ == 0) comm_since_[c][dev] = now_;
     if (delta < 0 && --in_flight_[c][dev] == 0 && now_ > comm_since_[c][dev])
@@ -462,6 +523,17 @@ class Engine {
     if (options_.contention) {
       remove_flow(t);
       reshare(route(t), -1);
+    }
+    if (!transfer_done_.empty()) {
+      transfer_done_[t] = 1;
+      // The op that waits for it goes on.
+      const auto dev = static_cast<std::size_t>(g_.device[static_cast<std::size_t>(node)]);
+      if (waiting_[dev] == node) {
+        waiting_[dev] = -1;
+        waited_[static_cast<std::size_t>(running_[dev])] += now_ - wait_since_[dev];
+        ++step_[dev];
+        run_steps(dev);
+      }
     }
     if (blocks_stream(t)) {
       const auto d = g_.device[static_cast<std::size_t>(node)];
@@ -647,10 +719,12 @@ class Engine {
         computing.emplace_back(r.start[n], r.end[n]);
         if (g_.compute_kind[n] == ComputeKind::TableOp) {
           ++table_ops;
-          dev.tp_comm_s += g_.tp_comm_s[n];
-          if (n < g_.expert_comm_s.size()) dev.expert_comm_s += g_.expert_comm_s[n];
+          // An op's waits for its inner transfers are its exposed all-to-alls.
+          const double waited = waited_.empty() ? 0.0 : waited_[n];
+          dev.tp_comm_s += g_.tp_comm_s[n] + waited;
+          if (n < g_.expert_comm_s.size()) dev.expert_comm_s += g_.expert_comm_s[n] + waited;
           if (n < g_.overhead_s.size()) dev.overhead_s += g_.overhead_s[n];
-          dev.interference_s += std::max(0.0, r.end[n] - r.start[n] - g_.duration[n]);
+          dev.interference_s += std::max(0.0, r.end[n] - r.start[n] - g_.duration[n] - waited);
         } else {
           dev.optimizer_s += r.end[n] - r.start[n];
         }
@@ -711,6 +785,15 @@ class Engine {
   // since when, and the version of its completion event.
   std::vector<std::int32_t> running_;
   std::vector<double> work_left_, work_since_;
+  // Ops with steps: whether the device computes now (not waiting), its op's current step, the
+  // transfer it waits for (-1: none) since when; per op, the time it waited; per transfer,
+  // whether it has finished.
+  std::vector<bool> computing_;
+  std::vector<std::int64_t> step_;
+  std::vector<std::int32_t> waiting_;
+  std::vector<double> wait_since_;
+  std::vector<double> waited_;
+  std::vector<std::uint8_t> transfer_done_;
   std::vector<std::uint32_t> compute_version_;
   std::vector<double> memory_;
   std::array<std::vector<std::int32_t>, 2> in_flight_;  // per communication class, per device

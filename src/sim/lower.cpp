@@ -1,7 +1,9 @@
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -31,6 +33,8 @@ const char* to_string(TransferKind kind) {
       return "FSDP all-gather";
     case TransferKind::FsdpReduceScatter:
       return "FSDP reduce-scatter";
+    case TransferKind::ExpertAllToAll:
+      return "expert all-to-all";
     case TransferKind::Sync:
       return "synchronisation";
   }
@@ -306,10 +310,24 @@ class Lowering {
           "of both model replicas, whose FSDP sharding is not modelled; shard the optimizer with "
           "--distributed-optimizer instead");
     }
+    if (const auto* m = model_.transformer();
+        m && m->expert_parallel > 1 && network_.system().topology != Topology::Switched) {
+      throw ParamError(fmt::format(
+          "system '{}' is a chain of devices: expert parallelism (--ep) runs its all-to-alls "
+          "over a switched topology's links",
+          network_.system().name));
+    }
     if (fsdp() && options_.fsdp.shard > 0 && expert_ranks() != gradient_ranks()) {
       throw ParamError(
           "--fsdp-shard with expert parallelism (--ep, --etp): hybrid sharding of the experts "
           "over their own ranks is not modelled; shard over all ranks (leave --fsdp-shard out)");
+    }
+    if (options_.cost.a2a_overlap && !options_.costs && !interleaved()) {
+      throw ParamError(
+          "--a2a-overlap: Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm) "
+          "overlaps the steps of the interleaved schedule (one pipeline, stage s on device s mod "
+          "devices, more stages than devices); this table has none (DualPipe's F&B pairs overlap "
+          "without the option)");
     }
     require_gpus();
     require_size();
@@ -416,7 +434,9 @@ class Lowering {
     const auto n = static_cast<std::size_t>(t_.stages);
     for (std::int32_t p = 0; p < t_.pipelines(); ++p) {
       const std::span<const StageWork> stages(work_.data() + static_cast<std::size_t>(p) * n, n);
-      const auto c = cost::stage_costs(model_, stages, network_.system(), options_.cost);
+      auto options = options_.cost;
+      options.expert_flows = true;  // the experts' all-to-alls as flows (lower_programs)
+      const auto c = cost::stage_costs(model_, stages, network_.system(), options);
       cost_.insert(cost_.end(), c.begin(), c.end());
     }
   }
@@ -491,20 +511,14 @@ class Lowering {
           }
           if (c != nullptr) halves[half++] = c;
         }
-        // A forward and a backward in one op (DualPipe's F&B chunk pairs) overlap: each one's
-        // expert all-to-alls run under the other's compute.
-        const auto& op = t_.ops[n];
-        if (half == 2 && op.first().kind == PassKind::F && is_input_backward(op.second().kind)) {
-          op_cost_[n] = cost::overlapped_pair(*halves[0], *halves[1], network_.system().device);
-        } else {
-          op_cost_[n] = {};
-          for (std::size_t k = 0; k < half; ++k) {
-            op_cost_[n].seconds += halves[k]->seconds;
-            op_cost_[n].tp_comm_s += halves[k]->tp_comm_s;
-            op_cost_[n].expert_comm_s += halves[k]->expert_comm_s;
-            op_cost_[n].kernels += halves[k]->kernels;
-          }
+        op_cost_[n] = {};
+        for (std::size_t k = 0; k < half; ++k) {
+          op_cost_[n].seconds += halves[k]->seconds;
+          op_cost_[n].tp_comm_s += halves[k]->tp_comm_s;
+          op_cost_[n].expert_comm_s += halves[k]->expert_comm_s;
+          op_cost_[n].kernels += halves[k]->kernels;
         }
+        if (!options_.costs) plan_exchanges(n);
       }
       if (!options_.costs && options_.cost.a2a_overlap) combine_1f1b(d);
       for (auto i = t_.row_begin[static_cast<std::size_t>(d)];
@@ -534,36 +548,213 @@ class Lowering {
     }
     g_.stream_begin.push_back(static_cast<std::int64_t>(g_.stream.size()));
     g_.preds.assign(nodes, 0);
+    lower_programs();
+  }
+
+  // The experts' all-to-alls (reference modern-runs.md §C.3): each is a flow over the rank's
+  // node links and one over its NIC (cost::expert_all_to_all_flows), issued inside the op that
+  // runs it and waited where its output is needed, so that they share the links with pipeline,
+  // FSDP and data-parallel traffic and slow the compute beside them (DeviceSpec::comm_slowdown;
+  // DeepEP's 20 of 132 SMs). An op's program is its passes' pieces: compute, then an exchange
+  // with the compute that runs beside it (the shared expert), layer after layer.
+  struct Piece {
+    double before = 0.0;
+    std::optional<cost::AllToAllFlows> flows;
+    double beside = 0.0;
+  };
+  // A step of an op's program before its transfers exist: compute, or issue / wait for the
+  // op's k-th exchange.
+  struct Planned {
+    StepKind kind = StepKind::Compute;
+    std::int32_t exchange = -1;
+    double seconds = 0.0;
+  };
+  struct Program {
+    std::vector<Planned> steps;
+    std::vector<cost::AllToAllFlows> exchanges;
+  };
+
+  // One pass's pieces on its stage: its compute outside the MoE layers first, then each MoE
+  // layer's program.
+  std::vector<Piece> pieces(const Pass& pass) const {
+    const auto& c = cost_[index(pass)];
+    const cost::PassCost& pc = pass.kind == PassKind::F   ? c.forward
+                               : pass.kind == PassKind::B ? c.backward
+                               : pass.kind == PassKind::I ? c.input_grad
+                                                          : c.weight_grad;
+    const cost::LayerProgram* layer = pass.kind == PassKind::F   ? &c.moe.forward
+                                      : pass.kind == PassKind::B ? &c.moe.backward
+                                      : pass.kind == PassKind::I ? &c.moe.input_grad
+                                                                 : nullptr;
+    if (layer == nullptr || c.moe.empty() || layer->exchanges.empty())
+      return {Piece{pc.seconds, std::nullopt, 0.0}};
+    std::vector<Piece> out;
+    double carry = std::max(0.0, pc.seconds - c.moe.layers * layer->compute_s());
+    for (double l = 0; l < c.moe.layers; ++l) {
+      for (const auto& x : layer->exchanges) {
+        out.push_back({carry + x.before_s, x.flows, x.beside_s});
+        carry = 0.0;
+      }
+      carry = layer->after_s;
+    }
+    out.push_back({carry, std::nullopt, 0.0});
+    return out;
+  }
+
+  // Runs a thread of pieces' next piece into `p`: first the wait for its previous exchange.
+  static void run_piece(Program& p, const std::vector<Piece>& thread, std::size_t& next,
+                        std::int32_t& pending) {
+    if (pending >= 0) p.steps.push_back({StepKind::Wait, pending});
+    pending = -1;
+    const Piece& piece = thread[next++];
+    p.steps.push_back({StepKind::Compute, -1, piece.before});
+    if (!piece.flows) return;
+    pending = static_cast<std::int32_t>(p.exchanges.size());
+    p.exchanges.push_back(*piece.flows);
+    p.steps.push_back({StepKind::Issue, pending});
+    if (piece.beside > 0.0) p.steps.push_back({StepKind::Compute, -1, piece.beside});
+  }
+
+  // One pass's pieces in order, or two passes' (a forward and a backward of other microbatches)
+  // in turn: each one's exchange moves while the other computes, one compute stream and one
+  // exchange of each in flight (DualPipe's overlapped F&B chunks, DeepSeek-V3 §3.2.1, Fig. 4;
+  // Megatron-Core's combined 1F1B).
+  static Program program(const std::vector<Piece>& a, const std::vector<Piece>& b = {}) {
+    Program p;
+    std::size_t i = 0, j = 0;
+    std::int32_t pa = -1, pb = -1;
+    for (bool turn_a = true; i < a.size() || j < b.size(); turn_a = !turn_a) {
+      if ((turn_a && i < a.size()) || j == b.size()) {
+        run_piece(p, a, i, pa);
+      } else {
+        run_piece(p, b, j, pb);
+      }
+    }
+    for (const auto x : {pa, pb})
+      if (x >= 0) p.steps.push_back({StepKind::Wait, x});
+    return p;
+  }
+
+  // Op n's program when it runs exchanges (the passes' costs leave them out).
+  void plan_exchanges(std::size_t n) {
+    const Op& op = t_.ops[n];
+    std::vector<std::vector<Piece>> threads;
+    bool exchanges = false;
+    for (const Pass& pass : op.passes()) {
+      if (pass.kind == PassKind::None) continue;
+      threads.push_back(pieces(pass));
+      exchanges = exchanges || threads.back().size() > 1;
+    }
+    if (!exchanges) return;
+    if (programs_.empty()) programs_.resize(t_.ops.size());
+    // A forward and a backward in one op (DualPipe's F&B chunk pairs) overlap.
+    const bool pair = threads.size() == 2 && op.first().kind == PassKind::F &&
+                      is_input_backward(op.second().kind);
+    if (pair) {
+      programs_[n] = program(threads[0], threads[1]);
+    } else {
+      std::vector<Piece> all;
+      for (const auto& t : threads)
+        all.insert(all.end(), t.begin(), t.end());
+      programs_[n] = program(all);
+    }
+  }
+
+  // The programs' steps and inner transfers (after the compute nodes; none without exchanges).
+  // Every op's first step computes its overheads, where FSDP's per-block exposure adds later.
+  void lower_programs() {
+    if (programs_.empty()) return;
+    const auto& system = network_.system();
+    g_.step_begin.assign(1, 0);
+    for (std::int64_t node = 0; node < g_.compute_nodes; ++node) {
+      const auto n = static_cast<std::size_t>(node);
+      if (n < programs_.size() && !programs_[n].steps.empty()) {
+        const auto& p = programs_[n];
+        const auto d = g_.device[n];
+        double compute = 0.0;
+        for (const auto& step : p.steps)
+          compute += step.kind == StepKind::Compute ? step.seconds : 0.0;
+        g_.steps.push_back({StepKind::Compute, -1, g_.duration[n] - compute});
+        // Each exchange's flows: over the node's links, over the NIC (-1: nothing to move).
+        std::vector<std::array<std::int32_t, 2>> flows;
+        for (const auto& x : p.exchanges) {
+          std::array<std::int32_t, 2> pair{-1, -1};
+          const auto flow = [&](double bytes, bool local) {
+            if (!(bytes > 0.0)) return -1;
+            const LinkSpec& link = local ? system.intra : system.inter;
+            const auto t = add_transfer(TransferKind::ExpertAllToAll, stage_of(node), d, bytes,
+                                        {local ? network_.port_up(d) : network_.nic_out(d),
+                                         local ? network_.port_down(d) : network_.nic_in(d)},
+                                        link.latency_s);
+            g_.rate_cap.back() = link.bandwidth * link.collective_efficiency;
+            g_.preds[static_cast<std::size_t>(t)] = 1;  // its Issue step
+            return t;
+          };
+          pair[0] = flow(x.local, true);
+          pair[1] = flow(x.remote, false);
+          flows.push_back(pair);
+        }
+        for (const auto& step : p.steps) {
+          if (step.kind == StepKind::Compute) {
+            g_.steps.push_back({StepKind::Compute, -1, step.seconds});
+            continue;
+          }
+          for (const auto t : flows[static_cast<std::size_t>(step.exchange)])
+            if (t >= 0) g_.steps.push_back({step.kind, t, 0.0});
+        }
+      }
+      g_.step_begin.push_back(static_cast<std::int64_t>(g_.steps.size()));
+    }
+  }
+
+  // The stage of an op's first pass (what its inner transfers serve).
+  int stage_of(std::int64_t node) const {
+    return t_.ops[static_cast<std::size_t>(node)].first().stage;
+  }
+
+  // Adds `seconds` of compute to op n (at its first step when it runs a program).
+  void lengthen(std::size_t n, double seconds) {
+    g_.duration[n] += seconds;
+    if (g_.has_steps(static_cast<std::int64_t>(n)))
+      g_.steps[static_cast<std::size_t>(g_.step_begin[n])].seconds += seconds;
   }
 
   // Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm, reference modern-runs.md
-  // §C.3 rule 2): a steady-state forward and the backward right after it on the device run as
-  // one overlapped step, each one's all-to-alls under the other's compute. The pair's time is
-  // shared between the two ops in proportion to their own.
+  // §C.3 rule 2): in the interleaved schedule's steady state (one pipeline, stage s on device
+  // s mod devices, more stages than devices), a forward and the backward right after it on the
+  // device, of another microbatch, run as one overlapped step (program(F, B)): the forward's op
+  // runs both, once the backward's input is in too (merged_into_), and the backward's op is
+  // left empty. Other tables have no such steps: the option changes nothing there.
+  bool interleaved() const {
+    if (t_.pipelines() != 1 || t_.stages <= t_.devices) return false;
+    for (int s = 0; s < t_.stages; ++s)
+      if (t_.placement.device_of(0, s) != s % t_.devices) return false;
+    return true;
+  }
   void combine_1f1b(std::int32_t d) {
     const auto begin = t_.row_begin[static_cast<std::size_t>(d)];
     const auto end = t_.row_begin[static_cast<std::size_t>(d) + 1];
     for (auto i = begin; i + 1 < end; ++i) {
-      const auto& f = t_.ops[static_cast<std::size_t>(i)];
-      const auto& b = t_.ops[static_cast<std::size_t>(i) + 1];
+      const auto fi = static_cast<std::size_t>(i), bi = fi + 1;
+      const auto& f = t_.ops[fi];
+      const auto& b = t_.ops[bi];
       if (f.is_pair() || b.is_pair() || f.first().kind != PassKind::F ||
-          !is_input_backward(b.first().kind))
+          !is_input_backward(b.first().kind) || f.first().microbatch == b.first().microbatch)
         continue;
-      auto& cf = op_cost_[static_cast<std::size_t>(i)];
-      auto& cb = op_cost_[static_cast<std::size_t>(i) + 1];
-      const auto pair = cost::overlapped_pair(cf, cb, network_.system().device);
-      const double total = cf.seconds + cb.seconds;
-      if (!(total > 0.0)) continue;
-      const double share = cf.seconds / total;
-      const auto part = [&](const cost::PassCost& own, double x) {
-        return cost::PassCost{.seconds = pair.seconds * x,
-                              .tp_comm_s = pair.tp_comm_s * x,
-                              .expert_comm_s = pair.expert_comm_s * x,
-                              .kernels = own.kernels};
-      };
-      const auto new_f = part(cf, share), new_b = part(cb, 1.0 - share);
-      cf = new_f;
-      cb = new_b;
+      const auto pf = pieces(f.first()), pb = pieces(b.first());
+      if (pf.size() <= 1 && pb.size() <= 1) continue;
+      if (programs_.empty()) programs_.resize(t_.ops.size());
+      if (merged_into_.empty()) merged_into_.assign(t_.ops.size(), -1);
+      programs_[fi] = program(pf, pb);
+      programs_[bi] = {};
+      merged_into_[bi] = static_cast<std::int32_t>(i);
+      auto& cf = op_cost_[fi];
+      auto& cb = op_cost_[bi];
+      cf.seconds += cb.seconds;
+      cf.tp_comm_s += cb.tp_comm_s;
+      cf.expert_comm_s += cb.expert_comm_s;
+      cf.kernels += cb.kernels;  // one step: the host issues both passes' kernels
+      cb = {};
       ++i;  // each op in one pair
     }
   }
@@ -621,6 +812,9 @@ class Lowering {
   // already ordered by the device's stream (a valid table runs the producer first).
   void depend(std::int32_t consumer, const Pass& pass, std::int32_t producer, TransferKind kind,
               double bytes) {
+    // A backward run inside the forward before it (combine_1f1b) needs its input there.
+    if (!merged_into_.empty() && merged_into_[static_cast<std::size_t>(consumer)] >= 0)
+      consumer = merged_into_[static_cast<std::size_t>(consumer)];
     const int stage = pass.stage;
     const auto from = g_.device[static_cast<std::size_t>(producer)];
     const auto to = g_.device[static_cast<std::size_t>(consumer)];
@@ -1197,7 +1391,7 @@ class Lowering {
     // The blocks' compute runs slower while the collectives run beside it (NCCL's kernels take
     // SMs and memory bandwidth), as the engine slows compute beside the graph's transfers.
     const double slowed = (blocks - 1.0) * g_.comm_slowdown * std::min(comm, compute);
-    g_.duration[n] += exposed + slowed;
+    lengthen(n, exposed + slowed);
     g_.tp_comm_s[n] += exposed;
   }
 
@@ -1326,7 +1520,9 @@ class Lowering {
   bool overheads_ = false;
   ExecGraph g_;
   std::vector<std::int32_t> forward_op_, backward_op_;
-  std::vector<cost::PassCost> op_cost_;  // per table op: its passes' cost, before overheads
+  std::vector<cost::PassCost> op_cost_;    // per table op: its passes' cost, before overheads
+  std::vector<Program> programs_;          // per table op, when some op runs exchanges
+  std::vector<std::int32_t> merged_into_;  // per table op: the op that runs it (-1: itself)
   std::vector<std::pair<std::int32_t, std::int32_t>> edges_;
   std::vector<StartEdge> start_edges_;
   // PyTorch: per (stage, microbatch) key, the transfer bringing a stage its activation / its

@@ -518,7 +518,9 @@ Enumeration enumerate(const PlanRequest& r) {
                       for (const auto ep : eps) {
                         if ((tp * cp * dp) % ep != 0) continue;
                         for (const bool a2a : s.a2a_overlap) {
-                          if (a2a && ep == 1) continue;
+                          // Megatron-Core's combined 1F1B pairs the interleaved schedule's
+                          // steps: it needs experts and model chunks.
+                          if (a2a && (ep == 1 || v < 2)) continue;
                           Checked c;
                           c.layout = {
                               tp, pp, dp, cp,   fsdp, mb, per_replica / mb, std::string(name),
@@ -618,6 +620,20 @@ PlanResult plan(const PlanRequest& request) {
   sizes(request.space.chunks, "--chunks", "a chunk count");
   sizes(request.space.context_parallel, "--cp", "a context-parallel size");
   sizes(request.space.expert_parallel, "--ep", "an expert-parallel size");
+  const auto& a2a = request.space.a2a_overlap;
+  if (!a2a.empty() && std::find(a2a.begin(), a2a.end(), false) == a2a.end() &&
+      !request.space.schedules.empty() &&
+      std::none_of(request.space.schedules.begin(), request.space.schedules.end(),
+                   [](const std::string& name) {
+                     const auto* info =
+                         name == kAuthors || name == kAuthorsV ? nullptr : &find_schedule(name);
+                     return info != nullptr && info->default_chunks > 0;
+                   })) {
+    throw ParamError(
+        "plan: --a2a-overlap on: Megatron-Core's combined 1F1B overlaps the steps of a schedule "
+        "with model chunks (interleaved); none of --schedules has them: add one, or use "
+        "--a2a-overlap both");
+  }
   const auto* m = request.model.transformer();
   if (m->seq_len < 1) {
     throw ParamError(fmt::format("plan: --seq-len {} must be at least 1", m->seq_len));

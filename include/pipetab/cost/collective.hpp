@@ -39,4 +39,12 @@ struct ExpertAllToAll {
 double expert_all_to_all_seconds(const ExpertAllToAll& a2a, const LinkSpec& intra,
                                  const LinkSpec& inter);
 
+/// What the busiest rank of that all-to-all receives over its node's links (`local`) and over its
+/// NIC (`remote`), as above: the two flows the simulation runs (each at most the link's
+/// collective bandwidth, after the link's latency), sharing the links with the other traffic.
+struct AllToAllFlows {
+  double local = 0.0, remote = 0.0;
+};
+AllToAllFlows expert_all_to_all_flows(const ExpertAllToAll& a2a);
+
 }  // namespace pipetab::cost

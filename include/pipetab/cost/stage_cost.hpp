@@ -26,6 +26,10 @@ struct CostOptions {
   /// forward and the backward after it run as one step, each one's expert all-to-alls under the
   /// other's compute (overlapped_pair). DualPipe's F&B pairs overlap so regardless.
   bool a2a_overlap = false;
+  /// The experts' all-to-alls left to the simulation, as flows over the links (lower() sets it):
+  /// the passes' times leave them out, and StageCost::moe says where in each pass they run.
+  /// Off (the `cost` command): each is priced alone on its links, inside its pass.
+  bool expert_flows = false;
 };
 
 /// "none", "backward", "all"; and back (nullopt for anything else).
@@ -42,11 +46,35 @@ struct PassCost {
   friend bool operator==(const PassCost&, const PassCost&) = default;
 };
 
+/// One expert all-to-all inside a pass as the simulation runs it (CostOptions::expert_flows).
+struct Exchange {
+  double before_s = 0.0;  ///< the pass's compute since the previous exchange or the layer's start
+  double beside_s = 0.0;  ///< compute that runs while it moves (the shared expert's, hidden)
+  AllToAllFlows flows;
+};
+
+/// One MoE layer's pass as the simulation runs it: compute and exchanges in turn, then `after_s`
+/// of compute. Its compute is the layer's share of the PassCost; its exchanges are not in it.
+struct LayerProgram {
+  std::vector<Exchange> exchanges;
+  double after_s = 0.0;
+  double compute_s() const;  ///< Σ before + beside, and after
+};
+
+/// A stage's MoE layers as the simulation runs them: `layers` times each pass's program
+/// (weight_grad has no exchange). Empty without expert flows, experts or EP.
+struct MoeProgram {
+  double layers = 0.0;
+  LayerProgram forward, input_grad, backward;
+  bool empty() const { return layers <= 0.0 || forward.exchanges.empty(); }
+};
+
 /// One microbatch on one stage. `backward` is B, the input and weight gradients in one op: a
 /// backward collective may hide behind a weight-gradient GEMM there, so it can be shorter than
 /// input_grad + weight_grad.
 struct StageCost {
   PassCost forward, input_grad, weight_grad, backward;
+  MoeProgram moe;
 };
 
 /// What one operator costs alone.
@@ -79,16 +107,6 @@ OperatorCost operator_cost(const Operator& op, const TransformerConfig& model,
 /// The pass costs of every stage in `work` (one pipeline's stages of `model`).
 std::vector<StageCost> stage_costs(const ModelConfig& model, std::span<const StageWork> work,
                                    const SystemConfig& system, const CostOptions& options = {});
-
-/// A forward and a backward pass of different microbatches run as one overlapped pair (DualPipe's
-/// F&B chunks, DeepSeek-V3 §3.2.1; Megatron-Core's combined 1F1B; reference modern-runs.md §C.3):
-/// with C the compute of each (its time less its exposed expert all-to-alls A), the all-to-alls
-/// of one hide under the other's compute on one communication stream:
-///   T = C_F + C_B + max(0, A_F − C_B) + max(0, A_B − C_F), and T ≥ A_F + A_B;
-/// compute beside the hidden all-to-alls runs DeviceSpec::comm_slowdown slower (their kernels
-/// take SMs: DeepEP's 20 of 132 on H800).
-PassCost overlapped_pair(const PassCost& forward, const PassCost& backward,
-                         const DeviceSpec& device);
 
 /// A pass as long as its kernels take, or as the host takes to issue them when that is longer
 /// (DeviceSpec::host_launch_s; docs/simulation.md, "Overheads").

@@ -37,12 +37,13 @@ enum class TransferKind : std::uint8_t {
   ParamAllGather,      ///< ring step of the distributed optimizer's parameter all-gather
   FsdpAllGather,       ///< ring step of FSDP's all-gather of a unit's parameters
   FsdpReduceScatter,   ///< ring step of FSDP's reduce-scatter of a unit's gradients
+  ExpertAllToAll,      ///< one side of an expert all-to-all, inside the op that waits for it
   Sync,                ///< end-of-iteration synchronisation of all stages: latency, no bytes
 };
 
 /// "activation", "gradient", "replica all-reduce", "data-parallel reduction", "embedding
-/// all-reduce", "parameter all-gather", "FSDP all-gather", "FSDP reduce-scatter",
-/// "synchronisation".
+/// all-reduce", "parameter all-gather", "FSDP all-gather", "FSDP reduce-scatter", "expert
+/// all-to-all", "synchronisation".
 const char* to_string(TransferKind kind);
 
 /// Pipeline traffic (activations and gradients) as opposed to collectives and the sync.
@@ -149,6 +150,15 @@ struct LoweringOptions {
 /// What a compute node runs.
 enum class ComputeKind : std::uint8_t { TableOp, OptimizerStep };
 
+/// A step of an op that communicates inside itself (the experts' all-to-alls): compute for
+/// `seconds`, issue `transfer` (one of the op's inner transfers), or wait until it has finished.
+enum class StepKind : std::uint8_t { Compute, Issue, Wait };
+struct OpStep {
+  StepKind kind = StepKind::Compute;
+  std::int32_t transfer = -1;  ///< Issue, Wait: the transfer node
+  double seconds = 0.0;        ///< Compute
+};
+
 /// Nodes are numbered: the table's ops first (node id = op index in the table), then the other
 /// compute nodes (one optimizer step per device), then transfers. Everything is flat arrays;
 /// data dependencies are stored by producer (compressed rows).
@@ -176,6 +186,13 @@ struct ExecGraph {
   std::vector<double> overhead_s;     ///< of the duration, the host's time per pipeline step
   std::vector<double> alloc_bytes;    ///< activation allocated when it starts
   std::vector<double> free_bytes;     ///< activation freed when it ends
+  /// Ops with communication inside: compute node n runs steps[step_begin[n] .. step_begin[n+1])
+  /// in order, the device's stream held from its start to its last step, instead of one block of
+  /// `duration` (which is then its steps' compute). An inner transfer's one dependency is its
+  /// Issue step; the op waits for it where its Wait step says. step_begin empty (or an empty
+  /// range): the op is one block.
+  std::vector<std::int64_t> step_begin;
+  std::vector<OpStep> steps;
   /// Device d's stream runs the compute nodes stream[stream_begin[d] .. stream_begin[d+1]) in
   /// order: its table ops, then its optimizer step.
   std::vector<std::int64_t> stream_begin;
@@ -207,6 +224,11 @@ struct ExecGraph {
   std::int64_t transfers() const noexcept { return nodes() - compute_nodes; }
   bool is_transfer(std::int64_t node) const noexcept { return node >= compute_nodes; }
   bool is_table_op(std::int64_t node) const noexcept { return node < table_ops; }
+  /// Whether compute node n runs steps (communication inside it).
+  bool has_steps(std::int64_t node) const noexcept {
+    const auto n = static_cast<std::size_t>(node);
+    return n + 1 < step_begin.size() && step_begin[n + 1] > step_begin[n];
+  }
 };
 
 /// Throws ParamError when `system` cannot take `options`: --dp out of range, or on a chain.

@@ -67,6 +67,7 @@ struct PlanLayout {
   bool distributed_optimizer = false;
   std::int64_t expert_parallel = 1;
   bool a2a_overlap = false;
+  friend bool operator==(const PlanLayout&, const PlanLayout&) = default;
 };
 
 /// What to plan.
