@@ -282,6 +282,39 @@ TEST(ContextParallel, RingHidesUnderItsShareOfAttention) {
   EXPECT_NEAR(exposed_tp, std::max(0.0, comm - 0.5 * attention), 1e-15);
 }
 
+TEST(ContextParallel, AnExchangeAloneOnItsLinksTakesWhatTheCostModelPrices) {
+  // In the simulation each exchange is a flow inside its op, beside the share of attention it
+  // hides under: alone on its links (one stage and microbatch, overheads off) the op takes the
+  // cost model's price, on NVLink (CP 8 in a node) and over the NICs (TP 4 × CP 4 span two;
+  // Ulysses cannot spread Llama's 8 KV heads over more than 8 ranks).
+  for (const auto method : {CpMethod::Ring, CpMethod::AllGather, CpMethod::AllToAll}) {
+    for (const std::int64_t tp : {1, 4}) {
+      if (method == CpMethod::AllToAll && tp > 1) continue;
+      Layout l;
+      l.tp = tp;
+      l.cp = tp == 1 ? 8 : 4;
+      l.cp_method = method;
+      LoweringOptions lowering;
+      lowering.overheads = false;
+      lowering.iteration.optimizer = false;
+      lowering.runtime = Runtime::Async;
+      auto model = io::load_model("llama3.1-8b");
+      std::get<TransformerConfig>(model.spec).layers = 2;
+      SimulationSetup setup{model, io::load_system("dgx-h100"), lowering, {}};
+      apply_layout(l, setup.model, setup.lowering);
+      const auto t = test::make("1f1b", test::sm(1, 1));
+      const auto sim = simulate_table(t, setup, "1f1b");
+      const auto c =
+          cost::stage_costs(setup.model, table_work(t, setup.model), setup.system).front();
+      ASSERT_GT(c.forward.tp_comm_s + c.backward.tp_comm_s, 0.0);
+      EXPECT_NEAR(sim.result.pipeline_end_s / (c.forward.seconds + c.backward.seconds), 1.0, 1e-12)
+          << to_string(method) << " TP " << tp;
+      EXPECT_FALSE(of_kind(sim.graph, TransferKind::ContextExchange).empty());
+      EXPECT_EQ(sim.metrics.breakdown().expert_comm, 0.0);
+    }
+  }
+}
+
 TEST(ContextParallel, GradientsAreReducedOverDpTimesCp) {
   // CP 2 with no data parallelism still all-reduces each stage's gradients over the 2 CP ranks;
   // the run takes S × CP GPUs.

@@ -509,7 +509,8 @@ The simulation keywords mirror the command's flags:
 - ``blocking_send``: a send occupies its sender until received (``--blocking-send``)
 - ``runtime``: ``"auto"`` (None: each table's own), ``"async"``, ``"megatron"`` or ``"pytorch"``
 - ``tp_overlap``: ``"none"``, ``"backward"`` or ``"all"``
-- ``a2a_overlap``: Megatron-Core's 1F1B all-to-all overlap of a mixture of experts
+- ``a2a_overlap``: Megatron-Core's 1F1B all-to-all overlap of a mixture of experts, on the
+  interleaved schedule
   (``--a2a-overlap``)
 - ``optimizer``: simulate the optimizer step (False is ``--no-optimizer``)
 - ``dp_overlap``, ``dp_bucket_mb``, ``distributed_optimizer``: the gradient reduction

@@ -219,7 +219,8 @@ void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
       ->capture_default_str();
   command.add_flag("--a2a-overlap", o.a2a_overlap,
                    "Megatron-Core's 1F1B all-to-all overlap (--overlap-moe-expert-parallel-comm): "
-                   "a steady-state forward and the backward after it run as one step, each one's "
+                   "the interleaved schedule's steady-state forward and the backward after it run "
+                   "as one step, each one's "
                    "expert all-to-alls under the other's compute (DualPipe's F&B pairs always do)");
   command.add_flag("--no-overheads", o.no_overheads,
                    "leave out the device's overheads no kernel carries: the host's time per "

@@ -5,14 +5,22 @@
 
 namespace pipetab::cost {
 
-double collective_seconds(CollectiveKind kind, double bytes, double ranks, const LinkSpec& link) {
+double collective_steps(CollectiveKind kind, double ranks) {
+  return (kind == CollectiveKind::AllReduce ? 2.0 : 1.0) * (ranks - 1.0);
+}
+
+double collective_flow_bytes(CollectiveKind kind, double bytes, double ranks) {
   if (ranks <= 1.0 || bytes <= 0.0) return 0.0;
-  const double steps = (kind == CollectiveKind::AllReduce ? 2.0 : 1.0) * (ranks - 1.0);
-  const double bandwidth = link.bandwidth * link.collective_efficiency;
   // An all-to-all sends each of the other ranks 1/p of its own part (bytes/p): p−1 messages of
   // bytes/p² each.
   const double per_step = kind == CollectiveKind::AllToAll ? bytes / ranks / ranks : bytes / ranks;
-  return steps * (link.latency_s + per_step / bandwidth);
+  return collective_steps(kind, ranks) * per_step;
+}
+
+double collective_seconds(CollectiveKind kind, double bytes, double ranks, const LinkSpec& link) {
+  if (ranks <= 1.0 || bytes <= 0.0) return 0.0;
+  return collective_steps(kind, ranks) * link.latency_s +
+         collective_flow_bytes(kind, bytes, ranks) / (link.bandwidth * link.collective_efficiency);
 }
 
 }  // namespace pipetab::cost

@@ -179,9 +179,28 @@ Timed timed(const PassOperators& ops, const TransformerConfig& m, const SystemCo
   return t;
 }
 
-// An expert all-to-all the simulation runs as flows (CostOptions::expert_flows).
+// An exchange the simulation runs as flows (CostOptions::exchanges_as_flows): an expert
+// all-to-all or a context-parallel exchange.
 bool is_flow(const Operator& op, bool flows) {
-  return flows && op.kind == OperatorKind::Collective && op.group == CollectiveGroup::Expert;
+  return flows && op.kind == OperatorKind::Collective &&
+         (op.group == CollectiveGroup::Expert || op.group == CollectiveGroup::Context);
+}
+
+// The flows of such an exchange, as the cost model prices them alone (operator_cost).
+Exchange exchange(const Operator& op, const TransformerConfig& m, const SystemConfig& system) {
+  Exchange x;
+  x.expert = op.group == CollectiveGroup::Expert;
+  if (x.expert) {
+    const AllToAllFlows f = expert_all_to_all_flows(expert_all_to_all(op, m, system));
+    x.flows = {Flow{f.local, system.intra.latency_s, false},
+               Flow{f.remote, system.inter.latency_s, true}};
+    return x;
+  }
+  const LinkSpec& link = context_parallel_link(system, m.tensor_parallel, m.context_parallel);
+  const auto cp = static_cast<double>(m.context_parallel);
+  x.flows[0] = {collective_flow_bytes(op.collective, op.collective_bytes, cp),
+                collective_steps(op.collective, cp) * link.latency_s, &link == &system.inter};
+  return x;
 }
 
 // An operator's time in a pass run as one op: a collective less the time of its partner GEMM
@@ -228,22 +247,28 @@ PassCost pass_cost(const PassOperators& ops, const Timed& t, std::initializer_li
   return c;
 }
 
-// The passes in `set` of one MoE layer with their all-to-alls as exchanges, in operator order;
-// an exchange's partner (the shared expert's GEMM it hides under) runs beside it.
+// The passes in `set` of one layer with its all-to-alls and context-parallel exchanges as
+// exchanges, in operator order; an exchange's partner (the shared expert's GEMM, the attention it
+// hides under) runs beside it for its fraction.
 LayerProgram layer_program(const PassOperators& ops, const Timed& t,
                            std::initializer_list<PassId> set, Overlap overlap,
                            const TransformerConfig& m, const SystemConfig& system) {
   LayerProgram p;
   // Partners of the exchanges, by (pass, index): their time goes to their exchange.
-  std::vector<std::pair<std::pair<PassId, std::int32_t>, std::size_t>> partners;
+  struct Partner {
+    PassId pass;
+    std::int32_t index;
+    std::size_t exchange;
+    double fraction;
+  };
+  std::vector<Partner> partners;
   for (const auto id : set) {
     const auto& list = ops.pass(id);
     for (const Operator& op : list) {
       if (!is_flow(op, true)) continue;
-      const AllToAllFlows flows = expert_all_to_all_flows(expert_all_to_all(op, m, system));
       if (op.hidden_index >= 0 && op.hidden_pass == id)
-        partners.push_back({{id, op.hidden_index}, p.exchanges.size()});
-      p.exchanges.push_back({0.0, 0.0, flows});
+        partners.push_back({id, op.hidden_index, p.exchanges.size(), op.hidden_fraction});
+      p.exchanges.push_back(exchange(op, m, system));
     }
   }
   double since = 0.0;
@@ -256,23 +281,24 @@ LayerProgram layer_program(const PassOperators& ops, const Timed& t,
         since = 0.0;
         continue;
       }
-      const double s = op_seconds(ops, t, id, k, set, overlap);
-      const auto partner = std::find_if(partners.begin(), partners.end(), [&](const auto& x) {
-        return x.first == std::pair{id, static_cast<std::int32_t>(k)};
+      double s = op_seconds(ops, t, id, k, set, overlap);
+      const auto partner = std::find_if(partners.begin(), partners.end(), [&](const Partner& x) {
+        return x.pass == id && x.index == static_cast<std::int32_t>(k);
       });
       if (partner != partners.end()) {
-        p.exchanges[partner->second].beside_s += s;
-      } else {
-        since += s;
+        // Its fraction beside the exchange; the rest after it (the ring's last block).
+        p.exchanges[partner->exchange].beside_s += partner->fraction * s;
+        s *= 1.0 - partner->fraction;
       }
+      since += s;
     }
   }
   p.after_s = since;
-  // Exchanges no rank sends anything in (EP 1) are no exchanges: their compute joins the next.
+  // Exchanges no rank sends anything in are no exchanges: their compute joins the next.
   std::vector<Exchange> kept;
   double carry = 0.0;
   for (auto& x : p.exchanges) {
-    if (x.flows.local <= 0.0 && x.flows.remote <= 0.0) {
+    if (x.flows[0].bytes <= 0.0 && x.flows[1].bytes <= 0.0) {
       carry += x.before_s + x.beside_s;
       continue;
     }
@@ -327,33 +353,37 @@ std::vector<StageCost> stage_costs(const ModelConfig& model, std::span<const Sta
   require_costable(model, system);
   const ModelOperators ops = model_operators(*m);
   const Overlap overlap = options.tp_overlap;
-  const bool flows = options.expert_flows;
-  const StageCost layer = stage_cost_of(ops.layer, timed(ops.layer, *m, system), overlap, flows);
+  const bool flows = options.exchanges_as_flows;
+  // A layer's passes, and with flows their programs (null without exchanges).
+  const auto layer_kind = [&](const PassOperators& o, StageCost& cost,
+                              std::shared_ptr<const LayerPasses>& programs) {
+    const Timed t = timed(o, *m, system);
+    cost = stage_cost_of(o, t, overlap, flows);
+    if (!flows) return;
+    LayerPasses p{
+        layer_program(o, t, {PassId::Forward}, overlap, *m, system),
+        layer_program(o, t, {PassId::InputGrad}, overlap, *m, system),
+        layer_program(o, t, {PassId::InputGrad, PassId::WeightGrad}, overlap, *m, system)};
+    if (!p.forward.exchanges.empty() || !p.input_grad.exchanges.empty())
+      programs = std::make_shared<const LayerPasses>(std::move(p));
+  };
+  StageCost layer, moe_layer;
+  std::shared_ptr<const LayerPasses> dense_programs, moe_programs;
+  layer_kind(ops.layer, layer, dense_programs);
+  if (m->moe) layer_kind(ops.moe_layer, moe_layer, moe_programs);
   const StageCost embedding =
       stage_cost_of(ops.embedding, timed(ops.embedding, *m, system), overlap, flows);
   const StageCost output = stage_cost_of(ops.output, timed(ops.output, *m, system), overlap, flows);
-  StageCost moe_layer;
-  MoeProgram program;
-  if (m->moe) {
-    const Timed t = timed(ops.moe_layer, *m, system);
-    moe_layer = stage_cost_of(ops.moe_layer, t, overlap, flows);
-    if (flows) {
-      const auto& o = ops.moe_layer;
-      program.forward = layer_program(o, t, {PassId::Forward}, overlap, *m, system);
-      program.input_grad = layer_program(o, t, {PassId::InputGrad}, overlap, *m, system);
-      program.backward =
-          layer_program(o, t, {PassId::InputGrad, PassId::WeightGrad}, overlap, *m, system);
-    }
-  }
   for (std::size_t s = 0; s < work.size(); ++s) {
-    add(costs[s], layer, static_cast<double>(work[s].layers - work[s].moe_layers));
-    add(costs[s], moe_layer, static_cast<double>(work[s].moe_layers));
+    const auto dense = static_cast<double>(work[s].layers - work[s].moe_layers);
+    const auto experts = static_cast<double>(work[s].moe_layers);
+    add(costs[s], layer, dense);
+    add(costs[s], moe_layer, experts);
     if (work[s].embedding) add(costs[s], embedding, 1.0);
     if (work[s].output) add(costs[s], output, 1.0);
-    if (!program.forward.exchanges.empty()) {
-      costs[s].moe = program;
-      costs[s].moe.layers = static_cast<double>(work[s].moe_layers);
-    }
+    // Dense layers first: the first `dense_layers` of the model are (DeepSeek-V3's three).
+    if (dense > 0.0 && dense_programs) costs[s].layers[0] = {dense, dense_programs};
+    if (experts > 0.0 && moe_programs) costs[s].layers[1] = {experts, moe_programs};
   }
   return costs;
 }

@@ -87,6 +87,8 @@ const char* collective_fill(TransferKind kind) {
       return "#8e44ad";
     case TransferKind::ExpertAllToAll:
       return "#d35400";
+    case TransferKind::ContextExchange:
+      return "#27ae60";
     default:
       break;
   }
@@ -181,11 +183,12 @@ std::string timeline_svg(const ScheduleTable& table, const Simulation& sim,
   }
   const bool draw_transfers = static_cast<double>(busiest) * 6.0 <= kPlotWidth;
   bool pipeline_transfers = false, optimizer = g.compute_nodes > g.table_ops;
-  std::array<bool, 7> collectives{};  // by collective_fill's kinds
+  std::array<bool, 8> collectives{};  // by collective_fill's kinds
   const TransferKind collective_kinds[] = {
-      TransferKind::ReplicaAllReduce, TransferKind::DataAllReduce, TransferKind::EmbeddingAllReduce,
-      TransferKind::ParamAllGather,   TransferKind::FsdpAllGather, TransferKind::FsdpReduceScatter,
-      TransferKind::ExpertAllToAll};
+      TransferKind::ReplicaAllReduce,   TransferKind::DataAllReduce,
+      TransferKind::EmbeddingAllReduce, TransferKind::ParamAllGather,
+      TransferKind::FsdpAllGather,      TransferKind::FsdpReduceScatter,
+      TransferKind::ExpertAllToAll,     TransferKind::ContextExchange};
   for (std::int64_t t = 0; t < g.transfers(); ++t) {
     const auto kind = g.kind[static_cast<std::size_t>(t)];
     if (is_pipeline(kind)) pipeline_transfers = draw_transfers;

@@ -10,11 +10,10 @@ namespace {
 
 // The shortest compute node n can take: its duration, or with steps its compute and each wait
 // no earlier than its transfer could finish alone (its latency, then its bytes at its rate cap:
-// no share of a link is more).
-double shortest(const ExecGraph& g, std::size_t n) {
+// no share of a link is more). `ends` has a slot per transfer (scratch).
+double shortest(const ExecGraph& g, std::size_t n, std::vector<double>& ends) {
   if (!g.has_steps(static_cast<std::int64_t>(n))) return g.duration[n];
   double now = 0.0;
-  std::vector<std::pair<std::int32_t, double>> done;  // an op issues a few transfers
   for (auto k = g.step_begin[n]; k < g.step_begin[n + 1]; ++k) {
     const OpStep& s = g.steps[static_cast<std::size_t>(k)];
     if (s.kind == StepKind::Compute) {
@@ -25,11 +24,10 @@ double shortest(const ExecGraph& g, std::size_t n) {
     if (s.kind == StepKind::Issue) {
       const double cap = t < g.rate_cap.size() ? g.rate_cap[t] : 0.0;
       const double wire = std::isfinite(cap) && cap > 0.0 ? g.bytes[t] / cap : 0.0;
-      done.emplace_back(s.transfer, now + g.latency_s[t] + wire);
-      continue;
+      ends[t] = now + g.latency_s[t] + wire;
+    } else {
+      now = std::max(now, ends[t]);
     }
-    for (const auto& [transfer, end] : done)
-      if (transfer == s.transfer) now = std::max(now, end);
   }
   return now;
 }
@@ -45,6 +43,7 @@ DeviceBounds device_bounds(const ExecGraph& g) {
   DeviceBounds b;
   b.busy_s.assign(devices, 0.0);
   b.peak_memory_bytes.assign(devices, 0.0);
+  std::vector<double> ends(g.steps.empty() ? 0 : static_cast<std::size_t>(g.transfers()));
   // Memory, stream by stream.
   for (std::size_t d = 0; d < devices; ++d) {
     double memory = g.static_bytes.empty() ? 0.0 : g.static_bytes[d];
@@ -52,7 +51,7 @@ DeviceBounds device_bounds(const ExecGraph& g) {
     double busy = 0.0;
     for (auto i = g.stream_begin[d]; i < g.stream_begin[d + 1]; ++i) {
       const auto n = static_cast<std::size_t>(g.stream[static_cast<std::size_t>(i)]);
-      busy += shortest(g, n);
+      busy += shortest(g, n, ends);
       memory += g.alloc_bytes[n];
       peak = std::max(peak, memory);
       memory -= g.free_bytes[n];
@@ -69,8 +68,9 @@ GraphBounds graph_bounds(const ExecGraph& g, const Network& network) {
   const auto devices = static_cast<std::size_t>(g.devices);
   // Each node's shortest possible duration.
   std::vector<double> length(nodes, 0.0);
+  std::vector<double> ends(g.steps.empty() ? 0 : static_cast<std::size_t>(g.transfers()));
   for (std::size_t n = 0; n < static_cast<std::size_t>(g.compute_nodes); ++n)
-    length[n] = shortest(g, n);
+    length[n] = shortest(g, n, ends);
   const auto& links = network.links();
   for (std::size_t t = 0; t < static_cast<std::size_t>(g.transfers()); ++t) {
     double bandwidth = std::numeric_limits<double>::infinity();

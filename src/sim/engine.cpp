@@ -142,6 +142,7 @@ class Engine {
     wait_since_.assign(devices, 0.0);
     if (!g.steps.empty()) {
       waited_.assign(static_cast<std::size_t>(g.compute_nodes), 0.0);
+      waited_expert_.assign(static_cast<std::size_t>(g.compute_nodes), 0.0);
       transfer_done_.assign(transfers, 0);
     }
     work_left_.assign(devices, 0.0);
@@ -222,6 +223,7 @@ class Engine {
     }
     require_finished();
     summarize();
+    result_.waited = std::move(waited_);
     return std::move(result_);
   }
 
@@ -530,7 +532,10 @@ class Engine {
       const auto dev = static_cast<std::size_t>(g_.device[static_cast<std::size_t>(node)]);
       if (waiting_[dev] == node) {
         waiting_[dev] = -1;
-        waited_[static_cast<std::size_t>(running_[dev])] += now_ - wait_since_[dev];
+        const auto op = static_cast<std::size_t>(running_[dev]);
+        waited_[op] += now_ - wait_since_[dev];
+        if (g_.kind[t] == TransferKind::ExpertAllToAll)
+          waited_expert_[op] += now_ - wait_since_[dev];
         ++step_[dev];
         run_steps(dev);
       }
@@ -719,10 +724,12 @@ class Engine {
         computing.emplace_back(r.start[n], r.end[n]);
         if (g_.compute_kind[n] == ComputeKind::TableOp) {
           ++table_ops;
-          // An op's waits for its inner transfers are its exposed all-to-alls.
+          // An op's waits for its inner transfers are its exposed exchanges (all-to-alls and
+          // context-parallel exchanges).
           const double waited = waited_.empty() ? 0.0 : waited_[n];
           dev.tp_comm_s += g_.tp_comm_s[n] + waited;
-          if (n < g_.expert_comm_s.size()) dev.expert_comm_s += g_.expert_comm_s[n] + waited;
+          if (n < g_.expert_comm_s.size())
+            dev.expert_comm_s += g_.expert_comm_s[n] + (waited_.empty() ? 0.0 : waited_expert_[n]);
           if (n < g_.overhead_s.size()) dev.overhead_s += g_.overhead_s[n];
           dev.interference_s += std::max(0.0, r.end[n] - r.start[n] - g_.duration[n] - waited);
         } else {
@@ -792,7 +799,7 @@ class Engine {
   std::vector<std::int64_t> step_;
   std::vector<std::int32_t> waiting_;
   std::vector<double> wait_since_;
-  std::vector<double> waited_;
+  std::vector<double> waited_, waited_expert_;  // of which on expert all-to-alls
   std::vector<std::uint8_t> transfer_done_;
   std::vector<std::uint32_t> compute_version_;
   std::vector<double> memory_;

@@ -3,6 +3,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
 #include <unordered_map>
 
@@ -35,6 +36,8 @@ const char* to_string(TransferKind kind) {
       return "FSDP reduce-scatter";
     case TransferKind::ExpertAllToAll:
       return "expert all-to-all";
+    case TransferKind::ContextExchange:
+      return "context-parallel exchange";
     case TransferKind::Sync:
       return "synchronisation";
   }
@@ -288,6 +291,7 @@ class Lowering {
 
   // The compute nodes alone (lower_compute): durations, memory, streams and static bytes.
   ExecGraph compute_only() && {
+    compute_only_ = true;
     compute_part();
     g_.static_bytes = static_memory(t_, work_, model_, options_);
     return std::move(g_);
@@ -407,11 +411,17 @@ class Lowering {
             largest / 1e9, buckets, kMaxDpBuckets, largest / kMaxDpBuckets / 1e6));
       }
     }
+    // Exchanges inside the ops: per layer and pass at most two context-parallel exchanges and
+    // four all-to-alls (six with the MLP recomputed), each two flows.
+    const auto* m = model_.transformer();
+    const bool exchanges = !options_.costs && m != nullptr &&
+                           (m->context_parallel > 1 || (m->moe && m->expert_parallel > 1));
     std::int64_t dependencies = 0;
     for (const Op& op : t_.ops) {
       for (const Pass& pass : op.passes()) {
         dependencies += (pass.kind == PassKind::F && pass.stage > 0) ||
                         (is_input_backward(pass.kind) && pass.stage + 1 < t_.stages);
+        if (exchanges && pass.kind != PassKind::None) dependencies += 16 * work(pass).layers;
       }
     }
     const std::int64_t k = t_.pipelines();
@@ -435,7 +445,7 @@ class Lowering {
     for (std::int32_t p = 0; p < t_.pipelines(); ++p) {
       const std::span<const StageWork> stages(work_.data() + static_cast<std::size_t>(p) * n, n);
       auto options = options_.cost;
-      options.expert_flows = true;  // the experts' all-to-alls as flows (lower_programs)
+      options.exchanges_as_flows = true;  // as flows inside their ops (lower_programs)
       const auto c = cost::stage_costs(model_, stages, network_.system(), options);
       cost_.insert(cost_.end(), c.begin(), c.end());
     }
@@ -551,15 +561,16 @@ class Lowering {
     lower_programs();
   }
 
-  // The experts' all-to-alls (reference modern-runs.md §C.3): each is a flow over the rank's
-  // node links and one over its NIC (cost::expert_all_to_all_flows), issued inside the op that
-  // runs it and waited where its output is needed, so that they share the links with pipeline,
-  // FSDP and data-parallel traffic and slow the compute beside them (DeviceSpec::comm_slowdown;
-  // DeepEP's 20 of 132 SMs). An op's program is its passes' pieces: compute, then an exchange
-  // with the compute that runs beside it (the shared expert), layer after layer.
+  // The experts' all-to-alls (reference modern-runs.md §C.3: a flow over the rank's node links
+  // and one over its NIC, cost::expert_all_to_all_flows) and the context-parallel exchanges (§C.2:
+  // one flow on the CP group's links) are issued inside the op that runs them and waited where
+  // their output is needed, so that they share the links with pipeline, FSDP and data-parallel
+  // traffic and slow the compute beside them (DeviceSpec::comm_slowdown; DeepEP's 20 of 132 SMs).
+  // An op's program is its passes' pieces: compute, then an exchange with the compute that runs
+  // beside it (the shared expert, the attention the ring hides under), layer after layer.
   struct Piece {
     double before = 0.0;
-    std::optional<cost::AllToAllFlows> flows;
+    std::optional<cost::Exchange> exchange;
     double beside = 0.0;
   };
   // A step of an op's program before its transfers exist: compute, or issue / wait for the
@@ -571,31 +582,44 @@ class Lowering {
   };
   struct Program {
     std::vector<Planned> steps;
-    std::vector<cost::AllToAllFlows> exchanges;
+    std::vector<cost::Exchange> exchanges;
   };
 
-  // One pass's pieces on its stage: its compute outside the MoE layers first, then each MoE
-  // layer's program.
+  // The program of a kind of pass of some layers, or nullptr (none, or a weight-gradient pass).
+  static const cost::LayerProgram* layer_program(const cost::LayerPrograms& l, PassKind kind) {
+    if (!l.passes) return nullptr;
+    return kind == PassKind::F   ? &l.passes->forward
+           : kind == PassKind::B ? &l.passes->backward
+           : kind == PassKind::I ? &l.passes->input_grad
+                                 : nullptr;
+  }
+
+  // One pass's pieces on its stage: its compute outside the layers with exchanges first, then
+  // each such layer's program, in model order.
   std::vector<Piece> pieces(const Pass& pass) const {
     const auto& c = cost_[index(pass)];
     const cost::PassCost& pc = pass.kind == PassKind::F   ? c.forward
                                : pass.kind == PassKind::B ? c.backward
                                : pass.kind == PassKind::I ? c.input_grad
                                                           : c.weight_grad;
-    const cost::LayerProgram* layer = pass.kind == PassKind::F   ? &c.moe.forward
-                                      : pass.kind == PassKind::B ? &c.moe.backward
-                                      : pass.kind == PassKind::I ? &c.moe.input_grad
-                                                                 : nullptr;
-    if (layer == nullptr || c.moe.empty() || layer->exchanges.empty())
-      return {Piece{pc.seconds, std::nullopt, 0.0}};
+    const auto program_of = [&](const cost::LayerPrograms& l) {
+      return layer_program(l, pass.kind);
+    };
+    double carry = pc.seconds;
+    for (const auto& l : c.layers)
+      if (const auto* p = program_of(l)) carry -= l.layers * p->compute_s();
+    carry = std::max(0.0, carry);
     std::vector<Piece> out;
-    double carry = std::max(0.0, pc.seconds - c.moe.layers * layer->compute_s());
-    for (double l = 0; l < c.moe.layers; ++l) {
-      for (const auto& x : layer->exchanges) {
-        out.push_back({carry + x.before_s, x.flows, x.beside_s});
-        carry = 0.0;
+    for (const auto& l : c.layers) {
+      const auto* p = program_of(l);
+      if (p == nullptr || p->exchanges.empty()) continue;
+      for (double k = 0; k < l.layers; ++k) {
+        for (const auto& x : p->exchanges) {
+          out.push_back({carry + x.before_s, x, x.beside_s});
+          carry = 0.0;
+        }
+        carry += p->after_s;
       }
-      carry = layer->after_s;
     }
     out.push_back({carry, std::nullopt, 0.0});
     return out;
@@ -608,9 +632,9 @@ class Lowering {
     pending = -1;
     const Piece& piece = thread[next++];
     p.steps.push_back({StepKind::Compute, -1, piece.before});
-    if (!piece.flows) return;
+    if (!piece.exchange) return;
     pending = static_cast<std::int32_t>(p.exchanges.size());
-    p.exchanges.push_back(*piece.flows);
+    p.exchanges.push_back(*piece.exchange);
     p.steps.push_back({StepKind::Issue, pending});
     if (piece.beside > 0.0) p.steps.push_back({StepKind::Compute, -1, piece.beside});
   }
@@ -635,63 +659,177 @@ class Lowering {
     return p;
   }
 
-  // Op n's program when it runs exchanges (the passes' costs leave them out).
+  // The program of one pass, or of a pair run in turn (`b`: its second pass; `pair`: a forward
+  // and a backward that overlap), -1 without exchanges. Built once per stage and pass kinds: the
+  // ops of a table share a few.
+  std::int32_t program_id(const Pass& a, const Pass* b, bool pair) {
+    if (b == nullptr) {
+      // One pass: by (pipeline, stage) and kind in a flat array (-2: not built yet).
+      constexpr std::size_t kKinds = 5;
+      if (single_ids_.empty()) single_ids_.assign(cost_.size() * kKinds, -2);
+      auto& id = single_ids_[index(a) * kKinds + static_cast<std::size_t>(a.kind)];
+      if (id == -2) {
+        const auto first = pieces(a);
+        id = -1;
+        if (first.size() > 1) {
+          id = static_cast<std::int32_t>(unique_.size());
+          unique_.push_back(program(first));
+        }
+      }
+      return id;
+    }
+    const auto kind = [](const Pass& p) { return static_cast<std::int64_t>(p.kind); };
+    const std::array<std::int64_t, 5> key{static_cast<std::int64_t>(index(a)), kind(a),
+                                          b ? static_cast<std::int64_t>(index(*b)) : -1,
+                                          b ? kind(*b) : -1, pair ? 1 : 0};
+    if (const auto it = program_ids_.find(key); it != program_ids_.end()) return it->second;
+    auto first = pieces(a);
+    std::vector<Piece> second;
+    if (b != nullptr) second = pieces(*b);
+    std::int32_t id = -1;
+    if (first.size() > 1 || second.size() > 1) {
+      id = static_cast<std::int32_t>(unique_.size());
+      if (pair) {
+        unique_.push_back(program(first, second));
+      } else {
+        first.insert(first.end(), second.begin(), second.end());
+        unique_.push_back(program(first));
+      }
+    }
+    program_ids_.emplace(key, id);
+    return id;
+  }
+  void set_program(std::size_t n, std::int32_t id) {
+    if (id < 0 && program_of_.empty()) return;
+    if (program_of_.empty()) program_of_.assign(t_.ops.size(), -1);
+    program_of_[n] = id;
+  }
+
+  // Op n's program when it runs exchanges (the passes' costs leave them out). A forward and a
+  // backward in one op (DualPipe's F&B chunk pairs) overlap.
   void plan_exchanges(std::size_t n) {
     const Op& op = t_.ops[n];
-    std::vector<std::vector<Piece>> threads;
-    bool exchanges = false;
-    for (const Pass& pass : op.passes()) {
-      if (pass.kind == PassKind::None) continue;
-      threads.push_back(pieces(pass));
-      exchanges = exchanges || threads.back().size() > 1;
+    if (op.first().kind == PassKind::None) return;
+    if (!op.is_pair() && folded()) {
+      // One pass without its transfers: its waits in closed form, no program.
+      const double waits = single_waits(op.first());
+      if (waits > 0.0) {
+        if (folded_waits_.empty()) folded_waits_.assign(t_.ops.size(), 0.0);
+        folded_waits_[n] = waits;
+      }
+      return;
     }
-    if (!exchanges) return;
-    if (programs_.empty()) programs_.resize(t_.ops.size());
-    // A forward and a backward in one op (DualPipe's F&B chunk pairs) overlap.
-    const bool pair = threads.size() == 2 && op.first().kind == PassKind::F &&
-                      is_input_backward(op.second().kind);
-    if (pair) {
-      programs_[n] = program(threads[0], threads[1]);
-    } else {
-      std::vector<Piece> all;
-      for (const auto& t : threads)
-        all.insert(all.end(), t.begin(), t.end());
-      programs_[n] = program(all);
+    if (!op.is_pair()) return set_program(n, program_id(op.first(), nullptr, false));
+    const bool pair = op.first().kind == PassKind::F && is_input_backward(op.second().kind);
+    set_program(n, program_id(op.first(), &op.second(), pair));
+  }
+
+  // Op n's program, or nullptr.
+  const Program* program_of(std::size_t n) const {
+    if (n >= program_of_.size() || program_of_[n] < 0) return nullptr;
+    return &unique_[static_cast<std::size_t>(program_of_[n])];
+  }
+
+  // No inner transfers: the compute part (plan's first bound) or lowering for bounds only.
+  bool folded() const { return compute_only_ || !options_.inner_transfers; }
+
+  // Seconds an exchange takes alone on its links: each flow's latency, then its bytes at the
+  // link's collective bandwidth; the longer of the two flows.
+  double alone(const cost::Exchange& x) const {
+    const auto& system = network_.system();
+    double t = 0.0;
+    for (const auto& f : x.flows) {
+      const LinkSpec& link = f.nic ? system.inter : system.intra;
+      if (f.bytes > 0.0)
+        t = std::max(t, f.latency_s + f.bytes / (link.bandwidth * link.collective_efficiency));
     }
+    return t;
+  }
+
+  // One pass's waits with every exchange alone on its links: each waits for what its exchange
+  // takes beyond the compute beside it (once per stage and pass kind).
+  double single_waits(const Pass& pass) {
+    constexpr std::size_t kKinds = 5;
+    if (single_waits_.empty()) single_waits_.assign(cost_.size() * kKinds, -1.0);
+    auto& w = single_waits_[index(pass) * kKinds + static_cast<std::size_t>(pass.kind)];
+    if (w >= 0.0) return w;
+    w = 0.0;
+    for (const auto& l : cost_[index(pass)].layers) {
+      const cost::LayerProgram* p = layer_program(l, pass.kind);
+      if (p == nullptr) continue;
+      for (const auto& x : p->exchanges)
+        w += l.layers * std::max(0.0, alone(x) - x.beside_s);
+    }
+    return w;
+  }
+
+  // How long a program takes with every exchange alone on its links (its latency, then its bytes
+  // at the link's collective bandwidth), less its compute: a lower bound of its waits.
+  double shortest_waits(const Program& p) const {
+    double now = 0.0, compute = 0.0;
+    std::vector<double> end(p.exchanges.size(), 0.0);
+    for (const auto& step : p.steps) {
+      const auto x = static_cast<std::size_t>(step.exchange);
+      if (step.kind == StepKind::Compute) {
+        now += step.seconds;
+        compute += step.seconds;
+      } else if (step.kind == StepKind::Issue) {
+        end[x] = now + alone(p.exchanges[x]);
+      } else {
+        now = std::max(now, end[x]);
+      }
+    }
+    return now - compute;
   }
 
   // The programs' steps and inner transfers (after the compute nodes; none without exchanges).
   // Every op's first step computes its overheads, where FSDP's per-block exposure adds later.
   void lower_programs() {
-    if (programs_.empty()) return;
+    if (folded()) {
+      // No transfers (the compute part, plan's bounds): each op as long as it takes with every
+      // exchange alone on its links, a lower bound of what it takes.
+      std::vector<double> waits(unique_.size(), -1.0);
+      for (std::size_t n = 0; n < program_of_.size(); ++n) {
+        if (program_of_[n] < 0) continue;
+        auto& w = waits[static_cast<std::size_t>(program_of_[n])];
+        if (w < 0.0) w = shortest_waits(unique_[static_cast<std::size_t>(program_of_[n])]);
+        g_.duration[n] += w;
+      }
+      for (std::size_t n = 0; n < folded_waits_.size(); ++n)
+        g_.duration[n] += folded_waits_[n];
+      return;
+    }
+    if (program_of_.empty()) return;
     const auto& system = network_.system();
     g_.step_begin.assign(1, 0);
     for (std::int64_t node = 0; node < g_.compute_nodes; ++node) {
       const auto n = static_cast<std::size_t>(node);
-      if (n < programs_.size() && !programs_[n].steps.empty()) {
-        const auto& p = programs_[n];
+      if (const Program* program = program_of(n)) {
+        const auto& p = *program;
         const auto d = g_.device[n];
         double compute = 0.0;
         for (const auto& step : p.steps)
           compute += step.kind == StepKind::Compute ? step.seconds : 0.0;
         g_.steps.push_back({StepKind::Compute, -1, g_.duration[n] - compute});
-        // Each exchange's flows: over the node's links, over the NIC (-1: nothing to move).
-        std::vector<std::array<std::int32_t, 2>> flows;
+        // Each exchange's flows, over the device's switch ports or its NIC (-1: none).
+        auto& flows = flows_scratch_;
+        flows.clear();
         for (const auto& x : p.exchanges) {
           std::array<std::int32_t, 2> pair{-1, -1};
-          const auto flow = [&](double bytes, bool local) {
-            if (!(bytes > 0.0)) return -1;
-            const LinkSpec& link = local ? system.intra : system.inter;
-            const auto t = add_transfer(TransferKind::ExpertAllToAll, stage_of(node), d, bytes,
-                                        {local ? network_.port_up(d) : network_.nic_out(d),
-                                         local ? network_.port_down(d) : network_.nic_in(d)},
-                                        link.latency_s);
+          for (std::size_t k = 0; k < 2; ++k) {
+            const cost::Flow& f = x.flows[k];
+            if (!(f.bytes > 0.0)) continue;
+            const LinkSpec& link = f.nic ? system.inter : system.intra;
+            const auto t = add_transfer(
+                x.expert ? TransferKind::ExpertAllToAll : TransferKind::ContextExchange,
+                stage_of(node), d, f.bytes,
+                {f.nic ? network_.nic_out(d) : network_.port_up(d),
+                 f.nic ? network_.nic_in(d) : network_.port_down(d)},
+                f.latency_s);
             g_.rate_cap.back() = link.bandwidth * link.collective_efficiency;
             g_.preds[static_cast<std::size_t>(t)] = 1;  // its Issue step
-            return t;
-          };
-          pair[0] = flow(x.local, true);
-          pair[1] = flow(x.remote, false);
+            pair[k] = t;
+          }
           flows.push_back(pair);
         }
         for (const auto& step : p.steps) {
@@ -741,12 +879,11 @@ class Lowering {
       if (f.is_pair() || b.is_pair() || f.first().kind != PassKind::F ||
           !is_input_backward(b.first().kind) || f.first().microbatch == b.first().microbatch)
         continue;
-      const auto pf = pieces(f.first()), pb = pieces(b.first());
-      if (pf.size() <= 1 && pb.size() <= 1) continue;
-      if (programs_.empty()) programs_.resize(t_.ops.size());
+      const auto id = program_id(f.first(), &b.first(), true);
+      if (id < 0) continue;
       if (merged_into_.empty()) merged_into_.assign(t_.ops.size(), -1);
-      programs_[fi] = program(pf, pb);
-      programs_[bi] = {};
+      set_program(fi, id);
+      set_program(bi, -1);
       merged_into_[bi] = static_cast<std::int32_t>(i);
       auto& cf = op_cost_[fi];
       auto& cb = op_cost_[bi];
@@ -1520,8 +1657,17 @@ class Lowering {
   bool overheads_ = false;
   ExecGraph g_;
   std::vector<std::int32_t> forward_op_, backward_op_;
-  std::vector<cost::PassCost> op_cost_;    // per table op: its passes' cost, before overheads
-  std::vector<Program> programs_;          // per table op, when some op runs exchanges
+  std::vector<cost::PassCost> op_cost_;  // per table op: its passes' cost, before overheads
+  // The programs of ops that run exchanges: each distinct one once, by its passes' stage and
+  // kinds; per table op, its program (-1: none; empty when no op has one).
+  std::vector<Program> unique_;
+  std::map<std::array<std::int64_t, 5>, std::int32_t> program_ids_;  // of two passes
+  std::vector<std::int32_t> single_ids_;                             // of one pass
+  std::vector<double> single_waits_;  // folded: per (stage, kind), a pass's waits (-1: not yet)
+  std::vector<double> folded_waits_;  // folded: per table op, its single pass's waits
+  std::vector<std::array<std::int32_t, 2>> flows_scratch_;  // lower_programs
+  std::vector<std::int32_t> program_of_;
+  bool compute_only_ = false;              // lower_compute: no transfers
   std::vector<std::int32_t> merged_into_;  // per table op: the op that runs it (-1: itself)
   std::vector<std::pair<std::int32_t, std::int32_t>> edges_;
   std::vector<StartEdge> start_edges_;

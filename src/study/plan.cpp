@@ -363,6 +363,7 @@ void lower_and_bound(const PlanRequest& request, const TableCache& tables, Check
   c.lowered = true;
   std::shared_ptr<const ScheduleTable> own;
   LoweringOptions lowering = setup.lowering;
+  lowering.inner_transfers = false;  // the bound needs the ops' shortest times, not the flows
   if (authors(l)) {
     try {
       own = tables.authors(request, l);

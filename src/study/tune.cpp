@@ -280,7 +280,11 @@ ZeroBubbleProblem measured_zero_bubble_problem(const SimulationSetup& setup, std
   p.microbatches = 1;
   const auto probe = generate(find_schedule("1f1b-split"), p);
   const Network network(setup.system, probe.devices, gpus_per_device(setup.model, setup.lowering));
-  const auto graph = lower(probe, setup.model, network, setup.lowering);
+  // Each pass's time with its exchanges (all-to-alls, context-parallel) alone on their links, as
+  // the op's duration: what the scheduler plans with.
+  LoweringOptions lowering = setup.lowering;
+  lowering.inner_transfers = false;
+  const auto graph = lower(probe, setup.model, network, lowering);
   ZeroBubbleProblem problem = ZeroBubbleProblem::uniform(devices, microbatches, 0.0, 0.0, 0.0, 1.0);
   for (std::size_t n = 0; n < probe.ops.size(); ++n) {
     const Pass& pass = probe.ops[n].first();

@@ -13,6 +13,11 @@ namespace pipetab::cost {
 /// bandwidth, nccl-tests PERFORMANCE.md). 0 for one rank.
 double collective_seconds(CollectiveKind kind, double bytes, double ranks, const LinkSpec& link);
 
+/// That collective's steps, and the bytes one rank sends over them all (each step's bytes/p, or
+/// bytes/p² for an all-to-all): the flow the simulation runs for it.
+double collective_steps(CollectiveKind kind, double ranks);
+double collective_flow_bytes(CollectiveKind kind, double bytes, double ranks);
+
 }  // namespace pipetab::cost
 
 namespace pipetab::cost {

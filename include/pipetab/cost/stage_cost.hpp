@@ -5,6 +5,8 @@
 // simulation's ops take. Computed once per stage, never per op of a table.
 #pragma once
 
+#include <array>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -22,14 +24,16 @@ struct CostOptions {
   /// Which tensor-parallel collectives overlap a GEMM: none (Megatron-LM until 2021-09),
   /// backward (Megatron-LM since; the default), all (Megatron-Core's --tp-comm-overlap).
   Overlap tp_overlap = Overlap::Backward;
-  /// Megatron-Core's 1F1B all-to-all overlap (--overlap-moe-expert-parallel-comm): a steady-state
-  /// forward and the backward after it run as one step, each one's expert all-to-alls under the
-  /// other's compute (overlapped_pair). DualPipe's F&B pairs overlap so regardless.
+  /// Megatron-Core's 1F1B all-to-all overlap (--overlap-moe-expert-parallel-comm): the
+  /// interleaved schedule's steady-state forward and the backward after it run as one step, each
+  /// one's expert all-to-alls under the other's compute. The simulation's lowering reads it (the
+  /// passes' own costs do not change); DualPipe's F&B pairs overlap so regardless.
   bool a2a_overlap = false;
-  /// The experts' all-to-alls left to the simulation, as flows over the links (lower() sets it):
-  /// the passes' times leave them out, and StageCost::moe says where in each pass they run.
-  /// Off (the `cost` command): each is priced alone on its links, inside its pass.
-  bool expert_flows = false;
+  /// The experts' all-to-alls and the context-parallel exchanges left to the simulation, as
+  /// flows over the links (lower() sets it): the passes' times leave them out, and
+  /// StageCost::layers says where in each pass they run. Off (the `cost` command): each is
+  /// priced alone on its links, inside its pass.
+  bool exchanges_as_flows = false;
 };
 
 /// "none", "backward", "all"; and back (nullopt for anything else).
@@ -46,27 +50,43 @@ struct PassCost {
   friend bool operator==(const PassCost&, const PassCost&) = default;
 };
 
-/// One expert all-to-all inside a pass as the simulation runs it (CostOptions::expert_flows).
-struct Exchange {
-  double before_s = 0.0;  ///< the pass's compute since the previous exchange or the layer's start
-  double beside_s = 0.0;  ///< compute that runs while it moves (the shared expert's, hidden)
-  AllToAllFlows flows;
+/// One flow of an exchange: `bytes` after `latency_s`, over the rank's switch ports (inside its
+/// node) or its NIC, at most at that link's collective bandwidth.
+struct Flow {
+  double bytes = 0.0, latency_s = 0.0;
+  bool nic = false;
 };
 
-/// One MoE layer's pass as the simulation runs it: compute and exchanges in turn, then `after_s`
-/// of compute. Its compute is the layer's share of the PassCost; its exchanges are not in it.
+/// An exchange inside a pass as the simulation runs it (CostOptions::exchanges_as_flows): an
+/// expert all-to-all (a flow over NVLink and one over the NIC, at once) or a context-parallel
+/// exchange (one flow on the CP group's link class).
+struct Exchange {
+  double before_s = 0.0;  ///< the pass's compute since the previous exchange or the layer's start
+  /// compute that runs while it moves: the shared expert under an all-to-all, the blocks of
+  /// attention the ring's steps hide under
+  double beside_s = 0.0;
+  std::array<Flow, 2> flows;  ///< bytes 0: no flow
+  bool expert = false;        ///< an expert all-to-all (else a context-parallel exchange)
+};
+
+/// One layer's pass as the simulation runs it: compute and exchanges in turn, then `after_s` of
+/// compute. Its compute is the layer's share of the PassCost; its exchanges are not in it.
 struct LayerProgram {
   std::vector<Exchange> exchanges;
   double after_s = 0.0;
   double compute_s() const;  ///< Σ before + beside, and after
 };
 
-/// A stage's MoE layers as the simulation runs them: `layers` times each pass's program
-/// (weight_grad has no exchange). Empty without expert flows, experts or EP.
-struct MoeProgram {
-  double layers = 0.0;
+/// One kind of layer (dense or MoE) as the simulation runs it: each pass's program (weight_grad
+/// has no exchange).
+struct LayerPasses {
   LayerProgram forward, input_grad, backward;
-  bool empty() const { return layers <= 0.0 || forward.exchanges.empty(); }
+};
+
+/// `layers` layers of one kind of a stage, sharing their programs with every stage.
+struct LayerPrograms {
+  double layers = 0.0;
+  std::shared_ptr<const LayerPasses> passes;
 };
 
 /// One microbatch on one stage. `backward` is B, the input and weight gradients in one op: a
@@ -74,7 +94,9 @@ struct MoeProgram {
 /// input_grad + weight_grad.
 struct StageCost {
   PassCost forward, input_grad, weight_grad, backward;
-  MoeProgram moe;
+  /// With exchanges_as_flows: the stage's layers with exchanges, dense then MoE (model order);
+  /// `passes` null where that kind has none.
+  std::array<LayerPrograms, 2> layers;
 };
 
 /// What one operator costs alone.

@@ -70,6 +70,9 @@ struct SimResult {
   std::vector<DeviceResult> devices;
   std::vector<LinkResult> links;
   std::vector<double> start, end;  ///< per node; a transfer starts when it is issued
+  /// Per compute node, the time it waited inside itself for its exchanges (ExecGraph::steps;
+  /// empty when no op has steps): its exposed all-to-alls and context-parallel exchanges.
+  std::vector<double> waited;
   /// Nodes from the first to the last event, each the one that held up the next.
   std::vector<std::int32_t> critical_path;
   std::vector<std::vector<MemoryPoint>> memory;  ///< per device, if recorded

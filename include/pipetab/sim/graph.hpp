@@ -38,12 +38,13 @@ enum class TransferKind : std::uint8_t {
   FsdpAllGather,       ///< ring step of FSDP's all-gather of a unit's parameters
   FsdpReduceScatter,   ///< ring step of FSDP's reduce-scatter of a unit's gradients
   ExpertAllToAll,      ///< one side of an expert all-to-all, inside the op that waits for it
+  ContextExchange,     ///< one side of a context-parallel exchange, inside its op
   Sync,                ///< end-of-iteration synchronisation of all stages: latency, no bytes
 };
 
 /// "activation", "gradient", "replica all-reduce", "data-parallel reduction", "embedding
 /// all-reduce", "parameter all-gather", "FSDP all-gather", "FSDP reduce-scatter", "expert
-/// all-to-all", "synchronisation".
+/// all-to-all", "context-parallel exchange", "synchronisation".
 const char* to_string(TransferKind kind);
 
 /// Pipeline traffic (activations and gradients) as opposed to collectives and the sync.
@@ -145,6 +146,11 @@ struct LoweringOptions {
   /// slows while a communication kernel runs beside it. Off: kernels and transfers alone. They
   /// apply to op times from the model, not to explicit `costs`.
   bool overheads = true;
+  /// The exchanges inside ops (expert all-to-alls, context-parallel exchanges) as transfers the
+  /// op waits for (ExecGraph::steps). false: each op lasts its compute plus its waits with every
+  /// exchange alone on its links, no transfers: a lower bound of the op, for bounds only (plan
+  /// bounds every candidate layout's graph; graph_bounds gives the same bound either way).
+  bool inner_transfers = true;
 };
 
 /// What a compute node runs.
@@ -186,7 +192,8 @@ struct ExecGraph {
   std::vector<double> overhead_s;     ///< of the duration, the host's time per pipeline step
   std::vector<double> alloc_bytes;    ///< activation allocated when it starts
   std::vector<double> free_bytes;     ///< activation freed when it ends
-  /// Ops with communication inside: compute node n runs steps[step_begin[n] .. step_begin[n+1])
+  /// Ops with communication inside (expert all-to-alls, context-parallel exchanges): compute
+  /// node n runs steps[step_begin[n] .. step_begin[n+1])
   /// in order, the device's stream held from its start to its last step, instead of one block of
   /// `duration` (which is then its steps' compute). An inner transfer's one dependency is its
   /// Issue step; the op waits for it where its Wait step says. step_begin empty (or an empty
