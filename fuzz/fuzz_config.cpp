@@ -36,6 +36,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       layout.ep = 2;
       pipetab::apply_layout(layout, spread, lowering);
       (void)pipetab::cost::stage_costs(spread, pipetab::stage_work(spread, units, 3), h100);
+      // As the simulation prices it: the all-to-alls as flows, each pass's compute split around
+      // them. Nothing negative, nothing not a number.
+      pipetab::cost::CostOptions flows;
+      flows.exchanges_as_flows = true;
+      for (const auto& stage :
+           pipetab::cost::stage_costs(spread, pipetab::stage_work(spread, units, 3), h100, flows)) {
+        for (const auto& layers : stage.layers) {
+          if (!layers.passes) continue;
+          for (const auto* p : {&layers.passes->forward, &layers.passes->backward}) {
+            if (!(p->after_s >= 0.0)) __builtin_trap();
+            for (const auto& x : p->exchanges) {
+              if (!(x.before_s >= 0.0 && x.beside_s >= 0.0 && x.flows[0].bytes >= 0.0 &&
+                    x.flows[1].bytes >= 0.0))
+                __builtin_trap();
+            }
+          }
+        }
+      }
     }
   } catch (const pipetab::Error&) {
   }

@@ -8,6 +8,8 @@
 #include <tuple>
 
 #include "helpers.hpp"
+#include "sim/programs.hpp"
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "pipetab/cost/stage_cost.hpp"
@@ -1179,6 +1181,56 @@ TEST(Sim, AnExchangeSharesItsLinksWithOtherTraffic) {
   SimOptions alone;
   alone.contention = false;
   EXPECT_DOUBLE_EQ(simulate(g, network, alone).end[0], 3.0);
+}
+
+}  // namespace
+}  // namespace pipetab
+
+namespace pipetab {
+namespace {
+
+// An exchange of `seconds` alone on a 1 GB/s link without latency.
+cost::Exchange exchange_of(double seconds, double beside = 0.0) {
+  cost::Exchange x;
+  x.beside_s = beside;
+  x.flows[0] = {seconds * 1e9, 0.0, false};
+  return x;
+}
+
+TEST(Sim, APairRunsItsPassesInTurnSoEachExchangeMovesUnderTheOthersCompute) {
+  const auto system = system_with(Topology::Switched, {0.0, 1e9}, {0.0, 1e9});
+  using detail::Piece;
+  // A: compute 1, exchange X (5 s), compute 2. B: compute 3, exchange Y (1 s) with 0.5 beside,
+  // compute 4. In turn: A's 1, X issued, B's 3, Y issued, B's 0.5 beside, wait X, A's 2, wait Y,
+  // B's 4.
+  const std::vector<Piece> a{{1.0, exchange_of(5.0), 0.0}, {2.0, std::nullopt, 0.0}};
+  const std::vector<Piece> b{{3.0, exchange_of(1.0, 0.5), 0.5}, {4.0, std::nullopt, 0.0}};
+  const auto p = detail::op_program(a, b);
+  std::string order;
+  for (const auto& s : p.steps) {
+    order += s.kind == StepKind::Compute ? fmt::format("C{:g} ", s.seconds)
+             : s.kind == StepKind::Issue ? fmt::format("I{} ", s.exchange)
+                                         : fmt::format("W{} ", s.exchange);
+  }
+  EXPECT_EQ(order, "C1 I0 C3 I1 C0.5 W0 C2 W1 C4 ");
+  // X, issued at 1, ends at 6; the op waits from 4.5 to 6, then Y is long done: 1.5 s of waits.
+  EXPECT_DOUBLE_EQ(detail::shortest_waits(p, system), 1.5);
+  // One pass alone waits for each exchange beyond the compute beside it, in closed form too.
+  const auto alone = detail::op_program(b);
+  EXPECT_DOUBLE_EQ(detail::shortest_waits(alone, system), 0.5);
+  cost::StageCost stage;
+  stage.forward.seconds = 7.5;
+  auto passes = std::make_shared<cost::LayerPasses>();
+  passes->forward.exchanges = {exchange_of(1.0, 0.5)};
+  passes->forward.exchanges[0].before_s = 3.0;
+  passes->forward.after_s = 4.0;
+  stage.layers[1] = {1.0, passes};
+  EXPECT_DOUBLE_EQ(detail::pass_waits(stage, PassKind::F, system), 0.5);
+  const auto pieces = detail::pass_pieces(stage, PassKind::F);
+  ASSERT_EQ(pieces.size(), 2U);
+  EXPECT_DOUBLE_EQ(pieces[0].before, 3.0);
+  EXPECT_DOUBLE_EQ(pieces[1].before, 4.0);
+  EXPECT_DOUBLE_EQ(detail::shortest_waits(detail::op_program(pieces), system), 0.5);
 }
 
 }  // namespace

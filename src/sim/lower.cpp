@@ -7,6 +7,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "programs.hpp"
 #include <fmt/format.h>
 
 #include "pipetab/error.hpp"
@@ -561,103 +562,8 @@ class Lowering {
     lower_programs();
   }
 
-  // The experts' all-to-alls (reference modern-runs.md §C.3: a flow over the rank's node links
-  // and one over its NIC, cost::expert_all_to_all_flows) and the context-parallel exchanges (§C.2:
-  // one flow on the CP group's links) are issued inside the op that runs them and waited where
-  // their output is needed, so that they share the links with pipeline, FSDP and data-parallel
-  // traffic and slow the compute beside them (DeviceSpec::comm_slowdown; DeepEP's 20 of 132 SMs).
-  // An op's program is its passes' pieces: compute, then an exchange with the compute that runs
-  // beside it (the shared expert, the attention the ring hides under), layer after layer.
-  struct Piece {
-    double before = 0.0;
-    std::optional<cost::Exchange> exchange;
-    double beside = 0.0;
-  };
-  // A step of an op's program before its transfers exist: compute, or issue / wait for the
-  // op's k-th exchange.
-  struct Planned {
-    StepKind kind = StepKind::Compute;
-    std::int32_t exchange = -1;
-    double seconds = 0.0;
-  };
-  struct Program {
-    std::vector<Planned> steps;
-    std::vector<cost::Exchange> exchanges;
-  };
-
-  // The program of a kind of pass of some layers, or nullptr (none, or a weight-gradient pass).
-  static const cost::LayerProgram* layer_program(const cost::LayerPrograms& l, PassKind kind) {
-    if (!l.passes) return nullptr;
-    return kind == PassKind::F   ? &l.passes->forward
-           : kind == PassKind::B ? &l.passes->backward
-           : kind == PassKind::I ? &l.passes->input_grad
-                                 : nullptr;
-  }
-
-  // One pass's pieces on its stage: its compute outside the layers with exchanges first, then
-  // each such layer's program, in model order.
-  std::vector<Piece> pieces(const Pass& pass) const {
-    const auto& c = cost_[index(pass)];
-    const cost::PassCost& pc = pass.kind == PassKind::F   ? c.forward
-                               : pass.kind == PassKind::B ? c.backward
-                               : pass.kind == PassKind::I ? c.input_grad
-                                                          : c.weight_grad;
-    const auto program_of = [&](const cost::LayerPrograms& l) {
-      return layer_program(l, pass.kind);
-    };
-    double carry = pc.seconds;
-    for (const auto& l : c.layers)
-      if (const auto* p = program_of(l)) carry -= l.layers * p->compute_s();
-    carry = std::max(0.0, carry);
-    std::vector<Piece> out;
-    for (const auto& l : c.layers) {
-      const auto* p = program_of(l);
-      if (p == nullptr || p->exchanges.empty()) continue;
-      for (double k = 0; k < l.layers; ++k) {
-        for (const auto& x : p->exchanges) {
-          out.push_back({carry + x.before_s, x, x.beside_s});
-          carry = 0.0;
-        }
-        carry += p->after_s;
-      }
-    }
-    out.push_back({carry, std::nullopt, 0.0});
-    return out;
-  }
-
-  // Runs a thread of pieces' next piece into `p`: first the wait for its previous exchange.
-  static void run_piece(Program& p, const std::vector<Piece>& thread, std::size_t& next,
-                        std::int32_t& pending) {
-    if (pending >= 0) p.steps.push_back({StepKind::Wait, pending});
-    pending = -1;
-    const Piece& piece = thread[next++];
-    p.steps.push_back({StepKind::Compute, -1, piece.before});
-    if (!piece.exchange) return;
-    pending = static_cast<std::int32_t>(p.exchanges.size());
-    p.exchanges.push_back(*piece.exchange);
-    p.steps.push_back({StepKind::Issue, pending});
-    if (piece.beside > 0.0) p.steps.push_back({StepKind::Compute, -1, piece.beside});
-  }
-
-  // One pass's pieces in order, or two passes' (a forward and a backward of other microbatches)
-  // in turn: each one's exchange moves while the other computes, one compute stream and one
-  // exchange of each in flight (DualPipe's overlapped F&B chunks, DeepSeek-V3 §3.2.1, Fig. 4;
-  // Megatron-Core's combined 1F1B).
-  static Program program(const std::vector<Piece>& a, const std::vector<Piece>& b = {}) {
-    Program p;
-    std::size_t i = 0, j = 0;
-    std::int32_t pa = -1, pb = -1;
-    for (bool turn_a = true; i < a.size() || j < b.size(); turn_a = !turn_a) {
-      if ((turn_a && i < a.size()) || j == b.size()) {
-        run_piece(p, a, i, pa);
-      } else {
-        run_piece(p, b, j, pb);
-      }
-    }
-    for (const auto x : {pa, pb})
-      if (x >= 0) p.steps.push_back({StepKind::Wait, x});
-    return p;
-  }
+  using Piece = detail::Piece;
+  using Program = detail::OpProgram;
 
   // The program of one pass, or of a pair run in turn (`b`: its second pass; `pair`: a forward
   // and a backward that overlap), -1 without exchanges. Built once per stage and pass kinds: the
@@ -669,11 +575,11 @@ class Lowering {
       if (single_ids_.empty()) single_ids_.assign(cost_.size() * kKinds, -2);
       auto& id = single_ids_[index(a) * kKinds + static_cast<std::size_t>(a.kind)];
       if (id == -2) {
-        const auto first = pieces(a);
+        const auto first = detail::pass_pieces(cost_[index(a)], a.kind);
         id = -1;
         if (first.size() > 1) {
           id = static_cast<std::int32_t>(unique_.size());
-          unique_.push_back(program(first));
+          unique_.push_back(detail::op_program(first));
         }
       }
       return id;
@@ -683,17 +589,17 @@ class Lowering {
                                           b ? static_cast<std::int64_t>(index(*b)) : -1,
                                           b ? kind(*b) : -1, pair ? 1 : 0};
     if (const auto it = program_ids_.find(key); it != program_ids_.end()) return it->second;
-    auto first = pieces(a);
+    auto first = detail::pass_pieces(cost_[index(a)], a.kind);
     std::vector<Piece> second;
-    if (b != nullptr) second = pieces(*b);
+    if (b != nullptr) second = detail::pass_pieces(cost_[index(*b)], b->kind);
     std::int32_t id = -1;
     if (first.size() > 1 || second.size() > 1) {
       id = static_cast<std::int32_t>(unique_.size());
       if (pair) {
-        unique_.push_back(program(first, second));
+        unique_.push_back(detail::op_program(first, second));
       } else {
         first.insert(first.end(), second.begin(), second.end());
-        unique_.push_back(program(first));
+        unique_.push_back(detail::op_program(first));
       }
     }
     program_ids_.emplace(key, id);
@@ -733,53 +639,13 @@ class Lowering {
   // No inner transfers: the compute part (plan's first bound) or lowering for bounds only.
   bool folded() const { return compute_only_ || !options_.inner_transfers; }
 
-  // Seconds an exchange takes alone on its links: each flow's latency, then its bytes at the
-  // link's collective bandwidth; the longer of the two flows.
-  double alone(const cost::Exchange& x) const {
-    const auto& system = network_.system();
-    double t = 0.0;
-    for (const auto& f : x.flows) {
-      const LinkSpec& link = f.nic ? system.inter : system.intra;
-      if (f.bytes > 0.0)
-        t = std::max(t, f.latency_s + f.bytes / (link.bandwidth * link.collective_efficiency));
-    }
-    return t;
-  }
-
-  // One pass's waits with every exchange alone on its links: each waits for what its exchange
-  // takes beyond the compute beside it (once per stage and pass kind).
+  // One pass's waits with every exchange alone on its links, once per stage and pass kind.
   double single_waits(const Pass& pass) {
     constexpr std::size_t kKinds = 5;
     if (single_waits_.empty()) single_waits_.assign(cost_.size() * kKinds, -1.0);
     auto& w = single_waits_[index(pass) * kKinds + static_cast<std::size_t>(pass.kind)];
-    if (w >= 0.0) return w;
-    w = 0.0;
-    for (const auto& l : cost_[index(pass)].layers) {
-      const cost::LayerProgram* p = layer_program(l, pass.kind);
-      if (p == nullptr) continue;
-      for (const auto& x : p->exchanges)
-        w += l.layers * std::max(0.0, alone(x) - x.beside_s);
-    }
+    if (w < 0.0) w = detail::pass_waits(cost_[index(pass)], pass.kind, network_.system());
     return w;
-  }
-
-  // How long a program takes with every exchange alone on its links (its latency, then its bytes
-  // at the link's collective bandwidth), less its compute: a lower bound of its waits.
-  double shortest_waits(const Program& p) const {
-    double now = 0.0, compute = 0.0;
-    std::vector<double> end(p.exchanges.size(), 0.0);
-    for (const auto& step : p.steps) {
-      const auto x = static_cast<std::size_t>(step.exchange);
-      if (step.kind == StepKind::Compute) {
-        now += step.seconds;
-        compute += step.seconds;
-      } else if (step.kind == StepKind::Issue) {
-        end[x] = now + alone(p.exchanges[x]);
-      } else {
-        now = std::max(now, end[x]);
-      }
-    }
-    return now - compute;
   }
 
   // The programs' steps and inner transfers (after the compute nodes; none without exchanges).
@@ -792,7 +658,10 @@ class Lowering {
       for (std::size_t n = 0; n < program_of_.size(); ++n) {
         if (program_of_[n] < 0) continue;
         auto& w = waits[static_cast<std::size_t>(program_of_[n])];
-        if (w < 0.0) w = shortest_waits(unique_[static_cast<std::size_t>(program_of_[n])]);
+        if (w < 0.0) {
+          w = detail::shortest_waits(unique_[static_cast<std::size_t>(program_of_[n])],
+                                     network_.system());
+        }
         g_.duration[n] += w;
       }
       for (std::size_t n = 0; n < folded_waits_.size(); ++n)
