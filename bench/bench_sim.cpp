@@ -69,7 +69,7 @@ void BM_SimulateMoe(benchmark::State& state) {
   s.model = io::load_model("qwen3-235b-a22b");
   s.system = io::load_system("dgx-h100");
   s.lowering.runtime = Runtime::Auto;
-  s.lowering.cost.a2a_overlap = state.range(0) != 0;
+  s.lowering.a2a_overlap = state.range(0) != 0;
   s.lowering.iteration.distributed_optimizer = true;
   Layout l;
   l.tp = 2;

@@ -448,7 +448,7 @@ TEST(Moe, DualPipePairsAndTheA2AOverlapShortenAnExpertParallelRun) {
     SimulationSetup s;
     s.model = model;
     s.system = io::load_system("dgx-h100");
-    s.lowering.cost.a2a_overlap = a2a;
+    s.lowering.a2a_overlap = a2a;
     s.lowering.runtime = Runtime::Async;
     Layout l;
     l.dp = 16;

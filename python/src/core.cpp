@@ -321,7 +321,7 @@ SimulationSetup setup_of(const SimArgs& a, const std::string* system = nullptr) 
     throw Error(fmt::format("tp_overlap '{}': expected none, backward or all", a.tp_overlap));
   }
   setup.lowering.cost.tp_overlap = *overlap;
-  setup.lowering.cost.a2a_overlap = a.a2a_overlap;
+  setup.lowering.a2a_overlap = a.a2a_overlap;
   setup.lowering.iteration.optimizer = a.optimizer;
   setup.lowering.iteration.dp_overlap = a.dp_overlap;
   setup.lowering.iteration.dp_bucket_bytes = a.dp_bucket_mb * 1e6;

@@ -262,7 +262,7 @@ SimulationSetup ScheduleOptions::simulation(const std::string* system_name) cons
   if (costs_opt->count()) setup.lowering.costs = parsed_costs();
   setup.lowering.runtime = *parse_runtime(runtime);
   setup.lowering.cost.tp_overlap = *cost::parse_overlap(tp_overlap);
-  setup.lowering.cost.a2a_overlap = a2a_overlap;
+  setup.lowering.a2a_overlap = a2a_overlap;
   setup.lowering.iteration.optimizer = !no_optimizer;
   setup.lowering.overheads = !no_overheads;
   setup.lowering.iteration.dp_overlap = dp_overlap;

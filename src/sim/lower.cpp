@@ -327,7 +327,7 @@ class Lowering {
           "--fsdp-shard with expert parallelism (--ep, --etp): hybrid sharding of the experts "
           "over their own ranks is not modelled; shard over all ranks (leave --fsdp-shard out)");
     }
-    if (options_.cost.a2a_overlap && !options_.costs && !interleaved()) {
+    if (options_.a2a_overlap && !options_.costs && !interleaved()) {
       throw ParamError(
           "--a2a-overlap: Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm) "
           "overlaps the steps of the interleaved schedule (one pipeline, stage s on device s mod "
@@ -531,7 +531,7 @@ class Lowering {
         }
         if (!options_.costs) plan_exchanges(n);
       }
-      if (!options_.costs && options_.cost.a2a_overlap) combine_1f1b(d);
+      if (!options_.costs && options_.a2a_overlap) combine_1f1b(d);
       for (auto i = t_.row_begin[static_cast<std::size_t>(d)];
            i < t_.row_begin[static_cast<std::size_t>(d) + 1]; ++i) {
         const auto n = static_cast<std::size_t>(i);

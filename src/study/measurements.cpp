@@ -200,7 +200,7 @@ class MeasurementParser {
     auto& l = run.lowering;
     l.cost.tp_overlap = *cost::parse_overlap(
         r_.choice(t, path, "tp_overlap", "backward", {"none", "backward", "all"}));
-    l.cost.a2a_overlap = r_.boolean(t, path, "a2a_overlap", false);
+    l.a2a_overlap = r_.boolean(t, path, "a2a_overlap", false);
     const auto refuse = [&](std::initializer_list<const char*> keys, const char* entry) {
       for (const auto* key : keys) {
         if (t.get(key) != nullptr)

@@ -580,7 +580,7 @@ SimulationSetup layout_setup(const PlanRequest& request, const PlanLayout& l) {
   m.cp_method = request.space.cp_method;
   m.expert_parallel = l.expert_parallel;
   m.expert_tensor_parallel = 1;
-  setup.lowering.cost.a2a_overlap = l.a2a_overlap;
+  setup.lowering.a2a_overlap = l.a2a_overlap;
   setup.lowering.data_parallel = static_cast<std::int32_t>(l.data_parallel);
   setup.lowering.iteration.distributed_optimizer = l.distributed_optimizer;
   setup.lowering.fsdp.enabled = l.fsdp;
@@ -957,7 +957,7 @@ void plan_from_run(PlanRequest& q, const std::string& file, const std::string& i
   l.context_parallel = m.context_parallel;
   l.fsdp = run->lowering.fsdp.enabled;
   l.expert_parallel = m.expert_parallel;
-  l.a2a_overlap = run->lowering.cost.a2a_overlap;
+  l.a2a_overlap = run->lowering.a2a_overlap;
   q.space.cp_method = m.cp_method;
   q.gpus = l.tensor_parallel * l.context_parallel * l.pipeline_parallel * l.data_parallel;
   q.global_batch = l.micro_batch * l.microbatches * l.data_parallel;

@@ -50,7 +50,7 @@ class StudyParser {
         r_.choice(sim, p, "runtime", "auto", {"auto", "async", "megatron", "pytorch"}));
     l.cost.tp_overlap = *cost::parse_overlap(
         r_.choice(sim, p, "tp_overlap", "backward", {"none", "backward", "all"}));
-    l.cost.a2a_overlap = r_.boolean(sim, p, "a2a_overlap", false);
+    l.a2a_overlap = r_.boolean(sim, p, "a2a_overlap", false);
     l.iteration.optimizer = r_.boolean(sim, p, "optimizer", true);
     l.iteration.dp_overlap = r_.boolean(sim, p, "dp_overlap", false);
     l.iteration.dp_bucket_bytes = r_.number(sim, p, "dp_bucket_bytes", 25e6, 1e3, 1e15, false);

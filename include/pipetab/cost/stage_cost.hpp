@@ -24,11 +24,6 @@ struct CostOptions {
   /// Which tensor-parallel collectives overlap a GEMM: none (Megatron-LM until 2021-09),
   /// backward (Megatron-LM since; the default), all (Megatron-Core's --tp-comm-overlap).
   Overlap tp_overlap = Overlap::Backward;
-  /// Megatron-Core's 1F1B all-to-all overlap (--overlap-moe-expert-parallel-comm): the
-  /// interleaved schedule's steady-state forward and the backward after it run as one step, each
-  /// one's expert all-to-alls under the other's compute. The simulation's lowering reads it (the
-  /// passes' own costs do not change); DualPipe's F&B pairs overlap so regardless.
-  bool a2a_overlap = false;
   /// The experts' all-to-alls and the context-parallel exchanges left to the simulation, as
   /// flows over the links (lower() sets it): the passes' times leave them out, and
   /// StageCost::layers says where in each pass they run. Off (the `cost` command): each is

@@ -151,6 +151,11 @@ struct LoweringOptions {
   /// exchange alone on its links, no transfers: a lower bound of the op, for bounds only (plan
   /// bounds every candidate layout's graph; graph_bounds gives the same bound either way).
   bool inner_transfers = true;
+  /// Megatron-Core's 1F1B all-to-all overlap (--overlap-moe-expert-parallel-comm, reference
+  /// modern-runs.md §C.3 rule 2): the interleaved schedule's steady-state forward and the backward
+  /// after it run as one step, each one's exchanges under the other's compute. Tables without
+  /// such steps refuse it; DualPipe's F&B pairs overlap without it.
+  bool a2a_overlap = false;
 };
 
 /// What a compute node runs.

@@ -55,7 +55,7 @@ struct SimulationMetrics {
   std::string runtime_chosen_by = "given";
   bool overheads = true;                ///< LoweringOptions::overheads (false with explicit costs)
   std::string tp_overlap = "backward";  ///< cost::CostOptions
-  bool a2a_overlap = false;             ///< cost::CostOptions
+  bool a2a_overlap = false;             ///< LoweringOptions
   bool dp_overlap = false, distributed_optimizer = false, optimizer = true;
   std::int32_t data_parallel = 1;
   std::int64_t tensor_parallel = 1;
