@@ -17,12 +17,13 @@ struct Setup {
   SystemConfig system;
 };
 
+// GPT-3 175B: its 96 layers fill the 64 stages.
 const Setup& setup() {
   static const Setup s = [] {
     ScheduleParams p;
     p.devices = 64;
     p.microbatches = 4096;
-    return Setup{generate(find_schedule("1f1b"), p), io::load_model("default"),
+    return Setup{generate(find_schedule("1f1b"), p), io::load_model("gpt3-175b"),
                  io::load_system("dgx-h100")};
   }();
   return s;
