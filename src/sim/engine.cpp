@@ -303,17 +303,18 @@ class Engine {
     result_.start[node] = now_;
     memory_[dev] += g_.alloc_bytes[node];
     record_memory(d);
+    // An op of steps may end within run_steps and start the next: its start edges go first.
+    const bool steps = g_.has_steps(n);
+    if (!steps) compute(dev, g_.duration[node]);
     for (auto k = g_.start_succ.empty() ? 0 : g_.start_begin[node];
          !g_.start_succ.empty() && k < g_.start_begin[node + 1]; ++k) {
       const auto e = static_cast<std::size_t>(k);
       push(now_ + g_.start_delay[e], EventType::Release, g_.start_succ[e],
            static_cast<std::uint32_t>(n));
     }
-    if (g_.has_steps(n)) {
+    if (steps) {
       step_[dev] = g_.step_begin[node];
       run_steps(dev);
-    } else {
-      compute(dev, g_.duration[node]);
     }
   }
 
