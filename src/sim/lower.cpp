@@ -728,10 +728,10 @@ class Lowering {
 
   // Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm, reference modern-runs.md
   // §C.3 rule 2): in the interleaved schedule's steady state (one pipeline, stage s on device
-  // s mod devices, more stages than devices), a forward and the backward right after it on the
-  // device, of another microbatch, run as one overlapped step (program(F, B)): the forward's op
-  // runs both, once the backward's input is in too (merged_into_), and the backward's op is
-  // left empty. Other tables have no such steps: the option changes nothing there.
+  // s mod devices, more stages than devices), each forward and the backward after it, the pairs
+  // Megatron-LM's runtime runs as one step (steady_pairs), run as one overlapped step
+  // (op_program(F, B)): the forward's op runs both, once the backward's input is in too
+  // (merged_into_), and the backward's op is left empty. Other tables have no such steps.
   bool interleaved() const {
     if (t_.pipelines() != 1 || t_.stages <= t_.devices) return false;
     for (int s = 0; s < t_.stages; ++s)
@@ -739,15 +739,11 @@ class Lowering {
     return true;
   }
   void combine_1f1b(std::int32_t d) {
-    const auto begin = t_.row_begin[static_cast<std::size_t>(d)];
-    const auto end = t_.row_begin[static_cast<std::size_t>(d) + 1];
-    for (auto i = begin; i + 1 < end; ++i) {
+    for (const auto i : steady_pairs(d)) {
       const auto fi = static_cast<std::size_t>(i), bi = fi + 1;
       const auto& f = t_.ops[fi];
       const auto& b = t_.ops[bi];
-      if (f.is_pair() || b.is_pair() || f.first().kind != PassKind::F ||
-          !is_input_backward(b.first().kind) || f.first().microbatch == b.first().microbatch)
-        continue;
+      if (f.first().microbatch == b.first().microbatch) continue;
       const auto id = program_id(f.first(), &b.first(), true);
       if (id < 0) continue;
       if (merged_into_.empty()) merged_into_.assign(t_.ops.size(), -1);
@@ -761,7 +757,6 @@ class Lowering {
       cf.expert_comm_s += cb.expert_comm_s;
       cf.kernels += cb.kernels;  // one step: the host issues both passes' kernels
       cb = {};
-      ++i;  // each op in one pair
     }
   }
 
@@ -855,28 +850,34 @@ class Lowering {
     boundary_.assign(t_.ops.size(), true);
     if (t_.stages <= t_.devices) return;
     for (std::int32_t d = 0; d < t_.devices; ++d) {
-      const auto begin = t_.row_begin[static_cast<std::size_t>(d)];
-      const auto end = t_.row_begin[static_cast<std::size_t>(d) + 1];
-      const auto is_forward = [&](std::int64_t i) {
-        const auto& op = t_.ops[static_cast<std::size_t>(i)];
-        return !op.is_pair() && op.first().kind == PassKind::F;
-      };
-      auto first_backward = begin;
-      while (first_backward < end && is_forward(first_backward))
-        ++first_backward;
-      bool forward_after = false;
-      for (auto i = first_backward; i < end && !forward_after; ++i)
-        forward_after = is_forward(i);
-      if (!forward_after) continue;  // all warm-up: no steady state
-      for (auto i = begin; i + 1 < end; ++i) {
-        const auto& op = t_.ops[static_cast<std::size_t>(i)];
-        const auto& next = t_.ops[static_cast<std::size_t>(i) + 1];
-        if (!op.is_pair() && op.first().kind == PassKind::F && !next.is_pair() &&
-            next.first().kind == PassKind::B)
-          boundary_[static_cast<std::size_t>(i)] = false;
-      }
+      for (const auto i : steady_pairs(d))
+        boundary_[static_cast<std::size_t>(i)] = false;
     }
   }
+
+  // The forwards of device d's steady state that run with the backward after them as one step
+  // in Megatron-LM's interleaved schedule (a device whose warm-up holds every forward has none).
+  std::vector<std::int64_t> steady_pairs(std::int32_t d) const {
+    std::vector<std::int64_t> pairs;
+    const auto begin = t_.row_begin[static_cast<std::size_t>(d)];
+    const auto end = t_.row_begin[static_cast<std::size_t>(d) + 1];
+    const auto is = [&](std::int64_t i, PassKind kind) {
+      const auto& op = t_.ops[static_cast<std::size_t>(i)];
+      return !op.is_pair() && op.first().kind == kind;
+    };
+    auto first_backward = begin;
+    while (first_backward < end && is(first_backward, PassKind::F))
+      ++first_backward;
+    bool forward_after = false;
+    for (auto i = first_backward; i < end && !forward_after; ++i)
+      forward_after = is(i, PassKind::F);
+    if (!forward_after) return pairs;  // all warm-up: no steady state
+    for (auto i = begin; i + 1 < end; ++i) {
+      if (is(i, PassKind::F) && is(i + 1, PassKind::B)) pairs.push_back(i);
+    }
+    return pairs;
+  }
+
   // The op after which the step holding `op` ends.
   std::int32_t step_end(std::int32_t op) const {
     return boundary_[static_cast<std::size_t>(op)] ? op : op + 1;
