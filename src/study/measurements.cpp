@@ -274,13 +274,24 @@ class MeasurementParser {
       run.measured_s = r_.number(t, path, "measured_iteration_s", std::nullopt, kMinMeasuredSeconds,
                                  kHuge, false);
     } else {
+      // Narayanan et al.'s Eq. 3 counts a dense GPT's FLOPs; a mixture of experts' published
+      // TFLOPS follow its source's own count (Megatron-Core's num_floating_point_operations), which
+      // no conversion here can know.
+      if (mt.moe) {
+        r_.fail(raw.source(), path,
+                "measured_tflops_per_gpu: a mixture of experts' TFLOPS follow its source's own "
+                "FLOP count, not Narayanan et al.'s Eq. 3 for dense models; give "
+                "measured_iteration_s or measured_tokens_per_s_per_gpu");
+      }
       run.measured_tflops_per_gpu =
           r_.number(t, path, "measured_tflops_per_gpu", std::nullopt, 1e-9, kHuge, false);
-      // Narayanan et al. count an iteration's FLOPs by their Eq. 3 (global batch B sequences).
+      // Narayanan et al. count an iteration's FLOPs by their Eq. 3 (global batch B sequences),
+      // over every GPU of the run: a context-parallel group shares its sequences.
       const double sequences = static_cast<double>(run.microbatches) *
                                static_cast<double>(m.micro_batch) * l.data_parallel;
       const double gpus = static_cast<double>(run.devices) *
-                          static_cast<double>(m.tensor_parallel) * l.data_parallel;
+                          static_cast<double>(mt.tensor_parallel * mt.context_parallel) *
+                          l.data_parallel;
       run.measured_s =
           narayanan_eq3_flops(m, sequences) / (*run.measured_tflops_per_gpu * 1e12 * gpus);
     }
