@@ -16,6 +16,7 @@
 #include "pipetab/model/flops.hpp"
 #include "pipetab/model/operators.hpp"
 #include "pipetab/model/workload.hpp"
+#include "pipetab/sim/bounds.hpp"
 #include "pipetab/sim/graph.hpp"
 #include "pipetab/sim/simulation.hpp"
 
@@ -507,6 +508,34 @@ TEST(Moe, TheCombined1F1BRunsEveryInterleavedOrderUnderEveryRuntime) {
           SimulationMetrics with, without;
           ASSERT_NO_THROW(with = run(true)) << where;
           without = run(false);
+          // plan's bounds stay below the run: the compute part's busiest device, and the graph
+          // with every exchange folded in at its time alone on its links.
+          {
+            SimulationSetup s;
+            s.model = io::load_model("qwen3-30b-a3b");
+            std::get<TransformerConfig>(s.model.spec).layers = S * v;
+            s.system = io::load_system("dgx-h100");
+            s.lowering.runtime = runtime;
+            s.lowering.a2a_overlap = true;
+            Layout l;
+            l.dp = 8;
+            l.ep = 8;
+            apply_layout(l, s.model, s.lowering);
+            ScheduleParams p;
+            p.devices = S;
+            p.chunks = v;
+            p.microbatches = M;
+            const auto table = test::make("interleaved", p);
+            const Network network(s.system, table.devices, gpus_per_device(s.model, s.lowering));
+            const double busy = device_bounds(lower_compute(table, s.model, network, s.lowering))
+                                    .runtime_lower_bound_s();
+            auto folded = s.lowering;
+            folded.inner_transfers = false;
+            const double graph =
+                graph_bounds(lower(table, s.model, network, folded), network).runtime_lower_bound_s;
+            EXPECT_LE(busy, with.runtime_s * (1 + 1e-12)) << where;
+            EXPECT_LE(graph, with.runtime_s * (1 + 1e-12)) << where;
+          }
           EXPECT_LE(with.breakdown().expert_comm * with.runtime_s,
                     without.breakdown().expert_comm * without.runtime_s)
               << where;

@@ -749,6 +749,7 @@ class Lowering {
       if (merged_into_.empty()) merged_into_.assign(t_.ops.size(), -1);
       set_program(fi, id);
       set_program(bi, -1);
+      if (!folded_waits_.empty()) folded_waits_[fi] = folded_waits_[bi] = 0.0;  // the pair's own
       merged_into_[bi] = static_cast<std::int32_t>(i);
       auto& cf = op_cost_[fi];
       auto& cb = op_cost_[bi];
