@@ -74,9 +74,10 @@ TEST(Measurements, ThePublishedRuns) {
 TEST(Measurements, TflopsCountEveryGpuOfTheRunContextParallelIncluded) {
   // Eq. 3's FLOPs over TFLOPS per GPU times every GPU: devices × TP × CP × DP.
   const auto m = parse_measurements(
-      kModel + "flash_attention = true\n[[run]]\nid = \"a\"\nsystem = \"dgx-a100\"\n"
-               "models = [\"gpt\"]\nschedule = \"1f1b\"\ndevices = 2\nmicrobatches = 4\n"
-               "data_parallel = 3\ncontext_parallel = 2\nmeasured_tflops_per_gpu = 100\n",
+      kModel +
+          "flash_attention = true\n[[run]]\nid = \"a\"\nsystem = \"dgx-a100\"\n"
+          "models = [\"gpt\"]\nschedule = \"1f1b\"\ndevices = 2\nmicrobatches = 4\n"
+          "data_parallel = 3\ncontext_parallel = 2\nmeasured_tflops_per_gpu = 100\n",
       "runs.toml");
   const double s = 1024, l = 4, h = 1024, V = 51200, B = 4 * 3;
   const double eq3 = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
@@ -95,11 +96,12 @@ TEST(Measurements, ErrorsNameFileLineAndKey) {
             "runs.toml:7:1: key 'run[0]': expected exactly one of measured_iteration_s, "
             "measured_tflops_per_gpu and measured_tokens_per_s_per_gpu");
   // A mixture of experts' TFLOPS are its source's own count: no dense Eq. 3 conversion.
-  EXPECT_EQ(error_of(kModel + "[models.gpt.moe]\nexperts = 4\ntop_k = 1\nexpert_ffn_hidden = 256\n" +
-                     run + "measured_tflops_per_gpu = 5\n"),
-            "runs.toml:11:1: key 'run[0]': measured_tflops_per_gpu: a mixture of experts' TFLOPS "
-            "follow its source's own FLOP count, not Narayanan et al.'s Eq. 3 for dense models; "
-            "give measured_iteration_s or measured_tokens_per_s_per_gpu");
+  EXPECT_EQ(
+      error_of(kModel + "[models.gpt.moe]\nexperts = 4\ntop_k = 1\nexpert_ffn_hidden = 256\n" +
+               run + "measured_tflops_per_gpu = 5\n"),
+      "runs.toml:11:1: key 'run[0]': measured_tflops_per_gpu: a mixture of experts' TFLOPS "
+      "follow its source's own FLOP count, not Narayanan et al.'s Eq. 3 for dense models; "
+      "give measured_iteration_s or measured_tokens_per_s_per_gpu");
   EXPECT_EQ(error_of(kModel + run + "measured_iteration_s = -1.0\n"),
             "runs.toml:14:24: key 'run[0].measured_iteration_s': -1 is out of range (1e-09 .. "
             "1e+30)");
