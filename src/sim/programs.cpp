@@ -4,13 +4,18 @@
 
 namespace pipetab::detail {
 
-const cost::LayerProgram* layer_program(const cost::LayerPrograms& l, PassKind kind) {
+namespace {
+
+// The program of a kind of pass of some layers, or nullptr (none, or a weight-gradient pass).
+const cost::LayerProgram* pass_program(const cost::LayerPrograms& l, PassKind kind) {
   if (!l.passes) return nullptr;
   return kind == PassKind::F   ? &l.passes->forward
          : kind == PassKind::B ? &l.passes->backward
          : kind == PassKind::I ? &l.passes->input_grad
                                : nullptr;
 }
+
+}  // namespace
 
 std::vector<Piece> pass_pieces(const cost::StageCost& c, PassKind kind) {
   const cost::PassCost& pc = kind == PassKind::F   ? c.forward
@@ -19,11 +24,11 @@ std::vector<Piece> pass_pieces(const cost::StageCost& c, PassKind kind) {
                                                    : c.weight_grad;
   double carry = pc.seconds;
   for (const auto& l : c.layers)
-    if (const auto* p = layer_program(l, kind)) carry -= l.layers * p->compute_s();
+    if (const auto* p = pass_program(l, kind)) carry -= l.layers * p->compute_s();
   carry = std::max(0.0, carry);
   std::vector<Piece> out;
   for (const auto& l : c.layers) {
-    const auto* p = layer_program(l, kind);
+    const auto* p = pass_program(l, kind);
     if (p == nullptr || p->exchanges.empty()) continue;
     for (double k = 0; k < l.layers; ++k) {
       for (const auto& x : p->exchanges) {
@@ -101,7 +106,7 @@ double shortest_waits(const OpProgram& p, const SystemConfig& system) {
 double pass_waits(const cost::StageCost& c, PassKind kind, const SystemConfig& system) {
   double waits = 0.0;
   for (const auto& l : c.layers) {
-    const auto* p = layer_program(l, kind);
+    const auto* p = pass_program(l, kind);
     if (p == nullptr) continue;
     for (const auto& x : p->exchanges)
       waits += l.layers * std::max(0.0, alone_seconds(x, system) - x.beside_s);

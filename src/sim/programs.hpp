@@ -37,9 +37,6 @@ struct OpProgram {
   std::vector<cost::Exchange> exchanges;
 };
 
-/// The program of a kind of pass of some layers, or nullptr (none, or a weight-gradient pass).
-const cost::LayerProgram* layer_program(const cost::LayerPrograms& layers, PassKind kind);
-
 /// One pass of a stage as pieces: its compute outside the layers with exchanges first, then each
 /// such layer's program, in model order; one piece without an exchange when it has none.
 std::vector<Piece> pass_pieces(const cost::StageCost& stage, PassKind kind);
