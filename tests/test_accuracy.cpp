@@ -114,7 +114,7 @@ TEST(Measurements, ErrorsNameFileLineAndKey) {
             "measured_forward_ms, measured_backward_ms, stage_layers, measured_input_grad_ms, "
             "measured_weight_grad_ms, measured_p2p_ms, p2p, context_parallel, cp_method, "
             "expert_parallel, expert_tensor_parallel, sequence_parallel, fsdp, "
-            "fsdp_shard, reshard_after_forward, fsdp_grad_sync, fsdp_fp8_all_gather, "
+            "fsdp_shard, reshard_after_forward, fsdp_grad_sync, fsdp_fp8_all_gather, fsdp_impl, "
             "pipeline_layout)");
   EXPECT_EQ(error_of(kModel + "[[run]]\nid = \"a\"\nsystem = \"x\"\nmodels = [\"nope\"]\n"),
             "runs.toml:10:11: key 'run[0].models': no [models.nope] table");

@@ -79,6 +79,22 @@ TEST(Fsdp, PipelinedGathersEachStageOnceAndScattersOnce) {
   }
   const auto first_of_device1 = static_cast<std::size_t>(t.row_begin[1]);
   EXPECT_GE(sim.result.start[first_of_device1], gathered);
+  // FSDP2's copies: each reduce-scatter first copies the stage's 16-bit gradients into its fp32
+  // input (its latency carries it), and the first forward copies the gathered stage out of the
+  // all-gather's buffer (2 B read and written per parameter).
+  const auto& device = io::load_system("dgx-h100").device;
+  const auto plain = simulate_with(t, "gpt3-1.3b", "dgx-h100", Layout{});
+  for (const auto i : of_kind(g, TransferKind::FsdpReduceScatter)) {
+    const auto d =
+        static_cast<std::size_t>(g.device[static_cast<std::size_t>(g.compute_nodes) + i]);
+    EXPECT_DOUBLE_EQ(g.latency_s[i], 3 * io::load_system("dgx-h100").intra.latency_s +
+                                         cost::copy_seconds(work[d].params * (2 + 4), device));
+  }
+  for (std::size_t d = 0; d < 2; ++d) {
+    const auto first = static_cast<std::size_t>(t.row_begin[d]);
+    EXPECT_NEAR(g.duration[first] - plain.graph.duration[first],
+                cost::copy_seconds(work[d].params * 2 * 2, device), 1e-12);
+  }
   EXPECT_TRUE(sim.metrics.fsdp);
   EXPECT_EQ(sim.metrics.fsdp_shard, 4);
   EXPECT_FALSE(sim.metrics.reshard_after_forward);
@@ -106,30 +122,55 @@ TEST(Fsdp, ReshardingGathersBeforeEveryForwardAndBackward) {
   EXPECT_GE(sim.metrics.runtime_s, once.metrics.runtime_s);
 }
 
-TEST(Fsdp, WithoutPipeliningEachOpGathersItsFirstBlock) {
+TEST(Fsdp, WithoutPipeliningEachOpGathersEveryBlock) {
   // One device, two microbatches: without pipelining a unit is a block and units reshard after
-  // forward, so each F and each B gathers its first block (3 steps of P/L·2/4 bytes); the other
-  // blocks' gathers run under the blocks before them.
+  // forward, so each F and each B gathers every block (3 steps of P/L·2/4 bytes each): the first
+  // before the op, the others inside it. Gradients are synced once: the last backward
+  // reduce-scatters every block (3 steps of P/L·4/4), the last one after the op.
   const auto t = test::make("1f1b", test::sm(1, 2));
   const auto model = io::load_model("gpt3-1.3b");
   const auto sim = simulate_with(t, "gpt3-1.3b", "dgx-h100", fsdp_over(4));
+  const auto& g = sim.graph;
   const auto work = table_work(t, model);
-  const double blocks = static_cast<double>(work[0].layers);
-  EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpAllGather).size(), 4U);
-  EXPECT_DOUBLE_EQ(bytes_of(sim.graph, TransferKind::FsdpAllGather),
-                   4 * 3 * work[0].params / blocks * 2 / 4);
-  // One reduce-scatter of the last block's gradients after the last backward.
-  EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpReduceScatter).size(), 1U);
+  const auto blocks = static_cast<std::size_t>(work[0].layers);
+  const double params = work[0].params;
+  EXPECT_EQ(of_kind(g, TransferKind::FsdpAllGather).size(), 4 * blocks);
+  EXPECT_NEAR(bytes_of(g, TransferKind::FsdpAllGather), 4 * 3 * params * 2 / 4, 1e-6 * params);
+  EXPECT_EQ(of_kind(g, TransferKind::FsdpReduceScatter).size(), blocks);
+  EXPECT_NEAR(bytes_of(g, TransferKind::FsdpReduceScatter), 3 * params * 4 / 4, 1e-6 * params);
+  // Every op runs its blocks' gathers as steps: (blocks − 1) issues and as many waits each;
+  // the last backward also issues its blocks' reduce-scatters but the last.
+  for (std::size_t op = 0; op < t.ops.size(); ++op) {
+    ASSERT_TRUE(g.has_steps(static_cast<std::int64_t>(op)));
+    std::size_t gathers = 0, scatters = 0;
+    for (auto k = g.step_begin[op]; k < g.step_begin[op + 1]; ++k) {
+      const auto& step = g.steps[static_cast<std::size_t>(k)];
+      if (step.kind != StepKind::Issue) continue;
+      const auto kind = g.kind[static_cast<std::size_t>(step.transfer - g.compute_nodes)];
+      gathers += kind == TransferKind::FsdpAllGather;
+      scatters += kind == TransferKind::FsdpReduceScatter;
+    }
+    // Each op but the last issues the next op's first gather too, as it starts its last block.
+    EXPECT_EQ(gathers, blocks - 1 + (op + 1 < t.ops.size() ? 1 : 0)) << "op " << op;
+    EXPECT_EQ(scatters, op + 1 == t.ops.size() ? blocks - 1 : 0) << "op " << op;
+  }
   EXPECT_TRUE(sim.metrics.reshard_after_forward);
   // Two blocks' 16-bit parameters and one block's fp32 gradients unsharded.
-  EXPECT_DOUBLE_EQ(
-      sim.graph.static_bytes[0],
-      work[0].params * 16 / 4 + (work[0].params * 2 * 2 + work[0].params * 4) / blocks);
+  EXPECT_DOUBLE_EQ(g.static_bytes[0],
+                   params * 16 / 4 + (params * 2 * 2 + params * 4) / static_cast<double>(blocks));
 }
 
-TEST(Fsdp, BlockGathersThatOutlastComputeLengthenTheOp) {
-  // On a slow in-node link (1 GB/s) every block waits for its parameters: the op lasts at least
-  // its compute plus (blocks − 1) × (gather − block compute).
+// One device, one microbatch, FSDP over 4 ranks on a slow in-node link (1 GB/s): the run's
+// graph, its forward's compute alone, and one block's gather and reduce-scatter alone (with the
+// reduce-scatter's copy of the 16-bit gradients into its fp32 input first), and the copy of a
+// gathered block out of the all-gather's buffer.
+struct SlowLink {
+  Simulation with, without;
+  double blocks = 0, gather = 0, scatter = 0;
+  double copy_out = 0;
+  double wire = 0;  // a gather's and a reduce-scatter's bytes at 1 GB/s
+};
+SlowLink slow_link() {
   auto system = io::load_system("dgx-h100");
   system.intra.bandwidth = 1e9;
   const auto t = test::make("1f1b", test::sm(1, 1));
@@ -137,13 +178,53 @@ TEST(Fsdp, BlockGathersThatOutlastComputeLengthenTheOp) {
   setup.lowering.overheads = false;
   SimulationSetup plain = setup;
   apply_layout(fsdp_over(4), setup.model, setup.lowering);
-  const auto with = simulate_table(t, setup), without = simulate_table(t, plain);
+  SlowLink s{simulate_table(t, setup), simulate_table(t, plain)};
   const auto work = table_work(t, setup.model);
-  const double blocks = static_cast<double>(work[0].layers);
-  const double gather = 3 * (system.intra.latency_s + work[0].params / blocks * 2 / 4 / 1e9);
-  const double forward = without.graph.duration[0];
-  EXPECT_NEAR(with.graph.duration[0], forward + (blocks - 1) * (gather - forward / blocks),
-              1e-9 * forward);
+  s.blocks = static_cast<double>(work[0].layers);
+  const double block_params = work[0].params / s.blocks;
+  s.gather = 3 * (system.intra.latency_s + block_params * 2 / 4 / 1e9);
+  s.scatter = 3 * (system.intra.latency_s + block_params * 4 / 4 / 1e9) +
+              cost::copy_seconds(block_params * (2 + 4), system.device);
+  s.copy_out = cost::copy_seconds(block_params * 2 * 2, system.device);
+  s.wire = 3 * block_params * (2 + 4) / 4 / 1e9;
+  return s;
+}
+
+TEST(Fsdp, BlockGathersThatOutlastComputeLengthenTheOp) {
+  // Every block waits for its parameters, gathered one block ahead as the block before starts,
+  // and copies them out of the gather's buffer: the forward lasts its compute, a copy per block,
+  // and (blocks − 1) × (gather − block compute) of waits, its communication.
+  const auto s = slow_link();
+  const double forward = s.without.graph.duration[0];
+  const double c = forward / s.blocks;
+  const auto& r = s.with.result;
+  EXPECT_GT(s.copy_out, 0.0);
+  EXPECT_NEAR(r.end[0] - r.start[0],
+              forward + s.blocks * s.copy_out + (s.blocks - 1) * (s.gather - c), 1e-9 * forward);
+  EXPECT_NEAR(r.waited[0], (s.blocks - 1) * (s.gather - c), 1e-9 * forward);
+  // The backward's first gather (the graph's, the last gather made) is issued as the forward
+  // starts its last block, not with the forward: it does not slow the forward's gathers.
+  const auto gathers = of_kind(s.with.graph, TransferKind::FsdpAllGather);
+  const auto next = static_cast<std::size_t>(s.with.graph.compute_nodes) + gathers.back();
+  EXPECT_NEAR(r.start[next], r.end[0] - c, 1e-9 * forward);
+}
+
+TEST(Fsdp, ABlocksReduceScatterSharesTheLinkWithTheNextGather) {
+  // The backward gathers blocks one ahead and reduce-scatters each after its compute on the same
+  // links: the link carries (blocks − 1) of each before the op ends (it waits for its
+  // reduce-scatters), at most 1 GB/s, so the op lasts at least their bytes' time; with compute,
+  // copies and latencies beside them at most their sum plus its compute and copies.
+  const auto s = slow_link();
+  const auto& g = s.with.graph;
+  const std::size_t b = 1;  // the backward op
+  const double compute = s.without.graph.duration[b] + s.blocks * s.copy_out;
+  const double both = (s.blocks - 1) * (s.gather + s.scatter);
+  const double span = s.with.result.end[b] - s.with.result.start[b];
+  EXPECT_GE(span, (s.blocks - 1) * s.wire);
+  EXPECT_LE(span, both + compute);
+  // Gathered alone one after another the gathers would have ended the op much sooner.
+  EXPECT_GT(span, (s.blocks - 1) * std::max(s.gather, compute / s.blocks) * 1.5);
+  EXPECT_EQ(of_kind(g, TransferKind::FsdpReduceScatter).size(), static_cast<std::size_t>(s.blocks));
 }
 
 TEST(Fsdp, HybridShardingAllReducesTheShardOverReplicas) {

@@ -196,12 +196,16 @@ class FSDP:
       pipelining, off with it)
     - ``grad_sync``: ``"step"`` (once after a unit's last backward) or ``"microbatch"``
     - ``fp8_all_gather``: all-gather parameters in FP8 (one byte each)
+    - ``impl``: ``"fsdp2"`` (PyTorch's: copies each gathered unit out of the all-gather's
+      buffer and the gradients into the reduce-scatter's) or ``"megatron"`` (Megatron-FSDP:
+      in place)
     """
 
     shard: Optional[int] = None
     reshard_after_forward: Optional[bool] = None
     grad_sync: str = "step"
     fp8_all_gather: bool = False
+    impl: str = "fsdp2"
 
 
 def _layout(args: "_core.SimArgs", tp: Optional[int], cp: int, cp_method: str, ep: int,
@@ -220,6 +224,7 @@ def _layout(args: "_core.SimArgs", tp: Optional[int], cp: int, cp_method: str, e
         args.reshard_after_forward = fsdp.reshard_after_forward
         args.fsdp_grad_sync = fsdp.grad_sync
         args.fsdp_fp8_all_gather = fsdp.fp8_all_gather
+        args.fsdp_impl = fsdp.impl
     elif isinstance(fsdp, bool):
         args.fsdp = fsdp
     else:

@@ -232,6 +232,7 @@ struct SimArgs {
   std::optional<bool> reshard_after_forward;
   std::string fsdp_grad_sync = "step";
   bool fsdp_fp8_all_gather = false;
+  std::string fsdp_impl = "fsdp2";
   std::string pipeline_layout;
   bool contention = true;
   bool blocking_send = false;
@@ -282,8 +283,9 @@ Layout layout_of(const SimArgs& a) {
   l.sequence_parallel = a.sequence_parallel;
   l.fsdp.enabled = a.fsdp;
   if (!a.fsdp && (a.fsdp_shard != 0 || a.reshard_after_forward || a.fsdp_fp8_all_gather ||
-                  a.fsdp_grad_sync != "step"))
-    throw Error("FSDP options (shard, reshard_after_forward, grad_sync, fp8_all_gather) need fsdp");
+                  a.fsdp_grad_sync != "step" || a.fsdp_impl != "fsdp2"))
+    throw Error(
+        "FSDP options (shard, reshard_after_forward, grad_sync, fp8_all_gather, impl) need fsdp");
   if (a.fsdp_shard < 0) throw Error(fmt::format("fsdp shard {}: expected 2 or more", a.fsdp_shard));
   l.fsdp.shard = a.fsdp_shard;
   l.fsdp.reshard_after_forward = a.reshard_after_forward;
@@ -292,6 +294,9 @@ Layout layout_of(const SimArgs& a) {
     throw Error(fmt::format("fsdp grad_sync '{}': expected step or microbatch", a.fsdp_grad_sync));
   l.fsdp.grad_sync = *sync;
   l.fsdp.fp8_all_gather = a.fsdp_fp8_all_gather;
+  const auto impl = parse_fsdp_impl(a.fsdp_impl);
+  if (!impl) throw Error(fmt::format("fsdp impl '{}': expected fsdp2 or megatron", a.fsdp_impl));
+  l.fsdp.impl = *impl;
   l.pipeline_layout = a.pipeline_layout;
   return l;
 }
@@ -782,6 +787,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("reshard_after_forward", &SimArgs::reshard_after_forward)
       .def_readwrite("fsdp_grad_sync", &SimArgs::fsdp_grad_sync)
       .def_readwrite("fsdp_fp8_all_gather", &SimArgs::fsdp_fp8_all_gather)
+      .def_readwrite("fsdp_impl", &SimArgs::fsdp_impl)
       .def_readwrite("pipeline_layout", &SimArgs::pipeline_layout)
       .def_readwrite("contention", &SimArgs::contention)
       .def_readwrite("blocking_send", &SimArgs::blocking_send)

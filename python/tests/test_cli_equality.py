@@ -40,6 +40,10 @@ ANALYZE_CASES = [
                   dp=8, fsdp=True),
      ["-S", 1, "-M", 1, "--model", "llama3.1-8b", "--system", "grand-teton-h100", "--dp", 8,
       "--fsdp"]),
+    ("1f1b", dict(devices=1, microbatches=2, model="llama3.1-8b", system="dgx-h100", dp=8,
+                  fsdp=pipetab.FSDP(impl="megatron")),
+     ["-S", 1, "-M", 2, "--model", "llama3.1-8b", "--system", "dgx-h100", "--dp", 8, "--fsdp",
+      "--fsdp-impl", "megatron"]),
     # A mixture of experts: expert parallelism, sequence parallelism and the all-to-all overlap.
     ("interleaved", dict(devices=2, microbatches=4, model="qwen3-30b-a3b", system="dgx-h100",
                          tp=2, sequence_parallel=True, dp=8, ep=8, a2a_overlap=True),

@@ -182,6 +182,14 @@ void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
                 "FSDP: all-gather parameters in FP8 (torchtitan's "
                 "enable_fsdp_float8_all_gather): one byte per parameter")
       ->needs(fsdp);
+  command
+      .add_option("--fsdp-impl", o.fsdp_impl,
+                  "FSDP: whose — fsdp2 (PyTorch, torchtitan) copies each gathered unit out of "
+                  "the all-gather's buffer on the compute stream and the gradients into the "
+                  "reduce-scatter's; megatron (Megatron-FSDP) gathers and reduces in place")
+      ->check(CLI::IsMember({"fsdp2", "megatron"}))
+      ->capture_default_str()
+      ->needs(fsdp);
   command.add_option("--pipeline-layout", o.pipeline_layout,
                      "the stages' contents in Megatron-Core's notation: E embedding, t transformer "
                      "layer, L loss, | between stages, X*n and (...)*n repeat, e.g. "
@@ -290,6 +298,7 @@ Layout ScheduleOptions::layout() const {
   if (reshard_after_forward != "auto") l.fsdp.reshard_after_forward = reshard_after_forward == "on";
   l.fsdp.grad_sync = *parse_grad_sync(fsdp_grad_sync);
   l.fsdp.fp8_all_gather = fsdp_fp8_all_gather;
+  l.fsdp.impl = *parse_fsdp_impl(fsdp_impl);
   l.pipeline_layout = pipeline_layout;
   return l;
 }

@@ -54,6 +54,7 @@ struct ScheduleOptions {
   std::string reshard_after_forward = "auto";
   std::string fsdp_grad_sync = "step";
   bool fsdp_fp8_all_gather = false;
+  std::string fsdp_impl = "fsdp2";
   std::string pipeline_layout;
   bool no_contention = false;
   bool blocking_send = false;
@@ -95,7 +96,7 @@ inline constexpr std::int64_t kDefaultDevices = 8, kDefaultMicrobatches = 8;
 void add_schedule_options(CLI::App& command, ScheduleOptions& options);
 
 /// Adds --system --model, the layout (--tp --cp --cp-method --dp --fsdp --fsdp-shard
-/// --reshard-after-forward --fsdp-grad-sync --fsdp-fp8-all-gather), --no-contention
+/// --reshard-after-forward --fsdp-grad-sync --fsdp-fp8-all-gather --fsdp-impl), --no-contention
 /// --blocking-send --runtime --tp-overlap --no-optimizer --dp-overlap --dp-bucket-mb
 /// --distributed-optimizer to `command`.
 void add_simulation_options(CLI::App& command, ScheduleOptions& options);

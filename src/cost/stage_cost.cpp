@@ -189,8 +189,8 @@ bool is_flow(const Operator& op, bool flows) {
 // The flows of such an exchange, as the cost model prices them alone (operator_cost).
 Exchange exchange(const Operator& op, const TransformerConfig& m, const SystemConfig& system) {
   Exchange x;
-  x.expert = op.group == CollectiveGroup::Expert;
-  if (x.expert) {
+  if (op.group == CollectiveGroup::Expert) {
+    x.kind = ExchangeKind::Expert;
     const AllToAllFlows f = expert_all_to_all_flows(expert_all_to_all(op, m, system));
     x.flows = {Flow{f.local, system.intra.latency_s, false},
                Flow{f.remote, system.inter.latency_s, true}};
@@ -404,6 +404,11 @@ double optimizer_step_seconds(double bytes, const DeviceSpec& device) {
   // apex's multi_tensor_apply launches: the gradient norm, Adam, the copy to the model weights.
   constexpr double kLaunches = 3;
   return memory_seconds(bytes, device) + kLaunches * device.kernel_overhead_s;
+}
+
+double copy_seconds(double bytes, const DeviceSpec& device) {
+  if (!(device.memory_bandwidth > 0.0) || bytes <= 0.0) return 0.0;
+  return memory_seconds(bytes, device) + device.kernel_overhead_s;
 }
 
 }  // namespace pipetab::cost

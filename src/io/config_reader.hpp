@@ -101,13 +101,13 @@ TransformerConfig read_transformer(const Reader& r, const Table& t, const std::s
 }
 
 /// The keys read_layout reads, for the callers' lists of allowed keys.
-inline constexpr std::array<std::string_view, 11> kLayoutKeys{
+inline constexpr std::array<std::string_view, 12> kLayoutKeys{
     "context_parallel",  "cp_method",
     "expert_parallel",   "expert_tensor_parallel",
     "sequence_parallel", "fsdp",
     "fsdp_shard",        "reshard_after_forward",
     "fsdp_grad_sync",    "fsdp_fp8_all_gather",
-    "pipeline_layout"};
+    "fsdp_impl",         "pipeline_layout"};
 
 /// The layout keys of a study's [simulation] table or a runs file's entry, as `simulate`'s flags
 /// give them: context_parallel, cp_method, expert_parallel, expert_tensor_parallel,
@@ -123,8 +123,8 @@ Layout read_layout(const Reader& r, const Table& t, const std::string& p) {
   if (t.get("sequence_parallel") != nullptr)
     l.sequence_parallel = r.boolean(t, p, "sequence_parallel", false);
   l.fsdp.enabled = r.boolean(t, p, "fsdp", false);
-  for (const char* key :
-       {"fsdp_shard", "reshard_after_forward", "fsdp_grad_sync", "fsdp_fp8_all_gather"}) {
+  for (const char* key : {"fsdp_shard", "reshard_after_forward", "fsdp_grad_sync",
+                          "fsdp_fp8_all_gather", "fsdp_impl"}) {
     if (!l.fsdp.enabled && t.get(key) != nullptr)
       r.fail(t.get(key)->source(), Reader::join(p, key), "needs fsdp = true");
   }
@@ -134,6 +134,7 @@ Layout read_layout(const Reader& r, const Table& t, const std::string& p) {
   l.fsdp.grad_sync =
       *parse_grad_sync(r.choice(t, p, "fsdp_grad_sync", "step", {"step", "microbatch"}));
   l.fsdp.fp8_all_gather = r.boolean(t, p, "fsdp_fp8_all_gather", false);
+  l.fsdp.impl = *parse_fsdp_impl(r.choice(t, p, "fsdp_impl", "fsdp2", {"fsdp2", "megatron"}));
   l.pipeline_layout = r.string(t, p, "pipeline_layout").value_or("");
   return l;
 }

@@ -95,6 +95,7 @@ nlohmann::json to_json(const SimulationMetrics& m) {
           {"fsdp_shard", m.fsdp_shard},
           {"reshard_after_forward", m.reshard_after_forward},
           {"grad_sync", m.grad_sync},
+          {"fsdp_impl", m.fsdp_impl},
           {"explicit_costs", m.explicit_costs},
           {"graph_nodes", m.nodes},
           {"transfers", m.transfers},
@@ -148,7 +149,8 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
       more +=
           fmt::format(", expert parallel {} (ETP {})", m.expert_parallel, m.expert_tensor_parallel);
     if (m.fsdp) {
-      more += fmt::format(", FSDP over {} ranks{}, gradients reduce-scattered per {}", m.fsdp_shard,
+      more += fmt::format(", {} over {} ranks{}, gradients reduce-scattered per {}",
+                          m.fsdp_impl == "megatron" ? "Megatron-FSDP" : "FSDP", m.fsdp_shard,
                           m.reshard_after_forward ? ", resharding after forward" : "", m.grad_sync);
     }
     out += fmt::format(

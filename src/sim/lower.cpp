@@ -327,6 +327,12 @@ class Lowering {
           "--fsdp-shard with expert parallelism (--ep, --etp): hybrid sharding of the experts "
           "over their own ranks is not modelled; shard over all ranks (leave --fsdp-shard out)");
     }
+    if (options_.a2a_overlap && fsdp() && !pipelined()) {
+      throw ParamError(
+          "--a2a-overlap with --fsdp on one pipeline device: FSDP then runs each op block by "
+          "block, and a combined forward-backward step's blocks are not modelled; use a "
+          "pipeline (--pp) or leave --a2a-overlap off");
+    }
     if (options_.a2a_overlap && !options_.costs && !interleaved()) {
       throw ParamError(
           "--a2a-overlap: Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm) "
@@ -423,6 +429,9 @@ class Lowering {
         dependencies += (pass.kind == PassKind::F && pass.stage > 0) ||
                         (is_input_backward(pass.kind) && pass.stage + 1 < t_.stages);
         if (exchanges && pass.kind != PassKind::None) dependencies += 16 * work(pass).layers;
+        // FSDP without pipelining: per block a gather and a reduce-scatter, two flows each.
+        if (fsdp() && !pipelined() && pass.kind != PassKind::None)
+          dependencies += 4 * work(pass).layers;
       }
     }
     const std::int64_t k = t_.pipelines();
@@ -482,6 +491,7 @@ class Lowering {
     const auto explicit_costs =
         options_.costs ? op_durations(t_, *options_.costs) : std::vector<double>{};
     op_cost_.assign(t_.ops.size(), {});
+    if (fsdp()) fsdp_roles();
     g_.stream.reserve(nodes);
     g_.stream_begin.reserve(static_cast<std::size_t>(t_.devices) + 1);
     for (std::int32_t d = 0; d < t_.devices; ++d) {
@@ -611,11 +621,64 @@ class Lowering {
     program_of_[n] = id;
   }
 
+  // FSDP without pipelining runs each op block by block (fsdp_program) when it gathers or
+  // reduce-scatters: not in plan's compute part, which has no collectives.
+  bool by_blocks(std::size_t n) const {
+    return fsdp() && !pipelined() && !compute_only_ && fsdp_roles_[n] != 0 &&
+           units(work(t_.ops[n].first())) > 1.0;
+  }
+
+  // The program of a pass run block by block with its FSDP roles, once per stage, kind and roles.
+  std::int32_t block_program_id(const Pass& a, std::uint8_t roles) {
+    const std::array<std::int64_t, 5> key{static_cast<std::int64_t>(index(a)),
+                                          static_cast<std::int64_t>(a.kind), -1, roles, 2};
+    if (const auto it = program_ids_.find(key); it != program_ids_.end()) return it->second;
+    const StageWork& w = work(a);
+    const auto shard = group(0, shard_ranks(), tensor_parallel());
+    const auto experts = expert_shard_group(0);
+    const auto flows = [&](double bytes, double expert_bytes, cost::ExchangeKind kind) {
+      cost::Exchange x;
+      x.kind = kind;
+      x.flows = {
+          ring_flow(shard, bytes, shard_ranks() - 1),
+          expert_ranks() > 1 ? ring_flow(experts, expert_bytes, expert_ranks() - 1) : cost::Flow{}};
+      return x;
+    };
+    std::optional<cost::Exchange> gather, scatter;
+    if (roles & kGathers)
+      gather = flows(gather_bytes(w), expert_gather_bytes(w), cost::ExchangeKind::ParamGather);
+    if (roles & kScatters) {
+      scatter = flows(scatter_bytes(w), expert_scatter_bytes(w), cost::ExchangeKind::GradScatter);
+      scatter->flows[0].latency_s += copy_in_seconds(w);
+    }
+    const auto blocks =
+        detail::block_pieces(cost_[index(a)], a.kind, static_cast<std::int64_t>(units(w)));
+    const auto id = static_cast<std::int32_t>(unique_.size());
+    unique_.push_back(detail::fsdp_program(blocks, gather, scatter, copy_out_seconds(w)));
+    program_ids_.emplace(key, id);
+    return id;
+  }
+
   // Op n's program when it runs exchanges (the passes' costs leave them out). A forward and a
   // backward in one op (DualPipe's F&B chunk pairs) overlap.
   void plan_exchanges(std::size_t n) {
     const Op& op = t_.ops[n];
     if (op.first().kind == PassKind::None) return;
+    if (by_blocks(n)) {
+      const auto id = block_program_id(op.first(), fsdp_roles_[n]);
+      if (fsdp_roles_[n] & kGathers) {
+        // Its other blocks' gathers are copied out inside it, a kernel each.
+        const double others = units(work(op.first())) - 1.0;
+        op_cost_[n].seconds += others * copy_out_seconds(work(op.first()));
+        op_cost_[n].kernels += others;
+      }
+      if (!folded()) return set_program(n, id);
+      // Without the transfers: its waits with every collective alone on its links.
+      if (folded_waits_.empty()) folded_waits_.assign(t_.ops.size(), 0.0);
+      folded_waits_[n] =
+          detail::shortest_waits(unique_[static_cast<std::size_t>(id)], network_.system());
+      return;
+    }
     if (!op.is_pair() && folded()) {
       // One pass without its transfers: its waits in closed form, no program.
       const double waits = single_waits(op.first());
@@ -649,7 +712,7 @@ class Lowering {
   }
 
   // The programs' steps and inner transfers (after the compute nodes; none without exchanges).
-  // Every op's first step computes its overheads, where FSDP's per-block exposure adds later.
+  // Every op's first step computes its overheads.
   void lower_programs() {
     if (folded()) {
       // No transfers (the compute part, plan's bounds): each op as long as it takes with every
@@ -683,20 +746,24 @@ class Lowering {
         // Each exchange's flows, over the device's switch ports or its NIC (-1: none).
         auto& flows = flows_scratch_;
         flows.clear();
-        for (const auto& x : p.exchanges) {
+        for (std::size_t e = 0; e < p.exchanges.size(); ++e) {
+          const auto& x = p.exchanges[e];
           std::array<std::int32_t, 2> pair{-1, -1};
           for (std::size_t k = 0; k < 2; ++k) {
             const cost::Flow& f = x.flows[k];
             if (!(f.bytes > 0.0)) continue;
             const LinkSpec& link = f.nic ? system.inter : system.intra;
-            const auto t = add_transfer(
-                x.expert ? TransferKind::ExpertAllToAll : TransferKind::ContextExchange,
-                stage_of(node), d, f.bytes,
-                {f.nic ? network_.nic_out(d) : network_.port_up(d),
-                 f.nic ? network_.nic_in(d) : network_.port_down(d)},
-                f.latency_s);
-            g_.rate_cap.back() = link.bandwidth * link.collective_efficiency;
+            const auto t = add_transfer(transfer_kind(x.kind), stage_of(node), d, f.bytes,
+                                        {f.nic ? network_.nic_out(d) : network_.port_up(d),
+                                         f.nic ? network_.nic_in(d) : network_.port_down(d)},
+                                        f.latency_s);
+            if (f.capped) g_.rate_cap.back() = link.bandwidth * link.collective_efficiency;
             g_.preds[static_cast<std::size_t>(t)] = 1;  // its Issue step
+            // After the exchange before it on its stream (FSDP's one reduce-scatter stream).
+            if (const auto before = p.after.empty() ? -1 : p.after[e]; before >= 0) {
+              const auto prior = flows[static_cast<std::size_t>(before)][k];
+              if (prior >= 0) edge(prior, t);
+            }
             pair[k] = t;
           }
           flows.push_back(pair);
@@ -706,12 +773,33 @@ class Lowering {
             g_.steps.push_back({StepKind::Compute, -1, step.seconds});
             continue;
           }
+          if (step.exchange == detail::kNextGather) {
+            // A slot for the next op's first gather (fsdp_gathers), nothing until then.
+            if (next_gather_step_.empty()) next_gather_step_.assign(t_.ops.size(), -1);
+            next_gather_step_[n] = static_cast<std::int64_t>(g_.steps.size());
+            g_.steps.push_back({StepKind::Compute, -1, 0.0});
+            continue;
+          }
           for (const auto t : flows[static_cast<std::size_t>(step.exchange)])
             if (t >= 0) g_.steps.push_back({step.kind, t, 0.0});
         }
       }
       g_.step_begin.push_back(static_cast<std::int64_t>(g_.steps.size()));
     }
+  }
+
+  static TransferKind transfer_kind(cost::ExchangeKind kind) {
+    switch (kind) {
+      case cost::ExchangeKind::Expert:
+        return TransferKind::ExpertAllToAll;
+      case cost::ExchangeKind::ParamGather:
+        return TransferKind::FsdpAllGather;
+      case cost::ExchangeKind::GradScatter:
+        return TransferKind::FsdpReduceScatter;
+      case cost::ExchangeKind::Context:
+        break;
+    }
+    return TransferKind::ContextExchange;
   }
 
   // The stage of an op's first pass (what its inner transfers serve).
@@ -1171,6 +1259,14 @@ class Lowering {
             in_node ? 1.0 : 1.0 / g.per_node};
   }
 
+  // Device 0's side of a ring collective over `g` as one flow (collective_side's transfer).
+  cost::Flow ring_flow(const Group& g, double bytes, std::int64_t steps) const {
+    if (!(bytes > 0.0) || steps <= 0) return {};
+    const Side s = side(0, g);
+    const auto n = static_cast<double>(steps);
+    return {n * bytes / g.ranks * s.share, n * s.latency, !g.in_node, false};
+  }
+
   // One device's side of a ring collective over `g`: `steps` transfers, each sending bytes/ranks
   // out of the device and receiving as much. Chained after `after` (-1: free to start at once);
   // returns the last step.
@@ -1200,14 +1296,6 @@ class Lowering {
                                        {s.out, s.in}, n * s.latency);
     if (after >= 0) edge(after, transfer);
     return transfer;
-  }
-
-  // Seconds one device's side of that ring takes alone on its links.
-  double ring_side_seconds(const Group& g, double bytes, std::int64_t steps) const {
-    const auto& system = network_.system();
-    const LinkSpec& link = g.in_node ? system.intra : system.inter;
-    const double share = g.in_node ? 1.0 : 1.0 / g.per_node;
-    return static_cast<double>(steps) * (link.latency_s + bytes / g.ranks * share / link.bandwidth);
   }
 
   // The data-parallel reduction of one stage's gradient on one device: R replicas run the same
@@ -1255,10 +1343,31 @@ class Lowering {
   // Float8 all-gather.
   double gather_bytes(const StageWork& w) const {
     const auto* m = model_.transformer();
-    const double per_param =
-        options_.fsdp.fp8_all_gather ? 1.0 : (m ? static_cast<double>(m->dtype_bytes) : 2.0);
     const double params = m ? w.params - w.expert_params : w.weight_bytes / 2.0;
-    return params * per_param / units(w) * options_.collective_scale;
+    return params * gathered_bytes_per_param() / units(w) * options_.collective_scale;
+  }
+  double gathered_bytes_per_param() const {
+    const auto* m = model_.transformer();
+    return options_.fsdp.fp8_all_gather ? 1.0 : (m ? static_cast<double>(m->dtype_bytes) : 2.0);
+  }
+  // FSDP2 copies a gathered unit out of the all-gather's buffer into its parameters on the
+  // compute stream once the gather is in (foreach_all_gather_copy_out's split_with_sizes_copy,
+  // torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py): the unit's gathered bytes read and
+  // written once.
+  double copy_out_seconds(const StageWork& w) const {
+    if (options_.fsdp.impl != FsdpImpl::Fsdp2) return 0.0;  // Megatron-FSDP gathers in place
+    const double params = model_.transformer() ? w.params : w.weight_bytes / 2.0;
+    return cost::copy_seconds(2.0 * params * gathered_bytes_per_param() / units(w),
+                              network_.system().device);
+  }
+  // And a unit's 16-bit gradients into the reduce-scatter's input in the reduce dtype, on the
+  // reduce-scatter stream before the collective (foreach_reduce_scatter_copy_in's
+  // torch._chunk_cat), which it delays: the reduce-scatter's latency carries it.
+  double copy_in_seconds(const StageWork& w) const {
+    const auto* m = model_.transformer();
+    if (m == nullptr || options_.fsdp.impl != FsdpImpl::Fsdp2) return 0.0;
+    const double bytes = w.params * static_cast<double>(m->dtype_bytes) + w.grad_bytes;
+    return cost::copy_seconds(bytes / units(w), network_.system().device);
   }
   // The routed experts' share of a unit's parameters or gradients, gathered and scattered over
   // their own ranks (EDP); 0 without experts.
@@ -1266,10 +1375,7 @@ class Lowering {
     return w.params > 0 ? w.expert_params / w.params : 0.0;
   }
   double expert_gather_bytes(const StageWork& w) const {
-    const auto* m = model_.transformer();
-    const double per_param =
-        options_.fsdp.fp8_all_gather ? 1.0 : (m ? static_cast<double>(m->dtype_bytes) : 2.0);
-    return w.expert_params * per_param / units(w) * options_.collective_scale;
+    return w.expert_params * gathered_bytes_per_param() / units(w) * options_.collective_scale;
   }
   Group expert_shard_group(std::int32_t device) const {
     const auto* m = model_.transformer();
@@ -1300,6 +1406,7 @@ class Lowering {
     auto& previous = last_scatter_[static_cast<std::size_t>(device)];
     const auto scatter = collective_side(TransferKind::FsdpReduceScatter, stage, device, shard,
                                          scatter_bytes(w), shard_ranks() - 1, after);
+    g_.latency_s[static_cast<std::size_t>(scatter - g_.compute_nodes)] += copy_in_seconds(w);
     if (previous >= 0) edge(previous, scatter);
     previous = expert_collective(TransferKind::FsdpReduceScatter, stage, device,
                                  expert_scatter_bytes(w), scatter);
@@ -1318,89 +1425,84 @@ class Lowering {
                            after);
   }
 
-  // Every parameter all-gather, and the reduce-scatters of per-microbatch gradient sync. A unit
-  // is gathered before its first forward and, resharding after forward, again before every
-  // forward and backward; each gather is issued when the op before its user starts on the device
-  // (FSDP2 prefetches one unit ahead) and after the device's previous gather (one all-gather
-  // stream). Without pipelining the op's first block is gathered so; its other blocks' gathers
-  // (and reduce-scatters) run while the blocks before them compute, and what they do not hide
-  // under lengthens the op (per_block_exposure).
-  void fsdp_gathers() {
-    if (!fsdp()) return;
+  // What FSDP does around each op (reference modern-runs.md §C.1): kGathers, it gathers its
+  // unit first — before the stage's first forward and, resharding after forward, before every
+  // forward and backward; kScatters, it reduce-scatters the gradients after it — after every
+  // backward with per-microbatch gradient sync, else after the stage's last.
+  static constexpr std::uint8_t kGathers = 1, kScatters = 2;
+  void fsdp_roles() {
     const bool reshard = reshard_after_forward(options_.fsdp, pipelined());
-    const auto shard_steps = shard_ranks() - 1;
-    last_scatter_.assign(static_cast<std::size_t>(t_.devices), -1);
-    scattered_.assign(static_cast<std::size_t>(t_.stages), -1);
-    std::vector<std::uint8_t> gathered(static_cast<std::size_t>(t_.stages), 0);
-    std::vector<std::int32_t> last_backward(static_cast<std::size_t>(t_.stages), -1);
+    fsdp_roles_.assign(t_.ops.size(), 0);
+    std::vector<std::int64_t> last_backward(static_cast<std::size_t>(t_.stages), -1);
     for (std::size_t n = 0; n < t_.ops.size(); ++n) {
       for (const Pass& pass : t_.ops[n].passes()) {
         if (pass.kind == PassKind::B || pass.kind == PassKind::W)
-          last_backward[static_cast<std::size_t>(pass.stage)] = static_cast<std::int32_t>(n);
+          last_backward[static_cast<std::size_t>(pass.stage)] = static_cast<std::int64_t>(n);
       }
     }
+    for (std::int32_t d = 0; d < t_.devices; ++d) {
+      std::vector<std::uint8_t> gathered(static_cast<std::size_t>(t_.stages), 0);
+      for (auto i = t_.row_begin[static_cast<std::size_t>(d)];
+           i < t_.row_begin[static_cast<std::size_t>(d) + 1]; ++i) {
+        for (const Pass& pass : t_.ops[static_cast<std::size_t>(i)].passes()) {
+          const auto s = static_cast<std::size_t>(pass.stage);
+          const bool uses = pass.kind == PassKind::F || is_input_backward(pass.kind);
+          if (uses && (reshard || (pass.kind == PassKind::F && !gathered[s]))) {
+            gathered[s] = 1;
+            fsdp_roles_[static_cast<std::size_t>(i)] |= kGathers;
+          }
+          if ((pass.kind == PassKind::B || pass.kind == PassKind::W) &&
+              (options_.fsdp.grad_sync == GradSync::PerMicrobatch || i == last_backward[s]))
+            fsdp_roles_[static_cast<std::size_t>(i)] |= kScatters;
+        }
+      }
+    }
+  }
+
+  // Every op's first parameter all-gather (its unit's, or without pipelining its first block's:
+  // the others are in its program), and the reduce-scatters of per-microbatch gradient sync (the
+  // unit's, or the last block's). Each gather is issued as the op before it starts on the device
+  // (FSDP2 prefetches one unit ahead) — as the op before starts its last block when that runs
+  // block by block — and after the device's previous gather (one all-gather stream).
+  void fsdp_gathers() {
+    if (!fsdp()) return;
+    const auto shard_steps = shard_ranks() - 1;
+    last_scatter_.assign(static_cast<std::size_t>(t_.devices), -1);
+    scattered_.assign(static_cast<std::size_t>(t_.stages), -1);
     for (std::int32_t d = 0; d < t_.devices; ++d) {
       const auto shard = group(d, shard_ranks(), tensor_parallel());
       std::int32_t gather = -1;
       const auto begin = t_.row_begin[static_cast<std::size_t>(d)];
       for (auto i = begin; i < t_.row_begin[static_cast<std::size_t>(d) + 1]; ++i) {
         const auto op = static_cast<std::int32_t>(i);
+        const auto roles = fsdp_roles_[static_cast<std::size_t>(i)];
         for (const Pass& pass : t_.ops[static_cast<std::size_t>(i)].passes()) {
-          const auto s = static_cast<std::size_t>(pass.stage);
           const StageWork& w = work(pass);
-          const bool uses = pass.kind == PassKind::F || is_input_backward(pass.kind);
-          const bool needs = uses && (reshard || (pass.kind == PassKind::F && !gathered[s]));
-          const bool scatters =
-              (pass.kind == PassKind::B || pass.kind == PassKind::W) &&
-              (options_.fsdp.grad_sync == GradSync::PerMicrobatch || op == last_backward[s]);
-          if (needs) {
-            gathered[s] = 1;
+          if (roles & kGathers) {
             const auto next = collective_side(TransferKind::FsdpAllGather, pass.stage, d, shard,
                                               gather_bytes(w), shard_steps, gather);
-            if (i > begin) start_edge(op - 1, next, 0.0);
+            if (i > begin) issue_after_start(op - 1, next);
             gather = expert_collective(TransferKind::FsdpAllGather, pass.stage, d,
                                        expert_gather_bytes(w), next);
             edge(gather, op);
+            lengthen(static_cast<std::size_t>(op), copy_out_seconds(w));
           }
-          if (!pipelined()) per_block_exposure(op, pass, w, shard, uses && needs, scatters);
-          if (scatters && options_.fsdp.grad_sync == GradSync::PerMicrobatch)
-            scattered_[s] = fsdp_reduce_scatter(pass.stage, d, op);
+          if ((roles & kScatters) && options_.fsdp.grad_sync == GradSync::PerMicrobatch)
+            scattered_[static_cast<std::size_t>(pass.stage)] =
+                fsdp_reduce_scatter(pass.stage, d, op);
         }
       }
     }
   }
 
-  // Without pipelining: the blocks after the first of an op each wait for their parameters when
-  // the gather (issued as the block before starts) outlasts that block's compute; in a backward
-  // that reduce-scatters, the block's reduce-scatter shares the links with the next gather.
-  // What is not hidden lengthens the op and counts as communication inside it.
-  void per_block_exposure(std::int32_t op, const Pass& pass, const StageWork& w, const Group& g,
-                          bool gathers, bool scatters) {
-    const double blocks = units(w);
-    if (blocks <= 1.0) return;
-    const auto n = static_cast<std::size_t>(op);
-    const auto& c = options_.costs ? none_ : cost_[index(pass)];
-    const double compute = (pass.kind == PassKind::F   ? c.forward.seconds
-                            : pass.kind == PassKind::B ? c.backward.seconds
-                            : pass.kind == PassKind::I ? c.input_grad.seconds
-                                                       : c.weight_grad.seconds) /
-                           blocks;
-    const auto steps = shard_ranks() - 1;
-    double comm = gathers ? ring_side_seconds(g, gather_bytes(w), steps) : 0.0;
-    if (scatters) comm += ring_side_seconds(g, scatter_bytes(w), steps);
-    if (expert_ranks() > 1 && w.expert_params > 0) {
-      // The routed experts' own gather and reduce-scatter over EDP, after the dense ones.
-      const auto e = expert_shard_group(static_cast<std::int32_t>(g_.device[n]));
-      const auto e_steps = expert_ranks() - 1;
-      if (gathers) comm += ring_side_seconds(e, expert_gather_bytes(w), e_steps);
-      if (scatters) comm += ring_side_seconds(e, expert_scatter_bytes(w), e_steps);
-    }
-    const double exposed = (blocks - 1.0) * std::max(0.0, comm - compute);
-    // The blocks' compute runs slower while the collectives run beside it (NCCL's kernels take
-    // SMs and memory bandwidth), as the engine slows compute beside the graph's transfers.
-    const double slowed = (blocks - 1.0) * g_.comm_slowdown * std::min(comm, compute);
-    lengthen(n, exposed + slowed);
-    g_.tp_comm_s[n] += exposed;
+  // Releases transfer t as op n starts, or as it starts its last block when it has a slot for
+  // that (fsdp_program's kNextGather).
+  void issue_after_start(std::int32_t n, std::int32_t t) {
+    const auto slot =
+        next_gather_step_.empty() ? -1 : next_gather_step_[static_cast<std::size_t>(n)];
+    if (slot < 0) return start_edge(n, t, 0.0);
+    g_.steps[static_cast<std::size_t>(slot)] = {StepKind::Issue, t, 0.0};
+    ++g_.preds[static_cast<std::size_t>(t)];
   }
 
   // The tied word embedding's copies on the first and the last stage: one all-reduce per pair of
@@ -1559,6 +1661,8 @@ class Lowering {
   // FSDP: per device, its last reduce-scatter step so far (one stream); per stage, the last
   // reduce-scatter of per-microbatch gradient sync.
   std::vector<std::int32_t> last_scatter_, scattered_;
+  std::vector<std::uint8_t> fsdp_roles_;        // per table op: kGathers | kScatters
+  std::vector<std::int64_t> next_gather_step_;  // per op run by blocks: its kNextGather slot
   // [device * stages + stage]: the node after which the device's gradient of the stage is
   // reduced (-1: it holds no such stage).
   std::vector<std::int32_t> done_;

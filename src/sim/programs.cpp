@@ -15,34 +15,80 @@ const cost::LayerProgram* pass_program(const cost::LayerPrograms& l, PassKind ki
                                : nullptr;
 }
 
+// A layer's pieces of a pass: each exchange after the compute before it (and `carry`, the
+// compute waiting to run first), then the compute after them carried on.
+void append_layer(std::vector<Piece>& out, const cost::LayerProgram& p, double& carry) {
+  for (const auto& x : p.exchanges) {
+    out.push_back({carry + x.before_s, x, x.beside_s});
+    carry = 0.0;
+  }
+  carry += p.after_s;
+}
+
+const cost::PassCost& pass_cost(const cost::StageCost& c, PassKind kind) {
+  return kind == PassKind::F   ? c.forward
+         : kind == PassKind::B ? c.backward
+         : kind == PassKind::I ? c.input_grad
+                               : c.weight_grad;
+}
+
+// The pass's compute outside its layers' programs.
+double outside_programs(const cost::StageCost& c, PassKind kind) {
+  double rest = pass_cost(c, kind).seconds;
+  for (const auto& l : c.layers)
+    if (const auto* p = pass_program(l, kind)) rest -= l.layers * p->compute_s();
+  return std::max(0.0, rest);
+}
+
 }  // namespace
 
 std::vector<Piece> pass_pieces(const cost::StageCost& c, PassKind kind) {
-  const cost::PassCost& pc = kind == PassKind::F   ? c.forward
-                             : kind == PassKind::B ? c.backward
-                             : kind == PassKind::I ? c.input_grad
-                                                   : c.weight_grad;
-  double carry = pc.seconds;
-  for (const auto& l : c.layers)
-    if (const auto* p = pass_program(l, kind)) carry -= l.layers * p->compute_s();
-  carry = std::max(0.0, carry);
+  double carry = outside_programs(c, kind);
   std::vector<Piece> out;
   for (const auto& l : c.layers) {
     const auto* p = pass_program(l, kind);
-    if (p == nullptr || p->exchanges.empty()) continue;
-    for (double k = 0; k < l.layers; ++k) {
-      for (const auto& x : p->exchanges) {
-        out.push_back({carry + x.before_s, x, x.beside_s});
-        carry = 0.0;
-      }
-      carry += p->after_s;
-    }
+    if (p == nullptr) continue;
+    for (double k = 0; k < l.layers; ++k)
+      append_layer(out, *p, carry);
   }
   out.push_back({carry, std::nullopt, 0.0});
   return out;
 }
 
+std::vector<std::vector<Piece>> block_pieces(const cost::StageCost& c, PassKind kind,
+                                             std::int64_t blocks) {
+  const double n = static_cast<double>(std::max<std::int64_t>(1, blocks));
+  const double spread = outside_programs(c, kind) / n;
+  // Model order: the blocks without a program first (an MoE model's dense layers lead), then
+  // each layer kind's.
+  std::vector<const cost::LayerProgram*> order;
+  for (const auto& l : c.layers) {
+    if (const auto* p = pass_program(l, kind))
+      order.insert(order.end(), static_cast<std::size_t>(l.layers), p);
+  }
+  const auto plain = std::max<std::int64_t>(
+      0, static_cast<std::int64_t>(n) - static_cast<std::int64_t>(order.size()));
+  order.insert(order.begin(), static_cast<std::size_t>(plain), nullptr);
+  if (kind != PassKind::F) std::reverse(order.begin(), order.end());
+  std::vector<std::vector<Piece>> out;
+  out.reserve(order.size());
+  for (const auto* p : order) {
+    auto& pieces = out.emplace_back();
+    double carry = spread;
+    if (p != nullptr) append_layer(pieces, *p, carry);
+    pieces.push_back({carry, std::nullopt, 0.0});
+  }
+  return out;
+}
+
 namespace {
+
+// Adds an exchange to `p` (after exchange `after`, -1: none); returns its index.
+std::int32_t add_exchange(OpProgram& p, const cost::Exchange& x, std::int32_t after = -1) {
+  p.exchanges.push_back(x);
+  p.after.push_back(after);
+  return static_cast<std::int32_t>(p.exchanges.size() - 1);
+}
 
 // Runs a thread of pieces' next piece into `p`: first the wait for its previous exchange.
 void run_piece(OpProgram& p, const std::vector<Piece>& thread, std::size_t& next,
@@ -52,8 +98,7 @@ void run_piece(OpProgram& p, const std::vector<Piece>& thread, std::size_t& next
   const Piece& piece = thread[next++];
   p.steps.push_back({StepKind::Compute, -1, piece.before});
   if (!piece.exchange) return;
-  pending = static_cast<std::int32_t>(p.exchanges.size());
-  p.exchanges.push_back(*piece.exchange);
+  pending = add_exchange(p, *piece.exchange);
   p.steps.push_back({StepKind::Issue, pending});
   if (piece.beside > 0.0) p.steps.push_back({StepKind::Compute, -1, piece.beside});
 }
@@ -76,12 +121,43 @@ OpProgram op_program(const std::vector<Piece>& a, const std::vector<Piece>& b) {
   return p;
 }
 
+OpProgram fsdp_program(const std::vector<std::vector<Piece>>& blocks,
+                       const std::optional<cost::Exchange>& gather,
+                       const std::optional<cost::Exchange>& scatter, double copy_out) {
+  OpProgram p;
+  std::int32_t scattering = -1;
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    const bool last = b + 1 == blocks.size();
+    std::int32_t gathering = -1;
+    if (gather && !last) {
+      gathering = add_exchange(p, *gather);
+      p.steps.push_back({StepKind::Issue, gathering});
+    }
+    if (last) p.steps.push_back({StepKind::Issue, kNextGather});
+    std::size_t next = 0;
+    std::int32_t pending = -1;
+    while (next < blocks[b].size())
+      run_piece(p, blocks[b], next, pending);
+    if (pending >= 0) p.steps.push_back({StepKind::Wait, pending});
+    if (scatter && !last) {
+      scattering = add_exchange(p, *scatter, scattering);
+      p.steps.push_back({StepKind::Issue, scattering});
+    }
+    if (gathering >= 0) {
+      p.steps.push_back({StepKind::Wait, gathering});
+      if (copy_out > 0.0) p.steps.push_back({StepKind::Compute, -1, copy_out});
+    }
+  }
+  if (scattering >= 0) p.steps.push_back({StepKind::Wait, scattering});
+  return p;
+}
+
 double alone_seconds(const cost::Exchange& x, const SystemConfig& system) {
   double t = 0.0;
   for (const auto& f : x.flows) {
     const LinkSpec& link = f.nic ? system.inter : system.intra;
-    if (f.bytes > 0.0)
-      t = std::max(t, f.latency_s + f.bytes / (link.bandwidth * link.collective_efficiency));
+    const double rate = link.bandwidth * (f.capped ? link.collective_efficiency : 1.0);
+    if (f.bytes > 0.0) t = std::max(t, f.latency_s + f.bytes / rate);
   }
   return t;
 }
@@ -90,6 +166,7 @@ double shortest_waits(const OpProgram& p, const SystemConfig& system) {
   double now = 0.0, compute = 0.0;
   std::vector<double> end(p.exchanges.size(), 0.0);
   for (const auto& step : p.steps) {
+    if (step.exchange == kNextGather) continue;
     const auto x = static_cast<std::size_t>(step.exchange);
     if (step.kind == StepKind::Compute) {
       now += step.seconds;

@@ -26,15 +26,19 @@ struct Piece {
 };
 
 /// A step of an op's program: compute, or issue / wait for the program's `exchange`-th exchange.
+/// An Issue of kNextGather issues the device's next op's first FSDP gather (a graph transfer).
 struct PlannedStep {
   StepKind kind = StepKind::Compute;
   std::int32_t exchange = -1;
   double seconds = 0.0;
 };
+inline constexpr std::int32_t kNextGather = -2;
 
 struct OpProgram {
   std::vector<PlannedStep> steps;
   std::vector<cost::Exchange> exchanges;
+  /// per exchange, the exchange that must end before it moves (-1: none; one collective stream)
+  std::vector<std::int32_t> after;
 };
 
 /// One pass of a stage as pieces: its compute outside the layers with exchanges first, then each
@@ -46,6 +50,25 @@ std::vector<Piece> pass_pieces(const cost::StageCost& stage, PassKind kind);
 /// exchange of each in flight (DualPipe's overlapped F&B chunks, DeepSeek-V3 §3.2.1, Fig. 4;
 /// Megatron-Core's combined 1F1B).
 OpProgram op_program(const std::vector<Piece>& a, const std::vector<Piece>& b = {});
+
+/// One pass of a stage as its blocks (transformer layers) in the order the pass runs them (a
+/// backward from the last): each block's pieces, its layer's program where it has one, with the
+/// compute outside those programs (embedding, head and loss, layers without exchanges) spread
+/// evenly over the blocks, as FSDP's per-block units split the stage's parameters evenly.
+std::vector<std::vector<Piece>> block_pieces(const cost::StageCost& stage, PassKind kind,
+                                             std::int64_t blocks);
+
+/// A pass run block by block under FSDP without pipelining (reference modern-runs.md §C.1,
+/// FSDP2's per-block units): each block's `gather` (when the pass gathers) issued as the block
+/// before it starts and waited before it runs, then copied out of its buffer for `copy_out`
+/// seconds (one unit ahead, one all-gather stream); each
+/// block's `scatter` (when it reduce-scatters) issued after its compute, after the one before it
+/// (one reduce-scatter stream), all waited at the end (FSDP2's post-backward callback). The first
+/// block's gather and the last block's reduce-scatter are the graph's, outside the op; the next
+/// op's first gather is issued as the last block starts (kNextGather).
+OpProgram fsdp_program(const std::vector<std::vector<Piece>>& blocks,
+                       const std::optional<cost::Exchange>& gather,
+                       const std::optional<cost::Exchange>& scatter, double copy_out = 0.0);
 
 /// Seconds an exchange takes alone on its links: each flow's latency, then its bytes at the link's
 /// collective bandwidth; the longer of its flows.

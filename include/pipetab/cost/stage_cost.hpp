@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
@@ -46,22 +47,33 @@ struct PassCost {
 };
 
 /// One flow of an exchange: `bytes` after `latency_s`, over the rank's switch ports (inside its
-/// node) or its NIC, at most at that link's collective bandwidth.
+/// node) or its NIC; `capped`: at most at that link's collective bandwidth (the all-to-all and CP
+/// kernels' measured rate), else at the link's own as the simulation's ring collectives run.
 struct Flow {
   double bytes = 0.0, latency_s = 0.0;
   bool nic = false;
+  bool capped = true;
+};
+
+/// What an exchange serves.
+enum class ExchangeKind : std::uint8_t {
+  Context,      ///< a context-parallel KV exchange
+  Expert,       ///< an expert all-to-all
+  ParamGather,  ///< FSDP's all-gather of a block's parameters
+  GradScatter,  ///< FSDP's reduce-scatter of a block's gradients
 };
 
 /// An exchange inside a pass as the simulation runs it (CostOptions::exchanges_as_flows): an
-/// expert all-to-all (a flow over NVLink and one over the NIC, at once) or a context-parallel
-/// exchange (one flow on the CP group's link class).
+/// expert all-to-all (a flow over NVLink and one over the NIC, at once), a context-parallel
+/// exchange (one flow on the CP group's link class), or (built by the simulation) one of FSDP's
+/// per-block collectives (a flow on the shard group's links, one on the experts' at once).
 struct Exchange {
   double before_s = 0.0;  ///< the pass's compute since the previous exchange or the layer's start
   /// compute that runs while it moves: the shared expert under an all-to-all, the blocks of
   /// attention the ring's steps hide under
   double beside_s = 0.0;
   std::array<Flow, 2> flows;  ///< bytes 0: no flow
-  bool expert = false;        ///< an expert all-to-all (else a context-parallel exchange)
+  ExchangeKind kind = ExchangeKind::Context;
 };
 
 /// One layer's pass as the simulation runs it: compute and exchanges in turn, then `after_s` of
@@ -132,5 +144,9 @@ double host_bound_seconds(const PassCost& pass, const DeviceSpec& device);
 /// Seconds of the optimizer step moving `bytes` (StageWork::optimizer_step_bytes): a few
 /// multi-tensor kernels streaming through memory. 0 when the device gives no memory bandwidth.
 double optimizer_step_seconds(double bytes, const DeviceSpec& device);
+
+/// Seconds of one copy kernel streaming `bytes` (read and written) through memory, as FSDP2's
+/// copies into and out of its collectives' flat buffers run. 0 without a memory bandwidth.
+double copy_seconds(double bytes, const DeviceSpec& device);
 
 }  // namespace pipetab::cost

@@ -62,6 +62,31 @@ constexpr std::optional<GradSync> parse_grad_sync(std::string_view name) {
   return std::nullopt;
 }
 
+/// Whose FSDP runs: how the gathered parameters and the gradients meet the collectives' buffers.
+enum class FsdpImpl : std::uint8_t {
+  /// PyTorch's FSDP2 (torchtitan): each gathered unit is copied out of the all-gather's flat
+  /// buffer into its parameters on the compute stream (foreach_all_gather_copy_out), and its
+  /// 16-bit gradients into the reduce-scatter's input in the reduce dtype first
+  /// (foreach_reduce_scatter_copy_in; torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py).
+  Fsdp2,
+  /// Megatron-Core's Megatron-FSDP: parameters and gradients are views into the collectives'
+  /// bucket buffers (megatron_fsdp's param_and_grad_buffer.py), no copies.
+  Megatron,
+};
+
+inline constexpr std::array<std::string_view, 2> kFsdpImplNames{"fsdp2", "megatron"};
+
+constexpr std::string_view to_string(FsdpImpl f) {
+  return kFsdpImplNames[static_cast<std::size_t>(f)];
+}
+
+constexpr std::optional<FsdpImpl> parse_fsdp_impl(std::string_view name) {
+  for (std::size_t i = 0; i < kFsdpImplNames.size(); ++i) {
+    if (kFsdpImplNames[i] == name) return static_cast<FsdpImpl>(i);
+  }
+  return std::nullopt;
+}
+
 /// Fully sharded data parallelism as PyTorch's FSDP2 runs it (torchtitan; reference
 /// modern-runs.md §C.1): parameters, gradients and optimizer state sharded over the data- and
 /// context-parallel ranks; each unit's parameters all-gathered before use and its gradients
@@ -80,6 +105,7 @@ struct FsdpOptions {
   /// Float8 all-gather of the parameters (torchtitan's enable_fsdp_float8_all_gather): one byte
   /// per parameter instead of the parameter dtype's two.
   bool fp8_all_gather = false;
+  FsdpImpl impl = FsdpImpl::Fsdp2;
   friend bool operator==(const FsdpOptions&, const FsdpOptions&) = default;
 };
 

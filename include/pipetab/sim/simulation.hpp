@@ -68,7 +68,8 @@ struct SimulationMetrics {
   std::int64_t fsdp_shard = 0;
   bool reshard_after_forward = false;
   std::string grad_sync = "step";
-  std::int64_t gpus = 0;  ///< pipeline devices × tensor × context × data parallel
+  std::string fsdp_impl = "fsdp2";  ///< FsdpImpl: fsdp2 or megatron
+  std::int64_t gpus = 0;            ///< pipeline devices × tensor × context × data parallel
   /// For transformer models (unset otherwise): sequences and tokens per iteration (all data-
   /// parallel replicas), their rate, and model and hardware FLOP/s utilization (Korthikanti et
   /// al. §6: model FLOPs without recomputation, hardware FLOPs with it, over runtime × GPUs × the
