@@ -124,9 +124,10 @@ TEST(Fsdp, ReshardingGathersBeforeEveryForwardAndBackward) {
 
 TEST(Fsdp, WithoutPipeliningEachOpGathersEveryBlock) {
   // One device, two microbatches: without pipelining a unit is a block and units reshard after
-  // forward, so each F and each B gathers every block (3 steps of P/L·2/4 bytes each): the first
-  // before the op, the others inside it. Gradients are synced once: the last backward
-  // reduce-scatters every block (3 steps of P/L·4/4), the last one after the op.
+  // forward but the last (torchtitan), so each F gathers every block (3 steps of P/L·2/4 bytes
+  // each), the first before the op and the others inside it, and each B, right after its F,
+  // every block but its first. Gradients are synced once: the last backward reduce-scatters
+  // every block (3 steps of P/L·4/4), the last one after the op.
   const auto t = test::make("1f1b", test::sm(1, 2));
   const auto model = io::load_model("gpt3-1.3b");
   const auto sim = simulate_with(t, "gpt3-1.3b", "dgx-h100", fsdp_over(4));
@@ -134,8 +135,10 @@ TEST(Fsdp, WithoutPipeliningEachOpGathersEveryBlock) {
   const auto work = table_work(t, model);
   const auto blocks = static_cast<std::size_t>(work[0].layers);
   const double params = work[0].params;
-  EXPECT_EQ(of_kind(g, TransferKind::FsdpAllGather).size(), 4 * blocks);
-  EXPECT_NEAR(bytes_of(g, TransferKind::FsdpAllGather), 4 * 3 * params * 2 / 4, 1e-6 * params);
+  EXPECT_EQ(of_kind(g, TransferKind::FsdpAllGather).size(), 4 * blocks - 2);
+  EXPECT_NEAR(bytes_of(g, TransferKind::FsdpAllGather),
+              static_cast<double>(4 * blocks - 2) * 3 * params / static_cast<double>(blocks) * 2 / 4,
+              1e-6 * params);
   EXPECT_EQ(of_kind(g, TransferKind::FsdpReduceScatter).size(), blocks);
   EXPECT_NEAR(bytes_of(g, TransferKind::FsdpReduceScatter), 3 * params * 4 / 4, 1e-6 * params);
   // Every op runs its blocks' gathers as steps: (blocks − 1) issues and as many waits each;
@@ -150,8 +153,9 @@ TEST(Fsdp, WithoutPipeliningEachOpGathersEveryBlock) {
       gathers += kind == TransferKind::FsdpAllGather;
       scatters += kind == TransferKind::FsdpReduceScatter;
     }
-    // Each op but the last issues the next op's first gather too, as it starts its last block.
-    EXPECT_EQ(gathers, blocks - 1 + (op + 1 < t.ops.size() ? 1 : 0)) << "op " << op;
+    // The backward before the second forward issues that forward's first gather too, as it
+    // starts its last block (t's order: F0 B0 F1 B1).
+    EXPECT_EQ(gathers, blocks - 1 + (op == 1 ? 1 : 0)) << "op " << op;
     EXPECT_EQ(scatters, op + 1 == t.ops.size() ? blocks - 1 : 0) << "op " << op;
   }
   EXPECT_TRUE(sim.metrics.reshard_after_forward);
@@ -160,7 +164,7 @@ TEST(Fsdp, WithoutPipeliningEachOpGathersEveryBlock) {
                    params * 16 / 4 + (params * 2 * 2 + params * 4) / static_cast<double>(blocks));
 }
 
-// One device, one microbatch, FSDP over 4 ranks on a slow in-node link (1 GB/s): the run's
+// One device, two microbatches, FSDP over 4 ranks on a slow in-node link (1 GB/s): the run's
 // graph, its forward's compute alone, and one block's gather and reduce-scatter alone (with the
 // reduce-scatter's copy of the 16-bit gradients into its fp32 input first), and the copy of a
 // gathered block out of the all-gather's buffer.
@@ -173,7 +177,7 @@ struct SlowLink {
 SlowLink slow_link() {
   auto system = io::load_system("dgx-h100");
   system.intra.bandwidth = 1e9;
-  const auto t = test::make("1f1b", test::sm(1, 1));
+  const auto t = test::make("1f1b", test::sm(1, 2));  // F0 B0 F1 B1
   SimulationSetup setup{io::load_model("gpt3-1.3b"), system, {}, {}};
   setup.lowering.overheads = false;
   SimulationSetup plain = setup;
@@ -202,11 +206,15 @@ TEST(Fsdp, BlockGathersThatOutlastComputeLengthenTheOp) {
   EXPECT_NEAR(r.end[0] - r.start[0],
               forward + s.blocks * s.copy_out + (s.blocks - 1) * (s.gather - c), 1e-9 * forward);
   EXPECT_NEAR(r.waited[0], (s.blocks - 1) * (s.gather - c), 1e-9 * forward);
-  // The backward's first gather (the graph's, the last gather made) is issued as the forward
-  // starts its last block, not with the forward: it does not slow the forward's gathers.
+  // The second forward's first gather (the graph's, the last gather made) is issued as the
+  // backward before it starts its last block, not with the backward: it does not slow the
+  // backward's own gathers.
   const auto gathers = of_kind(s.with.graph, TransferKind::FsdpAllGather);
   const auto next = static_cast<std::size_t>(s.with.graph.compute_nodes) + gathers.back();
-  EXPECT_NEAR(r.start[next], r.end[0] - c, 1e-9 * forward);
+  const double backward_block = s.without.graph.duration[1] / s.blocks;
+  EXPECT_NEAR(r.start[next], r.end[1] - backward_block, 1e-9 * forward);
+  // The first backward keeps the forward's last block gathered: it gathers the others only.
+  EXPECT_EQ(gathers.size(), static_cast<std::size_t>(4 * s.blocks - 2));
 }
 
 TEST(Fsdp, ABlocksReduceScatterSharesTheLinkWithTheNextGather) {
@@ -216,8 +224,8 @@ TEST(Fsdp, ABlocksReduceScatterSharesTheLinkWithTheNextGather) {
   // copies and latencies beside them at most their sum plus its compute and copies.
   const auto s = slow_link();
   const auto& g = s.with.graph;
-  const std::size_t b = 1;  // the backward op
-  const double compute = s.without.graph.duration[b] + s.blocks * s.copy_out;
+  const std::size_t b = 3;  // the last backward, the one that reduce-scatters
+  const double compute = s.without.graph.duration[b] + (s.blocks - 1) * s.copy_out;
   const double both = (s.blocks - 1) * (s.gather + s.scatter);
   const double span = s.with.result.end[b] - s.with.result.start[b];
   EXPECT_GE(span, (s.blocks - 1) * s.wire);

@@ -630,6 +630,7 @@ class Lowering {
 
   // The program of a pass run block by block with its FSDP roles, once per stage, kind and roles.
   std::int32_t block_program_id(const Pass& a, std::uint8_t roles) {
+    roles &= kGathers | kScatters;  // what its program does
     const std::array<std::int64_t, 5> key{static_cast<std::int64_t>(index(a)),
                                           static_cast<std::int64_t>(a.kind), -1, roles, 2};
     if (const auto it = program_ids_.find(key); it != program_ids_.end()) return it->second;
@@ -1428,8 +1429,12 @@ class Lowering {
   // What FSDP does around each op (reference modern-runs.md §C.1): kGathers, it gathers its
   // unit first — before the stage's first forward and, resharding after forward, before every
   // forward and backward; kScatters, it reduce-scatters the gradients after it — after every
-  // backward with per-microbatch gradient sync, else after the stage's last.
-  static constexpr std::uint8_t kGathers = 1, kScatters = 2;
+  // backward with per-microbatch gradient sync, else after the stage's last. kKeepsFirst: run
+  // block by block right after the stage's forward, its first block is still gathered —
+  // torchtitan does not reshard the last block after forward (parallelize_llama.py @9dec370:
+  // reshard_after_forward only for blocks before the last, reference §A.3) — so only its other
+  // blocks are gathered.
+  static constexpr std::uint8_t kGathers = 1, kScatters = 2, kKeepsFirst = 4;
   void fsdp_roles() {
     const bool reshard = reshard_after_forward(options_.fsdp, pipelined());
     fsdp_roles_.assign(t_.ops.size(), 0);
@@ -1450,6 +1455,13 @@ class Lowering {
           if (uses && (reshard || (pass.kind == PassKind::F && !gathered[s]))) {
             gathered[s] = 1;
             fsdp_roles_[static_cast<std::size_t>(i)] |= kGathers;
+            const auto begin = t_.row_begin[static_cast<std::size_t>(d)];
+            if (!pipelined() && is_input_backward(pass.kind) && i > begin) {
+              const Op& before = t_.ops[static_cast<std::size_t>(i - 1)];
+              if (!before.is_pair() && before.first().kind == PassKind::F &&
+                  before.first().stage == pass.stage)
+                fsdp_roles_[static_cast<std::size_t>(i)] |= kKeepsFirst;
+            }
           }
           if ((pass.kind == PassKind::B || pass.kind == PassKind::W) &&
               (options_.fsdp.grad_sync == GradSync::PerMicrobatch || i == last_backward[s]))
@@ -1478,7 +1490,7 @@ class Lowering {
         const auto roles = fsdp_roles_[static_cast<std::size_t>(i)];
         for (const Pass& pass : t_.ops[static_cast<std::size_t>(i)].passes()) {
           const StageWork& w = work(pass);
-          if (roles & kGathers) {
+          if ((roles & kGathers) && !(roles & kKeepsFirst)) {
             const auto next = collective_side(TransferKind::FsdpAllGather, pass.stage, d, shard,
                                               gather_bytes(w), shard_steps, gather);
             if (i > begin) issue_after_start(op - 1, next);
