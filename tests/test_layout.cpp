@@ -136,9 +136,10 @@ TEST(Fsdp, WithoutPipeliningEachOpGathersEveryBlock) {
   const auto blocks = static_cast<std::size_t>(work[0].layers);
   const double params = work[0].params;
   EXPECT_EQ(of_kind(g, TransferKind::FsdpAllGather).size(), 4 * blocks - 2);
-  EXPECT_NEAR(bytes_of(g, TransferKind::FsdpAllGather),
-              static_cast<double>(4 * blocks - 2) * 3 * params / static_cast<double>(blocks) * 2 / 4,
-              1e-6 * params);
+  EXPECT_NEAR(
+      bytes_of(g, TransferKind::FsdpAllGather),
+      static_cast<double>(4 * blocks - 2) * 3 * params / static_cast<double>(blocks) * 2 / 4,
+      1e-6 * params);
   EXPECT_EQ(of_kind(g, TransferKind::FsdpReduceScatter).size(), blocks);
   EXPECT_NEAR(bytes_of(g, TransferKind::FsdpReduceScatter), 3 * params * 4 / 4, 1e-6 * params);
   // Every op runs its blocks' gathers as steps: (blocks − 1) issues and as many waits each;
