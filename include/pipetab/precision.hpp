@@ -7,6 +7,8 @@
 #include <optional>
 #include <string_view>
 
+#include "pipetab/names.hpp"
+
 namespace pipetab {
 
 /// Matrix-multiply precision. TF32 and FP32 keep 4-byte elements, FP8 1-byte (Transformer
@@ -20,14 +22,11 @@ constexpr std::array<std::string_view, kPrecisions> kPrecisionNames{"fp32", "tf3
                                                                     "fp8"};
 
 constexpr std::string_view to_string(Precision p) {
-  return kPrecisionNames[static_cast<std::size_t>(p)];
+  return name_of(kPrecisionNames, p);
 }
 
 constexpr std::optional<Precision> parse_precision(std::string_view name) {
-  for (std::size_t i = 0; i < kPrecisions; ++i) {
-    if (kPrecisionNames[i] == name) return static_cast<Precision>(i);
-  }
-  return std::nullopt;
+  return parse_name<Precision>(kPrecisionNames, name);
 }
 
 /// Bytes of one element stored in this format.

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "pipetab/names.hpp"
+
 namespace pipetab {
 
 /// How context-parallel ranks exchange keys and values in each attention layer (Megatron-Core's
@@ -29,14 +31,11 @@ enum class CpMethod : std::uint8_t {
 inline constexpr std::array<std::string_view, 3> kCpMethodNames{"ring", "allgather", "a2a"};
 
 constexpr std::string_view to_string(CpMethod m) {
-  return kCpMethodNames[static_cast<std::size_t>(m)];
+  return name_of(kCpMethodNames, m);
 }
 
 constexpr std::optional<CpMethod> parse_cp_method(std::string_view name) {
-  for (std::size_t i = 0; i < kCpMethodNames.size(); ++i) {
-    if (kCpMethodNames[i] == name) return static_cast<CpMethod>(i);
-  }
-  return std::nullopt;
+  return parse_name<CpMethod>(kCpMethodNames, name);
 }
 
 /// When FSDP reduce-scatters the gradients of a unit during gradient accumulation.
@@ -52,14 +51,11 @@ enum class GradSync : std::uint8_t {
 inline constexpr std::array<std::string_view, 2> kGradSyncNames{"step", "microbatch"};
 
 constexpr std::string_view to_string(GradSync g) {
-  return kGradSyncNames[static_cast<std::size_t>(g)];
+  return name_of(kGradSyncNames, g);
 }
 
 constexpr std::optional<GradSync> parse_grad_sync(std::string_view name) {
-  for (std::size_t i = 0; i < kGradSyncNames.size(); ++i) {
-    if (kGradSyncNames[i] == name) return static_cast<GradSync>(i);
-  }
-  return std::nullopt;
+  return parse_name<GradSync>(kGradSyncNames, name);
 }
 
 /// Whose FSDP runs: how the gathered parameters and the gradients meet the collectives' buffers.
@@ -77,14 +73,11 @@ enum class FsdpImpl : std::uint8_t {
 inline constexpr std::array<std::string_view, 2> kFsdpImplNames{"fsdp2", "megatron"};
 
 constexpr std::string_view to_string(FsdpImpl f) {
-  return kFsdpImplNames[static_cast<std::size_t>(f)];
+  return name_of(kFsdpImplNames, f);
 }
 
 constexpr std::optional<FsdpImpl> parse_fsdp_impl(std::string_view name) {
-  for (std::size_t i = 0; i < kFsdpImplNames.size(); ++i) {
-    if (kFsdpImplNames[i] == name) return static_cast<FsdpImpl>(i);
-  }
-  return std::nullopt;
+  return parse_name<FsdpImpl>(kFsdpImplNames, name);
 }
 
 /// Fully sharded data parallelism as PyTorch's FSDP2 runs it (torchtitan; reference

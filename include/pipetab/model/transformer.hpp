@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pipetab/model/layout.hpp"
+#include "pipetab/names.hpp"
 #include "pipetab/precision.hpp"
 
 namespace pipetab {
@@ -27,14 +28,11 @@ inline constexpr std::array<std::string_view, 5> kRecomputeNames{
     "none", "selective", "full", "selective-op", "every-other-layer"};
 
 constexpr std::string_view to_string(Recompute r) {
-  return kRecomputeNames[static_cast<std::size_t>(r)];
+  return name_of(kRecomputeNames, r);
 }
 
 constexpr std::optional<Recompute> parse_recompute(std::string_view name) {
-  for (std::size_t i = 0; i < kRecomputeNames.size(); ++i) {
-    if (kRecomputeNames[i] == name) return static_cast<Recompute>(i);
-  }
-  return std::nullopt;
+  return parse_name<Recompute>(kRecomputeNames, name);
 }
 
 /// How a mixture-of-experts layer moves tokens to their experts' ranks and back (Megatron-Core's
@@ -53,7 +51,7 @@ enum class MoeDispatcher : std::uint8_t {
 inline constexpr std::array<std::string_view, 2> kMoeDispatcherNames{"alltoall", "deepep"};
 
 constexpr std::string_view to_string(MoeDispatcher d) {
-  return kMoeDispatcherNames[static_cast<std::size_t>(d)];
+  return name_of(kMoeDispatcherNames, d);
 }
 
 /// What the backward pass recomputes of a mixture-of-experts layer (Megatron-Core's
@@ -65,7 +63,7 @@ enum class MoeRecompute : std::uint8_t { None, MoeAct, Mlp };
 inline constexpr std::array<std::string_view, 3> kMoeRecomputeNames{"none", "moe_act", "mlp"};
 
 constexpr std::string_view to_string(MoeRecompute r) {
-  return kMoeRecomputeNames[static_cast<std::size_t>(r)];
+  return name_of(kMoeRecomputeNames, r);
 }
 
 /// A mixture-of-experts MLP (a model file's [moe] table; docs/simulation.md): each token goes to
