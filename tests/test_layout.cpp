@@ -216,6 +216,17 @@ TEST(Fsdp, BlockGathersThatOutlastComputeLengthenTheOp) {
   EXPECT_NEAR(r.start[next], r.end[1] - backward_block, 1e-9 * forward);
   // The first backward keeps the forward's last block gathered: it gathers the others only.
   EXPECT_EQ(gathers.size(), static_cast<std::size_t>(4 * s.blocks - 2));
+  // The waits are FSDP's exposed collectives, neither compute nor communication inside the ops.
+  double waits = 0.0, spans = 0.0;
+  for (std::size_t op = 0; op < 4; ++op) {
+    waits += r.waited[op];
+    spans += r.end[op] - r.start[op];
+  }
+  const auto& device = r.devices[0];
+  EXPECT_GT(waits, 0.0);
+  EXPECT_DOUBLE_EQ(device.tp_comm_s, 0.0);
+  EXPECT_NEAR(device.compute_s, spans - waits, 1e-9 * spans);
+  EXPECT_GE(device.exposed_collective_s, waits);
 }
 
 TEST(Fsdp, ABlocksReduceScatterSharesTheLinkWithTheNextGather) {

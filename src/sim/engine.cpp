@@ -143,6 +143,7 @@ class Engine {
     if (!g.steps.empty()) {
       waited_.assign(static_cast<std::size_t>(g.compute_nodes), 0.0);
       waited_expert_.assign(static_cast<std::size_t>(g.compute_nodes), 0.0);
+      waited_fsdp_.assign(static_cast<std::size_t>(g.compute_nodes), 0.0);
       transfer_done_.assign(transfers, 0);
     }
     work_left_.assign(devices, 0.0);
@@ -537,6 +538,9 @@ class Engine {
         waited_[op] += now_ - wait_since_[dev];
         if (g_.kind[t] == TransferKind::ExpertAllToAll)
           waited_expert_[op] += now_ - wait_since_[dev];
+        if (g_.kind[t] == TransferKind::FsdpAllGather ||
+            g_.kind[t] == TransferKind::FsdpReduceScatter)
+          waited_fsdp_[op] += now_ - wait_since_[dev];
         ++step_[dev];
         run_steps(dev);
       }
@@ -720,15 +724,19 @@ class Engine {
       auto& dev = r.devices[d];
       // The device's stream: its table ops, then (last) its optimizer step.
       std::size_t table_ops = 0;
+      double fsdp_waits = 0.0;
       for (auto k = g_.stream_begin[d]; k < g_.stream_begin[d + 1]; ++k) {
         const auto n = static_cast<std::size_t>(g_.stream[static_cast<std::size_t>(k)]);
         computing.emplace_back(r.start[n], r.end[n]);
         if (g_.compute_kind[n] == ComputeKind::TableOp) {
           ++table_ops;
           // An op's waits for its inner transfers are its exposed exchanges (all-to-alls and
-          // context-parallel exchanges).
+          // context-parallel exchanges), or its exposed FSDP collectives, counted with the
+          // graph's: not compute.
           const double waited = waited_.empty() ? 0.0 : waited_[n];
-          dev.tp_comm_s += g_.tp_comm_s[n] + waited;
+          const double fsdp = waited_fsdp_.empty() ? 0.0 : waited_fsdp_[n];
+          dev.tp_comm_s += g_.tp_comm_s[n] + waited - fsdp;
+          fsdp_waits += fsdp;
           if (n < g_.expert_comm_s.size())
             dev.expert_comm_s += g_.expert_comm_s[n] + (waited_.empty() ? 0.0 : waited_expert_[n]);
           if (n < g_.overhead_s.size()) dev.overhead_s += g_.overhead_s[n];
@@ -737,13 +745,14 @@ class Engine {
           dev.optimizer_s += r.end[n] - r.start[n];
         }
       }
-      dev.compute_s = length(computing) - dev.optimizer_s;
+      dev.compute_s = length(computing) - dev.optimizer_s - fsdp_waits;
       const auto& pipeline = comm_[kPipelineComm][d];
       const auto& collective = comm_[kCollectiveComm][d];
       dev.exposed_pipeline_s = length(pipeline) - overlap(pipeline, computing);
       dev.exposed_collective_s =
           collective.empty() ? 0.0
                              : length(collective) - overlap(collective, unite(computing, pipeline));
+      dev.exposed_collective_s += fsdp_waits;
       dev.exposed_comm_s = dev.exposed_pipeline_s + dev.exposed_collective_s;
       dev.idle_s =
           std::max(0.0, r.runtime_s - dev.compute_s - dev.optimizer_s - dev.exposed_comm_s);
@@ -800,7 +809,9 @@ class Engine {
   std::vector<std::int64_t> step_;
   std::vector<std::int32_t> waiting_;
   std::vector<double> wait_since_;
-  std::vector<double> waited_, waited_expert_;  // of which on expert all-to-alls
+  // Per op: its waits for inner transfers, of which on expert all-to-alls and on FSDP's
+  // per-block collectives.
+  std::vector<double> waited_, waited_expert_, waited_fsdp_;
   std::vector<std::uint8_t> transfer_done_;
   std::vector<std::uint32_t> compute_version_;
   std::vector<double> memory_;

@@ -26,14 +26,18 @@ struct SimOptions {
 
 /// Per device results.
 struct DeviceResult {
-  double compute_s = 0.0;       ///< time running the table's ops
-  double tp_comm_s = 0.0;       ///< of compute_s, exposed tensor-parallel communication in the ops
+  /// time running the table's ops, but their waits for FSDP's per-block collectives
+  double compute_s = 0.0;
+  /// of compute_s, exposed communication inside the ops: tensor-parallel collectives, context-
+  /// parallel exchanges, all-to-alls
+  double tp_comm_s = 0.0;
   double expert_comm_s = 0.0;   ///< of tp_comm_s, the experts' all-to-alls
   double overhead_s = 0.0;      ///< of compute_s, the host's time per pipeline step
   double interference_s = 0.0;  ///< of compute_s, compute slowed by communication beside it
   double optimizer_s = 0.0;     ///< time in the optimizer step
   /// Not computing while a transfer from or to it is in flight: pipeline transfers first, then
-  /// collectives (gradient reductions, parameter all-gather) while no pipeline transfer is.
+  /// collectives (gradient reductions, parameter all-gather) while no pipeline transfer is; the
+  /// collectives include the ops' waits for FSDP's per-block gathers and reduce-scatters.
   double exposed_comm_s = 0.0;
   double exposed_pipeline_s = 0.0;
   double exposed_collective_s = 0.0;
