@@ -173,6 +173,7 @@ struct PlanState {
   std::optional<std::int64_t> gpus, global_batch, seq_len;
   PlanSpaceText space;
   std::string runtime = "auto", tp_overlap = "backward";
+  std::string fsdp_impl;  // unset: fsdp2, or the run's
   bool dp_overlap = false, no_prune = false, no_overheads = false;
   bool progress_lines = false;  // --progress-lines
   int top = 10;
@@ -222,6 +223,7 @@ PlanRequest make_request(const PlanState& s, const std::string& run_id) {
   q.lowering.cost.tp_overlap = *overlap;
   q.lowering.iteration.dp_overlap = s.dp_overlap;
   q.lowering.overheads = !s.no_overheads;
+  if (!s.fsdp_impl.empty()) q.lowering.fsdp.impl = *parse_fsdp_impl(s.fsdp_impl);
   if (!run_id.empty()) {
     // The run's own runtime options, unless given here.
     if (!s.runtime_given) q.lowering.runtime = run_lowering.runtime;
@@ -333,6 +335,10 @@ Subcommand add_plan(CLI::App& app) {
                   "fully sharded data parallelism over DP × CP: both, on or off (never with the "
                   "distributed optimizer)")
       ->capture_default_str();
+  cmd->add_option("--fsdp-impl", s->fsdp_impl,
+                  "whose FSDP the layouts with FSDP run: fsdp2 (PyTorch, the default; with "
+                  "--from-run the run's) or megatron (Megatron-FSDP, no buffer copies)")
+      ->check(CLI::IsMember({"fsdp2", "megatron"}));
   auto* runtime_opt =
       cmd->add_option(
              "--runtime", s->runtime,
