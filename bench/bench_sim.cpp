@@ -1,5 +1,7 @@
 // Simulation throughput (issue: 1F1B S=64 M=4096 on dgx-h100, about a million graph nodes,
 // under 1 s with contention and under 0.3 s without, memory linear in nodes).
+#include <string>
+
 #include <benchmark/benchmark.h>
 
 #include "pipetab/io/config.hpp"
@@ -61,6 +63,21 @@ void BM_Simulate(benchmark::State& state) {
       static_cast<double>(events), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// Simulates the schedule's table under `s` once per iteration; counts its nodes and events.
+void simulate_each_iteration(benchmark::State& state, const std::string& schedule,
+                             const ScheduleParams& p, const SimulationSetup& s) {
+  const auto table = generate(find_schedule(schedule), p);
+  std::int64_t events = 0, nodes = 0;
+  for (auto _ : state) {
+    const auto sim = simulate_table(table, s, schedule);
+    events = sim.result.events;
+    nodes = sim.graph.nodes();
+    benchmark::DoNotOptimize(sim.metrics.runtime_s);
+  }
+  state.counters["nodes"] = static_cast<double>(nodes);
+  state.counters["events"] = static_cast<double>(events);
+}
+
 // A mixture of experts, its all-to-alls flows inside the ops (each op a program of compute and
 // waits): Qwen3-235B-A22B in reference M7's layout (TP 2 with SP, PP 8 × interleaved v 4, DP 16,
 // EP 32, 128 microbatches) on dgx-h100, lowered and simulated. Argument 1: with Megatron-Core's
@@ -82,16 +99,7 @@ void BM_SimulateMoe(benchmark::State& state) {
   p.devices = 8;
   p.chunks = 4;
   p.microbatches = 128;
-  const auto table = generate(find_schedule("interleaved"), p);
-  std::int64_t events = 0, nodes = 0;
-  for (auto _ : state) {
-    const auto sim = simulate_table(table, s, "interleaved");
-    events = sim.result.events;
-    nodes = sim.graph.nodes();
-    benchmark::DoNotOptimize(sim.metrics.runtime_s);
-  }
-  state.counters["nodes"] = static_cast<double>(nodes);
-  state.counters["events"] = static_cast<double>(events);
+  simulate_each_iteration(state, "interleaved", p, s);
 }
 
 // FSDP without pipelining (F13's layout: Llama 2 70B, FSDP 64 on A100s), its ops run block by
@@ -107,16 +115,7 @@ void BM_SimulateFsdpBlocks(benchmark::State& state) {
   ScheduleParams p;
   p.devices = 1;
   p.microbatches = state.range(0);
-  const auto table = generate(find_schedule("1f1b"), p);
-  std::int64_t events = 0, nodes = 0;
-  for (auto _ : state) {
-    const auto sim = simulate_table(table, s, "1f1b");
-    events = sim.result.events;
-    nodes = sim.graph.nodes();
-    benchmark::DoNotOptimize(sim.metrics.runtime_s);
-  }
-  state.counters["nodes"] = static_cast<double>(nodes);
-  state.counters["events"] = static_cast<double>(events);
+  simulate_each_iteration(state, "1f1b", p, s);
 }
 
 BENCHMARK(BM_Lower)->Unit(benchmark::kMillisecond);

@@ -6,8 +6,18 @@
 #include <stdexcept>
 
 #include "pipetab/io/action.hpp"
+#include "pipetab/sim/bounds.hpp"
+#include "pipetab/sim/simulation.hpp"
 
 namespace pipetab::test {
+
+PlanBounds plan_bounds(const ScheduleTable& table, const SimulationSetup& s) {
+  const Network network(s.system, table.devices, gpus_per_device(s.model, s.lowering));
+  auto folded = s.lowering;
+  folded.inner_transfers = false;
+  return {device_bounds(lower_compute(table, s.model, network, s.lowering)).runtime_lower_bound_s(),
+          graph_bounds(lower(table, s.model, network, folded), network).runtime_lower_bound_s};
+}
 
 ScheduleTable table(int devices, std::vector<std::int32_t> placement, int microbatches,
                     const std::vector<std::vector<std::string>>& rows) {

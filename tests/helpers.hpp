@@ -14,7 +14,19 @@
 #include "pipetab/table/costs.hpp"
 #include "pipetab/table/schedule_table.hpp"
 
+namespace pipetab {
+struct SimulationSetup;
+}
+
 namespace pipetab::test {
+
+/// plan's two lower bounds of a run: the compute part's busiest device, and the whole graph's
+/// with every op's inner transfers folded in at their time alone on their links
+/// (LoweringOptions::inner_transfers = false).
+struct PlanBounds {
+  double busy = 0.0, graph = 0.0;
+};
+PlanBounds plan_bounds(const ScheduleTable& table, const SimulationSetup& setup);
 
 /// A single-pipeline table from rows of PyTorch action tokens ("0F1", "1B0"; "" = skipped).
 /// `placement[s]` is the device of stage s.

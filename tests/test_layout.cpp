@@ -12,7 +12,6 @@
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
 #include "pipetab/model/operators.hpp"
-#include "pipetab/sim/bounds.hpp"
 #include "pipetab/sim/engine.hpp"
 #include "pipetab/sim/simulation.hpp"
 
@@ -275,15 +274,9 @@ TEST(Fsdp, BlockByBlockBoundsStayBelowTheRunOverAGrid) {
               apply_layout(l, s.model, s.lowering);
               const auto run = simulate_table(t, s).metrics.runtime_s;
               runtime[static_cast<std::size_t>(impl)] = run;
-              const Network network(s.system, t.devices, gpus_per_device(s.model, s.lowering));
-              const double busy = device_bounds(lower_compute(t, s.model, network, s.lowering))
-                                      .runtime_lower_bound_s();
-              auto folded = s.lowering;
-              folded.inner_transfers = false;
-              const double graph =
-                  graph_bounds(lower(t, s.model, network, folded), network).runtime_lower_bound_s;
-              EXPECT_LE(busy, run * (1 + 1e-12)) << where;
-              EXPECT_LE(graph, run * (1 + 1e-12)) << where;
+              const auto bounds = test::plan_bounds(t, s);
+              EXPECT_LE(bounds.busy, run * (1 + 1e-12)) << where;
+              EXPECT_LE(bounds.graph, run * (1 + 1e-12)) << where;
               ++checked;
             }
             EXPECT_LE(runtime[1], runtime[0]) << where;

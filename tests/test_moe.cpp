@@ -16,7 +16,6 @@
 #include "pipetab/model/flops.hpp"
 #include "pipetab/model/operators.hpp"
 #include "pipetab/model/workload.hpp"
-#include "pipetab/sim/bounds.hpp"
 #include "pipetab/sim/graph.hpp"
 #include "pipetab/sim/simulation.hpp"
 
@@ -509,15 +508,9 @@ TEST(Moe, TheCombined1F1BRunsEveryInterleavedOrderUnderEveryRuntime) {
           ASSERT_NO_THROW(with = simulate_table(table, s, "interleaved").metrics) << where;
           // plan's bounds stay below the run: the compute part's busiest device, and the graph
           // with every exchange folded in at its time alone on its links.
-          const Network network(s.system, table.devices, gpus_per_device(s.model, s.lowering));
-          const double busy = device_bounds(lower_compute(table, s.model, network, s.lowering))
-                                  .runtime_lower_bound_s();
-          auto folded = s.lowering;
-          folded.inner_transfers = false;
-          const double graph =
-              graph_bounds(lower(table, s.model, network, folded), network).runtime_lower_bound_s;
-          EXPECT_LE(busy, with.runtime_s * (1 + 1e-12)) << where;
-          EXPECT_LE(graph, with.runtime_s * (1 + 1e-12)) << where;
+          const auto bounds = test::plan_bounds(table, s);
+          EXPECT_LE(bounds.busy, with.runtime_s * (1 + 1e-12)) << where;
+          EXPECT_LE(bounds.graph, with.runtime_s * (1 + 1e-12)) << where;
           EXPECT_LE(with.breakdown().expert_comm * with.runtime_s,
                     without.breakdown().expert_comm * without.runtime_s)
               << where;
