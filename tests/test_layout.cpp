@@ -401,6 +401,53 @@ TEST(ContextParallel, MethodsMoveWhatTheyExchange) {
   EXPECT_EQ(find_op(ops.layer.forward, "attention.cp_all_to_all")->hidden_index, -1);
 }
 
+TEST(ContextParallel, LatentAttentionExchangesTheHeadsItsUpProjectionsMake) {
+  // DeepSeek-V3's latent attention (128 heads, Q and K 128 + 64 rope = 192 wide, V 128), s = 4096,
+  // b = 1, bf16, CP 2: the ring moves K and V as attention takes them after the up-projections,
+  // 2·s·b·heads·(192 + 128) B all ranks together, not the 512 + 64 latents; a2a moves Q, K, V
+  // in (s·heads·(192 + 192 + 128)·2 B) and the output back (s·heads·128·2 B). TP 8 splits the
+  // heads, and each rank's attention runs half the queries.
+  auto model = *io::load_model("deepseek-v3").transformer();
+  const auto whole = model_operators(model);
+  model.context_parallel = 2;
+  const double s = 4096, heads = 128;
+  auto ops = model_operators(model);
+  const auto* ring = find_op(ops.layer.forward, "attention.cp_ring");
+  ASSERT_NE(ring, nullptr);
+  EXPECT_DOUBLE_EQ(ring->collective_bytes, 2 * s * heads * (192 + 128));
+  EXPECT_DOUBLE_EQ(ring->hidden_fraction, 0.5);
+  EXPECT_GE(ring->hidden_index, 0);
+  EXPECT_DOUBLE_EQ(
+      find_op(ops.moe_layer.input_grad, "attention.cp_ring.backward")->collective_bytes,
+      2 * ring->collective_bytes);
+  EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.flash")->flops,
+                   find_op(whole.layer.forward, "attention.flash")->flops / 2);
+  model.cp_method = CpMethod::AllToAll;
+  ops = model_operators(model);
+  EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.cp_all_to_all")->collective_bytes,
+                   2 * s * heads * (192 + 192 + 128));
+  EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.cp_all_to_all.output")->collective_bytes,
+                   2 * s * heads * 128);
+  EXPECT_DOUBLE_EQ(
+      find_op(ops.layer.input_grad, "attention.cp_all_to_all.output.backward")->collective_bytes,
+      2 * s * heads * 128);
+  model.cp_method = CpMethod::Ring;
+  model.tensor_parallel = 8;
+  ops = model_operators(model);
+  EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.cp_ring")->collective_bytes,
+                   2 * s * heads / 8 * (192 + 128));
+  // And a run of it simulates: DeepSeek-V3 with CP 2 and EP 8 on two pipeline devices.
+  SimulationSetup setup{io::load_model("deepseek-v3"), io::load_system("dgx-h100"), {}, {}};
+  Layout l;
+  l.cp = 2;
+  l.dp = 8;
+  l.ep = 16;
+  apply_layout(l, setup.model, setup.lowering);
+  const auto sim = simulate_table(test::make("1f1b", test::sm(2, 2)), setup);
+  EXPECT_GT(sim.metrics.runtime_s, 0.0);
+  EXPECT_EQ(sim.metrics.context_parallel, 2);
+}
+
 TEST(ContextParallel, RingHidesUnderItsShareOfAttention) {
   // The ring's exposed time is its transfer less (cp−1)/cp of the attention it runs beside.
   auto model = *io::load_model("llama2-7b").transformer();

@@ -212,6 +212,21 @@ void moe_forward(Builder& f, const TransformerConfig& m, const Dims& d, const La
 void moe_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
 void moe_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
 
+/// What attention's context-parallel exchanges move per token and tensor-parallel rank, in
+/// elements: Q, K and V as FlashAttention takes them, and its output.
+struct AttentionWidths {
+  double q, k, v, out;
+};
+
+// Context parallelism's exchanges around FlashAttention (operators.cpp): before its forward, the
+// output's after it (Ulysses), and with its backward.
+void context_exchange_forward(Builder& f, const TransformerConfig& m, const Dims& d,
+                              const AttentionWidths& w);
+void context_output_forward(Builder& f, const TransformerConfig& m, const Dims& d,
+                            const AttentionWidths& w);
+void context_exchange_backward(Builder& i, const TransformerConfig& m, const Dims& d,
+                               const AttentionWidths& w);
+
 // Multi-head latent attention (mla.cpp): the attention's projections per pass (operators.cpp
 // builds the shell around them), its fused core, its parameters and activation bytes per device.
 void mla_projections_forward(Builder& f, const TransformerConfig& m, const Dims& d,

@@ -70,12 +70,6 @@ void require_layout(const TransformerConfig& m, const Layout& l) {
   if (l.cp < 1)
     throw ParamError(fmt::format("--cp {}: context parallelism needs 1 or more ranks", l.cp));
   if (l.cp > 1) {
-    if (m.attention == AttentionKind::Latent) {
-      throw ParamError(fmt::format(
-          "--cp {}: context parallelism with multi-head latent attention is not modelled (its "
-          "key-value exchange moves the latents, not the heads)",
-          l.cp));
-    }
     if (!m.flash_attention) {
       throw ParamError(fmt::format(
           "--cp {}: context parallelism runs inside fused attention (Transformer Engine's and "

@@ -32,15 +32,24 @@ MlaSizes mla_sizes(const TransformerConfig& m, const Dims& d) {
   return s;
 }
 
+// With context parallelism the exchanges move the heads' Q and K (width qk) and V (v) that the
+// up-projections made, as Transformer Engine's attention takes them (Megatron-Core's MLA calls
+// it on them), not the latents.
+AttentionWidths context_widths(const MlaSizes& s) {
+  return {s.heads * s.qk, s.heads * s.qk, s.heads * s.v, s.heads * s.v};
+}
+
 }  // namespace
 
 void mla_core_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
   const MlaSizes s = mla_sizes(m, d);
+  context_exchange_forward(f, m, d, context_widths(s));
   // QKᵀ over head width qk and ·V over v: 2·T·keys·heads·(qk + v) FLOPs; reads Q, K, V, writes
   // the output.
   f.fused_attention("attention.flash", OperatorKind::FusedAttention,
                     2 * z.T * d.keys * s.heads * (s.qk + s.v),
                     d.e * (z.T * s.heads * (s.qk + s.v) + d.b * d.keys * s.heads * (s.qk + s.v)));
+  context_output_forward(f, m, d, context_widths(s));
 }
 
 void mla_projections_forward(Builder& f, const TransformerConfig& m, const Dims& d,
@@ -61,6 +70,7 @@ void mla_projections_forward(Builder& f, const TransformerConfig& m, const Dims&
 void mla_projections_input_grad(Builder& i, const TransformerConfig& m, const Dims& d,
                                 const LayerSizes& z) {
   const MlaSizes s = mla_sizes(m, d);
+  context_exchange_backward(i, m, d, context_widths(s));
   // Recomputes QKᵀ: five products against the forward's two (Dao 2023).
   i.fused_attention(
       "attention.flash.backward", OperatorKind::FusedAttentionBackward,

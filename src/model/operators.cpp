@@ -51,58 +51,6 @@ using detail::LayerSizes;
 using detail::pass_of;
 using detail::Pending;
 
-// Context parallelism's exchange before FlashAttention's forward, per the method (reference
-// modern-runs.md §C.2; Megatron-Core docs/user-guide/features/context_parallel.md). Buffers are
-// all CP ranks' parts together, per tensor-parallel rank (its kv/t heads): K and V of the whole
-// sequence, 2·s·b·kv/t elements.
-//  ring: CP−1 steps, each moving one rank's K,V block on while attention runs on the block
-//    held; with causal load balancing (2·CP chunks) every step has an equal share of the
-//    attention, so the transfers hide under (CP−1)/CP of it.
-//  allgather: K and V gathered while the local block's attention (1/CP of it) runs (torchtitan
-//    all-gathers the remaining shards after the first local sub-SDPA).
-//  a2a: Q, K and V from sequence- to head-sharded before attention, the output back after
-//    (Ulysses); nothing to hide under.
-void context_exchange_forward(Builder& f, const TransformerConfig& m, const Dims& d) {
-  const double kv = d.e * d.b * d.keys * 2 * d.kv / d.t;
-  switch (m.cp_method) {
-    case CpMethod::Ring:
-      f.context_exchange("attention.cp_ring", CollectiveKind::AllGather, kv, "attention.flash",
-                         (d.cp - 1) / d.cp);
-      break;
-    case CpMethod::AllGather:
-      f.context_exchange("attention.cp_all_gather", CollectiveKind::AllGather, kv,
-                         "attention.flash", 1 / d.cp);
-      break;
-    case CpMethod::AllToAll:
-      f.context_exchange("attention.cp_all_to_all", CollectiveKind::AllToAll,
-                         d.e * d.b * d.keys * (d.q + 2 * d.kv) / d.t, "", 0.0);
-      break;
-  }
-}
-
-// Its backward: the ring circulates K, V and their gradients dK, dV (twice the forward's bytes);
-// allgather gathers K and V again and reduce-scatters dK, dV; a2a moves dQ, dK, dV back.
-void context_exchange_backward(Builder& i, const TransformerConfig& m, const Dims& d) {
-  const double kv = d.e * d.b * d.keys * 2 * d.kv / d.t;
-  const std::string_view attention = "attention.flash.backward";
-  switch (m.cp_method) {
-    case CpMethod::Ring:
-      i.context_exchange("attention.cp_ring.backward", CollectiveKind::AllGather, 2 * kv, attention,
-                         (d.cp - 1) / d.cp);
-      break;
-    case CpMethod::AllGather:
-      i.context_exchange("attention.cp_all_gather.backward", CollectiveKind::AllGather, kv,
-                         attention, 1 / d.cp);
-      i.context_exchange("attention.cp_reduce_scatter.backward", CollectiveKind::ReduceScatter, kv,
-                         "", 0.0);
-      break;
-    case CpMethod::AllToAll:
-      i.context_exchange("attention.cp_all_to_all.backward", CollectiveKind::AllToAll,
-                         d.e * d.b * d.keys * (d.q + 2 * d.kv) / d.t, "", 0.0);
-      break;
-  }
-}
-
 // Forward of the attention core: QKᵀ, softmax, dropout, ·V (or FlashAttention's one kernel).
 void attention_core_forward(Builder& f, const TransformerConfig& m, const Dims& d,
                             const LayerSizes& z) {
@@ -113,12 +61,11 @@ void attention_core_forward(Builder& f, const TransformerConfig& m, const Dims& 
   if (m.flash_attention) {
     // Reads Q, K, V and writes the output; the s×s tiles stay on chip (Dao 2023). With
     // context parallelism the device's s/cp queries attend over all s keys.
-    context_exchange_forward(f, m, d);
+    const detail::AttentionWidths w{d.q / d.t, d.kv / d.t, d.kv / d.t, d.q / d.t};
+    detail::context_exchange_forward(f, m, d, w);
     f.fused_attention("attention.flash", OperatorKind::FusedAttention, 4 * z.T * d.keys * d.q / d.t,
                       d.e * (z.T * 2 * d.q + d.b * d.keys * 2 * d.kv) / d.t);
-    if (m.cp_method == CpMethod::AllToAll)
-      f.context_exchange("attention.cp_all_to_all.output", CollectiveKind::AllToAll,
-                         d.e * d.b * d.keys * d.q / d.t, "", 0.0);
+    detail::context_output_forward(f, m, d, w);
     return;
   }
   f.gemm("attention.scores", d.s, d.s, z.head_dim, z.heads);
@@ -171,6 +118,69 @@ void attention_forward(Builder& f, const TransformerConfig& m, const Dims& d, co
 }  // namespace
 
 namespace detail {
+
+// Context parallelism's exchange before FlashAttention's forward, per the method (reference
+// modern-runs.md §C.2; Megatron-Core docs/user-guide/features/context_parallel.md). Buffers are
+// all CP ranks' parts together, per tensor-parallel rank: K and V of the whole sequence.
+//  ring: CP−1 steps, each moving one rank's K,V block on while attention runs on the block
+//    held; with causal load balancing (2·CP chunks) every step has an equal share of the
+//    attention, so the transfers hide under (CP−1)/CP of it.
+//  allgather: K and V gathered while the local block's attention (1/CP of it) runs (torchtitan
+//    all-gathers the remaining shards after the first local sub-SDPA).
+//  a2a: Q, K and V from sequence- to head-sharded before attention, the output back after
+//    (Ulysses); nothing to hide under.
+void context_exchange_forward(Builder& f, const TransformerConfig& m, const Dims& d,
+                              const AttentionWidths& w) {
+  const double kv = d.e * d.b * d.keys * (w.k + w.v);
+  switch (m.cp_method) {
+    case CpMethod::Ring:
+      f.context_exchange("attention.cp_ring", CollectiveKind::AllGather, kv, "attention.flash",
+                         (d.cp - 1) / d.cp);
+      break;
+    case CpMethod::AllGather:
+      f.context_exchange("attention.cp_all_gather", CollectiveKind::AllGather, kv,
+                         "attention.flash", 1 / d.cp);
+      break;
+    case CpMethod::AllToAll:
+      f.context_exchange("attention.cp_all_to_all", CollectiveKind::AllToAll,
+                         d.e * d.b * d.keys * (w.q + w.k + w.v), "", 0.0);
+      break;
+  }
+}
+
+void context_output_forward(Builder& f, const TransformerConfig& m, const Dims& d,
+                            const AttentionWidths& w) {
+  if (m.cp_method == CpMethod::AllToAll)
+    f.context_exchange("attention.cp_all_to_all.output", CollectiveKind::AllToAll,
+                       d.e * d.b * d.keys * w.out, "", 0.0);
+}
+
+// Its backward: a2a first moves the output's gradient back to head-sharded; then the ring
+// circulates K, V and their gradients dK, dV (twice the forward's bytes); allgather gathers K
+// and V again and reduce-scatters dK, dV; a2a moves dQ, dK, dV back.
+void context_exchange_backward(Builder& i, const TransformerConfig& m, const Dims& d,
+                               const AttentionWidths& w) {
+  const double kv = d.e * d.b * d.keys * (w.k + w.v);
+  const std::string_view attention = "attention.flash.backward";
+  switch (m.cp_method) {
+    case CpMethod::Ring:
+      i.context_exchange("attention.cp_ring.backward", CollectiveKind::AllGather, 2 * kv, attention,
+                         (d.cp - 1) / d.cp);
+      break;
+    case CpMethod::AllGather:
+      i.context_exchange("attention.cp_all_gather.backward", CollectiveKind::AllGather, kv,
+                         attention, 1 / d.cp);
+      i.context_exchange("attention.cp_reduce_scatter.backward", CollectiveKind::ReduceScatter, kv,
+                         "", 0.0);
+      break;
+    case CpMethod::AllToAll:
+      i.context_exchange("attention.cp_all_to_all.output.backward", CollectiveKind::AllToAll,
+                         d.e * d.b * d.keys * w.out, "", 0.0);
+      i.context_exchange("attention.cp_all_to_all.backward", CollectiveKind::AllToAll,
+                         d.e * d.b * d.keys * (w.q + w.k + w.v), "", 0.0);
+      break;
+  }
+}
 
 // Fused bias-dropout-add: read the projection's output and the residual, write the sum and the
 // mask (without dropout: a bias-add with the residual); its backward reads the gradient and the
@@ -257,10 +267,7 @@ void attention_input_grad(Builder& i, const TransformerConfig& m, const Dims& d,
   } else {
     if (m.flash_attention) {
       // Recomputes QKᵀ and the softmax: five products against the forward's two (Dao 2023).
-      if (m.cp_method == CpMethod::AllToAll)
-        i.context_exchange("attention.cp_all_to_all.output.backward", CollectiveKind::AllToAll,
-                           d.e * d.b * d.keys * d.q / d.t, "", 0.0);
-      context_exchange_backward(i, m, d);
+      detail::context_exchange_backward(i, m, d, {d.q / d.t, d.kv / d.t, d.kv / d.t, d.q / d.t});
       i.fused_attention("attention.flash.backward", OperatorKind::FusedAttentionBackward,
                         10 * z.T * d.keys * d.q / d.t,
                         d.e * (z.T * 4 * d.q + d.b * d.keys * 4 * d.kv) / d.t);
