@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   static const auto h100 = pipetab::io::load_system("dgx-h100");
   try {
     // Megatron-Core's pipeline layout notation (--pipeline-layout).
-    (void)pipetab::parse_pipeline_layout(text.substr(0, 4096), 32);
+    (void)pipetab::parse_pipeline_layout(text.substr(0, 4096), 32, 1);
   } catch (const pipetab::Error&) {
   }
   try {

@@ -311,7 +311,8 @@ TEST(Config, ErrorsNameFileLineAndKey) {
             "kv_heads, head_dim, ffn_hidden, seq_len, micro_batch, vocab, precision, dtype_bytes, "
             "tensor_parallel, sequence_parallel, recompute, flash_attention, gated_mlp, "
             "learned_positions, dropout, fused_elementwise, tie_embeddings, balance_embedding, "
-            "grad_accumulation_fusion, grad_bytes_per_param, optimizer_bytes_per_param, attention, "
+            "mtp_layers, grad_accumulation_fusion, grad_bytes_per_param, "
+            "optimizer_bytes_per_param, attention, "
             "q_lora_rank, kv_lora_rank, qk_rope_head_dim, v_head_dim)");
   EXPECT_EQ(model_error("[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\n"),
             "m.toml:1:1: key 'transformer': missing key 'vocab'");

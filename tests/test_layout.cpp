@@ -557,30 +557,53 @@ TEST(ContextParallel, RulesNameTheConstraint) {
 
 TEST(PipelineLayout, ExpandsRepetitionsIntoLayersPerStage) {
   // Megatron-Core's example: Ett|(ttt|)*30ttL = 2 + 30 × 3 + 2 = 94 layers in 32 stages.
-  const auto layers = parse_pipeline_layout("Ett|(ttt|)*30ttL", 94);
+  const auto layers = parse_pipeline_layout("Ett|(ttt|)*30ttL", 94, 0).layers;
   ASSERT_EQ(layers.size(), 32U);
   EXPECT_EQ(layers.front(), 2);
   EXPECT_EQ(layers[1], 3);
   EXPECT_EQ(layers.back(), 2);
-  EXPECT_EQ(parse_pipeline_layout("E|t*4|t*4|L", 8), (std::vector<std::int64_t>{0, 4, 4, 0}));
-  EXPECT_EQ(parse_pipeline_layout(" E t t | ( t t | ) * 2 t t L ", 8),
+  EXPECT_EQ(parse_pipeline_layout("E|t*4|t*4|L", 8, 0).layers,
+            (std::vector<std::int64_t>{0, 4, 4, 0}));
+  EXPECT_EQ(parse_pipeline_layout(" E t t | ( t t | ) * 2 t t L ", 8, 0).layers,
             (std::vector<std::int64_t>{2, 2, 2, 2}));
 }
 
+TEST(PipelineLayout, PlacesMtpLayersAsMegatronCoreDoes) {
+  // Megatron-Core's DeepSeek-V3 example (docs: custom pipeline layout), PP 16 × VPP 2 = 32
+  // stages: the embedding and 3 layers, 29 stages of 2, the MTP module alone, the loss alone;
+  // commas are dropped as Megatron-Core drops them.
+  const auto stages = parse_pipeline_layout("Et*3|(tt|)*29,m|L", 61, 1);
+  ASSERT_EQ(stages.layers.size(), 32U);
+  EXPECT_EQ(stages.layers.front(), 3);
+  EXPECT_EQ(stages.layers[29], 2);
+  EXPECT_EQ(stages.layers[30], 0);
+  EXPECT_EQ(stages.layers[31], 0);
+  std::vector<std::int64_t> mtp(32, 0);
+  mtp[30] = 1;
+  EXPECT_EQ(stages.mtp_layers, mtp);
+  // MTP with the loss, two modules.
+  EXPECT_EQ(parse_pipeline_layout("Ett|ttmmL", 4, 2).mtp_layers, (std::vector<std::int64_t>{0, 2}));
+}
+
 TEST(PipelineLayout, ErrorsNameTheRule) {
-  EXPECT_EQ(param_error([] { parse_pipeline_layout("Ett|tx|ttL", 6); }),
+  EXPECT_EQ(param_error([] { parse_pipeline_layout("Ett|tx|ttL", 6, 0); }),
             "--pipeline-layout 'Ett|tx|ttL': 'x' is not E (embedding), t (transformer layer), m "
             "(MTP), L (loss), | (stage boundary) or (...)*N at character 6");
-  EXPECT_EQ(param_error([] { parse_pipeline_layout("Ett|(tt|*2ttL", 6); }),
+  EXPECT_EQ(param_error([] { parse_pipeline_layout("Ett|(tt|*2ttL", 6, 0); }),
             "--pipeline-layout 'Ett|(tt|*2ttL': a '(' without its ')' at character 14");
-  EXPECT_EQ(param_error([] { parse_pipeline_layout("tEt|ttL", 4); }),
+  EXPECT_EQ(param_error([] { parse_pipeline_layout("tEt|ttL", 4, 0); }),
             "--pipeline-layout 'tEt|ttL': the embedding (E) must open the first stage; stage 0 "
             "has it");
-  EXPECT_EQ(param_error([] { parse_pipeline_layout("Ett|ttL", 6); }),
+  EXPECT_EQ(param_error([] { parse_pipeline_layout("Ett|ttL", 6, 0); }),
             "--pipeline-layout 'Ett|ttL': 4 transformer layers (t), and the model has 6");
-  EXPECT_NE(param_error([] { parse_pipeline_layout("Ett|tm|ttL", 5); }).find("MTP"),
-            std::string::npos);
-  EXPECT_NE(param_error([] { parse_pipeline_layout("Ett||ttL", 4); }).find("stage 1"),
+  EXPECT_EQ(param_error([] { parse_pipeline_layout("Ett|tm|ttL", 5, 1); }),
+            "--pipeline-layout 'Ett|tm|ttL': stage 2 has a transformer layer (t) after an MTP "
+            "layer (m); MTP layers follow every transformer layer");
+  EXPECT_EQ(param_error([] { parse_pipeline_layout("Ett|ttmL", 4, 0); }),
+            "--pipeline-layout 'Ett|ttmL': 1 MTP layers (m), and the model has 0 (mtp_layers)");
+  EXPECT_EQ(param_error([] { parse_pipeline_layout("Ett|ttL", 4, 1); }),
+            "--pipeline-layout 'Ett|ttL': 0 MTP layers (m), and the model has 1 (mtp_layers)");
+  EXPECT_NE(param_error([] { parse_pipeline_layout("Ett||ttL", 4, 0); }).find("stage 1"),
             std::string::npos);
 }
 

@@ -403,7 +403,10 @@ TEST(Moe, AnAllToAllAloneOnItsLinksTakesWhatTheCostModelPrices) {
       auto s = one_stage(name, 16);
       auto& m = std::get<TransformerConfig>(s.model.spec);
       m.moe->shared_expert_overlap = overlap;
-      if (std::string_view(name) == "deepseek-v3") m.moe->dense_layers = 0;
+      if (std::string_view(name) == "deepseek-v3") {
+        m.moe->dense_layers = 0;
+        m.mtp_layers = 0;  // the stage's MoE layers only
+      }
       ScheduleParams p;
       p.devices = 1;
       p.microbatches = 1;

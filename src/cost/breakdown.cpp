@@ -38,10 +38,11 @@ const char* kind_name(const Operator& op) {
 // only, with no layers).
 StageCost part_cost(const ModelConfig& model, const SystemConfig& system,
                     const CostOptions& options, std::int64_t layers, bool embedding, bool output,
-                    std::int64_t moe_layers = 0) {
+                    std::int64_t moe_layers = 0, std::int64_t mtp_layers = 0) {
   StageWork w;
   w.layers = layers;
   w.moe_layers = moe_layers;
+  w.mtp_layers = mtp_layers;
   w.embedding = embedding;
   w.output = output;
   return stage_costs(model, std::span(&w, 1), system, options).front();
@@ -56,12 +57,13 @@ Breakdown operator_breakdown(const ModelConfig& model, const SystemConfig& syste
     throw ParamError(
         fmt::format("model '{}' gives op times directly: it has no operators", model.name));
   require_costable(model, system);
-  Breakdown b{model.name, system.name, {}, {}, {}, {}, {}};
+  Breakdown b{model.name, system.name, {}, {}, {}, {}, {}, {}};
   const ModelOperators ops = model_operators(*m);
   const std::pair<const char*, const PassOperators*> parts[] = {{"layer", &ops.layer},
                                                                 {"moe_layer", &ops.moe_layer},
                                                                 {"embedding", &ops.embedding},
-                                                                {"output", &ops.output}};
+                                                                {"output", &ops.output},
+                                                                {"mtp", &ops.mtp}};
   for (const auto& [part, passes] : parts) {
     for (const auto pass : {PassId::Forward, PassId::InputGrad, PassId::WeightGrad}) {
       for (const Operator& op : passes->pass(pass))
@@ -72,6 +74,7 @@ Breakdown operator_breakdown(const ModelConfig& model, const SystemConfig& syste
   if (m->moe) b.moe_layer = part_cost(model, system, options, 1, false, false, 1);
   b.embedding = part_cost(model, system, options, 0, true, false);
   b.output = part_cost(model, system, options, 0, false, true);
+  if (m->mtp_layers > 0) b.mtp = part_cost(model, system, options, 0, false, false, 0, 1);
   return b;
 }
 
@@ -103,6 +106,7 @@ std::string breakdown_text(const Breakdown& b) {
   if (b.moe_layer) line("moe_layer", *b.moe_layer);
   line("embedding", b.embedding);
   line("output", b.output);
+  if (b.mtp) line("mtp", *b.mtp);
   return out;
 }
 
@@ -137,6 +141,7 @@ nlohmann::json to_json(const Breakdown& b) {
                         {"embedding", stage(b.embedding)},
                         {"output", stage(b.output)}};
   if (b.moe_layer) out["moe_layer"] = stage(*b.moe_layer);
+  if (b.mtp) out["mtp"] = stage(*b.mtp);
   return out;
 }
 

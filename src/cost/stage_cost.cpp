@@ -374,13 +374,19 @@ std::vector<StageCost> stage_costs(const ModelConfig& model, std::span<const Sta
   const StageCost embedding =
       stage_cost_of(ops.embedding, timed(ops.embedding, *m, system), overlap, flows);
   const StageCost output = stage_cost_of(ops.output, timed(ops.output, *m, system), overlap, flows);
+  const StageCost mtp = m->mtp_layers > 0
+                            ? stage_cost_of(ops.mtp, timed(ops.mtp, *m, system), overlap, flows)
+                            : StageCost{};
   for (std::size_t s = 0; s < work.size(); ++s) {
     const auto dense = static_cast<double>(work[s].layers - work[s].moe_layers);
     const auto experts = static_cast<double>(work[s].moe_layers);
     add(costs[s], layer, dense);
     add(costs[s], moe_layer, experts);
     if (work[s].embedding) add(costs[s], embedding, 1.0);
-    if (work[s].output) add(costs[s], output, 1.0);
+    // The loss stage runs the shared output layer and loss for the main model and each MTP
+    // module; an MTP module's transformer layer is among the stage's layers.
+    if (work[s].output) add(costs[s], output, static_cast<double>(1 + m->mtp_layers));
+    if (work[s].mtp_layers > 0) add(costs[s], mtp, static_cast<double>(work[s].mtp_layers));
     // Dense layers first: the first `dense_layers` of the model are (DeepSeek-V3's three).
     if (dense > 0.0 && dense_programs) costs[s].layers[0] = {dense, dense_programs};
     if (experts > 0.0 && moe_programs) costs[s].layers[1] = {experts, moe_programs};

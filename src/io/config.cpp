@@ -50,6 +50,7 @@ void only_transformer_keys(const Reader& r, const toml::table& t, const std::str
           "fused_elementwise",
           "tie_embeddings",
           "balance_embedding",
+          "mtp_layers",
           "grad_accumulation_fusion",
           "grad_bytes_per_param",
           "optimizer_bytes_per_param",

@@ -50,6 +50,7 @@ TransformerConfig read_transformer(const Reader& r, const Table& t, const std::s
   m.fused_elementwise = r.boolean(t, p, "fused_elementwise", true);
   m.tie_embeddings = r.boolean(t, p, "tie_embeddings", true);
   m.balance_embedding = r.boolean(t, p, "balance_embedding", false);
+  m.mtp_layers = r.integer(t, p, "mtp_layers", 0, 0, 64);
   m.grad_accumulation_fusion = r.boolean(t, p, "grad_accumulation_fusion", true);
   m.grad_bytes_per_param = r.number(t, p, "grad_bytes_per_param", 4.0, 0.0, 64.0, false);
   m.optimizer_bytes_per_param = r.number(t, p, "optimizer_bytes_per_param", 12.0, 0.0, 64.0, false);

@@ -239,6 +239,12 @@ void mla_core_forward(Builder& f, const TransformerConfig& m, const Dims& d, con
 double mla_params(const TransformerConfig& m, const Dims& d);
 double mla_activation_bytes(const TransformerConfig& m, const Dims& d);
 
+// A multi-token-prediction module's own operators per pass (mtp.cpp; its parameters and
+// activations in memory.hpp).
+void mtp_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
+void mtp_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
+void mtp_weight_grad(Builder& w, const Dims& d, const LayerSizes& z);
+
 /// Bytes of the fused bias-dropout-add after attention and after the MLP, or of its backward.
 double dropout_add_bytes(const TransformerConfig& m, const Dims& d, const LayerSizes& z,
                          bool backward);

@@ -11,10 +11,14 @@ double microbatch_flops(const TransformerConfig& m) {
   const auto all = [](const PassOperators& p) {
     return matmul_flops(p.forward) + matmul_flops(p.input_grad) + matmul_flops(p.weight_grad);
   };
-  const double dense = static_cast<double>(m.moe ? m.moe->dense_layers : m.layers);
-  const double moe = static_cast<double>(m.layers) - dense;
+  double dense = static_cast<double>(m.moe ? m.moe->dense_layers : m.layers);
+  double moe = static_cast<double>(m.layers) - dense;
+  // Each MTP module: its own operators, a transformer layer of the last layer's kind, and the
+  // output layer once more (Megatron's num_floating_point_operations counts the same).
+  const auto mtp = static_cast<double>(m.mtp_layers);
+  (mtp_layer_is_moe(m) ? moe : dense) += mtp;
   return dense * all(ops.layer) + (moe > 0 ? moe * all(ops.moe_layer) : 0.0) + all(ops.embedding) +
-         all(ops.output);
+         (1 + mtp) * all(ops.output) + (mtp > 0 ? mtp * all(ops.mtp) : 0.0);
 }
 
 }  // namespace

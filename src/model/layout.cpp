@@ -124,8 +124,11 @@ class LayoutParser {
         fmt::format("--pipeline-layout '{}': {} at character {}", text_, what, pos_ + 1));
   }
 
+  // Megatron-Core drops commas before parsing (parse_str_to_list), so "(tt|)*29,m|L" reads as
+  // "(tt|)*29m|L"; they are spaces here.
   void skip_space() {
-    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_])) != 0)
+    while (pos_ < text_.size() &&
+           (std::isspace(static_cast<unsigned char>(text_[pos_])) != 0 || text_[pos_] == ','))
       ++pos_;
   }
 
@@ -185,7 +188,8 @@ class LayoutParser {
 
 }  // namespace
 
-std::vector<std::int64_t> parse_pipeline_layout(std::string_view text, std::int64_t layers) {
+PipelineStages parse_pipeline_layout(std::string_view text, std::int64_t layers,
+                                     std::int64_t mtp_layers) {
   const std::string flat = LayoutParser(text).parse();
   std::vector<std::string> stages(1);
   for (const char c : flat) {
@@ -197,19 +201,13 @@ std::vector<std::int64_t> parse_pipeline_layout(std::string_view text, std::int6
   }
   // A trailing '|' (as in "(tt|)*4") closes the last stage rather than opening an empty one.
   if (stages.size() > 1 && stages.back().empty()) stages.pop_back();
-  std::vector<std::int64_t> out;
-  std::int64_t total = 0;
+  PipelineStages out;
+  std::int64_t total = 0, total_mtp = 0;
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const auto& stage = stages[s];
-    std::int64_t t = 0;
+    std::int64_t t = 0, mtp = 0;
     for (std::size_t k = 0; k < stage.size(); ++k) {
       const char c = stage[k];
-      if (c == 'm') {
-        throw ParamError(fmt::format(
-            "--pipeline-layout '{}': stage {} holds an MTP layer (m), which pipetab does not model "
-            "yet",
-            text, s));
-      }
       if (c == 'E' && (s != 0 || k != 0)) {
         throw ParamError(fmt::format(
             "--pipeline-layout '{}': the embedding (E) must open the first stage; stage {} has it",
@@ -220,18 +218,29 @@ std::vector<std::int64_t> parse_pipeline_layout(std::string_view text, std::int6
             "--pipeline-layout '{}': the loss (L) must close the last stage; stage {} has it", text,
             s));
       }
+      // Megatron-Core's validate_layer_layout: "decoder layers must be placed before MTP layers".
+      if (c == 't' && total_mtp + mtp > 0) {
+        throw ParamError(fmt::format(
+            "--pipeline-layout '{}': stage {} has a transformer layer (t) after an MTP layer (m); "
+            "MTP layers follow every transformer layer",
+            text, s));
+      }
       t += c == 't';
+      mtp += c == 'm';
     }
     const bool ends = s == 0 || s + 1 == stages.size();
-    if (t == 0 && !ends) {
-      throw ParamError(
-          fmt::format("--pipeline-layout '{}': stage {} holds no transformer layer (t)", text, s));
+    if (t == 0 && mtp == 0 && !ends) {
+      throw ParamError(fmt::format(
+          "--pipeline-layout '{}': stage {} holds no transformer layer (t) or MTP layer (m)", text,
+          s));
     }
     if (stage.empty()) {
       throw ParamError(fmt::format("--pipeline-layout '{}': stage {} is empty", text, s));
     }
-    out.push_back(t);
+    out.layers.push_back(t);
+    out.mtp_layers.push_back(mtp);
     total += t;
+    total_mtp += mtp;
   }
   if (stages.front().find('E') == std::string::npos ||
       stages.back().find('L') == std::string::npos) {
@@ -244,6 +253,11 @@ std::vector<std::int64_t> parse_pipeline_layout(std::string_view text, std::int6
     throw ParamError(
         fmt::format("--pipeline-layout '{}': {} transformer layers (t), and the model has {}", text,
                     total, layers));
+  }
+  if (total_mtp != mtp_layers) {
+    throw ParamError(
+        fmt::format("--pipeline-layout '{}': {} MTP layers (m), and the model has {} (mtp_layers)",
+                    text, total_mtp, mtp_layers));
   }
   return out;
 }

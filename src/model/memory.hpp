@@ -20,4 +20,9 @@ LayerActivation moe_layer_activation_bytes(const TransformerConfig& m);
 LayerParams dense_layer_params(const TransformerConfig& m);
 LayerParams moe_layer_params(const TransformerConfig& m);
 
+/// An MTP module's own parameters per device (eh_proj and its three norms; mtp.cpp), and the
+/// activation bytes they keep for one microbatch; its transformer layer is counted apart.
+double mtp_params(const TransformerConfig& m);
+double mtp_activation_bytes(const TransformerConfig& m);
+
 }  // namespace pipetab::detail

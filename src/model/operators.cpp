@@ -501,6 +501,19 @@ ModelOperators model_operators(const TransformerConfig& m) {
   pending.clear();
   output(out.output, m, d, z, pending);
   resolve(out.output, pending);
+  if (m.mtp_layers > 0) {
+    // An MTP module looks up the next tokens' embeddings as the first stage does, then runs its
+    // own operators (mtp.cpp).
+    pending.clear();
+    embedding(out.mtp, m, d, z, pending);
+    Builder f(m, out.mtp, PassId::Forward, pending);
+    detail::mtp_forward(f, m, d, z);
+    Builder i(m, out.mtp, PassId::InputGrad, pending);
+    detail::mtp_input_grad(i, m, d, z);
+    Builder w(m, out.mtp, PassId::WeightGrad, pending);
+    detail::mtp_weight_grad(w, d, z);
+    resolve(out.mtp, pending);
+  }
   return out;
 }
 

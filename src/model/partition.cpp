@@ -53,4 +53,19 @@ std::vector<std::int64_t> partition_layers(const TransformerConfig& m,
   return layers;
 }
 
+std::vector<std::int64_t> partition_mtp_layers(const TransformerConfig& m, std::size_t stages) {
+  if (!m.stage_mtp_layers.empty()) {
+    if (m.stage_mtp_layers.size() != stages) {
+      throw ParamError(fmt::format(
+          "model: the pipeline layout names {} stages, and the schedule's table has {} (v·S per "
+          "pipeline)",
+          m.stage_mtp_layers.size(), stages));
+    }
+    return m.stage_mtp_layers;
+  }
+  std::vector<std::int64_t> mtp(stages, 0);
+  if (stages > 0) mtp.back() = m.mtp_layers;
+  return mtp;
+}
+
 }  // namespace pipetab

@@ -66,7 +66,7 @@ std::vector<StageWork> stage_work(const ModelConfig& model, std::span<const std:
     return std::array{matmul_flops(p.forward), matmul_flops(p.input_grad),
                       matmul_flops(p.weight_grad)};
   };
-  const auto layer = flops(ops.layer), output = flops(ops.output);
+  const auto layer = flops(ops.layer), output = flops(ops.output), mtp = flops(ops.mtp);
   const auto moe_layer = m.moe ? flops(ops.moe_layer) : std::array{0.0, 0.0, 0.0};
 
   // After I, W still needs the inputs of the weight matrices: the zero-bubble runtime keeps
@@ -90,10 +90,31 @@ std::vector<StageWork> stage_work(const ModelConfig& model, std::span<const std:
   const double act_scale = m.sequence_parallel ? d.t : 1.0;
   const double step_bytes = optimizer_step_bytes_per_param(m);
   // Megatron keeps a copy of a tied word embedding on the last stage (initialize_word_embeddings)
-  // and all-reduces the two copies' gradients.
+  // and all-reduces the copies' gradients over its embedding group.
   const bool embedding_copy = !m.tie_embeddings || n > 1;
-  const double tied_grad =
-      m.tie_embeddings && n > 1 ? d.V * d.h / d.t * m.grad_bytes_per_param : 0.0;
+  // Multi-token prediction: each module's transformer layer is one of the stage's layers; the
+  // stages after the first module send each module's hidden states on with the main one's
+  // (Megatron-Core concatenates them along the sequence), and the loss stage runs the output
+  // layer and the loss once per module more. A stage with modules looks up the next tokens'
+  // embeddings: it keeps a copy of the word embedding unless it holds the embedding or the
+  // output layer's tied copy, and that copy's gradient joins the embedding group's all-reduce
+  // (Megatron-Core's embedding ranks include the MTP stage).
+  const auto mtp_layers = partition_mtp_layers(m, n);
+  const bool moe_mtp = mtp_layer_is_moe(m);
+  const double mtp_params = m.mtp_layers > 0 ? detail::mtp_params(m) : 0.0;
+  const double mtp_act = m.mtp_layers > 0 ? detail::mtp_activation_bytes(m) : 0.0;
+  const auto heads = static_cast<double>(1 + m.mtp_layers);  // outputs the loss stage computes
+  std::int64_t mtp_before = 0;  // MTP modules on this stage and the stages before
+  // The stages that hold a copy of the word embedding: the first, the last when tied (the
+  // output layer's), and those with MTP modules; with two or more, each all-reduces its copy's
+  // gradient with the others.
+  const auto holds_embedding = [&](std::size_t s) {
+    return s == 0 || (s + 1 == n && m.tie_embeddings) || mtp_layers[s] > 0;
+  };
+  std::size_t copies = 0;
+  for (std::size_t s = 0; s < n; ++s)
+    copies += holds_embedding(s) ? 1U : 0U;
+  const double embedding_grad = d.V * d.h / d.t * m.grad_bytes_per_param;
 
   std::vector<StageWork> work(n);
   std::int64_t before = 0;  // layers on the stages before, in model order
@@ -103,39 +124,45 @@ std::vector<StageWork> stage_work(const ModelConfig& model, std::span<const std:
     w.moe_layers = std::max<std::int64_t>(
         0, before + layers[s] - std::max<std::int64_t>(before, dense_layers));
     before += layers[s];
+    w.mtp_layers = mtp_layers[s];
+    mtp_before += w.mtp_layers;
+    w.layers += w.mtp_layers;
+    if (moe_mtp) w.moe_layers += w.mtp_layers;
     const double l = static_cast<double>(w.layers - w.moe_layers);
     const double e = static_cast<double>(w.moe_layers);
+    const auto k = static_cast<double>(w.mtp_layers);
     w.embedding = s == 0;
     w.output = s + 1 == n;
-    w.forward_flops = l * layer[0] + e * moe_layer[0];
-    w.input_grad_flops = l * layer[1] + e * moe_layer[1];
-    w.weight_grad_flops = l * layer[2] + e * moe_layer[2];
-    w.activation_bytes = l * dense_act.total + e * moe_act.total;
-    w.activation_kept_for_weight_grad = l * kept(dense_act) + e * kept(moe_act);
-    w.params = l * dense_params.total + e * moe_params.total;
+    w.forward_flops = l * layer[0] + e * moe_layer[0] + k * mtp[0];
+    w.input_grad_flops = l * layer[1] + e * moe_layer[1] + k * mtp[1];
+    w.weight_grad_flops = l * layer[2] + e * moe_layer[2] + k * mtp[2];
+    w.activation_bytes = l * dense_act.total + e * moe_act.total + k * mtp_act;
+    w.activation_kept_for_weight_grad = l * kept(dense_act) + e * kept(moe_act) + k * mtp_act;
+    w.params = l * dense_params.total + e * moe_params.total + k * mtp_params;
     w.expert_params = e * moe_params.experts;
-    w.message_bytes = w.output ? 0.0 : message;
+    w.message_bytes = w.output ? 0.0 : message * static_cast<double>(1 + mtp_before);
+    if (w.mtp_layers > 0 && !w.embedding && !(w.output && m.tie_embeddings))
+      w.params += d.V * d.h / d.t;  // the MTP modules' own copy of the word embedding
+    if (copies > 1 && holds_embedding(s)) w.tied_embedding_grad_bytes = embedding_grad;
     if (w.embedding) {
       // Token ids (int64) and the embedding-dropout mask (Korthikanti, first stage).
       w.activation_bytes += 8 * bs + (m.dropout ? d.sbh() / act_scale : 0.0);
       // The word embedding is split over the vocabulary; the position table is replicated.
       w.params += d.V * d.h / d.t + (m.learned_positions ? d.keys * d.h : 0.0);
-      w.tied_embedding_grad_bytes = tied_grad;
     }
     if (w.output) {
       // Logits 2·b·s·h·V FLOPs each way; the output layer's input and the fp32 logits for the
       // loss, 4·s·b·(h + V) bytes (Korthikanti's output-layer term).
-      w.forward_flops += output[0];
-      w.input_grad_flops += output[1];
-      w.weight_grad_flops += output[2];
-      w.activation_bytes += 4 * bs * (d.h + d.V) / d.t;
+      w.forward_flops += heads * output[0];
+      w.input_grad_flops += heads * output[1];
+      w.weight_grad_flops += heads * output[2];
+      w.activation_bytes += heads * 4 * bs * (d.h + d.V) / d.t;
       // Eager PyTorch's loss (torchtitan: cross_entropy(pred.float(), labels)) keeps the 16-bit
       // logits, their fp32 copy and log-softmax's fp32 output: 10 bytes per logit, not 4.
-      if (!m.fused_elementwise) w.activation_bytes += 6 * bs * d.V / d.t;
+      if (!m.fused_elementwise) w.activation_bytes += heads * 6 * bs * d.V / d.t;
       // The output projection (split over the vocabulary: its own matrix, or the tied
       // embedding's copy) and the final LayerNorm (replicated).
       w.params += (embedding_copy ? d.V * d.h / d.t : 0.0) + 2 * d.h;
-      w.tied_embedding_grad_bytes = tied_grad;
     }
     w.weight_bytes = w.params * static_cast<double>(m.dtype_bytes);
     // FP8 training with Transformer Engine keeps each layer linear's FP8 copy of its weight

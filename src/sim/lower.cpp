@@ -123,8 +123,11 @@ void apply_layout(const Layout& layout, ModelConfig& model, LoweringOptions& low
     m->cp_method = resolved.cp_method;
     m->expert_parallel = resolved.ep;
     m->expert_tensor_parallel = resolved.etp;
-    if (!layout.pipeline_layout.empty())
-      m->stage_layers = parse_pipeline_layout(layout.pipeline_layout, m->layers);
+    if (!layout.pipeline_layout.empty()) {
+      auto stages = parse_pipeline_layout(layout.pipeline_layout, m->layers, m->mtp_layers);
+      m->stage_layers = std::move(stages.layers);
+      m->stage_mtp_layers = std::move(stages.mtp_layers);
+    }
   } else if ((layout.tp != 0 && layout.tp != 1) || layout.cp != 1 || layout.ep != 1 ||
              layout.etp != 1 || !layout.pipeline_layout.empty()) {
     throw ParamError(fmt::format(
@@ -1517,26 +1520,34 @@ class Lowering {
     ++g_.preds[static_cast<std::size_t>(t)];
   }
 
-  // The tied word embedding's copies on the first and the last stage: one all-reduce per pair of
-  // devices that hold them (Megatron's embedding group), after their data-parallel reduction.
+  // The word embedding's copies (the first stage's, the last stage's tied output layer, the MTP
+  // stages'): one all-reduce over the devices of each pipeline that hold them (Megatron's
+  // embedding group), after their data-parallel reduction; pipelines on the same devices share
+  // it.
   void embedding_all_reduce() {
-    const int last = t_.stages - 1;
-    std::vector<std::pair<std::int32_t, std::int32_t>> pairs;
+    std::vector<std::vector<std::int32_t>> groups;
     for (std::int32_t p = 0; p < t_.pipelines(); ++p) {
-      const double bytes = work_[index(p, 0)].tied_embedding_grad_bytes;
-      if (bytes <= 0.0) continue;
-      const std::int32_t first = t_.placement.device_of(p, 0);
-      const std::int32_t final = t_.placement.device_of(p, last);
-      const std::pair pair{std::min(first, final), std::max(first, final)};
-      if (pair.first == pair.second || std::find(pairs.begin(), pairs.end(), pair) != pairs.end())
-        continue;
-      pairs.push_back(pair);
-      const std::vector<std::int32_t> members{t_.placement.device_of(p, 0),
-                                              t_.placement.device_of(p, last)};
-      std::vector<std::int32_t> ready{done(members[0], 0), done(members[1], last)};
-      ring(TransferKind::EmbeddingAllReduce, 0, members, bytes * options_.collective_scale, ready);
-      done(members[0], 0) = ready[0];
-      done(members[1], last) = ready[1];
+      std::vector<std::int32_t> stages, members;
+      for (std::int32_t s = 0; s < t_.stages; ++s) {
+        const std::int32_t device = t_.placement.device_of(p, s);
+        if (work_[index(p, s)].tied_embedding_grad_bytes <= 0.0 ||
+            std::find(members.begin(), members.end(), device) != members.end())
+          continue;
+        stages.push_back(s);
+        members.push_back(device);
+      }
+      if (members.size() < 2) continue;
+      auto key = members;
+      std::sort(key.begin(), key.end());
+      if (std::find(groups.begin(), groups.end(), key) != groups.end()) continue;
+      groups.push_back(std::move(key));
+      std::vector<std::int32_t> ready;
+      for (std::size_t k = 0; k < members.size(); ++k)
+        ready.push_back(done(members[k], stages[k]));
+      ring(TransferKind::EmbeddingAllReduce, 0, members,
+           work_[index(p, stages[0])].tied_embedding_grad_bytes * options_.collective_scale, ready);
+      for (std::size_t k = 0; k < members.size(); ++k)
+        done(members[k], stages[k]) = ready[k];
     }
   }
 

@@ -22,8 +22,11 @@ struct OperatorRow {
 struct Breakdown {
   std::string model, system;
   std::vector<OperatorRow> rows;
-  StageCost layer, embedding, output;  ///< the passes' totals (overlap applied)
+  /// The passes' totals (overlap applied); `output` is the loss stage's, the output layer and
+  /// loss once for the model and once per MTP module.
+  StageCost layer, embedding, output;
   std::optional<StageCost> moe_layer;  ///< a mixture of experts' layer with experts
+  std::optional<StageCost> mtp;        ///< an MTP module's own operators (without its layer)
 };
 
 /// Every operator of `model` (a transformer) on `system`. Throws ParamError for an explicit

@@ -121,18 +121,26 @@ struct Layout {
   std::int64_t etp = 1;
   FsdpOptions fsdp;
   /// Megatron-Core's --pipeline-model-parallel-layout: the stages' contents in model order, `E`
-  /// the embedding, `t` a transformer layer, `L` the loss (output layer), `|` between stages,
-  /// `X*n` and `(...)*n` repetition, e.g. "Ett|(ttt|)*30ttL". Empty: layers split evenly.
+  /// the embedding, `t` a transformer layer, `m` an MTP module, `L` the loss (output layer), `|`
+  /// between stages, `X*n` and `(...)*n` repetition, commas ignored, e.g. "Ett|(ttt|)*30ttL".
+  /// Empty: layers split evenly, MTP modules on the last stage.
   std::string pipeline_layout;
   friend bool operator==(const Layout&, const Layout&) = default;
 };
 
-/// The transformer layers of each stage a pipeline layout names (Layout::pipeline_layout), for a
-/// model of `layers` layers. Throws ParamError naming the position and the rule: unknown or
+/// What each stage of a pipeline layout holds: its transformer layers and its MTP modules.
+struct PipelineStages {
+  std::vector<std::int64_t> layers;
+  std::vector<std::int64_t> mtp_layers;
+};
+
+/// The stages a pipeline layout names (Layout::pipeline_layout), for a model of `layers` layers
+/// and `mtp_layers` MTP modules. Throws ParamError naming the position and the rule: unknown or
 /// unbalanced symbols, the embedding anywhere but the first stage or the loss anywhere but the
-/// last, MTP layers (`m`, not modelled), a middle stage with no layer, or a layer count that is
-/// not the model's.
-std::vector<std::int64_t> parse_pipeline_layout(std::string_view text, std::int64_t layers);
+/// last, a transformer layer after an MTP layer, a middle stage with no layer, or a layer or
+/// MTP count that is not the model's.
+PipelineStages parse_pipeline_layout(std::string_view text, std::int64_t layers,
+                                     std::int64_t mtp_layers);
 
 /// The ranks a unit's parameters are sharded over: DP × CP (torchtitan folds CP into FSDP's
 /// mesh), or the HSDP shard group.

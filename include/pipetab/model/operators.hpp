@@ -88,14 +88,25 @@ struct PassOperators {
   const std::vector<Operator>& pass(PassId id) const;
 };
 
-/// A transformer's operators: one layer of each kind, the input embedding (first stage) and the
-/// output layer with the loss (last stage).
+/// A transformer's operators: one layer of each kind, the input embedding (first stage), the
+/// output layer with the loss (last stage), and a multi-token-prediction module's own.
 struct ModelOperators {
   PassOperators layer;      ///< a dense layer (a mixture of experts' first dense_layers)
   PassOperators moe_layer;  ///< a mixture-of-experts layer; empty for a dense model
   PassOperators embedding;
   PassOperators output;
+  /// An MTP module without its transformer layer (a layer of the last layer's kind) and the
+  /// output layer it shares: the next tokens' embedding, the norms, eh_proj, the final norm.
+  /// Empty without mtp_layers.
+  PassOperators mtp;
 };
+
+/// The kind of an MTP module's transformer layer: the model's last layer's (Megatron-Core's
+/// get_gpt_mtp_block_spec takes the decoder's last layer spec), a mixture of experts' unless
+/// every layer is dense.
+constexpr bool mtp_layer_is_moe(const TransformerConfig& m) {
+  return m.moe.has_value() && m.moe->dense_layers < m.layers;
+}
 
 /// The operators of `model` per device (its tensor-parallel share) for one microbatch. The
 /// configuration is assumed valid (io::parse_model checks it).

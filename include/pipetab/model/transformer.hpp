@@ -151,6 +151,15 @@ struct TransformerConfig {
   /// Transformer layers per stage in model order, from a pipeline layout (set by the layout, not
   /// the model file); empty: partition_layers splits them evenly.
   std::vector<std::int64_t> stage_layers;
+  /// Multi-token prediction (DeepSeek-V3 §2.2; Megatron-Core's --mtp-num-layers): this many MTP
+  /// modules after the last layer, each the embedding of the next token and the previous
+  /// depth's hidden state normed, concatenated and projected (2h → h, eh_proj), one transformer
+  /// layer of the model's last layer's kind, and a final norm; the shared output layer and loss
+  /// then run once per module more on the stage that holds the loss.
+  std::int64_t mtp_layers = 0;
+  /// MTP modules per stage in model order, from a pipeline layout (its `m`); empty: all on the
+  /// last stage (Megatron-Core without a layout).
+  std::vector<std::int64_t> stage_mtp_layers;
   Recompute recompute = Recompute::None;
   bool flash_attention = false;   ///< no s×s attention tensors kept; backward recomputes QKᵀ
   bool gated_mlp = false;         ///< SwiGLU-style MLP: three weight matrices instead of two

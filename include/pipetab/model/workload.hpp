@@ -40,8 +40,10 @@ struct ModelConfig {
 /// counted in matrix-multiply FLOPs for reports; its time comes from the operators (cost/).
 /// Explicit workloads give seconds instead.
 struct StageWork {
-  std::int64_t layers = 0;      ///< transformer layers on the stage (0 for explicit workloads)
+  /// Transformer layers on the stage, the MTP modules' included (0 for explicit workloads).
+  std::int64_t layers = 0;
   std::int64_t moe_layers = 0;  ///< of them, mixture-of-experts layers (the rest are dense)
+  std::int64_t mtp_layers = 0;  ///< MTP modules on the stage (each adds one of `layers`)
   bool embedding = false;       ///< holds the input embedding (first stage)
   bool output = false;          ///< holds the output layer and the loss (last stage)
   double forward_flops = 0.0, input_grad_flops = 0.0, weight_grad_flops = 0.0;
@@ -58,8 +60,9 @@ struct StageWork {
   double fp8_weight_copy_bytes = 0.0;
   /// Bytes the optimizer step reads and writes per iteration (optimizer_step_bytes_per_param).
   double optimizer_step_bytes = 0.0;
-  /// The gradient of the tied word embedding, all-reduced between the first and the last stage
-  /// when embeddings are tied and the model has more than one stage; 0 otherwise.
+  /// The gradient of the stage's copy of the word embedding, all-reduced over the stages that
+  /// hold one (Megatron's embedding group: the first, the last when embeddings are tied, and
+  /// those with MTP modules) when there are two or more; 0 otherwise.
   double tied_embedding_grad_bytes = 0.0;
 };
 
@@ -75,12 +78,17 @@ std::vector<StageWork> stage_work(const ModelConfig& model,
 std::vector<std::int64_t> partition_layers(const TransformerConfig& model,
                                            std::span<const std::int32_t> stage_units);
 
+/// MTP modules on each stage: the pipeline layout's, or all on the last stage (Megatron-Core
+/// without a layout puts them with the loss).
+std::vector<std::int64_t> partition_mtp_layers(const TransformerConfig& model, std::size_t stages);
+
 /// Parameters of one transformer layer per device: the matrices divided by the tensor-parallel
 /// size, the LayerNorms replicated.
 double layer_params(const TransformerConfig& model);
 
 /// Total parameters of the model (all devices, no tensor-parallel split; an untied output layer
-/// counted once more).
+/// counted once more), MTP modules left out as models are named (DeepSeek-V3's 671B; its
+/// released weights, 685B, include the module).
 double total_params(const TransformerConfig& model);
 
 /// Bytes the optimizer step moves per parameter: Megatron-LM's mixed-precision Adam (apex
