@@ -5,6 +5,7 @@
 #include <cmath>
 #include <set>
 
+#include "helpers.hpp"
 #include <gtest/gtest.h>
 
 #include "pipetab/cost/breakdown.hpp"
@@ -410,6 +411,51 @@ TEST(Cost, OverlapHidesOnlyWhatMegatronHides) {
     EXPECT_EQ(backward.input_grad, none.input_grad);
     EXPECT_GE(backward.backward.tp_comm_s, 0.0);
   }
+}
+
+TEST(TensorParallel, CollectiveMatmulRunsInChunks) {
+  // Under --tp-overlap all, a collective that only `all` hides runs with its GEMM as t chunks of
+  // rows (async TP, userbuffers): the pair takes max(t·g, g + C), not max(P, C). On
+  // flat-efficiency devices a chunk's GEMM is exactly g = P/t, so a pass grows over the
+  // un-overlapped one by Σ (max(P, P/t + C) − P − C) over those collectives.
+  const auto system = test::system_with(Topology::Switched, {1e-5, 2e10}, {1e-5, 1e10});
+  auto m = gpt(4096, 32, 2048, 1, 4);
+  m.sequence_parallel = true;
+  const ModelConfig model{"m", m};
+  StageWork w;
+  w.layers = 1;
+  const auto cost = [&](Overlap o) {
+    return cost::stage_costs(model, std::span(&w, 1), system, {o}).front();
+  };
+  const auto ops = model_operators(m);
+  const double t = 4;
+  const auto chunked = [&](const std::vector<Operator>& pass, int& count) {
+    double sum = 0.0;
+    for (const Operator& op : pass) {
+      if (op.kind != OperatorKind::Collective || op.overlap != Overlap::All) continue;
+      const auto& gemm = pass.at(static_cast<std::size_t>(op.hidden_index));
+      EXPECT_EQ(gemm.kind, OperatorKind::Gemm) << op.name;
+      const double P = cost::operator_cost(gemm, m, system).seconds;
+      const double C = cost::operator_cost(op, m, system).seconds;
+      EXPECT_GT(C, P / t) << op.name << ": chunking is not full hiding here";
+      sum += std::max(P, P / t + C) - P - C;
+      ++count;
+    }
+    return sum;
+  };
+  // Sequence parallelism: forward, the all-gathers before QKV and fc1 and the reduce-scatters
+  // after the projection and fc2; the input gradient, the all-gathers of the output gradients
+  // before the projection's and fc2's input-gradient GEMMs.
+  int forward = 0, input_grad = 0;
+  const double f = chunked(ops.layer.forward, forward);
+  const double i = chunked(ops.layer.input_grad, input_grad);
+  EXPECT_EQ(forward, 4);
+  EXPECT_EQ(input_grad, 2);
+  const auto all = cost(Overlap::All), backward = cost(Overlap::Backward);
+  EXPECT_NEAR(all.forward.seconds - backward.forward.seconds, f, 1e-12);
+  EXPECT_NEAR(all.input_grad.seconds - backward.input_grad.seconds, i, 1e-12);
+  // Megatron's backward overlap (bulk, beside the weight-gradient GEMM) is not chunked.
+  EXPECT_EQ(all.weight_grad, backward.weight_grad);
 }
 
 TEST(Cost, FlatEfficiencyIsFlopProportional) {

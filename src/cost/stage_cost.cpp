@@ -165,16 +165,50 @@ OperatorCost operator_cost(const Operator& op, const TransformerConfig& m,
 
 namespace {
 
-// Every operator's time, per pass, computed once.
+// Every operator's time, per pass, computed once; for a tensor-parallel collective that only
+// --tp-overlap all hides, also the time of one of its partner GEMM's tp row chunks (0 otherwise).
 struct Timed {
   std::array<std::vector<double>, 3> seconds;
+  std::array<std::vector<double>, 3> chunk;
+  double parts = 1.0;  ///< the tensor-parallel size: chunks of a decomposed collective matmul
 };
+
+// A collective matmul (an all-gather before a GEMM, a reduce-scatter after one) overlapped by
+// decomposition: torchtitan's async TP (torch's micro-pipeline pass, fused_all_gather_matmul and
+// fused_matmul_reduce_scatter over SymmetricMemory) and Transformer Engine's userbuffers split
+// the GEMM into tp chunks of rows, one per rank's shard, each computed as its shard arrives (or
+// reduced as it is produced). One chunk's GEMM: a tp-th of the rows, the weight read again.
+Operator row_chunk(const Operator& gemm, double parts, const TransformerConfig& m) {
+  Operator c = gemm;
+  c.gemm.m = gemm.gemm.m / parts;
+  c.flops = gemm.flops / parts;
+  const double weight = gemm.gemm.k * gemm.gemm.n * gemm.gemm.batch *
+                        (gemm.fp8 ? 1.0 : static_cast<double>(m.dtype_bytes));
+  c.bytes = gemm.bytes / parts + weight * (1.0 - 1.0 / parts);
+  return c;
+}
+
+bool decomposed(const Operator& op) {
+  return op.kind == OperatorKind::Collective && op.group == CollectiveGroup::Tensor &&
+         op.overlap == Overlap::All && op.hidden_index >= 0;
+}
 
 Timed timed(const PassOperators& ops, const TransformerConfig& m, const SystemConfig& system) {
   Timed t;
+  t.parts = static_cast<double>(m.tensor_parallel);
   for (const auto id : {PassId::Forward, PassId::InputGrad, PassId::WeightGrad}) {
-    for (const Operator& op : ops.pass(id))
-      t.seconds[static_cast<std::size_t>(id)].push_back(operator_cost(op, m, system).seconds);
+    const auto i = static_cast<std::size_t>(id);
+    for (const Operator& op : ops.pass(id)) {
+      t.seconds[i].push_back(operator_cost(op, m, system).seconds);
+      double chunk = 0.0;
+      if (decomposed(op) && t.parts > 1.0) {
+        const Operator& partner =
+            ops.pass(op.hidden_pass)[static_cast<std::size_t>(op.hidden_index)];
+        if (partner.kind == OperatorKind::Gemm)
+          chunk = operator_cost(row_chunk(partner, t.parts, m), m, system).seconds;
+      }
+      t.chunk[i].push_back(chunk);
+    }
   }
   return t;
 }
@@ -219,6 +253,14 @@ double op_seconds(const PassOperators& ops, const Timed& t, PassId id, std::size
   if (may_overlap && op.hidden_index >= 0 && in_set) {
     const double partner = t.seconds[static_cast<std::size_t>(op.hidden_pass)]
                                     [static_cast<std::size_t>(op.hidden_index)];
+    const double chunk = t.chunk[static_cast<std::size_t>(id)][k];
+    if (chunk > 0.0) {
+      // Decomposed into tp chunks (row_chunk): the first chunk's GEMM runs on the local shard
+      // (all-gather) or the last chunk's reduction after every GEMM (reduce-scatter), so the pair
+      // takes max(tp·g, g + C) for a chunk's GEMM g and the collective C. The GEMM's own op
+      // counts P; the rest is the collective's.
+      return std::max(0.0, s - (t.parts - 1.0) * chunk) + t.parts * chunk - partner;
+    }
     s = std::max(0.0, s - op.hidden_fraction * partner);
   }
   return s;
