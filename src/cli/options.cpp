@@ -192,8 +192,8 @@ void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
       ->needs(fsdp);
   command.add_option("--pipeline-layout", o.pipeline_layout,
                      "the stages' contents in Megatron-Core's notation: E embedding, t transformer "
-                     "layer, L loss, | between stages, X*n and (...)*n repeat, e.g. "
-                     "\"Ett|(ttt|)*30ttL\" (default: layers split evenly)");
+                     "layer, m MTP module, L loss, | between stages, X*n and (...)*n repeat, e.g. "
+                     "\"Ett|(ttt|)*30ttL\" (default: layers split evenly, MTP modules last)");
   command.add_flag(
       "--no-contention", o.no_contention,
       "transfers do not share link bandwidth (each takes latency + bytes/bandwidth alone)");

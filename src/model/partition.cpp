@@ -7,20 +7,26 @@
 #include "pipetab/model/workload.hpp"
 
 namespace pipetab {
+namespace {
+
+// A pipeline layout's count per stage, which must name every stage of the table.
+const std::vector<std::int64_t>& layout_counts(const std::vector<std::int64_t>& counts,
+                                               std::size_t stages) {
+  if (counts.size() != stages) {
+    throw ParamError(fmt::format(
+        "model: the pipeline layout names {} stages, and the schedule's table has {} (v·S per "
+        "pipeline)",
+        counts.size(), stages));
+  }
+  return counts;
+}
+
+}  // namespace
 
 std::vector<std::int64_t> partition_layers(const TransformerConfig& m,
                                            std::span<const std::int32_t> units) {
   const auto n = units.size();
-  if (!m.stage_layers.empty()) {
-    // A pipeline layout names every stage's layers.
-    if (m.stage_layers.size() != n) {
-      throw ParamError(fmt::format(
-          "model: the pipeline layout names {} stages, and the schedule's table has {} (v·S per "
-          "pipeline)",
-          m.stage_layers.size(), n));
-    }
-    return m.stage_layers;
-  }
+  if (!m.stage_layers.empty()) return layout_counts(m.stage_layers, n);
   const std::int64_t extra = m.balance_embedding ? 2 : 0;
   const std::int64_t slots = m.layers + extra;
   const double total_units = std::accumulate(units.begin(), units.end(), 0.0);
@@ -54,15 +60,7 @@ std::vector<std::int64_t> partition_layers(const TransformerConfig& m,
 }
 
 std::vector<std::int64_t> partition_mtp_layers(const TransformerConfig& m, std::size_t stages) {
-  if (!m.stage_mtp_layers.empty()) {
-    if (m.stage_mtp_layers.size() != stages) {
-      throw ParamError(fmt::format(
-          "model: the pipeline layout names {} stages, and the schedule's table has {} (v·S per "
-          "pipeline)",
-          m.stage_mtp_layers.size(), stages));
-    }
-    return m.stage_mtp_layers;
-  }
+  if (!m.stage_mtp_layers.empty()) return layout_counts(m.stage_mtp_layers, stages);
   std::vector<std::int64_t> mtp(stages, 0);
   if (stages > 0) mtp.back() = m.mtp_layers;
   return mtp;
