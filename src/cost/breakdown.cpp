@@ -73,7 +73,10 @@ Breakdown operator_breakdown(const ModelConfig& model, const SystemConfig& syste
   b.layer = part_cost(model, system, options, 1, false, false);
   if (m->moe) b.moe_layer = part_cost(model, system, options, 1, false, false, 1);
   b.embedding = part_cost(model, system, options, 0, true, false);
-  b.output = part_cost(model, system, options, 0, false, true);
+  // The output layer and loss once (a stage that holds them runs them once more per MTP module).
+  ModelConfig once = model;
+  std::get<TransformerConfig>(once.spec).mtp_layers = 0;
+  b.output = part_cost(once, system, options, 0, false, true);
   if (m->mtp_layers > 0) b.mtp = part_cost(model, system, options, 0, false, false, 0, 1);
   return b;
 }

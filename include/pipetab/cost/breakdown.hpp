@@ -22,8 +22,8 @@ struct OperatorRow {
 struct Breakdown {
   std::string model, system;
   std::vector<OperatorRow> rows;
-  /// The passes' totals (overlap applied); `output` is the loss stage's, the output layer and
-  /// loss once for the model and once per MTP module.
+  /// The passes' totals (overlap applied); `output` is the output layer and loss once (the stage
+  /// that holds them runs them once more per MTP module).
   StageCost layer, embedding, output;
   std::optional<StageCost> moe_layer;  ///< a mixture of experts' layer with experts
   std::optional<StageCost> mtp;        ///< an MTP module's own operators (without its layer)
