@@ -65,6 +65,22 @@ def test_model_and_system_dicts_equal_their_presets():
     assert pipetab.simulate("1f1b", 4, 8, model=model, system=system).runtime_s > by_name.runtime_s
 
 
+def test_mtp_module_from_a_model_dict_and_its_layout():
+    # One MTP module (mtp_layers) costs the last stage a layer and a second output layer; a layout
+    # with `m` places it, and a layout without it is refused with the count.
+    model = pipetab.preset("model", "gpt3-1.3b")
+    base = pipetab.simulate("1f1b", 4, 8, model=model, system="dgx-a100")
+    model["transformer"]["mtp_layers"] = 1
+    with_mtp = pipetab.simulate("1f1b", 4, 8, model=model, system="dgx-a100")
+    assert with_mtp.runtime_s > base.runtime_s
+    placed = pipetab.simulate("1f1b", 4, 8, model=model, system="dgx-a100",
+                              pipeline_layout="Et*7|t*7|t*7|t*3mL")
+    assert placed.runtime_s != with_mtp.runtime_s
+    with pytest.raises(pipetab.ParamError, match=r"0 MTP layers \(m\), and the model has 1"):
+        pipetab.simulate("1f1b", 4, 8, model=model, system="dgx-a100",
+                         pipeline_layout="Et*6|t*6|t*6|t*6L")
+
+
 def test_costs_as_dict_equal_costs_as_text():
     text = pipetab.analyze("zb-h1", costs="F=1,B=3,I=1").to_dict()
     assert pipetab.analyze("zb-h1", costs={"F": 1, "B": 3, "I": 1}).to_dict() == text
