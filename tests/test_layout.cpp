@@ -304,6 +304,41 @@ TEST(Fsdp, HybridShardingAllReducesTheShardOverReplicas) {
   EXPECT_EQ(sim.metrics.fsdp_shard, 2);
 }
 
+TEST(Fsdp, HybridShardingShardsTheExpertsWithinEachReplica) {
+  // Qwen3-30B-A3B over DP 8 with EP 2 and HSDP shards of 4: R = 2 replicas; the experts' EDP of
+  // 4 splits into the replicas' shards of 4 / 2 = 2. Static memory: the dense state over 4, the
+  // experts' over 2, the stage's 16-bit parameters twice (pipelined). After the reduce-scatters,
+  // each rank's shard (dense / 4 + experts / 2 of the fp32 gradients) is all-reduced over the 2
+  // replicas: 2 steps of half of it.
+  const auto t = test::make("1f1b", test::sm(2, 2));
+  Layout l = fsdp_over(8);
+  l.ep = 2;
+  l.fsdp.shard = 4;
+  const auto sim = simulate_with(t, "qwen3-30b-a3b", "dgx-h100", l);
+  auto model = io::load_model("qwen3-30b-a3b");
+  LoweringOptions lowering;
+  apply_layout(l, model, lowering);
+  const auto work = table_work(t, model);
+  double shards = 0.0;
+  for (const auto& w : work) {
+    const double experts = w.grad_bytes * w.expert_params / w.params;
+    shards += (w.grad_bytes - experts) / 4 + experts / 2;
+  }
+  EXPECT_DOUBLE_EQ(bytes_of(sim.graph, TransferKind::DataAllReduce), 2 * shards / 2);
+  const auto& w = work[0];
+  const double state = w.grad_bytes + w.optimizer_bytes;
+  const double experts = state * w.expert_params / w.params;
+  EXPECT_NEAR(static_memory(t, work, model, lowering)[0],
+              (state - experts) / 4 + experts / 2 + 2 * w.weight_bytes, 1e-9 * state);
+  // Each stage gathers its dense parameters over the shard and its experts over theirs.
+  EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpAllGather).size(), 4U);
+  // The replicas must divide EDP: EP 8 leaves each expert on one rank of each replica pair.
+  l.ep = 8;
+  EXPECT_EQ(param_error([&] { simulate_with(t, "qwen3-30b-a3b", "dgx-h100", l); }),
+            "--fsdp-shard 4: its 2 replicas must divide the experts' 1 data-parallel ranks (EDP = "
+            "TP × CP × DP / (EP × ETP)), which each replica shards the experts over");
+}
+
 TEST(Fsdp, Fp8AllGatherHalvesTheGather) {
   const auto t = test::make("1f1b", test::sm(2, 2));
   Layout l = fsdp_over(4);

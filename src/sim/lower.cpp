@@ -201,11 +201,20 @@ struct Sharding {
     } else {
       expert_ranks = gradient_ranks;
     }
+    expert_shard_ranks = expert_ranks;
+    if (fsdp && options.fsdp.shard > 0) {
+      // HSDP: the R = DP × CP / shard replicas are the outermost ranks, for the experts as for
+      // the rest; each replica shards the experts over its EDP / R expert-data-parallel ranks
+      // (compute_part refuses an R that does not divide EDP).
+      const std::int64_t replicas = gradient_ranks / shard_ranks;
+      if (replicas > 1 && expert_ranks % replicas == 0)
+        expert_shard_ranks = expert_ranks / replicas;
+    }
     if (fsdp) {
       // torchtitan shards the routed experts over their own data-parallel ranks (its expert
       // FSDP mesh, dp_shard_mod_ep), the rest over DP × CP.
       state_shards = static_cast<double>(shard_ranks);
-      expert_state_shards = static_cast<double>(expert_ranks);
+      expert_state_shards = static_cast<double>(expert_shard_ranks);
     } else if (options.iteration.distributed_optimizer) {
       state_shards = static_cast<double>(gradient_ranks);
       expert_state_shards = static_cast<double>(expert_ranks);
@@ -229,6 +238,8 @@ struct Sharding {
   // × DP / (EP × ETP) (Megatron-Core's expert_data_parallel group), which the distributed
   // optimizer shards their state over.
   std::int64_t expert_ranks = 1;
+  // FSDP's shard group of the routed experts: all EDP ranks, or with HSDP those of one replica.
+  std::int64_t expert_shard_ranks = 1;
   double expert_state_shards = 1.0;
 };
 
@@ -325,10 +336,13 @@ class Lowering {
           "over a switched topology's links",
           network_.system().name));
     }
-    if (fsdp() && options_.fsdp.shard > 0 && expert_ranks() != gradient_ranks()) {
-      throw ParamError(
-          "--fsdp-shard with expert parallelism (--ep, --etp): hybrid sharding of the experts "
-          "over their own ranks is not modelled; shard over all ranks (leave --fsdp-shard out)");
+    if (const auto* m = model_.transformer();
+        fsdp() && options_.fsdp.shard > 0 && m && m->moe &&
+        expert_ranks() % (gradient_ranks() / shard_ranks()) != 0) {
+      throw ParamError(fmt::format(
+          "--fsdp-shard {}: its {} replicas must divide the experts' {} data-parallel ranks (EDP "
+          "= TP × CP × DP / (EP × ETP)), which each replica shards the experts over",
+          shard_ranks(), gradient_ranks() / shard_ranks(), expert_ranks()));
     }
     if (options_.a2a_overlap && fsdp() && !pipelined()) {
       throw ParamError(
@@ -365,6 +379,7 @@ class Lowering {
   bool fsdp() const { return sharding_.fsdp; }
   std::int64_t shard_ranks() const { return sharding_.shard_ranks; }
   std::int64_t expert_ranks() const { return sharding_.expert_ranks; }
+  std::int64_t expert_shard_ranks() const { return sharding_.expert_shard_ranks; }
 
   // The run must fit in the cluster when the system states its node count.
   void require_gpus() const {
@@ -643,9 +658,10 @@ class Lowering {
     const auto flows = [&](double bytes, double expert_bytes, cost::ExchangeKind kind) {
       cost::Exchange x;
       x.kind = kind;
-      x.flows = {
-          ring_flow(shard, bytes, shard_ranks() - 1),
-          expert_ranks() > 1 ? ring_flow(experts, expert_bytes, expert_ranks() - 1) : cost::Flow{}};
+      x.flows = {ring_flow(shard, bytes, shard_ranks() - 1),
+                 expert_shard_ranks() > 1
+                     ? ring_flow(experts, expert_bytes, expert_shard_ranks() - 1)
+                     : cost::Flow{}};
       return x;
     };
     std::optional<cost::Exchange> gather, scatter;
@@ -1381,16 +1397,19 @@ class Lowering {
   double expert_gather_bytes(const StageWork& w) const {
     return w.expert_params * gathered_bytes_per_param() / units(w) * options_.collective_scale;
   }
+  // The experts' FSDP shard group: their EDP group, or with HSDP its first EDP / R ranks.
   Group expert_shard_group(std::int32_t device) const {
     const auto* m = model_.transformer();
-    return m ? expert_data_parallel_group(device) : Group{};
+    return m ? group(device, expert_shard_ranks(), m->expert_parallel * m->expert_tensor_parallel)
+             : Group{};
   }
-  // One unit's collective of the routed experts over EDP after `after` (-1: none to run).
+  // One unit's collective of the routed experts over their shard group after `after` (-1: none
+  // to run).
   std::int32_t expert_collective(TransferKind kind, int stage, std::int32_t device, double bytes,
                                  std::int32_t after) {
-    if (expert_ranks() <= 1 || bytes <= 0.0) return after;
+    if (expert_shard_ranks() <= 1 || bytes <= 0.0) return after;
     return collective_side(kind, stage, device, expert_shard_group(device), bytes,
-                           expert_ranks() - 1, after);
+                           expert_shard_ranks() - 1, after);
   }
   // Bytes of a unit's gradients as reduce-scattered (grad_bytes_per_param: torchtitan reduces in
   // fp32 by default, MixedPrecisionPolicy(reduce_dtype=float32)).
@@ -1423,8 +1442,12 @@ class Lowering {
     if (replicas <= 1) return after;
     const auto& w = work_[static_cast<std::size_t>(stage)];
     const auto g = group(device, replicas, tensor_parallel() * shard_ranks());
-    const double shard =
-        w.grad_bytes * options_.collective_scale / static_cast<double>(shard_ranks());
+    // Each rank's shard: the dense gradients' 1/shard, the experts' 1/(EDP / R); the experts'
+    // replicas are the same outermost ranks (TP × shard apart).
+    const double experts = w.grad_bytes * expert_share(w);
+    const double shard = ((w.grad_bytes - experts) / static_cast<double>(shard_ranks()) +
+                          experts / static_cast<double>(expert_shard_ranks())) *
+                         options_.collective_scale;
     return collective_side(TransferKind::DataAllReduce, stage, device, g, shard, 2 * (replicas - 1),
                            after);
   }
