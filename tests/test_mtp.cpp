@@ -90,8 +90,9 @@ TEST(Mtp, AModuleAddsALayerItsProjectionAndOneMoreOutputToTheLastStage) {
         "mtp_layers = 65\n",
         "m.toml");
     ADD_FAILURE() << "mtp_layers = 65 accepted";
-  } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "m.toml:7:14: key 'transformer.mtp_layers': 65 is out of range (0..64)");
+  } catch (const Error& error) {
+    EXPECT_STREQ(error.what(),
+                 "m.toml:7:14: key 'transformer.mtp_layers': 65 is out of range (0..64)");
   }
 }
 
