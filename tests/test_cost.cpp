@@ -386,17 +386,20 @@ TEST(Cost, TensorParallelOverNvlinkAndPcieDiffer) {
   EXPECT_EQ(&cost::tensor_parallel_link(selene, 16), &selene.inter);
 }
 
+// The cost of a stage of one layer of `m` under a TP overlap setting.
+cost::StageCost one_layer_cost(const TransformerConfig& m, const SystemConfig& system,
+                               Overlap overlap) {
+  StageWork w;
+  w.layers = 1;
+  return cost::stage_costs(ModelConfig{"m", m}, std::span(&w, 1), system, {overlap}).front();
+}
+
 TEST(Cost, OverlapHidesOnlyWhatMegatronHides) {
   const auto system = io::load_system("dgx-a100");
   for (const bool sp : {false, true}) {
     auto m = gpt(6144, 64, 2048, 4, 8);
     m.sequence_parallel = sp;
-    const ModelConfig model{"m", m};
-    StageWork w;
-    w.layers = 1;
-    const auto cost = [&](Overlap o) {
-      return cost::stage_costs(model, std::span(&w, 1), system, {o}).front();
-    };
+    const auto cost = [&](Overlap o) { return one_layer_cost(m, system, o); };
     const auto none = cost(Overlap::Never), backward = cost(Overlap::Backward),
                all = cost(Overlap::All);
     // The forward hides nothing until --tp-comm-overlap; the backward from 2021-09 on.
@@ -421,12 +424,7 @@ TEST(TensorParallel, CollectiveMatmulRunsInChunks) {
   const auto system = test::system_with(Topology::Switched, {1e-5, 2e10}, {1e-5, 1e10});
   auto m = gpt(4096, 32, 2048, 1, 4);
   m.sequence_parallel = true;
-  const ModelConfig model{"m", m};
-  StageWork w;
-  w.layers = 1;
-  const auto cost = [&](Overlap o) {
-    return cost::stage_costs(model, std::span(&w, 1), system, {o}).front();
-  };
+  const auto cost = [&](Overlap o) { return one_layer_cost(m, system, o); };
   const auto ops = model_operators(m);
   const double t = 4;
   const auto chunked = [&](const std::vector<Operator>& pass, int& count) {
