@@ -825,7 +825,7 @@ TEST_F(Cli, SweepInterruptedBySignalKeepsFinishedRows) {
 [grid]
 schedules = ["gpipe", "1f1b"]
 devices = [16]
-microbatches = { from = 64, to = 2048, step = 64 }
+microbatches = { from = 64, to = 1024, step = 64 }
 systems = ["balanced", "network-bound"]
 )");
   const auto full = (dir_ / "full.csv").string(), cut = (dir_ / "cut.csv").string();

@@ -43,9 +43,9 @@ std::vector<Field> split(std::string_view line) {
   }
 }
 
-class Reader {
+class ProbeLineReader {
  public:
-  Reader(const std::string& file, int line) : file_(file), line_(line) {}
+  ProbeLineReader(const std::string& file, int line) : file_(file), line_(line) {}
 
   [[noreturn]] void fail(const Field& f, std::string_view name, const std::string& what) const {
     throw ParseError(file_, line_, f.column,
@@ -107,7 +107,7 @@ GemmProbe parse_gemm_probe(std::string_view text, const std::string& file) {
       continue;
     }
     const auto fields = split(line);
-    const Reader r(file, line_number);
+    const ProbeLineReader r(file, line_number);
     if (fields[0].text == "memory" || fields[0].text == "launch") continue;
     if (fields[0].text != "gemm") {
       r.fail(fields[0], "kind", "expected gemm, memory or launch (or a '#' comment)");

@@ -52,9 +52,9 @@ const char* type_name(const json& value) {
   }
 }
 
-class Reader {
+class JsonTableReader {
  public:
-  Reader(std::string_view text, const std::string& file) : text_(text), file_(file) {}
+  JsonTableReader(std::string_view text, const std::string& file) : text_(text), file_(file) {}
 
   ScheduleTable read(TableSource* source) {
     const json doc = parse();
@@ -337,7 +337,7 @@ void append_rows_of(std::string& out, const std::vector<std::int32_t>& flat, std
 }  // namespace
 
 ScheduleTable read_table_json(std::string_view text, const std::string& file, TableSource* source) {
-  return Reader(text, file).read(source);
+  return JsonTableReader(text, file).read(source);
 }
 
 std::string write_table_json(const ScheduleTable& t, const TableSource& source) {

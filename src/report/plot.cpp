@@ -66,7 +66,7 @@ struct Frame {
 };
 
 // Where everything goes, for given panel lengths.
-struct Layout {
+struct ChartLayout {
   double x_len, y_len;
   std::vector<std::string> title_lines, x_title_lines, y_title_lines;
   double grid_x, grid_y, cell_w, cell_h, panel_left, panel_top;
@@ -195,8 +195,8 @@ Frame make_frame(const Data& data, const PlotOptions& o) {
   return f;
 }
 
-Layout make_layout(Frame& f, double x_len, double y_len, double width_goal) {
-  Layout l{};
+ChartLayout make_layout(Frame& f, double x_len, double y_len, double width_goal) {
+  ChartLayout l{};
   l.x_len = x_len;
   l.y_len = y_len;
   f.x_axis.length = x_len;
@@ -286,12 +286,12 @@ Layout make_layout(Frame& f, double x_len, double y_len, double width_goal) {
 }
 
 // The layout at the requested print size: panel lengths solved so that the chart fills it.
-Layout fit_layout(Frame& f) {
+ChartLayout fit_layout(Frame& f) {
   const PlotOptions& o = *f.o;
   if (!f.print) return make_layout(f, f.panels > 1 ? 300 : 560, f.panels > 1 ? 200 : 340, 0);
   const double cols = static_cast<double>(f.columns), rows = static_cast<double>(f.rows);
   double x_len = 100, y_len = 100 / kPanelAspect;
-  Layout l{};
+  ChartLayout l{};
   // The layout's size is nearly affine in the panel lengths (tick labels change a little with
   // them), so a few corrections converge.
   for (int i = 0; i < 6; ++i) {
@@ -319,7 +319,7 @@ Layout fit_layout(Frame& f) {
   return l;
 }
 
-void draw(Canvas& c, Frame& f, const Layout& l) {
+void draw(Canvas& c, Frame& f, const ChartLayout& l) {
   const PlotOptions& o = *f.o;
   const Data& data = *f.data;
   const double k = f.k;
@@ -525,7 +525,7 @@ std::string plot_chart(const io::DataTable& table, const PlotOptions& o, PlotFor
     throw Error(fmt::format("plot: --dpi {}: expected 36 to 2400", o.dpi));
   const Data data = build_data(table, o);
   Frame frame = make_frame(data, o);
-  const Layout layout = fit_layout(frame);
+  const ChartLayout layout = fit_layout(frame);
   const double width = std::ceil(layout.width * 100) / 100;
   const double height = std::ceil(layout.height * 100) / 100;
   std::unique_ptr<Canvas> canvas;

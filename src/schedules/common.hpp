@@ -12,6 +12,10 @@
 
 namespace pipetab::schedules {
 
+/// Tolerance of the zero-bubble schedulers' time comparisons (times are in units of one
+/// forward pass, so 1e-9 is far below any real difference between two candidate slots).
+inline constexpr double kEpsilon = 1e-9;
+
 /// Throws ParamError("<schedule>: <message>") unless `condition` holds.
 template <class... Args>
 void require(bool condition, const ResolvedParams& params, fmt::format_string<Args...> format,

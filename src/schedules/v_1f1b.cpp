@@ -35,15 +35,15 @@
 namespace pipetab::schedules {
 namespace {
 
-constexpr int kPeriod = 6;
+constexpr int kSlotsPerPeriod = 6;
 // Slot contents, in the authors' pattern order: the forwards of chunks 0 and 1, the backward
 // heads of chunks 1 and 0, their tails; -1 is a free slot.
-constexpr int kF0 = 0, kF1 = 1, kB1 = 2, kB0 = 3, kTail1 = 4, kTail0 = 5, kKinds = 6;
+constexpr int kFwd0 = 0, kFwd1 = 1, kB1 = 2, kB0 = 3, kTail1 = 4, kTail0 = 5, kKinds = 6;
 constexpr std::int8_t kFree = -1;
 
 // The bound on one device's slots: the chain of step 2 advances at most a period per pass.
 std::int64_t slots_bound(std::int64_t S, std::int64_t M) {
-  return kPeriod * (M + 4 * S + 1);
+  return kSlotsPerPeriod * (M + 4 * S + 1);
 }
 
 class Planner {
@@ -54,20 +54,20 @@ class Planner {
     const auto at = [&](int d, int kind) -> std::int64_t& {
       return first[static_cast<std::size_t>(d) * kKinds + static_cast<std::size_t>(kind)];
     };
-    std::int64_t cursor = kPeriod;
+    std::int64_t cursor = kSlotsPerPeriod;
     const auto take = [&](int offset) {  // first slot at or after the cursor with this offset
-      cursor += ((offset - cursor) % kPeriod + kPeriod) % kPeriod;
+      cursor += ((offset - cursor) % kSlotsPerPeriod + kSlotsPerPeriod) % kSlotsPerPeriod;
       return cursor++;
     };
     const std::int64_t base = 2 * std::int64_t{S_} + 1 + (S_ % 3 == 0 ? 3 : 0);
     const std::int64_t phase = ((1 - S_) % 3 + 3) % 3;
     const auto backward_offset = [&](std::int64_t j) {
-      return static_cast<int>((base + 2 * j + 3 * ((j + phase) / 3)) % kPeriod);
+      return static_cast<int>((base + 2 * j + 3 * ((j + phase) / 3)) % kSlotsPerPeriod);
     };
     for (int d = 0; d < S_; ++d)
-      at(d, kF0) = take((d + 1) % kPeriod);
+      at(d, kFwd0) = take((d + 1) % kSlotsPerPeriod);
     for (int d = S_ - 1; d >= 0; --d)
-      at(d, kF1) = take((2 * S_ - d) % kPeriod);
+      at(d, kFwd1) = take((2 * S_ - d) % kSlotsPerPeriod);
     for (int d = 0; d < S_; ++d) {
       at(d, kB1) = take(backward_offset(d));
       at(d, kTail1) = at(d, kB1) + 1;
@@ -77,7 +77,7 @@ class Planner {
       at(d, kTail0) = at(d, kB0) + 1;
     }
     const std::int64_t last = *std::max_element(first.begin(), first.end());
-    length_ = last + kPeriod * (std::int64_t{M_} - 1) + 2;
+    length_ = last + kSlotsPerPeriod * (std::int64_t{M_} - 1) + 2;
 
     grid_.assign(static_cast<std::size_t>(S_) * static_cast<std::size_t>(length_), kFree);
     live_.assign(grid_.size(), 0);
@@ -85,7 +85,7 @@ class Planner {
     for (int d = 0; d < S_; ++d) {
       for (int kind = 0; kind < kKinds; ++kind) {
         for (int k = 0; k < M_; ++k) {
-          const std::int64_t s = at(d, kind) + kPeriod * std::int64_t{k};
+          const std::int64_t s = at(d, kind) + kSlotsPerPeriod * std::int64_t{k};
           cell(d, s) = static_cast<std::int8_t>(kind);
           slot(d, kind, k) = static_cast<std::int32_t>(s);
         }
@@ -96,7 +96,7 @@ class Planner {
       for (int d = 0; d < S_; ++d) {
         const int kind = cell(d, s);
         auto& c = count[static_cast<std::size_t>(d)];
-        c += kind == kF0 || kind == kF1 ? 1 : kind == kTail0 || kind == kTail1 ? -1 : 0;
+        c += kind == kFwd0 || kind == kFwd1 ? 1 : kind == kTail0 || kind == kTail1 ? -1 : 0;
         live(d, s) = c;
         peak_ = std::max(peak_, c);
       }
@@ -136,9 +136,9 @@ class Planner {
         if (kind == kFree || kind == kTail0 || kind == kTail1) continue;
         const auto i = static_cast<std::size_t>(d);
         t.ops[static_cast<std::size_t>(d * row + filled[i]++)] =
-            Op::make(kind == kF0 || kind == kF1 ? PassKind::F : PassKind::B,
+            Op::make(kind == kFwd0 || kind == kFwd1 ? PassKind::F : PassKind::B,
                      next[i][static_cast<std::size_t>(kind)]++,
-                     kind == kF0 || kind == kB0 ? d : stages - 1 - d);
+                     kind == kFwd0 || kind == kB0 ? d : stages - 1 - d);
       }
     }
     return t;
@@ -166,12 +166,12 @@ class Planner {
   // the V and for a tail; -1 for F(c0) on device 0.
   std::int64_t predecessor(int d, int kind, int k) {
     switch (kind) {
-      case kF0:
-        return d > 0 ? slot(d - 1, kF0, k) : -1;
-      case kF1:
-        return d < S_ - 1 ? slot(d + 1, kF1, k) : slot(d, kF0, k);
+      case kFwd0:
+        return d > 0 ? slot(d - 1, kFwd0, k) : -1;
+      case kFwd1:
+        return d < S_ - 1 ? slot(d + 1, kFwd1, k) : slot(d, kFwd0, k);
       case kB1:
-        return d > 0 ? slot(d - 1, kTail1, k) : slot(d, kF1, k);
+        return d > 0 ? slot(d - 1, kTail1, k) : slot(d, kFwd1, k);
       case kB0:
         return d < S_ - 1 ? slot(d + 1, kTail0, k) : slot(d, kTail1, k);
       case kTail1:
@@ -194,7 +194,7 @@ class Planner {
     std::int64_t to = earliest + 1;
     while (to < now && (cell(d, to) != kFree || (head && cell(d, to + 1) != kFree)))
       ++to;
-    if (kind == kF0 || kind == kF1) {
+    if (kind == kFwd0 || kind == kFwd1) {
       // Back while the live count stays below the peak, then to the first free slot.
       std::int64_t back = now;
       while (back > to && live(d, back - 1) < peak_)
@@ -207,7 +207,7 @@ class Planner {
     cell(d, to) = static_cast<std::int8_t>(kind);
     cell(d, now) = kFree;
     slot(d, kind, k) = static_cast<std::int32_t>(to);
-    if (kind == kF0 || kind == kF1) add_live(d, to, now, 1);
+    if (kind == kFwd0 || kind == kFwd1) add_live(d, to, now, 1);
     if (kind == kTail0 || kind == kTail1) add_live(d, to, now, -1);
   }
 
@@ -225,7 +225,8 @@ ScheduleTable generate_v_1f1b(const ResolvedParams& p) {
   // The plan walks every slot of every device, S·6(M+4S+1) cells for 6SM filled ones (passes
   // and tails): where the fill and drain (the 4S term) dominate, its time and memory grow with
   // S² while the table grows with S·M; require_slot_grid bounds it, as for V-Half and V-Min.
-  require_slot_grid(p, S * slots_bound(S, M), kPeriod * S * M, "S·6(M+4S+1)", "M >= (4S+1)/15");
+  require_slot_grid(p, S * slots_bound(S, M), kSlotsPerPeriod * S * M, "S·6(M+4S+1)",
+                    "M >= (4S+1)/15");
   Planner planner(p.devices, p.microbatches);
   planner.warm_up();
   return planner.table();

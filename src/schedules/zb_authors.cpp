@@ -29,7 +29,7 @@
 namespace pipetab {
 namespace {
 
-constexpr double kEpsilon = 1e-9;
+using schedules::kEpsilon;
 
 class AuthorsScheduler {
  public:
