@@ -12,8 +12,8 @@
 
 namespace pipetab::schedules {
 
-/// Tolerance of the zero-bubble schedulers' time comparisons (times are in units of one
-/// forward pass, so 1e-9 is far below any real difference between two candidate slots).
+/// Tolerance of the zero-bubble schedulers' comparisons of times and memory (in the problem's
+/// own units): sums of pass times that are equal on paper compare equal despite rounding.
 inline constexpr double kEpsilon = 1e-9;
 
 /// Throws ParamError("<schedule>: <message>") unless `condition` holds.
