@@ -15,7 +15,8 @@ PlanBounds plan_bounds(const ScheduleTable& table, const SimulationSetup& s) {
   const Network network(s.system, table.devices, gpus_per_device(s.model, s.lowering));
   auto folded = s.lowering;
   folded.inner_transfers = false;
-  return {device_bounds(lower_compute(table, s.model, network, s.lowering)).runtime_lower_bound_s(),
+  return {device_bounds(lower_compute(table, s.model, network, s.lowering), table)
+              .runtime_lower_bound_s(),
           graph_bounds(lower(table, s.model, network, folded), network).runtime_lower_bound_s};
 }
 

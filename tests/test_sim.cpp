@@ -5,6 +5,7 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 #include <tuple>
 
 #include "helpers.hpp"
@@ -1164,6 +1165,40 @@ TEST(Sim, AnOpWaitsForItsExchangeWhereItsStepsSay) {
   g.rate_cap.assign(1, 1e9);
   EXPECT_DOUBLE_EQ(graph_bounds(g, network).runtime_lower_bound_s, 3.0);
   EXPECT_DOUBLE_EQ(device_bounds(g).busy_s[0], 3.0);
+}
+
+// The compute nodes of a two-stage 1F1B (F 1 s, B 2 s) and an optimizer step of 0.5 s per
+// device, built by hand as lower_compute lays them out: the table's ops, then each stream's step.
+TEST(Sim, TheComputePathAddsTheFillAndDrainToTheBusiestDevice) {
+  const auto t =
+      test::table(2, {0, 1}, 2, {{"0F0", "0F1", "0B0", "0B1"}, {"1F0", "1B0", "1F1", "1B1"}});
+  ExecGraph g;
+  g.devices = 2;
+  g.table_ops = 8;
+  g.compute_nodes = 10;
+  g.duration = {1, 1, 2, 2, 1, 2, 1, 2, 0.5, 0.5};
+  g.device = {0, 0, 0, 0, 1, 1, 1, 1, 0, 1};
+  g.alloc_bytes.assign(10, 0.0);
+  g.free_bytes.assign(10, 0.0);
+  g.stream_begin = {0, 5, 10};
+  g.stream = {0, 1, 2, 3, 8, 4, 5, 6, 7, 9};
+  const DeviceBounds busy = device_bounds(g);
+  EXPECT_EQ(busy.busy_s, (std::vector<double>{6.5, 6.5}));
+  EXPECT_EQ(busy.runtime_lower_bound_s(), 6.5);
+  // In the table's order device 0's last backward ends at 9 (the table level's 1F1B by hand,
+  // tests/test_timing_memory.cpp), then its optimizer step: 9.5.
+  const DeviceBounds path = device_bounds(g, t);
+  EXPECT_EQ(path.compute_path_s, 9.5);
+  EXPECT_EQ(path.runtime_lower_bound_s(), 9.5);
+  // In any order: device 1 starts no earlier than 1F0's input exists (1 s), then 6.5 s of work.
+  const DeviceBounds any = device_bounds(g, t, BoundOrder::Any);
+  EXPECT_EQ(any.compute_path_s, 7.5);
+  // Any order takes each (stage, kind)'s least duration: a slower 0F1 changes nothing there.
+  g.duration[1] = 3;
+  EXPECT_EQ(device_bounds(g, t, BoundOrder::Any).compute_path_s, 8.5);  // device 0: 0 + 8.5
+  EXPECT_EQ(device_bounds(g, t).compute_path_s, 9.5);  // 0F1 ends at 4: 1F1 [4,5], 1B1 [5,7]
+  g.table_ops = 7;
+  EXPECT_THROW(device_bounds(g, t), std::invalid_argument);
 }
 
 TEST(Sim, AnExchangeSharesItsLinksWithOtherTraffic) {

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
+
+#include "pipetab/table/timing.hpp"
 
 namespace pipetab {
 namespace {
@@ -35,7 +38,8 @@ double shortest(const ExecGraph& g, std::size_t n, std::vector<double>& ends) {
 }  // namespace
 
 double DeviceBounds::runtime_lower_bound_s() const {
-  return busy_s.empty() ? 0.0 : *std::max_element(busy_s.begin(), busy_s.end());
+  const double busy = busy_s.empty() ? 0.0 : *std::max_element(busy_s.begin(), busy_s.end());
+  return std::max(busy, compute_path_s);
 }
 
 DeviceBounds device_bounds(const ExecGraph& g) {
@@ -58,6 +62,64 @@ DeviceBounds device_bounds(const ExecGraph& g) {
     }
     b.busy_s[d] = busy;
     b.peak_memory_bytes[d] = peak;
+  }
+  return b;
+}
+
+DeviceBounds device_bounds(const ExecGraph& g, const ScheduleTable& table, BoundOrder order) {
+  DeviceBounds b = device_bounds(g);
+  if (g.table_ops != static_cast<std::int64_t>(table.ops.size()))
+    throw std::invalid_argument("device_bounds: the graph was not lowered from this table");
+  std::vector<double> ends(g.steps.empty() ? 0 : static_cast<std::size_t>(g.transfers()));
+  std::vector<double> durations(table.ops.size());
+  for (std::size_t n = 0; n < durations.size(); ++n)
+    durations[n] = shortest(g, n, ends);
+  const auto devices = static_cast<std::size_t>(g.devices);
+  if (order == BoundOrder::Any) {
+    // Another order may give a pass another place, not another time: still each (pipeline,
+    // stage, kind)'s least duration over its microbatches, so that no order's op is shorter.
+    constexpr std::size_t kKinds = static_cast<std::size_t>(PassKind::None) + 1;
+    std::vector<double> least(static_cast<std::size_t>(table.pipelines()) *
+                                  static_cast<std::size_t>(table.stages) * kKinds,
+                              std::numeric_limits<double>::infinity());
+    const auto slot = [&](const Op& op) {
+      const Pass& p = op.first();
+      const auto key = static_cast<std::size_t>(table.pipeline_of_microbatch(p.microbatch)) *
+                           static_cast<std::size_t>(table.stages) +
+                       static_cast<std::size_t>(p.stage);
+      return key * kKinds + static_cast<std::size_t>(p.kind);
+    };
+    for (std::size_t i = 0; i < durations.size(); ++i) {
+      if (!table.ops[i].is_pair())
+        least[slot(table.ops[i])] = std::min(least[slot(table.ops[i])], durations[i]);
+    }
+    for (std::size_t i = 0; i < durations.size(); ++i) {
+      if (!table.ops[i].is_pair()) durations[i] = least[slot(table.ops[i])];
+    }
+    // Each device's work, in whatever order, after the earliest any of its ops can start.
+    const std::vector<double> starts = dependency_starts(table, durations);
+    for (std::size_t d = 0; d < devices; ++d) {
+      const auto first = static_cast<std::size_t>(table.row_begin[d]);
+      const auto last = static_cast<std::size_t>(table.row_begin[d + 1]);
+      if (first == last) continue;
+      const double head = *std::min_element(starts.begin() + static_cast<std::ptrdiff_t>(first),
+                                            starts.begin() + static_cast<std::ptrdiff_t>(last));
+      b.compute_path_s = std::max(b.compute_path_s, head + b.busy_s[d]);
+    }
+    return b;
+  }
+  // The table's ops at their shortest, run as the table level runs them (each device in order,
+  // each op once the passes it needs have ended): every dependency is also one of the graph's,
+  // and no transfer takes less than no time. Then each stream's nodes after its table ops (the
+  // optimizer step).
+  const Timing timing = idealized_timing(table, durations);
+  for (std::size_t d = 0; d < devices; ++d) {
+    double end = timing.last_end[d];
+    for (auto i = g.stream_begin[d]; i < g.stream_begin[d + 1]; ++i) {
+      const auto n = static_cast<std::size_t>(g.stream[static_cast<std::size_t>(i)]);
+      if (!g.is_table_op(static_cast<std::int64_t>(n))) end += shortest(g, n, ends);
+    }
+    b.compute_path_s = std::max(b.compute_path_s, end);
   }
   return b;
 }

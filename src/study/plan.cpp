@@ -43,7 +43,7 @@ struct Checked {
   std::int64_t index = 0;
   std::string reason;  // empty: it fits
   std::string detail;
-  double busy_bound_s = 0.0;   // the busiest device's compute alone (phase 1)
+  double busy_bound_s = 0.0;   // phase 1: the compute nodes alone, the busiest device or their path
   double lower_bound_s = 0.0;  // the lowered graph's bound (phase 2; at least busy_bound_s)
   double peak_memory_bytes = 0.0;
   bool lowered = false;
@@ -342,7 +342,10 @@ void check(const PlanRequest& request, const TableCache& tables, Checked& c) {
     LoweringOptions lowering = setup.lowering;
     lowering.runtime = shape->runtime;
     const ExecGraph part = lower_compute(*shape->table, setup.model, network, lowering);
-    const DeviceBounds bounds = device_bounds(part);
+    // The authors' layouts run their own order of the shape table's passes: bounded for any
+    // order, not by the shape table's.
+    const DeviceBounds bounds =
+        device_bounds(part, *shape->table, authors(l) ? BoundOrder::Any : BoundOrder::Table);
     c.busy_bound_s = bounds.runtime_lower_bound_s();
     if (authors(l)) return;
     c.peak_memory_bytes =

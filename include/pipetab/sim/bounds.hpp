@@ -7,6 +7,7 @@
 
 #include "pipetab/sim/graph.hpp"
 #include "pipetab/system/system.hpp"
+#include "pipetab/table/schedule_table.hpp"
 
 namespace pipetab {
 
@@ -28,11 +29,28 @@ struct GraphBounds {
 struct DeviceBounds {
   std::vector<double> busy_s;
   std::vector<double> peak_memory_bytes;
-  /// The largest busy time: no simulation of the graph ends earlier.
+  /// With the graph's table: the longest path through its compute nodes alone (each device's
+  /// stream in order, each op after the passes it depends on, transfers taking no time), which
+  /// adds the pipeline's fill and drain to the busiest device's time. For any order of the
+  /// table's ops, each device's busy time after the earliest its first op can start. 0 without
+  /// the table.
+  double compute_path_s = 0.0;
+  /// The largest busy time, or the compute path if longer: no simulation of the graph ends
+  /// earlier.
   double runtime_lower_bound_s() const;
 };
 
 DeviceBounds device_bounds(const ExecGraph& graph);
+
+/// Which order of a table's ops a bound holds for: the table's own, or any order of the same
+/// passes on the same devices (the authors' schedulers order a layout's passes themselves; plan
+/// bounds them with a registered table of the same passes before they are planned).
+enum class BoundOrder { Table, Any };
+
+/// device_bounds with compute_path_s: `table` is the one the graph was lowered from (its compute
+/// nodes [0, table_ops) are the table's ops, in the same order on each device).
+DeviceBounds device_bounds(const ExecGraph& graph, const ScheduleTable& table,
+                           BoundOrder order = BoundOrder::Table);
 
 /// Computes the bounds in one pass over the graph (O(nodes + edges)).
 GraphBounds graph_bounds(const ExecGraph& graph, const Network& network);
