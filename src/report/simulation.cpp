@@ -108,7 +108,7 @@ nlohmann::json simulation_json(const ScheduleTable& table, const Simulation& sim
   nlohmann::json links = nlohmann::json::array();
   for (std::size_t l = 0; l < r.links.size(); ++l) {
     if (r.links[l].bytes <= 0.0) continue;
-    links.push_back({{"link", sim.network.links()[l].name},
+    links.push_back({{"link", sim.network.link_name(l)},
                      {"bytes", r.links[l].bytes},
                      {"busy_s", r.links[l].busy_s},
                      {"max_utilization", r.links[l].max_utilization}});
@@ -204,7 +204,7 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
   out += "\nlink                      GB moved      busy s   max utilization\n";
   for (std::size_t l = 0; l < r.links.size(); ++l) {
     if (r.links[l].bytes <= 0.0) continue;
-    out += fmt::format("{:<22}{:>12.4g}{:>12.6g}{:>18.3f}\n", sim.network.links()[l].name,
+    out += fmt::format("{:<22}{:>12.4g}{:>12.6g}{:>18.3f}\n", sim.network.link_name(l),
                        r.links[l].bytes / 1e9, r.links[l].busy_s, r.links[l].max_utilization);
   }
   std::size_t ops = 0;

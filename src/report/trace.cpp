@@ -229,7 +229,7 @@ void write_trace(TraceWriter& w, const ScheduleTable& table, const Simulation& s
   for (std::size_t l = 0; l < links.size(); ++l) {
     if (!used[l]) continue;
     w.event(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":"{}"}}}})",
-            network_pid, l, json_escaped(links[l].name));
+            network_pid, l, json_escaped(sim.network.link_name(l)));
     w.event(
         R"({{"ph":"M","name":"thread_sort_index","pid":{},"tid":{},"args":{{"sort_index":{}}}}})",
         network_pid, l, l);
@@ -271,7 +271,7 @@ void write_trace(TraceWriter& w, const ScheduleTable& table, const Simulation& s
             kind, to, kind, n, g.device[i], Micros{e});
     for (auto k = g.route_begin[t]; k < g.route_begin[t + 1]; ++k) {
       const auto link = g.route[static_cast<std::size_t>(k)];
-      const auto name = json_escaped(links[static_cast<std::size_t>(link)].name);
+      const auto name = json_escaped(sim.network.link_name(static_cast<std::size_t>(link)));
       w.event(
           R"({{"ph":"b","name":"{}","cat":"link","id2":{{"local":"{}.{}"}},"pid":{},"tid":{},"ts":{},"args":{{"transfer":"{} {}->{}","bytes":{}}}}})",
           name, n, link, network_pid, link, Micros{s}, kind, g.device[i], to, g.bytes[t]);

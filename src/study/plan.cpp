@@ -98,12 +98,6 @@ ScheduleTable authors_table(const ZeroBubbleProblem& problem, std::string_view s
   return std::move(planned->table);
 }
 
-bool same(const ZeroBubbleProblem& a, const ZeroBubbleProblem& b) {
-  return a.devices == b.devices && a.microbatches == b.microbatches && a.forward == b.forward &&
-         a.input_grad == b.input_grad && a.weight_grad == b.weight_grad && a.comm == b.comm &&
-         a.memory_limit == b.memory_limit && a.input_grad_frees == b.input_grad_frees;
-}
-
 }  // namespace
 
 ScheduleTable layout_table(const PlanRequest& request, const PlanLayout& l) {
@@ -182,36 +176,51 @@ class TableCache {
   }
 
   // An authors' scheduler's table for a layout (layout_table). Layouts that differ only in what
-  // the pass times do not see (FSDP with PP, the distributed optimizer) pose the same problem,
-  // and sit next to each other in the search's order: the last few plans are kept. Which
-  // layouts hit changes nothing but the time.
+  // the pass times do not see (DP, FSDP with PP, the distributed optimizer) pose the same
+  // problem: each problem is planned once and kept while the plans kept hold fewer than
+  // kKeptOps ops (the oldest dropped first). Which layouts hit changes nothing but the time.
   std::shared_ptr<const ScheduleTable> authors(const PlanRequest& request,
                                                const PlanLayout& l) const {
-    ZeroBubbleProblem problem = authors_problem(request, l);
+    ProblemKey key{l.schedule, authors_problem(request, l)};
     {
       const std::lock_guard lock(mutex_);
-      for (const auto& r : recent_) {
-        if (r.schedule == l.schedule && same(r.problem, problem)) return r.table;
-      }
+      if (const auto it = planned_.find(key); it != planned_.end()) return it->second;
     }
-    auto table = std::make_shared<const ScheduleTable>(authors_table(problem, l.schedule));
+    auto table = std::make_shared<const ScheduleTable>(authors_table(key.problem, l.schedule));
     const std::lock_guard lock(mutex_);
-    recent_.push_back({l.schedule, std::move(problem), table});
-    if (recent_.size() > kRecent) recent_.pop_front();
+    const auto [it, added] = planned_.emplace(std::move(key), table);
+    if (!added) return it->second;  // another thread planned it meanwhile: the same table
+    kept_.push_back(it);
+    kept_ops_ += table->ops.size();
+    while (kept_ops_ > kKeptOps && kept_.size() > 1) {
+      kept_ops_ -= kept_.front()->second->ops.size();
+      planned_.erase(kept_.front());
+      kept_.pop_front();
+    }
     return table;
   }
 
  private:
-  static constexpr std::size_t kRecent = 16;
-  struct Planned {
+  // About 16 bytes an op: at most 128 MB of plans kept.
+  static constexpr std::size_t kKeptOps = std::size_t{1} << 23;
+  struct ProblemKey {
     std::string schedule;
     ZeroBubbleProblem problem;
-    std::shared_ptr<const ScheduleTable> table;
+    bool operator<(const ProblemKey& o) const {
+      const ZeroBubbleProblem &a = problem, &b = o.problem;
+      return std::tie(schedule, a.devices, a.microbatches, a.forward, a.input_grad, a.weight_grad,
+                      a.comm, a.memory_limit, a.input_grad_frees) <
+             std::tie(o.schedule, b.devices, b.microbatches, b.forward, b.input_grad, b.weight_grad,
+                      b.comm, b.memory_limit, b.input_grad_frees);
+    }
   };
+  using Planned = std::map<ProblemKey, std::shared_ptr<const ScheduleTable>>;
   std::vector<TableKey> keys_;
   std::vector<std::shared_ptr<const BuiltTable>> built_;
   mutable std::mutex mutex_;
-  mutable std::deque<Planned> recent_;
+  mutable Planned planned_;
+  mutable std::deque<Planned::iterator> kept_;  // in the order they were planned
+  mutable std::size_t kept_ops_ = 0;
 };
 
 std::int64_t pipeline_units(const PlanRequest& request) {

@@ -17,17 +17,28 @@ Network::Network(const SystemConfig& system, std::int32_t devices, std::int32_t 
   if (system.topology == Topology::Switched) {
     links_.reserve(static_cast<std::size_t>(devices) * kSwitchedLinksPerDevice);
     for (std::int32_t d = 0; d < devices; ++d) {
-      links_.push_back({fmt::format("dev{} up", d), system.intra.bandwidth});
-      links_.push_back({fmt::format("dev{} down", d), system.intra.bandwidth});
-      links_.push_back({fmt::format("dev{} nic out", d), system.inter.bandwidth});
-      links_.push_back({fmt::format("dev{} nic in", d), system.inter.bandwidth});
+      links_.push_back({system.intra.bandwidth});
+      links_.push_back({system.intra.bandwidth});
+      links_.push_back({system.inter.bandwidth});
+      links_.push_back({system.inter.bandwidth});
     }
   } else {
     for (std::int32_t d = 0; d + 1 < devices; ++d) {
-      links_.push_back({fmt::format("dev{} -> dev{}", d, d + 1), system.intra.bandwidth});
-      links_.push_back({fmt::format("dev{} -> dev{}", d + 1, d), system.intra.bandwidth});
+      links_.push_back({system.intra.bandwidth});
+      links_.push_back({system.intra.bandwidth});
     }
   }
+}
+
+std::string Network::link_name(std::size_t link) const {
+  if (system_.topology == Topology::Switched) {
+    constexpr auto per_device = static_cast<std::size_t>(kSwitchedLinksPerDevice);
+    static constexpr const char* kPorts[per_device] = {"up", "down", "nic out", "nic in"};
+    return fmt::format("dev{} {}", link / per_device, kPorts[link % per_device]);
+  }
+  const std::size_t d = link / 2;  // link 2d: d -> d+1, link 2d+1: d+1 -> d
+  return link % 2 == 0 ? fmt::format("dev{} -> dev{}", d, d + 1)
+                       : fmt::format("dev{} -> dev{}", d + 1, d);
 }
 
 std::int64_t Network::node_of(std::int32_t device) const {

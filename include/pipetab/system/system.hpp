@@ -135,9 +135,8 @@ struct SystemConfig {
   LinkSpec inter;  ///< between nodes
 };
 
-/// One link of the network, one direction.
+/// One link of the network, one direction (its name: Network::link_name).
 struct NetworkLink {
-  std::string name;  ///< e.g. "dev3 nic out", for traces and reports
   double bandwidth = 0.0;
 };
 
@@ -151,6 +150,9 @@ class Network {
   Network(const SystemConfig& system, std::int32_t devices, std::int32_t gpus_per_device = 1);
 
   const std::vector<NetworkLink>& links() const noexcept { return links_; }
+  /// A link's name for traces and reports, e.g. "dev3 nic out" (made when asked: plan builds a
+  /// network for every layout it checks and names no link).
+  std::string link_name(std::size_t link) const;
   std::int32_t devices() const noexcept { return devices_; }
   const SystemConfig& system() const noexcept { return system_; }
 
