@@ -65,4 +65,25 @@ BENCHMARK(BM_Plan405BOn16384CpFsdp)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// Issue 24's speed target as its note states it: the same model and cluster at 128K context,
+// global batch 128, CP 1-32 and FSDP on and off, every schedule (the authors' schedulers
+// included), the best layout only (`plan ... --seq-len 131072 --cp 1,2,4,8,16,32 --fsdp both
+// --top 1 -j 2`).
+void BM_Plan405BAt128KOn16384(benchmark::State& state) {
+  PlanRequest q;
+  q.model = io::load_model("llama3.1-405b");
+  std::get<TransformerConfig>(q.model.spec).seq_len = 131072;
+  q.system = io::load_system("llama3-h100-roce");
+  q.gpus = 16384;
+  q.global_batch = 128;
+  q.lowering.runtime = Runtime::Auto;
+  q.space.context_parallel = {1, 2, 4, 8, 16, 32};
+  q.space.fsdp = {false, true};
+  q.top = 1;
+  q.threads = 2;
+  run(state, q);
+}
+
+BENCHMARK(BM_Plan405BAt128KOn16384)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 }  // namespace

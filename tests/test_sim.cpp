@@ -1185,20 +1185,35 @@ TEST(Sim, TheComputePathAddsTheFillAndDrainToTheBusiestDevice) {
   const DeviceBounds busy = device_bounds(g);
   EXPECT_EQ(busy.busy_s, (std::vector<double>{6.5, 6.5}));
   EXPECT_EQ(busy.runtime_lower_bound_s(), 6.5);
-  // In the table's order device 0's last backward ends at 9 (the table level's 1F1B by hand,
-  // tests/test_timing_memory.cpp), then its optimizer step: 9.5.
+  // Device 1 starts no earlier than stage 0's forward ends (1 s); its table ops take 6 s, and
+  // after its last backward stage 0's backward still takes 2: 1 + 6 + 2 = 9 (the table level's
+  // 1F1B ends at 9, tests/test_timing_memory.cpp). Device 0: 0 + 6.5.
   const DeviceBounds path = device_bounds(g, t);
-  EXPECT_EQ(path.compute_path_s, 9.5);
-  EXPECT_EQ(path.runtime_lower_bound_s(), 9.5);
-  // In any order: device 1 starts no earlier than 1F0's input exists (1 s), then 6.5 s of work.
-  const DeviceBounds any = device_bounds(g, t, BoundOrder::Any);
-  EXPECT_EQ(any.compute_path_s, 7.5);
-  // Any order takes each (stage, kind)'s least duration: a slower 0F1 changes nothing there.
+  EXPECT_EQ(path.compute_path_s, 9.0);
+  EXPECT_EQ(path.runtime_lower_bound_s(), 9.0);
+  // Each (stage, kind) at its least duration: a slower 0F1 makes device 0's 8.5 s longer, not
+  // the head of device 1.
   g.duration[1] = 3;
-  EXPECT_EQ(device_bounds(g, t, BoundOrder::Any).compute_path_s, 8.5);  // device 0: 0 + 8.5
-  EXPECT_EQ(device_bounds(g, t).compute_path_s, 9.5);  // 0F1 ends at 4: 1F1 [4,5], 1B1 [5,7]
-  g.table_ops = 7;
-  EXPECT_THROW(device_bounds(g, t), std::invalid_argument);
+  EXPECT_EQ(device_bounds(g, t).busy_s[0], 8.5);
+  EXPECT_EQ(device_bounds(g, t).compute_path_s, 9.0);
+  g.duration[1] = 1;
+  // A device that runs W passes may end on one: no tail. 1F1B with split backward (I 1 s, W 1 s):
+  // device 1 from 1 s: 1 + 6.5.
+  const auto split = test::table(
+      2, {0, 1}, 2,
+      {{"0F0", "0F1", "0I0", "0W0", "0I1", "0W1"}, {"1F0", "1I0", "1W0", "1F1", "1I1", "1W1"}});
+  ExecGraph h = g;
+  h.table_ops = 12;
+  h.compute_nodes = 14;
+  h.duration = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0.5, 0.5};
+  h.device = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 1};
+  h.alloc_bytes.assign(14, 0.0);
+  h.free_bytes.assign(14, 0.0);
+  h.stream_begin = {0, 7, 14};
+  h.stream = {0, 1, 2, 3, 4, 5, 12, 6, 7, 8, 9, 10, 11, 13};
+  EXPECT_EQ(device_bounds(h, split).compute_path_s, 7.5);
+  h.table_ops = 11;
+  EXPECT_THROW(device_bounds(h, split), std::invalid_argument);
 }
 
 TEST(Sim, AnExchangeSharesItsLinksWithOtherTraffic) {

@@ -6,8 +6,6 @@
 #include <limits>
 #include <stdexcept>
 
-#include "pipetab/table/timing.hpp"
-
 namespace pipetab {
 namespace {
 
@@ -66,7 +64,67 @@ DeviceBounds device_bounds(const ExecGraph& g) {
   return b;
 }
 
-DeviceBounds device_bounds(const ExecGraph& g, const ScheduleTable& table, BoundOrder order) {
+namespace {
+
+// The bound for any order of a table's passes on its devices. Whatever the order, a device's
+// first op is a forward (every other pass of a stage needs its forward, on the same device), and
+// the forward of stage s of a microbatch starts no earlier than the forwards of stages 0..s-1 take
+// one after another. Its last op, where the device runs no W, is a backward (B or I) of one of
+// its stages, after which those of the stages before it still run one after another (beside
+// the device's optimizer step). So each device ends no earlier than head + its busy time, nor
+// than head + its table ops + tail; each pass at its (pipeline, stage, kind)'s least duration
+// over the microbatches, a stage whose pass only runs inside pairs counting nothing.
+double any_order_path(const ExecGraph& g, const ScheduleTable& table,
+                      const std::vector<double>& durations, const std::vector<double>& busy) {
+  const auto stages = static_cast<std::size_t>(table.stages);
+  const auto pipelines = static_cast<std::size_t>(table.pipelines());
+  constexpr double kNone = std::numeric_limits<double>::infinity();
+  std::vector<double> forward(pipelines * stages, kNone), backward(pipelines * stages, kNone);
+  const auto devices = static_cast<std::size_t>(g.devices);
+  std::vector<std::uint8_t> runs_w(devices, 0);
+  std::vector<double> table_busy(devices, 0.0);
+  for (std::size_t d = 0; d < devices; ++d) {
+    for (auto i = table.row_begin[d]; i < table.row_begin[d + 1]; ++i) {
+      const auto n = static_cast<std::size_t>(i);
+      const Op& op = table.ops[n];
+      table_busy[d] += durations[n];
+      for (const Pass& pass : op.passes())
+        if (pass.kind == PassKind::W) runs_w[d] = 1;
+      if (op.is_pair()) continue;
+      const Pass& pass = op.first();
+      const std::size_t key =
+          static_cast<std::size_t>(table.pipeline_of_microbatch(pass.microbatch)) * stages +
+          pass.stage;
+      if (pass.kind == PassKind::F) forward[key] = std::min(forward[key], durations[n]);
+      if (is_input_backward(pass.kind)) backward[key] = std::min(backward[key], durations[n]);
+    }
+  }
+  // Per device, the least chain before any of its stages and after any of them.
+  std::vector<double> head(devices, kNone), tail(devices, kNone);
+  for (std::size_t p = 0; p < pipelines; ++p) {
+    double before = 0.0, before_back = 0.0;  // the chains of stages 0..s-1
+    for (std::size_t st = 0; st < stages; ++st) {
+      const auto d = static_cast<std::size_t>(
+          table.placement.device_of(static_cast<int>(p), static_cast<int>(st)));
+      head[d] = std::min(head[d], before);
+      tail[d] = std::min(tail[d], before_back);
+      const double f = forward[p * stages + st], bw = backward[p * stages + st];
+      before += f == kNone ? 0.0 : f;
+      before_back += bw == kNone ? 0.0 : bw;
+    }
+  }
+  double path = 0.0;
+  for (std::size_t d = 0; d < devices; ++d) {
+    if (table.row_begin[d] == table.row_begin[d + 1]) continue;
+    const double after = runs_w[d] ? 0.0 : tail[d];
+    path = std::max(path, head[d] + std::max(busy[d], table_busy[d] + after));
+  }
+  return path;
+}
+
+}  // namespace
+
+DeviceBounds device_bounds(const ExecGraph& g, const ScheduleTable& table) {
   DeviceBounds b = device_bounds(g);
   if (g.table_ops != static_cast<std::int64_t>(table.ops.size()))
     throw std::invalid_argument("device_bounds: the graph was not lowered from this table");
@@ -74,53 +132,7 @@ DeviceBounds device_bounds(const ExecGraph& g, const ScheduleTable& table, Bound
   std::vector<double> durations(table.ops.size());
   for (std::size_t n = 0; n < durations.size(); ++n)
     durations[n] = shortest(g, n, ends);
-  const auto devices = static_cast<std::size_t>(g.devices);
-  if (order == BoundOrder::Any) {
-    // Another order may give a pass another place, not another time: still each (pipeline,
-    // stage, kind)'s least duration over its microbatches, so that no order's op is shorter.
-    constexpr std::size_t kKinds = static_cast<std::size_t>(PassKind::None) + 1;
-    std::vector<double> least(static_cast<std::size_t>(table.pipelines()) *
-                                  static_cast<std::size_t>(table.stages) * kKinds,
-                              std::numeric_limits<double>::infinity());
-    const auto slot = [&](const Op& op) {
-      const Pass& p = op.first();
-      const auto key = static_cast<std::size_t>(table.pipeline_of_microbatch(p.microbatch)) *
-                           static_cast<std::size_t>(table.stages) +
-                       static_cast<std::size_t>(p.stage);
-      return key * kKinds + static_cast<std::size_t>(p.kind);
-    };
-    for (std::size_t i = 0; i < durations.size(); ++i) {
-      if (!table.ops[i].is_pair())
-        least[slot(table.ops[i])] = std::min(least[slot(table.ops[i])], durations[i]);
-    }
-    for (std::size_t i = 0; i < durations.size(); ++i) {
-      if (!table.ops[i].is_pair()) durations[i] = least[slot(table.ops[i])];
-    }
-    // Each device's work, in whatever order, after the earliest any of its ops can start.
-    const std::vector<double> starts = dependency_starts(table, durations);
-    for (std::size_t d = 0; d < devices; ++d) {
-      const auto first = static_cast<std::size_t>(table.row_begin[d]);
-      const auto last = static_cast<std::size_t>(table.row_begin[d + 1]);
-      if (first == last) continue;
-      const double head = *std::min_element(starts.begin() + static_cast<std::ptrdiff_t>(first),
-                                            starts.begin() + static_cast<std::ptrdiff_t>(last));
-      b.compute_path_s = std::max(b.compute_path_s, head + b.busy_s[d]);
-    }
-    return b;
-  }
-  // The table's ops at their shortest, run as the table level runs them (each device in order,
-  // each op once the passes it needs have ended): every dependency is also one of the graph's,
-  // and no transfer takes less than no time. Then each stream's nodes after its table ops (the
-  // optimizer step).
-  const Timing timing = idealized_timing(table, durations);
-  for (std::size_t d = 0; d < devices; ++d) {
-    double end = timing.last_end[d];
-    for (auto i = g.stream_begin[d]; i < g.stream_begin[d + 1]; ++i) {
-      const auto n = static_cast<std::size_t>(g.stream[static_cast<std::size_t>(i)]);
-      if (!g.is_table_op(static_cast<std::int64_t>(n))) end += shortest(g, n, ends);
-    }
-    b.compute_path_s = std::max(b.compute_path_s, end);
-  }
+  b.compute_path_s = any_order_path(g, table, durations, b.busy_s);
   return b;
 }
 

@@ -351,10 +351,9 @@ void check(const PlanRequest& request, const TableCache& tables, Checked& c) {
     LoweringOptions lowering = setup.lowering;
     lowering.runtime = shape->runtime;
     const ExecGraph part = lower_compute(*shape->table, setup.model, network, lowering);
-    // The authors' layouts run their own order of the shape table's passes: bounded for any
-    // order, not by the shape table's.
-    const DeviceBounds bounds =
-        device_bounds(part, *shape->table, authors(l) ? BoundOrder::Any : BoundOrder::Table);
+    // The bound holds for any order of the table's passes: the authors' layouts run their own
+    // order of the shape table's.
+    const DeviceBounds bounds = device_bounds(part, *shape->table);
     c.busy_bound_s = bounds.runtime_lower_bound_s();
     if (authors(l)) return;
     c.peak_memory_bytes =

@@ -1,7 +1,6 @@
 #include "pipetab/table/timing.hpp"
 
 #include <algorithm>
-#include <stdexcept>
 
 #include "execution.hpp"
 
@@ -42,10 +41,8 @@ std::vector<double> op_durations(const ScheduleTable& table, const Costs& costs)
   return durations;
 }
 
-namespace {
-
-template <class Duration>
-Timing timing_of(const ScheduleTable& table, const Duration& duration) {
+Timing idealized_timing(const ScheduleTable& table, const Costs& costs) {
+  const DurationOf duration(table, costs);
   Timing timing;
   timing.start.resize(table.ops.size());
   timing.end.resize(table.ops.size());
@@ -70,50 +67,6 @@ Timing timing_of(const ScheduleTable& table, const Duration& duration) {
     timing.makespan = std::max(timing.makespan, timing.end[e - 1]);
   }
   return timing;
-}
-
-}  // namespace
-
-Timing idealized_timing(const ScheduleTable& table, const Costs& costs) {
-  return timing_of(table, DurationOf(table, costs));
-}
-
-Timing idealized_timing(const ScheduleTable& table, const std::vector<double>& durations) {
-  if (durations.size() != table.ops.size())
-    throw std::invalid_argument("idealized_timing: one duration per op of the table");
-  return timing_of(table, [&](std::size_t i) { return durations[i]; });
-}
-
-std::vector<double> dependency_starts(const ScheduleTable& table,
-                                      const std::vector<double>& durations) {
-  if (durations.size() != table.ops.size())
-    throw std::invalid_argument("dependency_starts: one duration per op of the table");
-  // The table's own run visits the ops in an order that respects every dependency; in that
-  // order each op starts when its last dependency ends.
-  std::vector<std::size_t> order;
-  order.reserve(table.ops.size());
-  detail::execute(
-      table, [&](std::size_t i) { return durations[i]; },
-      [&](std::size_t i, double, double) { order.push_back(i); });
-  const auto slots =
-      static_cast<std::size_t>(table.microbatches) * static_cast<std::size_t>(table.stages) * 2;
-  std::vector<double> done_at(slots, 0.0);
-  std::vector<double> starts(table.ops.size(), 0.0);
-  for (const std::size_t i : order) {
-    const Op& op = table.ops[i];
-    double start = 0.0;
-    for (const Pass& pass : op.passes()) {
-      detail::for_each_dependency(table, pass, [&](detail::Slot slot) {
-        start = std::max(start, done_at[static_cast<std::size_t>(slot)]);
-      });
-    }
-    starts[i] = start;
-    for (const Pass& pass : op.passes()) {
-      const detail::Slot slot = detail::produced_slot(table, pass);
-      if (slot != detail::kNoSlot) done_at[static_cast<std::size_t>(slot)] = start + durations[i];
-    }
-  }
-  return starts;
 }
 
 double bubble_ratio(const Timing& timing) {

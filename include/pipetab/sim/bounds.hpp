@@ -29,11 +29,13 @@ struct GraphBounds {
 struct DeviceBounds {
   std::vector<double> busy_s;
   std::vector<double> peak_memory_bytes;
-  /// With the graph's table: the longest path through its compute nodes alone (each device's
-  /// stream in order, each op after the passes it depends on, transfers taking no time), which
-  /// adds the pipeline's fill and drain to the busiest device's time. For any order of the
-  /// table's ops, each device's busy time after the earliest its first op can start. 0 without
-  /// the table.
+  /// With the graph's table: what its passes take on each device in whatever order (the
+  /// table's own, or any other of the same passes on the same devices: the authors' schedulers
+  /// order a layout's passes themselves, and plan bounds them with a registered table of the same
+  /// passes before they are planned). Each device's busy time after the earliest its first op
+  /// can start (the forwards of the stages before it) and, where it runs no W, its table ops
+  /// before the backwards of the stages before its last one: the pipeline's fill and drain.
+  /// 0 without the table.
   double compute_path_s = 0.0;
   /// The largest busy time, or the compute path if longer: no simulation of the graph ends
   /// earlier.
@@ -42,15 +44,10 @@ struct DeviceBounds {
 
 DeviceBounds device_bounds(const ExecGraph& graph);
 
-/// Which order of a table's ops a bound holds for: the table's own, or any order of the same
-/// passes on the same devices (the authors' schedulers order a layout's passes themselves; plan
-/// bounds them with a registered table of the same passes before they are planned).
-enum class BoundOrder { Table, Any };
-
-/// device_bounds with compute_path_s: `table` is the one the graph was lowered from (its compute
-/// nodes [0, table_ops) are the table's ops, in the same order on each device).
-DeviceBounds device_bounds(const ExecGraph& graph, const ScheduleTable& table,
-                           BoundOrder order = BoundOrder::Table);
+/// device_bounds with compute_path_s: `table` is the one the graph was lowered from, or one of
+/// the same passes on the same devices in another order (its compute nodes [0, table_ops) are
+/// the table's ops).
+DeviceBounds device_bounds(const ExecGraph& graph, const ScheduleTable& table);
 
 /// Computes the bounds in one pass over the graph (O(nodes + edges)).
 GraphBounds graph_bounds(const ExecGraph& graph, const Network& network);

@@ -27,17 +27,6 @@ std::vector<double> op_durations(const ScheduleTable& table, const Costs& costs)
 /// Idealized timing. Precondition: validate(table).ok().
 Timing idealized_timing(const ScheduleTable& table, const Costs& costs);
 
-/// Idealized timing with each op's own duration (`durations[i]` for ops[i]; e.g. the compute
-/// times a lowering gave the ops). Precondition: validate(table).ok(), one duration per op.
-Timing idealized_timing(const ScheduleTable& table, const std::vector<double>& durations);
-
-/// The earliest each op can start when only the passes it depends on hold it, not its device's
-/// order (as if every op had a device of its own; `durations[i]` for ops[i]). Whatever order a
-/// device runs its ops in, its first starts no earlier than the least of its ops' values.
-/// Precondition: validate(table).ok(), one duration per op.
-std::vector<double> dependency_starts(const ScheduleTable& table,
-                                      const std::vector<double>& durations);
-
 /// Global bubble ratio (reference §0 Def-B): 1 − Σ busy / (devices × makespan). This is the
 /// table's structural bubble ratio and the idle ratio of docs/design.md §6.
 double bubble_ratio(const Timing& timing);
