@@ -2,6 +2,10 @@
 // the whole default space (issue target: under 60 s on two cores), with and without the branch
 // and bound (the argument: 1 prunes), at 2 threads. Counters: layouts, rejected, pruned,
 // simulated, lowered.
+#include <cstdint>
+#include <utility>
+#include <vector>
+
 #include <benchmark/benchmark.h>
 
 #include "pipetab/io/config.hpp"
@@ -40,22 +44,28 @@ void BM_Plan70BOn1024(benchmark::State& state) {
 
 BENCHMARK(BM_Plan70BOn1024)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// Issue 24's target: Llama 3.1 405B on 16,384 H100s (Llama 3's RoCE cluster), global batch
-// 2,048, with CP 1-16 and FSDP on and off in the search, at 2 threads. Argument 0: Megatron-LM's
-// schedules (1f1b, interleaved); 1: every schedule (the PyTorch-run ones lower with the NCCL
-// point-to-point check, and zb-authors plans each layout: far slower).
-void BM_Plan405BOn16384CpFsdp(benchmark::State& state) {
+// Llama 3.1 405B on 16,384 H100s (Llama 3's RoCE cluster) at 2 threads, with these CP degrees
+// and FSDP on and off in the search: issue 24's setting.
+PlanRequest llama405b_on_16384(std::int64_t global_batch, std::vector<std::int64_t> cp) {
   PlanRequest q;
   q.model = io::load_model("llama3.1-405b");
   q.system = io::load_system("llama3-h100-roce");
   q.gpus = 16384;
-  q.global_batch = 2048;
+  q.global_batch = global_batch;
   q.lowering.runtime = Runtime::Auto;
-  q.space.context_parallel = {1, 2, 4, 8, 16};
+  q.space.context_parallel = std::move(cp);
   q.space.fsdp = {false, true};
+  q.threads = 2;
+  return q;
+}
+
+// Global batch 2,048 at the model's 8K, CP 1-16. Argument 0: Megatron-LM's schedules (1f1b,
+// interleaved); 1: every schedule (the PyTorch-run ones lower with the NCCL point-to-point
+// check, and zb-authors plans each layout: far slower).
+void BM_Plan405BOn16384CpFsdp(benchmark::State& state) {
+  PlanRequest q = llama405b_on_16384(2048, {1, 2, 4, 8, 16});
   if (state.range(0) == 0) q.space.schedules = {"1f1b", "interleaved"};
   q.top = 5;
-  q.threads = 2;
   run(state, q);
 }
 
@@ -65,22 +75,13 @@ BENCHMARK(BM_Plan405BOn16384CpFsdp)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// Issue 24's speed target as its note states it: the same model and cluster at 128K context,
-// global batch 128, CP 1-32 and FSDP on and off, every schedule (the authors' schedulers
-// included), the best layout only (`plan ... --seq-len 131072 --cp 1,2,4,8,16,32 --fsdp both
-// --top 1 -j 2`).
+// Issue 24's speed target as its note states it: 128K context, global batch 128, CP 1-32, every
+// schedule (the authors' schedulers included), the best layout only (`plan ... --seq-len 131072
+// --cp 1,2,4,8,16,32 --fsdp both --top 1 -j 2`).
 void BM_Plan405BAt128KOn16384(benchmark::State& state) {
-  PlanRequest q;
-  q.model = io::load_model("llama3.1-405b");
+  PlanRequest q = llama405b_on_16384(128, {1, 2, 4, 8, 16, 32});
   std::get<TransformerConfig>(q.model.spec).seq_len = 131072;
-  q.system = io::load_system("llama3-h100-roce");
-  q.gpus = 16384;
-  q.global_batch = 128;
-  q.lowering.runtime = Runtime::Auto;
-  q.space.context_parallel = {1, 2, 4, 8, 16, 32};
-  q.space.fsdp = {false, true};
   q.top = 1;
-  q.threads = 2;
   run(state, q);
 }
 

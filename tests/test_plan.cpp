@@ -232,10 +232,9 @@ TEST(Plan, ComputePartBoundsTheWholeGraph) {
       EXPECT_LE(d.runtime_lower_bound_s(), g.runtime_lower_bound_s * (1 + 1e-12));
       EXPECT_LE(device_bounds(whole).runtime_lower_bound_s(),
                 g.runtime_lower_bound_s * (1 + 1e-12));
-      // The compute path: above the busiest device, below the whole graph's bound.
-      const DeviceBounds path = device_bounds(part, *table);
-      EXPECT_GE(path.runtime_lower_bound_s(), d.runtime_lower_bound_s());
-      EXPECT_LE(path.runtime_lower_bound_s(), g.runtime_lower_bound_s * (1 + 1e-12));
+      // With the pipeline's fill and drain: still below the whole graph's bound.
+      EXPECT_LE(device_bounds(part, *table).runtime_lower_bound_s(),
+                g.runtime_lower_bound_s * (1 + 1e-12));
       ++checked;
     }
   }

@@ -74,13 +74,13 @@ namespace {
 // the device's optimizer step). So each device ends no earlier than head + its busy time, nor
 // than head + its table ops + tail; each pass at its (pipeline, stage, kind)'s least duration
 // over the microbatches, a stage whose pass only runs inside pairs counting nothing.
-double any_order_path(const ExecGraph& g, const ScheduleTable& table,
-                      const std::vector<double>& durations, const std::vector<double>& busy) {
+double any_order_path(const ScheduleTable& table, const std::vector<double>& durations,
+                      const std::vector<double>& busy) {
   const auto stages = static_cast<std::size_t>(table.stages);
   const auto pipelines = static_cast<std::size_t>(table.pipelines());
   constexpr double kNone = std::numeric_limits<double>::infinity();
   std::vector<double> forward(pipelines * stages, kNone), backward(pipelines * stages, kNone);
-  const auto devices = static_cast<std::size_t>(g.devices);
+  const auto devices = static_cast<std::size_t>(table.devices);
   std::vector<std::uint8_t> runs_w(devices, 0);
   std::vector<double> table_busy(devices, 0.0);
   for (std::size_t d = 0; d < devices; ++d) {
@@ -132,7 +132,7 @@ DeviceBounds device_bounds(const ExecGraph& g, const ScheduleTable& table) {
   std::vector<double> durations(table.ops.size());
   for (std::size_t n = 0; n < durations.size(); ++n)
     durations[n] = shortest(g, n, ends);
-  b.compute_path_s = any_order_path(g, table, durations, b.busy_s);
+  b.compute_path_s = any_order_path(table, durations, b.busy_s);
   return b;
 }
 

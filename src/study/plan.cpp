@@ -43,8 +43,8 @@ struct Checked {
   std::int64_t index = 0;
   std::string reason;  // empty: it fits
   std::string detail;
-  double busy_bound_s = 0.0;   // phase 1: the compute nodes alone, the busiest device or their path
-  double lower_bound_s = 0.0;  // the lowered graph's bound (phase 2; at least busy_bound_s)
+  double compute_bound_s = 0.0;  // phase 1: the compute nodes alone (device_bounds with the table)
+  double lower_bound_s = 0.0;    // the lowered graph's bound (phase 2; at least compute_bound_s)
   double peak_memory_bytes = 0.0;
   bool lowered = false;
 };
@@ -354,7 +354,7 @@ void check(const PlanRequest& request, const TableCache& tables, Checked& c) {
     // The bound holds for any order of the table's passes: the authors' layouts run their own
     // order of the shape table's.
     const DeviceBounds bounds = device_bounds(part, *shape->table);
-    c.busy_bound_s = bounds.runtime_lower_bound_s();
+    c.compute_bound_s = bounds.runtime_lower_bound_s();
     if (authors(l)) return;
     c.peak_memory_bytes =
         *std::max_element(bounds.peak_memory_bytes.begin(), bounds.peak_memory_bytes.end());
@@ -401,7 +401,7 @@ void lower_and_bound(const PlanRequest& request, const TableCache& tables, Check
                                 ? lower(table, setup.model, network, lowering, *shared->pytorch)
                                 : lower(table, setup.model, network, lowering);
     const GraphBounds bounds = graph_bounds(graph, network);
-    c.lower_bound_s = std::max(bounds.runtime_lower_bound_s, c.busy_bound_s);
+    c.lower_bound_s = std::max(bounds.runtime_lower_bound_s, c.compute_bound_s);
     c.peak_memory_bytes =
         *std::max_element(bounds.peak_memory_bytes.begin(), bounds.peak_memory_bytes.end());
     const double weights = *std::max_element(graph.static_bytes.begin(), graph.static_bytes.end());
@@ -730,7 +730,7 @@ PlanResult plan(const PlanRequest& request) {
   // after it. Lowering and simulation go in fixed blocks and batches, and the threshold changes
   // only between them, so the counts do not depend on the threads.
   std::stable_sort(candidates.begin(), candidates.end(), [](const Checked* a, const Checked* b) {
-    return a->busy_bound_s < b->busy_bound_s;
+    return a->compute_bound_s < b->compute_bound_s;
   });
   const auto later = [](const Checked* a, const Checked* b) {
     return a->lower_bound_s != b->lower_bound_s ? a->lower_bound_s > b->lower_bound_s
@@ -747,14 +747,15 @@ PlanResult plan(const PlanRequest& request) {
   for (;;) {
     const double threshold =
         request.prune && top.size() >= k ? top[k - 1].metrics.runtime_s : kNone;
-    const double next_busy = next < candidates.size() ? candidates[next]->busy_bound_s : kNone;
+    const double next_compute =
+        next < candidates.size() ? candidates[next]->compute_bound_s : kNone;
     const double next_bound = pending.empty() ? kNone : pending.front()->lower_bound_s;
     if (next == candidates.size() && pending.empty()) break;
-    if (std::min(next_busy, next_bound) > threshold) break;
-    if (!pending.empty() && next_bound <= next_busy) {
+    if (std::min(next_compute, next_bound) > threshold) break;
+    if (!pending.empty() && next_bound <= next_compute) {
       std::vector<const Checked*> batch;
       while (batch.size() < kBatch && !pending.empty() &&
-             pending.front()->lower_bound_s <= std::min(threshold, next_busy)) {
+             pending.front()->lower_bound_s <= std::min(threshold, next_compute)) {
         std::pop_heap(pending.begin(), pending.end(), later);
         batch.push_back(pending.back());
         pending.pop_back();
@@ -795,7 +796,7 @@ PlanResult plan(const PlanRequest& request) {
     } else {
       std::size_t n = 0;
       while (n < kBlock && next + n < candidates.size() &&
-             candidates[next + n]->busy_bound_s <= threshold)
+             candidates[next + n]->compute_bound_s <= threshold)
         ++n;
       detail::parallel_for(n, request.threads, [&](std::size_t i) {
         lower_and_bound(request, tables, *candidates[next + i]);
@@ -818,7 +819,7 @@ PlanResult plan(const PlanRequest& request) {
   for (const Checked* c : pending)
     pruned_bounds.push_back(c->lower_bound_s);
   for (std::size_t i = next; i < candidates.size(); ++i)
-    pruned_bounds.push_back(candidates[i]->busy_bound_s);
+    pruned_bounds.push_back(candidates[i]->compute_bound_s);
   result.pruned = static_cast<std::int64_t>(pruned_bounds.size());
   for (const auto& c : layouts) {
     if (!c.reason.empty()) reject(c.reason, describe(c.layout) + ": " + c.detail, 1);
