@@ -7,7 +7,7 @@
 #include "pipetab/cost/stage_cost.hpp"
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
-#include "pipetab/model/layout.hpp"
+#include "pipetab/parallel/layout.hpp"
 #include "pipetab/sim/graph.hpp"
 #include "pipetab/study/accuracy.hpp"
 #include "pipetab/study/measurements.hpp"

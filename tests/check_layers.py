@@ -3,7 +3,7 @@
 
 A file in layer L (src/L/... or include/pipetab/L/...; python/src/ is the layer python) may include its own layer, a layer of
 a lower rank, and the foundation headers (include/pipetab/*.hpp: error, precision, allocator).
-Layers of the same rank (model and system; io and cost) are peers and do not include each
+Layers of the same rank (io and cost; cli and python) are peers and do not include each
 other. An include is attributed to a layer by its path: "pipetab/L/...", "../L/..." or
 ".../src/L/..."; a bare file name is the includer's own folder.
 
@@ -23,16 +23,17 @@ RANKS = {
     "table": 0,
     "schedules": 1,
     "formulas": 2,
-    "model": 3,
     "system": 3,
-    "io": 4,
-    "cost": 4,
-    "sim": 5,
-    "report": 6,
-    "study": 7,
-    "cli": 8,
-    "python": 8,
-    "web": 9,
+    "parallel": 4,
+    "model": 5,
+    "io": 6,
+    "cost": 6,
+    "sim": 7,
+    "report": 8,
+    "study": 9,
+    "cli": 10,
+    "python": 10,
+    "web": 11,
 }
 FOUNDATION = "(foundation)"  # include/pipetab/*.hpp and src/*.cpp: below every layer
 
@@ -101,7 +102,7 @@ def check(root):
                             problems.append(
                                 f"{rel}:{number}: layer '{own}' includes '{m.group(1)}' of layer "
                                 f"'{other}': data flows table -> schedules -> formulas -> "
-                                f"model/system -> io/cost -> sim -> report -> study -> cli "
+                                f"system -> parallel -> model -> io/cost -> sim -> report -> study -> cli "
                                 f"(docs/design.md §5); a lower layer never includes an upper one")
     return problems
 
@@ -120,12 +121,12 @@ def self_test():
         write("src/sim/lower.cpp", '#include "pipetab/table/op.hpp"\n#include "local.hpp"\n')
         write("src/table/timing.cpp", '#include "pipetab/table/op.hpp"\n'
                                       '#include "pipetab/sim/graph.hpp"\n')  # upward
-        write("src/model/workload.cpp", '#include "pipetab/system/system.hpp"\n')  # peer
+        write("src/cost/gemm.cpp", '#include "pipetab/io/config.hpp"\n')  # peer
         write("src/io/config.cpp", '#include "../study/x.hpp"\n')  # upward, relative
         write("src/widgets/w.cpp", "\n")  # not a layer
         write("python/src/core.cpp", '#include "pipetab/sim/graph.hpp"\n')  # top: fine
         found = check(tmp)
-        expect = ["src/io/config.cpp:1:", "src/model/workload.cpp:1:",
+        expect = ["src/cost/gemm.cpp:1:", "src/io/config.cpp:1:",
                   "src/table/timing.cpp:2:", "src/widgets/w.cpp:"]
         got = sorted(p.split(" ")[0] for p in found)
         if got != expect:

@@ -10,7 +10,7 @@
 #include "pipetab/cost/breakdown.hpp"
 #include "pipetab/io/config.hpp"
 #include "pipetab/model/flops.hpp"
-#include "pipetab/model/layout.hpp"
+#include "pipetab/parallel/layout.hpp"
 #include "pipetab/model/operators.hpp"
 #include "pipetab/model/workload.hpp"
 #include "pipetab/sim/engine.hpp"

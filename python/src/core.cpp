@@ -321,7 +321,7 @@ SimulationSetup setup_of(const SimArgs& a, const std::string* system = nullptr) 
     }
     setup.lowering.runtime = *runtime;
   }
-  const auto overlap = cost::parse_overlap(a.tp_overlap);
+  const auto overlap = parse_overlap(a.tp_overlap);
   if (!overlap) {
     throw Error(fmt::format("tp_overlap '{}': expected none, backward or all", a.tp_overlap));
   }
@@ -622,7 +622,7 @@ PlanRequest plan_request(const PlanArgs& s) {
     }
   }
   const std::string overlap_name = s.tp_overlap.value_or("backward");
-  const auto overlap = cost::parse_overlap(overlap_name);
+  const auto overlap = parse_overlap(overlap_name);
   if (!overlap) {
     throw Error(fmt::format("--tp-overlap {}: expected none, backward or all", overlap_name));
   }

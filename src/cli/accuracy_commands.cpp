@@ -272,7 +272,7 @@ Subcommand add_cost(CLI::App& app) {
             LoweringOptions lowering;
             apply_layout(layout, model, lowering);
             cost::CostOptions options;
-            options.tp_overlap = *cost::parse_overlap(o->tp_overlap);
+            options.tp_overlap = *parse_overlap(o->tp_overlap);
             const auto breakdown = cost::operator_breakdown(model, system, options);
             emit("", o->format == "json" ? cost::to_json(breakdown).dump(2) + "\n"
                                          : cost::breakdown_text(breakdown));

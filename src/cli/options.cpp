@@ -269,7 +269,7 @@ SimulationSetup ScheduleOptions::simulation(const std::string* system_name) cons
   setup.system.inter = setup.system.inter.scaled(bandwidth_scale, latency_scale);
   if (costs_opt->count()) setup.lowering.costs = parsed_costs();
   setup.lowering.runtime = *parse_runtime(runtime);
-  setup.lowering.cost.tp_overlap = *cost::parse_overlap(tp_overlap);
+  setup.lowering.cost.tp_overlap = *parse_overlap(tp_overlap);
   setup.lowering.a2a_overlap = a2a_overlap;
   setup.lowering.iteration.optimizer = !no_optimizer;
   setup.lowering.overheads = !no_overheads;

@@ -216,7 +216,7 @@ PlanRequest make_request(const PlanState& s, const std::string& run_id) {
   }
   q.lowering.runtime = *runtime;
   if (!s.runnable_by.empty()) q.runnable_by = parse_runtime(s.runnable_by);
-  const auto overlap = cost::parse_overlap(s.tp_overlap);
+  const auto overlap = parse_overlap(s.tp_overlap);
   if (!overlap) {
     throw Error(fmt::format("--tp-overlap {}: expected none, backward or all", s.tp_overlap));
   }

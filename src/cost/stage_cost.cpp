@@ -12,25 +12,6 @@
 
 namespace pipetab::cost {
 
-const char* to_string(Overlap overlap) {
-  switch (overlap) {
-    case Overlap::Never:
-      return "none";
-    case Overlap::Backward:
-      return "backward";
-    case Overlap::All:
-      return "all";
-  }
-  return "none";
-}
-
-std::optional<Overlap> parse_overlap(std::string_view text) {
-  for (const auto o : {Overlap::Never, Overlap::Backward, Overlap::All}) {
-    if (text == to_string(o)) return o;
-  }
-  return std::nullopt;
-}
-
 const LinkSpec& tensor_parallel_link(const SystemConfig& system, std::int64_t ranks) {
   if (system.topology == Topology::Switched && ranks > system.devices_per_node) return system.inter;
   return system.intra;

@@ -119,7 +119,7 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
   m.runtime = to_string(lowering.runtime);
   m.runtime_chosen_by = runtime.reason;
   m.overheads = lowering.overheads && !lowering.costs;
-  m.tp_overlap = cost::to_string(lowering.cost.tp_overlap);
+  m.tp_overlap = std::string(to_string(lowering.cost.tp_overlap));
   m.a2a_overlap = lowering.a2a_overlap;
   m.dp_overlap = lowering.iteration.dp_overlap;
   m.distributed_optimizer = lowering.iteration.distributed_optimizer;

@@ -198,7 +198,7 @@ class MeasurementParser {
     run.model = {run.id, model(raw, t, path)};
     const auto& m = *run.model.transformer();
     auto& l = run.lowering;
-    l.cost.tp_overlap = *cost::parse_overlap(
+    l.cost.tp_overlap = *parse_overlap(
         r_.choice(t, path, "tp_overlap", "backward", {"none", "backward", "all"}));
     l.a2a_overlap = r_.boolean(t, path, "a2a_overlap", false);
     const auto refuse = [&](std::initializer_list<const char*> keys, const char* entry) {

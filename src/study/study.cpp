@@ -48,7 +48,7 @@ class StudyParser {
         static_cast<std::int32_t>(r_.integer(sim, p, "data_parallel", 1, 1, kMaxDataParallel));
     l.runtime = *parse_runtime(
         r_.choice(sim, p, "runtime", "auto", {"auto", "async", "megatron", "pytorch"}));
-    l.cost.tp_overlap = *cost::parse_overlap(
+    l.cost.tp_overlap = *parse_overlap(
         r_.choice(sim, p, "tp_overlap", "backward", {"none", "backward", "all"}));
     l.a2a_overlap = r_.boolean(sim, p, "a2a_overlap", false);
     l.iteration.optimizer = r_.boolean(sim, p, "optimizer", true);

@@ -32,10 +32,6 @@ struct CostOptions {
   bool exchanges_as_flows = false;
 };
 
-/// "none", "backward", "all"; and back (nullopt for anything else).
-const char* to_string(Overlap overlap);
-std::optional<Overlap> parse_overlap(std::string_view text);
-
 struct PassCost {
   double seconds = 0.0;  ///< the pass: compute, memory traffic, launches, exposed TP communication
   /// of which exposed communication inside the stage: tensor-parallel collectives, context-

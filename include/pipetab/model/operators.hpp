@@ -39,13 +39,6 @@ enum class CollectiveGroup : std::uint8_t { Tensor, Context, Expert, ExpertTenso
 /// "all-reduce", "reduce-scatter", "all-gather", "all-to-all".
 const char* to_string(CollectiveKind kind);
 
-/// When a tensor-parallel collective may run while a GEMM computes. Megatron-LM ran them all
-/// synchronously until 2021-09, then overlapped the backward ones (the input-gradient
-/// all-reduce or reduce-scatter during the weight-gradient GEMM, sequence parallelism's
-/// re-gather of the input during the input-gradient GEMM); Megatron-Core's --tp-comm-overlap
-/// overlaps the others with the GEMM next to them too.
-enum class Overlap : std::uint8_t { Never, Backward, All };
-
 /// The three passes of a stage: forward, input gradient (I) and weight gradient (W).
 enum class PassId : std::uint8_t { Forward, InputGrad, WeightGrad };
 

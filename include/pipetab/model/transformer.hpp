@@ -9,62 +9,12 @@
 #include <string_view>
 #include <vector>
 
-#include "pipetab/model/layout.hpp"
+#include "pipetab/model/job.hpp"
+#include "pipetab/parallel/layout.hpp"
 #include "pipetab/names.hpp"
 #include "pipetab/precision.hpp"
 
 namespace pipetab {
-
-/// Activation recomputation. Selective and Full as Megatron-LM does them (Korthikanti et al.,
-/// MLSys 2023): the attention core, or the whole layer. SelectiveOp and EveryOtherLayer as
-/// torchtitan does them (parallelize_llama.py @9dec370, `mode = "selective"`): its per-op policy
-/// keeps the outputs of attention and of every other matrix multiply and recomputes the rest
-/// (selective_ac_option = "op"), or it checkpoints every other block whole (option "2").
-enum class Recompute { None, Selective, Full, SelectiveOp, EveryOtherLayer };
-
-/// "none", "selective", "full", "selective-op", "every-other-layer": the names model files and
-/// the CLI use.
-inline constexpr std::array<std::string_view, 5> kRecomputeNames{
-    "none", "selective", "full", "selective-op", "every-other-layer"};
-
-constexpr std::string_view to_string(Recompute r) {
-  return name_of(kRecomputeNames, r);
-}
-
-constexpr std::optional<Recompute> parse_recompute(std::string_view name) {
-  return parse_name<Recompute>(kRecomputeNames, name);
-}
-
-/// How a mixture-of-experts layer moves tokens to their experts' ranks and back (Megatron-Core's
-/// --moe-token-dispatcher-type).
-enum class MoeDispatcher : std::uint8_t {
-  /// NCCL all-to-all (Megatron's `alltoall`): every (token, expert) pair is its own row, so a
-  /// token routed to k experts on one remote node crosses the network k times; the received rows
-  /// are sorted by local expert before the grouped GEMMs and back after them.
-  AllToAll,
-  /// DeepEP (DeepSeek-V3 report §3.2.2; deepseek-ai/DeepEP): a token crosses the network once
-  /// per destination node and is forwarded to that node's experts over NVLink; its kernels write
-  /// the rows already grouped by expert.
-  DeepEp,
-};
-
-inline constexpr std::array<std::string_view, 2> kMoeDispatcherNames{"alltoall", "deepep"};
-
-constexpr std::string_view to_string(MoeDispatcher d) {
-  return name_of(kMoeDispatcherNames, d);
-}
-
-/// What the backward pass recomputes of a mixture-of-experts layer (Megatron-Core's
-/// --recompute-modules): nothing, the experts' activation function (`moe_act`: the output of
-/// SwiGLU is not kept, it is recomputed from fc1's output), or the whole MLP (`mlp`: the MoE
-/// block from its router to its combine, all-to-alls included; the dense MLP in dense layers).
-enum class MoeRecompute : std::uint8_t { None, MoeAct, Mlp };
-
-inline constexpr std::array<std::string_view, 3> kMoeRecomputeNames{"none", "moe_act", "mlp"};
-
-constexpr std::string_view to_string(MoeRecompute r) {
-  return name_of(kMoeRecomputeNames, r);
-}
 
 /// A mixture-of-experts MLP (a model file's [moe] table; docs/simulation.md): each token goes to
 /// `top_k` of `experts` routed experts of `expert_ffn_hidden` width, plus `shared_experts`

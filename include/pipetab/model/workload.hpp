@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pipetab/model/transformer.hpp"
+#include "pipetab/setting.hpp"
 
 namespace pipetab {
 
@@ -32,6 +33,13 @@ struct ExplicitWorkload {
 struct ModelConfig {
   std::string name;
   std::variant<TransformerConfig, ExplicitWorkload> spec;
+  /// Job and layout keys the model's file carries (seq_len, micro_batch, recompute,
+  /// tensor_parallel, ... in older model files), applied as defaults under what a job file and
+  /// the flags give (sim/options.hpp).
+  std::vector<Setting> defaults;
+  /// What the reader wants the user to know: the fields of a Hugging Face config.json it did not
+  /// use, the job keys of a model file read as defaults. Commands print them as notes.
+  std::vector<std::string> notes;
 
   const TransformerConfig* transformer() const { return std::get_if<TransformerConfig>(&spec); }
 };

@@ -1,7 +1,8 @@
-// The parallel layout of a training run (issue 24): tensor, context and data parallelism, and
-// whether data parallelism is fully sharded (FSDP / ZeRO-3). One value, read once where a command,
-// a study or the Python API takes its flags, and applied to the model and the lowering
-// (apply_layout in sim/simulation.hpp). Machine-free. Sources: reference modern-runs.md part (c).
+// The parallel layout of a training run: tensor (with sequence), context, expert, pipeline and
+// data parallelism, and whether data parallelism is fully sharded (FSDP / ZeRO-3, HSDP). One
+// value, read once where a command, a study, a runs file, a job file, `plan` or the Python API
+// takes its options (sim/options.hpp), and passed down whole. Machine-free. Sources: reference
+// modern-runs.md part (c).
 #pragma once
 
 #include <array>
@@ -120,6 +121,13 @@ struct Layout {
   std::int64_t ep = 1;
   std::int64_t etp = 1;
   FsdpOptions fsdp;
+  /// The pipeline: stages per replica (PP, the table's devices), the schedule by its registry
+  /// name (`pipetab list`; "": the command's own), and its virtual chunks per device (0: the
+  /// schedule's default). Commands take them from -S, the schedule name and -v; job files from
+  /// their pipeline keys.
+  std::int64_t pp = 1;
+  std::string schedule;
+  std::int64_t chunks = 0;
   /// Megatron-Core's --pipeline-model-parallel-layout: the stages' contents in model order, `E`
   /// the embedding, `t` a transformer layer, `m` an MTP module, `L` the loss (output layer), `|`
   /// between stages, `X*n` and `(...)*n` repetition, commas ignored, e.g. "Ett|(ttt|)*30ttL".

@@ -1,0 +1,196 @@
+// The job: what a training run does with a model, apart from its architecture (the model),
+// its parallel layout (parallel/layout.hpp) and its hardware (the system). Sequence and batch,
+// the precision recipe, recomputation, the MoE dispatcher, the optimizer and the overlaps: what
+// a torchtitan job TOML's [training], [activation_checkpoint] and [float8] tables and a
+// Megatron-LM launch script's batch, --recompute-*, --fp8-*, --moe-* and overlap flags say.
+// One value, read once where a command, a study, a runs file, `plan` or the Python API takes its
+// options (sim/options.hpp), and passed down whole. Machine-free.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "pipetab/names.hpp"
+#include "pipetab/precision.hpp"
+
+namespace pipetab {
+
+/// Activation recomputation. Selective and Full as Megatron-LM does them (Korthikanti et al.,
+/// MLSys 2023): the attention core (Megatron-Core's --recompute-modules core_attn), or the whole
+/// layer. SelectiveOp and EveryOtherLayer as torchtitan does them (parallelize_llama.py @9dec370,
+/// `mode = "selective"`): its per-op policy keeps the outputs of attention and of every other
+/// matrix multiply and recomputes the rest (selective_ac_option = "op"), or it checkpoints every
+/// other block whole (option "2").
+enum class Recompute : std::uint8_t { None, Selective, Full, SelectiveOp, EveryOtherLayer };
+
+/// "none", "selective", "full", "selective-op", "every-other-layer": the names model files, job
+/// files and the CLI use.
+inline constexpr std::array<std::string_view, 5> kRecomputeNames{
+    "none", "selective", "full", "selective-op", "every-other-layer"};
+
+constexpr std::string_view to_string(Recompute r) {
+  return name_of(kRecomputeNames, r);
+}
+
+constexpr std::optional<Recompute> parse_recompute(std::string_view name) {
+  return parse_name<Recompute>(kRecomputeNames, name);
+}
+
+/// What the backward pass recomputes of a mixture-of-experts layer (Megatron-Core's
+/// --recompute-modules): nothing, the experts' activation function (`moe_act`: the output of
+/// SwiGLU is not kept, it is recomputed from fc1's output), or the whole MLP (`mlp`: the MoE
+/// block from its router to its combine, all-to-alls included; the dense MLP in dense layers).
+enum class MoeRecompute : std::uint8_t { None, MoeAct, Mlp };
+
+inline constexpr std::array<std::string_view, 3> kMoeRecomputeNames{"none", "moe_act", "mlp"};
+
+constexpr std::string_view to_string(MoeRecompute r) {
+  return name_of(kMoeRecomputeNames, r);
+}
+
+constexpr std::optional<MoeRecompute> parse_moe_recompute(std::string_view name) {
+  return parse_name<MoeRecompute>(kMoeRecomputeNames, name);
+}
+
+/// How a mixture-of-experts layer moves tokens to their experts' ranks and back (Megatron-Core's
+/// --moe-token-dispatcher-type).
+enum class MoeDispatcher : std::uint8_t {
+  /// NCCL all-to-all (Megatron's `alltoall`): every (token, expert) pair is its own row, so a
+  /// token routed to k experts on one remote node crosses the network k times; the received rows
+  /// are sorted by local expert before the grouped GEMMs and back after them.
+  AllToAll,
+  /// DeepEP (DeepSeek-V3 report §3.2.2; deepseek-ai/DeepEP): a token crosses the network once
+  /// per destination node and is forwarded to that node's experts over NVLink; its kernels write
+  /// the rows already grouped by expert.
+  DeepEp,
+};
+
+inline constexpr std::array<std::string_view, 2> kMoeDispatcherNames{"alltoall", "deepep"};
+
+constexpr std::string_view to_string(MoeDispatcher d) {
+  return name_of(kMoeDispatcherNames, d);
+}
+
+constexpr std::optional<MoeDispatcher> parse_moe_dispatcher(std::string_view name) {
+  return parse_name<MoeDispatcher>(kMoeDispatcherNames, name);
+}
+
+/// How FP8 training scales its tensors (Transformer Engine's recipes: DelayedScaling from the
+/// amax history, Float8CurrentScaling per tensor, Float8BlockScaling per 1×128 / 128×128 block;
+/// torchao's tensorwise and rowwise). Carried with the job so that readers keep it and reports
+/// name it; the cost model prices every recipe alike today (its quantisation kernels are
+/// Transformer Engine's fused cast-transpose, or torchao's eager casts; model/builder.hpp).
+enum class Fp8Recipe : std::uint8_t { Tensorwise, Delayed, Rowwise, Blockwise };
+
+inline constexpr std::array<std::string_view, 4> kFp8RecipeNames{"tensorwise", "delayed",
+                                                                 "rowwise", "blockwise"};
+
+constexpr std::string_view to_string(Fp8Recipe r) {
+  return name_of(kFp8RecipeNames, r);
+}
+
+constexpr std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view name) {
+  return parse_name<Fp8Recipe>(kFp8RecipeNames, name);
+}
+
+/// When a tensor-parallel collective may run while a GEMM computes. Megatron-LM ran them all
+/// synchronously until 2021-09, then overlapped the backward ones (the input-gradient
+/// all-reduce or reduce-scatter during the weight-gradient GEMM, sequence parallelism's
+/// re-gather of the input during the input-gradient GEMM); Megatron-Core's --tp-comm-overlap
+/// overlaps the others with the GEMM next to them too.
+enum class Overlap : std::uint8_t { Never, Backward, All };
+
+inline constexpr std::array<std::string_view, 3> kOverlapNames{"none", "backward", "all"};
+
+constexpr std::string_view to_string(Overlap o) {
+  return name_of(kOverlapNames, o);
+}
+
+constexpr std::optional<Overlap> parse_overlap(std::string_view name) {
+  return parse_name<Overlap>(kOverlapNames, name);
+}
+
+/// A mixture of experts as the job runs it (the experts themselves are the model's [moe]).
+struct MoeJob {
+  MoeDispatcher dispatcher = MoeDispatcher::AllToAll;
+  /// Tokens an expert takes, as a multiple of its balanced share (Megatron-Core's
+  /// --moe-expert-capacity-factor; padded to it); absent: dropless.
+  std::optional<double> capacity_factor;
+  /// The busiest expert-parallel rank's tokens over the mean (1: balanced, as benchmarks force).
+  double imbalance = 1.0;
+  /// The forward dispatch in FP8 (DeepSeek-V3 §3.3: e4m3 with one fp32 scale per 128 values);
+  /// the combine and the backward stay in BF16.
+  bool fp8_dispatch = false;
+  /// The shared experts' fc1 runs while the dispatch moves tokens and their fc2 while the combine
+  /// does (Megatron-Core's --moe-shared-expert-overlap).
+  bool shared_expert_overlap = false;
+  MoeRecompute recompute = MoeRecompute::None;
+
+  /// The tokens an expert-parallel rank's experts take, over the balanced share: the capacity
+  /// (padded to it) when tokens are dropped, the imbalance when none is.
+  double load() const { return capacity_factor ? *capacity_factor : imbalance; }
+  friend bool operator==(const MoeJob&, const MoeJob&) = default;
+};
+
+/// The whole job. Defaults are pipetab's built-in ones; a model file may carry some of these keys
+/// as defaults of its own (older files; io/config.hpp), under what a job file and flags give.
+struct Job {
+  /// Tokens per sequence; 0: not given (a transformer needs one).
+  std::int64_t seq_len = 0;
+  /// Sequences per microbatch.
+  std::int64_t micro_batch = 1;
+  /// Sequences per iteration over all data-parallel replicas; 0: the schedule's microbatches ×
+  /// micro_batch × data-parallel replicas (a command given both checks that they agree).
+  std::int64_t global_batch = 0;
+  /// The matrix multiplies' format (device peak); FP8 keeps attention, the output layer and the
+  /// rest in BF16 (compute_precision).
+  Precision precision = Precision::BF16;
+  Fp8Recipe fp8_recipe = Fp8Recipe::Tensorwise;
+  /// Bytes of activations, weights and messages; 0: the precision's (2 for FP8, whose training
+  /// keeps them in 16 bits: Transformer Engine).
+  std::int64_t dtype_bytes = 0;
+  Recompute recompute = Recompute::None;
+  MoeJob moe;
+  /// The optimizer's state and gradients per parameter (Megatron's fp32 main gradients, fp32
+  /// master weights and Adam moments).
+  double grad_bytes_per_param = 4.0;
+  double optimizer_bytes_per_param = 12.0;
+  /// Shard the optimizer over the data-parallel replicas (Megatron's distributed optimizer):
+  /// reduce-scatter the gradients, step on 1/R of the parameters, all-gather them after.
+  bool distributed_optimizer = false;
+  /// Synchronise all stages and run the optimizer step at the end of the iteration; false: the
+  /// pipeline and its gradient reductions alone.
+  bool optimizer_step = true;
+  Overlap tp_overlap = Overlap::Backward;
+  /// Megatron-Core's 1F1B all-to-all overlap (--overlap-moe-expert-parallel-comm).
+  bool a2a_overlap = false;
+  /// Data-parallel reduction in buckets while the last backward passes run (torch DDP,
+  /// Megatron-Core's --overlap-grad-reduce), of dp_bucket_bytes each.
+  bool dp_overlap = false;
+  double dp_bucket_bytes = 25e6;  ///< torch DDP's default bucket_cap_mb = 25
+  /// How the software stack runs the layers (issue 42 makes the stack a value of its own):
+  /// fused attention (no s×s tensors kept; the backward recomputes QKᵀ), element-wise work in
+  /// fused kernels (Megatron-LM's and Transformer Engine's, or torch.compile's; false: eager
+  /// PyTorch), and weight-gradient GEMMs that add into the main gradients themselves (Megatron-LM
+  /// since late 2021; false: a separate `main_grad.add_`).
+  bool flash_attention = false;
+  bool fused_elementwise = true;
+  bool grad_accumulation_fusion = true;
+
+  /// Bytes of one activation, weight or message element (dtype_bytes resolved).
+  constexpr std::int64_t element_bytes() const {
+    if (dtype_bytes > 0) return dtype_bytes;
+    return precision == Precision::FP8 ? 2 : pipetab::element_bytes(precision);
+  }
+  friend bool operator==(const Job&, const Job&) = default;
+};
+
+/// The format a job's matrix multiplies run in apart from FP8 layer linears: FP8 training
+/// (Transformer Engine, torchao) keeps attention, the output layer and the rest in BF16.
+constexpr Precision compute_precision(const Job& job) {
+  return job.precision == Precision::FP8 ? Precision::BF16 : job.precision;
+}
+
+}  // namespace pipetab
