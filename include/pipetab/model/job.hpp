@@ -160,9 +160,6 @@ struct Job {
   /// Shard the optimizer over the data-parallel replicas (Megatron's distributed optimizer):
   /// reduce-scatter the gradients, step on 1/R of the parameters, all-gather them after.
   bool distributed_optimizer = false;
-  /// Synchronise all stages and run the optimizer step at the end of the iteration; false: the
-  /// pipeline and its gradient reductions alone.
-  bool optimizer_step = true;
   Overlap tp_overlap = Overlap::Backward;
   /// Megatron-Core's 1F1B all-to-all overlap (--overlap-moe-expert-parallel-comm).
   bool a2a_overlap = false;
