@@ -12,12 +12,13 @@
 namespace pipetab::test {
 
 PlanBounds plan_bounds(const ScheduleTable& table, const SimulationSetup& s) {
-  const Network network(s.system, table.devices, gpus_per_device(s.model, s.lowering));
+  const Network network(s.system, table.devices, gpus_per_device(s.layout));
   auto folded = s.lowering;
   folded.inner_transfers = false;
-  return {device_bounds(lower_compute(table, s.model, network, s.lowering), table)
+  return {device_bounds(lower_compute(table, s.model, s.job, s.layout, network, s.lowering), table)
               .runtime_lower_bound_s(),
-          graph_bounds(lower(table, s.model, network, folded), network).runtime_lower_bound_s};
+          graph_bounds(lower(table, s.model, s.job, s.layout, network, folded), network)
+              .runtime_lower_bound_s};
 }
 
 ScheduleTable table(int devices, std::vector<std::int32_t> placement, int microbatches,

@@ -38,6 +38,7 @@
 #include "pipetab/report/simulation.hpp"
 #include "pipetab/report/trace.hpp"
 #include "pipetab/schedules/registry.hpp"
+#include "pipetab/sim/options.hpp"
 #include "pipetab/study/measurements.hpp"
 #include "pipetab/study/plan.hpp"
 #include "pipetab/study/sweep.hpp"
@@ -267,79 +268,57 @@ MemoryOptions memory_of(const SimArgs& a) {
   return MemoryOptions{a.input_grad_frees};
 }
 
-Layout layout_of(const SimArgs& a) {
-  Layout l;
+// SimArgs' options as settings of sim/options.hpp, each named by its Python keyword.
+std::vector<Setting> settings_of(const SimArgs& a) {
+  std::vector<Setting> out;
+  const auto add = [&](const char* key, std::string value, const char* keyword) {
+    out.push_back({key, std::move(value), keyword});
+  };
+  const auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
   if (a.tensor_parallel < 0)
     throw Error(fmt::format("tp {}: expected 1 or more", a.tensor_parallel));
-  l.tp = a.tensor_parallel;
-  l.cp = a.context_parallel;
-  const auto method = parse_cp_method(a.cp_method);
-  if (!method)
-    throw Error(fmt::format("cp_method '{}': expected ring, allgather or a2a", a.cp_method));
-  l.cp_method = *method;
-  l.dp = a.data_parallel;
-  l.ep = a.expert_parallel;
-  l.etp = a.expert_tensor_parallel;
-  l.sequence_parallel = a.sequence_parallel;
-  l.fsdp.enabled = a.fsdp;
+  if (a.tensor_parallel > 0) add("tensor_parallel", std::to_string(a.tensor_parallel), "tp");
+  if (a.sequence_parallel) add("sequence_parallel", flag(*a.sequence_parallel), "sequence_parallel");
+  add("context_parallel", std::to_string(a.context_parallel), "cp");
+  add("cp_method", a.cp_method, "cp_method");
+  add("data_parallel", std::to_string(a.data_parallel), "dp");
+  add("expert_parallel", std::to_string(a.expert_parallel), "ep");
+  add("expert_tensor_parallel", std::to_string(a.expert_tensor_parallel), "etp");
   if (!a.fsdp && (a.fsdp_shard != 0 || a.reshard_after_forward || a.fsdp_fp8_all_gather ||
                   a.fsdp_grad_sync != "step" || a.fsdp_impl != "fsdp2"))
     throw Error(
         "FSDP options (shard, reshard_after_forward, grad_sync, fp8_all_gather, impl) need fsdp");
   if (a.fsdp_shard < 0) throw Error(fmt::format("fsdp shard {}: expected 2 or more", a.fsdp_shard));
-  l.fsdp.shard = a.fsdp_shard;
-  l.fsdp.reshard_after_forward = a.reshard_after_forward;
-  const auto sync = parse_grad_sync(a.fsdp_grad_sync);
-  if (!sync)
-    throw Error(fmt::format("fsdp grad_sync '{}': expected step or microbatch", a.fsdp_grad_sync));
-  l.fsdp.grad_sync = *sync;
-  l.fsdp.fp8_all_gather = a.fsdp_fp8_all_gather;
-  const auto impl = parse_fsdp_impl(a.fsdp_impl);
-  if (!impl) throw Error(fmt::format("fsdp impl '{}': expected fsdp2 or megatron", a.fsdp_impl));
-  l.fsdp.impl = *impl;
-  l.pipeline_layout = a.pipeline_layout;
-  return l;
+  add("fsdp", flag(a.fsdp), "fsdp");
+  if (a.fsdp) {
+    if (a.fsdp_shard > 0) add("fsdp_shard", std::to_string(a.fsdp_shard), "fsdp.shard");
+    if (a.reshard_after_forward)
+      add("reshard_after_forward", flag(*a.reshard_after_forward), "fsdp.reshard_after_forward");
+    add("fsdp_grad_sync", a.fsdp_grad_sync, "fsdp.grad_sync");
+    add("fsdp_fp8_all_gather", flag(a.fsdp_fp8_all_gather), "fsdp.fp8_all_gather");
+    add("fsdp_impl", a.fsdp_impl, "fsdp.impl");
+  }
+  if (!a.pipeline_layout.empty()) add("pipeline_layout", a.pipeline_layout, "pipeline_layout");
+  add("contention", flag(a.contention), "contention");
+  add("blocking_send", flag(a.blocking_send), "blocking_send");
+  if (a.runtime) add("runtime", *a.runtime, "runtime");
+  add("tp_overlap", a.tp_overlap, "tp_overlap");
+  add("a2a_overlap", flag(a.a2a_overlap), "a2a_overlap");
+  add("optimizer", flag(a.optimizer), "optimizer");
+  add("dp_overlap", flag(a.dp_overlap), "dp_overlap");
+  add("dp_bucket_bytes", fmt::format("{}", a.dp_bucket_mb * 1e6), "dp_bucket_mb");
+  add("distributed_optimizer", flag(a.distributed_optimizer), "distributed_optimizer");
+  add("overheads", flag(a.overheads), "overheads");
+  add("nccl_buffsize", fmt::format("{}", a.nccl_buffsize), "nccl_buffsize");
+  return out;
 }
 
 SimulationSetup setup_of(const SimArgs& a, const std::string* system = nullptr) {
-  if (a.data_parallel < 1 || a.data_parallel > kMaxDataParallel) {
-    throw Error(fmt::format("dp {}: expected 1 to {}", a.data_parallel, kMaxDataParallel));
-  }
-  if (!(a.dp_bucket_mb >= 0.001 && a.dp_bucket_mb <= 1e9)) {
-    throw Error(fmt::format("dp_bucket_mb {}: expected 0.001 to 1e9", a.dp_bucket_mb));
-  }
-  SimulationSetup setup;
-  setup.model = model_of(a);
-  setup.system = system_of(a, system);
+  SimulationSetup setup = default_setup(model_of(a), system_of(a, system));
+  apply_settings(setup, settings_of(a));
   if (a.costs) setup.lowering.costs = parse_costs(*a.costs);
-  setup.lowering.runtime = Runtime::Auto;
-  if (a.runtime) {
-    const auto runtime = parse_runtime(*a.runtime);
-    if (!runtime) {
-      throw Error(
-          fmt::format("runtime '{}': expected auto, async, megatron or pytorch", *a.runtime));
-    }
-    setup.lowering.runtime = *runtime;
-  }
-  const auto overlap = parse_overlap(a.tp_overlap);
-  if (!overlap) {
-    throw Error(fmt::format("tp_overlap '{}': expected none, backward or all", a.tp_overlap));
-  }
-  setup.lowering.cost.tp_overlap = *overlap;
-  setup.lowering.a2a_overlap = a.a2a_overlap;
-  setup.lowering.iteration.optimizer = a.optimizer;
-  setup.lowering.iteration.dp_overlap = a.dp_overlap;
-  setup.lowering.iteration.dp_bucket_bytes = a.dp_bucket_mb * 1e6;
-  setup.lowering.iteration.distributed_optimizer = a.distributed_optimizer;
-  setup.lowering.overheads = a.overheads;
-  if (!(a.nccl_buffsize >= 0.0 && a.nccl_buffsize <= 1e18))  // NaN too
-    throw ParamError(
-        fmt::format("nccl_buffsize = {}: expected bytes from 0 to 1e18", a.nccl_buffsize));
-  setup.lowering.nccl_buffer_bytes = a.nccl_buffsize;
-  setup.options.contention = a.contention;
-  setup.options.blocking_send = a.blocking_send;
-  apply_layout(layout_of(a), setup.model, setup.lowering);
-  require_supported(setup.system, setup.lowering);
+  require_runnable(setup.model, setup.job, setup.layout);
+  require_supported(setup.system, setup.job, setup.layout, setup.lowering);
   return setup;
 }
 
@@ -604,35 +583,29 @@ PlanRequest plan_request(const PlanArgs& s) {
     q.gpus = s.gpus;
     q.global_batch = s.global_batch;
   }
-  auto* m = std::get_if<TransformerConfig>(&q.model.spec);
-  if (m != nullptr && s.seq_len > 0) m->seq_len = s.seq_len;
-  const LoweringOptions run_lowering = q.lowering;
+  // The run's options plan does not search: over the model's defaults, or the run's own.
+  SimulationSetup base = s.from_run
+                             ? SimulationSetup{q.model, q.job, q.layout, q.system, q.lowering, q.sim}
+                             : default_setup(q.model, q.system);
+  std::vector<Setting> given;
+  if (s.seq_len > 0) given.push_back({"seq_len", std::to_string(s.seq_len), "seq_len"});
+  if (s.runtime) given.push_back({"runtime", *s.runtime, "runtime"});
+  if (s.tp_overlap) given.push_back({"tp_overlap", *s.tp_overlap, "tp_overlap"});
+  if (s.dp_overlap)
+    given.push_back({"dp_overlap", *s.dp_overlap ? "true" : "false", "dp_overlap"});
+  if (!s.overheads) given.push_back({"overheads", "false", "overheads"});
+  apply_settings(base, given);
+  q.model = std::move(base.model);
+  q.job = base.job;
+  q.layout = base.layout;
+  q.lowering = base.lowering;
+  q.sim = base.options;
   q.space = parse_plan_space(s.space);
-  const std::string runtime_name = s.runtime.value_or("auto");
-  const auto runtime = parse_runtime(runtime_name);
-  if (!runtime) {
-    throw Error(
-        fmt::format("--runtime {}: expected auto, async, megatron or pytorch", runtime_name));
-  }
-  q.lowering.runtime = *runtime;
   if (s.runnable_by) {
     q.runnable_by = parse_runtime(*s.runnable_by);
     if (!q.runnable_by || *q.runnable_by == Runtime::Async || *q.runnable_by == Runtime::Auto) {
       throw Error(fmt::format("runnable_by '{}': expected pytorch or megatron", *s.runnable_by));
     }
-  }
-  const std::string overlap_name = s.tp_overlap.value_or("backward");
-  const auto overlap = parse_overlap(overlap_name);
-  if (!overlap) {
-    throw Error(fmt::format("--tp-overlap {}: expected none, backward or all", overlap_name));
-  }
-  q.lowering.cost.tp_overlap = *overlap;
-  q.lowering.iteration.dp_overlap = s.dp_overlap.value_or(false);
-  q.lowering.overheads = s.overheads;
-  if (s.from_run) {
-    if (!s.runtime) q.lowering.runtime = run_lowering.runtime;
-    if (!s.tp_overlap) q.lowering.cost = run_lowering.cost;
-    if (!s.dp_overlap) q.lowering.iteration = run_lowering.iteration;
   }
   if (s.top < 1 || s.top > 100000) throw Error(fmt::format("top {}: expected 1 to 100000", s.top));
   q.top = static_cast<std::int32_t>(s.top);

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "commands.hpp"
+#include "options.hpp"
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -232,10 +233,8 @@ Subcommand add_cost(CLI::App& app) {
   struct Options {
     std::string model = io::kDefaultModel;
     std::string system = "dgx-h100";
-    std::string tp_overlap = "backward";
     std::string format = "text";
-    std::int64_t tp = 0, cp = 1, dp = 1, ep = 1, etp = 1;
-    bool sequence_parallel = false;
+    RunFlags run;
   };
   auto o = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
@@ -246,34 +245,12 @@ Subcommand add_cost(CLI::App& app) {
   cmd->add_option("--model", o->model, "model preset or TOML file (a transformer)")
       ->capture_default_str();
   cmd->add_option("--system", o->system, "system preset or TOML file")->capture_default_str();
-  cmd->add_option("--tp-overlap", o->tp_overlap, "none, backward or all (see simulate --help)")
-      ->check(CLI::IsMember({"none", "backward", "all"}))
-      ->capture_default_str();
-  cmd->add_option("--tp", o->tp, "tensor-parallel ranks (default: the model file's)");
-  cmd->add_flag("--sequence-parallel", o->sequence_parallel, "sequence parallelism with --tp");
-  cmd->add_option("--cp", o->cp, "context-parallel ranks")->capture_default_str();
-  cmd->add_option("--dp", o->dp,
-                  "data-parallel ranks (the experts' ranks are drawn from TP × CP × DP)")
-      ->capture_default_str();
-  cmd->add_option("--ep", o->ep, "expert-parallel ranks of a mixture of experts")
-      ->capture_default_str();
-  cmd->add_option("--etp", o->etp, "expert-tensor-parallel ranks")->capture_default_str();
+  add_run_flags(*cmd, o->run);
   add_format(*cmd, o->format, {"text", "json"});
   return {cmd, [o] {
-            auto model = io::load_model(o->model);
-            const auto system = io::load_system(o->system);
-            Layout layout;
-            layout.tp = o->tp;
-            if (o->sequence_parallel) layout.sequence_parallel = true;
-            layout.cp = o->cp;
-            layout.dp = o->dp;
-            layout.ep = o->ep;
-            layout.etp = o->etp;
-            LoweringOptions lowering;
-            apply_layout(layout, model, lowering);
-            cost::CostOptions options;
-            options.tp_overlap = *parse_overlap(o->tp_overlap);
-            const auto breakdown = cost::operator_breakdown(model, system, options);
+            const auto setup = run_setup(o->run, o->model, o->system);
+            const auto breakdown =
+                cost::operator_breakdown(setup.model, setup.job, setup.layout, setup.system);
             emit("", o->format == "json" ? cost::to_json(breakdown).dump(2) + "\n"
                                          : cost::breakdown_text(breakdown));
           }};

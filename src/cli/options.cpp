@@ -9,6 +9,7 @@
 #include "pipetab/io/config.hpp"
 #include "pipetab/io/table_export.hpp"
 #include "pipetab/numeric.hpp"
+#include "pipetab/sim/options.hpp"
 #include "pipetab/table/validate.hpp"
 
 namespace pipetab::cli {
@@ -91,6 +92,68 @@ void add_schedule_options(CLI::App& command, ScheduleOptions& o) {
       ->capture_default_str();
 }
 
+void add_run_flags(CLI::App& command, RunFlags& flags,
+                   std::span<const std::string_view> except) {
+  const SimulationSetup defaults = default_setup({}, {});
+  auto* settings = &flags.settings;
+  for (const RunOption& o : run_options()) {
+    if (o.flag.empty() || std::find(except.begin(), except.end(), o.key) != except.end()) continue;
+    const std::string key(o.key), flag(o.flag);
+    const std::string help(o.help);
+    if (o.type == OptionType::Boolean) {
+      if (!o.flag_sets) {
+        command.add_flag_callback(
+            flag, [settings, key, flag] { settings->push_back({key, "false", flag}); }, help);
+        continue;
+      }
+      // --X sets it, --no-X clears it (a default from the model file or a job file, say).
+      const std::string negation = "--no-" + flag.substr(2);
+      command.add_flag_function(
+          fmt::format("{},!{}", flag, negation),
+          [settings, key, flag, negation](std::int64_t count) {
+            settings->push_back({key, count > 0 ? "true" : "false", count > 0 ? flag : negation});
+          },
+          help + fmt::format(" ({} turns it off)", negation));
+      continue;
+    }
+    auto* option = command.add_option_function<std::string>(
+        flag,
+        [settings, key, flag, scale = o.flag_scale](const std::string& text) {
+          std::string value = text;
+          if (scale != 1.0) {
+            double number = 0.0;
+            pipetab::parse_double(text.data(), text.data() + text.size(), number);
+            value = fmt::format("{}", number * scale);
+          }
+          settings->push_back({key, value, flag});
+        },
+        o.flag_unit.empty() ? help : fmt::format("{} ({})", help, o.flag_unit));
+    switch (o.type) {
+      case OptionType::Integer:
+        option->transform(kWholeNumber)->check(CLI::Range(o.min, o.max));
+        break;
+      case OptionType::Number:
+        option->check(number_in(o.min / o.flag_scale, o.max / o.flag_scale,
+                                fmt::format("a number from {:g} to {:g}", o.min / o.flag_scale,
+                                            o.max / o.flag_scale),
+                                "NUMBER"));
+        break;
+      case OptionType::Tristate:
+        option->check(CLI::IsMember({"auto", "true", "false", "on", "off"}));
+        break;
+      case OptionType::Choice:
+        option->check(CLI::IsMember(std::vector<std::string>(o.choices.begin(), o.choices.end())));
+        break;
+      case OptionType::Boolean:
+      case OptionType::Text:
+        break;
+    }
+    std::string shown = o.get(defaults);
+    if (o.flag_scale != 1.0) shown = fmt::format("{:g}", std::stod(shown) / o.flag_scale);
+    if (!shown.empty()) option->default_str(shown);
+  }
+}
+
 void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
   o.system_opt = command
                      .add_option("--system", o.system,
@@ -102,152 +165,7 @@ void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
                   "model preset or TOML file (presets: " +
                       fmt::format("{}", fmt::join(io::model_presets(), ", ")) + ")")
       ->capture_default_str();
-  command
-      .add_option("--tp", o.tensor_parallel,
-                  "tensor-parallel ranks per stage (default: the model file's tensor_parallel)")
-      ->transform(kWholeNumber)
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
-  command.add_flag(
-      "--sequence-parallel", o.sequence_parallel,
-      "sequence parallelism with --tp (Korthikanti et al. 2022): norms and dropouts on "
-      "1/tp of the sequence, all-gathers and reduce-scatters instead of all-reduces "
-      "(default: the model file's sequence_parallel)");
-  command
-      .add_option("--cp", o.context_parallel,
-                  "context-parallel ranks per stage: each runs seq_len/cp tokens of every "
-                  "sequence and exchanges keys and values in attention")
-      ->transform(kWholeNumber)
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
-      ->capture_default_str();
-  command
-      .add_option("--cp-method", o.cp_method,
-                  "how context-parallel ranks exchange keys and values: ring (Transformer "
-                  "Engine's p2p, Megatron's default), allgather (torchtitan's default, Llama 3), "
-                  "a2a (Ulysses all-to-all)")
-      ->check(CLI::IsMember({"ring", "allgather", "a2a"}))
-      ->capture_default_str();
-  command
-      .add_option("--ep", o.expert_parallel,
-                  "expert-parallel ranks: each MoE layer's experts spread over them, drawn from "
-                  "a stage's --tp × --cp × --dp ranks (Megatron-Core's parallel folding); tokens "
-                  "reach them by all-to-all")
-      ->transform(kWholeNumber)
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
-      ->capture_default_str();
-  command
-      .add_option("--etp", o.expert_tensor_parallel,
-                  "expert-tensor-parallel ranks: each expert's matrices split over them (--ep × "
-                  "--etp must divide --tp × --cp × --dp)")
-      ->transform(kWholeNumber)
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
-      ->capture_default_str();
-  command
-      .add_option("--dp", o.data_parallel,
-                  "data-parallel replicas of the pipeline (gradient all-reduce; with --fsdp the "
-                  "ranks parameters are sharded over)")
-      ->transform(kWholeNumber)
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{kMaxDataParallel}))
-      ->capture_default_str();
-  auto* fsdp = command.add_flag(
-      "--fsdp", o.fsdp,
-      "fully sharded data parallelism (FSDP2, ZeRO-3): parameters, gradients and "
-      "optimizer state sharded over the --dp × --cp ranks, each unit (a stage "
-      "when pipelined, a transformer block without) all-gathered before use and its "
-      "gradients reduce-scattered after");
-  command
-      .add_option("--fsdp-shard", o.fsdp_shard,
-                  "HSDP: shard over groups of this many ranks and replicate across them (default: "
-                  "shard over all --dp × --cp ranks)")
-      ->transform(kWholeNumber)
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{kMaxDataParallel}))
-      ->needs(fsdp);
-  command
-      .add_option("--reshard-after-forward", o.reshard_after_forward,
-                  "FSDP: free a unit's gathered parameters after its forward and gather them "
-                  "again for the backward (on), or keep them (off); auto: torchtitan's default, "
-                  "on without pipelining and off with it")
-      ->check(CLI::IsMember({"auto", "on", "off"}))
-      ->capture_default_str()
-      ->needs(fsdp);
-  command
-      .add_option("--fsdp-grad-sync", o.fsdp_grad_sync,
-                  "FSDP: reduce-scatter gradients once per step after a unit's last backward "
-                  "(step: torchtitan with pipelining, FSDP2's no_sync) or after every "
-                  "microbatch's (microbatch)")
-      ->check(CLI::IsMember({"step", "microbatch"}))
-      ->capture_default_str()
-      ->needs(fsdp);
-  command
-      .add_flag("--fsdp-fp8-all-gather", o.fsdp_fp8_all_gather,
-                "FSDP: all-gather parameters in FP8 (torchtitan's "
-                "enable_fsdp_float8_all_gather): one byte per parameter")
-      ->needs(fsdp);
-  command
-      .add_option("--fsdp-impl", o.fsdp_impl,
-                  "FSDP: whose — fsdp2 (PyTorch, torchtitan) copies each gathered unit out of "
-                  "the all-gather's buffer on the compute stream and the gradients into the "
-                  "reduce-scatter's; megatron (Megatron-FSDP) gathers and reduces in place")
-      ->check(CLI::IsMember({"fsdp2", "megatron"}))
-      ->capture_default_str()
-      ->needs(fsdp);
-  command.add_option("--pipeline-layout", o.pipeline_layout,
-                     "the stages' contents in Megatron-Core's notation: E embedding, t transformer "
-                     "layer, m MTP module, L loss, | between stages, X*n and (...)*n repeat, e.g. "
-                     "\"Ett|(ttt|)*30ttL\" (default: layers split evenly, MTP modules last)");
-  command.add_flag(
-      "--no-contention", o.no_contention,
-      "transfers do not share link bandwidth (each takes latency + bytes/bandwidth alone)");
-  command
-      .add_option("--nccl-buffsize", o.nccl_buffsize,
-                  "NCCL's buffer per pair of ranks in bytes (NCCL_BUFFSIZE): under the pytorch "
-                  "runtime a pipeline message of at most this size is sent without waiting for "
-                  "its receive; a larger one waits until the receive is posted")
-      ->check(CLI::Range(0.0, 1e18))
-      ->capture_default_str();
-  command.add_flag("--blocking-send", o.blocking_send,
-                   "a device's compute waits for the activations and gradients it sends");
-  o.runtime_opt =
-      command
-          .add_option(
-              "--runtime", o.runtime,
-              "how the runtime waits on pipeline transfers: auto (the default: the table's own "
-              "runtime: megatron for 1f1b and interleaved, pytorch for any other table PyTorch "
-              "runs, a file's own communication order included, async for two-pipeline "
-              "schedules), megatron (blocking batched send/receive after each op), pytorch "
-              "(PyTorch's runtime: sends and receives posted in its action order, receives "
-              "waited by the op that needs them, one transfer at a time per pair of ranks), "
-              "async (the idealisation: eager, only the consumer waits)")
-          ->check(CLI::IsMember({"auto", "async", "megatron", "pytorch"}))
-          ->capture_default_str();
-  command
-      .add_option("--tp-overlap", o.tp_overlap,
-                  "tensor-parallel collectives that run beside a GEMM: none (Megatron-LM until "
-                  "2021-09), backward (Megatron-LM since), all (Megatron-Core --tp-comm-overlap)")
-      ->check(CLI::IsMember({"none", "backward", "all"}))
-      ->capture_default_str();
-  command.add_flag("--a2a-overlap", o.a2a_overlap,
-                   "Megatron-Core's 1F1B all-to-all overlap (--overlap-moe-expert-parallel-comm): "
-                   "the interleaved schedule's steady-state forward and the backward after it run "
-                   "as one step, each one's "
-                   "expert all-to-alls under the other's compute (DualPipe's F&B pairs always do)");
-  command.add_flag("--no-overheads", o.no_overheads,
-                   "leave out the device's overheads no kernel carries: the host's time per "
-                   "pipeline step and per kernel launch, and compute slowed by communication "
-                   "(system keys step_overhead_s, host_launch_s, comm_slowdown)");
-  command.add_flag("--no-optimizer", o.no_optimizer,
-                   "simulate the pipeline and its gradient reductions only: no end-of-iteration "
-                   "synchronisation and optimizer step");
-  command.add_flag("--dp-overlap", o.dp_overlap,
-                   "reduce data-parallel gradients in buckets while the last backward passes run "
-                   "(torch DDP, Megatron-Core overlap_grad_reduce)");
-  command
-      .add_option("--dp-bucket-mb", o.dp_bucket_mb,
-                  "gradient bucket size in MB for --dp-overlap (torch DDP's default 25)")
-      ->check(CLI::Range(0.001, 1e9))
-      ->capture_default_str();
-  command.add_flag("--distributed-optimizer", o.distributed_optimizer,
-                   "shard the optimizer over the data-parallel replicas (reduce-scatter the "
-                   "gradients, all-gather the parameters)");
+  add_run_flags(command, o.run);
   command
       .add_option("--bandwidth-scale", o.bandwidth_scale,
                   "multiply every link's bandwidth (inside and across nodes) by this factor, as "
@@ -261,46 +179,23 @@ void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
       ->capture_default_str();
 }
 
-SimulationSetup ScheduleOptions::simulation(const std::string* system_name) const {
-  SimulationSetup setup;
-  setup.model = io::load_model(model);
-  setup.system = io::load_system(system_name ? *system_name : system);
-  setup.system.intra = setup.system.intra.scaled(bandwidth_scale, latency_scale);
-  setup.system.inter = setup.system.inter.scaled(bandwidth_scale, latency_scale);
-  if (costs_opt->count()) setup.lowering.costs = parsed_costs();
-  setup.lowering.runtime = *parse_runtime(runtime);
-  setup.lowering.cost.tp_overlap = *parse_overlap(tp_overlap);
-  setup.lowering.a2a_overlap = a2a_overlap;
-  setup.lowering.iteration.optimizer = !no_optimizer;
-  setup.lowering.overheads = !no_overheads;
-  setup.lowering.iteration.dp_overlap = dp_overlap;
-  setup.lowering.iteration.dp_bucket_bytes = dp_bucket_mb * 1e6;
-  setup.lowering.nccl_buffer_bytes = nccl_buffsize;
-  setup.lowering.iteration.distributed_optimizer = distributed_optimizer;
-  setup.options.contention = !no_contention;
-  setup.options.blocking_send = blocking_send;
-  apply_layout(layout(), setup.model, setup.lowering);
-  require_supported(setup.system, setup.lowering);
+SimulationSetup run_setup(const RunFlags& flags, const std::string& model,
+                          const std::string& system) {
+  SimulationSetup setup = default_setup(io::load_model(model), io::load_system(system));
+  for (const auto& note : setup.model.notes)
+    fmt::print(stderr, "note: {}\n", note);
+  apply_settings(setup, flags.settings);
+  require_runnable(setup.model, setup.job, setup.layout);
+  require_supported(setup.system, setup.job, setup.layout, setup.lowering);
   return setup;
 }
 
-Layout ScheduleOptions::layout() const {
-  Layout l;
-  l.tp = tensor_parallel;
-  if (sequence_parallel) l.sequence_parallel = true;
-  l.cp = context_parallel;
-  l.cp_method = *parse_cp_method(cp_method);
-  l.dp = data_parallel;
-  l.ep = expert_parallel;
-  l.etp = expert_tensor_parallel;
-  l.fsdp.enabled = fsdp;
-  l.fsdp.shard = fsdp_shard;
-  if (reshard_after_forward != "auto") l.fsdp.reshard_after_forward = reshard_after_forward == "on";
-  l.fsdp.grad_sync = *parse_grad_sync(fsdp_grad_sync);
-  l.fsdp.fp8_all_gather = fsdp_fp8_all_gather;
-  l.fsdp.impl = *parse_fsdp_impl(fsdp_impl);
-  l.pipeline_layout = pipeline_layout;
-  return l;
+SimulationSetup ScheduleOptions::simulation(const std::string* system_name) const {
+  SimulationSetup setup = run_setup(run, model, system_name ? *system_name : system);
+  setup.system.intra = setup.system.intra.scaled(bandwidth_scale, latency_scale);
+  setup.system.inter = setup.system.inter.scaled(bandwidth_scale, latency_scale);
+  if (costs_opt->count()) setup.lowering.costs = parsed_costs();
+  return setup;
 }
 
 ScheduleParams ScheduleOptions::params(const ScheduleInfo* info, bool only_applicable) const {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,21 @@
 #include "pipetab/table/memory.hpp"
 
 namespace pipetab::cli {
+
+/// The options of a run (sim/options.hpp) given as flags, each as a setting in the order given.
+struct RunFlags {
+  std::vector<Setting> settings;
+};
+
+/// Adds a flag for every option of sim/options.hpp that has one, but those in `except` (plan
+/// searches them with flags of its own): each given flag appends its setting to `flags`.
+void add_run_flags(CLI::App& command, RunFlags& flags,
+                   std::span<const std::string_view> except = {});
+
+/// `model` on `system` with the user-facing defaults, the model's own defaults (its notes printed
+/// on stderr) and the flags applied, checked (require_runnable, require_supported).
+SimulationSetup run_setup(const RunFlags& flags, const std::string& model,
+                          const std::string& system);
 
 /// Values of the common flags, and which were given.
 struct ScheduleOptions {
@@ -38,45 +54,18 @@ struct ScheduleOptions {
   CLI::Option* split_opt = nullptr;
   CLI::Option* costs_opt = nullptr;
 
-  // The simulation level (analyze, compare, simulate).
+  // The simulation level (analyze, compare, simulate): the model and system, the run's options
+  // (sim/options.hpp) as flags, the links scaled.
   std::string system = "balanced";
   std::string model = io::kDefaultModel;
-  std::int64_t data_parallel = 1;
-  // The layout beyond --dp (one Layout once read: layout()).
-  std::int64_t tensor_parallel = 0;  ///< 0: the model file's
-  std::int64_t context_parallel = 1;
-  bool sequence_parallel = false;
-  std::int64_t expert_parallel = 1;
-  std::int64_t expert_tensor_parallel = 1;
-  std::string cp_method = "ring";
-  bool fsdp = false;
-  std::int64_t fsdp_shard = 0;
-  std::string reshard_after_forward = "auto";
-  std::string fsdp_grad_sync = "step";
-  bool fsdp_fp8_all_gather = false;
-  std::string fsdp_impl = "fsdp2";
-  std::string pipeline_layout;
-  bool no_contention = false;
-  bool blocking_send = false;
-  std::string runtime = "auto";
-  std::string tp_overlap = "backward";
-  bool a2a_overlap = false;
-  bool no_optimizer = false;
-  bool no_overheads = false;
-  bool dp_overlap = false;
-  double dp_bucket_mb = 25.0;
+  RunFlags run;
   double bandwidth_scale = 1.0, latency_scale = 1.0;  // of the system's links
-  double nccl_buffsize = 4194304.0;
-  bool distributed_optimizer = false;
   CLI::Option* system_opt = nullptr;
-  CLI::Option* runtime_opt = nullptr;
 
-  /// Loads the model and system and applies --dp, --no-contention, --blocking-send, --runtime,
-  /// --tp-overlap, the iteration flags, and --costs (op times in seconds) when given. `system`
+  /// The model and system loaded, the model's defaults, the run's flags and --costs (op times in
+  /// seconds) applied, the links scaled; checked (require_runnable, require_supported). `system`
   /// overrides --system.
   SimulationSetup simulation(const std::string* system = nullptr) const;
-  /// --tp, --cp, --cp-method, --dp and the FSDP flags as one value.
-  Layout layout() const;
 
   /// The parameters as given; for schedules that do not take an option it is left out when
   /// `only_applicable` (compare applies -v to the schedules that have chunks, and so on).
@@ -95,10 +84,8 @@ inline constexpr std::int64_t kDefaultDevices = 8, kDefaultMicrobatches = 8;
 /// Adds -S -M -v -W --group-size --variant --split --costs --input-grad-frees to `command`.
 void add_schedule_options(CLI::App& command, ScheduleOptions& options);
 
-/// Adds --system --model, the layout (--tp --cp --cp-method --dp --fsdp --fsdp-shard
-/// --reshard-after-forward --fsdp-grad-sync --fsdp-fp8-all-gather --fsdp-impl), --no-contention
-/// --blocking-send --runtime --tp-overlap --no-optimizer --dp-overlap --dp-bucket-mb
-/// --distributed-optimizer to `command`.
+/// Adds --system, --model, every run option's flag (add_run_flags) and --bandwidth-scale,
+/// --latency-scale to `command`.
 void add_simulation_options(CLI::App& command, ScheduleOptions& options);
 
 /// A table to evaluate: generated from a schedule name, or read from --table FILE.

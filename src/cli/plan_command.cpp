@@ -1,9 +1,11 @@
 // `pipetab plan`: the fastest hybrid-parallel layouts of a model on a cluster, by simulation.
+#include <array>
 #include <chrono>
 #include <memory>
 #include <optional>
 
 #include "commands.hpp"
+#include "options.hpp"
 #include "progress.hpp"
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -16,6 +18,7 @@
 #include "pipetab/report/trace.hpp"
 #include "pipetab/schedules/registry.hpp"
 #include "pipetab/study/measurements.hpp"
+#include "pipetab/sim/options.hpp"
 #include "pipetab/study/plan.hpp"
 
 namespace pipetab::cli {
@@ -48,7 +51,7 @@ std::string header(const PlanRequest& q, const PlanResult& r, double seconds) {
   const auto& m = *q.model.transformer();
   std::string out = fmt::format(
       "plan: {} ({} layers, hidden {}, sequence {}) on {} GPUs of {} ({}), global batch {}\n",
-      q.model.name, m.layers, m.hidden, m.seq_len, q.gpus, q.system.name,
+      q.model.name, m.layers, m.hidden, q.job.seq_len, q.gpus, q.system.name,
       q.system.device.name.empty() ? "device" : q.system.device.name, q.global_batch);
   if (q.shards > 1) out += fmt::format("  shard {}/{} of the layouts\n", q.shard, q.shards);
   out += fmt::format(
@@ -170,11 +173,10 @@ std::string explain(const PlanResult& r, std::size_t rank) {
 struct PlanState {
   std::string model = "llama2-70b", system = "dgx-h100";
   // Unset unless given: 0 or -1 given is refused by plan() with the rule, not read as "unset".
-  std::optional<std::int64_t> gpus, global_batch, seq_len;
+  std::optional<std::int64_t> gpus, global_batch;
   PlanSpaceText space;
-  std::string runtime = "auto", tp_overlap = "backward";
-  std::string fsdp_impl;  // unset: fsdp2, or the run's
-  bool dp_overlap = false, no_prune = false, no_overheads = false;
+  RunFlags run;  // the run's options plan does not search (sim/options.hpp)
+  bool no_prune = false;
   bool progress_lines = false;  // --progress-lines
   int top = 10;
   double memory_reserve = 0.05;
@@ -184,52 +186,47 @@ struct PlanState {
   bool force = false;
   std::string from_run, runs = "published-runs";
   bool keep_run_options = false;
-  bool runtime_given = false, overlap_given = false, dp_overlap_given = false;
 };
 
-// The request the options describe; with a run id, the run's model, system, GPUs, batch and
-// runtime options, its layout as the reference (and with --keep-run-options its recomputation,
-// sequence parallelism and optimizer sharding as the only choices).
+// The options plan searches with flags of its own (lists, or both/on/off), and those it derives
+// from the search (data parallelism, the global batch's microbatches).
+constexpr std::array<std::string_view, 12> kPlanSearched{
+    "tensor_parallel",  "micro_batch", "recompute",       "sequence_parallel",
+    "distributed_optimizer", "context_parallel", "cp_method", "expert_parallel",
+    "a2a_overlap",      "fsdp",        "data_parallel",   "global_batch"};
+
+// The request the options describe; with a run id, the run's model, system, GPUs, batch, job and
+// layout, its layout as the reference (and with --keep-run-options its recomputation, sequence
+// parallelism and optimizer sharding as the only choices). The run's flags apply over the model's
+// defaults, or over the run's own options.
 PlanRequest make_request(const PlanState& s, const std::string& run_id) {
   PlanRequest q;
+  SimulationSetup base;
   if (!run_id.empty()) {
     plan_from_run(q, s.runs, run_id);
     if (s.gpus) q.gpus = *s.gpus;
     if (s.global_batch) q.global_batch = *s.global_batch;
+    base = {q.model, q.job, q.layout, q.system, q.lowering, q.sim};
   } else {
     if (!s.gpus) throw Error("plan: --gpus is required (or --from-run ID)");
     if (!s.global_batch) {
       throw Error("plan: --global-batch is required (or --from-run ID)");
     }
-    q.model = io::load_model(s.model);
-    q.system = io::load_system(s.system);
+    base = default_setup(io::load_model(s.model), io::load_system(s.system));
+    for (const auto& note : base.model.notes)
+      fmt::print(stderr, "note: {}\n", note);
     q.gpus = *s.gpus;
     q.global_batch = *s.global_batch;
   }
-  auto* m = std::get_if<TransformerConfig>(&q.model.spec);
-  if (m != nullptr && s.seq_len) m->seq_len = *s.seq_len;
-  const LoweringOptions run_lowering = q.lowering;
+  apply_settings(base, s.run.settings);
+  q.model = std::move(base.model);
+  q.system = std::move(base.system);
+  q.job = base.job;
+  q.layout = base.layout;
+  q.lowering = base.lowering;
+  q.sim = base.options;
   q.space = parse_plan_space(s.space);
-  const auto runtime = parse_runtime(s.runtime);
-  if (!runtime) {
-    throw Error(fmt::format("--runtime {}: expected auto, async, megatron or pytorch", s.runtime));
-  }
-  q.lowering.runtime = *runtime;
   if (!s.runnable_by.empty()) q.runnable_by = parse_runtime(s.runnable_by);
-  const auto overlap = parse_overlap(s.tp_overlap);
-  if (!overlap) {
-    throw Error(fmt::format("--tp-overlap {}: expected none, backward or all", s.tp_overlap));
-  }
-  q.lowering.cost.tp_overlap = *overlap;
-  q.lowering.iteration.dp_overlap = s.dp_overlap;
-  q.lowering.overheads = !s.no_overheads;
-  if (!s.fsdp_impl.empty()) q.lowering.fsdp.impl = *parse_fsdp_impl(s.fsdp_impl);
-  if (!run_id.empty()) {
-    // The run's own runtime options, unless given here.
-    if (!s.runtime_given) q.lowering.runtime = run_lowering.runtime;
-    if (!s.overlap_given) q.lowering.cost = run_lowering.cost;
-    if (!s.dp_overlap_given) q.lowering.iteration = run_lowering.iteration;
-  }
   q.top = s.top;
   q.memory_reserve = s.memory_reserve;
   q.prune = !s.no_prune;
@@ -290,7 +287,6 @@ Subcommand add_plan(CLI::App& app) {
   cmd->add_option("--runs", s->runs,
                   "measured runs for --from-run: a TOML file, or published-runs (built in)")
       ->capture_default_str();
-  cmd->add_option("--seq-len", s->seq_len, "sequence length (default: the model's)");
   cmd->add_option("--tp", s->space.tp,
                   "tensor-parallel sizes (default: the divisors of the node size)")
       ->delimiter(',');
@@ -335,24 +331,7 @@ Subcommand add_plan(CLI::App& app) {
                   "fully sharded data parallelism over DP × CP: both, on or off (never with the "
                   "distributed optimizer)")
       ->capture_default_str();
-  cmd->add_option("--fsdp-impl", s->fsdp_impl,
-                  "whose FSDP the layouts with FSDP run: fsdp2 (PyTorch, the default; with "
-                  "--from-run the run's) or megatron (Megatron-FSDP, no buffer copies)")
-      ->check(CLI::IsMember({"fsdp2", "megatron"}));
-  auto* runtime_opt =
-      cmd->add_option(
-             "--runtime", s->runtime,
-             "how pipeline transfers wait: auto (each layout's own runtime: megatron for 1f1b "
-             "and interleaved, pytorch for the others, as simulate), pytorch, megatron (1F1B "
-             "and interleaved only), async")
-          ->capture_default_str();
-  auto* overlap_opt = cmd->add_option("--tp-overlap", s->tp_overlap, "none, backward or all")
-                          ->capture_default_str();
-  cmd->add_flag("--no-overheads", s->no_overheads,
-                "leave out the device's overheads no kernel carries (as simulate --no-overheads)");
-  auto* dp_overlap_opt =
-      cmd->add_flag("--dp-overlap", s->dp_overlap,
-                    "overlap the data-parallel reduction with the last backward passes");
+  add_run_flags(*cmd, s->run, kPlanSearched);
   cmd->add_option("--top", s->top, "layouts ranked")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
@@ -379,17 +358,11 @@ Subcommand add_plan(CLI::App& app) {
   cmd->add_option("--trace", s->trace, "simulate the best layout and write a Chrome trace");
   cmd->add_option("--svg", s->svg, "simulate the best layout and write an SVG timeline");
   return {
-      cmd, [s, runtime_opt, overlap_opt, dp_overlap_opt] {
+      cmd, [s] {
         if (s->from_run == "all") {
-          s->runtime_given = runtime_opt->count() > 0;
-          s->overlap_given = overlap_opt->count() > 0;
-          s->dp_overlap_given = dp_overlap_opt->count() > 0;
           emit(s->output, published_comparison(*s));
           return;
         }
-        s->runtime_given = runtime_opt->count() > 0;
-        s->overlap_given = overlap_opt->count() > 0;
-        s->dp_overlap_given = dp_overlap_opt->count() > 0;
         PlanRequest q = make_request(*s, s->from_run);
         std::optional<Progress> bar;
         int phase = 0;

@@ -232,9 +232,8 @@ Subcommand add_sensitivity(CLI::App& app) {
             if (o.split_opt->count()) study.splits = {o.split};
             study.systems = {o.system};
             study.models = {o.model};
-            const auto setup = o.simulation();
-            study.lowering = setup.lowering;
-            study.sim = setup.options;
+            (void)o.simulation();  // the flags checked against the model and system once
+            study.settings = o.run.settings;
             study.memory = o.memory();
             const auto result = run_sensitivity(std::move(study), axes, s->tolerance, s->threads);
             if (s->format == "json") {

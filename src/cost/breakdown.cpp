@@ -36,8 +36,8 @@ const char* kind_name(const Operator& op) {
 
 // The stage cost of one part alone (a stage of one layer, or of the embedding or the output
 // only, with no layers).
-StageCost part_cost(const ModelConfig& model, const SystemConfig& system,
-                    const CostOptions& options, std::int64_t layers, bool embedding, bool output,
+StageCost part_cost(const ModelConfig& model, const Job& job, const Layout& layout,
+                    const SystemConfig& system, std::int64_t layers, bool embedding, bool output,
                     std::int64_t moe_layers = 0, std::int64_t mtp_layers = 0) {
   StageWork w;
   w.layers = layers;
@@ -45,20 +45,21 @@ StageCost part_cost(const ModelConfig& model, const SystemConfig& system,
   w.mtp_layers = mtp_layers;
   w.embedding = embedding;
   w.output = output;
-  return stage_costs(model, std::span(&w, 1), system, options).front();
+  return stage_costs(model, job, layout, std::span(&w, 1), system).front();
 }
 
 }  // namespace
 
-Breakdown operator_breakdown(const ModelConfig& model, const SystemConfig& system,
-                             const CostOptions& options) {
+Breakdown operator_breakdown(const ModelConfig& model, const Job& job, const Layout& layout,
+                             const SystemConfig& system) {
   const auto* m = model.transformer();
   if (m == nullptr)
     throw ParamError(
         fmt::format("model '{}' gives op times directly: it has no operators", model.name));
-  require_costable(model, system);
+  require_costable(model, job, system);
   Breakdown b{model.name, system.name, {}, {}, {}, {}, {}, {}};
-  const ModelOperators ops = model_operators(*m);
+  const Workload run{*m, job, layout};
+  const ModelOperators ops = model_operators(run);
   const std::pair<const char*, const PassOperators*> parts[] = {{"layer", &ops.layer},
                                                                 {"moe_layer", &ops.moe_layer},
                                                                 {"embedding", &ops.embedding},
@@ -67,17 +68,17 @@ Breakdown operator_breakdown(const ModelConfig& model, const SystemConfig& syste
   for (const auto& [part, passes] : parts) {
     for (const auto pass : {PassId::Forward, PassId::InputGrad, PassId::WeightGrad}) {
       for (const Operator& op : passes->pass(pass))
-        b.rows.push_back({part, pass, op, operator_cost(op, *m, system)});
+        b.rows.push_back({part, pass, op, operator_cost(op, run, system)});
     }
   }
-  b.layer = part_cost(model, system, options, 1, false, false);
-  if (m->moe) b.moe_layer = part_cost(model, system, options, 1, false, false, 1);
-  b.embedding = part_cost(model, system, options, 0, true, false);
+  b.layer = part_cost(model, job, layout, system, 1, false, false);
+  if (m->moe) b.moe_layer = part_cost(model, job, layout, system, 1, false, false, 1);
+  b.embedding = part_cost(model, job, layout, system, 0, true, false);
   // The output layer and loss once (a stage that holds them runs them once more per MTP module).
   ModelConfig once = model;
   std::get<TransformerConfig>(once.spec).mtp_layers = 0;
-  b.output = part_cost(once, system, options, 0, false, true);
-  if (m->mtp_layers > 0) b.mtp = part_cost(model, system, options, 0, false, false, 0, 1);
+  b.output = part_cost(once, job, layout, system, 0, false, true);
+  if (m->mtp_layers > 0) b.mtp = part_cost(model, job, layout, system, 0, false, false, 0, 1);
   return b;
 }
 

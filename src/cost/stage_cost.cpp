@@ -23,42 +23,42 @@ const LinkSpec& context_parallel_link(const SystemConfig& system, std::int64_t t
   return tensor_parallel_link(system, tp * cp);
 }
 
-ExpertAllToAll expert_all_to_all(const Operator& op, const TransformerConfig& m,
+ExpertAllToAll expert_all_to_all(const Operator& op, const Workload& run,
                                  const SystemConfig& system) {
+  const TransformerConfig& m = run.model;
   ExpertAllToAll a;
   a.bytes = op.collective_bytes;
-  a.ranks = static_cast<double>(m.expert_parallel);
+  a.ranks = static_cast<double>(run.layout.ep);
   // Megatron-Core's expert rank order puts ETP fastest, then EP: an EP group's ranks are etp
   // apart, so devices_per_node / etp of them share a node (all of them on a line or ring).
-  const double etp = static_cast<double>(m.expert_tensor_parallel);
+  const double etp = static_cast<double>(run.layout.etp);
   a.per_node = system.topology == Topology::Switched
                    ? std::max(1.0, std::floor(static_cast<double>(system.devices_per_node) / etp))
                    : a.ranks;
   a.per_node = std::min(a.per_node, a.ranks);
   if (m.moe) {
     a.top_k = static_cast<double>(m.moe->top_k);
-    a.per_node_dedup = m.moe->dispatcher == MoeDispatcher::DeepEp;
+    a.per_node_dedup = run.job.moe.dispatcher == MoeDispatcher::DeepEp;
     a.node_limit = static_cast<double>(m.moe->node_limit);
   }
   return a;
 }
 
-void require_costable(const ModelConfig& model, const SystemConfig& system) {
-  const auto* m = model.transformer();
-  if (m == nullptr) return;
+void require_costable(const ModelConfig& model, const Job& job, const SystemConfig& system) {
+  if (model.transformer() == nullptr) return;
   const auto& device = system.device;
   // FP8 training runs its layer linears in FP8 and the rest in BF16: both peaks are needed.
-  if (m->precision == Precision::FP8 && !(device.peak(Precision::BF16) > 0.0)) {
+  if (job.precision == Precision::FP8 && !(device.peak(Precision::BF16) > 0.0)) {
     throw ParamError(fmt::format(
         "system '{}' gives no bf16 peak (device.peak_flops.bf16) for model '{}': FP8 training "
         "keeps attention, the output layer and the rest in BF16",
         system.name, model.name));
   }
-  if (!(device.peak(m->precision) > 0.0)) {
+  if (!(device.peak(job.precision) > 0.0)) {
     throw ParamError(fmt::format(
         "system '{}' gives no {} peak (device.peak_flops.{}) for model '{}', which trains in {}",
-        system.name, to_string(m->precision), to_string(m->precision), model.name,
-        to_string(m->precision)));
+        system.name, to_string(job.precision), to_string(job.precision), model.name,
+        to_string(job.precision)));
   }
   if (!device.flat_efficiency && !(device.memory_bandwidth > 0.0)) {
     throw ParamError(fmt::format(
@@ -81,11 +81,11 @@ double memory_seconds(double bytes, const DeviceSpec& device) {
 
 }  // namespace
 
-OperatorCost operator_cost(const Operator& op, const TransformerConfig& m,
+OperatorCost operator_cost(const Operator& op, const Workload& run,
                            const SystemConfig& system) {
   const DeviceSpec& device = system.device;
   const double peak =
-      device.peak(op.fp8 ? Precision::FP8 : compute_precision(m)) * device.clock_scale;
+      device.peak(op.fp8 ? Precision::FP8 : compute_precision(run.job)) * device.clock_scale;
   const double launches = op.kernels * device.kernel_overhead_s;
   OperatorCost c;
   switch (op.kind) {
@@ -120,24 +120,24 @@ OperatorCost operator_cost(const Operator& op, const TransformerConfig& m,
       switch (op.group) {
         case CollectiveGroup::Context:
           c.seconds = collective_seconds(
-              op.collective, op.collective_bytes, static_cast<double>(m.context_parallel),
-              context_parallel_link(system, m.tensor_parallel, m.context_parallel));
+              op.collective, op.collective_bytes, static_cast<double>(run.layout.cp),
+              context_parallel_link(system, run.layout.tp, run.layout.cp));
           return c;
         case CollectiveGroup::Expert:
-          c.seconds = expert_all_to_all_seconds(expert_all_to_all(op, m, system), system.intra,
+          c.seconds = expert_all_to_all_seconds(expert_all_to_all(op, run, system), system.intra,
                                                 system.inter);
           return c;
         case CollectiveGroup::ExpertTensor:
           c.seconds = collective_seconds(op.collective, op.collective_bytes,
-                                         static_cast<double>(m.expert_tensor_parallel),
-                                         tensor_parallel_link(system, m.expert_tensor_parallel));
+                                         static_cast<double>(run.layout.etp),
+                                         tensor_parallel_link(system, run.layout.etp));
           return c;
         case CollectiveGroup::Tensor:
           break;
       }
-      const double ranks = static_cast<double>(m.tensor_parallel);
+      const double ranks = static_cast<double>(run.layout.tp);
       c.seconds = collective_seconds(op.collective, op.collective_bytes, ranks,
-                                     tensor_parallel_link(system, m.tensor_parallel));
+                                     tensor_parallel_link(system, run.layout.tp));
       return c;
     }
   }
@@ -159,12 +159,12 @@ struct Timed {
 // fused_matmul_reduce_scatter over SymmetricMemory) and Transformer Engine's userbuffers split
 // the GEMM into tp chunks of rows, one per rank's shard, each computed as its shard arrives (or
 // reduced as it is produced). One chunk's GEMM: a tp-th of the rows, the weight read again.
-Operator row_chunk(const Operator& gemm, double parts, const TransformerConfig& m) {
+Operator row_chunk(const Operator& gemm, double parts, const Workload& run) {
   Operator c = gemm;
   c.gemm.m = gemm.gemm.m / parts;
   c.flops = gemm.flops / parts;
   const double weight = gemm.gemm.k * gemm.gemm.n * gemm.gemm.batch *
-                        (gemm.fp8 ? 1.0 : static_cast<double>(m.dtype_bytes));
+                        (gemm.fp8 ? 1.0 : static_cast<double>(run.job.element_bytes()));
   c.bytes = gemm.bytes / parts + weight * (1.0 - 1.0 / parts);
   return c;
 }
@@ -174,19 +174,19 @@ bool decomposed(const Operator& op) {
          op.overlap == Overlap::All && op.hidden_index >= 0;
 }
 
-Timed timed(const PassOperators& ops, const TransformerConfig& m, const SystemConfig& system) {
+Timed timed(const PassOperators& ops, const Workload& run, const SystemConfig& system) {
   Timed t;
-  t.parts = static_cast<double>(m.tensor_parallel);
+  t.parts = static_cast<double>(run.layout.tp);
   for (const auto id : {PassId::Forward, PassId::InputGrad, PassId::WeightGrad}) {
     const auto i = static_cast<std::size_t>(id);
     for (const Operator& op : ops.pass(id)) {
-      t.seconds[i].push_back(operator_cost(op, m, system).seconds);
+      t.seconds[i].push_back(operator_cost(op, run, system).seconds);
       double chunk = 0.0;
       if (decomposed(op) && t.parts > 1.0) {
         const Operator& partner =
             ops.pass(op.hidden_pass)[static_cast<std::size_t>(op.hidden_index)];
         if (partner.kind == OperatorKind::Gemm)
-          chunk = operator_cost(row_chunk(partner, t.parts, m), m, system).seconds;
+          chunk = operator_cost(row_chunk(partner, t.parts, run), run, system).seconds;
       }
       t.chunk[i].push_back(chunk);
     }
@@ -202,17 +202,17 @@ bool is_flow(const Operator& op, bool flows) {
 }
 
 // The flows of such an exchange, as the cost model prices them alone (operator_cost).
-Exchange exchange(const Operator& op, const TransformerConfig& m, const SystemConfig& system) {
+Exchange exchange(const Operator& op, const Workload& run, const SystemConfig& system) {
   Exchange x;
   if (op.group == CollectiveGroup::Expert) {
     x.kind = ExchangeKind::Expert;
-    const AllToAllFlows f = expert_all_to_all_flows(expert_all_to_all(op, m, system));
+    const AllToAllFlows f = expert_all_to_all_flows(expert_all_to_all(op, run, system));
     x.flows = {Flow{f.local, system.intra.latency_s, false},
                Flow{f.remote, system.inter.latency_s, true}};
     return x;
   }
-  const LinkSpec& link = context_parallel_link(system, m.tensor_parallel, m.context_parallel);
-  const auto cp = static_cast<double>(m.context_parallel);
+  const LinkSpec& link = context_parallel_link(system, run.layout.tp, run.layout.cp);
+  const auto cp = static_cast<double>(run.layout.cp);
   x.flows[0] = {collective_flow_bytes(op.collective, op.collective_bytes, cp),
                 collective_steps(op.collective, cp) * link.latency_s, &link == &system.inter};
   return x;
@@ -275,7 +275,7 @@ PassCost pass_cost(const PassOperators& ops, const Timed& t, std::initializer_li
 // hides under) runs beside it for its fraction.
 LayerProgram layer_program(const PassOperators& ops, const Timed& t,
                            std::initializer_list<PassId> set, Overlap overlap,
-                           const TransformerConfig& m, const SystemConfig& system) {
+                           const Workload& run, const SystemConfig& system) {
   LayerProgram p;
   // Partners of the exchanges, by (pass, index): their time goes to their exchange.
   struct Partner {
@@ -291,7 +291,7 @@ LayerProgram layer_program(const PassOperators& ops, const Timed& t,
       if (!is_flow(op, true)) continue;
       if (op.hidden_index >= 0 && op.hidden_pass == id)
         partners.push_back({id, op.hidden_index, p.exchanges.size(), op.hidden_fraction});
-      p.exchanges.push_back(exchange(op, m, system));
+      p.exchanges.push_back(exchange(op, run, system));
     }
   }
   double since = 0.0;
@@ -358,8 +358,9 @@ void add(StageCost& into, const StageCost& part, double times) {
 
 }  // namespace
 
-std::vector<StageCost> stage_costs(const ModelConfig& model, std::span<const StageWork> work,
-                                   const SystemConfig& system, const CostOptions& options) {
+std::vector<StageCost> stage_costs(const ModelConfig& model, const Job& job, const Layout& layout,
+                                   std::span<const StageWork> work, const SystemConfig& system,
+                                   const CostOptions& options) {
   std::vector<StageCost> costs(work.size());
   const auto* m = model.transformer();
   if (m == nullptr) {
@@ -373,20 +374,21 @@ std::vector<StageCost> stage_costs(const ModelConfig& model, std::span<const Sta
     }
     return costs;
   }
-  require_costable(model, system);
-  const ModelOperators ops = model_operators(*m);
-  const Overlap overlap = options.tp_overlap;
+  require_costable(model, job, system);
+  const Workload run{*m, job, layout};
+  const ModelOperators ops = model_operators(run);
+  const Overlap overlap = job.tp_overlap;
   const bool flows = options.exchanges_as_flows;
   // A layer's passes, and with flows their programs (null without exchanges).
   const auto layer_kind = [&](const PassOperators& o, StageCost& cost,
                               std::shared_ptr<const LayerPasses>& programs) {
-    const Timed t = timed(o, *m, system);
+    const Timed t = timed(o, run, system);
     cost = stage_cost_of(o, t, overlap, flows);
     if (!flows) return;
     LayerPasses p{
-        layer_program(o, t, {PassId::Forward}, overlap, *m, system),
-        layer_program(o, t, {PassId::InputGrad}, overlap, *m, system),
-        layer_program(o, t, {PassId::InputGrad, PassId::WeightGrad}, overlap, *m, system)};
+        layer_program(o, t, {PassId::Forward}, overlap, run, system),
+        layer_program(o, t, {PassId::InputGrad}, overlap, run, system),
+        layer_program(o, t, {PassId::InputGrad, PassId::WeightGrad}, overlap, run, system)};
     if (!p.forward.exchanges.empty() || !p.input_grad.exchanges.empty())
       programs = std::make_shared<const LayerPasses>(std::move(p));
   };
@@ -395,10 +397,11 @@ std::vector<StageCost> stage_costs(const ModelConfig& model, std::span<const Sta
   layer_kind(ops.layer, layer, dense_programs);
   if (m->moe) layer_kind(ops.moe_layer, moe_layer, moe_programs);
   const StageCost embedding =
-      stage_cost_of(ops.embedding, timed(ops.embedding, *m, system), overlap, flows);
-  const StageCost output = stage_cost_of(ops.output, timed(ops.output, *m, system), overlap, flows);
+      stage_cost_of(ops.embedding, timed(ops.embedding, run, system), overlap, flows);
+  const StageCost output =
+      stage_cost_of(ops.output, timed(ops.output, run, system), overlap, flows);
   const StageCost mtp = m->mtp_layers > 0
-                            ? stage_cost_of(ops.mtp, timed(ops.mtp, *m, system), overlap, flows)
+                            ? stage_cost_of(ops.mtp, timed(ops.mtp, run, system), overlap, flows)
                             : StageCost{};
   for (std::size_t s = 0; s < work.size(); ++s) {
     const auto dense = static_cast<double>(work[s].layers - work[s].moe_layers);

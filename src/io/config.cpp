@@ -303,9 +303,21 @@ ModelConfig parse_model(std::string_view text, const std::string& file) {
   if (transformer) {
     only_transformer_keys(r, *transformer, "transformer");
     auto t = read_transformer(r, *transformer, "transformer");
+    model.defaults = transformer_settings(r, *transformer, "transformer");
     if (const auto* moe = r.table(root, "", "moe")) {
       r.only(*moe, "moe", {}, kMoeKeys);
       t.moe = read_moe(r, *moe, "moe", t);
+      const auto more = moe_settings(r, *moe, "moe");
+      model.defaults.insert(model.defaults.end(), more.begin(), more.end());
+    }
+    if (!model.defaults.empty()) {
+      std::string keys;
+      for (const auto& d : model.defaults)
+        keys += fmt::format("{}{}", keys.empty() ? "" : ", ", d.key);
+      model.notes.push_back(fmt::format(
+          "{}: the model file also sets the job and layout's {}: read as defaults, under a job "
+          "file (--job) and the flags",
+          file, keys));
     }
     model.spec = std::move(t);
   } else if (const auto* moe = root.get("moe")) {
@@ -489,7 +501,11 @@ Config load(const std::string& name_or_path, std::string_view kind, const char* 
 }  // namespace
 
 ModelConfig load_model(const std::string& name_or_path) {
-  return load<ModelConfig>(name_or_path, "models", "--model", parse_model);
+  ModelConfig model = load<ModelConfig>(name_or_path, "models", "--model", parse_model);
+  // A preset's job keys are pipetab's documented defaults for the model (configs/models/*.toml
+  // say where each comes from), not a file of the user's to point out.
+  if (!detail::preset("models", name_or_path).empty()) model.notes.clear();
+  return model;
 }
 
 SystemConfig load_system(const std::string& name_or_path) {

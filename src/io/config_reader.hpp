@@ -13,11 +13,21 @@
 
 namespace pipetab::io {
 
-/// Every key of `t` must be a [transformer] key.
+/// The keys of a model's [transformer] table that are the job's or the layout's: older model
+/// files and measured-run fragments carry them. Each is read as a setting of the option of the
+/// same key (sim/options.hpp), a default under what a job file and the flags give.
+inline constexpr std::array<std::string_view, 13> kTransformerJobKeys{
+    "seq_len",           "micro_batch",       "precision",
+    "dtype_bytes",       "tensor_parallel",   "sequence_parallel",
+    "recompute",         "flash_attention",   "fused_elementwise",
+    "balance_embedding", "grad_accumulation_fusion", "grad_bytes_per_param",
+    "optimizer_bytes_per_param"};
+
+/// Every key of `t` must be a [transformer] key (the architecture's or kTransformerJobKeys).
 void only_transformer_keys(const Reader& r, const toml::table& t, const std::string& prefix,
                            std::span<const std::string_view> more = {});
 
-/// The TransformerConfig of `t` (a toml::table or a LayeredTable), whose keys are reported as
+/// The architecture of `t` (a toml::table or a LayeredTable), whose keys are reported as
 /// `prefix.key`. Wrong types, out-of-range values and impossible shapes throw ParseError (check
 /// the keys with only_transformer_keys first).
 template <class Table>
@@ -30,30 +40,12 @@ TransformerConfig read_transformer(const Reader& r, const Table& t, const std::s
   m.kv_heads = r.integer(t, p, "kv_heads", m.heads, 1, m.heads);
   m.head_dim = r.integer(t, p, "head_dim", 0, 1, 1 << 20);
   m.ffn_hidden = r.integer(t, p, "ffn_hidden", 4 * m.hidden, 1, 1 << 26);
-  m.seq_len = r.integer(t, p, "seq_len", std::nullopt, 1, 1 << 26);
-  m.micro_batch = r.integer(t, p, "micro_batch", 1, 1, 1 << 20);
   m.vocab = r.integer(t, p, "vocab", std::nullopt, 1, kBig);
-  m.precision = *parse_precision(
-      r.choice(t, p, "precision", "bf16", {"fp32", "tf32", "fp16", "bf16", "fp8"}));
-  // FP8 training keeps activations and weights between layers in 16 bits (Transformer Engine).
-  m.dtype_bytes = r.integer(t, p, "dtype_bytes",
-                            m.precision == Precision::FP8 ? 2 : element_bytes(m.precision), 1, 16);
-  m.tensor_parallel = r.integer(t, p, "tensor_parallel", 1, 1, 1 << 16);
-  m.sequence_parallel = r.boolean(t, p, "sequence_parallel", false);
-  m.recompute = *parse_recompute(
-      r.choice(t, p, "recompute", "none",
-               {"none", "selective", "full", "selective-op", "every-other-layer"}));
-  m.flash_attention = r.boolean(t, p, "flash_attention", false);
   m.gated_mlp = r.boolean(t, p, "gated_mlp", false);
   m.learned_positions = r.boolean(t, p, "learned_positions", true);
   m.dropout = r.boolean(t, p, "dropout", true);
-  m.fused_elementwise = r.boolean(t, p, "fused_elementwise", true);
   m.tie_embeddings = r.boolean(t, p, "tie_embeddings", true);
-  m.balance_embedding = r.boolean(t, p, "balance_embedding", false);
   m.mtp_layers = r.integer(t, p, "mtp_layers", 0, 0, 64);
-  m.grad_accumulation_fusion = r.boolean(t, p, "grad_accumulation_fusion", true);
-  m.grad_bytes_per_param = r.number(t, p, "grad_bytes_per_param", 4.0, 0.0, 64.0, false);
-  m.optimizer_bytes_per_param = r.number(t, p, "optimizer_bytes_per_param", 12.0, 0.0, 64.0, false);
   m.attention = r.choice(t, p, "attention", "multi-head", {"multi-head", "latent"}) == "latent"
                     ? AttentionKind::Latent
                     : AttentionKind::MultiHead;
@@ -68,10 +60,6 @@ TransformerConfig read_transformer(const Reader& r, const Table& t, const std::s
     m.latent.kv_lora_rank = r.integer(t, p, "kv_lora_rank", std::nullopt, 1, 1 << 20);
     m.latent.qk_rope_head_dim = r.integer(t, p, "qk_rope_head_dim", std::nullopt, 1, 1 << 16);
     m.latent.v_head_dim = r.integer(t, p, "v_head_dim", std::nullopt, 1, 1 << 16);
-    if (!m.flash_attention) {
-      r.fail(t.get("attention")->source(), Reader::join(p, "attention"),
-             "latent needs flash_attention = true (MLA runs in fused attention kernels)");
-    }
   }
   if (m.head_dim == 0 && m.hidden % m.heads != 0) {
     r.fail(t.get("hidden")->source(), Reader::join(p, "hidden"),
@@ -83,61 +71,17 @@ TransformerConfig read_transformer(const Reader& r, const Table& t, const std::s
     r.fail(t.get("kv_heads")->source(), Reader::join(p, "kv_heads"),
            fmt::format("heads = {} is not a multiple of {}", m.heads, m.kv_heads));
   }
-  // Tensor parallelism splits the heads, the key-value groups and the MLP over the ranks
-  // (Megatron-LM requires each to divide evenly).
-  if (const auto* tp = t.get("tensor_parallel")) {
-    if (const auto misfit = tensor_parallel_misfit(m, m.tensor_parallel)) {
-      r.fail(tp->source(), Reader::join(p, "tensor_parallel"),
-             fmt::format("{} does not divide {} = {}: each rank needs whole heads and an equal "
-                         "share of the MLP",
-                         m.tensor_parallel, misfit->what, misfit->value));
-    }
-  }
-  if (m.sequence_parallel && m.tensor_parallel == 1) {
-    r.fail(
-        t.get("sequence_parallel")->source(), Reader::join(p, "sequence_parallel"),
-        "needs tensor_parallel > 1: sequence parallelism splits along the tensor-parallel ranks");
-  }
   return m;
 }
 
-/// The keys read_layout reads, for the callers' lists of allowed keys.
-inline constexpr std::array<std::string_view, 12> kLayoutKeys{
-    "context_parallel",  "cp_method",
-    "expert_parallel",   "expert_tensor_parallel",
-    "sequence_parallel", "fsdp",
-    "fsdp_shard",        "reshard_after_forward",
-    "fsdp_grad_sync",    "fsdp_fp8_all_gather",
-    "fsdp_impl",         "pipeline_layout"};
-
-/// The layout keys of a study's [simulation] table or a runs file's entry, as `simulate`'s flags
-/// give them: context_parallel, cp_method, expert_parallel, expert_tensor_parallel,
-/// sequence_parallel (unset: the model file's), fsdp and its options (each refused without fsdp
-/// = true), pipeline_layout. TP and DP are the caller's (tensor_parallel, data_parallel).
+/// The job and layout keys of `t` (kTransformerJobKeys) as settings, in that order.
 template <class Table>
-Layout read_layout(const Reader& r, const Table& t, const std::string& p) {
-  Layout l;
-  l.cp = r.integer(t, p, "context_parallel", 1, 1, 1 << 20);
-  l.cp_method = *parse_cp_method(r.choice(t, p, "cp_method", "ring", {"ring", "allgather", "a2a"}));
-  l.ep = r.integer(t, p, "expert_parallel", 1, 1, 1 << 20);
-  l.etp = r.integer(t, p, "expert_tensor_parallel", 1, 1, 1 << 20);
-  if (t.get("sequence_parallel") != nullptr)
-    l.sequence_parallel = r.boolean(t, p, "sequence_parallel", false);
-  l.fsdp.enabled = r.boolean(t, p, "fsdp", false);
-  for (const char* key : {"fsdp_shard", "reshard_after_forward", "fsdp_grad_sync",
-                          "fsdp_fp8_all_gather", "fsdp_impl"}) {
-    if (!l.fsdp.enabled && t.get(key) != nullptr)
-      r.fail(t.get(key)->source(), Reader::join(p, key), "needs fsdp = true");
+std::vector<Setting> transformer_settings(const Reader& r, const Table& t, const std::string& p) {
+  std::vector<Setting> out;
+  for (const auto key : kTransformerJobKeys) {
+    if (const auto* node = t.get(key)) out.push_back(r.setting(*node, Reader::join(p, key), key));
   }
-  l.fsdp.shard = r.integer(t, p, "fsdp_shard", 0, 2, std::int64_t{1} << 30);
-  if (t.get("reshard_after_forward") != nullptr)
-    l.fsdp.reshard_after_forward = r.boolean(t, p, "reshard_after_forward", false);
-  l.fsdp.grad_sync =
-      *parse_grad_sync(r.choice(t, p, "fsdp_grad_sync", "step", {"step", "microbatch"}));
-  l.fsdp.fp8_all_gather = r.boolean(t, p, "fsdp_fp8_all_gather", false);
-  l.fsdp.impl = *parse_fsdp_impl(r.choice(t, p, "fsdp_impl", "fsdp2", {"fsdp2", "megatron"}));
-  l.pipeline_layout = r.string(t, p, "pipeline_layout").value_or("");
-  return l;
+  return out;
 }
 
 /// The keys of a [moe] table, for the callers' checks of unknown keys.
@@ -155,6 +99,16 @@ inline constexpr std::array<std::string_view, 14> kMoeKeys{"experts",
                                                            "fp8_dispatch",
                                                            "shared_expert_overlap",
                                                            "recompute"};
+
+/// The keys of a [moe] table that are the job's, and the options they set.
+inline constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kMoeJobKeys{{
+    {"capacity_factor", "moe_capacity_factor"},
+    {"imbalance", "moe_imbalance"},
+    {"dispatcher", "moe_dispatcher"},
+    {"fp8_dispatch", "moe_fp8_dispatch"},
+    {"shared_expert_overlap", "moe_shared_expert_overlap"},
+    {"recompute", "moe_recompute"},
+}};
 
 /// [moe]: the experts that replace a transformer's MLP (MoeConfig), of `model`, whose keys are
 /// reported as `p.key`.
@@ -179,29 +133,19 @@ MoeConfig read_moe(const Reader& r, const Table& t, const std::string& p,
     r.fail(t.get("dense_ffn_hidden")->source(), Reader::join(p, "dense_ffn_hidden"),
            "set with dense_layers = 0: no layer is dense");
   }
-  if (t.get("capacity_factor") != nullptr)
-    moe.capacity_factor = r.number(t, p, "capacity_factor", std::nullopt, 0.0, 1e3, true);
-  // The busiest rank takes at most every token the layer routes: at most experts / top_k times
-  // the balanced share.
-  moe.imbalance =
-      r.number(t, p, "imbalance", 1.0, 1.0,
-               static_cast<double>(moe.experts) / static_cast<double>(moe.top_k), false);
-  moe.dispatcher = r.choice(t, p, "dispatcher", "alltoall", {"alltoall", "deepep"}) == "deepep"
-                       ? MoeDispatcher::DeepEp
-                       : MoeDispatcher::AllToAll;
   moe.node_limit = r.integer(t, p, "node_limit", 0, 0, 1 << 20);
-  moe.fp8_dispatch = r.boolean(t, p, "fp8_dispatch", false);
-  moe.shared_expert_overlap = r.boolean(t, p, "shared_expert_overlap", false);
-  if (moe.shared_expert_overlap && moe.shared_experts == 0) {
-    r.fail(t.get("shared_expert_overlap")->source(), Reader::join(p, "shared_expert_overlap"),
-           "true with shared_experts = 0: there is no shared expert to run beside the "
-           "all-to-alls");
-  }
-  const std::string recompute = r.choice(t, p, "recompute", "none", {"none", "moe_act", "mlp"});
-  moe.recompute = recompute == "moe_act" ? MoeRecompute::MoeAct
-                  : recompute == "mlp"   ? MoeRecompute::Mlp
-                                         : MoeRecompute::None;
   return moe;
+}
+
+/// The job keys of a [moe] table (kMoeJobKeys) as settings of their options.
+template <class Table>
+std::vector<Setting> moe_settings(const Reader& r, const Table& t, const std::string& p) {
+  std::vector<Setting> out;
+  for (const auto& [key, option] : kMoeJobKeys) {
+    if (const auto* node = t.get(key))
+      out.push_back(r.setting(*node, Reader::join(p, key), option));
+  }
+  return out;
 }
 
 }  // namespace pipetab::io

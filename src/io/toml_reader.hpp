@@ -16,6 +16,7 @@
 #include <toml++/toml.h>
 
 #include "pipetab/error.hpp"
+#include "pipetab/setting.hpp"
 
 namespace pipetab::io {
 
@@ -71,6 +72,30 @@ class Reader {
   }
 
   const toml::table& root() const { return root_; }
+  const std::string& file() const { return file_; }
+
+  /// A key's value as a setting of option `key` (sim/options.hpp, which checks it when it is
+  /// applied): integers and booleans as TOML writes them, a float with its fraction ("4096.0", so
+  /// that an option taking whole numbers refuses it), a string as it is. Its origin is
+  /// "FILE:LINE:COLUMN: key 'PATH'". Tables, arrays and dates are refused here.
+  Setting setting(const toml::node& node, const std::string& path, std::string_view key) const {
+    std::string value;
+    if (const auto* i = node.as_integer()) {
+      value = std::to_string(i->get());
+    } else if (const auto* f = node.as_floating_point()) {
+      value = fmt::format("{}", f->get());
+      if (value.find_first_of(".eEn") == std::string::npos) value += ".0";
+    } else if (const auto* b = node.as_boolean()) {
+      value = b->get() ? "true" : "false";
+    } else if (const auto* str = node.as_string()) {
+      value = str->get();
+    } else {
+      fail(node.source(), path, fmt::format("expected a value, got {}", type_name(node)));
+    }
+    return {std::string(key), value,
+            fmt::format("{}:{}:{}: key '{}'", file_, std::max(1, static_cast<int>(node.source().begin.line)),
+                        std::max(1, static_cast<int>(node.source().begin.column)), path)};
+  }
 
   [[noreturn]] void fail(const toml::source_region& where, const std::string& path,
                          const std::string& message) const {

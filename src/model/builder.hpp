@@ -28,9 +28,9 @@ struct Pending {
 // scale-mask-softmax, fused bias-GeLU, fused bias-dropout-add; reference schedules.md §12).
 class Builder {
  public:
-  Builder(const TransformerConfig& m, PassOperators& out, PassId pass,
+  Builder(const Workload& run, PassOperators& out, PassId pass,
           std::vector<Pending>& pending)
-      : m_(m), d_(detail::dims(m)), out_(out), pass_(pass), pending_(pending) {}
+      : run_(run), d_(detail::dims(run)), out_(out), pass_(pass), pending_(pending) {}
 
   std::vector<Operator>& ops() { return pass_of(out_, pass_); }
 
@@ -38,7 +38,7 @@ class Builder {
     ops().push_back(gemm_operator(name, {m, n, k, batch}, d_.e));
   }
 
-  bool fp8() const { return m_.precision == Precision::FP8; }
+  bool fp8() const { return run_.job.precision == Precision::FP8; }
 
   // A layer's linear: in FP8 training its inputs are quantised first (`quantize` names that
   // kernel; "": none) and the product runs in FP8. Quantising an [m×k] input reads it in 16 bits
@@ -49,7 +49,7 @@ class Builder {
   void linear(std::string_view name, std::string_view quantize, double m, double n, double k,
               bool weight_in_forward, double batch = 1.0) {
     if (fp8() && !quantize.empty()) {
-      const bool fused = m_.fused_elementwise;
+      const bool fused = run_.job.fused_elementwise;
       double elements = m * k * batch;
       if (!fused && weight_in_forward) elements += n * k * batch;
       memory(quantize, (fused ? d_.e + 2 : 3 * d_.e + 2) * elements, fused ? 1 : 3);
@@ -69,8 +69,8 @@ class Builder {
     gemm(name, m, n, k, batch);
     auto& op = ops().back();
     op.fp8 = fp8() && fp8_weight_grads_;
-    const double g = m_.grad_bytes_per_param;
-    if (m_.grad_accumulation_fusion) {
+    const double g = run_.job.grad_bytes_per_param;
+    if (run_.job.grad_accumulation_fusion) {
       op.bytes = (d_.e * (m * k + k * n) + 2 * g * m * n) * batch;
     } else {
       memory(accumulate, m * n * batch * (d_.e + 2 * g));
@@ -84,7 +84,7 @@ class Builder {
   // its autograd backward about 5e + 56 in 10.
   void norm(std::string_view name, double elements, bool backward) {
     const double e = d_.e;
-    if (m_.fused_elementwise) {
+    if (run_.job.fused_elementwise) {
       memory(name, (backward ? 4 : 2) * e * elements);
     } else {
       memory(name, (backward ? 5 * e + 56 : 4 * e + 28) * elements, backward ? 10 : 8);
@@ -96,7 +96,7 @@ class Builder {
   // and K, the same again backward. Fused kernels (Megatron-Core, Transformer Engine) apply
   // them within the attention's inputs, not counted.
   void rotary(std::string_view name, double elements) {
-    if (m_.fused_elementwise || m_.learned_positions) return;
+    if (run_.job.fused_elementwise || run_.model.learned_positions) return;
     memory(name, (2 * d_.e + 16) * elements, 6);
   }
 
@@ -138,7 +138,7 @@ class Builder {
   void expert_exchange(std::string_view name, CollectiveGroup group, CollectiveKind kind,
                        double bytes, std::string_view hidden_by) {
     const auto ranks =
-        group == CollectiveGroup::Expert ? m_.expert_parallel : m_.expert_tensor_parallel;
+        group == CollectiveGroup::Expert ? run_.layout.ep : run_.layout.etp;
     if (ranks <= 1) return;
     push_collective(name, group, kind, bytes, pass_, hidden_by);
   }
@@ -168,7 +168,7 @@ class Builder {
     return ops().back();
   }
 
-  const TransformerConfig& m_;
+  Workload run_;
   bool fp8_weight_grads_ = false;
   Dims d_;
   PassOperators& out_;
@@ -190,11 +190,12 @@ struct LayerSizes {
   double head_dim;  // q/a
 };
 
-inline LayerSizes sizes(const TransformerConfig& m, const Dims& d) {
+inline LayerSizes sizes(const Workload& run, const Dims& d) {
+  const TransformerConfig& m = run.model;
   LayerSizes z;
   z.T = d.tokens();
   z.full = d.sbh();
-  z.x = m.sequence_parallel ? z.full / d.t : z.full;
+  z.x = run.layout.sequence_parallel ? z.full / d.t : z.full;
   z.scores = d.b * (d.a / d.t) * d.s * d.s;
   z.qkv_out = (d.q + 2 * d.kv) / d.t;
   z.ffn = d.ffn / d.t;
@@ -205,12 +206,12 @@ inline LayerSizes sizes(const TransformerConfig& m, const Dims& d) {
 }
 
 // A layer's MLP, per pass: the dense one (operators.cpp) and the mixture of experts (moe.cpp).
-void mlp_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
-void mlp_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
-void mlp_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
-void moe_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
-void moe_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
-void moe_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
+void mlp_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z);
+void mlp_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerSizes& z);
+void mlp_weight_grad(Builder& w, const Workload& run, const Dims& d, const LayerSizes& z);
+void moe_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z);
+void moe_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerSizes& z);
+void moe_weight_grad(Builder& w, const Workload& run, const Dims& d, const LayerSizes& z);
 
 /// What attention's context-parallel exchanges move per token and tensor-parallel rank, in
 /// elements: Q, K and V as FlashAttention takes them, and its output.
@@ -220,33 +221,33 @@ struct AttentionWidths {
 
 // Context parallelism's exchanges around FlashAttention (operators.cpp): before its forward, the
 // output's after it (Ulysses), and with its backward.
-void context_exchange_forward(Builder& f, const TransformerConfig& m, const Dims& d,
+void context_exchange_forward(Builder& f, const Workload& run, const Dims& d,
                               const AttentionWidths& w);
-void context_output_forward(Builder& f, const TransformerConfig& m, const Dims& d,
+void context_output_forward(Builder& f, const Workload& run, const Dims& d,
                             const AttentionWidths& w);
-void context_exchange_backward(Builder& i, const TransformerConfig& m, const Dims& d,
+void context_exchange_backward(Builder& i, const Workload& run, const Dims& d,
                                const AttentionWidths& w);
 
 // Multi-head latent attention (mla.cpp): the attention's projections per pass (operators.cpp
 // builds the shell around them), its fused core, its parameters and activation bytes per device.
-void mla_projections_forward(Builder& f, const TransformerConfig& m, const Dims& d,
+void mla_projections_forward(Builder& f, const Workload& run, const Dims& d,
                              const LayerSizes& z);
-void mla_projections_input_grad(Builder& i, const TransformerConfig& m, const Dims& d,
+void mla_projections_input_grad(Builder& i, const Workload& run, const Dims& d,
                                 const LayerSizes& z);
-void mla_projections_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d,
+void mla_projections_weight_grad(Builder& w, const Workload& run, const Dims& d,
                                  const LayerSizes& z);
-void mla_core_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
-double mla_params(const TransformerConfig& m, const Dims& d);
-double mla_activation_bytes(const TransformerConfig& m, const Dims& d);
+void mla_core_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z);
+double mla_params(const Workload& run, const Dims& d);
+double mla_activation_bytes(const Workload& run, const Dims& d);
 
 // A multi-token-prediction module's own operators per pass (mtp.cpp; its parameters and
 // activations in memory.hpp).
-void mtp_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
-void mtp_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const LayerSizes& z);
+void mtp_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z);
+void mtp_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerSizes& z);
 void mtp_weight_grad(Builder& w, const Dims& d, const LayerSizes& z);
 
 /// Bytes of the fused bias-dropout-add after attention and after the MLP, or of its backward.
-double dropout_add_bytes(const TransformerConfig& m, const Dims& d, const LayerSizes& z,
+double dropout_add_bytes(const Workload& run, const Dims& d, const LayerSizes& z,
                          bool backward);
 
 }  // namespace pipetab::detail

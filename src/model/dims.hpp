@@ -1,7 +1,7 @@
 // The dimensions of a transformer as doubles, shared by the model's files. Internal.
 #pragma once
 
-#include "pipetab/model/transformer.hpp"
+#include "pipetab/model/workload.hpp"
 
 namespace pipetab::detail {
 
@@ -23,24 +23,25 @@ struct Dims {
   double head_dim() const { return q / a; }
 };
 
-inline Dims dims(const TransformerConfig& m) {
+inline Dims dims(const Workload& run) {
+  const TransformerConfig& m = run.model;
   const double heads = static_cast<double>(m.heads);
   const double kv_heads = static_cast<double>(m.kv_heads > 0 ? m.kv_heads : m.heads);
   const double h = static_cast<double>(m.hidden);
   const double head_dim = m.head_dim > 0 ? static_cast<double>(m.head_dim) : h / heads;
-  const double cp = static_cast<double>(m.context_parallel > 0 ? m.context_parallel : 1);
-  return {static_cast<double>(m.seq_len) / cp,
-          static_cast<double>(m.seq_len),
+  const double cp = static_cast<double>(run.layout.cp > 0 ? run.layout.cp : 1);
+  return {static_cast<double>(run.job.seq_len) / cp,
+          static_cast<double>(run.job.seq_len),
           cp,
-          static_cast<double>(m.micro_batch),
+          static_cast<double>(run.job.micro_batch),
           h,
           heads,
           heads * head_dim,
           kv_heads * head_dim,
           static_cast<double>(m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.hidden),
           static_cast<double>(m.vocab),
-          static_cast<double>(m.tensor_parallel),
-          static_cast<double>(m.dtype_bytes)};
+          static_cast<double>(run.layout.tp),
+          static_cast<double>(run.job.element_bytes())};
 }
 
 // The model a mixture of experts' dense layers are: its dense_ffn_hidden as the MLP width.

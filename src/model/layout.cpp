@@ -12,7 +12,7 @@ namespace {
 
 // Expert parallelism (Megatron-Core's MoE parallel folding, arXiv 2504.14960 §3): EP × ETP
 // ranks of the stage's TP × CP × DP hold each MoE layer's experts.
-void require_expert_layout(const TransformerConfig& m, const Layout& l) {
+void require_expert_layout(const TransformerConfig& m, const Job& job, const Layout& l) {
   if (l.ep < 1 || l.etp < 1) {
     throw ParamError(
         fmt::format("--ep {} --etp {}: expert parallelism needs 1 or more ranks", l.ep, l.etp));
@@ -23,6 +23,12 @@ void require_expert_layout(const TransformerConfig& m, const Layout& l) {
           "--ep {} --etp {}: expert parallelism spreads a mixture of experts' experts, and the "
           "model has none ([moe])",
           l.ep, l.etp));
+    }
+    if (job.moe != MoeJob{}) {
+      throw ParamError(
+          "the job sets how a mixture of experts runs (its dispatcher, capacity, imbalance, FP8 "
+          "dispatch, shared-expert overlap or recomputation), and the model has no experts "
+          "([moe])");
     }
     return;
   }
@@ -39,11 +45,11 @@ void require_expert_layout(const TransformerConfig& m, const Layout& l) {
                     "(expert_ffn_hidden), which does not divide evenly",
                     l.etp, moe.expert_ffn_hidden));
   }
-  if (l.tp > 1 && !m.sequence_parallel) {
+  if (l.tp > 1 && !l.sequence_parallel) {
     throw ParamError(fmt::format(
         "--tp {}: a mixture of experts with tensor parallelism needs sequence parallelism "
         "(Megatron-Core requires it: each TP rank routes its own 1/tp of the tokens); add "
-        "--sequence-parallel, or set sequence_parallel = true in the model file",
+        "--sequence-parallel (sequence_parallel = true in a file)",
         l.tp));
   }
   const std::int64_t ranks = l.tp * l.cp * l.dp;
@@ -54,11 +60,44 @@ void require_expert_layout(const TransformerConfig& m, const Layout& l) {
         "does not divide them",
         l.ep, l.etp, l.tp, l.cp, l.dp, ranks, l.ep * l.etp));
   }
+  // The busiest rank takes at most every token the layer routes: at most experts / top_k times
+  // the balanced share.
+  const double most = static_cast<double>(moe.experts) / static_cast<double>(moe.top_k);
+  if (!(job.moe.imbalance >= 1.0 && job.moe.imbalance <= most)) {
+    throw ParamError(fmt::format(
+        "moe imbalance {:g}: the busiest expert-parallel rank takes between 1 (balanced) and "
+        "experts / top_k = {:g} times the mean",
+        job.moe.imbalance, most));
+  }
+  if (job.moe.capacity_factor && !(*job.moe.capacity_factor > 0.0)) {
+    throw ParamError(fmt::format("moe capacity factor {:g}: expected a positive factor",
+                                 *job.moe.capacity_factor));
+  }
+  if (job.moe.shared_expert_overlap && moe.shared_experts == 0) {
+    throw ParamError(
+        "moe shared_expert_overlap: the model has no shared expert to run beside the "
+        "all-to-alls (shared_experts = 0)");
+  }
 }
 
 }  // namespace
 
-void require_layout(const TransformerConfig& m, const Layout& l) {
+void require_trainable(const TransformerConfig& m, const Job& job, const Layout& l) {
+  if (job.seq_len < 1) {
+    throw ParamError(
+        "no sequence length: give --seq-len (or seq_len in a job file, a model file or a study)");
+  }
+  if (job.micro_batch < 1)
+    throw ParamError(fmt::format("--micro-batch {}: expected 1 or more", job.micro_batch));
+  if (l.sequence_parallel && l.tp == 1) {
+    throw ParamError(
+        "--sequence-parallel needs --tp > 1: sequence parallelism splits the norms and dropouts "
+        "along the tensor-parallel ranks");
+  }
+  if (m.attention == AttentionKind::Latent && !job.flash_attention) {
+    throw ParamError(
+        "latent attention needs flash_attention = true (MLA runs in fused attention kernels)");
+  }
   if (l.tp < 1)
     throw ParamError(fmt::format("--tp {}: tensor parallelism needs 1 or more ranks", l.tp));
   if (const auto misfit = tensor_parallel_misfit(m, l.tp)) {
@@ -70,18 +109,18 @@ void require_layout(const TransformerConfig& m, const Layout& l) {
   if (l.cp < 1)
     throw ParamError(fmt::format("--cp {}: context parallelism needs 1 or more ranks", l.cp));
   if (l.cp > 1) {
-    if (!m.flash_attention) {
+    if (!job.flash_attention) {
       throw ParamError(fmt::format(
           "--cp {}: context parallelism runs inside fused attention (Transformer Engine's and "
-          "PyTorch's CP patch FlashAttention-style kernels); the model has flash_attention = "
+          "PyTorch's CP patch FlashAttention-style kernels); the job runs with flash_attention = "
           "false",
           l.cp));
     }
-    if (m.seq_len % (2 * l.cp) != 0) {
+    if (job.seq_len % (2 * l.cp) != 0) {
       throw ParamError(fmt::format(
           "--cp {}: the sequence of {} tokens must split into 2·cp = {} equal chunks (causal "
           "load balancing gives rank r chunks r and 2·cp−1−r)",
-          l.cp, m.seq_len, 2 * l.cp));
+          l.cp, job.seq_len, 2 * l.cp));
     }
     if (l.cp_method == CpMethod::AllToAll) {
       const std::int64_t kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
@@ -96,7 +135,10 @@ void require_layout(const TransformerConfig& m, const Layout& l) {
       }
     }
   }
-  require_expert_layout(m, l);
+  require_expert_layout(m, job, l);
+  // A pipeline layout must parse and hold the model's layers; that it names the table's stages
+  // is checked where the model is cut into them (partition_layers).
+  if (!l.pipeline_layout.empty()) (void)parse_pipeline_layout(l.pipeline_layout, m.layers, m.mtp_layers);
   if (l.fsdp.shard == 1) {
     throw ParamError(
         "--fsdp-shard 1: a shard group of one rank shards nothing; leave --fsdp out for "

@@ -14,28 +14,30 @@ namespace detail {
 // QKV and fc1 inputs, two dropout masks) and the rest that it does. `attention` is the part of
 // the attention core (softmax and its dropout, or FlashAttention's log-sum-exp). Without
 // dropout the masks (2·sbh and a·s²·b) and the dropout's output (2·a·s²·b) are not kept.
-LayerActivation layer_activation_bytes(const TransformerConfig& m, const Dims& d) {
+LayerActivation layer_activation_bytes(const Workload& run, const Dims& d) {
+  const TransformerConfig& m = run.model;
   const double sbh = d.sbh();
-  if (m.recompute == Recompute::Full)
-    return {2 * sbh / (m.sequence_parallel ? d.t : 1), 0.0};  // layer input
-  if (m.recompute == Recompute::EveryOtherLayer) {
+  if (run.job.recompute == Recompute::Full)
+    return {2 * sbh / (run.layout.sequence_parallel ? d.t : 1), 0.0};  // layer input
+  if (run.job.recompute == Recompute::EveryOtherLayer) {
     // Half the layers keep everything, half only their input.
-    TransformerConfig none = m, full = m;
+    Job none = run.job, full = run.job;
     none.recompute = Recompute::None;
     full.recompute = Recompute::Full;
-    const auto a = layer_activation_bytes(none, d), b = layer_activation_bytes(full, d);
+    const auto a = layer_activation_bytes({m, none, run.layout}, d),
+               b = layer_activation_bytes({m, full, run.layout}, d);
     return {(a.total + b.total) / 2, (a.attention + b.attention) / 2};
   }
   if (m.attention == AttentionKind::Latent && d.a > 0) {
     // Latent attention: the dense accounting without its heads, and MLA's own tensors.
     Dims rest = d;
     rest.q = rest.kv = rest.a = 0.0;
-    LayerActivation a = layer_activation_bytes(m, rest);
-    const double mla = mla_activation_bytes(m, d);
+    LayerActivation a = layer_activation_bytes(run, rest);
+    const double mla = mla_activation_bytes(run, d);
     const double lse = 4 * d.a / d.t * d.s * d.b;
     return {a.total + mla, lse};
   }
-  const bool per_op = m.recompute == Recompute::SelectiveOp;
+  const bool per_op = run.job.recompute == Recompute::SelectiveOp;
   // Per-op recomputation (torchtitan) keeps the two residual-stream inputs the recomputed norms
   // start from, instead of the norms' inputs and outputs.
   const double unsplit = (m.dropout ? 2 : 0) * sbh + (per_op ? 4 : 8) * sbh;
@@ -50,38 +52,39 @@ LayerActivation layer_activation_bytes(const TransformerConfig& m, const Dims& d
   // FlashAttention only a row-wise log-sum-exp (fp32) per head; selective recomputation drops
   // the attention core altogether.
   double attention = 0.0;
-  if (m.flash_attention) {
+  if (run.job.flash_attention) {
     attention = 4 * d.a * d.s * d.b;
-  } else if (m.recompute != Recompute::Selective) {
+  } else if (run.job.recompute != Recompute::Selective) {
     attention = (m.dropout ? 5 : 2) * d.a * d.s * d.s * d.b;
   }
-  if (m.sequence_parallel) return {(unsplit + split + attention) / d.t, attention / d.t};
+  if (run.layout.sequence_parallel) return {(unsplit + split + attention) / d.t, attention / d.t};
   return {unsplit + (split + attention) / d.t, attention / d.t};
 }
 
-LayerActivation moe_layer_activation_bytes(const TransformerConfig& m) {
-  const Dims d = dims(m);
+LayerActivation moe_layer_activation_bytes(const Workload& run) {
+  const TransformerConfig& m = run.model;
+  const Dims d = dims(run);
   // The attention half of a layer: the dense accounting with no MLP width (its unsplit part
   // keeps the MLP's input, which the router, the permutation and the shared experts read).
   Dims attention_dims = d;
   attention_dims.ffn = 0.0;
-  LayerActivation a = layer_activation_bytes(m, attention_dims);
-  if (m.recompute == Recompute::Full || !m.moe) return a;
+  LayerActivation a = layer_activation_bytes(run, attention_dims);
+  if (run.job.recompute == Recompute::Full || !m.moe) return a;
   const MoeConfig& moe = *m.moe;
-  const double half = m.recompute == Recompute::EveryOtherLayer ? 0.5 : 1.0;
-  if (moe.recompute == MoeRecompute::Mlp) return a;
+  const double half = run.job.recompute == Recompute::EveryOtherLayer ? 0.5 : 1.0;
+  if (run.job.moe.recompute == MoeRecompute::Mlp) return a;
   const double t = d.t;
   const double tokens = d.s * d.b / t;  // the rank's tokens (sequence parallel)
   const double k = static_cast<double>(moe.top_k);
-  const double rows = moe.load() * tokens * k;
-  const double etp = static_cast<double>(m.expert_tensor_parallel);
+  const double rows = run.job.moe.load() * tokens * k;
+  const double etp = static_cast<double>(run.layout.etp);
   const double width = static_cast<double>(moe.expert_ffn_hidden) / etp;
   const double up = (m.gated_mlp ? 2 : 1) * width;
   // fp32 probabilities of every expert (the router's backward), the routed rows the combine
   // weighted (the probabilities' gradient), the gathered rows fc1 read, fc1's output, and the
   // activation's output fc2 read unless moe_act recomputes it.
   double bytes = 4 * tokens * static_cast<double>(moe.experts) + d.e * tokens * k * d.h;
-  bytes += d.e * rows * etp * (d.h + up + (moe.recompute == MoeRecompute::MoeAct ? 0 : width));
+  bytes += d.e * rows * etp * (d.h + up + (run.job.moe.recompute == MoeRecompute::MoeAct ? 0 : width));
   // The shared experts as a dense MLP: fc1's output and the activation's output, split by TP.
   const double shared = static_cast<double>(moe.shared_ffn());
   bytes += d.e * d.s * d.b * ((m.gated_mlp ? 2 : 1) * shared + shared) / t;
@@ -90,30 +93,34 @@ LayerActivation moe_layer_activation_bytes(const TransformerConfig& m) {
 }
 
 // The attention's matrices per device: split by TP, or latent attention's (mla_params).
-static double attention_params(const TransformerConfig& m, const Dims& d) {
-  if (m.attention == AttentionKind::Latent) return mla_params(m, d);
+static double attention_params(const Workload& run, const Dims& d) {
+  const TransformerConfig& m = run.model;
+  if (m.attention == AttentionKind::Latent) return mla_params(run, d);
   return (2 * d.h * d.q + 2 * d.h * d.kv) / d.t;
 }
 
-LayerParams dense_layer_params(const TransformerConfig& m) {
-  const TransformerConfig dense = dense_layer_model(m);
-  const Dims d = dims(dense);
+LayerParams dense_layer_params(const Workload& run) {
+  const TransformerConfig dense = dense_layer_model(run.model);
+  const Workload dense_run{dense, run.job, run.layout};
+  const Dims d = dims(dense_run);
   // Tensor parallelism splits the matrices; the two LayerNorms (4h) are replicated on every
   // device (Megatron-LM, Shoeybi et al. 2019).
-  const double linears = attention_params(dense, d) + (dense.gated_mlp ? 3 : 2) * d.h * d.ffn / d.t;
+  const double linears =
+      attention_params(dense_run, d) + (dense.gated_mlp ? 3 : 2) * d.h * d.ffn / d.t;
   return {linears + 4 * d.h, 0.0, linears};
 }
 
-LayerParams moe_layer_params(const TransformerConfig& m) {
-  const Dims d = dims(m);
+LayerParams moe_layer_params(const Workload& run) {
+  const TransformerConfig& m = run.model;
+  const Dims d = dims(run);
   const MoeConfig& moe = *m.moe;
   const double matrices = m.gated_mlp ? 3 : 2;
-  const double attention = attention_params(m, d);
+  const double attention = attention_params(run, d);
   // Each rank holds E/EP experts, each split over ETP; the shared experts split over TP like a
   // dense MLP; the router's h×E weight is replicated (Megatron-Core's TopKRouter).
-  const double experts = static_cast<double>(moe.experts / m.expert_parallel) * matrices * d.h *
+  const double experts = static_cast<double>(moe.experts / run.layout.ep) * matrices * d.h *
                          static_cast<double>(moe.expert_ffn_hidden) /
-                         static_cast<double>(m.expert_tensor_parallel);
+                         static_cast<double>(run.layout.etp);
   const double shared = matrices * d.h * static_cast<double>(moe.shared_ffn()) / d.t;
   const double router = d.h * static_cast<double>(moe.experts);
   const double linears = attention + experts + shared;
@@ -122,18 +129,17 @@ LayerParams moe_layer_params(const TransformerConfig& m) {
 
 }  // namespace detail
 
-double layer_params(const TransformerConfig& m) {
-  return detail::dense_layer_params(m).total;
+double layer_params(const Workload& run) {
+  return detail::dense_layer_params(run).total;
 }
 
-double total_params(const TransformerConfig& m) {
-  const detail::Dims d = detail::dims(m);
+double total_params(const Workload& run) {
+  const TransformerConfig& m = run.model;
+  const detail::Dims d = detail::dims(run);
   const double embedding = d.V * d.h + (m.learned_positions ? d.keys * d.h : 0.0);
   const double outside = embedding + (m.tie_embeddings ? 0.0 : d.V * d.h) + 2 * d.h;
-  TransformerConfig whole = m;  // no parallelism: every parameter once
-  whole.tensor_parallel = 1;
-  whole.expert_parallel = 1;
-  whole.expert_tensor_parallel = 1;
+  const Layout none;  // no parallelism: every parameter once
+  const Workload whole{m, run.job, none};
   const double layers = static_cast<double>(m.layers);
   if (!m.moe) return layers * detail::dense_layer_params(whole).total + outside;
   const double dense = static_cast<double>(m.moe->dense_layers);
@@ -141,14 +147,14 @@ double total_params(const TransformerConfig& m) {
          (layers - dense) * detail::moe_layer_params(whole).total + outside;
 }
 
-double optimizer_step_bytes_per_param(const TransformerConfig& m) {
-  const double grad = m.grad_bytes_per_param;
-  const double state = m.optimizer_bytes_per_param;  // master weights and moments, fp32
-  double bytes = 4;                                  // the gradient norm reads the fp32 gradients
-  if (grad < 4) bytes += grad + 4;                   // 16-bit main gradients copied to fp32
-  if (m.precision == Precision::FP16) bytes += 8;    // loss-scale unscale, in place
-  bytes += 4 + 2 * state;                            // Adam: read g, read and write p, m, v
-  bytes += 4 + static_cast<double>(m.dtype_bytes);   // master weights to model weights
+double optimizer_step_bytes_per_param(const Job& job) {
+  const double grad = job.grad_bytes_per_param;
+  const double state = job.optimizer_bytes_per_param;  // master weights and moments, fp32
+  double bytes = 4;                                    // the gradient norm reads the fp32 gradients
+  if (grad < 4) bytes += grad + 4;                     // 16-bit main gradients copied to fp32
+  if (job.precision == Precision::FP16) bytes += 8;    // loss-scale unscale, in place
+  bytes += 4 + 2 * state;                              // Adam: read g, read and write p, m, v
+  bytes += 4 + static_cast<double>(job.element_bytes());  // master weights to model weights
   return bytes;
 }
 

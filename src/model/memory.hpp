@@ -10,19 +10,19 @@ struct LayerActivation {
   double attention = 0.0;  ///< of which the attention core (freed by the input gradient)
 };
 
-LayerActivation layer_activation_bytes(const TransformerConfig& m, const Dims& d);
+LayerActivation layer_activation_bytes(const Workload& run, const Dims& d);
 
 /// The same for a mixture-of-experts layer: the dense layer's attention part, the router's
 /// probabilities, the busiest rank's dispatched rows and expert intermediates, the shared experts'.
-LayerActivation moe_layer_activation_bytes(const TransformerConfig& m);
+LayerActivation moe_layer_activation_bytes(const Workload& run);
 
 /// Parameters of a dense layer of `m` (its dense_layer_model), and of a mixture-of-experts layer.
-LayerParams dense_layer_params(const TransformerConfig& m);
-LayerParams moe_layer_params(const TransformerConfig& m);
+LayerParams dense_layer_params(const Workload& run);
+LayerParams moe_layer_params(const Workload& run);
 
 /// An MTP module's own parameters per device (eh_proj and its three norms; mtp.cpp), and the
 /// activation bytes they keep for one microbatch; its transformer layer is counted apart.
-double mtp_params(const TransformerConfig& m);
-double mtp_activation_bytes(const TransformerConfig& m);
+double mtp_params(const Workload& run);
+double mtp_activation_bytes(const Workload& run);
 
 }  // namespace pipetab::detail

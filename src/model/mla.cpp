@@ -20,7 +20,8 @@ struct MlaSizes {
   double rope;
 };
 
-MlaSizes mla_sizes(const TransformerConfig& m, const Dims& d) {
+MlaSizes mla_sizes(const Workload& run, const Dims& d) {
+  const TransformerConfig& m = run.model;
   const auto& l = m.latent;
   MlaSizes s;
   s.heads = d.a / d.t;
@@ -41,20 +42,20 @@ AttentionWidths context_widths(const MlaSizes& s) {
 
 }  // namespace
 
-void mla_core_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
-  const MlaSizes s = mla_sizes(m, d);
-  context_exchange_forward(f, m, d, context_widths(s));
+void mla_core_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z) {
+  const MlaSizes s = mla_sizes(run, d);
+  context_exchange_forward(f, run, d, context_widths(s));
   // QKᵀ over head width qk and ·V over v: 2·T·keys·heads·(qk + v) FLOPs; reads Q, K, V, writes
   // the output.
   f.fused_attention("attention.flash", OperatorKind::FusedAttention,
                     2 * z.T * d.keys * s.heads * (s.qk + s.v),
                     d.e * (z.T * s.heads * (s.qk + s.v) + d.b * d.keys * s.heads * (s.qk + s.v)));
-  context_output_forward(f, m, d, context_widths(s));
+  context_output_forward(f, run, d, context_widths(s));
 }
 
-void mla_projections_forward(Builder& f, const TransformerConfig& m, const Dims& d,
+void mla_projections_forward(Builder& f, const Workload& run, const Dims& d,
                              const LayerSizes& z) {
-  const MlaSizes s = mla_sizes(m, d);
+  const MlaSizes s = mla_sizes(run, d);
   if (s.q_lora > 0) {
     f.linear("mla.q_down", "mla.q_down.quantize", z.T, s.q_lora, d.h, true);
     f.norm("mla.q_norm", z.T * s.q_lora, false);
@@ -67,10 +68,10 @@ void mla_projections_forward(Builder& f, const TransformerConfig& m, const Dims&
   f.linear("mla.kv_up", "mla.kv_up.quantize", z.T, s.heads * (d.head_dim() + s.v), s.kv_lora, true);
 }
 
-void mla_projections_input_grad(Builder& i, const TransformerConfig& m, const Dims& d,
+void mla_projections_input_grad(Builder& i, const Workload& run, const Dims& d,
                                 const LayerSizes& z) {
-  const MlaSizes s = mla_sizes(m, d);
-  context_exchange_backward(i, m, d, context_widths(s));
+  const MlaSizes s = mla_sizes(run, d);
+  context_exchange_backward(i, run, d, context_widths(s));
   // Recomputes QKᵀ: five products against the forward's two (Dao 2023).
   i.fused_attention(
       "attention.flash.backward", OperatorKind::FusedAttentionBackward,
@@ -90,9 +91,9 @@ void mla_projections_input_grad(Builder& i, const TransformerConfig& m, const Di
   }
 }
 
-void mla_projections_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d,
+void mla_projections_weight_grad(Builder& w, const Workload& run, const Dims& d,
                                  const LayerSizes& z) {
-  const MlaSizes s = mla_sizes(m, d);
+  const MlaSizes s = mla_sizes(run, d);
   if (s.q_lora > 0) {
     w.weight_gemm("mla.q_down.weight_grad", "mla.q_down.weight_grad.accumulate", d.h, s.q_lora,
                   z.T);
@@ -109,8 +110,8 @@ void mla_projections_weight_grad(Builder& w, const TransformerConfig& m, const D
 
 // Parameters of the attention per device: the down-projections and their norms whole, the
 // up-projections and the output projection split by heads.
-double mla_params(const TransformerConfig& m, const Dims& d) {
-  const MlaSizes s = mla_sizes(m, d);
+double mla_params(const Workload& run, const Dims& d) {
+  const MlaSizes s = mla_sizes(run, d);
   const double q =
       s.q_lora > 0 ? d.h * s.q_lora + s.q_lora + s.q_lora * s.heads * s.qk : d.h * s.heads * s.qk;
   return q + d.h * (s.kv_lora + s.rope) + s.kv_lora + s.kv_lora * s.heads * (d.head_dim() + s.v) +
@@ -120,8 +121,8 @@ double mla_params(const TransformerConfig& m, const Dims& d) {
 // Activation bytes of the attention per device: the latents and their normed copies (whole), the
 // heads' Q, K, V and output (split), and FlashAttention's log-sum-exp; the layer's input and
 // the residual path are the dense accounting's.
-double mla_activation_bytes(const TransformerConfig& m, const Dims& d) {
-  const MlaSizes s = mla_sizes(m, d);
+double mla_activation_bytes(const Workload& run, const Dims& d) {
+  const MlaSizes s = mla_sizes(run, d);
   const double T = d.s * d.b;
   const double latents = 2 * s.q_lora + (s.kv_lora + s.rope) + s.kv_lora;
   const double heads = s.heads * (2 * s.qk + 2 * s.v);

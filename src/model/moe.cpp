@@ -33,16 +33,17 @@ struct MoeSizes {
   bool overlap = false;   // the shared experts hide the dispatch and the combine
 };
 
-MoeSizes moe_sizes(const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
+MoeSizes moe_sizes(const Workload& run, const Dims& d, const LayerSizes& z) {
+  const TransformerConfig& m = run.model;
   const MoeConfig& moe = *m.moe;
   MoeSizes s;
-  const double etp = static_cast<double>(m.expert_tensor_parallel);
+  const double etp = static_cast<double>(run.layout.etp);
   const double k = static_cast<double>(moe.top_k);
   s.tokens = z.x / d.h;  // sequence-parallel share (a MoE layer with TP > 1 requires SP)
   s.experts = static_cast<double>(moe.experts);
-  s.rows = moe.load() * s.tokens * k;
+  s.rows = run.job.moe.load() * s.tokens * k;
   s.gathered = s.rows * etp;
-  s.local = s.experts / static_cast<double>(m.expert_parallel);
+  s.local = s.experts / static_cast<double>(run.layout.ep);
   s.rows_per_expert = s.gathered / s.local;
   s.width = static_cast<double>(moe.expert_ffn_hidden) / etp;
   s.up = (m.gated_mlp ? 2 : 1) * s.width;
@@ -50,21 +51,23 @@ MoeSizes moe_sizes(const TransformerConfig& m, const Dims& d, const LayerSizes& 
   s.shared_up = (m.gated_mlp ? 2 : 1) * s.shared;
   // FP8 dispatch: one byte per value and an fp32 scale per 128 (DeepSeek-V3 §3.3.1's 1×128
   // activation tiles).
-  s.dispatch_e = moe.fp8_dispatch ? 1.0 + 4.0 / 128.0 : d.e;
-  s.sort = moe.dispatcher == MoeDispatcher::AllToAll && s.local > 1 && m.expert_parallel > 1;
-  s.overlap = moe.shared_expert_overlap && moe.shared_experts > 0;
+  s.dispatch_e = run.job.moe.fp8_dispatch ? 1.0 + 4.0 / 128.0 : d.e;
+  s.sort = run.job.moe.dispatcher == MoeDispatcher::AllToAll && s.local > 1 && run.layout.ep > 1;
+  s.overlap = run.job.moe.shared_expert_overlap && moe.shared_experts > 0;
   return s;
 }
 
 // The activation's bytes per element of fc2's input width, forward and backward, as the dense
 // MLP's (operators.cpp): fused SwiGLU 3e / 5e, GeLU 2e / 3e, eager SwiGLU 5e / 9e.
-double activation_bytes(const TransformerConfig& m, const Dims& d, bool backward) {
-  const bool eager_glu = m.gated_mlp && !m.fused_elementwise;
+double activation_bytes(const Workload& run, const Dims& d, bool backward) {
+  const TransformerConfig& m = run.model;
+  const bool eager_glu = m.gated_mlp && !run.job.fused_elementwise;
   if (backward) return (eager_glu ? 9 : m.gated_mlp ? 5 : 3) * d.e;
   return (eager_glu ? 5 : m.gated_mlp ? 3 : 2) * d.e;
 }
-std::int32_t activation_kernels(const TransformerConfig& m, bool backward) {
-  if (!(m.gated_mlp && !m.fused_elementwise)) return 1;
+std::int32_t activation_kernels(const Workload& run, bool backward) {
+  const TransformerConfig& m = run.model;
+  if (!(m.gated_mlp && !run.job.fused_elementwise)) return 1;
   return backward ? 5 : 2;
 }
 
@@ -78,37 +81,38 @@ double router_bytes(const Dims& d, const MoeSizes& s) {
 // Permutation: each token's hidden state read once and written once per chosen expert, with
 // the routing map (Transformer Engine's fused moe_permute; unpermute reads the rows and the
 // probabilities and writes the token).
-double permute_bytes(const TransformerConfig& m, const Dims& d, const MoeSizes& s) {
+double permute_bytes(const Workload& run, const Dims& d, const MoeSizes& s) {
+  const TransformerConfig& m = run.model;
   return d.e * s.tokens * d.h * (1.0 + static_cast<double>(m.moe->top_k));
 }
 
-void shared_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z,
+void shared_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z,
                     const MoeSizes& s) {
   if (s.shared <= 0) return;
-  const bool sp = m.sequence_parallel;
+  const bool sp = run.layout.sequence_parallel;
   if (sp)
     f.collective("shared_expert.all_gather", CollectiveKind::AllGather, d.e * z.full, Overlap::All,
                  PassId::Forward, "shared_expert.fc1");
   f.linear("shared_expert.fc1", "shared_expert.fc1.quantize", z.T, s.shared_up, d.h, true);
-  f.memory("shared_expert.activation", activation_bytes(m, d, false) * z.T * s.shared,
-           activation_kernels(m, false));
+  f.memory("shared_expert.activation", activation_bytes(run, d, false) * z.T * s.shared,
+           activation_kernels(run, false));
   f.linear("shared_expert.fc2", "shared_expert.fc2.quantize", z.T, d.h, s.shared, true);
   f.collective(sp ? "shared_expert.reduce_scatter" : "shared_expert.all_reduce",
                sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
                Overlap::All, PassId::Forward, "shared_expert.fc2");
 }
 
-void shared_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const LayerSizes& z,
+void shared_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerSizes& z,
                        const MoeSizes& s) {
   if (s.shared <= 0) return;
-  const bool sp = m.sequence_parallel;
+  const bool sp = run.layout.sequence_parallel;
   if (sp)
     i.collective("shared_expert.reduce_scatter.backward", CollectiveKind::AllGather, d.e * z.full,
                  Overlap::All, PassId::InputGrad, "shared_expert.fc2.input_grad");
   i.linear("shared_expert.fc2.input_grad", "shared_expert.fc2.quantize_grad", z.T, s.shared, d.h,
            false);
-  i.memory("shared_expert.activation.backward", activation_bytes(m, d, true) * z.T * s.shared,
-           activation_kernels(m, true));
+  i.memory("shared_expert.activation.backward", activation_bytes(run, d, true) * z.T * s.shared,
+           activation_kernels(run, true));
   i.linear("shared_expert.fc1.input_grad", "shared_expert.fc1.quantize_grad", z.T, d.h, s.shared_up,
            false);
   i.collective(sp ? "shared_expert.all_gather.backward" : "shared_expert.all_reduce.backward",
@@ -118,11 +122,11 @@ void shared_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, co
 
 }  // namespace
 
-void moe_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
-  const MoeSizes s = moe_sizes(m, d, z);
+void moe_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z) {
+  const MoeSizes s = moe_sizes(run, d, z);
   f.gemm("router", s.tokens, s.experts, d.h);
   f.memory("router.topk", router_bytes(d, s), 3);
-  f.memory("moe.permute", permute_bytes(m, d, s));
+  f.memory("moe.permute", permute_bytes(run, d, s));
   // Megatron-Core's --moe-shared-expert-overlap: the shared experts' fc1 under the dispatch, fc2
   // under the combine.
   f.expert_exchange("moe.dispatch", CollectiveGroup::Expert, CollectiveKind::AllToAll,
@@ -131,25 +135,25 @@ void moe_forward(Builder& f, const TransformerConfig& m, const Dims& d, const La
                     s.gathered * d.h * d.e, "");
   if (s.sort) f.memory("moe.sort_chunks", 2 * d.e * s.gathered * d.h);
   // With FP8 dispatch the rows arrive quantised: no cast before the first grouped GEMM.
-  f.linear("experts.fc1", m.moe->fp8_dispatch ? "" : "experts.fc1.quantize", s.rows_per_expert,
+  f.linear("experts.fc1", run.job.moe.fp8_dispatch ? "" : "experts.fc1.quantize", s.rows_per_expert,
            s.up, d.h, true, s.local);
-  f.memory("experts.activation", activation_bytes(m, d, false) * s.gathered * s.width,
-           activation_kernels(m, false));
+  f.memory("experts.activation", activation_bytes(run, d, false) * s.gathered * s.width,
+           activation_kernels(run, false));
   f.linear("experts.fc2", "experts.fc2.quantize", s.rows_per_expert, d.h, s.width, true, s.local);
   if (s.sort) f.memory("moe.unsort_chunks", 2 * d.e * s.gathered * d.h);
   f.expert_exchange("moe.etp_reduce_scatter", CollectiveGroup::ExpertTensor,
                     CollectiveKind::ReduceScatter, s.gathered * d.h * d.e, "");
   f.expert_exchange("moe.combine", CollectiveGroup::Expert, CollectiveKind::AllToAll,
                     s.rows * d.h * d.e, s.overlap ? "shared_expert.fc2" : "");
-  f.memory("moe.unpermute", permute_bytes(m, d, s));
-  shared_forward(f, m, d, z, s);
+  f.memory("moe.unpermute", permute_bytes(run, d, s));
+  shared_forward(f, run, d, z, s);
 }
 
-void moe_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
-  const MoeSizes s = moe_sizes(m, d, z);
-  if (m.moe->recompute == MoeRecompute::Mlp) moe_forward(i, m, d, z);
-  shared_input_grad(i, m, d, z, s);
-  i.memory("moe.unpermute.backward", permute_bytes(m, d, s));
+void moe_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerSizes& z) {
+  const MoeSizes s = moe_sizes(run, d, z);
+  if (run.job.moe.recompute == MoeRecompute::Mlp) moe_forward(i, run, d, z);
+  shared_input_grad(i, run, d, z, s);
+  i.memory("moe.unpermute.backward", permute_bytes(run, d, s));
   // The combine's gradient goes the dispatch's way and the dispatch's the combine's, both in
   // 16 bits (DeepSeek-V3 §3.3: only the forward dispatch is FP8).
   i.expert_exchange("moe.combine.backward", CollectiveGroup::Expert, CollectiveKind::AllToAll,
@@ -159,12 +163,12 @@ void moe_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const
   if (s.sort) i.memory("moe.unsort_chunks.backward", 2 * d.e * s.gathered * d.h);
   i.linear("experts.fc2.input_grad", "experts.fc2.quantize_grad", s.rows_per_expert, s.width, d.h,
            false, s.local);
-  if (m.moe->recompute == MoeRecompute::MoeAct) {
-    i.memory("experts.activation.recompute", activation_bytes(m, d, false) * s.gathered * s.width,
-             activation_kernels(m, false));
+  if (run.job.moe.recompute == MoeRecompute::MoeAct) {
+    i.memory("experts.activation.recompute", activation_bytes(run, d, false) * s.gathered * s.width,
+             activation_kernels(run, false));
   }
-  i.memory("experts.activation.backward", activation_bytes(m, d, true) * s.gathered * s.width,
-           activation_kernels(m, true));
+  i.memory("experts.activation.backward", activation_bytes(run, d, true) * s.gathered * s.width,
+           activation_kernels(run, true));
   i.linear("experts.fc1.input_grad", "experts.fc1.quantize_grad", s.rows_per_expert, d.h, s.up,
            false, s.local);
   if (s.sort) i.memory("moe.sort_chunks.backward", 2 * d.e * s.gathered * d.h);
@@ -172,14 +176,14 @@ void moe_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const
                     CollectiveKind::ReduceScatter, s.gathered * d.h * d.e, "");
   i.expert_exchange("moe.dispatch.backward", CollectiveGroup::Expert, CollectiveKind::AllToAll,
                     s.rows * d.h * d.e, s.overlap ? "shared_expert.fc1.input_grad" : "");
-  i.memory("moe.permute.backward", permute_bytes(m, d, s));
+  i.memory("moe.permute.backward", permute_bytes(run, d, s));
   i.gemm("router.input_grad", s.tokens, d.h, s.experts);
   i.memory("router.topk.backward", router_bytes(d, s), 3);
 }
 
-void moe_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
-  const MoeSizes s = moe_sizes(m, d, z);
-  if (s.shared > 0 && m.sequence_parallel) {
+void moe_weight_grad(Builder& w, const Workload& run, const Dims& d, const LayerSizes& z) {
+  const MoeSizes s = moe_sizes(run, d, z);
+  if (s.shared > 0 && run.layout.sequence_parallel) {
     w.collective("shared_expert.all_gather.regather", CollectiveKind::AllGather, d.e * z.full,
                  Overlap::Backward, PassId::InputGrad, "shared_expert.fc1.input_grad");
   }

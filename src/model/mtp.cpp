@@ -11,11 +11,11 @@
 
 namespace pipetab::detail {
 
-void mtp_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
+void mtp_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z) {
   f.norm("mtp.enorm", z.x, false);
   f.norm("mtp.hnorm", z.x, false);
   f.memory("mtp.concat", 2 * 2 * d.e * z.x);  // read both halves, write the 2h-wide input
-  if (m.sequence_parallel)
+  if (run.layout.sequence_parallel)
     f.collective("mtp.eh_proj.all_gather", CollectiveKind::AllGather, 2 * d.e * z.full,
                  Overlap::All, PassId::Forward, "mtp.eh_proj");
   // In 16 bits: the FP8 recipes' linears are the transformer layers' (Builder::linear); whether
@@ -27,20 +27,20 @@ void mtp_forward(Builder& f, const TransformerConfig& m, const Dims& d, const La
   f.norm("mtp.final_layernorm", z.x, false);  // after the module's transformer layer
 }
 
-void mtp_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
+void mtp_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerSizes& z) {
   i.norm("mtp.final_layernorm.backward", z.x, true);
   // The sequence scatter's backward gathers the gradient along the sequence; the hidden-dimension
   // gather's backward only splits it.
-  if (m.sequence_parallel)
+  if (run.layout.sequence_parallel)
     i.collective("mtp.eh_proj.gather_output.backward", CollectiveKind::AllGather, d.e * z.full,
                  Overlap::Never, PassId::InputGrad, "");
   i.gemm("mtp.eh_proj.input_grad", z.T, 2 * d.h, d.h / d.t);
-  if (m.sequence_parallel) {
+  if (run.layout.sequence_parallel) {
     i.collective("mtp.eh_proj.all_gather.regather", CollectiveKind::AllGather, 2 * d.e * z.full,
                  Overlap::Backward, PassId::InputGrad, "mtp.eh_proj.input_grad");
   }
-  i.collective(m.sequence_parallel ? "mtp.eh_proj.reduce_scatter" : "mtp.eh_proj.all_reduce",
-               m.sequence_parallel ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
+  i.collective(run.layout.sequence_parallel ? "mtp.eh_proj.reduce_scatter" : "mtp.eh_proj.all_reduce",
+               run.layout.sequence_parallel ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
                2 * d.e * z.full, Overlap::Backward, PassId::WeightGrad, "mtp.eh_proj.weight_grad");
   i.memory("mtp.concat.backward", 2 * 2 * d.e * z.x);
   i.norm("mtp.hnorm.backward", z.x, true);
@@ -52,14 +52,14 @@ void mtp_weight_grad(Builder& w, const Dims& d, const LayerSizes& z) {
                 z.T);
 }
 
-double mtp_params(const TransformerConfig& m) {
-  const Dims d = dims(m);
+double mtp_params(const Workload& run) {
+  const Dims d = dims(run);
   return 2 * d.h * d.h / d.t + 3 * d.h;  // eh_proj split over TP; enorm, hnorm, final norm
 }
 
-double mtp_activation_bytes(const TransformerConfig& m) {
-  const Dims d = dims(m);
-  const LayerSizes z = sizes(m, d);
+double mtp_activation_bytes(const Workload& run) {
+  const Dims d = dims(run);
+  const LayerSizes z = sizes(run, d);
   // The norms' inputs (enorm, hnorm, the final norm), eh_proj's 2h-wide input (kept at 1/t with
   // sequence parallelism and gathered again for the weight gradient), the shifted token ids.
   return 5 * d.e * z.x + 8 * z.T;

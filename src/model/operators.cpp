@@ -52,20 +52,21 @@ using detail::pass_of;
 using detail::Pending;
 
 // Forward of the attention core: QKᵀ, softmax, dropout, ·V (or FlashAttention's one kernel).
-void attention_core_forward(Builder& f, const TransformerConfig& m, const Dims& d,
+void attention_core_forward(Builder& f, const Workload& run, const Dims& d,
                             const LayerSizes& z) {
+  const TransformerConfig& m = run.model;
   if (m.attention == AttentionKind::Latent) {
-    detail::mla_core_forward(f, m, d, z);
+    detail::mla_core_forward(f, run, d, z);
     return;
   }
-  if (m.flash_attention) {
+  if (run.job.flash_attention) {
     // Reads Q, K, V and writes the output; the s×s tiles stay on chip (Dao 2023). With
     // context parallelism the device's s/cp queries attend over all s keys.
     const detail::AttentionWidths w{d.q / d.t, d.kv / d.t, d.kv / d.t, d.q / d.t};
-    detail::context_exchange_forward(f, m, d, w);
+    detail::context_exchange_forward(f, run, d, w);
     f.fused_attention("attention.flash", OperatorKind::FusedAttention, 4 * z.T * d.keys * d.q / d.t,
                       d.e * (z.T * 2 * d.q + d.b * d.keys * 2 * d.kv) / d.t);
-    detail::context_output_forward(f, m, d, w);
+    detail::context_output_forward(f, run, d, w);
     return;
   }
   f.gemm("attention.scores", d.s, d.s, z.head_dim, z.heads);
@@ -85,7 +86,8 @@ struct AttentionInside {
   double projection_in;
 };
 
-AttentionInside attention_inside(const TransformerConfig& m, const Dims& d) {
+AttentionInside attention_inside(const Workload& run, const Dims& d) {
+  const TransformerConfig& m = run.model;
   if (m.attention == AttentionKind::Latent) {
     return {"mla.kv_down", "mla.kv_down.input_grad", "mla.kv_down.weight_grad",
             d.a / d.t * static_cast<double>(m.latent.v_head_dim)};
@@ -93,25 +95,26 @@ AttentionInside attention_inside(const TransformerConfig& m, const Dims& d) {
   return {"qkv", "qkv.input_grad", "qkv.weight_grad", d.q / d.t};
 }
 
-void attention_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
-  const AttentionInside in = attention_inside(m, d);
-  const bool sp = m.sequence_parallel;
+void attention_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z) {
+  const TransformerConfig& m = run.model;
+  const AttentionInside in = attention_inside(run, d);
+  const bool sp = run.layout.sequence_parallel;
   f.norm("layernorm1", z.x, false);
   if (sp)
     f.collective("attention.all_gather", CollectiveKind::AllGather, d.e * z.full, Overlap::All,
                  PassId::Forward, in.first_linear);
   if (m.attention == AttentionKind::Latent) {
-    detail::mla_projections_forward(f, m, d, z);
+    detail::mla_projections_forward(f, run, d, z);
   } else {
     f.linear("qkv", "qkv.quantize", z.T, z.qkv_out, d.h, true);
     f.rotary("rotary", z.T * (d.q + d.kv) / d.t);
   }
-  attention_core_forward(f, m, d, z);
+  attention_core_forward(f, run, d, z);
   f.linear("projection", "projection.quantize", z.T, d.h, in.projection_in, true);
   f.collective(sp ? "attention.reduce_scatter" : "attention.all_reduce",
                sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
                Overlap::All, PassId::Forward, "projection");
-  f.memory("attention.dropout_add", dropout_add_bytes(m, d, z, false));
+  f.memory("attention.dropout_add", dropout_add_bytes(run, d, z, false));
   f.norm("layernorm2", z.x, false);
 }
 
@@ -129,10 +132,10 @@ namespace detail {
 //    all-gathers the remaining shards after the first local sub-SDPA).
 //  a2a: Q, K and V from sequence- to head-sharded before attention, the output back after
 //    (Ulysses); nothing to hide under.
-void context_exchange_forward(Builder& f, const TransformerConfig& m, const Dims& d,
+void context_exchange_forward(Builder& f, const Workload& run, const Dims& d,
                               const AttentionWidths& w) {
   const double kv = d.e * d.b * d.keys * (w.k + w.v);
-  switch (m.cp_method) {
+  switch (run.layout.cp_method) {
     case CpMethod::Ring:
       f.context_exchange("attention.cp_ring", CollectiveKind::AllGather, kv, "attention.flash",
                          (d.cp - 1) / d.cp);
@@ -148,9 +151,9 @@ void context_exchange_forward(Builder& f, const TransformerConfig& m, const Dims
   }
 }
 
-void context_output_forward(Builder& f, const TransformerConfig& m, const Dims& d,
+void context_output_forward(Builder& f, const Workload& run, const Dims& d,
                             const AttentionWidths& w) {
-  if (m.cp_method == CpMethod::AllToAll)
+  if (run.layout.cp_method == CpMethod::AllToAll)
     f.context_exchange("attention.cp_all_to_all.output", CollectiveKind::AllToAll,
                        d.e * d.b * d.keys * w.out, "", 0.0);
 }
@@ -158,11 +161,11 @@ void context_output_forward(Builder& f, const TransformerConfig& m, const Dims& 
 // Its backward: a2a first moves the output's gradient back to head-sharded; then the ring
 // circulates K, V and their gradients dK, dV (twice the forward's bytes); allgather gathers K
 // and V again and reduce-scatters dK, dV; a2a moves dQ, dK, dV back.
-void context_exchange_backward(Builder& i, const TransformerConfig& m, const Dims& d,
+void context_exchange_backward(Builder& i, const Workload& run, const Dims& d,
                                const AttentionWidths& w) {
   const double kv = d.e * d.b * d.keys * (w.k + w.v);
   const std::string_view attention = "attention.flash.backward";
-  switch (m.cp_method) {
+  switch (run.layout.cp_method) {
     case CpMethod::Ring:
       i.context_exchange("attention.cp_ring.backward", CollectiveKind::AllGather, 2 * kv, attention,
                          (d.cp - 1) / d.cp);
@@ -185,20 +188,22 @@ void context_exchange_backward(Builder& i, const TransformerConfig& m, const Dim
 // Fused bias-dropout-add: read the projection's output and the residual, write the sum and the
 // mask (without dropout: a bias-add with the residual); its backward reads the gradient and the
 // mask and writes the gradient.
-double dropout_add_bytes(const TransformerConfig& m, const Dims& d, const LayerSizes& z,
+double dropout_add_bytes(const Workload& run, const Dims& d, const LayerSizes& z,
                          bool backward) {
+  const TransformerConfig& m = run.model;
   return ((backward ? 2 : 3) * d.e + (m.dropout ? 1 : 0)) * z.x;
 }
 
-void mlp_forward(Builder& f, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
-  const bool sp = m.sequence_parallel;
+void mlp_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z) {
+  const TransformerConfig& m = run.model;
+  const bool sp = run.layout.sequence_parallel;
   if (sp)
     f.collective("mlp.all_gather", CollectiveKind::AllGather, d.e * z.full, Overlap::All,
                  PassId::Forward, "fc1");
   f.linear("fc1", "fc1.quantize", z.T, z.ffn_out, d.h, true);
   // Fused bias-GeLU reads and writes the hidden activation; SwiGLU reads two halves, writes one.
   // Eager SwiGLU runs silu and the product as two kernels: 5e bytes per element, not 3e.
-  const bool eager_glu = m.gated_mlp && !m.fused_elementwise;
+  const bool eager_glu = m.gated_mlp && !run.job.fused_elementwise;
   f.memory("mlp.activation",
            (eager_glu     ? 5
             : m.gated_mlp ? 3
@@ -211,9 +216,10 @@ void mlp_forward(Builder& f, const TransformerConfig& m, const Dims& d, const La
                Overlap::All, PassId::Forward, "fc2");
 }
 
-void mlp_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
-  const bool sp = m.sequence_parallel;
-  if (m.moe && m.moe->recompute == MoeRecompute::Mlp) mlp_forward(i, m, d, z);
+void mlp_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerSizes& z) {
+  const TransformerConfig& m = run.model;
+  const bool sp = run.layout.sequence_parallel;
+  if (m.moe && run.job.moe.recompute == MoeRecompute::Mlp) mlp_forward(i, run, d, z);
   if (sp)
     i.collective("mlp.reduce_scatter.backward", CollectiveKind::AllGather, d.e * z.full,
                  Overlap::All, PassId::InputGrad, "fc2.input_grad");
@@ -221,7 +227,7 @@ void mlp_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const
   // GeLU backward reads its input and the gradient, writes the gradient; SwiGLU reads two
   // halves and the gradient, writes two halves.
   // Eager: the product's two gradients (6e) and silu's backward (3e), in five kernels.
-  const bool eager_glu = m.gated_mlp && !m.fused_elementwise;
+  const bool eager_glu = m.gated_mlp && !run.job.fused_elementwise;
   i.memory("mlp.activation.backward",
            (eager_glu     ? 9
             : m.gated_mlp ? 5
@@ -236,8 +242,8 @@ void mlp_input_grad(Builder& i, const TransformerConfig& m, const Dims& d, const
                Overlap::Backward, PassId::WeightGrad, "fc1.weight_grad");
 }
 
-void mlp_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d, const LayerSizes& z) {
-  if (m.sequence_parallel) {
+void mlp_weight_grad(Builder& w, const Workload& run, const Dims& d, const LayerSizes& z) {
+  if (run.layout.sequence_parallel) {
     // fc1's weight gradient needs its whole input again: Megatron all-gathers it a second time,
     // during the input-gradient GEMM.
     w.collective("mlp.all_gather.regather", CollectiveKind::AllGather, d.e * z.full,
@@ -252,22 +258,23 @@ void mlp_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d, cons
 
 namespace {
 
-void attention_input_grad(Builder& i, const TransformerConfig& m, const Dims& d,
+void attention_input_grad(Builder& i, const Workload& run, const Dims& d,
                           const LayerSizes& z) {
-  const AttentionInside in = attention_inside(m, d);
-  const bool sp = m.sequence_parallel;
+  const TransformerConfig& m = run.model;
+  const AttentionInside in = attention_inside(run, d);
+  const bool sp = run.layout.sequence_parallel;
   i.norm("layernorm2.backward", z.x, true);
-  i.memory("attention.dropout_add.backward", dropout_add_bytes(m, d, z, true));
+  i.memory("attention.dropout_add.backward", dropout_add_bytes(run, d, z, true));
   if (sp)
     i.collective("attention.reduce_scatter.backward", CollectiveKind::AllGather, d.e * z.full,
                  Overlap::All, PassId::InputGrad, "projection.input_grad");
   i.linear("projection.input_grad", "projection.quantize_grad", z.T, in.projection_in, d.h, false);
   if (m.attention == AttentionKind::Latent) {
-    detail::mla_projections_input_grad(i, m, d, z);
+    detail::mla_projections_input_grad(i, run, d, z);
   } else {
-    if (m.flash_attention) {
+    if (run.job.flash_attention) {
       // Recomputes QKᵀ and the softmax: five products against the forward's two (Dao 2023).
-      detail::context_exchange_backward(i, m, d, {d.q / d.t, d.kv / d.t, d.kv / d.t, d.q / d.t});
+      detail::context_exchange_backward(i, run, d, {d.q / d.t, d.kv / d.t, d.kv / d.t, d.q / d.t});
       i.fused_attention("attention.flash.backward", OperatorKind::FusedAttentionBackward,
                         10 * z.T * d.keys * d.q / d.t,
                         d.e * (z.T * 4 * d.q + d.b * d.keys * 4 * d.kv) / d.t);
@@ -292,17 +299,18 @@ void attention_input_grad(Builder& i, const TransformerConfig& m, const Dims& d,
   i.norm("layernorm1.backward", z.x, true);
 }
 
-void attention_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d,
+void attention_weight_grad(Builder& w, const Workload& run, const Dims& d,
                            const LayerSizes& z) {
-  const AttentionInside in = attention_inside(m, d);
-  if (m.sequence_parallel) {
+  const TransformerConfig& m = run.model;
+  const AttentionInside in = attention_inside(run, d);
+  if (run.layout.sequence_parallel) {
     // As fc1's: the first linear's weight gradient needs the gathered input again.
     w.collective("attention.all_gather.regather", CollectiveKind::AllGather, d.e * z.full,
                  Overlap::Backward, PassId::InputGrad, in.first_linear_input_grad);
   }
   w.fp8_weight_grads(true);
   if (m.attention == AttentionKind::Latent) {
-    detail::mla_projections_weight_grad(w, m, d, z);
+    detail::mla_projections_weight_grad(w, run, d, z);
   } else {
     w.weight_gemm("qkv.weight_grad", "qkv.weight_grad.accumulate", d.h, z.qkv_out, z.T);
   }
@@ -311,53 +319,54 @@ void attention_weight_grad(Builder& w, const TransformerConfig& m, const Dims& d
 }
 
 // One layer's passes: attention, then the MLP (dense, or the experts), the MLP's backward first.
-using MlpPass = void (*)(Builder&, const TransformerConfig&, const Dims&, const LayerSizes&);
+using MlpPass = void (*)(Builder&, const Workload&, const Dims&, const LayerSizes&);
 struct MlpPasses {
   MlpPass forward, input_grad, weight_grad;
 };
 
-void build_layer(PassOperators& out, const TransformerConfig& m, const Dims& d, const LayerSizes& z,
+void build_layer(PassOperators& out, const Workload& run, const Dims& d, const LayerSizes& z,
                  const MlpPasses& mlp, std::vector<Pending>& pending) {
-  Builder f(m, out, PassId::Forward, pending);
-  attention_forward(f, m, d, z);
-  mlp.forward(f, m, d, z);
-  f.memory("mlp.dropout_add", dropout_add_bytes(m, d, z, false));
-  Builder i(m, out, PassId::InputGrad, pending);
-  i.memory("mlp.dropout_add.backward", dropout_add_bytes(m, d, z, true));
-  mlp.input_grad(i, m, d, z);
-  attention_input_grad(i, m, d, z);
-  Builder w(m, out, PassId::WeightGrad, pending);
-  attention_weight_grad(w, m, d, z);
-  mlp.weight_grad(w, m, d, z);
+  Builder f(run, out, PassId::Forward, pending);
+  attention_forward(f, run, d, z);
+  mlp.forward(f, run, d, z);
+  f.memory("mlp.dropout_add", dropout_add_bytes(run, d, z, false));
+  Builder i(run, out, PassId::InputGrad, pending);
+  i.memory("mlp.dropout_add.backward", dropout_add_bytes(run, d, z, true));
+  mlp.input_grad(i, run, d, z);
+  attention_input_grad(i, run, d, z);
+  Builder w(run, out, PassId::WeightGrad, pending);
+  attention_weight_grad(w, run, d, z);
+  mlp.weight_grad(w, run, d, z);
 }
 
-void embedding(PassOperators& out, const TransformerConfig& m, const Dims& d, const LayerSizes& z,
+void embedding(PassOperators& out, const Workload& run, const Dims& d, const LayerSizes& z,
                std::vector<Pending>& pending) {
-  Builder f(m, out, PassId::Forward, pending);
+  const TransformerConfig& m = run.model;
+  Builder f(run, out, PassId::Forward, pending);
   // Each rank looks up its part of the vocabulary and writes the [s, b, h] result (zeros for
   // tokens outside it); the ranks' results are summed (VocabParallelEmbedding).
   f.memory("embedding.lookup", 2 * d.e * z.T * d.h);
   if (m.learned_positions) f.memory("embedding.positions", 3 * d.e * z.T * d.h);
-  f.collective(m.sequence_parallel ? "embedding.reduce_scatter" : "embedding.all_reduce",
-               m.sequence_parallel ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
+  f.collective(run.layout.sequence_parallel ? "embedding.reduce_scatter" : "embedding.all_reduce",
+               run.layout.sequence_parallel ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
                d.e * z.full, Overlap::Never, PassId::Forward, "");
   if (m.dropout) f.memory("embedding.dropout", (2 * d.e + 1) * z.x);
-  Builder i(m, out, PassId::InputGrad, pending);
+  Builder i(run, out, PassId::InputGrad, pending);
   if (m.dropout) i.memory("embedding.dropout.backward", (2 * d.e + 1) * z.x);
-  if (m.sequence_parallel)
+  if (run.layout.sequence_parallel)
     i.collective("embedding.reduce_scatter.backward", CollectiveKind::AllGather, d.e * z.full,
                  Overlap::Never, PassId::InputGrad, "");
   // The weight gradient scatters the output gradient into the rows of the tokens, accumulated
   // in the main gradient (read the gradient, read and write the rows).
-  Builder w(m, out, PassId::WeightGrad, pending);
-  w.memory("embedding.weight_grad", z.T * d.h * (d.e + 2 * m.grad_bytes_per_param));
+  Builder w(run, out, PassId::WeightGrad, pending);
+  w.memory("embedding.weight_grad", z.T * d.h * (d.e + 2 * run.job.grad_bytes_per_param));
 }
 
-void output(PassOperators& out, const TransformerConfig& m, const Dims& d, const LayerSizes& z,
+void output(PassOperators& out, const Workload& run, const Dims& d, const LayerSizes& z,
             std::vector<Pending>& pending) {
-  const bool sp = m.sequence_parallel;
+  const bool sp = run.layout.sequence_parallel;
   const double logits = z.T * d.V / d.t;  // fp32 logits' elements per device
-  Builder f(m, out, PassId::Forward, pending);
+  Builder f(run, out, PassId::Forward, pending);
   f.norm("final_layernorm", z.x, false);
   if (sp)
     f.collective("logits.all_gather", CollectiveKind::AllGather, d.e * z.full, Overlap::All,
@@ -369,14 +378,14 @@ void output(PassOperators& out, const TransformerConfig& m, const Dims& d, const
   f.memory("cross_entropy", (d.e + 16) * logits, 4);
   f.collective("cross_entropy.all_reduce", CollectiveKind::AllReduce, 3 * 4 * z.T, Overlap::Never,
                PassId::Forward, "");
-  Builder i(m, out, PassId::InputGrad, pending);
+  Builder i(run, out, PassId::InputGrad, pending);
   i.memory("cross_entropy.backward", (4 + d.e) * logits);  // read the softmax, write the gradient
   i.gemm("logits.input_grad", z.T, d.h, d.V / d.t);
   i.collective(sp ? "logits.all_gather.backward" : "logits.all_reduce.backward",
                sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
                Overlap::Backward, PassId::WeightGrad, "logits.weight_grad");
   i.norm("final_layernorm.backward", z.x, true);
-  Builder w(m, out, PassId::WeightGrad, pending);
+  Builder w(run, out, PassId::WeightGrad, pending);
   w.weight_gemm("logits.weight_grad", "logits.weight_grad.accumulate", d.V / d.t, d.h, z.T);
 }
 
@@ -387,11 +396,12 @@ void output(PassOperators& out, const TransformerConfig& m, const Dims& d, const
 // (wq, wk, wv, wo, w1, w3, w2 gated; wq, wk, wv, wo, w1, w2 not: the second, fourth and sixth),
 // never attention nor the collectives; every-other-layer recomputation is a full one for half
 // the layers, so each layer carries half of it.
-void recompute(PassOperators& layer, const TransformerConfig& m, const Dims& d, const LayerSizes& z,
+void recompute(PassOperators& layer, const Workload& run, const Dims& d, const LayerSizes& z,
                bool experts, std::vector<Pending>& pending) {
-  if (m.recompute == Recompute::None) return;
+  const TransformerConfig& m = run.model;
+  if (run.job.recompute == Recompute::None) return;
   std::vector<Operator> head;
-  if (m.recompute == Recompute::SelectiveOp) {
+  if (run.job.recompute == Recompute::SelectiveOp) {
     for (const Operator& op : layer.forward) {
       if (op.kind == OperatorKind::Memory) head.push_back(op);
     }
@@ -410,13 +420,13 @@ void recompute(PassOperators& layer, const TransformerConfig& m, const Dims& d, 
                                  : gemm_operator("fc2.recompute", {z.T, d.h, z.ffn}, d.e));
     }
     for (auto it = head.end() - (experts ? 2 : 3); it != head.end(); ++it)
-      it->fp8 = m.precision == Precision::FP8;
+      it->fp8 = run.job.precision == Precision::FP8;
     for (auto& p : pending) {
       if (p.pass == PassId::InputGrad) p.op += head.size();
     }
-  } else if (m.recompute == Recompute::Full || m.recompute == Recompute::EveryOtherLayer) {
+  } else if (run.job.recompute == Recompute::Full || run.job.recompute == Recompute::EveryOtherLayer) {
     head = layer.forward;
-    if (m.recompute == Recompute::EveryOtherLayer) {
+    if (run.job.recompute == Recompute::EveryOtherLayer) {
       for (Operator& op : head) {
         op.flops *= 0.5;
         op.bytes *= 0.5;
@@ -435,8 +445,8 @@ void recompute(PassOperators& layer, const TransformerConfig& m, const Dims& d, 
   } else {
     PassOperators core;
     std::vector<Pending> core_pending;  // a CP exchange hides under the recomputed attention
-    Builder b(m, core, PassId::Forward, core_pending);
-    attention_core_forward(b, m, d, z);
+    Builder b(run, core, PassId::Forward, core_pending);
+    attention_core_forward(b, run, d, z);
     head = std::move(core.forward);
     for (auto& p : pending) {
       if (p.pass == PassId::InputGrad) p.op += head.size();
@@ -474,43 +484,45 @@ Operator gemm_operator(std::string_view name, const GemmShape& shape, double ele
   return op;
 }
 
-ModelOperators model_operators(const TransformerConfig& m) {
-  const Dims d = detail::dims(m);
-  const LayerSizes z = sizes(m, d);
+ModelOperators model_operators(const Workload& run) {
+  const TransformerConfig& m = run.model;
+  const Dims d = detail::dims(run);
+  const LayerSizes z = sizes(run, d);
   ModelOperators out;
   std::vector<Pending> pending;
   // A mixture of experts' dense layers have their own MLP width.
   const TransformerConfig dense = detail::dense_layer_model(m);
-  const Dims dense_d = detail::dims(dense);
-  const LayerSizes dense_z = sizes(dense, dense_d);
-  build_layer(out.layer, dense, dense_d, dense_z,
+  const Workload dense_run{dense, run.job, run.layout};
+  const Dims dense_d = detail::dims(dense_run);
+  const LayerSizes dense_z = sizes(dense_run, dense_d);
+  build_layer(out.layer, dense_run, dense_d, dense_z,
               {detail::mlp_forward, detail::mlp_input_grad, detail::mlp_weight_grad}, pending);
-  recompute(out.layer, dense, dense_d, dense_z, false, pending);
+  recompute(out.layer, dense_run, dense_d, dense_z, false, pending);
   resolve(out.layer, pending);
   if (m.moe) {
     pending.clear();
-    build_layer(out.moe_layer, m, d, z,
+    build_layer(out.moe_layer, run, d, z,
                 {detail::moe_forward, detail::moe_input_grad, detail::moe_weight_grad}, pending);
-    recompute(out.moe_layer, m, d, z, true, pending);
+    recompute(out.moe_layer, run, d, z, true, pending);
     resolve(out.moe_layer, pending);
   }
 
   pending.clear();
-  embedding(out.embedding, m, d, z, pending);
+  embedding(out.embedding, run, d, z, pending);
   resolve(out.embedding, pending);
   pending.clear();
-  output(out.output, m, d, z, pending);
+  output(out.output, run, d, z, pending);
   resolve(out.output, pending);
   if (m.mtp_layers > 0) {
     // An MTP module looks up the next tokens' embeddings as the first stage does, then runs its
     // own operators (mtp.cpp).
     pending.clear();
-    embedding(out.mtp, m, d, z, pending);
-    Builder f(m, out.mtp, PassId::Forward, pending);
-    detail::mtp_forward(f, m, d, z);
-    Builder i(m, out.mtp, PassId::InputGrad, pending);
-    detail::mtp_input_grad(i, m, d, z);
-    Builder w(m, out.mtp, PassId::WeightGrad, pending);
+    embedding(out.mtp, run, d, z, pending);
+    Builder f(run, out.mtp, PassId::Forward, pending);
+    detail::mtp_forward(f, run, d, z);
+    Builder i(run, out.mtp, PassId::InputGrad, pending);
+    detail::mtp_input_grad(i, run, d, z);
+    Builder w(run, out.mtp, PassId::WeightGrad, pending);
     detail::mtp_weight_grad(w, d, z);
     resolve(out.mtp, pending);
   }

@@ -23,11 +23,15 @@ const std::vector<std::int64_t>& layout_counts(const std::vector<std::int64_t>& 
 
 }  // namespace
 
-std::vector<std::int64_t> partition_layers(const TransformerConfig& m,
+std::vector<std::int64_t> partition_layers(const TransformerConfig& m, const Layout& layout,
                                            std::span<const std::int32_t> units) {
   const auto n = units.size();
-  if (!m.stage_layers.empty()) return layout_counts(m.stage_layers, n);
-  const std::int64_t extra = m.balance_embedding ? 2 : 0;
+  if (!layout.pipeline_layout.empty()) {
+    return layout_counts(parse_pipeline_layout(layout.pipeline_layout, m.layers, m.mtp_layers).layers,
+                         n);
+  }
+  const bool balance = layout.balance_embedding;
+  const std::int64_t extra = balance ? 2 : 0;
   const std::int64_t slots = m.layers + extra;
   const double total_units = std::accumulate(units.begin(), units.end(), 0.0);
   std::vector<std::int64_t> layers(n);
@@ -44,23 +48,27 @@ std::vector<std::int64_t> partition_layers(const TransformerConfig& m,
                    [](const auto& x, const auto& y) { return x.first > y.first; });
   for (std::size_t k = 0; given < slots; ++k, ++given)
     ++layers[remainder[k % n].second];
-  if (m.balance_embedding) {
+  if (balance) {
     --layers.front();
     --layers.back();
   }
   for (std::size_t s = 0; s < n; ++s) {
-    const bool carries_embedding_or_output = m.balance_embedding && (s == 0 || s + 1 == n);
+    const bool carries_embedding_or_output = balance && (s == 0 || s + 1 == n);
     if (layers[s] < (carries_embedding_or_output ? 0 : 1)) {
       throw ParamError(fmt::format(
           "model: {} layers cannot fill {} stages{}: stage {} would hold {} layers", m.layers, n,
-          m.balance_embedding ? " (embedding and output balanced)" : "", s, layers[s]));
+          balance ? " (embedding and output balanced)" : "", s, layers[s]));
     }
   }
   return layers;
 }
 
-std::vector<std::int64_t> partition_mtp_layers(const TransformerConfig& m, std::size_t stages) {
-  if (!m.stage_mtp_layers.empty()) return layout_counts(m.stage_mtp_layers, stages);
+std::vector<std::int64_t> partition_mtp_layers(const TransformerConfig& m, const Layout& layout,
+                                               std::size_t stages) {
+  if (!layout.pipeline_layout.empty()) {
+    return layout_counts(
+        parse_pipeline_layout(layout.pipeline_layout, m.layers, m.mtp_layers).mtp_layers, stages);
+  }
   std::vector<std::int64_t> mtp(stages, 0);
   if (stages > 0) mtp.back() = m.mtp_layers;
   return mtp;

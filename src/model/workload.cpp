@@ -41,27 +41,60 @@ std::vector<StageWork> explicit_work(const ExplicitWorkload& e, std::span<const 
 
 }  // namespace
 
-std::vector<StageWork> stage_work(const ModelConfig& model, std::span<const std::int32_t> units,
-                                  std::int32_t devices) {
+void require_runnable(const ModelConfig& model, const Job& job, const Layout& layout) {
+  if (layout.dp < 1 || layout.dp > kMaxDataParallel) {
+    throw ParamError(fmt::format("--dp {}: data parallelism takes 1 to {} replicas", layout.dp,
+                                 kMaxDataParallel));
+  }
+  if (layout.fsdp.enabled && job.distributed_optimizer) {
+    throw ParamError(
+        "--fsdp and --distributed-optimizer: FSDP already shards the optimizer state (and the "
+        "parameters and gradients) over the data-parallel ranks; give one of them");
+  }
+  if (layout.fsdp.shard > 0) {
+    const std::int64_t ranks = layout.dp * layout.cp;
+    if (!layout.fsdp.enabled) throw ParamError("--fsdp-shard: hybrid sharding (HSDP) needs --fsdp");
+    if (ranks % layout.fsdp.shard != 0) {
+      throw ParamError(fmt::format(
+          "--fsdp-shard {}: the shard group must divide the {} data- and context-parallel ranks "
+          "(--dp {} × --cp {}) into equal replicas",
+          layout.fsdp.shard, ranks, layout.dp, layout.cp));
+    }
+  }
+  if (const auto* m = model.transformer()) {
+    require_trainable(*m, job, layout);
+  } else if (layout.tp != 1 || layout.cp != 1 || layout.ep != 1 || layout.etp != 1 ||
+             layout.sequence_parallel || !layout.pipeline_layout.empty()) {
+    throw ParamError(fmt::format(
+        "model '{}' gives its costs explicitly ([explicit]): --tp, --cp, --ep, --etp, "
+        "--sequence-parallel and --pipeline-layout split a transformer's operators and layers "
+        "and do not apply to it",
+        model.name));
+  }
+}
+
+std::vector<StageWork> stage_work(const ModelConfig& model, const Job& job, const Layout& layout,
+                                  std::span<const std::int32_t> units, std::int32_t devices) {
   if (const auto* e = std::get_if<ExplicitWorkload>(&model.spec))
     return explicit_work(*e, units, devices);
 
   const auto& m = std::get<TransformerConfig>(model.spec);
+  const Workload run{m, job, layout};
   require_positive(m.layers, "layers");
   require_positive(m.hidden, "hidden");
   require_positive(m.heads, "heads");
-  require_positive(m.seq_len, "seq_len");
-  require_positive(m.micro_batch, "micro_batch");
+  require_positive(run.job.seq_len, "seq_len");
+  require_positive(run.job.micro_batch, "micro_batch");
   require_positive(m.vocab, "vocab");
-  require_positive(m.tensor_parallel, "tensor_parallel");
+  require_positive(run.layout.tp, "tensor_parallel");
   const auto n = units.size();
-  const detail::Dims d = detail::dims(m);
-  const auto layers = partition_layers(m, units);
+  const detail::Dims d = detail::dims(run);
+  const auto layers = partition_layers(m, layout, units);
   const double bs = d.b * d.s;
 
   // Matrix-multiply FLOPs per pass, from the operators (reference schedules.md §13: a GPT layer
   // forward 24·b·s·h² + 4·b·s²·h; I + W = 2F; recomputation adds its forward work to I).
-  const ModelOperators ops = model_operators(m);
+  const ModelOperators ops = model_operators(run);
   const auto flops = [](const PassOperators& p) {
     return std::array{matmul_flops(p.forward), matmul_flops(p.input_grad),
                       matmul_flops(p.weight_grad)};
@@ -74,21 +107,22 @@ std::vector<StageWork> stage_work(const ModelConfig& model, std::span<const std:
   // frees the attention core and 2/34 of the rest; with full recomputation W needs all of the
   // layer's input.
   const auto kept = [&](const detail::LayerActivation& a) {
-    return m.recompute == Recompute::Full ? a.total : (a.total - a.attention) * 32.0 / 34.0;
+    return run.job.recompute == Recompute::Full ? a.total : (a.total - a.attention) * 32.0 / 34.0;
   };
   // A mixture of experts' dense layers; with `mlp` recomputation their MLP keeps only its input.
   const TransformerConfig dense = detail::dense_layer_model(m);
-  detail::Dims dense_dims = detail::dims(dense);
-  if (m.moe && m.moe->recompute == MoeRecompute::Mlp) dense_dims.ffn = 0.0;
-  const auto dense_act = detail::layer_activation_bytes(dense, dense_dims);
-  const auto moe_act = m.moe ? detail::moe_layer_activation_bytes(m) : detail::LayerActivation{};
-  const auto dense_params = detail::dense_layer_params(m);
-  const auto moe_params = m.moe ? detail::moe_layer_params(m) : detail::LayerParams{};
+  const Workload dense_run{dense, job, layout};
+  detail::Dims dense_dims = detail::dims(dense_run);
+  if (m.moe && job.moe.recompute == MoeRecompute::Mlp) dense_dims.ffn = 0.0;
+  const auto dense_act = detail::layer_activation_bytes(dense_run, dense_dims);
+  const auto moe_act = m.moe ? detail::moe_layer_activation_bytes(run) : detail::LayerActivation{};
+  const auto dense_params = detail::dense_layer_params(run);
+  const auto moe_params = m.moe ? detail::moe_layer_params(run) : detail::LayerParams{};
   const std::int64_t dense_layers = m.moe ? m.moe->dense_layers : m.layers;
   const double message =
-      static_cast<double>(m.dtype_bytes) * d.sbh() / d.t;  // Megatron scatter/gather
-  const double act_scale = m.sequence_parallel ? d.t : 1.0;
-  const double step_bytes = optimizer_step_bytes_per_param(m);
+      static_cast<double>(run.job.element_bytes()) * d.sbh() / d.t;  // Megatron scatter/gather
+  const double act_scale = run.layout.sequence_parallel ? d.t : 1.0;
+  const double step_bytes = optimizer_step_bytes_per_param(job);
   // Megatron keeps a copy of a tied word embedding on the last stage (initialize_word_embeddings)
   // and all-reduces the copies' gradients over its embedding group.
   const bool embedding_copy = !m.tie_embeddings || n > 1;
@@ -99,10 +133,10 @@ std::vector<StageWork> stage_work(const ModelConfig& model, std::span<const std:
   // embeddings: it keeps a copy of the word embedding unless it holds the embedding or the
   // output layer's tied copy, and that copy's gradient joins the embedding group's all-reduce
   // (Megatron-Core's embedding ranks include the MTP stage).
-  const auto mtp_layers = partition_mtp_layers(m, n);
+  const auto mtp_layers = partition_mtp_layers(m, layout, n);
   const bool moe_mtp = mtp_layer_is_moe(m);
-  const double mtp_params = m.mtp_layers > 0 ? detail::mtp_params(m) : 0.0;
-  const double mtp_act = m.mtp_layers > 0 ? detail::mtp_activation_bytes(m) : 0.0;
+  const double mtp_params = m.mtp_layers > 0 ? detail::mtp_params(run) : 0.0;
+  const double mtp_act = m.mtp_layers > 0 ? detail::mtp_activation_bytes(run) : 0.0;
   const auto heads = static_cast<double>(1 + m.mtp_layers);  // outputs the loss stage computes
   std::int64_t mtp_before = 0;  // MTP modules on this stage and the stages before
   // The stages that hold a copy of the word embedding: the first, the last when tied (the
@@ -114,7 +148,7 @@ std::vector<StageWork> stage_work(const ModelConfig& model, std::span<const std:
   std::size_t copies = 0;
   for (std::size_t s = 0; s < n; ++s)
     copies += holds_embedding(s) ? 1U : 0U;
-  const double embedding_grad = d.V * d.h / d.t * m.grad_bytes_per_param;
+  const double embedding_grad = d.V * d.h / d.t * run.job.grad_bytes_per_param;
 
   std::vector<StageWork> work(n);
   std::int64_t before = 0;  // layers on the stages before, in model order
@@ -159,19 +193,19 @@ std::vector<StageWork> stage_work(const ModelConfig& model, std::span<const std:
       w.activation_bytes += heads * 4 * bs * (d.h + d.V) / d.t;
       // Eager PyTorch's loss (torchtitan: cross_entropy(pred.float(), labels)) keeps the 16-bit
       // logits, their fp32 copy and log-softmax's fp32 output: 10 bytes per logit, not 4.
-      if (!m.fused_elementwise) w.activation_bytes += heads * 6 * bs * d.V / d.t;
+      if (!run.job.fused_elementwise) w.activation_bytes += heads * 6 * bs * d.V / d.t;
       // The output projection (split over the vocabulary: its own matrix, or the tied
       // embedding's copy) and the final LayerNorm (replicated).
       w.params += (embedding_copy ? d.V * d.h / d.t : 0.0) + 2 * d.h;
     }
-    w.weight_bytes = w.params * static_cast<double>(m.dtype_bytes);
+    w.weight_bytes = w.params * static_cast<double>(run.job.element_bytes());
     // FP8 training with Transformer Engine keeps each layer linear's FP8 copy of its weight
     // between microbatches (one byte per parameter; its transpose too with
     // keep_fp8_transpose_cache, not counted); eager torchao casts it anew each forward.
-    if (m.precision == Precision::FP8 && m.fused_elementwise)
+    if (run.job.precision == Precision::FP8 && run.job.fused_elementwise)
       w.fp8_weight_copy_bytes = l * dense_params.linears + e * moe_params.linears;
-    w.grad_bytes = w.params * m.grad_bytes_per_param;
-    w.optimizer_bytes = w.params * m.optimizer_bytes_per_param;
+    w.grad_bytes = w.params * run.job.grad_bytes_per_param;
+    w.optimizer_bytes = w.params * run.job.optimizer_bytes_per_param;
     w.optimizer_step_bytes = w.params * step_bytes;
   }
   return work;

@@ -81,7 +81,8 @@ RuntimeChoice resolve_runtime(Runtime runtime, const ScheduleTable& table,
   return {runtime, "given"};
 }
 
-std::vector<StageWork> table_work(const ScheduleTable& table, const ModelConfig& model) {
+std::vector<StageWork> table_work(const ScheduleTable& table, const ModelConfig& model,
+                                  const Job& job, const Layout& layout) {
   const auto units = table.stage_units();
   std::vector<StageWork> work;
   work.reserve(units.size());
@@ -89,87 +90,15 @@ std::vector<StageWork> table_work(const ScheduleTable& table, const ModelConfig&
     const std::span<const std::int32_t> pipeline(
         units.data() + static_cast<std::size_t>(p) * static_cast<std::size_t>(table.stages),
         static_cast<std::size_t>(table.stages));
-    const auto stages = stage_work(model, pipeline, table.devices);
+    const auto stages = stage_work(model, job, layout, pipeline, table.devices);
     work.insert(work.end(), stages.begin(), stages.end());
   }
   return work;
 }
 
-std::int32_t gpus_per_device(const ModelConfig& model, const LoweringOptions& options) {
-  const auto* m = model.transformer();
-  const std::int64_t t = m ? m->tensor_parallel * m->context_parallel : 1;
-  return static_cast<std::int32_t>(std::min<std::int64_t>(t * options.data_parallel, 1 << 30));
-}
-
-void apply_layout(const Layout& layout, ModelConfig& model, LoweringOptions& lowering) {
-  if (layout.dp < 1 || layout.dp > kMaxDataParallel) {
-    throw ParamError(fmt::format("--dp {}: data parallelism takes 1 to {} replicas", layout.dp,
-                                 kMaxDataParallel));
-  }
-  if (auto* m = std::get_if<TransformerConfig>(&model.spec)) {
-    Layout resolved = layout;
-    if (resolved.tp == 0) resolved.tp = m->tensor_parallel;
-    if (layout.sequence_parallel) {
-      if (*layout.sequence_parallel && resolved.tp == 1) {
-        throw ParamError(
-            "--sequence-parallel needs --tp > 1: sequence parallelism splits the norms and "
-            "dropouts along the tensor-parallel ranks");
-      }
-      m->sequence_parallel = *layout.sequence_parallel;
-    }
-    require_layout(*m, resolved);
-    m->tensor_parallel = resolved.tp;
-    m->context_parallel = resolved.cp;
-    m->cp_method = resolved.cp_method;
-    m->expert_parallel = resolved.ep;
-    m->expert_tensor_parallel = resolved.etp;
-    if (!layout.pipeline_layout.empty()) {
-      auto stages = parse_pipeline_layout(layout.pipeline_layout, m->layers, m->mtp_layers);
-      m->stage_layers = std::move(stages.layers);
-      m->stage_mtp_layers = std::move(stages.mtp_layers);
-    }
-  } else if ((layout.tp != 0 && layout.tp != 1) || layout.cp != 1 || layout.ep != 1 ||
-             layout.etp != 1 || !layout.pipeline_layout.empty()) {
-    throw ParamError(fmt::format(
-        "model '{}' gives its costs explicitly ([explicit]): --tp, --cp, --ep, --etp and "
-        "--pipeline-layout "
-        "split a transformer's operators and layers and do not apply to it",
-        model.name));
-  }
-  if (layout.fsdp.enabled && lowering.iteration.distributed_optimizer) {
-    throw ParamError(
-        "--fsdp and --distributed-optimizer: FSDP already shards the optimizer state (and the "
-        "parameters and gradients) over the data-parallel ranks; give one of them");
-  }
-  if (layout.fsdp.shard > 0) {
-    const std::int64_t ranks = layout.dp * layout.cp;
-    if (!layout.fsdp.enabled) throw ParamError("--fsdp-shard: hybrid sharding (HSDP) needs --fsdp");
-    if (ranks % layout.fsdp.shard != 0) {
-      throw ParamError(fmt::format(
-          "--fsdp-shard {}: the shard group must divide the {} data- and context-parallel ranks "
-          "(--dp {} × --cp {}) into equal replicas",
-          layout.fsdp.shard, ranks, layout.dp, layout.cp));
-    }
-  }
-  lowering.data_parallel = static_cast<std::int32_t>(layout.dp);
-  lowering.fsdp = layout.fsdp;
-}
-
-Layout layout_of(const ModelConfig& model, const LoweringOptions& lowering) {
-  Layout l;
-  if (const auto* m = model.transformer()) {
-    l.tp = m->tensor_parallel;
-    l.sequence_parallel = m->sequence_parallel;
-    l.cp = m->context_parallel;
-    l.cp_method = m->cp_method;
-    l.ep = m->expert_parallel;
-    l.etp = m->expert_tensor_parallel;
-  } else {
-    l.tp = 1;
-  }
-  l.dp = lowering.data_parallel;
-  l.fsdp = lowering.fsdp;
-  return l;
+std::int32_t gpus_per_device(const Layout& layout) {
+  return static_cast<std::int32_t>(
+      std::min<std::int64_t>(layout.tp * layout.cp * layout.dp, 1 << 30));
 }
 
 std::optional<std::string> runtime_refuses(const ScheduleTable& table, std::string_view schedule,
@@ -189,20 +118,18 @@ namespace {
 
 // How a stage's state is split over its ranks.
 struct Sharding {
-  Sharding(const ModelConfig& model, const LoweringOptions& options) {
+  Sharding(const ModelConfig& model, const Job& job, const Layout& layout) {
     const auto* m = model.transformer();
-    gradient_ranks =
-        static_cast<std::int64_t>(options.data_parallel) * (m ? m->context_parallel : 1);
-    fsdp = options.fsdp.enabled && gradient_ranks > 1;
-    shard_ranks = options.fsdp.shard > 0 ? options.fsdp.shard : gradient_ranks;
+    gradient_ranks = layout.dp * layout.cp;
+    fsdp = layout.fsdp.enabled && gradient_ranks > 1;
+    shard_ranks = layout.fsdp.shard > 0 ? layout.fsdp.shard : gradient_ranks;
     if (m && m->moe) {
-      expert_ranks = m->tensor_parallel * m->context_parallel * options.data_parallel /
-                     (m->expert_parallel * m->expert_tensor_parallel);
+      expert_ranks = expert_data_parallel(layout);
     } else {
       expert_ranks = gradient_ranks;
     }
     expert_shard_ranks = expert_ranks;
-    if (fsdp && options.fsdp.shard > 0) {
+    if (fsdp && layout.fsdp.shard > 0) {
       // HSDP: the R = DP × CP / shard replicas are the outermost ranks, for the experts as for
       // the rest; each replica shards the experts over its EDP / R expert-data-parallel ranks
       // (compute_part refuses an R that does not divide EDP).
@@ -215,7 +142,7 @@ struct Sharding {
       // FSDP mesh, dp_shard_mod_ep), the rest over DP × CP.
       state_shards = static_cast<double>(shard_ranks);
       expert_state_shards = static_cast<double>(expert_shard_ranks);
-    } else if (options.iteration.distributed_optimizer) {
+    } else if (job.distributed_optimizer) {
       state_shards = static_cast<double>(gradient_ranks);
       expert_state_shards = static_cast<double>(expert_ranks);
     }
@@ -246,7 +173,7 @@ struct Sharding {
 }  // namespace
 
 std::vector<double> static_memory(const ScheduleTable& table, const std::vector<StageWork>& work,
-                                  const ModelConfig& model, const LoweringOptions& options) {
+                                  const ModelConfig& model, const Job& job, const Layout& layout) {
   // Static memory: the stages each device holds (both replicas' stages in two-pipeline
   // schedules); the distributed optimizer keeps 1/R of the optimizer state; FSDP keeps 1/N of
   // the gradients and optimizer state (whose fp32 master weights are the sharded parameters:
@@ -254,7 +181,7 @@ std::vector<double> static_memory(const ScheduleTable& table, const std::vector<
   // stage's 16-bit parameters and its unsharded gradients accumulating over the microbatches
   // (both in the parameter dtype); without, two blocks' parameters (the one computing and the
   // one prefetched) and one block's fp32 reduce-scatter input.
-  const Sharding sharding(model, options);
+  const Sharding sharding(model, job, layout);
   const bool fsdp = sharding.fsdp;
   const bool pipelined = table.devices > 1;
   std::vector<double> bytes_of(static_cast<std::size_t>(table.devices), 0.0);
@@ -280,15 +207,18 @@ namespace {
 
 class Lowering {
  public:
-  Lowering(const ScheduleTable& t, const ModelConfig& model, const Network& network,
-           const LoweringOptions& options, const PyTorchOrder* known_order = nullptr)
+  Lowering(const ScheduleTable& t, const ModelConfig& model, const Job& job, const Layout& layout,
+           const Network& network, const LoweringOptions& options,
+           const PyTorchOrder* known_order = nullptr)
       : t_(t),
         model_(model),
+        job_(job),
+        layout_(layout),
         network_(network),
         options_(options),
         known_order_(known_order),
-        sharding_(model, options),
-        work_(table_work(t, model)) {
+        sharding_(model, job, layout),
+        work_(table_work(t, model, job, layout)) {
     options_.runtime = resolve_runtime(options.runtime, t, "").runtime;
     optimizer_ = options.iteration.optimizer && !options.costs && model.transformer() != nullptr;
     overheads_ = options.overheads && !options.costs;
@@ -308,15 +238,15 @@ class Lowering {
   ExecGraph compute_only() && {
     compute_only_ = true;
     compute_part();
-    g_.static_bytes = static_memory(t_, work_, model_, options_);
+    g_.static_bytes = static_memory(t_, work_, model_, job_, layout_);
     return std::move(g_);
   }
 
  private:
   // The checks, the stages' costs and the compute nodes.
   void compute_part() {
-    require_supported(network_.system(), options_);
-    if (!options_.costs) cost::require_costable(model_, network_.system());
+    require_supported(network_.system(), job_, layout_, options_);
+    if (!options_.costs) cost::require_costable(model_, job_, network_.system());
     if (gradient_ranks() > 1 && network_.system().topology != Topology::Switched) {
       throw ParamError(fmt::format(
           "system '{}' is a chain of devices: data and context parallelism (--dp, --cp) need a "
@@ -329,28 +259,27 @@ class Lowering {
           "of both model replicas, whose FSDP sharding is not modelled; shard the optimizer with "
           "--distributed-optimizer instead");
     }
-    if (const auto* m = model_.transformer();
-        m && m->expert_parallel > 1 && network_.system().topology != Topology::Switched) {
+    if (layout_.ep > 1 && network_.system().topology != Topology::Switched) {
       throw ParamError(fmt::format(
           "system '{}' is a chain of devices: expert parallelism (--ep) runs its all-to-alls "
           "over a switched topology's links",
           network_.system().name));
     }
     if (const auto* m = model_.transformer();
-        fsdp() && options_.fsdp.shard > 0 && m && m->moe &&
+        fsdp() && layout_.fsdp.shard > 0 && m && m->moe &&
         expert_ranks() % (gradient_ranks() / shard_ranks()) != 0) {
       throw ParamError(fmt::format(
           "--fsdp-shard {}: its {} replicas must divide the experts' {} data-parallel ranks (EDP "
           "= TP × CP × DP / (EP × ETP)), which each replica shards the experts over",
           shard_ranks(), gradient_ranks() / shard_ranks(), expert_ranks()));
     }
-    if (options_.a2a_overlap && fsdp() && !pipelined()) {
+    if (job_.a2a_overlap && fsdp() && !pipelined()) {
       throw ParamError(
           "--a2a-overlap with --fsdp on one pipeline device: FSDP then runs each op block by "
           "block, and a combined forward-backward step's blocks are not modelled; use a "
           "pipeline (--pp) or leave --a2a-overlap off");
     }
-    if (options_.a2a_overlap && !options_.costs && !interleaved()) {
+    if (job_.a2a_overlap && !options_.costs && !interleaved()) {
       throw ParamError(
           "--a2a-overlap: Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm) "
           "overlaps the steps of the interleaved schedule (one pipeline, stage s on device s mod "
@@ -367,14 +296,8 @@ class Lowering {
     compute_nodes();
   }
 
-  std::int64_t tensor_parallel() const {
-    const auto* m = model_.transformer();
-    return m ? m->tensor_parallel : 1;
-  }
-  std::int64_t context_parallel() const {
-    const auto* m = model_.transformer();
-    return m ? m->context_parallel : 1;
-  }
+  std::int64_t tensor_parallel() const { return layout_.tp; }
+  std::int64_t context_parallel() const { return layout_.cp; }
   std::int64_t gradient_ranks() const { return sharding_.gradient_ranks; }
   bool fsdp() const { return sharding_.fsdp; }
   std::int64_t shard_ranks() const { return sharding_.shard_ranks; }
@@ -386,13 +309,13 @@ class Lowering {
     const auto& system = network_.system();
     if (system.nodes <= 0 || system.topology != Topology::Switched) return;
     const std::int64_t needed = static_cast<std::int64_t>(t_.devices) * tensor_parallel() *
-                                context_parallel() * options_.data_parallel;
+                                context_parallel() * layout_.dp;
     const std::int64_t have = system.nodes * system.devices_per_node;
     if (needed > have) {
       throw ParamError(fmt::format(
           "the run needs {} GPUs ({} pipeline devices × tensor parallel {} × context parallel {} "
           "× data parallel {}), and system '{}' has {} ({} nodes of {})",
-          needed, t_.devices, tensor_parallel(), context_parallel(), options_.data_parallel,
+          needed, t_.devices, tensor_parallel(), context_parallel(), layout_.dp,
           system.name, have, system.nodes, system.devices_per_node));
     }
   }
@@ -412,7 +335,7 @@ class Lowering {
     for (const auto& w : work_)
       largest = std::max(largest, w.grad_bytes * options_.collective_scale);
     const double buckets =
-        options_.iteration.dp_overlap ? std::ceil(largest / options_.iteration.dp_bucket_bytes) : 1;
+        job_.dp_overlap ? std::ceil(largest / job_.dp_bucket_bytes) : 1;
     return 2 * (r - 1) * static_cast<std::int64_t>(std::min(std::max(buckets, 1.0), 1e9));
   }
 
@@ -422,25 +345,25 @@ class Lowering {
   void require_size() const {
     // Buckets per stage's reduction, bounded by the work they imply: each is a ring of transfers
     // in the graph, and `--dp-bucket-mb 0.01` on a 70B model took 9 GB and 20 s for 128 ops.
-    if (gradient_ranks() > 1 && options_.iteration.dp_overlap && !fsdp()) {
+    if (gradient_ranks() > 1 && job_.dp_overlap && !fsdp()) {
       double largest = 0.0;
       for (const auto& w : work_)
         largest = std::max(largest, w.grad_bytes * options_.collective_scale);
-      const double buckets = std::ceil(largest / options_.iteration.dp_bucket_bytes);
+      const double buckets = std::ceil(largest / job_.dp_bucket_bytes);
       if (buckets > kMaxDpBuckets) {
         throw ParamError(fmt::format(
             "--dp-bucket-mb {:g}: buckets of {:g} MB split a stage's {:.4g} GB of gradients into "
             "{:.0f} buckets, over the limit of {} per stage (each is a ring of transfers to "
             "simulate): use buckets of at least {:.3g} MB",
-            options_.iteration.dp_bucket_bytes / 1e6, options_.iteration.dp_bucket_bytes / 1e6,
+            job_.dp_bucket_bytes / 1e6, job_.dp_bucket_bytes / 1e6,
             largest / 1e9, buckets, kMaxDpBuckets, largest / kMaxDpBuckets / 1e6));
       }
     }
     // Exchanges inside the ops: per layer and pass at most two context-parallel exchanges and
     // four all-to-alls (six with the MLP recomputed), each two flows.
     const auto* m = model_.transformer();
-    const bool exchanges = !options_.costs && m != nullptr &&
-                           (m->context_parallel > 1 || (m->moe && m->expert_parallel > 1));
+    const bool exchanges =
+        !options_.costs && m != nullptr && (layout_.cp > 1 || (m->moe && layout_.ep > 1));
     std::int64_t dependencies = 0;
     for (const Op& op : t_.ops) {
       for (const Pass& pass : op.passes()) {
@@ -474,7 +397,7 @@ class Lowering {
       const std::span<const StageWork> stages(work_.data() + static_cast<std::size_t>(p) * n, n);
       auto options = options_.cost;
       options.exchanges_as_flows = true;  // as flows inside their ops (lower_programs)
-      const auto c = cost::stage_costs(model_, stages, network_.system(), options);
+      const auto c = cost::stage_costs(model_, job_, layout_, stages, network_.system(), options);
       cost_.insert(cost_.end(), c.begin(), c.end());
     }
   }
@@ -559,7 +482,7 @@ class Lowering {
         }
         if (!options_.costs) plan_exchanges(n);
       }
-      if (!options_.costs && options_.a2a_overlap) combine_1f1b(d);
+      if (!options_.costs && job_.a2a_overlap) combine_1f1b(d);
       for (auto i = t_.row_begin[static_cast<std::size_t>(d)];
            i < t_.row_begin[static_cast<std::size_t>(d) + 1]; ++i) {
         const auto n = static_cast<std::size_t>(i);
@@ -1188,7 +1111,7 @@ class Lowering {
         // The last reduce-scatter of the stage's gradients (all of them, or the last unit's
         // without pipelining), then HSDP's all-reduce of the shard over the replicas.
         for (std::size_t i = 0; i < members.size(); ++i) {
-          ready[i] = options_.fsdp.grad_sync == GradSync::PerStep
+          ready[i] = layout_.fsdp.grad_sync == GradSync::PerStep
                          ? fsdp_reduce_scatter(stage, members[i], ready[i])
                          : scattered_[static_cast<std::size_t>(stage)];
           ready[i] = hsdp_all_reduce(stage, members[i], ready[i]);
@@ -1247,7 +1170,7 @@ class Lowering {
   Group group(std::int32_t device, std::int64_t ranks, std::int64_t stride) const {
     const std::int64_t g = network_.system().devices_per_node;
     const std::int64_t base = static_cast<std::int64_t>(device) * tensor_parallel() *
-                              context_parallel() * options_.data_parallel;
+                              context_parallel() * layout_.dp;
     std::int64_t same = 0;
     for (std::int64_t k = 0; k < ranks; ++k)
       same += (base + k * stride) / g == base / g;
@@ -1259,8 +1182,7 @@ class Lowering {
   }
   // Its EDP group (Megatron-Core's expert rank order ETP, EP, EDP: EP × ETP ranks apart).
   Group expert_data_parallel_group(std::int32_t device) const {
-    const auto* m = model_.transformer();
-    return group(device, expert_ranks(), m->expert_parallel * m->expert_tensor_parallel);
+    return group(device, expert_ranks(), layout_.ep * layout_.etp);
   }
 
   // Where one device's side of a collective over `g` runs: over its NIC when the group spans
@@ -1328,12 +1250,12 @@ class Lowering {
   // waits for bucket j−1 (one communicator runs them in order).
   void data_parallel(int stage, std::int32_t device, double bytes, std::int32_t& done,
                      bool overlap_allowed, const Group& g) {
-    const std::int64_t steps = (options_.iteration.distributed_optimizer ? 1 : 2) *
+    const std::int64_t steps = (job_.distributed_optimizer ? 1 : 2) *
                                (static_cast<std::int64_t>(g.ranks) - 1);
     const bool buckets_on =
-        options_.iteration.dp_overlap && overlap_allowed && done >= 0 && !g_.is_transfer(done);
+        job_.dp_overlap && overlap_allowed && done >= 0 && !g_.is_transfer(done);
     const double n =
-        buckets_on ? std::max(1.0, std::ceil(bytes / options_.iteration.dp_bucket_bytes)) : 1.0;
+        buckets_on ? std::max(1.0, std::ceil(bytes / job_.dp_bucket_bytes)) : 1.0;
     const std::int32_t last_backward = done;
     std::int32_t previous = -1;
     for (double j = 0; j < n; ++j) {
@@ -1368,14 +1290,15 @@ class Lowering {
   }
   double gathered_bytes_per_param() const {
     const auto* m = model_.transformer();
-    return options_.fsdp.fp8_all_gather ? 1.0 : (m ? static_cast<double>(m->dtype_bytes) : 2.0);
+    return layout_.fsdp.fp8_all_gather ? 1.0
+                                       : (m ? static_cast<double>(job_.element_bytes()) : 2.0);
   }
   // FSDP2 copies a gathered unit out of the all-gather's buffer into its parameters on the
   // compute stream once the gather is in (foreach_all_gather_copy_out's split_with_sizes_copy,
   // torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py): the unit's gathered bytes read and
   // written once.
   double copy_out_seconds(const StageWork& w) const {
-    if (options_.fsdp.impl != FsdpImpl::Fsdp2) return 0.0;  // Megatron-FSDP gathers in place
+    if (layout_.fsdp.impl != FsdpImpl::Fsdp2) return 0.0;  // Megatron-FSDP gathers in place
     const double params = model_.transformer() ? w.params : w.weight_bytes / 2.0;
     return cost::copy_seconds(2.0 * params * gathered_bytes_per_param() / units(w),
                               network_.system().device);
@@ -1385,8 +1308,8 @@ class Lowering {
   // torch._chunk_cat), which it delays: the reduce-scatter's latency carries it.
   double copy_in_seconds(const StageWork& w) const {
     const auto* m = model_.transformer();
-    if (m == nullptr || options_.fsdp.impl != FsdpImpl::Fsdp2) return 0.0;
-    const double bytes = w.params * static_cast<double>(m->dtype_bytes) + w.grad_bytes;
+    if (m == nullptr || layout_.fsdp.impl != FsdpImpl::Fsdp2) return 0.0;
+    const double bytes = w.params * static_cast<double>(job_.element_bytes()) + w.grad_bytes;
     return cost::copy_seconds(bytes / units(w), network_.system().device);
   }
   // The routed experts' share of a unit's parameters or gradients, gathered and scattered over
@@ -1399,9 +1322,8 @@ class Lowering {
   }
   // The experts' FSDP shard group: their EDP group, or with HSDP its first EDP / R ranks.
   Group expert_shard_group(std::int32_t device) const {
-    const auto* m = model_.transformer();
-    return m ? group(device, expert_shard_ranks(), m->expert_parallel * m->expert_tensor_parallel)
-             : Group{};
+    return model_.transformer() ? group(device, expert_shard_ranks(), layout_.ep * layout_.etp)
+                                : Group{};
   }
   // One unit's collective of the routed experts over their shard group after `after` (-1: none
   // to run).
@@ -1462,7 +1384,7 @@ class Lowering {
   // blocks are gathered.
   static constexpr std::uint8_t kGathers = 1, kScatters = 2, kKeepsFirst = 4;
   void fsdp_roles() {
-    const bool reshard = reshard_after_forward(options_.fsdp, pipelined());
+    const bool reshard = reshard_after_forward(layout_.fsdp, pipelined());
     fsdp_roles_.assign(t_.ops.size(), 0);
     std::vector<std::int64_t> last_backward(static_cast<std::size_t>(t_.stages), -1);
     for (std::size_t n = 0; n < t_.ops.size(); ++n) {
@@ -1490,7 +1412,7 @@ class Lowering {
             }
           }
           if ((pass.kind == PassKind::B || pass.kind == PassKind::W) &&
-              (options_.fsdp.grad_sync == GradSync::PerMicrobatch || i == last_backward[s]))
+              (layout_.fsdp.grad_sync == GradSync::PerMicrobatch || i == last_backward[s]))
             fsdp_roles_[static_cast<std::size_t>(i)] |= kScatters;
         }
       }
@@ -1525,7 +1447,7 @@ class Lowering {
             edge(gather, op);
             lengthen(static_cast<std::size_t>(op), copy_out_seconds(w));
           }
-          if ((roles & kScatters) && options_.fsdp.grad_sync == GradSync::PerMicrobatch)
+          if ((roles & kScatters) && layout_.fsdp.grad_sync == GradSync::PerMicrobatch)
             scattered_[static_cast<std::size_t>(pass.stage)] =
                 fsdp_reduce_scatter(pass.stage, d, op);
         }
@@ -1581,12 +1503,11 @@ class Lowering {
   void end_of_iteration() {
     if (!optimizer_) return;
     const auto& system = network_.system();
-    const auto* m = model_.transformer();
-    const double group = static_cast<double>(t_.devices) * static_cast<double>(m->tensor_parallel);
+    const double group = static_cast<double>(t_.devices) * static_cast<double>(layout_.tp);
     const bool spans_nodes = network_.node_of(0) != network_.node_of(t_.devices - 1) ||
-                             m->tensor_parallel > system.devices_per_node;
+                             layout_.tp > system.devices_per_node;
     const double alpha = spans_nodes ? system.inter.latency_s : system.intra.latency_s;
-    const double reductions = m->precision == Precision::FP16 ? 2.0 : 1.0;
+    const double reductions = job_.precision == Precision::FP16 ? 2.0 : 1.0;
     const double hops = 2.0 * std::ceil(std::log2(std::max(2.0, group)));
     const auto sync = add_transfer(TransferKind::Sync, -1, 0, 0.0, {}, reductions * hops * alpha);
     for (std::int32_t d = 0; d < t_.devices; ++d) {
@@ -1614,12 +1535,12 @@ class Lowering {
       g_.duration[static_cast<std::size_t>(node)] =
           cost::optimizer_step_seconds(step_bytes[static_cast<std::size_t>(d)], system.device);
       edge(sync, node);
-      if (options_.iteration.distributed_optimizer && gradient_ranks() > 1) {
+      if (job_.distributed_optimizer && gradient_ranks() > 1) {
         // All-gather of the updated 16-bit weights: R−1 ring steps of 1/R each.
         ring_side(TransferKind::ParamAllGather, -1, d, data_parallel_group(d),
                   params[static_cast<std::size_t>(d)], gradient_ranks() - 1, node);
       }
-      if (options_.iteration.distributed_optimizer && expert_ranks() > 1 &&
+      if (job_.distributed_optimizer && expert_ranks() > 1 &&
           expert_params[static_cast<std::size_t>(d)] > 0) {
         ring_side(TransferKind::ParamAllGather, -1, d, expert_data_parallel_group(d),
                   expert_params[static_cast<std::size_t>(d)], expert_ranks() - 1, node);
@@ -1655,7 +1576,7 @@ class Lowering {
       for (const auto& e : start_edges_)
         g_.start_delay.push_back(e.delay);
     }
-    g_.static_bytes = static_memory(t_, work_, model_, options_);
+    g_.static_bytes = static_memory(t_, work_, model_, job_, layout_);
   }
 
   struct StartEdge {
@@ -1665,6 +1586,8 @@ class Lowering {
 
   const ScheduleTable& t_;
   const ModelConfig& model_;
+  const Job& job_;
+  const Layout& layout_;
   const Network& network_;
   LoweringOptions options_;                    // the runtime resolved
   const PyTorchOrder* known_order_ = nullptr;  // pytorch_runtime_order(t_), when given
@@ -1722,12 +1645,13 @@ class Lowering {
 
 }  // namespace
 
-void require_supported(const SystemConfig& system, const LoweringOptions& options) {
-  if (options.data_parallel < 1 || options.data_parallel > kMaxDataParallel) {
-    throw ParamError(fmt::format("--dp = {} is out of range: expected 1 to {} replicas",
-                                 options.data_parallel, kMaxDataParallel));
+void require_supported(const SystemConfig& system, const Job& job, const Layout& layout,
+                       const LoweringOptions& options) {
+  if (layout.dp < 1 || layout.dp > kMaxDataParallel) {
+    throw ParamError(fmt::format("--dp = {} is out of range: expected 1 to {} replicas", layout.dp,
+                                 kMaxDataParallel));
   }
-  if (options.data_parallel > 1 && system.topology != Topology::Switched) {
+  if (layout.dp > 1 && system.topology != Topology::Switched) {
     throw ParamError(fmt::format(
         "--dp needs a switched topology, and system '{}' is a chain: the data-parallel replicas "
         "meet over the devices' NICs",
@@ -1737,21 +1661,22 @@ void require_supported(const SystemConfig& system, const LoweringOptions& option
     throw ParamError(fmt::format("collective scale {} is out of range: expected above 0, up to 1e6",
                                  options.collective_scale));
   }
-  if (!(options.iteration.dp_bucket_bytes >= 1e3 && options.iteration.dp_bucket_bytes <= 1e15)) {
+  if (!(job.dp_bucket_bytes >= 1e3 && job.dp_bucket_bytes <= 1e15)) {
     throw ParamError(
         fmt::format("gradient bucket of {} bytes is out of range: expected 1e3 to 1e15 bytes",
-                    options.iteration.dp_bucket_bytes));
+                    job.dp_bucket_bytes));
   }
 }
 
-ExecGraph lower(const ScheduleTable& table, const ModelConfig& model, const Network& network,
-                const LoweringOptions& options) {
-  return Lowering(table, model, network, options).run();
+ExecGraph lower(const ScheduleTable& table, const ModelConfig& model, const Job& job,
+                const Layout& layout, const Network& network, const LoweringOptions& options) {
+  return Lowering(table, model, job, layout, network, options).run();
 }
 
-ExecGraph lower(const ScheduleTable& table, const ModelConfig& model, const Network& network,
-                const LoweringOptions& options, const PyTorchOrder& order) {
-  return Lowering(table, model, network, options, &order).run();
+ExecGraph lower(const ScheduleTable& table, const ModelConfig& model, const Job& job,
+                const Layout& layout, const Network& network, const LoweringOptions& options,
+                const PyTorchOrder& order) {
+  return Lowering(table, model, job, layout, network, options, &order).run();
 }
 
 PyTorchOrder pytorch_runtime_order(const ScheduleTable& table) {
@@ -1765,9 +1690,10 @@ PyTorchOrder pytorch_runtime_order(const ScheduleTable& table) {
   return out;
 }
 
-ExecGraph lower_compute(const ScheduleTable& table, const ModelConfig& model,
-                        const Network& network, const LoweringOptions& options) {
-  return Lowering(table, model, network, options).compute_only();
+ExecGraph lower_compute(const ScheduleTable& table, const ModelConfig& model, const Job& job,
+                        const Layout& layout, const Network& network,
+                        const LoweringOptions& options) {
+  return Lowering(table, model, job, layout, network, options).compute_only();
 }
 
 }  // namespace pipetab

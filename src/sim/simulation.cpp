@@ -56,14 +56,14 @@ bool SimulationMetrics::any_over_capacity() const {
 
 Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& setup,
                           std::string_view schedule) {
-  Simulation s{Network(setup.system, table.devices, gpus_per_device(setup.model, setup.lowering)),
+  Simulation s{Network(setup.system, table.devices, gpus_per_device(setup.layout)),
                {},
                {},
                {}};
   const auto runtime = resolve_runtime(setup.lowering.runtime, table, schedule);
   LoweringOptions lowering = setup.lowering;
   lowering.runtime = runtime.runtime;
-  s.graph = lower(table, setup.model, s.network, lowering);
+  s.graph = lower(table, setup.model, setup.job, setup.layout, s.network, lowering);
   try {
     s.result = simulate(s.graph, s.network, setup.options);
   } catch (const DeadlockError& e) {
@@ -119,13 +119,15 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
   m.runtime = to_string(lowering.runtime);
   m.runtime_chosen_by = runtime.reason;
   m.overheads = lowering.overheads && !lowering.costs;
-  m.tp_overlap = std::string(to_string(lowering.cost.tp_overlap));
-  m.a2a_overlap = lowering.a2a_overlap;
-  m.dp_overlap = lowering.iteration.dp_overlap;
-  m.distributed_optimizer = lowering.iteration.distributed_optimizer;
+  const Job& job = setup.job;
+  const Layout& layout = setup.layout;
+  m.tp_overlap = std::string(to_string(job.tp_overlap));
+  m.a2a_overlap = job.a2a_overlap;
+  m.dp_overlap = job.dp_overlap;
+  m.distributed_optimizer = job.distributed_optimizer;
   m.optimizer = lowering.iteration.optimizer;
-  m.data_parallel = lowering.data_parallel;
-  const auto layout = layout_of(setup.model, lowering);
+  m.data_parallel = static_cast<std::int32_t>(layout.dp);
+  m.tensor_parallel = layout.tp;
   m.context_parallel = layout.cp;
   m.cp_method = std::string(to_string(layout.cp_method));
   m.expert_parallel = layout.ep;
@@ -136,18 +138,16 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
   m.grad_sync = std::string(to_string(layout.fsdp.grad_sync));
   m.fsdp_impl = std::string(to_string(layout.fsdp.impl));
   if (const auto* model = setup.model.transformer()) {
-    m.tensor_parallel = model->tensor_parallel;
     const double microbatches = table.microbatches;
-    const double sequences = microbatches * static_cast<double>(model->micro_batch) *
-                             static_cast<double>(lowering.data_parallel);
-    const auto flops = iteration_flops(*model, sequences);
+    const double sequences = microbatches * static_cast<double>(job.micro_batch) *
+                             static_cast<double>(layout.dp);
+    const auto flops = iteration_flops({*model, job, layout}, sequences);
     const double gpus = static_cast<double>(table.devices) *
-                        static_cast<double>(model->tensor_parallel * model->context_parallel) *
-                        lowering.data_parallel;
+                        static_cast<double>(layout.tp * layout.cp) * static_cast<double>(layout.dp);
     // FP8 training's utilisation against the BF16 peak, as torchtitan and NeMo report it.
-    const double peak = setup.system.device.peak(compute_precision(*model)) * gpus * m.runtime_s;
+    const double peak = setup.system.device.peak(compute_precision(job)) * gpus * m.runtime_s;
     m.sequences = sequences;
-    m.tokens_per_s = sequences * static_cast<double>(model->seq_len) / m.runtime_s;
+    m.tokens_per_s = sequences * static_cast<double>(job.seq_len) / m.runtime_s;
     m.model_flops = flops.model;
     m.hardware_flops = flops.hardware;
     m.mfu = flops.model / peak;

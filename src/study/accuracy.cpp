@@ -20,7 +20,8 @@ void predict_layer(Prediction& p, const SystemConfig& system) {
   const auto& run = p.run;
   StageWork layer;
   layer.layers = 1;
-  const auto costs = cost::stage_costs(run.model, std::span(&layer, 1), system, run.lowering.cost);
+  const auto costs = cost::stage_costs(run.model, run.job, run.layout, std::span(&layer, 1), system,
+                                       run.lowering.cost);
   p.predicted_forward_s = costs.front().forward.seconds;
   p.predicted_backward_s = costs.front().backward.seconds;
   p.forward_error = p.predicted_forward_s / run.measured_forward_s - 1.0;
@@ -34,7 +35,8 @@ void predict_profile(Prediction& p, const SystemConfig& system) {
   const auto& run = p.run;
   StageWork stage;
   stage.layers = run.stage_layers;
-  const auto c = cost::stage_costs(run.model, std::span(&stage, 1), system, run.lowering.cost);
+  const auto c = cost::stage_costs(run.model, run.job, run.layout, std::span(&stage, 1), system,
+                                   run.lowering.cost);
   const auto pass = [&](const cost::PassCost& cost) {
     return run.lowering.overheads ? cost::host_bound_seconds(cost, system.device) : cost.seconds;
   };
@@ -50,7 +52,7 @@ void predict_profile(Prediction& p, const SystemConfig& system) {
   }
   if (run.measured_p2p_s) {
     const std::int32_t halves[] = {1, 1};
-    const double bytes = stage_work(run.model, halves, 2).front().message_bytes;
+    const double bytes = stage_work(run.model, run.job, run.layout, halves, 2).front().message_bytes;
     const LinkSpec& link = run.p2p_across_nodes ? system.inter : system.intra;
     add("p2p", *run.measured_p2p_s, link.p2p_latency() + bytes / link.p2p_bandwidth());
   }
@@ -64,7 +66,7 @@ void predict_iteration(Prediction& p, const SystemConfig& system) {
   params.chunks = run.chunks;
   const ScheduleInfo& info = find_schedule(run.schedule);
   const auto table = info.generate(resolve(info, params));
-  const SimulationSetup setup{run.model, system, run.lowering, SimOptions{}};
+  const SimulationSetup setup{run.model, run.job, run.layout, system, run.lowering, SimOptions{}};
   const auto sim = simulate_table(table, setup, run.schedule);
   p.predicted_s = sim.metrics.runtime_s;
   p.error = p.predicted_s / run.measured_s - 1.0;
@@ -117,28 +119,29 @@ namespace {
 // "TP 8, PP 8 (interleaved, v 3), DP 1, M 64 × 1, selective + SP".
 std::string configuration(const MeasuredRun& run) {
   const auto& m = *run.model.transformer();
-  const std::string recompute = m.recompute == Recompute::None
+  const Job& j = run.job;
+  const Layout& l = run.layout;
+  const std::string recompute = j.recompute == Recompute::None
                                     ? std::string("no recompute")
-                                    : fmt::format("{} recompute", to_string(m.recompute));
+                                    : fmt::format("{} recompute", to_string(j.recompute));
   if (run.kind == MeasurementKind::Layer) {
-    return fmt::format("h {}, TP {}, micro batch {}, {}{}", m.hidden, m.tensor_parallel,
-                       m.micro_batch, recompute, m.sequence_parallel ? " + SP" : "");
+    return fmt::format("h {}, TP {}, micro batch {}, {}{}", m.hidden, l.tp, j.micro_batch,
+                       recompute, l.sequence_parallel ? " + SP" : "");
   }
   if (run.kind == MeasurementKind::Profile) {
     return fmt::format(
-        "h {}, TP {}, {} layers per stage, micro batch {}, {}{}{}", m.hidden, m.tensor_parallel,
-        run.stage_layers, m.micro_batch, recompute, m.sequence_parallel ? " + SP" : "",
+        "h {}, TP {}, {} layers per stage, micro batch {}, {}{}{}", m.hidden, l.tp,
+        run.stage_layers, j.micro_batch, recompute, l.sequence_parallel ? " + SP" : "",
         run.measured_p2p_s ? (run.p2p_across_nodes ? ", p2p across nodes" : ", p2p in a node")
                            : "");
   }
-  const auto cp = m.context_parallel > 1
-                      ? fmt::format(", CP {} ({})", m.context_parallel, to_string(m.cp_method))
-                      : std::string();
-  return fmt::format(
-      "h {}, TP {}{}, PP {} ({}{}), {} {}, M {} × {}, {}{}", m.hidden, m.tensor_parallel, cp,
-      run.devices, run.schedule, run.chunks ? fmt::format(" v {}", *run.chunks) : std::string(),
-      run.lowering.fsdp.enabled ? "FSDP" : "DP", run.lowering.data_parallel, run.microbatches,
-      m.micro_batch, recompute, m.sequence_parallel ? " + SP" : "");
+  const auto cp =
+      l.cp > 1 ? fmt::format(", CP {} ({})", l.cp, to_string(l.cp_method)) : std::string();
+  return fmt::format("h {}, TP {}{}, PP {} ({}{}), {} {}, M {} × {}, {}{}", m.hidden, l.tp, cp,
+                     run.devices, run.schedule,
+                     run.chunks ? fmt::format(" v {}", *run.chunks) : std::string(),
+                     l.fsdp.enabled ? "FSDP" : "DP", l.dp, run.microbatches, j.micro_batch,
+                     recompute, l.sequence_parallel ? " + SP" : "");
 }
 
 std::string percent(double error) {

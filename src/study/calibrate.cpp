@@ -348,13 +348,17 @@ namespace {
 
 std::vector<double> gemm_log_errors(const std::vector<io::GemmSample>& samples,
                                     const SystemConfig& system) {
-  TransformerConfig bf16;
+  // A BF16 job: the GEMMs of gemm_probe are timed in BF16 (bench/gpu).
+  const TransformerConfig model;
+  Job bf16;
   bf16.precision = Precision::BF16;
+  const Layout layout;
   std::vector<double> errors;
   errors.reserve(samples.size());
   for (const auto& s : samples) {
     const double predicted =
-        cost::operator_cost(gemm_operator("gemm", s.shape, 2.0), bf16, system).seconds;
+        cost::operator_cost(gemm_operator("gemm", s.shape, 2.0), {model, bf16, layout}, system)
+            .seconds;
     errors.push_back(std::log(predicted / s.seconds));
   }
   return errors;

@@ -5,6 +5,7 @@
 
 #include "../io/config_reader.hpp"
 #include "../io/toml_reader.hpp"
+#include "option_reader.hpp"
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -14,6 +15,7 @@
 #include "pipetab/model/flops.hpp"
 #include "pipetab/numeric.hpp"
 #include "pipetab/schedules/registry.hpp"
+#include "pipetab/sim/options.hpp"
 
 namespace pipetab {
 
@@ -101,7 +103,7 @@ class MeasurementParser {
              "measured_weight_grad_ms",
              "measured_p2p_ms",
              "p2p"},
-            io::kLayoutKeys);
+            option_keys_);
   }
 
   void entries(const toml::table& root, std::string_view key, MeasurementKind kind,
@@ -144,8 +146,8 @@ class MeasurementParser {
   }
 
   // The model: the inline `model` table over the named fragments, later fragments over earlier.
-  TransformerConfig model(const toml::table& raw, const io::LayeredTable& t,
-                          const std::string& path) const {
+  ModelConfig model(const toml::table& raw, const io::LayeredTable& t,
+                    const std::string& path) const {
     io::LayeredTable m{{}, &raw.source()};
     if (const auto* inline_model = r_.table(t, path, "model")) {
       io::only_transformer_keys(r_, *inline_model, Reader::join(path, "model"));
@@ -176,8 +178,15 @@ class MeasurementParser {
         moe.layers.push_back(table);
       }
     }
-    auto out = io::read_transformer(r_, m, Reader::join(path, "model"));
-    if (!moe.layers.empty()) out.moe = io::read_moe(r_, moe, Reader::join(path, "model.moe"), out);
+    ModelConfig out;
+    auto arch = io::read_transformer(r_, m, Reader::join(path, "model"));
+    out.defaults = io::transformer_settings(r_, m, Reader::join(path, "model"));
+    if (!moe.layers.empty()) {
+      arch.moe = io::read_moe(r_, moe, Reader::join(path, "model.moe"), arch);
+      const auto more = io::moe_settings(r_, moe, Reader::join(path, "model.moe"));
+      out.defaults.insert(out.defaults.end(), more.begin(), more.end());
+    }
+    out.spec = std::move(arch);
     return out;
   }
 
@@ -195,12 +204,28 @@ class MeasurementParser {
     const auto system = r_.string(t, path, "system");
     if (!system) r_.fail(raw.source(), Reader::join(path, "system"), "missing");
     run.system = resolve(*system);
-    run.model = {run.id, model(raw, t, path)};
-    const auto& m = *run.model.transformer();
-    auto& l = run.lowering;
-    l.cost.tp_overlap = *parse_overlap(
-        r_.choice(t, path, "tp_overlap", "backward", {"none", "backward", "all"}));
-    l.a2a_overlap = r_.boolean(t, path, "a2a_overlap", false);
+    run.model = model(raw, t, path);
+    run.model.name = run.id;
+    // The run's options: the model fragments' job keys, then the entry's (and its defaults').
+    SimulationSetup setup = default_setup(run.model, {});
+    for (const auto& o : run_options()) {
+      if (const auto* node = t.get(o.key))
+        apply_setting(setup, detail::option_setting(r_, *node, Reader::join(path, o.key), o));
+    }
+    run.job = setup.job;
+    run.layout = setup.layout;
+    run.lowering = setup.lowering;
+    try {
+      require_runnable(run.model, run.job, run.layout);
+    } catch (const ParamError& e) {
+      const Layout& l = run.layout;
+      const char* key = !l.pipeline_layout.empty() ? "pipeline_layout"
+                        : l.ep > 1 || l.etp > 1    ? "expert_parallel"
+                        : l.sequence_parallel      ? "sequence_parallel"
+                        : l.cp > 1                 ? "context_parallel"
+                                                   : "fsdp";
+      r_.fail(t.get(key) != nullptr ? t.get(key)->source() : raw.source(), path, e.what());
+    }
     const auto refuse = [&](std::initializer_list<const char*> keys, const char* entry) {
       for (const auto* key : keys) {
         if (t.get(key) != nullptr)
@@ -240,16 +265,8 @@ class MeasurementParser {
     run.devices = r_.integer(t, path, "devices", std::nullopt, 1, 1 << 20);
     run.microbatches = r_.integer(t, path, "microbatches", std::nullopt, 1, 1 << 24);
     if (t.get("chunks") != nullptr) run.chunks = r_.integer(t, path, "chunks", 1, 1, 1 << 16);
-    l.data_parallel =
-        static_cast<std::int32_t>(r_.integer(t, path, "data_parallel", 1, 1, kMaxDataParallel));
-    l.runtime = *parse_runtime(
-        r_.choice(t, path, "runtime", "auto", {"auto", "async", "megatron", "pytorch"}));
-    l.iteration.dp_overlap = r_.boolean(t, path, "dp_overlap", false);
-    l.iteration.dp_bucket_bytes = r_.number(t, path, "dp_bucket_bytes", 25e6, 1e3, 1e15, false);
-    l.iteration.distributed_optimizer = r_.boolean(t, path, "distributed_optimizer", false);
-    l.iteration.optimizer = r_.boolean(t, path, "optimizer", true);
-    layout(run, t, raw, path);
     const auto& mt = *run.model.transformer();
+    const auto dp = static_cast<double>(run.layout.dp);
     const bool seconds = t.get("measured_iteration_s") != nullptr;
     const bool tflops = t.get("measured_tflops_per_gpu") != nullptr;
     const bool tokens = t.get("measured_tokens_per_s_per_gpu") != nullptr;
@@ -264,11 +281,10 @@ class MeasurementParser {
       run.measured_tokens_per_s_per_gpu =
           r_.number(t, path, "measured_tokens_per_s_per_gpu", std::nullopt, 1e-9, kHuge, false);
       const double tokens_per_step = static_cast<double>(run.microbatches) *
-                                     static_cast<double>(mt.micro_batch) *
-                                     static_cast<double>(mt.seq_len) * l.data_parallel;
+                                     static_cast<double>(run.job.micro_batch) *
+                                     static_cast<double>(run.job.seq_len) * dp;
       const double gpus = static_cast<double>(run.devices) *
-                          static_cast<double>(mt.tensor_parallel * mt.context_parallel) *
-                          l.data_parallel;
+                          static_cast<double>(run.layout.tp * run.layout.cp) * dp;
       run.measured_s = tokens_per_step / (*run.measured_tokens_per_s_per_gpu * gpus);
     } else if (seconds) {
       run.measured_s = r_.number(t, path, "measured_iteration_s", std::nullopt, kMinMeasuredSeconds,
@@ -287,34 +303,14 @@ class MeasurementParser {
           r_.number(t, path, "measured_tflops_per_gpu", std::nullopt, 1e-9, kHuge, false);
       // Narayanan et al. count an iteration's FLOPs by their Eq. 3 (global batch B sequences),
       // over every GPU of the run: a context-parallel group shares its sequences.
-      const double sequences = static_cast<double>(run.microbatches) *
-                               static_cast<double>(m.micro_batch) * l.data_parallel;
+      const double sequences =
+          static_cast<double>(run.microbatches) * static_cast<double>(run.job.micro_batch) * dp;
       const double gpus = static_cast<double>(run.devices) *
-                          static_cast<double>(mt.tensor_parallel * mt.context_parallel) *
-                          l.data_parallel;
-      run.measured_s =
-          narayanan_eq3_flops(m, sequences) / (*run.measured_tflops_per_gpu * 1e12 * gpus);
+                          static_cast<double>(run.layout.tp * run.layout.cp) * dp;
+      run.measured_s = narayanan_eq3_flops({mt, run.job, run.layout}, sequences) /
+                       (*run.measured_tflops_per_gpu * 1e12 * gpus);
     }
     return run;
-  }
-
-  // The run's layout beyond data_parallel (context parallelism, FSDP), applied to its model and
-  // lowering as the CLI's flags are.
-  void layout(MeasuredRun& run, const io::LayeredTable& t, const toml::table& raw,
-              const std::string& path) {
-    Layout l = io::read_layout(r_, t, path);
-    l.tp = 0;  // the model fragment's tensor_parallel
-    l.dp = run.lowering.data_parallel;
-    try {
-      apply_layout(l, run.model, run.lowering);
-    } catch (const ParamError& e) {
-      const char* key = !l.pipeline_layout.empty() ? "pipeline_layout"
-                        : l.ep > 1 || l.etp > 1    ? "expert_parallel"
-                        : l.sequence_parallel      ? "sequence_parallel"
-                        : l.cp > 1                 ? "context_parallel"
-                                                   : "fsdp";
-      r_.fail(t.get(key) != nullptr ? t.get(key)->source() : raw.source(), path, e.what());
-    }
   }
 
   // A [[profile]]: the forward, the backward as a whole and/or as its input- and weight-gradient
@@ -365,6 +361,13 @@ class MeasurementParser {
 
   Reader r_;
   std::string file_;
+  // Every option's key (sim/options.hpp): a run entry or its defaults may set any of them.
+  std::vector<std::string_view> option_keys_ = [] {
+    std::vector<std::string_view> keys;
+    for (const auto& o : run_options())
+      keys.push_back(o.key);
+    return keys;
+  }();
   std::map<std::string, const toml::table*> models_, defaults_;
   std::map<std::string, std::pair<std::string, std::int32_t>> ids_;  // id -> entry, its line
 };

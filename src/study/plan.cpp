@@ -224,8 +224,7 @@ class TableCache {
 };
 
 std::int64_t pipeline_units(const PlanRequest& request) {
-  const auto& m = *request.model.transformer();
-  return m.layers + (m.balance_embedding ? 2 : 0);
+  return request.model.transformer()->layers + (request.layout.balance_embedding ? 2 : 0);
 }
 
 bool stages_split(const PlanRequest& request, Checked& c, const ScheduleTable& table) {
@@ -233,7 +232,8 @@ bool stages_split(const PlanRequest& request, Checked& c, const ScheduleTable& t
   if (pipeline_units(request) % table.stages == 0) return true;
   c.reason = "pipeline: the layers do not split into equal stages";
   c.detail = fmt::format("{} layers{} over {} stages (Megatron-LM requires equal stages)", m.layers,
-                         m.balance_embedding ? " and the embedding and output" : "", table.stages);
+                         request.layout.balance_embedding ? " and the embedding and output" : "",
+                         table.stages);
   return false;
 }
 
@@ -275,12 +275,12 @@ bool follows_rules(const PlanRequest& request, Checked& c) {
     return false;
   }
   if (l.context_parallel > 1) {
-    Layout layout;
-    layout.tp = l.tensor_parallel;
-    layout.cp = l.context_parallel;
-    layout.cp_method = request.space.cp_method;
+    const SimulationSetup setup = layout_setup(request, l);
+    Layout layout = setup.layout;
+    layout.dp = 1;  // the CP rules alone: the experts' are checked below
+    layout.ep = 1;
     try {
-      require_layout(m, layout);
+      require_trainable(m, setup.job, layout);
     } catch (const ParamError& e) {
       c.reason = "context parallel: the sequence or the heads do not split over the CP ranks";
       c.detail = e.what();
@@ -288,16 +288,9 @@ bool follows_rules(const PlanRequest& request, Checked& c) {
     }
   }
   if (l.expert_parallel > 1 || m.moe) {
-    Layout layout;
-    layout.tp = l.tensor_parallel;
-    layout.cp = l.context_parallel;
-    layout.cp_method = request.space.cp_method;
-    layout.dp = l.data_parallel;
-    layout.ep = l.expert_parallel;
-    TransformerConfig applied = m;
-    applied.sequence_parallel = l.sequence_parallel;
+    const SimulationSetup setup = layout_setup(request, l);
     try {
-      require_layout(applied, layout);
+      require_trainable(m, setup.job, setup.layout);
     } catch (const ParamError& e) {
       c.reason = "expert parallel: the experts do not split over the EP ranks, or TP without SP";
       c.detail = e.what();
@@ -318,7 +311,7 @@ bool follows_rules(const PlanRequest& request, Checked& c) {
   if (pipeline_units(request) % l.pipeline_parallel != 0) {
     c.reason = "pipeline: the layers do not split into equal stages";
     c.detail = fmt::format("{} layers{} over PP {} (Megatron-LM requires equal stages)", m.layers,
-                           m.balance_embedding ? " and the embedding and output" : "",
+                           request.layout.balance_embedding ? " and the embedding and output" : "",
                            l.pipeline_parallel);
     return false;
   }
@@ -342,15 +335,18 @@ void check(const PlanRequest& request, const TableCache& tables, Checked& c) {
     return;  // the authors' own table decides, in phase 2
   }
   try {
-    const auto held = static_memory(*shape->table, table_work(*shape->table, setup.model),
-                                    setup.model, setup.lowering);
+    const auto held =
+        static_memory(*shape->table,
+                      table_work(*shape->table, setup.model, setup.job, setup.layout),
+                      setup.model, setup.job, setup.layout);
     const double weights = *std::max_element(held.begin(), held.end());
     if (over_memory_alone(c, capacity, weights)) return;
     const Network network(setup.system, shape->table->devices,
-                          gpus_per_device(setup.model, setup.lowering));
+                          gpus_per_device(setup.layout));
     LoweringOptions lowering = setup.lowering;
     lowering.runtime = shape->runtime;
-    const ExecGraph part = lower_compute(*shape->table, setup.model, network, lowering);
+    const ExecGraph part =
+        lower_compute(*shape->table, setup.model, setup.job, setup.layout, network, lowering);
     // The bound holds for any order of the table's passes: the authors' layouts run their own
     // order of the shape table's.
     const DeviceBounds bounds = device_bounds(part, *shape->table);
@@ -396,10 +392,12 @@ void lower_and_bound(const PlanRequest& request, const TableCache& tables, Check
   const ScheduleTable& table = own ? *own : *shared->table;
   try {
     const Network network(setup.system, table.devices,
-                          gpus_per_device(setup.model, setup.lowering));
-    const ExecGraph graph = shared && shared->pytorch
-                                ? lower(table, setup.model, network, lowering, *shared->pytorch)
-                                : lower(table, setup.model, network, lowering);
+                          gpus_per_device(setup.layout));
+    const ExecGraph graph =
+        shared && shared->pytorch
+            ? lower(table, setup.model, setup.job, setup.layout, network, lowering,
+                    *shared->pytorch)
+            : lower(table, setup.model, setup.job, setup.layout, network, lowering);
     const GraphBounds bounds = graph_bounds(graph, network);
     c.lower_bound_s = std::max(bounds.runtime_lower_bound_s, c.compute_bound_s);
     c.peak_memory_bytes =
@@ -432,8 +430,7 @@ struct Enumeration {
 Enumeration enumerate(const PlanRequest& r) {
   const PlanSpace& s = r.space;
   // The units the pipeline splits: the layers, and the embedding and output when balanced.
-  const std::int64_t layers =
-      r.model.transformer()->layers + (r.model.transformer()->balance_embedding ? 2 : 0);
+  const std::int64_t layers = pipeline_units(r);
   const std::int64_t node = std::max<std::int64_t>(1, r.system.devices_per_node);
   auto tps = s.tensor_parallel.empty() ? divisors(node) : s.tensor_parallel;
   // Registered schedules, then the authors' schedulers (no registry entry: null).
@@ -581,20 +578,25 @@ std::string describe(const PlanLayout& l) {
 }
 
 SimulationSetup layout_setup(const PlanRequest& request, const PlanLayout& l) {
-  SimulationSetup setup{request.model, request.system, request.lowering, request.sim};
-  auto& m = std::get<TransformerConfig>(setup.model.spec);
-  m.tensor_parallel = l.tensor_parallel;
-  m.micro_batch = l.micro_batch;
-  m.recompute = l.recompute;
-  m.sequence_parallel = l.sequence_parallel;
-  m.context_parallel = l.context_parallel;
-  m.cp_method = request.space.cp_method;
-  m.expert_parallel = l.expert_parallel;
-  m.expert_tensor_parallel = 1;
-  setup.lowering.a2a_overlap = l.a2a_overlap;
-  setup.lowering.data_parallel = static_cast<std::int32_t>(l.data_parallel);
-  setup.lowering.iteration.distributed_optimizer = l.distributed_optimizer;
-  setup.lowering.fsdp.enabled = l.fsdp;
+  SimulationSetup setup{request.model, request.job,      request.layout,
+                        request.system, request.lowering, request.sim};
+  auto& j = setup.job;
+  j.micro_batch = l.micro_batch;
+  j.recompute = l.recompute;
+  j.distributed_optimizer = l.distributed_optimizer;
+  j.a2a_overlap = l.a2a_overlap;
+  auto& y = setup.layout;
+  y.tp = l.tensor_parallel;
+  y.sequence_parallel = l.sequence_parallel;
+  y.cp = l.context_parallel;
+  y.cp_method = request.space.cp_method;
+  y.ep = l.expert_parallel;
+  y.etp = 1;
+  y.dp = l.data_parallel;
+  y.fsdp.enabled = l.fsdp;
+  y.pp = l.pipeline_parallel;
+  y.schedule = l.schedule;
+  y.chunks = l.chunks;
   setup.lowering.costs.reset();
   return setup;
 }
@@ -646,9 +648,10 @@ PlanResult plan(const PlanRequest& request) {
         "with model chunks (interleaved); none of --schedules has them: add one, or use "
         "--a2a-overlap both");
   }
-  const auto* m = request.model.transformer();
-  if (m->seq_len < 1) {
-    throw ParamError(fmt::format("plan: --seq-len {} must be at least 1", m->seq_len));
+  if (request.job.seq_len < 1) {
+    throw ParamError(fmt::format(
+        "plan: no sequence length: give --seq-len (the model '{}' has no default)",
+        request.model.name));
   }
   if (!(request.memory_reserve >= 0 && request.memory_reserve < 1)) {
     throw ParamError(
@@ -951,26 +954,27 @@ void plan_from_run(PlanRequest& q, const std::string& file, const std::string& i
     throw Error(fmt::format("--from-run '{}': {} has no such iteration run (runs: {})", id, file,
                             fmt::join(ids, ", ")));
   }
-  const auto& m = *run->model.transformer();
   q.model = run->model;
+  q.job = run->job;
+  q.layout = run->layout;
   q.system = load_run_system(runs, *run);
   q.lowering = run->lowering;
   PlanLayout l;
-  l.tensor_parallel = m.tensor_parallel;
+  l.tensor_parallel = run->layout.tp;
   l.pipeline_parallel = run->devices;
-  l.data_parallel = run->lowering.data_parallel;
-  l.micro_batch = m.micro_batch;
+  l.data_parallel = run->layout.dp;
+  l.micro_batch = run->job.micro_batch;
   l.microbatches = run->microbatches;
   l.schedule = run->schedule;
   l.chunks = run->chunks.value_or(0);
-  l.recompute = m.recompute;
-  l.sequence_parallel = m.sequence_parallel;
-  l.distributed_optimizer = run->lowering.iteration.distributed_optimizer;
-  l.context_parallel = m.context_parallel;
-  l.fsdp = run->lowering.fsdp.enabled;
-  l.expert_parallel = m.expert_parallel;
-  l.a2a_overlap = run->lowering.a2a_overlap;
-  q.space.cp_method = m.cp_method;
+  l.recompute = run->job.recompute;
+  l.sequence_parallel = run->layout.sequence_parallel;
+  l.distributed_optimizer = run->job.distributed_optimizer;
+  l.context_parallel = run->layout.cp;
+  l.fsdp = run->layout.fsdp.enabled;
+  l.expert_parallel = run->layout.ep;
+  l.a2a_overlap = run->job.a2a_overlap;
+  q.space.cp_method = run->layout.cp_method;
   q.gpus = l.tensor_parallel * l.context_parallel * l.pipeline_parallel * l.data_parallel;
   q.global_batch = l.micro_batch * l.microbatches * l.data_parallel;
   q.reference = l;

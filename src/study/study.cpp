@@ -7,6 +7,7 @@
 
 #include "../io/config_reader.hpp"
 #include "../io/toml_reader.hpp"
+#include "option_reader.hpp"
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -33,38 +34,31 @@ std::filesystem::path base_dir(const std::string& file) {
 
 class StudyParser {
  public:
-  // [simulation]: the engine's and the lowering's options, as the flags of `simulate` set them.
+  // [simulation]: the run's options (sim/options.hpp), as the flags of `simulate` set them: the
+  // job's, the layout's and the simulation's, each checked where it is written.
   void read_simulation(const toml::table& sim, Study& s) {
     const std::string p = "simulation";
-    r_.only(sim, p,
-            {"contention", "blocking_send", "data_parallel", "tensor_parallel", "runtime",
-             "tp_overlap", "a2a_overlap", "optimizer", "dp_overlap", "dp_bucket_bytes",
-             "distributed_optimizer", "overheads", "nccl_buffsize"},
-            io::kLayoutKeys);
-    s.sim.contention = r_.boolean(sim, p, "contention", true);
-    s.sim.blocking_send = r_.boolean(sim, p, "blocking_send", false);
-    auto& l = s.lowering;
-    l.data_parallel =
-        static_cast<std::int32_t>(r_.integer(sim, p, "data_parallel", 1, 1, kMaxDataParallel));
-    l.runtime = *parse_runtime(
-        r_.choice(sim, p, "runtime", "auto", {"auto", "async", "megatron", "pytorch"}));
-    l.cost.tp_overlap = *parse_overlap(
-        r_.choice(sim, p, "tp_overlap", "backward", {"none", "backward", "all"}));
-    l.a2a_overlap = r_.boolean(sim, p, "a2a_overlap", false);
-    l.iteration.optimizer = r_.boolean(sim, p, "optimizer", true);
-    l.iteration.dp_overlap = r_.boolean(sim, p, "dp_overlap", false);
-    l.iteration.dp_bucket_bytes = r_.number(sim, p, "dp_bucket_bytes", 25e6, 1e3, 1e15, false);
-    l.iteration.distributed_optimizer = r_.boolean(sim, p, "distributed_optimizer", false);
-    l.overheads = r_.boolean(sim, p, "overheads", true);
-    l.nccl_buffer_bytes = r_.number(sim, p, "nccl_buffsize", 4194304.0, 0.0, 1e18, false);
-    // The layout, as simulate's flags give it; checked against each model when it runs.
-    auto& layout = s.layout;
-    layout = io::read_layout(r_, sim, p);
-    layout.dp = l.data_parallel;
-    layout.tp = r_.integer(sim, p, "tensor_parallel", 0, 1, 1 << 20);
-    if (layout.fsdp.enabled && l.iteration.distributed_optimizer) {
+    SimulationSetup scratch;
+    for (auto&& [key, node] : sim) {
+      const std::string path = Reader::join(p, key.str());
+      const RunOption* option = find_run_option(key.str());
+      if (option == nullptr) {
+        std::string keys;
+        for (const auto& o : run_options())
+          keys += fmt::format("{}{}", keys.empty() ? "" : ", ", o.key);
+        r_.fail(key.source(), path, fmt::format("unknown key (expected: {})", keys));
+      }
+      s.settings.push_back(detail::option_setting(r_, node, path, *option));
+      apply_setting(scratch, s.settings.back());
+    }
+    if (scratch.layout.fsdp.enabled && scratch.job.distributed_optimizer) {
       r_.fail(sim.get("fsdp")->source(), Reader::join(p, "fsdp"),
               "FSDP already shards the optimizer state: give fsdp or distributed_optimizer");
+    }
+    for (const char* key : {"fsdp_shard", "reshard_after_forward", "fsdp_grad_sync",
+                            "fsdp_fp8_all_gather", "fsdp_impl"}) {
+      if (!scratch.layout.fsdp.enabled && sim.get(key) != nullptr)
+        r_.fail(sim.get(key)->source(), Reader::join(p, key), "needs fsdp = true");
     }
   }
 

@@ -1,5 +1,7 @@
 #include "pipetab/study/sweep.hpp"
 
+#include "pipetab/sim/options.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -137,16 +139,14 @@ SweepRow SweepPlan::run(const Configuration& cfg) const {
   try {
     std::optional<SimulationSetup> setup;
     if (simulated) {
-      setup.emplace();
-      setup->system = systems_[static_cast<std::size_t>(cfg.system)];
+      setup.emplace(default_setup(models_[static_cast<std::size_t>(cfg.model)],
+                                  systems_[static_cast<std::size_t>(cfg.system)]));
       setup->system.intra = setup->system.intra.scaled(cfg.bandwidth_scale, cfg.latency_scale);
       setup->system.inter = setup->system.inter.scaled(cfg.bandwidth_scale, cfg.latency_scale);
-      setup->model = models_[static_cast<std::size_t>(cfg.model)];
-      setup->lowering = study_.lowering;
+      apply_settings(*setup, study_.settings);
       setup->lowering.collective_scale = cfg.collective_scale;
-      setup->options = study_.sim;
-      apply_layout(study_.layout, setup->model, setup->lowering);
-      require_supported(setup->system, setup->lowering);
+      require_runnable(setup->model, setup->job, setup->layout);
+      require_supported(setup->system, setup->job, setup->layout, setup->lowering);
     }
     const EvaluationOptions options{study_.memory, false, setup ? &*setup : nullptr};
     Evaluation e;

@@ -279,12 +279,12 @@ ZeroBubbleProblem measured_zero_bubble_problem(const SimulationSetup& setup, std
   p.devices = devices;
   p.microbatches = 1;
   const auto probe = generate(find_schedule("1f1b-split"), p);
-  const Network network(setup.system, probe.devices, gpus_per_device(setup.model, setup.lowering));
+  const Network network(setup.system, probe.devices, gpus_per_device(setup.layout));
   // Each pass's time with its exchanges (all-to-alls, context-parallel) alone on their links, as
   // the op's duration: what the scheduler plans with.
   LoweringOptions lowering = setup.lowering;
   lowering.inner_transfers = false;
-  const auto graph = lower(probe, setup.model, network, lowering);
+  const auto graph = lower(probe, setup.model, setup.job, setup.layout, network, lowering);
   ZeroBubbleProblem problem = ZeroBubbleProblem::uniform(devices, microbatches, 0.0, 0.0, 0.0, 1.0);
   for (std::size_t n = 0; n < probe.ops.size(); ++n) {
     const Pass& pass = probe.ops[n].first();
@@ -293,7 +293,7 @@ ZeroBubbleProblem measured_zero_bubble_problem(const SimulationSetup& setup, std
                                             : problem.weight_grad;
     slot[pass.stage] = graph.duration[n];
   }
-  const auto work = table_work(probe, setup.model);
+  const auto work = table_work(probe, setup.model, setup.job, setup.layout);
   std::vector<std::int32_t> route;
   for (std::int32_t j = 0; j + 1 < devices; ++j) {
     route.clear();
@@ -324,7 +324,8 @@ TuneResult tune(const TuneRequest& request) {
     throw ParamError(fmt::format("tune: input_grad_frees = {}: must be a fraction from 0 to 1",
                                  request.memory.input_grad_frees));
   }
-  require_supported(request.setup.system, request.setup.lowering);
+  require_supported(request.setup.system, request.setup.job, request.setup.layout,
+                    request.setup.lowering);
   return Search(request).run();
 }
 

@@ -29,10 +29,10 @@ struct Breakdown {
   std::optional<StageCost> mtp;        ///< an MTP module's own operators (without its layer)
 };
 
-/// Every operator of `model` (a transformer) on `system`. Throws ParamError for an explicit
-/// workload or a system that cannot run the model.
-Breakdown operator_breakdown(const ModelConfig& model, const SystemConfig& system,
-                             const CostOptions& options = {});
+/// Every operator of `model` (a transformer) run by `job` under `layout` on `system`. Throws
+/// ParamError for an explicit workload or a system that cannot run the model.
+Breakdown operator_breakdown(const ModelConfig& model, const Job& job, const Layout& layout,
+                             const SystemConfig& system);
 
 std::string breakdown_text(const Breakdown& breakdown);
 nlohmann::json to_json(const Breakdown& breakdown);

@@ -20,11 +20,9 @@
 
 namespace pipetab::cost {
 
-/// How the model runs on the machine, beyond the model and the system files.
+/// How the simulation takes the costs (which tensor-parallel collectives overlap a GEMM is the
+/// job's: Job::tp_overlap).
 struct CostOptions {
-  /// Which tensor-parallel collectives overlap a GEMM: none (Megatron-LM until 2021-09),
-  /// backward (Megatron-LM since; the default), all (Megatron-Core's --tp-comm-overlap).
-  Overlap tp_overlap = Overlap::Backward;
   /// The experts' all-to-alls and the context-parallel exchanges left to the simulation, as
   /// flows over the links (lower() sets it): the passes' times leave them out, and
   /// StageCost::layers says where in each pass they run. Off (the `cost` command): each is
@@ -116,22 +114,23 @@ const LinkSpec& tensor_parallel_link(const SystemConfig& system, std::int64_t ra
 /// (Megatron's rank order, TP fastest), so it leaves the node when they do not fit in one.
 const LinkSpec& context_parallel_link(const SystemConfig& system, std::int64_t tp, std::int64_t cp);
 
-/// The expert-parallel all-to-all `op` (CollectiveGroup::Expert) of `model` on `system`: its
+/// The expert-parallel all-to-all `op` (CollectiveGroup::Expert) of `run` on `system`: its
 /// group's ranks, how many share a node, and the dispatcher's rules.
-ExpertAllToAll expert_all_to_all(const Operator& op, const TransformerConfig& model,
+ExpertAllToAll expert_all_to_all(const Operator& op, const Workload& run,
                                  const SystemConfig& system);
 
 /// Throws ParamError when `system` cannot run `model`: no peak for its precision, or a roofline
 /// device without a memory bandwidth.
-void require_costable(const ModelConfig& model, const SystemConfig& system);
+void require_costable(const ModelConfig& model, const Job& job, const SystemConfig& system);
 
-/// The cost of `op` alone on `system` for `model` (a transformer).
-OperatorCost operator_cost(const Operator& op, const TransformerConfig& model,
-                           const SystemConfig& system);
+/// The cost of `op` alone on `system` for `run`.
+OperatorCost operator_cost(const Operator& op, const Workload& run, const SystemConfig& system);
 
-/// The pass costs of every stage in `work` (one pipeline's stages of `model`).
-std::vector<StageCost> stage_costs(const ModelConfig& model, std::span<const StageWork> work,
-                                   const SystemConfig& system, const CostOptions& options = {});
+/// The pass costs of every stage in `work` (one pipeline's stages of `model` run by `job` under
+/// `layout`).
+std::vector<StageCost> stage_costs(const ModelConfig& model, const Job& job, const Layout& layout,
+                                   std::span<const StageWork> work, const SystemConfig& system,
+                                   const CostOptions& options = {});
 
 /// A pass as long as its kernels take, or as the host takes to issue them when that is longer
 /// (DeviceSpec::host_launch_s; docs/simulation.md, "Overheads").

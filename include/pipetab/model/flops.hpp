@@ -3,7 +3,7 @@
 // without recomputation, HFU those executed, recomputation included).
 #pragma once
 
-#include "pipetab/model/transformer.hpp"
+#include "pipetab/model/workload.hpp"
 
 namespace pipetab {
 
@@ -14,11 +14,11 @@ struct IterationFlops {
 
 /// FLOPs of `sequences` sequences through the whole model (every layer, the logits; all
 /// tensor-parallel ranks together), forward and backward.
-IterationFlops iteration_flops(const TransformerConfig& model, double sequences);
+IterationFlops iteration_flops(const Workload& run, double sequences);
 
 /// The iteration FLOPs of Narayanan et al. (SC'21), Eq. 3, for a GPT with full recomputation:
 /// 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)), B = global batch in sequences. The paper's measured
 /// teraFLOP/s per GPU are this over the iteration time.
-double narayanan_eq3_flops(const TransformerConfig& model, double global_batch);
+double narayanan_eq3_flops(const Workload& run, double global_batch);
 
 }  // namespace pipetab

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "pipetab/model/transformer.hpp"
+#include "pipetab/model/workload.hpp"
 
 namespace pipetab {
 
@@ -101,9 +101,9 @@ constexpr bool mtp_layer_is_moe(const TransformerConfig& m) {
   return m.moe.has_value() && m.moe->dense_layers < m.layers;
 }
 
-/// The operators of `model` per device (its tensor-parallel share) for one microbatch. The
-/// configuration is assumed valid (io::parse_model checks it).
-ModelOperators model_operators(const TransformerConfig& model);
+/// The operators of a workload per device (its tensor-parallel share) for one microbatch. The
+/// workload is assumed valid (require_trainable checks it).
+ModelOperators model_operators(const Workload& run);
 
 /// A matrix multiply of `shape` as the model counts it: 2·m·n·k·batch FLOPs, its operands read
 /// and its result written once at `element_bytes` each.

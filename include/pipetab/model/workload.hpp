@@ -36,12 +36,21 @@ struct ModelConfig {
   /// Job and layout keys the model's file carries (seq_len, micro_batch, recompute,
   /// tensor_parallel, ... in older model files), applied as defaults under what a job file and
   /// the flags give (sim/options.hpp).
-  std::vector<Setting> defaults;
+  std::vector<Setting> defaults{};
   /// What the reader wants the user to know: the fields of a Hugging Face config.json it did not
   /// use, the job keys of a model file read as defaults. Commands print them as notes.
-  std::vector<std::string> notes;
+  std::vector<std::string> notes{};
 
   const TransformerConfig* transformer() const { return std::get_if<TransformerConfig>(&spec); }
+};
+
+/// A transformer as a run trains it: the architecture, the job and the layout, each whole. A view
+/// over the three values, which live where the run was read (a command's setup, a study row,
+/// plan's candidate); model/ and cost/ read them through it.
+struct Workload {
+  const TransformerConfig& model;
+  const Job& job;
+  const Layout& layout;
 };
 
 /// What one microbatch asks of one stage, per device (a tensor-parallel rank). Compute is
@@ -74,36 +83,46 @@ struct StageWork {
   double tied_embedding_grad_bytes = 0.0;
 };
 
+/// Throws ParamError, naming the rule, when `model` cannot be run by `job` under `layout`: the
+/// layout's own rules (data parallelism 1 to kMaxDataParallel replicas; FSDP and the distributed
+/// optimizer both shard the optimizer state; an HSDP shard group needs FSDP and must divide DP ×
+/// CP), then a transformer's (require_trainable); a model of explicit costs takes no TP, CP, EP,
+/// sequence parallelism or pipeline layout. Every command checks its run with it once, where the
+/// four values are read.
+void require_runnable(const ModelConfig& model, const Job& job, const Layout& layout);
+
 /// The work of each stage of one pipeline when the model is cut into stages of the given
 /// relative sizes (a schedule's ScheduleTable::stage_units for one pipeline); `devices` is the
 /// pipeline depth S, which fixes a device share for explicit workloads. Throws ParamError if the
 /// model cannot be cut that way (fewer layers than stages).
-std::vector<StageWork> stage_work(const ModelConfig& model,
+std::vector<StageWork> stage_work(const ModelConfig& model, const Job& job, const Layout& layout,
                                   std::span<const std::int32_t> stage_units, std::int32_t devices);
 
-/// Layers on each stage: the layer count split in proportion to `stage_units` (largest
-/// remainders), the embedding and the output counting as one layer each when balanced.
-std::vector<std::int64_t> partition_layers(const TransformerConfig& model,
+/// Layers on each stage: the layout's pipeline layout's, or the layer count split in proportion
+/// to `stage_units` (largest remainders), the embedding and the output counting as one layer each
+/// when balanced.
+std::vector<std::int64_t> partition_layers(const TransformerConfig& model, const Layout& layout,
                                            std::span<const std::int32_t> stage_units);
 
 /// MTP modules on each stage: the pipeline layout's, or all on the last stage (Megatron-Core
 /// without a layout puts them with the loss).
-std::vector<std::int64_t> partition_mtp_layers(const TransformerConfig& model, std::size_t stages);
+std::vector<std::int64_t> partition_mtp_layers(const TransformerConfig& model, const Layout& layout,
+                                               std::size_t stages);
 
 /// Parameters of one transformer layer per device: the matrices divided by the tensor-parallel
 /// size, the LayerNorms replicated.
-double layer_params(const TransformerConfig& model);
+double layer_params(const Workload& w);
 
 /// Total parameters of the model (all devices, no tensor-parallel split; an untied output layer
 /// counted once more), MTP modules left out as models are named (DeepSeek-V3's 671B; its
 /// released weights, 685B, include the module).
-double total_params(const TransformerConfig& model);
+double total_params(const Workload& w);
 
 /// Bytes the optimizer step moves per parameter: Megatron-LM's mixed-precision Adam (apex
 /// FusedAdam, multi_tensor_adam) reads the fp32 gradient, master weight and both moments and
 /// writes the last three; the gradient norm reads the gradients once more; the master weights
 /// are copied to the 16-bit model weights. 16-bit main gradients are first copied to fp32, and
 /// fp16 training unscales them (read and write). bf16 with fp32 gradients: 38 B.
-double optimizer_step_bytes_per_param(const TransformerConfig& model);
+double optimizer_step_bytes_per_param(const Job& job);
 
 }  // namespace pipetab

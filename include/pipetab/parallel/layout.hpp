@@ -16,6 +16,9 @@
 
 namespace pipetab {
 
+/// Most data-parallel replicas a layout takes (--dp).
+inline constexpr std::int32_t kMaxDataParallel = 65536;
+
 /// How context-parallel ranks exchange keys and values in each attention layer (Megatron-Core's
 /// --cp-comm-type; torchtitan's context_parallel_rotate_method).
 enum class CpMethod : std::uint8_t {
@@ -103,14 +106,16 @@ struct FsdpOptions {
   friend bool operator==(const FsdpOptions&, const FsdpOptions&) = default;
 };
 
-/// The whole layout. TP and CP split each stage's work (they live in the TransformerConfig once
-/// applied); DP and FSDP replicate or shard whole pipelines (LoweringOptions).
+/// The whole layout. TP, CP, EP and ETP split each stage's work; DP and FSDP replicate or shard
+/// whole pipelines; PP and the schedule cut the model into the pipeline's stages.
 struct Layout {
-  /// Tensor-parallel size; 0 = the model file's tensor_parallel.
-  std::int64_t tp = 0;
-  /// Sequence parallelism with TP (Korthikanti et al. 2022); unset: the model file's.
-  std::optional<bool> sequence_parallel;
-  /// Context-parallel size: each rank holds seq_len / cp tokens of every sequence.
+  /// Tensor-parallel size: FLOPs, activations and weights per rank divide by it.
+  std::int64_t tp = 1;
+  /// Sequence parallelism with TP (Korthikanti et al. 2022): activations divide by tp entirely.
+  bool sequence_parallel = false;
+  /// Context-parallel size: each rank runs seq_len / cp tokens of every sequence through every
+  /// operator; attention's queries are its tokens and its keys the whole sequence, exchanged by
+  /// `cp_method` (reference modern-runs.md §C.2).
   std::int64_t cp = 1;
   CpMethod cp_method = CpMethod::Ring;
   /// Data-parallel replicas (or FSDP ranks) of the pipeline.
@@ -128,6 +133,10 @@ struct Layout {
   std::int64_t pp = 1;
   std::string schedule;
   std::int64_t chunks = 0;
+  /// Count the embedding and the output layer as one transformer layer each when cutting the
+  /// model into stages, so that the first and last stages hold one layer fewer (Megatron-LM's
+  /// --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split).
+  bool balance_embedding = false;
   /// Megatron-Core's --pipeline-model-parallel-layout: the stages' contents in model order, `E`
   /// the embedding, `t` a transformer layer, `m` an MTP module, `L` the loss (output layer), `|`
   /// between stages, `X*n` and `(...)*n` repetition, commas ignored, e.g. "Ett|(ttt|)*30ttL".

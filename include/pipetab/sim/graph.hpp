@@ -18,8 +18,6 @@
 
 namespace pipetab {
 
-/// Most data-parallel replicas a lowering takes (--dp).
-inline constexpr std::int32_t kMaxDataParallel = 65536;
 /// Most nodes of an execution graph (ops and transfers): node ids are 32-bit. A run takes about
 /// 135 bytes per node, so graphs near the limit need tens of GB.
 inline constexpr std::int64_t kMaxGraphNodes = std::int64_t{1} << 28;
@@ -101,31 +99,18 @@ std::optional<std::string> runtime_refuses(const ScheduleTable& table, std::stri
 struct IterationOptions {
   /// Synchronise all stages (Megatron's gradient-norm and overflow all-reduces over the
   /// model-parallel group), then run each device's optimizer step. false: the pipeline and its
-  /// gradient reductions alone.
+  /// gradient reductions alone. (How the gradients are reduced and the optimizer sharded is the
+  /// job's: Job::dp_overlap, dp_bucket_bytes, distributed_optimizer.)
   bool optimizer = true;
-  /// Data-parallel reduction in buckets, each started while the last backward of its stage
-  /// still runs (torch DDP, Megatron-Core's overlap_grad_reduce); false: one reduction after
-  /// the stage's last backward (Megatron-LM's local DDP).
-  bool dp_overlap = false;
-  double dp_bucket_bytes = 25e6;  ///< torch DDP's default bucket_cap_mb = 25
-  /// Shard the optimizer over the data-parallel replicas (Megatron's distributed optimizer):
-  /// reduce-scatter the gradients, step on 1/R of the parameters, all-gather them after.
-  bool distributed_optimizer = false;
 };
 
-/// How a table is lowered.
+/// How a table is lowered: what the simulation takes beyond the model, the job, the layout and the
+/// system.
 struct LoweringOptions {
   /// Per-kind op costs in seconds per device share; when set they replace the workload's
   /// compute times (docs/design.md §2 `--costs` at the simulation level), and the optimizer step,
   /// which has no time on that scale, is left out.
   std::optional<Costs> costs;
-  /// Data-parallel replicas of the whole pipeline (--dp). Each replica runs the same schedule;
-  /// a stage's gradients are reduced in a ring over the replicas and, with context parallelism,
-  /// the CP ranks (Switched only).
-  std::int32_t data_parallel = 1;
-  /// Data parallelism fully sharded (--fsdp): the parameters, gradients and optimizer state of
-  /// every stage sharded over the DP × CP ranks, all-gathered and reduce-scattered per unit.
-  FsdpOptions fsdp;
   /// Multiplies the bytes of every collective (replica and data-parallel all-reduce): a knob for
   /// sensitivity studies of the gradient traffic, e.g. 0.7 for a compressed or partly overlapped
   /// all-reduce. Must be finite and positive.
@@ -151,11 +136,6 @@ struct LoweringOptions {
   /// exchange alone on its links, no transfers: a lower bound of the op, for bounds only (plan
   /// bounds every candidate layout's graph; graph_bounds gives the same bound either way).
   bool inner_transfers = true;
-  /// Megatron-Core's 1F1B all-to-all overlap (--overlap-moe-expert-parallel-comm, reference
-  /// modern-runs.md §C.3 rule 2): the interleaved schedule's steady-state forward and the backward
-  /// after it run as one step, each one's exchanges under the other's compute. Tables without
-  /// such steps refuse it; DualPipe's F&B pairs overlap without it.
-  bool a2a_overlap = false;
 };
 
 /// What a compute node runs.
@@ -243,30 +223,25 @@ struct ExecGraph {
   }
 };
 
-/// Throws ParamError when `system` cannot take `options`: --dp out of range, or on a chain.
-/// lower() checks this too; callers use it to reject a command before any table is built.
-void require_supported(const SystemConfig& system, const LoweringOptions& options);
-
-/// Sets the layout on a model and a lowering: the tensor- and context-parallel sizes and the CP
-/// method on the transformer, data parallelism and FSDP on the lowering. Throws ParamError,
-/// naming the rule, for a layout the model cannot take (require_layout) or that conflicts with
-/// the lowering (FSDP with the distributed optimizer, which it already is).
-void apply_layout(const Layout& layout, ModelConfig& model, LoweringOptions& lowering);
-
-/// The layout a model and a lowering run (the inverse of apply_layout).
-Layout layout_of(const ModelConfig& model, const LoweringOptions& lowering);
+/// Throws ParamError when `system` cannot take the run: data parallelism on a chain of devices,
+/// or `options` or the job's gradient buckets out of range. lower() checks this too; callers use
+/// it to reject a command before any table is built.
+void require_supported(const SystemConfig& system, const Job& job, const Layout& layout,
+                       const LoweringOptions& options);
 
 /// GPUs between consecutive pipeline devices: tensor × context × data parallel (Megatron's rank
 /// order: TP fastest, then CP, then DP, then PP).
-std::int32_t gpus_per_device(const ModelConfig& model, const LoweringOptions& options);
+std::int32_t gpus_per_device(const Layout& layout);
 
-/// The work of every (pipeline, stage) of `table` under `model` ([pipeline * stages + stage]).
-std::vector<StageWork> table_work(const ScheduleTable& table, const ModelConfig& model);
+/// The work of every (pipeline, stage) of `table` under `model`, `job` and `layout`
+/// ([pipeline * stages + stage]).
+std::vector<StageWork> table_work(const ScheduleTable& table, const ModelConfig& model,
+                                  const Job& job, const Layout& layout);
 
 /// Weights, gradients and optimizer state each device of `table` holds (ExecGraph::static_bytes),
 /// from the stages' work (table_work): what `plan` checks against the memory before lowering.
 std::vector<double> static_memory(const ScheduleTable& table, const std::vector<StageWork>& work,
-                                  const ModelConfig& model, const LoweringOptions& options);
+                                  const ModelConfig& model, const Job& job, const Layout& layout);
 
 /// Lowers a valid table. Compute times come from the workload on the system (cost/), or from
 /// `options.costs`; transfers use the workload's message bytes and the network's routes.
@@ -276,8 +251,8 @@ std::vector<double> static_memory(const ScheduleTable& table, const std::vector<
 /// the optimizer step (IterationOptions). Throws ParamError for options the system cannot take
 /// (require_supported), a workload it cannot run (cost::require_costable), more GPUs than the
 /// system has, and graphs over kMaxGraphNodes.
-ExecGraph lower(const ScheduleTable& table, const ModelConfig& model, const Network& network,
-                const LoweringOptions& options = {});
+ExecGraph lower(const ScheduleTable& table, const ModelConfig& model, const Job& job,
+                const Layout& layout, const Network& network, const LoweringOptions& options = {});
 
 /// PyTorch's runtime's order for a table without its own (pytorch_send_recv), and check_p2p's
 /// verdict on it when every send fits NCCL's buffer and when none does: what lowering the table
@@ -289,15 +264,17 @@ struct PyTorchOrder {
 PyTorchOrder pytorch_runtime_order(const ScheduleTable& table);
 
 /// lower() with `order` = pytorch_runtime_order(table) computed ahead (same result).
-ExecGraph lower(const ScheduleTable& table, const ModelConfig& model, const Network& network,
-                const LoweringOptions& options, const PyTorchOrder& order);
+ExecGraph lower(const ScheduleTable& table, const ModelConfig& model, const Job& job,
+                const Layout& layout, const Network& network, const LoweringOptions& options,
+                const PyTorchOrder& order);
 
 /// The compute nodes of lower()'s graph alone, after the same checks: each table op's duration
 /// and memory, the optimizer step's node (its duration still 0), each device's stream and static
 /// bytes; no transfers, collectives or edges. Every duration lower() gives a node is at least
 /// this one's, so a device's stream sum bounds the runtime from below (device_bounds) at a
 /// fraction of lowering's cost: what `plan` orders its search by.
-ExecGraph lower_compute(const ScheduleTable& table, const ModelConfig& model,
-                        const Network& network, const LoweringOptions& options = {});
+ExecGraph lower_compute(const ScheduleTable& table, const ModelConfig& model, const Job& job,
+                        const Layout& layout, const Network& network,
+                        const LoweringOptions& options = {});
 
 }  // namespace pipetab

@@ -18,10 +18,14 @@
 
 namespace pipetab {
 
-/// What to simulate a table on, and how. The layout is applied to `model` and `lowering`
-/// (apply_layout) where the setup is read.
+/// What to simulate a table on, and how: the four values of a run (the model, the job, the
+/// layout, the system), each whole, and how the simulation runs them. Read once where a command,
+/// a study row, a runs file, plan or the Python API takes its options (sim/options.hpp), and
+/// checked there (require_runnable, require_supported).
 struct SimulationSetup {
   ModelConfig model;
+  Job job;
+  Layout layout;
   SystemConfig system;
   LoweringOptions lowering;
   SimOptions options;

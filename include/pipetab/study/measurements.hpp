@@ -35,7 +35,11 @@ struct MeasuredRun {
   std::string schedule;  ///< registered schedule name
   std::int64_t devices = 1, microbatches = 1;
   std::optional<std::int64_t> chunks;
-  LoweringOptions lowering;  ///< data parallelism, runtime, TP overlap, the iteration's end
+  /// The job and the layout the run was measured with (the model fragments' job keys under the
+  /// entry's own options), and how it is simulated (the runtime, the iteration's end).
+  Job job;
+  Layout layout;
+  LoweringOptions lowering;
   double measured_s = 0.0;   ///< iteration time (from TF/s per GPU where that was published)
   std::optional<double> measured_tflops_per_gpu;        ///< as published (Narayanan et al. Eq. 3)
   std::optional<double> measured_tokens_per_s_per_gpu;  ///< as published (torchtitan, NeMo)

@@ -72,13 +72,17 @@ struct PlanLayout {
 
 /// What to plan.
 struct PlanRequest {
-  ModelConfig model;  ///< a transformer; its own TP, micro batch and recompute are replaced
+  ModelConfig model;  ///< a transformer
+  /// The job and the layout every candidate starts from (the model's defaults, a job file, the
+  /// flags): each candidate replaces what the search varies (PlanLayout's fields) and keeps the
+  /// rest (sequence length, precision, the MoE job, FSDP's options, ...).
+  Job job;
+  Layout layout;
   SystemConfig system;
   std::int64_t gpus = 0;
   std::int64_t global_batch = 0;  ///< sequences per iteration
   PlanSpace space;
-  /// How every layout is simulated (runtime, overlap options); data_parallel and
-  /// distributed_optimizer are the layout's.
+  /// How every layout is simulated (the runtime, the iteration's end).
   LoweringOptions lowering;
   SimOptions sim;
   /// Share of the device's memory a layout must leave free: the CUDA context, NCCL's buffers and

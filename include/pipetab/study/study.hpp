@@ -12,6 +12,7 @@
 #include "pipetab/io/config.hpp"
 #include "pipetab/sim/engine.hpp"
 #include "pipetab/sim/graph.hpp"
+#include "pipetab/setting.hpp"
 #include "pipetab/table/memory.hpp"
 
 namespace pipetab {
@@ -41,18 +42,9 @@ struct Study {
   bool simulate = true;
   std::vector<std::string> systems{"balanced"}, models{io::kDefaultModel};  ///< presets or paths
   std::vector<double> bandwidth_scale{1.0}, latency_scale{1.0}, collective_scale{1.0};
-  /// How every configuration is simulated: --dp, the runtime, the iteration's options and the
-  /// engine's (collective_scale and --costs come from the grid). The runtime defaults to each
-  /// table's own (auto), as on the command line.
-  LoweringOptions lowering = [] {
-    LoweringOptions l;
-    l.runtime = Runtime::Auto;
-    return l;
-  }();
-  /// The layout beyond data_parallel ([simulation] tensor_parallel, context_parallel, cp_method,
-  /// fsdp, ...), applied to every model of the grid (apply_layout).
-  Layout layout;
-  SimOptions sim;
+  /// [simulation]: the options every configuration is simulated with (sim/options.hpp), applied
+  /// over each model's own defaults; the grid's collective_scale and costs come on top.
+  std::vector<Setting> settings;
   MemoryOptions memory;
   /// Columns to write (see sweep_columns()); empty: all.
   std::vector<std::string> record;
