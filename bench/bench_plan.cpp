@@ -3,12 +3,14 @@
 // and bound (the argument: 1 prunes), at 2 threads. Counters: layouts, rejected, pruned,
 // simulated, lowered.
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include <benchmark/benchmark.h>
 
 #include "pipetab/io/config.hpp"
+#include "pipetab/sim/options.hpp"
 #include "pipetab/study/plan.hpp"
 
 namespace {
@@ -29,10 +31,20 @@ void run(benchmark::State& state, const PlanRequest& q) {
   state.counters["lowered"] = static_cast<double>(r.lowered);
 }
 
-void BM_Plan70BOn1024(benchmark::State& state) {
+// A request for `model` on `system`, every candidate starting from the model file's job and
+// layout; the lowering's options as the engine's defaults.
+PlanRequest request_for(const std::string& model, const std::string& system) {
+  SimulationSetup s = default_setup(io::load_model(model), io::load_system(system));
   PlanRequest q;
-  q.model = io::load_model("llama2-70b");
-  q.system = io::load_system("dgx-h100");
+  q.model = std::move(s.model);
+  q.job = s.job;
+  q.layout = s.layout;
+  q.system = std::move(s.system);
+  return q;
+}
+
+void BM_Plan70BOn1024(benchmark::State& state) {
+  PlanRequest q = request_for("llama2-70b", "dgx-h100");
   q.gpus = 1024;
   q.global_batch = 1024;
   q.lowering.runtime = Runtime::PyTorch;
@@ -47,9 +59,7 @@ BENCHMARK(BM_Plan70BOn1024)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseR
 // Llama 3.1 405B on 16,384 H100s (Llama 3's RoCE cluster) at 2 threads, with these CP degrees
 // and FSDP on and off in the search: issue 24's setting.
 PlanRequest llama405b_on_16384(std::int64_t global_batch, std::vector<std::int64_t> cp) {
-  PlanRequest q;
-  q.model = io::load_model("llama3.1-405b");
-  q.system = io::load_system("llama3-h100-roce");
+  PlanRequest q = request_for("llama3.1-405b", "llama3-h100-roce");
   q.gpus = 16384;
   q.global_batch = global_batch;
   q.lowering.runtime = Runtime::Auto;
@@ -80,7 +90,7 @@ BENCHMARK(BM_Plan405BOn16384CpFsdp)
 // --cp 1,2,4,8,16,32 --fsdp both --top 1 -j 2`).
 void BM_Plan405BAt128KOn16384(benchmark::State& state) {
   PlanRequest q = llama405b_on_16384(128, {1, 2, 4, 8, 16, 32});
-  std::get<TransformerConfig>(q.model.spec).seq_len = 131072;
+  q.job.seq_len = 131072;
   q.top = 1;
   run(state, q);
 }

@@ -7,6 +7,7 @@
 #include "pipetab/io/config.hpp"
 #include "pipetab/schedules/registry.hpp"
 #include "pipetab/sim/engine.hpp"
+#include "pipetab/sim/options.hpp"
 #include "pipetab/sim/simulation.hpp"
 
 namespace {
@@ -15,8 +16,7 @@ using namespace pipetab;
 
 struct Setup {
   ScheduleTable table;
-  ModelConfig model;
-  SystemConfig system;
+  SimulationSetup run;  ///< the model with its file's job and layout, the system
 };
 
 // GPT-3 175B: its 96 layers fill the 64 stages.
@@ -25,18 +25,18 @@ const Setup& setup() {
     ScheduleParams p;
     p.devices = 64;
     p.microbatches = 4096;
-    return Setup{generate(find_schedule("1f1b"), p), io::load_model("gpt3-175b"),
-                 io::load_system("dgx-h100")};
+    return Setup{generate(find_schedule("1f1b"), p),
+                 default_setup(io::load_model("gpt3-175b"), io::load_system("dgx-h100"))};
   }();
   return s;
 }
 
 void BM_Lower(benchmark::State& state) {
   const auto& s = setup();
-  const Network network(s.system, s.table.devices);
+  const Network network(s.run.system, s.table.devices);
   std::int64_t nodes = 0;
   for (auto _ : state) {
-    const auto graph = lower(s.table, s.model, network);
+    const auto graph = lower(s.table, s.run.model, s.run.job, s.run.layout, network);
     nodes = graph.nodes();
     benchmark::DoNotOptimize(graph.succ.data());
   }
@@ -47,8 +47,8 @@ void BM_Lower(benchmark::State& state) {
 // Argument: 1 with contention (max-min fair sharing), 0 without.
 void BM_Simulate(benchmark::State& state) {
   const auto& s = setup();
-  const Network network(s.system, s.table.devices);
-  const auto graph = lower(s.table, s.model, network);
+  const Network network(s.run.system, s.table.devices);
+  const auto graph = lower(s.table, s.run.model, s.run.job, s.run.layout, network);
   SimOptions options;
   options.contention = state.range(0) != 0;
   std::int64_t events = 0;
@@ -83,18 +83,14 @@ void simulate_each_iteration(benchmark::State& state, const std::string& schedul
 // EP 32, 128 microbatches) on dgx-h100, lowered and simulated. Argument 1: with Megatron-Core's
 // combined 1F1B (--a2a-overlap), 0 without.
 void BM_SimulateMoe(benchmark::State& state) {
-  SimulationSetup s;
-  s.model = io::load_model("qwen3-235b-a22b");
-  s.system = io::load_system("dgx-h100");
-  s.lowering.runtime = Runtime::Auto;
-  s.lowering.a2a_overlap = state.range(0) != 0;
-  s.lowering.iteration.distributed_optimizer = true;
-  Layout l;
-  l.tp = 2;
-  l.sequence_parallel = true;
-  l.dp = 16;
-  l.ep = 32;
-  apply_layout(l, s.model, s.lowering);
+  SimulationSetup s = default_setup(io::load_model("qwen3-235b-a22b"), io::load_system("dgx-h100"));
+  s.job.a2a_overlap = state.range(0) != 0;
+  s.job.distributed_optimizer = true;
+  s.layout.tp = 2;
+  s.layout.sequence_parallel = true;
+  s.layout.dp = 16;
+  s.layout.ep = 32;
+  require_runnable(s.model, s.job, s.layout);
   ScheduleParams p;
   p.devices = 8;
   p.chunks = 4;
@@ -105,13 +101,11 @@ void BM_SimulateMoe(benchmark::State& state) {
 // FSDP without pipelining (F13's layout: Llama 2 70B, FSDP 64 on A100s), its ops run block by
 // block: 79 gathers and reduce-scatters as flows inside each of the 2·M ops.
 void BM_SimulateFsdpBlocks(benchmark::State& state) {
-  SimulationSetup s;
-  s.model = io::load_model("llama2-70b");
-  s.system = io::load_system("a100-80gb");
-  Layout l;
-  l.dp = 64;
-  l.fsdp.enabled = true;
-  apply_layout(l, s.model, s.lowering);
+  SimulationSetup s = default_setup(io::load_model("llama2-70b"), io::load_system("a100-80gb"));
+  s.lowering.runtime = Runtime::Async;  // the engine's default, which this benchmark has run
+  s.layout.dp = 64;
+  s.layout.fsdp.enabled = true;
+  require_runnable(s.model, s.job, s.layout);
   ScheduleParams p;
   p.devices = 1;
   p.microbatches = state.range(0);

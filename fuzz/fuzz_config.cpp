@@ -9,6 +9,7 @@
 #include "pipetab/io/config.hpp"
 #include "pipetab/parallel/layout.hpp"
 #include "pipetab/sim/graph.hpp"
+#include "pipetab/sim/options.hpp"
 #include "pipetab/study/accuracy.hpp"
 #include "pipetab/study/measurements.hpp"
 
@@ -21,27 +22,29 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const pipetab::Error&) {
   }
   try {
-    const auto model = pipetab::io::parse_model(text, "fuzz.toml");
-    // What the reader accepts, the workload model can cut into stages or rejects cleanly, and the
-    // cost layer prices.
+    // What the reader accepts, with its job keys applied and the run checked, the workload model
+    // can cut into stages or rejects cleanly, and the cost layer prices.
+    const auto setup = pipetab::default_setup(pipetab::io::parse_model(text, "fuzz.toml"), h100);
+    const auto& model = setup.model;
+    const auto& job = setup.job;
+    pipetab::require_runnable(model, job, setup.layout);
     const std::int32_t units[] = {1, 2, 1};
-    const auto work = pipetab::stage_work(model, units, 3);
-    (void)pipetab::cost::stage_costs(model, work, h100);
+    const auto work = pipetab::stage_work(model, job, setup.layout, units, 3);
+    (void)pipetab::cost::stage_costs(model, job, setup.layout, work, h100);
     // A mixture of experts spread over expert-parallel ranks, by the layout's rules.
     if (const auto* m = model.transformer(); m != nullptr && m->moe) {
-      auto spread = model;
-      pipetab::LoweringOptions lowering;
-      pipetab::Layout layout;
-      layout.dp = 4;
-      layout.ep = 2;
-      pipetab::apply_layout(layout, spread, lowering);
-      (void)pipetab::cost::stage_costs(spread, pipetab::stage_work(spread, units, 3), h100);
+      pipetab::Layout spread = setup.layout;
+      spread.dp = 4;
+      spread.ep = 2;
+      pipetab::require_runnable(model, job, spread);
+      const auto spread_work = pipetab::stage_work(model, job, spread, units, 3);
+      (void)pipetab::cost::stage_costs(model, job, spread, spread_work, h100);
       // As the simulation prices it: the all-to-alls as flows, each pass's compute split around
       // them. Nothing negative, nothing not a number.
       pipetab::cost::CostOptions flows;
       flows.exchanges_as_flows = true;
       for (const auto& stage :
-           pipetab::cost::stage_costs(spread, pipetab::stage_work(spread, units, 3), h100, flows)) {
+           pipetab::cost::stage_costs(model, job, spread, spread_work, h100, flows)) {
         for (const auto& layers : stage.layers) {
           if (!layers.passes) continue;
           for (const auto* p : {&layers.passes->forward, &layers.passes->backward}) {

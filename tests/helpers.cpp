@@ -6,7 +6,9 @@
 #include <stdexcept>
 
 #include "pipetab/io/action.hpp"
+#include "pipetab/io/config.hpp"
 #include "pipetab/sim/bounds.hpp"
+#include "pipetab/sim/options.hpp"
 #include "pipetab/sim/simulation.hpp"
 
 namespace pipetab::test {
@@ -19,6 +21,42 @@ PlanBounds plan_bounds(const ScheduleTable& table, const SimulationSetup& s) {
               .runtime_lower_bound_s(),
           graph_bounds(lower(table, s.model, s.job, s.layout, network, folded), network)
               .runtime_lower_bound_s};
+}
+
+ModelRun::ModelRun(ModelConfig m) {
+  SimulationSetup s;
+  apply_settings(s, m.defaults);
+  model = std::move(m);
+  job = s.job;
+  layout = s.layout;
+}
+
+ModelRun::ModelRun(ModelConfig m, Job j, Layout l)
+    : model(std::move(m)), job(std::move(j)), layout(std::move(l)) {}
+
+Workload workload(const ModelRun& run) {
+  return {std::get<TransformerConfig>(run.model.spec), run.job, run.layout};
+}
+
+std::vector<StageWork> stage_work(const ModelRun& run, std::span<const std::int32_t> units,
+                                  std::int32_t devices) {
+  return pipetab::stage_work(run.model, run.job, run.layout, units, devices);
+}
+
+std::vector<StageWork> table_work(const ScheduleTable& table, const ModelRun& run) {
+  return pipetab::table_work(table, run.model, run.job, run.layout);
+}
+
+SimulationSetup setup_of(ModelConfig model, SystemConfig system) {
+  SimulationSetup s;
+  s.model = std::move(model);
+  s.system = std::move(system);
+  apply_settings(s, s.model.defaults);
+  return s;
+}
+
+SimulationSetup preset_setup(const std::string& model, const std::string& system) {
+  return setup_of(io::load_model(model), io::load_system(system));
 }
 
 ScheduleTable table(int devices, std::vector<std::int32_t> placement, int microbatches,

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,39 @@ struct PlanBounds {
   double busy = 0.0, graph = 0.0;
 };
 PlanBounds plan_bounds(const ScheduleTable& table, const SimulationSetup& setup);
+
+/// A model with the job and layout a test runs it under. From a ModelConfig alone (implicitly):
+/// the model's own defaults applied (a model file's job and layout keys, which TransformerConfig
+/// carried before they became the job's and the layout's); tests change `job` and `layout` where
+/// they need to.
+struct ModelRun {
+  ModelRun(ModelConfig model);  // NOLINT(google-explicit-constructor)
+  ModelRun(ModelConfig model, Job job, Layout layout);
+  /// The model's transformer (std::bad_variant_access for explicit costs).
+  TransformerConfig& transformer() { return std::get<TransformerConfig>(model.spec); }
+  const TransformerConfig& transformer() const { return std::get<TransformerConfig>(model.spec); }
+  ModelConfig model;
+  Job job;
+  Layout layout;
+};
+
+/// The view model/ and cost/ functions take of a ModelRun of a transformer (it refers to `run`).
+Workload workload(const ModelRun& run);
+
+/// stage_work of a ModelRun: its model cut into stages of `units`, under its job and layout.
+std::vector<StageWork> stage_work(const ModelRun& run, std::span<const std::int32_t> units,
+                                  std::int32_t devices);
+
+/// table_work of a ModelRun: the work of every (pipeline, stage) of `table`.
+std::vector<StageWork> table_work(const ScheduleTable& table, const ModelRun& run);
+
+/// A setup of `model` on `system` with the model's own defaults applied (its file's job and
+/// layout keys: seq_len, micro_batch, tensor_parallel, ...) and every other option at the
+/// library's defaults. Unlike default_setup, the runtime stays the engine's (Async).
+SimulationSetup setup_of(ModelConfig model, SystemConfig system);
+
+/// setup_of a model and a system by preset name or path (io::load_model, io::load_system).
+SimulationSetup preset_setup(const std::string& model, const std::string& system);
 
 /// A single-pipeline table from rows of PyTorch action tokens ("0F1", "1B0"; "" = skipped).
 /// `placement[s]` is the device of stage s.

@@ -56,12 +56,12 @@ TEST(Measurements, ThePublishedRuns) {
                                 [](const MeasuredRun& x) { return x.id == "530B"; });
   const auto& model = *r.model.transformer();
   EXPECT_EQ(model.hidden, 20480);
-  EXPECT_EQ(model.seq_len, 2048);
-  EXPECT_EQ(model.recompute, Recompute::Full);
-  EXPECT_EQ(model.precision, Precision::FP16);
-  EXPECT_EQ(r.lowering.data_parallel, 9);
+  EXPECT_EQ(r.job.seq_len, 2048);
+  EXPECT_EQ(r.job.recompute, Recompute::Full);
+  EXPECT_EQ(r.job.precision, Precision::FP16);
+  EXPECT_EQ(r.layout.dp, 9);
   EXPECT_EQ(r.lowering.runtime, Runtime::Megatron);
-  EXPECT_EQ(r.lowering.cost.tp_overlap, Overlap::Never);
+  EXPECT_EQ(r.job.tp_overlap, Overlap::Never);
   EXPECT_EQ(r.chunks, 3);
   const double s = 2048, l = 105, h = 20480, V = 51200, B = 2520;
   const double eq3 = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
@@ -112,18 +112,24 @@ TEST(Measurements, ErrorsNameFileLineAndKey) {
             "optimizer, "
             "measured_iteration_s, measured_tflops_per_gpu, measured_tokens_per_s_per_gpu, "
             "measured_forward_ms, measured_backward_ms, stage_layers, measured_input_grad_ms, "
-            "measured_weight_grad_ms, measured_p2p_ms, p2p, context_parallel, cp_method, "
-            "expert_parallel, expert_tensor_parallel, sequence_parallel, fsdp, "
-            "fsdp_shard, reshard_after_forward, fsdp_grad_sync, fsdp_fp8_all_gather, fsdp_impl, "
-            "pipeline_layout)");
+            "measured_weight_grad_ms, measured_p2p_ms, p2p, seq_len, micro_batch, global_batch, "
+            "precision, fp8_recipe, dtype_bytes, recompute, moe_recompute, moe_dispatcher, "
+            "moe_capacity_factor, moe_imbalance, moe_fp8_dispatch, moe_shared_expert_overlap, "
+            "grad_bytes_per_param, optimizer_bytes_per_param, distributed_optimizer, tp_overlap, "
+            "a2a_overlap, dp_overlap, dp_bucket_bytes, flash_attention, fused_elementwise, "
+            "grad_accumulation_fusion, tensor_parallel, sequence_parallel, context_parallel, "
+            "cp_method, expert_parallel, expert_tensor_parallel, data_parallel, fsdp, fsdp_shard, "
+            "reshard_after_forward, fsdp_grad_sync, fsdp_fp8_all_gather, fsdp_impl, "
+            "pipeline_layout, balance_embedding, pipeline_parallel, chunks, schedule, runtime, "
+            "contention, blocking_send, overheads, optimizer, nccl_buffsize, collective_scale)");
   EXPECT_EQ(error_of(kModel + "[[run]]\nid = \"a\"\nsystem = \"x\"\nmodels = [\"nope\"]\n"),
             "runs.toml:10:11: key 'run[0].models': no [models.nope] table");
   EXPECT_EQ(error_of("[models.gpt]\nlayers = 4\n[[run]]\nid = \"a\"\nsystem = \"x\"\nmodels = "
                      "[\"gpt\"]\nschedule = \"1f1b\"\n"),
             "runs.toml:3:1: key 'run[0].model': missing key 'hidden'");
   EXPECT_EQ(error_of(kModel + run + "measured_iteration_s = 1.0\nruntime = \"fast\"\n"),
-            "runs.toml:15:11: key 'run[0].runtime': 'fast' is not one of: auto, async, megatron, "
-            "pytorch");
+            "runs.toml:15:11: key 'run[0].runtime': 'fast': expected one of auto, async, "
+            "megatron, pytorch");
   EXPECT_EQ(error_of(kModel + "[[run]]\nid = \"a\"\nsystem = \"x\"\nmodels = [\"gpt\"]\n"
                               "schedule = \"nope\"\n"),
             "runs.toml:11:12: key 'run[0].schedule': unknown schedule 'nope' (known: " +
@@ -137,8 +143,8 @@ TEST(Measurements, ErrorsNameFileLineAndKey) {
   // The model's keys are checked as in a model file, with their place in this one.
   EXPECT_EQ(
       error_of(kModel + run + "measured_iteration_s = 1.0\nmodel = { tensor_parallel = 3 }\n"),
-      "runs.toml:15:29: key 'run[0].model.tensor_parallel': 3 does not divide heads = 16: "
-      "each rank needs whole heads and an equal share of the MLP");
+      "runs.toml:7:1: key 'run[0]': --tp 3: tensor parallelism splits the heads over its ranks, "
+      "and 16 heads do not divide evenly");
   EXPECT_EQ(error_of(kModel), "runs.toml:1:1: no [[run]], [[layer]] or [[profile]] entries");
 }
 
@@ -183,11 +189,11 @@ MeasuredRun synthetic_run(MeasurementKind kind, std::int64_t layers, std::int64_
   t.layers = layers;
   t.hidden = h;
   t.heads = h / 128;
-  t.seq_len = 2048;
-  t.micro_batch = b;
   t.vocab = 51200;
-  t.tensor_parallel = 8;
   run.model = {run.id, t};
+  run.job.seq_len = 2048;
+  run.job.micro_batch = b;
+  run.layout.tp = 8;
   return run;
 }
 
@@ -349,7 +355,7 @@ TEST(Calibrate, ReportsWhatTheRunsCannotIdentifyAndKeepsIt) {
   // it from 0.783 to 0.05 (a TP-8 run then predicted 1.74x slower); now it is reported and kept.
   auto single = m;
   for (auto& run : single.runs) {
-    std::get<TransformerConfig>(run.model.spec).tensor_parallel = 1;
+    run.layout.tp = 1;
     const auto p = predict(Measurements{"x", {run}}, truth).predictions.front();
     for (std::size_t k = 0; k < 3; ++k)
       (k == 0   ? run.measured_forward_s
@@ -458,14 +464,17 @@ TEST(Calibrate, GemmModelRecoveredFromItsOwnTimes) {
   truth.device.gemm.k_overhead = 180;
   io::GemmProbe probe;
   probe.file = "synthetic";
-  TransformerConfig bf16;
+  const TransformerConfig model;
+  Job bf16;
   bf16.precision = Precision::BF16;
+  const Layout unsplit;
   for (const auto layout : io::kGemmLayouts)
     for (const double m : {256.0, 2048.0, 12288.0})
       for (const double n : {512.0, 1536.0, 8192.0})
         for (const double k : {256.0, 4096.0, 32768.0}) {
           const auto op = gemm_operator("gemm", {m, n, k, 1}, 2.0);
-          probe.gemms.push_back({layout, op.gemm, cost::operator_cost(op, bf16, truth).seconds, 0});
+          probe.gemms.push_back(
+              {layout, op.gemm, cost::operator_cost(op, {model, bf16, unsplit}, truth).seconds, 0});
         }
   auto base = truth;
   base.device.gemm.max_efficiency = 0.5;

@@ -917,7 +917,7 @@ TEST_F(Cli, PlanRanksLayoutsAndWritesTheBest) {
                      "the global batch does not divide over the data-parallel replicas");
   expect_usage_error(base + " --explain 9 --top 3", "--explain 9: the plan ranked 3 layouts");
   expect_usage_error(base + " --recompute sometimes", "--recompute sometimes");
-  expect_usage_error(base + " --runtime eager", "--runtime eager");
+  expect_usage_error(base + " --runtime eager", "--runtime: eager");
   expect_usage_error(base + " --shard 4/3", "--shard 4/3");
   expect_usage_error("plan --gpus 16", "--global-batch is required");
   expect_usage_error("plan --gpus 8 --global-batch 8 --system tiny.toml", "tiny.toml");

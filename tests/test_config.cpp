@@ -1,6 +1,7 @@
 // Model and system files, presets, and the workload model's formulas (reference §12–§14).
 #include <cmath>
 
+#include "helpers.hpp"
 #include <gtest/gtest.h>
 
 #include "pipetab/cost/stage_cost.hpp"
@@ -25,9 +26,18 @@ std::string error_of(Parse parse, const std::string& text, const std::string& fi
   return "(no error)";
 }
 
-std::string model_error(const std::string& text) {
-  return error_of(io::parse_model, text, "m.toml");
+// A model file read as every command reads it: parsed, its job and layout keys applied as the
+// run's defaults (test::ModelRun), the run checked (require_runnable).
+void read_model(const std::string& text, const std::string& file) {
+  const test::ModelRun run = io::parse_model(text, file);
+  require_runnable(run.model, run.job, run.layout);
 }
+
+std::string model_error(const std::string& text) {
+  return error_of(read_model, text, "m.toml");
+}
+
+using test::workload;
 
 std::string system_error(const std::string& text) {
   return error_of(io::parse_system, text, "s.toml");
@@ -44,9 +54,11 @@ const std::string kSystem =
 // a 4h GELU MLP) and two LayerNorms of 2h each, the tied 50,368-token word embedding and the
 // learned 2,048-position table (h each), the final LayerNorm 2h; h = 4,096.
 TEST(Presets, MptSevenBHasItsParameters) {
-  const auto m = std::get<TransformerConfig>(io::load_model("mpt-7b").spec);
+  const test::ModelRun run = io::load_model("mpt-7b");
+  const auto& m = run.transformer();
   constexpr double h = 4096;
-  EXPECT_DOUBLE_EQ(total_params(m), 32 * (12 * h * h + 4 * h) + 50368 * h + 2048 * h + 2 * h);
+  EXPECT_DOUBLE_EQ(total_params(workload(run)),
+                   32 * (12 * h * h + 4 * h) + 50368 * h + 2048 * h + 2 * h);
   EXPECT_FALSE(m.gated_mlp);
   EXPECT_TRUE(m.tie_embeddings);
   EXPECT_EQ(m.kv_heads, 32);
@@ -94,7 +106,8 @@ TEST(Presets, PublishedNumbers) {
   EXPECT_EQ(selene.inter.bandwidth, 25e9);
   // Parameter counts against the published sizes (GPT-3 ties its embeddings; Llama 2 does not).
   const auto params = [](const char* name) {
-    return total_params(std::get<TransformerConfig>(io::load_model(name).spec));
+    const test::ModelRun run = io::load_model(name);
+    return total_params(workload(run));
   };
   EXPECT_NEAR(params("gpt3-1.3b"), 1.31e9, 0.03e9);
   EXPECT_NEAR(params("gpt3-13b"), 12.85e9, 0.2e9);
@@ -183,13 +196,14 @@ TEST(Presets, DeviceFromAPreset) {
 
 TEST(Presets, RegimesHaveTheirRatio) {
   // rho = (α + 2·s·b·h / β) / (forward time of a 16-layer stage) for the default model.
-  const auto model = io::load_model("paper");
+  const test::ModelRun model = io::load_model("paper");
   const std::vector<std::int32_t> units(8, 1);
-  const auto work = stage_work(model, units, 8);
+  const auto work = test::stage_work(model, units, 8);
   for (const auto& [name, rho] :
        {std::pair{"compute-bound", 0.01}, {"balanced", 0.1}, {"network-bound", 1.0}}) {
     const auto s = io::load_system(name);
-    const double forward = cost::stage_costs(model, work, s)[3].forward.seconds;
+    const double forward =
+        cost::stage_costs(model.model, model.job, model.layout, work, s)[3].forward.seconds;
     const double transfer = s.inter.latency_s + work[3].message_bytes / s.inter.bandwidth;
     EXPECT_NEAR(transfer / forward, rho, 1e-3 * rho) << name;
     EXPECT_EQ(s.devices_per_node, 1) << name;
@@ -202,11 +216,10 @@ TEST(Presets, RegimesHaveTheirRatio) {
 TEST(Workload, TransformerLayerFormulas) {
   // GPT-3 13B, no parallelism: per layer forward 24·b·s·h² + 4·b·s²·h FLOPs (reference §13),
   // activations 34·s·b·h + 5·a·s²·b bytes (Korthikanti), I + W = 2F, messages 2·s·b·h.
-  ModelConfig model = io::load_model("gpt3-13b");
-  auto& m = std::get<TransformerConfig>(model.spec);
+  test::ModelRun model = io::load_model("gpt3-13b");
   const double s = 2048, b = 1, h = 5120, a = 40;
   const std::vector<std::int32_t> units(40, 1);  // one layer per stage
-  auto work = stage_work(model, units, 40);
+  auto work = test::stage_work(model, units, 40);
   const auto& w = work[5];
   EXPECT_EQ(w.layers, 1);
   EXPECT_DOUBLE_EQ(w.forward_flops, 24 * b * s * h * h + 4 * b * s * s * h);
@@ -223,8 +236,8 @@ TEST(Workload, TransformerLayerFormulas) {
   EXPECT_DOUBLE_EQ(work.back().message_bytes, 0.0);
   // Korthikanti's table: TP only sbh(10 + 24/t + 5as/(ht)); TP + SP sbh(34 + 5as/h)/t;
   // selective recompute drops 5as²b; full recompute keeps 2sbh.
-  m.tensor_parallel = 8;
-  work = stage_work(model, units, 40);
+  model.layout.tp = 8;
+  work = test::stage_work(model, units, 40);
   EXPECT_DOUBLE_EQ(work[5].activation_bytes, s * b * h * (10 + 24.0 / 8 + 5 * a * s / (h * 8)));
   EXPECT_DOUBLE_EQ(work[5].message_bytes, 2 * s * b * h / 8);
   // W keeps 32/34 of what lies outside the attention core; LayerNorms are not split.
@@ -232,22 +245,22 @@ TEST(Workload, TransformerLayerFormulas) {
   EXPECT_DOUBLE_EQ(work[5].params, 12 * h * h / 8 + 4 * h);
   EXPECT_DOUBLE_EQ(work.front().params, 12 * h * h / 8 + 4 * h + 50257 * h / 8 + s * h);
   EXPECT_DOUBLE_EQ(work.back().params, 12 * h * h / 8 + 4 * h + 50257 * h / 8 + 2 * h);
-  m.sequence_parallel = true;
-  work = stage_work(model, units, 40);
+  model.layout.sequence_parallel = true;
+  work = test::stage_work(model, units, 40);
   EXPECT_DOUBLE_EQ(work[5].activation_bytes, s * b * h * (34 + 5 * a * s / h) / 8);
-  m.recompute = Recompute::Selective;
-  work = stage_work(model, units, 40);
+  model.job.recompute = Recompute::Selective;
+  work = test::stage_work(model, units, 40);
   EXPECT_DOUBLE_EQ(work[5].activation_bytes, 34 * s * b * h / 8);
-  m.recompute = Recompute::Full;
-  m.sequence_parallel = false;
-  m.tensor_parallel = 1;
-  work = stage_work(model, units, 40);
+  model.job.recompute = Recompute::Full;
+  model.layout.sequence_parallel = false;
+  model.layout.tp = 1;
+  work = test::stage_work(model, units, 40);
   EXPECT_DOUBLE_EQ(work[5].activation_bytes, 2 * s * b * h);
   EXPECT_DOUBLE_EQ(work[5].input_grad_flops,
                    work[5].forward_flops + (24 * b * s * h * h + 8 * b * s * s * h));
-  m.recompute = Recompute::None;
-  m.flash_attention = true;
-  work = stage_work(model, units, 40);
+  model.job.recompute = Recompute::None;
+  model.job.flash_attention = true;
+  work = test::stage_work(model, units, 40);
   EXPECT_DOUBLE_EQ(work[5].activation_bytes, 34 * s * b * h + 4 * a * s * b);
   EXPECT_DOUBLE_EQ(work[5].input_grad_flops, 24 * b * s * h * h + 10 * b * s * s * h);
 }
@@ -255,14 +268,15 @@ TEST(Workload, TransformerLayerFormulas) {
 TEST(Workload, Partition) {
   TransformerConfig m;
   m.layers = 10;
+  Layout layout;
   const std::vector<std::int32_t> equal(4, 1), skewed{1, 1, 2, 2};
-  EXPECT_EQ(partition_layers(m, equal), (std::vector<std::int64_t>{3, 3, 2, 2}));
-  EXPECT_EQ(partition_layers(m, skewed), (std::vector<std::int64_t>{2, 2, 3, 3}));
-  m.balance_embedding = true;  // 12 slots; the first and last give one each to embedding/output
-  EXPECT_EQ(partition_layers(m, equal), (std::vector<std::int64_t>{2, 3, 3, 2}));
+  EXPECT_EQ(partition_layers(m, layout, equal), (std::vector<std::int64_t>{3, 3, 2, 2}));
+  EXPECT_EQ(partition_layers(m, layout, skewed), (std::vector<std::int64_t>{2, 2, 3, 3}));
+  layout.balance_embedding = true;  // 12 slots; the first and last give one each to emb./output
+  EXPECT_EQ(partition_layers(m, layout, equal), (std::vector<std::int64_t>{2, 3, 3, 2}));
   m.layers = 3;
-  m.balance_embedding = false;
-  EXPECT_THROW(partition_layers(m, equal), ParamError);
+  layout.balance_embedding = false;
+  EXPECT_THROW(partition_layers(m, layout, equal), ParamError);
 }
 
 TEST(Workload, ExplicitScalesByShare) {
@@ -273,7 +287,7 @@ TEST(Workload, ExplicitScalesByShare) {
   e.message_bytes = 7.0;
   e.activation_bytes = 10.0;
   const std::vector<std::int32_t> units{1, 1, 1, 1};  // 4 stages on 2 devices: half a share each
-  const auto work = stage_work({"e", e}, units, 2);
+  const auto work = stage_work({"e", e}, Job{}, Layout{}, units, 2);
   EXPECT_DOUBLE_EQ(work[0].forward_s, 1.0);
   EXPECT_DOUBLE_EQ(work[0].weight_grad_s, 1.5);
   EXPECT_DOUBLE_EQ(work[0].activation_bytes, 5.0);
@@ -290,7 +304,7 @@ TEST(Config, ReadsAModelAndASystem) {
   EXPECT_EQ(model.name, "tiny");
   EXPECT_EQ(t.kv_heads, 2);
   EXPECT_EQ(t.ffn_hidden, 256);
-  EXPECT_EQ(t.recompute, Recompute::Selective);
+  EXPECT_EQ(test::ModelRun(model).job.recompute, Recompute::Selective);
   const auto system = io::parse_system(kSystem, "s.toml");
   EXPECT_EQ(system.devices_per_node, 4);
   EXPECT_TRUE(std::isinf(system.inter.bandwidth));
@@ -317,13 +331,14 @@ TEST(Config, ErrorsNameFileLineAndKey) {
   EXPECT_EQ(model_error("[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\n"),
             "m.toml:1:1: key 'transformer': missing key 'vocab'");
   EXPECT_EQ(model_error(head + "micro_batch = \"two\"\n"),
-            "m.toml:7:15: key 'transformer.micro_batch': expected an integer, got a string");
+            "m.toml:7:15: key 'transformer.micro_batch': micro_batch = 'two': expected a whole "
+            "number from 1 to 1.04858e+06");
   EXPECT_EQ(model_error(head + "micro_batch = 0\n"),
-            "m.toml:7:15: key 'transformer.micro_batch': 0 is out of range (1..1048576)");
-  EXPECT_EQ(
-      model_error(head + "recompute = \"some\"\n"),
-      "m.toml:7:13: key 'transformer.recompute': 'some' is not one of: none, selective, full, "
-      "selective-op, every-other-layer");
+            "m.toml:7:15: key 'transformer.micro_batch': micro_batch = '0': expected a whole "
+            "number from 1 to 1.04858e+06");
+  EXPECT_EQ(model_error(head + "recompute = \"some\"\n"),
+            "m.toml:7:13: key 'transformer.recompute': recompute = 'some': expected one of none, "
+            "selective, full, selective-op, every-other-layer");
   EXPECT_EQ(
       model_error(head + "flash_attention = 1\n"),
       "m.toml:7:19: key 'transformer.flash_attention': expected true or false, got an integer");
@@ -393,19 +408,18 @@ TEST(Config, MixtureOfExpertsIsReadAndChecked) {
   const std::string head =
       "[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\nvocab = 100\n"
       "ffn_hidden = 256\n[moe]\n";
-  const auto moe = std::get<TransformerConfig>(
-                       io::parse_model(head + "experts = 16\ntop_k = 2\nexpert_ffn_hidden = 32\n"
-                                              "shared_experts = 1\ndense_layers = 1\n",
-                                       "m.toml")
-                           .spec)
-                       .moe;
+  const test::ModelRun run = io::parse_model(head +
+                                                 "experts = 16\ntop_k = 2\nexpert_ffn_hidden = 32\n"
+                                                 "shared_experts = 1\ndense_layers = 1\n",
+                                             "m.toml");
+  const auto& moe = run.transformer().moe;
   ASSERT_TRUE(moe.has_value());
   EXPECT_EQ(moe->experts, 16);
   EXPECT_EQ(moe->top_k, 2);
-  EXPECT_EQ(moe->shared_expert_ffn_hidden, 32);    // defaults to the routed experts' width
-  EXPECT_EQ(moe->dense_ffn_hidden, 256);           // defaults to the model's MLP
-  EXPECT_FALSE(moe->capacity_factor.has_value());  // dropless
-  EXPECT_EQ(moe->imbalance, 1.0);
+  EXPECT_EQ(moe->shared_expert_ffn_hidden, 32);           // defaults to the routed experts' width
+  EXPECT_EQ(moe->dense_ffn_hidden, 256);                  // defaults to the model's MLP
+  EXPECT_FALSE(run.job.moe.capacity_factor.has_value());  // dropless
+  EXPECT_EQ(run.job.moe.imbalance, 1.0);
   const std::string ok = "experts = 16\ntop_k = 2\nexpert_ffn_hidden = 32\n";
   EXPECT_EQ(model_error(head + "experts = 16\ntop_k = 17\nexpert_ffn_hidden = 32\n"),
             "m.toml:10:9: key 'moe.top_k': 17 is out of range (1..16)");
@@ -418,7 +432,8 @@ TEST(Config, MixtureOfExpertsIsReadAndChecked) {
             "m.toml:12:28: key 'moe.shared_expert_ffn_hidden': set with shared_experts = 0: give "
             "shared_experts too, or leave it out");
   EXPECT_EQ(model_error(head + ok + "imbalance = 9\n"),
-            "m.toml:12:13: key 'moe.imbalance': 9 is out of range (1 .. 8)");
+            "moe imbalance 9: the busiest expert-parallel rank takes between 1 (balanced) and "
+            "experts / top_k = 8 times the mean");
   EXPECT_EQ(model_error(head + ok + "capacity_factor = 0\n"),
             "m.toml:12:19: key 'moe.capacity_factor': 0 is out of range (above 0 .. 1000)");
   EXPECT_NE(model_error(head + ok + "routing = 1\n").find("key 'moe.routing': unknown key"),
@@ -443,29 +458,29 @@ TEST(Config, MixtureOfExpertsIsReadAndChecked) {
   EXPECT_EQ(io::load_model("mixtral-8x7b").transformer()->moe->top_k, 2);
 
   EXPECT_EQ(model_error(head + ok + "dispatcher = \"nccl\"\n"),
-            "m.toml:12:14: key 'moe.dispatcher': 'nccl' is not one of: alltoall, deepep");
+            "m.toml:12:14: key 'moe.dispatcher': moe_dispatcher = 'nccl': expected one of "
+            "alltoall, deepep");
   EXPECT_EQ(model_error(head + ok + "recompute = \"moe\"\n"),
-            "m.toml:12:13: key 'moe.recompute': 'moe' is not one of: none, moe_act, mlp");
+            "m.toml:12:13: key 'moe.recompute': moe_recompute = 'moe': expected one of none, "
+            "moe_act, mlp");
   EXPECT_EQ(model_error(head + ok + "shared_expert_overlap = true\n"),
-            "m.toml:12:25: key 'moe.shared_expert_overlap': true with shared_experts = 0: there "
-            "is no shared expert to run beside the all-to-alls");
-  const auto options = std::get<TransformerConfig>(
-                           io::parse_model(head + ok +
-                                               "dispatcher = \"deepep\"\nnode_limit = 4\n"
-                                               "fp8_dispatch = true\nrecompute = \"moe_act\"\n",
-                                           "m.toml")
-                               .spec)
-                           .moe;
-  EXPECT_EQ(options->dispatcher, MoeDispatcher::DeepEp);
-  EXPECT_EQ(options->node_limit, 4);
-  EXPECT_TRUE(options->fp8_dispatch);
-  EXPECT_EQ(options->recompute, MoeRecompute::MoeAct);
+            "moe shared_expert_overlap: the model has no shared expert to run beside the "
+            "all-to-alls (shared_experts = 0)");
+  const test::ModelRun options =
+      io::parse_model(head + ok +
+                          "dispatcher = \"deepep\"\nnode_limit = 4\n"
+                          "fp8_dispatch = true\nrecompute = \"moe_act\"\n",
+                      "m.toml");
+  EXPECT_EQ(options.job.moe.dispatcher, MoeDispatcher::DeepEp);
+  EXPECT_EQ(options.transformer().moe->node_limit, 4);
+  EXPECT_TRUE(options.job.moe.fp8_dispatch);
+  EXPECT_EQ(options.job.moe.recompute, MoeRecompute::MoeAct);
 
   // Every preset is priced, DeepSeek-V3's latent attention included.
   const std::int32_t units[] = {1, 1};
   for (const char* name : {"qwen3-30b-a3b", "qwen3-235b-a22b", "mixtral-8x7b", "mixtral-8x22b",
                            "gpt-oss-120b", "deepseek-v3"}) {
-    const auto work = stage_work(io::load_model(name), units, 2);
+    const auto work = test::stage_work(io::load_model(name), units, 2);
     EXPECT_GT(work[1].moe_layers, 0) << name;
     EXPECT_GT(work[1].expert_params, 0.0) << name;
   }
@@ -476,31 +491,31 @@ TEST(Config, MixtureOfExpertsIsReadAndChecked) {
   EXPECT_EQ(model_error("[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\n"
                         "vocab = 100\nattention = \"latent\"\nkv_lora_rank = 16\n"
                         "qk_rope_head_dim = 8\nv_head_dim = 16\n"),
-            "m.toml:7:13: key 'transformer.attention': latent needs flash_attention = true (MLA "
-            "runs in fused attention kernels)");
+            "latent attention needs flash_attention = true (MLA runs in fused attention "
+            "kernels)");
 }
 
 TEST(Config, OperatorLevelKeysAreChecked) {
   const std::string head =
       "[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\nvocab = 100\n";
   EXPECT_EQ(model_error(head + "precision = \"fp4\"\n"),
-            "m.toml:7:13: key 'transformer.precision': 'fp4' is not one of: fp32, tf32, fp16, "
-            "bf16, fp8");
+            "m.toml:7:13: key 'transformer.precision': precision = 'fp4': expected one of fp32, "
+            "tf32, fp16, bf16, fp8");
   EXPECT_EQ(model_error(head + "tensor_parallel = 3\n"),
-            "m.toml:7:19: key 'transformer.tensor_parallel': 3 does not divide heads = 4: each "
-            "rank needs whole heads and an equal share of the MLP");
+            "--tp 3: tensor parallelism splits the heads over its ranks, and 4 heads do not "
+            "divide evenly");
   EXPECT_EQ(model_error(head + "kv_heads = 2\ntensor_parallel = 4\n"),
-            "m.toml:8:19: key 'transformer.tensor_parallel': 4 does not divide kv_heads = 2: each "
-            "rank needs whole heads and an equal share of the MLP");
+            "--tp 4: tensor parallelism splits the kv_heads over its ranks, and 2 kv_heads do "
+            "not divide evenly");
   EXPECT_EQ(model_error(head + "sequence_parallel = true\n"),
-            "m.toml:7:21: key 'transformer.sequence_parallel': needs tensor_parallel > 1: "
-            "sequence parallelism splits along the tensor-parallel ranks");
+            "--sequence-parallel needs --tp > 1: sequence parallelism splits the norms and "
+            "dropouts along the tensor-parallel ranks");
   EXPECT_EQ(model_error(head + "dropout = \"yes\"\n"),
             "m.toml:7:11: key 'transformer.dropout': expected true or false, got a string");
   // The precision sets the element size unless dtype_bytes says otherwise; FP8 keeps 16-bit
   // activations between layers.
   const auto dtype = [&](const std::string& extra) {
-    return std::get<TransformerConfig>(io::parse_model(head + extra, "m.toml").spec).dtype_bytes;
+    return test::ModelRun(io::parse_model(head + extra, "m.toml")).job.element_bytes();
   };
   EXPECT_EQ(dtype(""), 2);
   EXPECT_EQ(dtype("precision = \"fp32\"\n"), 4);

@@ -175,7 +175,7 @@ TEST_F(Corners, PlanCountsEveryLayoutItRejects) {
 TEST_F(Corners, PlanRefusesSizesBelowOneAndRanksASchedulesOnce) {
   const std::string plan = "plan --model gpt3-1.3b --system dgx-a100 ";
   expect_error(plan + "--gpus 8 --global-batch 8 --seq-len -1",
-               "pipetab: error: plan: --seq-len -1 must be at least 1");
+               "pipetab: error: --seq-len: Value -1 not in range");
   expect_error(plan + "--gpus 0 --global-batch 8", "plan: --gpus 0 must be from 1 to 16777216");
   expect_error(plan + "--gpus 8 --global-batch 8 --tp 0",
                "plan: --tp 0: a tensor-parallel size must be at least 1");

@@ -21,24 +21,28 @@
 namespace pipetab {
 namespace {
 
-TransformerConfig gpt(std::int64_t h, std::int64_t a, std::int64_t s, std::int64_t b,
-                      std::int64_t t) {
+using test::workload;
+
+// A 4-layer GPT of hidden h and a heads, run on micro batches of b sequences of s tokens at TP t.
+test::ModelRun gpt(std::int64_t h, std::int64_t a, std::int64_t s, std::int64_t b, std::int64_t t) {
   TransformerConfig m;
   m.layers = 4;
   m.hidden = h;
   m.heads = a;
   m.kv_heads = a;
   m.ffn_hidden = 4 * h;
-  m.seq_len = s;
-  m.micro_batch = b;
   m.vocab = 51200;
-  m.tensor_parallel = t;
-  return m;
+  Job job;
+  job.seq_len = s;
+  job.micro_batch = b;
+  Layout layout;
+  layout.tp = t;
+  return {{"m", m}, job, layout};
 }
 
 // Every combination the closed forms cover.
-std::vector<TransformerConfig> grid() {
-  std::vector<TransformerConfig> out;
+std::vector<test::ModelRun> grid() {
+  std::vector<test::ModelRun> out;
   for (const auto h : {1024, 6144})
     for (const auto s : {512, 2048})
       for (const auto b : {1, 4})
@@ -50,19 +54,19 @@ std::vector<TransformerConfig> grid() {
                   for (const bool dropout : {false, true}) {
                     if (sp && t == 1) continue;
                     auto m = gpt(h, 16, s, b, t);
-                    m.sequence_parallel = sp;
-                    m.recompute = recompute;
-                    m.flash_attention = flash;
-                    m.gated_mlp = gated;
-                    m.dropout = dropout;
-                    m.grad_accumulation_fusion = dropout;  // both ways, without more loops
+                    m.layout.sequence_parallel = sp;
+                    m.job.recompute = recompute;
+                    m.job.flash_attention = flash;
+                    m.transformer().gated_mlp = gated;
+                    m.transformer().dropout = dropout;
+                    m.job.grad_accumulation_fusion = dropout;  // both ways, without more loops
                     out.push_back(m);
                   }
   // Grouped-query attention with other MLP widths.
   auto llama = gpt(8192, 64, 4096, 1, 8);
-  llama.kv_heads = 8;
-  llama.ffn_hidden = 28672;
-  llama.gated_mlp = true;
+  llama.transformer().kv_heads = 8;
+  llama.transformer().ffn_hidden = 28672;
+  llama.transformer().gated_mlp = true;
   out.push_back(llama);
   return out;
 }
@@ -72,31 +76,31 @@ std::vector<TransformerConfig> grid() {
 // card counts them (32.8 B, 31.2 B without the embeddings: Qwen/Qwen3-32B).
 TEST(Operators, HeadDimWidensTheAttentionOnly) {
   for (const char* preset : {"gpt3-13b", "llama2-70b", "llama2-7b", "paper"}) {
-    auto m = std::get<TransformerConfig>(io::load_model(preset).spec);
+    test::ModelRun m = io::load_model(preset);
     for (const auto recompute : {Recompute::None, Recompute::Full}) {
       for (const bool flash : {false, true}) {
-        m.recompute = recompute;
-        m.flash_attention = flash;
+        m.job.recompute = recompute;
+        m.job.flash_attention = flash;
         auto explicit_dim = m;
-        explicit_dim.head_dim = m.hidden / m.heads;
-        const auto a = model_operators(m), b = model_operators(explicit_dim);
+        explicit_dim.transformer().head_dim = m.transformer().hidden / m.transformer().heads;
+        const auto a = model_operators(workload(m)), b = model_operators(workload(explicit_dim));
         ASSERT_EQ(a.layer.forward.size(), b.layer.forward.size());
         for (std::size_t k = 0; k < a.layer.forward.size(); ++k) {
           EXPECT_EQ(a.layer.forward[k].flops, b.layer.forward[k].flops) << preset;
           EXPECT_EQ(a.layer.forward[k].bytes, b.layer.forward[k].bytes) << preset;
         }
         EXPECT_EQ(matmul_flops(a.layer.input_grad), matmul_flops(b.layer.input_grad));
-        EXPECT_EQ(total_params(m), total_params(explicit_dim)) << preset;
+        EXPECT_EQ(total_params(workload(m)), total_params(workload(explicit_dim))) << preset;
       }
     }
   }
-  const auto qwen = std::get<TransformerConfig>(io::load_model("qwen3-32b").spec);
-  const double embeddings = 2.0 * 151936 * 5120;          // untied input and output
-  EXPECT_NEAR(total_params(qwen) / 32.8e9, 1.0, 0.0016);  // the card's 0.1 B rounding
-  EXPECT_NEAR((total_params(qwen) - embeddings) / 31.2e9, 1.0, 0.0017);
+  const test::ModelRun qwen = io::load_model("qwen3-32b");
+  const double embeddings = 2.0 * 151936 * 5120;                    // untied input and output
+  EXPECT_NEAR(total_params(workload(qwen)) / 32.8e9, 1.0, 0.0016);  // the card's 0.1 B rounding
+  EXPECT_NEAR((total_params(workload(qwen)) - embeddings) / 31.2e9, 1.0, 0.0017);
   // Q is 64 × 128 = 8192 wide: the QKV GEMM's output is (8192 + 2 · 8 · 128) = 10240, the
   // projection reads 8192, and the layer's GEMM FLOPs are 2 · tokens · its weights.
-  const auto ops = model_operators(qwen);
+  const auto ops = model_operators(workload(qwen));
   const auto find = [&](std::string_view name) {
     return *std::find_if(ops.layer.forward.begin(), ops.layer.forward.end(),
                          [&](const Operator& o) { return o.name == name; });
@@ -114,17 +118,19 @@ TEST(Operators, LayerFlopsEqualTheClosedForms) {
   // forward 2·T·W/t + 4·b·s²·h/t with W the matmul weights; the input gradient the same matmuls
   // and 8·b·s²·h/t (FlashAttention recomputes QKᵀ: 10); the weight gradient 2·T·W/t;
   // recomputation adds the forward (full) or the attention core's 4·b·s²·h/t (selective).
-  for (const auto& m : grid()) {
+  for (const auto& run : grid()) {
+    const auto& m = run.transformer();
     const auto d = [](std::int64_t x) { return static_cast<double>(x); };
-    const double s = d(m.seq_len), b = d(m.micro_batch), h = d(m.hidden), t = d(m.tensor_parallel);
+    const double s = d(run.job.seq_len), b = d(run.job.micro_batch), h = d(m.hidden),
+                 t = d(run.layout.tp);
     const double kv = h * d(m.kv_heads) / d(m.heads), ffn = d(m.ffn_hidden);
     const double W = 2 * h * h + 2 * h * kv + (m.gated_mlp ? 3 : 2) * h * ffn;
     const double matmul = 2 * s * b * W / t, scores = 4 * b * s * s * h / t;
-    const auto ops = model_operators(m).layer;
+    const auto ops = model_operators(workload(run)).layer;
     const double forward = matmul + scores;
-    double input = matmul + (m.flash_attention ? 2.5 : 2.0) * scores;
-    if (m.recompute == Recompute::Full) input += forward;
-    if (m.recompute == Recompute::Selective) input += scores;
+    double input = matmul + (run.job.flash_attention ? 2.5 : 2.0) * scores;
+    if (run.job.recompute == Recompute::Full) input += forward;
+    if (run.job.recompute == Recompute::Selective) input += scores;
     EXPECT_NEAR(matmul_flops(ops.forward), forward, 1e-9 * forward);
     EXPECT_NEAR(matmul_flops(ops.input_grad), input, 1e-9 * input);
     EXPECT_NEAR(matmul_flops(ops.weight_grad), matmul, 1e-9 * matmul);
@@ -139,14 +145,14 @@ TEST(Operators, IterationFlopsEqualNarayananAndKorthikanti) {
     for (const auto t : {1, 8})
       for (const auto b : {1, 4}) {
         auto m = gpt(h, 96, 2048, b, t);
-        m.layers = 24;
-        m.recompute = Recompute::Full;
+        m.transformer().layers = 24;
+        m.job.recompute = Recompute::Full;
         const double B = 64, s = 2048, l = 24, H = h, V = 51200;
-        const auto flops = iteration_flops(m, B);
+        const auto flops = iteration_flops(workload(m), B);
         const double eq3 = 96 * B * s * l * H * H * (1 + s / (6 * H) + V / (16 * l * H));
         const double model = 72 * B * s * l * H * H * (1 + s / (6 * H) + V / (12 * l * H));
         EXPECT_NEAR(flops.hardware, eq3, 1e-9 * eq3);
-        EXPECT_NEAR(narayanan_eq3_flops(m, B), eq3, 1e-9 * eq3);
+        EXPECT_NEAR(narayanan_eq3_flops(workload(m), B), eq3, 1e-9 * eq3);
         EXPECT_NEAR(flops.model, model, 1e-9 * model);
       }
 }
@@ -174,18 +180,20 @@ TEST(Operators, TensorParallelTrafficIsMegatrons) {
   // parallelism all-gathers before the column-parallel linears and reduce-scatters after the
   // row-parallel ones, the same volume per rank (Korthikanti et al. §4.2.2), and the weight
   // gradients all-gather their inputs again.
-  for (const auto& m : grid()) {
-    const auto ops = model_operators(m).layer;
-    const double buffer = static_cast<double>(m.dtype_bytes * m.seq_len * m.micro_batch * m.hidden);
-    if (m.tensor_parallel == 1) {
+  for (const auto& run : grid()) {
+    const auto& m = run.transformer();
+    const auto ops = model_operators(workload(run)).layer;
+    const double buffer = static_cast<double>(run.job.element_bytes() * run.job.seq_len *
+                                              run.job.micro_batch * m.hidden);
+    if (run.layout.tp == 1) {
       for (const auto* pass : {&ops.forward, &ops.input_grad, &ops.weight_grad})
         EXPECT_EQ(traffic(*pass).bytes, 0.0);
       continue;
     }
     // Full recomputation repeats the forward's collectives at the head of the backward.
-    const int again = m.recompute == Recompute::Full ? 1 : 0;
+    const int again = run.job.recompute == Recompute::Full ? 1 : 0;
     const auto f = traffic(ops.forward), i = traffic(ops.input_grad), w = traffic(ops.weight_grad);
-    if (m.sequence_parallel) {
+    if (run.layout.sequence_parallel) {
       EXPECT_EQ(f.all_gather, 2);
       EXPECT_EQ(f.reduce_scatter, 2);
       EXPECT_EQ(f.all_reduce, 0);
@@ -197,10 +205,10 @@ TEST(Operators, TensorParallelTrafficIsMegatrons) {
       EXPECT_EQ(i.all_reduce, 2 + 2 * again);
       EXPECT_EQ(f.all_gather + f.reduce_scatter + w.all_gather, 0);
     }
-    EXPECT_DOUBLE_EQ(f.bytes, (m.sequence_parallel ? 4 : 2) * buffer);
+    EXPECT_DOUBLE_EQ(f.bytes, (run.layout.sequence_parallel ? 4 : 2) * buffer);
     // Per rank, a ring all-reduce moves 2(t−1)/t of the buffer, an all-gather or a
     // reduce-scatter (t−1)/t: both layouts move the same in each pass.
-    const double t = static_cast<double>(m.tensor_parallel);
+    const double t = static_cast<double>(run.layout.tp);
     const auto per_rank = [&](const Traffic& x) {
       return (2 * x.all_reduce + x.all_gather + x.reduce_scatter) * (t - 1) / t * buffer;
     };
@@ -211,18 +219,18 @@ TEST(Operators, TensorParallelTrafficIsMegatrons) {
 TEST(Operators, RecomputationAddsExactlyTheRecomputedOperators) {
   for (const bool flash : {false, true}) {
     auto m = gpt(4096, 32, 2048, 1, 4);
-    m.flash_attention = flash;
-    const auto plain = model_operators(m).layer;
-    m.recompute = Recompute::Full;
-    const auto full = model_operators(m).layer;
+    m.job.flash_attention = flash;
+    const auto plain = model_operators(workload(m)).layer;
+    m.job.recompute = Recompute::Full;
+    const auto full = model_operators(workload(m)).layer;
     ASSERT_EQ(full.input_grad.size(), plain.forward.size() + plain.input_grad.size());
     for (std::size_t k = 0; k < plain.forward.size(); ++k) {
       EXPECT_EQ(full.input_grad[k].name, plain.forward[k].name);
       EXPECT_EQ(full.input_grad[k].flops, plain.forward[k].flops);
       EXPECT_EQ(full.input_grad[k].bytes, plain.forward[k].bytes);
     }
-    m.recompute = Recompute::Selective;
-    const auto selective = model_operators(m).layer;
+    m.job.recompute = Recompute::Selective;
+    const auto selective = model_operators(workload(m)).layer;
     std::set<std::string_view> core;
     for (std::size_t k = 0; k + plain.input_grad.size() < selective.input_grad.size(); ++k)
       core.insert(selective.input_grad[k].name);
@@ -237,8 +245,8 @@ TEST(Operators, RecomputationAddsExactlyTheRecomputedOperators) {
 TEST(Operators, WeightGradientHoldsOnlyTheWeightGemms) {
   for (const bool fusion : {false, true}) {
     auto m = gpt(4096, 32, 2048, 2, 2);
-    m.grad_accumulation_fusion = fusion;
-    const auto ops = model_operators(m);
+    m.job.grad_accumulation_fusion = fusion;
+    const auto ops = model_operators(workload(m));
     std::vector<std::string_view> gemms, others;
     for (const auto& op : ops.layer.weight_grad)
       (op.kind == OperatorKind::Gemm ? gemms : others).push_back(op.name);
@@ -341,11 +349,13 @@ TEST(Collective, RingFormulas) {
   EXPECT_EQ(cost::collective_seconds(CollectiveKind::AllReduce, n, 1, link), 0.0);
 }
 
-double layer_seconds(const ModelConfig& model, const SystemConfig& system,
+double layer_seconds(const test::ModelRun& model, const SystemConfig& system,
                      cost::CostOptions options = {}) {
   StageWork w;
   w.layers = 1;
-  const auto c = cost::stage_costs(model, std::span(&w, 1), system, options).front();
+  const auto c =
+      cost::stage_costs(model.model, model.job, model.layout, std::span(&w, 1), system, options)
+          .front();
   return c.forward.seconds + c.backward.seconds;
 }
 
@@ -354,11 +364,11 @@ TEST(Cost, MicroBatchHiddenSizeAndTensorParallelChangeTheAchievedFlops) {
   // batch and the hidden size (measurements.md §4: 2–10% when the micro batch doubles), and
   // falls with the tensor-parallel size, whose shares are smaller and whose collectives grow.
   const auto system = io::load_system("dgx-a100");
-  const auto rate = [&](const TransformerConfig& m) {
-    const auto ops = model_operators(m).layer;
+  const auto rate = [&](const test::ModelRun& m) {
+    const auto ops = model_operators(workload(m)).layer;
     const double flops =
         matmul_flops(ops.forward) + matmul_flops(ops.input_grad) + matmul_flops(ops.weight_grad);
-    return flops / layer_seconds({"m", m}, system);
+    return flops / layer_seconds(m, system);
   };
   for (const auto b : {1, 2, 4}) {
     const double gain = rate(gpt(12288, 96, 2048, 2 * b, 8)) / rate(gpt(12288, 96, 2048, b, 8));
@@ -371,11 +381,12 @@ TEST(Cost, MicroBatchHiddenSizeAndTensorParallelChangeTheAchievedFlops) {
 
 TEST(Cost, TensorParallelOverNvlinkAndPcieDiffer) {
   // The same TP 2 layer: NVLink's 300 GB/s against PCIe Gen4's 32 GB/s per direction.
-  const ModelConfig model{"m", gpt(5120, 40, 2048, 1, 2)};
+  const auto model = gpt(5120, 40, 2048, 1, 2);
   StageWork w;
   w.layers = 1;
   const auto comm = [&](const char* system) {
-    return cost::stage_costs(model, std::span(&w, 1), io::load_system(system))
+    return cost::stage_costs(model.model, model.job, model.layout, std::span(&w, 1),
+                             io::load_system(system))
         .front()
         .forward.tp_comm_s;
   };
@@ -387,18 +398,18 @@ TEST(Cost, TensorParallelOverNvlinkAndPcieDiffer) {
 }
 
 // The cost of a stage of one layer of `m` under a TP overlap setting.
-cost::StageCost one_layer_cost(const TransformerConfig& m, const SystemConfig& system,
-                               Overlap overlap) {
+cost::StageCost one_layer_cost(test::ModelRun m, const SystemConfig& system, Overlap overlap) {
   StageWork w;
   w.layers = 1;
-  return cost::stage_costs(ModelConfig{"m", m}, std::span(&w, 1), system, {overlap}).front();
+  m.job.tp_overlap = overlap;
+  return cost::stage_costs(m.model, m.job, m.layout, std::span(&w, 1), system).front();
 }
 
 TEST(Cost, OverlapHidesOnlyWhatMegatronHides) {
   const auto system = io::load_system("dgx-a100");
   for (const bool sp : {false, true}) {
     auto m = gpt(6144, 64, 2048, 4, 8);
-    m.sequence_parallel = sp;
+    m.layout.sequence_parallel = sp;
     const auto cost = [&](Overlap o) { return one_layer_cost(m, system, o); };
     const auto none = cost(Overlap::Never), backward = cost(Overlap::Backward),
                all = cost(Overlap::All);
@@ -423,9 +434,9 @@ TEST(TensorParallel, CollectiveMatmulRunsInChunks) {
   // un-overlapped one by Σ (max(P, P/t + C) − P − C) over those collectives.
   const auto system = test::system_with(Topology::Switched, {1e-5, 2e10}, {1e-5, 1e10});
   auto m = gpt(4096, 32, 2048, 1, 4);
-  m.sequence_parallel = true;
+  m.layout.sequence_parallel = true;
   const auto cost = [&](Overlap o) { return one_layer_cost(m, system, o); };
-  const auto ops = model_operators(m);
+  const auto ops = model_operators(workload(m));
   const double t = 4;
   const auto chunked = [&](const std::vector<Operator>& pass, int& count) {
     double sum = 0.0;
@@ -433,8 +444,8 @@ TEST(TensorParallel, CollectiveMatmulRunsInChunks) {
       if (op.kind != OperatorKind::Collective || op.overlap != Overlap::All) continue;
       const auto& gemm = pass.at(static_cast<std::size_t>(op.hidden_index));
       EXPECT_EQ(gemm.kind, OperatorKind::Gemm) << op.name;
-      const double P = cost::operator_cost(gemm, m, system).seconds;
-      const double C = cost::operator_cost(op, m, system).seconds;
+      const double P = cost::operator_cost(gemm, workload(m), system).seconds;
+      const double C = cost::operator_cost(op, workload(m), system).seconds;
       EXPECT_GT(C, P / t) << op.name << ": chunking is not full hiding here";
       sum += std::max(P, P / t + C) - P - C;
       ++count;
@@ -461,12 +472,11 @@ TEST(Cost, FlatEfficiencyIsFlopProportional) {
   // operator level, kept for the paper's regimes and old system files).
   auto system = io::load_system("dgx-h100");
   system.device.flat_efficiency = 0.45;
-  for (const auto& m : grid()) {
-    if (m.tensor_parallel > 1) continue;  // TP collectives are communication, costed in both
-    const ModelConfig model{"m", m};
+  for (const auto& model : grid()) {
+    if (model.layout.tp > 1) continue;  // TP collectives are communication, costed in both
     const std::vector<std::int32_t> units(4, 1);
-    const auto work = stage_work(model, units, 4);
-    const auto costs = cost::stage_costs(model, work, system);
+    const auto work = test::stage_work(model, units, 4);
+    const auto costs = cost::stage_costs(model.model, model.job, model.layout, work, system);
     const double speed = 989.4e12 * 0.45;
     for (std::size_t s = 0; s < work.size(); ++s) {
       EXPECT_NEAR(costs[s].forward.seconds, work[s].forward_flops / speed, 1e-12);
@@ -482,9 +492,9 @@ TEST(Cost, RooflineAndLaunches) {
   const auto system = io::load_system("dgx-a100");
   const auto& d = system.device;
   const auto m = gpt(6144, 64, 2048, 4, 8);
-  const auto ops = model_operators(m).layer.forward;
+  const auto ops = model_operators(workload(m)).layer.forward;
   for (const auto& op : ops) {
-    const auto c = cost::operator_cost(op, m, system);
+    const auto c = cost::operator_cost(op, workload(m), system);
     const double memory = op.bytes / (d.memory_bandwidth * d.memory_efficiency);
     if (op.kind == OperatorKind::Memory) {
       EXPECT_DOUBLE_EQ(c.seconds, memory + op.kernels * d.kernel_overhead_s) << op.name;
@@ -502,11 +512,11 @@ TEST(Cost, OptimizerStepBytes) {
   // the gradient, master weight and moments and writes the last three (28), the master weights
   // are copied to the bf16 weights (4 + 2): 38 B; fp16 main gradients are first copied to fp32
   // (2 + 4) and unscaled (4 + 4): 52 B.
-  TransformerConfig m = gpt(1024, 16, 512, 1, 1);
-  EXPECT_EQ(optimizer_step_bytes_per_param(m), 38.0);
-  m.precision = Precision::FP16;
-  m.grad_bytes_per_param = 2;
-  EXPECT_EQ(optimizer_step_bytes_per_param(m), 52.0);
+  Job job = gpt(1024, 16, 512, 1, 1).job;
+  EXPECT_EQ(optimizer_step_bytes_per_param(job), 38.0);
+  job.precision = Precision::FP16;
+  job.grad_bytes_per_param = 2;
+  EXPECT_EQ(optimizer_step_bytes_per_param(job), 52.0);
   const auto system = io::load_system("dgx-a100");
   EXPECT_DOUBLE_EQ(cost::optimizer_step_seconds(38e9, system.device),
                    38e9 / (2.039e12 * system.device.memory_efficiency) + 3 * 5e-6);
@@ -518,20 +528,26 @@ TEST(Cost, ExplicitWorkloadsAndUncostableSystems) {
   e.input_grad_s = 2.0;
   e.weight_grad_s = 3.0;
   const std::vector<std::int32_t> units{1, 1};
-  const auto work = stage_work({"e", e}, units, 2);
-  const auto c = cost::stage_costs({"e", e}, work, io::load_system("dgx-h100"));
+  const Job none;
+  const Layout unsplit;
+  const auto work = stage_work({"e", e}, none, unsplit, units, 2);
+  const auto c = cost::stage_costs({"e", e}, none, unsplit, work, io::load_system("dgx-h100"));
   EXPECT_EQ(c[0].backward.seconds, 5.0);
   // An FP8 model on a device without FP8.
   auto m = gpt(1024, 16, 512, 1, 1);
-  m.precision = Precision::FP8;
-  EXPECT_THROW(cost::stage_costs({"m", m}, work, io::load_system("dgx-a100")), ParamError);
-  EXPECT_NO_THROW(cost::stage_costs({"m", m}, work, io::load_system("dgx-h100")));
-  EXPECT_THROW(cost::operator_breakdown({"e", e}, io::load_system("dgx-h100")), ParamError);
+  m.job.precision = Precision::FP8;
+  EXPECT_THROW(cost::stage_costs(m.model, m.job, m.layout, work, io::load_system("dgx-a100")),
+               ParamError);
+  EXPECT_NO_THROW(cost::stage_costs(m.model, m.job, m.layout, work, io::load_system("dgx-h100")));
+  EXPECT_THROW(cost::operator_breakdown({"e", e}, none, unsplit, io::load_system("dgx-h100")),
+               ParamError);
 }
 
 TEST(Cost, BreakdownAddsUpToThePasses) {
-  const ModelConfig model{"m", gpt(4096, 32, 2048, 2, 1)};
-  const auto b = cost::operator_breakdown(model, io::load_system("dgx-a100"), {Overlap::Never});
+  auto model = gpt(4096, 32, 2048, 2, 1);
+  model.job.tp_overlap = Overlap::Never;
+  const auto b =
+      cost::operator_breakdown(model.model, model.job, model.layout, io::load_system("dgx-a100"));
   double forward = 0.0;
   for (const auto& r : b.rows) {
     if (r.part == "layer" && r.pass == PassId::Forward) forward += r.cost.seconds;

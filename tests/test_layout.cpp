@@ -18,12 +18,29 @@
 namespace pipetab {
 namespace {
 
-// A simulation with `layout` applied to the model and the lowering.
+using test::workload;
+
+// Sets `layout` on a setup and checks the run as a command checks it.
+void apply(const Layout& layout, SimulationSetup& setup) {
+  setup.layout = layout;
+  require_runnable(setup.model, setup.job, setup.layout);
+}
+
+// A preset under its own job and `layout`, checked as a command checks it.
+test::ModelRun preset_with(const std::string& model, const Layout& layout) {
+  test::ModelRun run = io::load_model(model);
+  run.layout = layout;
+  require_runnable(run.model, run.job, run.layout);
+  return run;
+}
+
+// A simulation of a preset under its own job and `layout`.
 Simulation simulate_with(const ScheduleTable& t, const std::string& model,
                          const std::string& system, const Layout& layout,
                          LoweringOptions lowering = {}) {
-  SimulationSetup setup{io::load_model(model), io::load_system(system), lowering, {}};
-  apply_layout(layout, setup.model, setup.lowering);
+  SimulationSetup setup = test::preset_setup(model, system);
+  setup.lowering = lowering;
+  apply(layout, setup);
   return simulate_table(t, setup);
 }
 
@@ -60,7 +77,7 @@ TEST(Fsdp, PipelinedGathersEachStageOnceAndScattersOnce) {
   const auto t = test::make("1f1b", test::sm(2, 4));
   const auto sim = simulate_with(t, "gpt3-1.3b", "dgx-h100", fsdp_over(4));
   const auto& g = sim.graph;
-  const auto work = table_work(t, io::load_model("gpt3-1.3b"));
+  const auto work = test::table_work(t, io::load_model("gpt3-1.3b"));
   const double params = work[0].params + work[1].params;
   EXPECT_EQ(of_kind(g, TransferKind::FsdpAllGather).size(), 2U);
   EXPECT_EQ(of_kind(g, TransferKind::FsdpReduceScatter).size(), 2U);
@@ -130,10 +147,10 @@ TEST(Fsdp, WithoutPipeliningEachOpGathersEveryBlock) {
   // every block but its first. Gradients are synced once: the last backward reduce-scatters
   // every block (3 steps of P/L·4/4), the last one after the op.
   const auto t = test::make("1f1b", test::sm(1, 2));
-  const auto model = io::load_model("gpt3-1.3b");
+  const test::ModelRun model = io::load_model("gpt3-1.3b");
   const auto sim = simulate_with(t, "gpt3-1.3b", "dgx-h100", fsdp_over(4));
   const auto& g = sim.graph;
-  const auto work = table_work(t, model);
+  const auto work = test::table_work(t, model);
   const auto blocks = static_cast<std::size_t>(work[0].layers);
   const double params = work[0].params;
   EXPECT_EQ(of_kind(g, TransferKind::FsdpAllGather).size(), 4 * blocks - 2);
@@ -180,12 +197,12 @@ SlowLink slow_link() {
   auto system = io::load_system("dgx-h100");
   system.intra.bandwidth = 1e9;
   const auto t = test::make("1f1b", test::sm(1, 2));  // F0 B0 F1 B1
-  SimulationSetup setup{io::load_model("gpt3-1.3b"), system, {}, {}};
+  SimulationSetup setup = test::setup_of(io::load_model("gpt3-1.3b"), system);
   setup.lowering.overheads = false;
   SimulationSetup plain = setup;
-  apply_layout(fsdp_over(4), setup.model, setup.lowering);
+  apply(fsdp_over(4), setup);
   SlowLink s{simulate_table(t, setup), simulate_table(t, plain)};
-  const auto work = table_work(t, setup.model);
+  const auto work = table_work(t, setup.model, setup.job, setup.layout);
   s.blocks = static_cast<double>(work[0].layers);
   const double block_params = work[0].params / s.blocks;
   s.gather = 3 * (system.intra.latency_s + block_params * 2 / 4 / 1e9);
@@ -264,14 +281,14 @@ TEST(Fsdp, BlockByBlockBoundsStayBelowTheRunOverAGrid) {
                                                   microbatches, reshard, to_string(sync));
             double runtime[2] = {0.0, 0.0};
             for (const auto impl : {FsdpImpl::Fsdp2, FsdpImpl::Megatron}) {
-              SimulationSetup s{io::load_model("llama3.1-8b"), io::load_system("dgx-h100"), {}, {}};
+              SimulationSetup s = test::preset_setup("llama3.1-8b", "dgx-h100");
               Layout l = fsdp_over(dp);
               l.cp = cp;
               l.cp_method = CpMethod::AllGather;
               l.fsdp.reshard_after_forward = reshard;
               l.fsdp.grad_sync = sync;
               l.fsdp.impl = impl;
-              apply_layout(l, s.model, s.lowering);
+              apply(l, s);
               const auto run = simulate_table(t, s).metrics.runtime_s;
               runtime[static_cast<std::size_t>(impl)] = run;
               const auto bounds = test::plan_bounds(t, s);
@@ -295,7 +312,7 @@ TEST(Fsdp, HybridShardingAllReducesTheShardOverReplicas) {
   Layout l = fsdp_over(4);
   l.fsdp.shard = 2;
   const auto sim = simulate_with(t, "gpt3-1.3b", "dgx-h100", l);
-  const auto work = table_work(t, io::load_model("gpt3-1.3b"));
+  const auto work = test::table_work(t, io::load_model("gpt3-1.3b"));
   const double params = work[0].params + work[1].params;
   EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpAllGather).size(), 2U);
   EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpReduceScatter).size(), 2U);
@@ -315,10 +332,8 @@ TEST(Fsdp, HybridShardingShardsTheExpertsWithinEachReplica) {
   l.ep = 2;
   l.fsdp.shard = 4;
   const auto sim = simulate_with(t, "qwen3-30b-a3b", "dgx-h100", l);
-  auto model = io::load_model("qwen3-30b-a3b");
-  LoweringOptions lowering;
-  apply_layout(l, model, lowering);
-  const auto work = table_work(t, model);
+  const auto model = preset_with("qwen3-30b-a3b", l);
+  const auto work = test::table_work(t, model);
   double shards = 0.0;
   for (const auto& w : work) {
     const double experts = w.grad_bytes * w.expert_params / w.params;
@@ -328,7 +343,7 @@ TEST(Fsdp, HybridShardingShardsTheExpertsWithinEachReplica) {
   const auto& w = work[0];
   const double state = w.grad_bytes + w.optimizer_bytes;
   const double experts = state * w.expert_params / w.params;
-  EXPECT_NEAR(static_memory(t, work, model, lowering)[0],
+  EXPECT_NEAR(static_memory(t, work, model.model, model.job, model.layout)[0],
               (state - experts) / 4 + experts / 2 + 2 * w.weight_bytes, 1e-9 * state);
   // Each stage gathers its dense parameters over the shard and its experts over theirs.
   EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpAllGather).size(), 4U);
@@ -354,9 +369,8 @@ TEST(Fsdp, OffIsTheReplicatedRunAndOneRankShardsNothing) {
   Layout l;
   l.dp = 2;
   const auto a = simulate_with(t, "gpt3-1.3b", "dgx-h100", l);
-  LoweringOptions lowering;
-  lowering.data_parallel = 2;
-  SimulationSetup setup{io::load_model("gpt3-1.3b"), io::load_system("dgx-h100"), lowering, {}};
+  SimulationSetup setup = test::preset_setup("gpt3-1.3b", "dgx-h100");
+  setup.layout.dp = 2;
   const auto b = simulate_table(t, setup);
   EXPECT_EQ(a.metrics.runtime_s, b.metrics.runtime_s);
   EXPECT_EQ(a.graph.bytes, b.graph.bytes);
@@ -367,16 +381,15 @@ TEST(Fsdp, OffIsTheReplicatedRunAndOneRankShardsNothing) {
 }
 
 TEST(Fsdp, RulesNameTheConflict) {
-  auto model = io::load_model("gpt3-1.3b");
-  LoweringOptions lowering;
-  lowering.iteration.distributed_optimizer = true;
-  EXPECT_EQ(param_error([&] { apply_layout(fsdp_over(2), model, lowering); }),
+  const test::ModelRun model = io::load_model("gpt3-1.3b");
+  Job sharded = model.job;
+  sharded.distributed_optimizer = true;
+  EXPECT_EQ(param_error([&] { require_runnable(model.model, sharded, fsdp_over(2)); }),
             "--fsdp and --distributed-optimizer: FSDP already shards the optimizer state (and "
             "the parameters and gradients) over the data-parallel ranks; give one of them");
   Layout l = fsdp_over(6);
   l.fsdp.shard = 4;
-  LoweringOptions plain;
-  EXPECT_EQ(param_error([&] { apply_layout(l, model, plain); }),
+  EXPECT_EQ(param_error([&] { require_runnable(model.model, model.job, l); }),
             "--fsdp-shard 4: the shard group must divide the 6 data- and context-parallel ranks "
             "(--dp 6 × --cp 1) into equal replicas");
   const auto chimera = test::make("chimera", test::sm(4, 4));
@@ -394,10 +407,10 @@ TEST(ContextParallel, RingExchangesKeysAndValuesOfTheWholeSequence) {
   // Llama 2 7B (32 heads of 128, MHA), s = 4096, b = 1, bf16, CP 4: the ring moves K and V of
   // the whole sequence, 2·s·b·kv·2 B = 2·4096·4096·2 = 64 MiB all ranks together; each rank's
   // attention runs its s/4 queries against all s keys, a quarter of the FLOPs.
-  auto model = *io::load_model("llama2-7b").transformer();
-  const auto whole = model_operators(model);
-  model.context_parallel = 4;
-  const auto ops = model_operators(model);
+  test::ModelRun model = io::load_model("llama2-7b");
+  const auto whole = model_operators(workload(model));
+  model.layout.cp = 4;
+  const auto ops = model_operators(workload(model));
   const auto* ring = find_op(ops.layer.forward, "attention.cp_ring");
   ASSERT_NE(ring, nullptr);
   EXPECT_EQ(ring->group, CollectiveGroup::Context);
@@ -418,17 +431,17 @@ TEST(ContextParallel, MethodsMoveWhatTheyExchange) {
   // Llama 3.1 8B (32 query heads, 8 KV heads, 128 wide), s = 8192: GQA makes K and V a quarter
   // of Q. allgather gathers K, V (2·s·kv·2 B) and reduce-scatters their gradients; a2a moves Q,
   // K, V in and the output back: s·(q + 2kv)·2 B and s·q·2 B.
-  auto model = *io::load_model("llama3.1-8b").transformer();
-  model.context_parallel = 2;
+  test::ModelRun model = io::load_model("llama3.1-8b");
+  model.layout.cp = 2;
   const double s = 8192, q = 4096, kv = 1024;
-  model.cp_method = CpMethod::AllGather;
-  auto ops = model_operators(model);
+  model.layout.cp_method = CpMethod::AllGather;
+  auto ops = model_operators(workload(model));
   EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.cp_all_gather")->collective_bytes,
                    2 * s * kv * 2);
   EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.cp_all_gather")->hidden_fraction, 0.5);
   EXPECT_NE(find_op(ops.layer.input_grad, "attention.cp_reduce_scatter.backward"), nullptr);
-  model.cp_method = CpMethod::AllToAll;
-  ops = model_operators(model);
+  model.layout.cp_method = CpMethod::AllToAll;
+  ops = model_operators(workload(model));
   EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.cp_all_to_all")->collective_bytes,
                    s * (q + 2 * kv) * 2);
   EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.cp_all_to_all.output")->collective_bytes,
@@ -442,11 +455,11 @@ TEST(ContextParallel, LatentAttentionExchangesTheHeadsItsUpProjectionsMake) {
   // 2·s·b·heads·(192 + 128) B all ranks together, not the 512 + 64 latents; a2a moves Q, K, V
   // in (s·heads·(192 + 192 + 128)·2 B) and the output back (s·heads·128·2 B). TP 8 splits the
   // heads, and each rank's attention runs half the queries.
-  auto model = *io::load_model("deepseek-v3").transformer();
-  const auto whole = model_operators(model);
-  model.context_parallel = 2;
+  test::ModelRun model = io::load_model("deepseek-v3");
+  const auto whole = model_operators(workload(model));
+  model.layout.cp = 2;
   const double s = 4096, heads = 128;
-  auto ops = model_operators(model);
+  auto ops = model_operators(workload(model));
   const auto* ring = find_op(ops.layer.forward, "attention.cp_ring");
   ASSERT_NE(ring, nullptr);
   EXPECT_DOUBLE_EQ(ring->collective_bytes, 2 * s * heads * (192 + 128));
@@ -457,8 +470,8 @@ TEST(ContextParallel, LatentAttentionExchangesTheHeadsItsUpProjectionsMake) {
       2 * ring->collective_bytes);
   EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.flash")->flops,
                    find_op(whole.layer.forward, "attention.flash")->flops / 2);
-  model.cp_method = CpMethod::AllToAll;
-  ops = model_operators(model);
+  model.layout.cp_method = CpMethod::AllToAll;
+  ops = model_operators(workload(model));
   EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.cp_all_to_all")->collective_bytes,
                    2 * s * heads * (192 + 192 + 128));
   EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.cp_all_to_all.output")->collective_bytes,
@@ -466,18 +479,18 @@ TEST(ContextParallel, LatentAttentionExchangesTheHeadsItsUpProjectionsMake) {
   EXPECT_DOUBLE_EQ(
       find_op(ops.layer.input_grad, "attention.cp_all_to_all.output.backward")->collective_bytes,
       2 * s * heads * 128);
-  model.cp_method = CpMethod::Ring;
-  model.tensor_parallel = 8;
-  ops = model_operators(model);
+  model.layout.cp_method = CpMethod::Ring;
+  model.layout.tp = 8;
+  ops = model_operators(workload(model));
   EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.cp_ring")->collective_bytes,
                    2 * s * heads / 8 * (192 + 128));
   // And a run of it simulates: DeepSeek-V3 with CP 2 and EP 8 on two pipeline devices.
-  SimulationSetup setup{io::load_model("deepseek-v3"), io::load_system("dgx-h100"), {}, {}};
+  SimulationSetup setup = test::preset_setup("deepseek-v3", "dgx-h100");
   Layout l;
   l.cp = 2;
   l.dp = 8;
   l.ep = 16;
-  apply_layout(l, setup.model, setup.lowering);
+  apply(l, setup);
   const auto sim = simulate_table(test::make("1f1b", test::sm(2, 2)), setup);
   EXPECT_GT(sim.metrics.runtime_s, 0.0);
   EXPECT_EQ(sim.metrics.context_parallel, 2);
@@ -485,22 +498,21 @@ TEST(ContextParallel, LatentAttentionExchangesTheHeadsItsUpProjectionsMake) {
 
 TEST(ContextParallel, RingHidesUnderItsShareOfAttention) {
   // The ring's exposed time is its transfer less (cp−1)/cp of the attention it runs beside.
-  auto model = *io::load_model("llama2-7b").transformer();
-  model.context_parallel = 2;
+  test::ModelRun model = io::load_model("llama2-7b");
+  model.layout.cp = 2;
   const auto system = io::load_system("dgx-h100");
-  const auto ops = model_operators(model);
+  const auto ops = model_operators(workload(model));
   const auto& forward = ops.layer.forward;
   const auto* ring = find_op(forward, "attention.cp_ring");
   const auto* flash = find_op(forward, "attention.flash");
-  const double comm = cost::operator_cost(*ring, model, system).seconds;
-  const double attention = cost::operator_cost(*flash, model, system).seconds;
+  const double comm = cost::operator_cost(*ring, workload(model), system).seconds;
+  const double attention = cost::operator_cost(*flash, workload(model), system).seconds;
   // On NVLink (CP 2 in a node): one step of half the buffer.
   EXPECT_DOUBLE_EQ(comm, system.intra.latency_s +
                              ring->collective_bytes / 2 /
                                  (system.intra.bandwidth * system.intra.collective_efficiency));
-  const ModelConfig config{"m", model};
-  const auto work = stage_work(config, std::vector<std::int32_t>{1}, 1);
-  const auto costs = cost::stage_costs(config, work, system);
+  const auto work = test::stage_work(model, std::vector<std::int32_t>{1}, 1);
+  const auto costs = cost::stage_costs(model.model, model.job, model.layout, work, system);
   // The layer has no TP, so all its in-op communication is the ring's.
   const double exposed_tp = costs[0].forward.tp_comm_s / static_cast<double>(work[0].layers);
   EXPECT_NEAR(exposed_tp, std::max(0.0, comm - 0.5 * attention), 1e-15);
@@ -524,12 +536,15 @@ TEST(ContextParallel, AnExchangeAloneOnItsLinksTakesWhatTheCostModelPrices) {
       lowering.runtime = Runtime::Async;
       auto model = io::load_model("llama3.1-8b");
       std::get<TransformerConfig>(model.spec).layers = 2;
-      SimulationSetup setup{model, io::load_system("dgx-h100"), lowering, {}};
-      apply_layout(l, setup.model, setup.lowering);
+      SimulationSetup setup = test::setup_of(model, io::load_system("dgx-h100"));
+      setup.lowering = lowering;
+      apply(l, setup);
       const auto t = test::make("1f1b", test::sm(1, 1));
       const auto sim = simulate_table(t, setup, "1f1b");
       const auto c =
-          cost::stage_costs(setup.model, table_work(t, setup.model), setup.system).front();
+          cost::stage_costs(setup.model, setup.job, setup.layout,
+                            table_work(t, setup.model, setup.job, setup.layout), setup.system)
+              .front();
       ASSERT_GT(c.forward.tp_comm_s + c.backward.tp_comm_s, 0.0);
       EXPECT_NEAR(sim.result.pipeline_end_s / (c.forward.seconds + c.backward.seconds), 1.0, 1e-12)
           << to_string(method) << " TP " << tp;
@@ -560,32 +575,32 @@ TEST(ContextParallel, GradientsAreReducedOverDpTimesCp) {
 }
 
 TEST(ContextParallel, RulesNameTheConstraint) {
-  auto model = io::load_model("llama3.1-8b");
-  LoweringOptions lowering;
+  const test::ModelRun model = io::load_model("llama3.1-8b");
+  const auto refusal = [](const test::ModelRun& m, const Layout& l) {
+    return param_error([&] { require_runnable(m.model, m.job, l); });
+  };
   Layout l;
   l.cp = 3;
-  EXPECT_EQ(param_error([&] { apply_layout(l, model, lowering); }),
+  EXPECT_EQ(refusal(model, l),
             "--cp 3: the sequence of 8192 tokens must split into 2·cp = 6 equal chunks (causal "
             "load balancing gives rank r chunks r and 2·cp−1−r)");
   l.cp = 16;
   l.cp_method = CpMethod::AllToAll;
-  EXPECT_EQ(param_error([&] { apply_layout(l, model, lowering); }),
+  EXPECT_EQ(refusal(model, l),
             "--cp 16 --cp-method a2a: Ulysses spreads the kv_heads per tensor-parallel rank (8 / "
             "tp 1 = 8) over the CP ranks, and they do not divide evenly; use --cp-method ring or "
             "allgather");
-  auto paper = io::load_model("paper");
+  const test::ModelRun paper = io::load_model("paper");
   l.cp = 2;
   l.cp_method = CpMethod::Ring;
-  EXPECT_NE(param_error([&] { apply_layout(l, paper, lowering); }).find("flash_attention = false"),
-            std::string::npos);
+  EXPECT_NE(refusal(paper, l).find("flash_attention = false"), std::string::npos);
   Layout tp;
   tp.tp = 3;
-  EXPECT_EQ(param_error([&] { apply_layout(tp, model, lowering); }),
+  EXPECT_EQ(refusal(model, tp),
             "--tp 3: tensor parallelism splits the heads over its ranks, and 32 heads do not "
             "divide evenly");
-  auto explicit_model = test::explicit_model(1, 1, 1, 1);
-  EXPECT_NE(param_error([&] { apply_layout(l, explicit_model, lowering); }).find("[explicit]"),
-            std::string::npos);
+  const test::ModelRun explicit_model = test::explicit_model(1, 1, 1, 1);
+  EXPECT_NE(refusal(explicit_model, l).find("[explicit]"), std::string::npos);
 }
 
 // --- Pipeline layouts (Megatron-Core's notation) -------------------------------------------------
@@ -648,10 +663,8 @@ TEST(PipelineLayout, SetsTheStagesTheSimulationRuns) {
   l.pipeline_layout = "Et*7|t*9|t*9|t*7L";
   const auto t = test::make("1f1b", test::sm(4, 4));
   const auto sim = simulate_with(t, "llama3.1-8b", "dgx-h100", l);
-  auto model = io::load_model("llama3.1-8b");
-  LoweringOptions lowering;
-  apply_layout(l, model, lowering);
-  const auto work = table_work(t, model);
+  const auto model = preset_with("llama3.1-8b", l);
+  const auto work = test::table_work(t, model);
   EXPECT_EQ(work[0].layers, 7);
   EXPECT_EQ(work[1].layers, 9);
   EXPECT_EQ(work[3].layers, 7);

@@ -19,14 +19,17 @@ namespace {
 
 using test::find_op;
 
-TransformerConfig llama8b() {
-  return *io::load_model("llama3.1-8b").transformer();
+// Llama 3.1 8B under its model file's job and layout.
+test::ModelRun llama8b() {
+  return io::load_model("llama3.1-8b");
 }
+
+using test::workload;
 
 TEST(Fp8, LayerLinearsRunInFp8AndTheRestInBf16) {
   auto m = llama8b();
-  m.precision = Precision::FP8;
-  const auto ops = model_operators(m);
+  m.job.precision = Precision::FP8;
+  const auto ops = model_operators(workload(m));
   for (const char* name : {"qkv", "projection", "fc1", "fc2"})
     EXPECT_TRUE(find_op(ops.layer.forward, name)->fp8) << name;
   for (const char* name : {"qkv.input_grad", "fc2.input_grad"})
@@ -39,27 +42,28 @@ TEST(Fp8, LayerLinearsRunInFp8AndTheRestInBf16) {
   // twice in FP8: (2 + 2) bytes each.
   EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "qkv.quantize")->bytes, 4.0 * 8192 * 4096);
   // A BF16 model has neither.
-  const auto bf16 = model_operators(llama8b());
+  const auto bf16_run = llama8b();
+  const auto bf16 = model_operators(workload(bf16_run));
   EXPECT_FALSE(find_op(bf16.layer.forward, "qkv")->fp8);
   EXPECT_EQ(find_op(bf16.layer.forward, "qkv.quantize"), nullptr);
 }
 
 TEST(Fp8, CostsAtTheFp8PeakWithItsOwnGemmModel) {
   auto m = llama8b();
-  m.precision = Precision::FP8;
+  m.job.precision = Precision::FP8;
   auto system = io::load_system("dgx-h100");
-  const auto ops = model_operators(m);
+  const auto ops = model_operators(workload(m));
   const Operator& fc1 = *find_op(ops.layer.forward, "fc1");
-  const auto fp8 = cost::operator_cost(fc1, m, system);
+  const auto fp8 = cost::operator_cost(fc1, workload(m), system);
   EXPECT_DOUBLE_EQ(fp8.efficiency, cost::gemm_efficiency(system.device.gemm_fp8, fc1.gemm));
   // With the FP8 model equal to the BF16 one, an FP8 GEMM takes the BF16 one's time scaled by
   // the peaks (989.4 / 1978.9) when compute-bound.
   system.device.gemm_fp8 = system.device.gemm;
   auto bf16_model = llama8b();
-  const auto bf16_ops = model_operators(bf16_model);  // kept: fc1_bf16 points into it
+  const auto bf16_ops = model_operators(workload(bf16_model));  // kept: fc1_bf16 points into it
   const Operator& fc1_bf16 = *find_op(bf16_ops.layer.forward, "fc1");
-  const auto a = cost::operator_cost(fc1, m, system);
-  const auto b = cost::operator_cost(fc1_bf16, bf16_model, system);
+  const auto a = cost::operator_cost(fc1, workload(m), system);
+  const auto b = cost::operator_cost(fc1_bf16, workload(bf16_model), system);
   EXPECT_NEAR(a.seconds - system.device.kernel_overhead_s,
               (b.seconds - system.device.kernel_overhead_s) * 989.4 / 1978.9, 1e-12);
 }
@@ -68,14 +72,14 @@ TEST(Fp8, TransformerEngineKeepsFp8WeightCopies) {
   // One byte per layer-linear parameter on top of the 16-bit weights: for Llama 3.1 8B's layer,
   // 2·h·q + 2·h·kv + 3·h·ffn = 218,103,808 parameters.
   auto fp8 = llama8b(), bf16 = llama8b();
-  fp8.precision = Precision::FP8;
+  fp8.job.precision = Precision::FP8;
   const std::vector<std::int32_t> one{1};
-  const auto a = stage_work({"a", fp8}, one, 1)[0];
-  const auto b = stage_work({"b", bf16}, one, 1)[0];
+  const auto a = test::stage_work(fp8, one, 1)[0];
+  const auto b = test::stage_work(bf16, one, 1)[0];
   EXPECT_DOUBLE_EQ(a.fp8_weight_copy_bytes, 32.0 * 218103808);
   EXPECT_DOUBLE_EQ(a.weight_bytes, b.weight_bytes);
-  fp8.fused_elementwise = false;  // torchao casts each forward: no copy kept
-  EXPECT_DOUBLE_EQ(stage_work({"c", fp8}, one, 1)[0].fp8_weight_copy_bytes, 0.0);
+  fp8.job.fused_elementwise = false;  // torchao casts each forward: no copy kept
+  EXPECT_DOUBLE_EQ(test::stage_work(fp8, one, 1)[0].fp8_weight_copy_bytes, 0.0);
 }
 
 TEST(Fp8, SystemFilesTakeGemmFp8) {
@@ -92,9 +96,10 @@ TEST(Fp8, SystemFilesTakeGemmFp8) {
 
 TEST(Recompute, SelectiveOpRecomputesElementwiseAndEveryOtherMatmul) {
   auto m = llama8b();
-  m.recompute = Recompute::SelectiveOp;
-  const auto ops = model_operators(m);
-  const auto none = model_operators(llama8b());
+  m.job.recompute = Recompute::SelectiveOp;
+  const auto ops = model_operators(workload(m));
+  const auto none_run = llama8b();
+  const auto none = model_operators(workload(none_run));
   // The head of the input-gradient pass: the forward's memory-bound kernels, then wk, wo and w3
   // (torchtitan's second, fourth and sixth matmul), never attention.
   const double h = 4096, kv = 1024, ffn = 14336, T = 8192;
@@ -112,17 +117,17 @@ TEST(Recompute, SelectiveOpRecomputesElementwiseAndEveryOtherMatmul) {
 
 TEST(Recompute, EveryOtherLayerIsHalfAFullRecompute) {
   auto full = llama8b(), half = llama8b(), none = llama8b();
-  full.recompute = Recompute::Full;
-  half.recompute = Recompute::EveryOtherLayer;
-  const auto f = matmul_flops(model_operators(full).layer.input_grad);
-  const auto e = matmul_flops(model_operators(half).layer.input_grad);
-  const auto n = matmul_flops(model_operators(none).layer.input_grad);
+  full.job.recompute = Recompute::Full;
+  half.job.recompute = Recompute::EveryOtherLayer;
+  const auto f = matmul_flops(model_operators(workload(full)).layer.input_grad);
+  const auto e = matmul_flops(model_operators(workload(half)).layer.input_grad);
+  const auto n = matmul_flops(model_operators(workload(none)).layer.input_grad);
   EXPECT_DOUBLE_EQ(e - n, (f - n) / 2);
   // Memory: the mean of keeping everything and keeping the layer input.
-  const ModelConfig a{"a", full}, b{"b", half}, c{"c", none};
+  const test::ModelRun &a = full, &b = half, &c = none;
   const std::vector<std::int32_t> one{1};
-  const auto act = [&](const ModelConfig& x) {
-    const auto w = stage_work(x, one, 1)[0];
+  const auto act = [&](const test::ModelRun& x) {
+    const auto w = test::stage_work(x, one, 1)[0];
     return w.activation_bytes;
   };
   EXPECT_NEAR(act(b), (act(a) + act(c)) / 2, 1e-6 * act(c));
@@ -130,9 +135,10 @@ TEST(Recompute, EveryOtherLayerIsHalfAFullRecompute) {
 
 TEST(Eager, ElementwiseKernelsMoveWhatEagerPyTorchMoves) {
   auto eager = llama8b();
-  eager.fused_elementwise = false;
-  const auto ops = model_operators(eager);
-  const auto fused = model_operators(llama8b());
+  eager.job.fused_elementwise = false;
+  const auto ops = model_operators(workload(eager));
+  const auto fused_run = llama8b();
+  const auto fused = model_operators(workload(fused_run));
   const double x = 8192.0 * 4096;  // the residual stream's elements
   // RMSNorm: 4e + 28 = 36 bytes per element in 8 kernels against the fused 2e = 4.
   EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "layernorm1")->bytes, 36 * x);
@@ -152,16 +158,16 @@ TEST(Eager, ElementwiseKernelsMoveWhatEagerPyTorchMoves) {
 TEST(Clock, ScalesComputeButNotMemoryTraffic) {
   auto system = io::load_system("dgx-h100");
   const auto m = llama8b();
-  const auto ops = model_operators(m);
+  const auto ops = model_operators(workload(m));
   const Operator& fc1 = *find_op(ops.layer.forward, "fc1");
   const Operator& norm = *find_op(ops.layer.forward, "layernorm1");
-  const auto gemm = cost::operator_cost(fc1, m, system);
-  const auto memory = cost::operator_cost(norm, m, system);
+  const auto gemm = cost::operator_cost(fc1, workload(m), system);
+  const auto memory = cost::operator_cost(norm, workload(m), system);
   system.device.clock_scale = 0.5;
   const double launch = system.device.kernel_overhead_s;
-  EXPECT_NEAR(cost::operator_cost(fc1, m, system).seconds - launch, 2 * (gemm.seconds - launch),
-              1e-12);
-  EXPECT_DOUBLE_EQ(cost::operator_cost(norm, m, system).seconds, memory.seconds);
+  EXPECT_NEAR(cost::operator_cost(fc1, workload(m), system).seconds - launch,
+              2 * (gemm.seconds - launch), 1e-12);
+  EXPECT_DOUBLE_EQ(cost::operator_cost(norm, workload(m), system).seconds, memory.seconds);
 }
 
 // --- Measured-run files ------------------------------------------------------------------------
@@ -178,9 +184,9 @@ const std::string kRuns =
 TEST(Runs, LayoutKeysAndTokenRates) {
   const auto runs = parse_measurements(kRuns, "runs.toml");
   const auto& a = runs.runs[0];
-  EXPECT_EQ(a.model.transformer()->context_parallel, 2);
-  EXPECT_TRUE(a.lowering.fsdp.enabled);
-  EXPECT_EQ(a.lowering.data_parallel, 4);
+  EXPECT_EQ(a.layout.cp, 2);
+  EXPECT_TRUE(a.layout.fsdp.enabled);
+  EXPECT_EQ(a.layout.dp, 4);
   // 2 microbatches × 1 sequence × 1024 tokens × 4 replicas over 512 tokens/s × 8 GPUs.
   EXPECT_DOUBLE_EQ(a.measured_s, 2.0 * 1024 * 4 / (512.0 * 8));
   // Selecting runs.
@@ -217,7 +223,7 @@ TEST(Runs, LayoutErrorsNameTheEntry) {
       "flash_attention = true\n[[run]]\nid = \"a\"\nsystem = \"dgx-h100\"\nmodels = [\"m\"]\n"
       "schedule = \"1f1b\"\ndevices = 1\nmicrobatches = 2\nmeasured_iteration_s = 1.0\n";
   EXPECT_EQ(error_of(head + "fsdp_shard = 2\n"),
-            "runs.toml:16:14: key 'run[0].fsdp_shard': needs fsdp = true");
+            "runs.toml:8:1: key 'run[0]': --fsdp-shard: hybrid sharding (HSDP) needs --fsdp");
   EXPECT_EQ(error_of(head + "context_parallel = 3\n"),
             "runs.toml:16:20: key 'run[0]': --cp 3: the sequence of 1024 tokens must split into "
             "2·cp = 6 equal chunks (causal load balancing gives rank r chunks r and 2·cp−1−r)");

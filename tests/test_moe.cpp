@@ -23,33 +23,36 @@ namespace pipetab {
 namespace {
 
 using test::find_op;
+using test::workload;
 
-// A small dense SwiGLU transformer, and the same with experts.
-TransformerConfig dense_model(std::int64_t ffn) {
+// A small dense SwiGLU transformer, and the same with experts over `ep` expert-parallel ranks;
+// the job: micro batches of 2 sequences of 128 tokens, fused attention.
+test::ModelRun dense_model(std::int64_t ffn) {
   TransformerConfig m;
   m.layers = 4;
   m.hidden = 256;
   m.heads = 4;
-  m.seq_len = 128;
-  m.micro_batch = 2;
   m.vocab = 1000;
   m.ffn_hidden = ffn;
   m.gated_mlp = true;
-  m.flash_attention = true;
   m.dropout = false;
   m.learned_positions = false;
-  return m;
+  Job job;
+  job.seq_len = 128;
+  job.micro_batch = 2;
+  job.flash_attention = true;
+  return {{"m", m}, job, Layout{}};
 }
 
-TransformerConfig moe_model(std::int64_t experts, std::int64_t top_k, std::int64_t width,
-                            std::int64_t ep = 1) {
-  TransformerConfig m = dense_model(1024);
+test::ModelRun moe_model(std::int64_t experts, std::int64_t top_k, std::int64_t width,
+                         std::int64_t ep = 1) {
+  test::ModelRun m = dense_model(1024);
   MoeConfig moe;
   moe.experts = experts;
   moe.top_k = top_k;
   moe.expert_ffn_hidden = width;
-  m.moe = moe;
-  m.expert_parallel = ep;
+  m.transformer().moe = moe;
+  m.layout.ep = ep;
   return m;
 }
 
@@ -74,19 +77,22 @@ ScheduleTable one_device_table() {
   return test::make("1f1b", params);
 }
 SimulationSetup moe_setup(const Layout& layout, bool distributed_optimizer = false) {
+  const auto run = moe_model(16, 4, 128);
   SimulationSetup s;
-  s.model = ModelConfig{"m", moe_model(16, 4, 128)};
+  s.model = run.model;
+  s.job = run.job;
+  s.layout = layout;
   s.system = io::load_system("dgx-h100");
-  s.lowering.iteration.distributed_optimizer = distributed_optimizer;
-  apply_layout(layout, s.model, s.lowering);
+  s.job.distributed_optimizer = distributed_optimizer;
+  require_runnable(s.model, s.job, s.layout);
   return s;
 }
 
 TEST(Moe, OneExpertTopOneIsADenseMlpOfItsWidthPlusTheRouter) {
   // E = 1, k = 1, EP = 1: every token goes to the one expert, whose GEMMs are the dense MLP's of
   // the expert's width; the layers differ by the router's h×E products alone.
-  const auto moe = model_operators(moe_model(1, 1, 512));
-  const auto dense = model_operators(dense_model(512));
+  const auto moe = model_operators(workload(moe_model(1, 1, 512)));
+  const auto dense = model_operators(workload(dense_model(512)));
   const double T = 128 * 2, h = 256, E = 1;
   const double router = 2 * T * h * E;
   for (const auto pass : {PassId::Forward, PassId::InputGrad, PassId::WeightGrad}) {
@@ -97,8 +103,8 @@ TEST(Moe, OneExpertTopOneIsADenseMlpOfItsWidthPlusTheRouter) {
   }
   // Parameters: the same plus the router's weight.
   const std::int32_t units[] = {1};
-  ModelConfig a{"moe", moe_model(1, 1, 512)}, b{"dense", dense_model(512)};
-  const auto wa = stage_work(a, units, 1), wb = stage_work(b, units, 1);
+  const test::ModelRun a = moe_model(1, 1, 512), b = dense_model(512);
+  const auto wa = test::stage_work(a, units, 1), wb = test::stage_work(b, units, 1);
   EXPECT_DOUBLE_EQ(wa[0].params, wb[0].params + 4 * h * E);
   EXPECT_EQ(wa[0].moe_layers, 4);
   EXPECT_EQ(wb[0].moe_layers, 0);
@@ -108,8 +114,8 @@ TEST(Moe, TopOneOverEveryRankIsADenseMlpPerRank) {
   // Top-1 with one expert per EP rank, balanced: each rank's expert takes as many rows as the
   // rank routes tokens, the dense MLP's shape; E experts of width f over E ranks.
   for (const std::int64_t experts : {2, 4, 8}) {
-    const auto ops = model_operators(moe_model(experts, 1, 512, experts));
-    const auto dense = model_operators(dense_model(512));
+    const auto ops = model_operators(workload(moe_model(experts, 1, 512, experts)));
+    const auto dense = model_operators(workload(dense_model(512)));
     const auto* fc1 = find_op(ops.moe_layer.forward, "experts.fc1");
     ASSERT_NE(fc1, nullptr);
     EXPECT_DOUBLE_EQ(fc1->gemm.m, 256);  // rows per expert: T·k·EP/E
@@ -123,8 +129,8 @@ TEST(Moe, RowsPerExpertFollowTheLayout) {
   // rows per expert = load · T · k · EP / E (reference modern-runs.md §C.3).
   for (const std::int64_t ep : {1, 2, 4, 8, 16}) {
     auto m = moe_model(16, 4, 128, ep);
-    m.moe->imbalance = 1.5;
-    const auto ops = model_operators(m);
+    m.job.moe.imbalance = 1.5;
+    const auto ops = model_operators(workload(m));
     const auto* fc1 = find_op(ops.moe_layer.forward, "experts.fc1");
     ASSERT_NE(fc1, nullptr);
     EXPECT_DOUBLE_EQ(fc1->gemm.m, 1.5 * 256 * 4 * static_cast<double>(ep) / 16) << ep;
@@ -138,8 +144,8 @@ TEST(Moe, AllToAllBytesAreTheBusiestRanksRows) {
   // T = 256 tokens, k = 4, h = 256, bf16: 1,024 rows of 512 bytes; × the imbalance; the FP8
   // dispatch 1 + 4/128 bytes per value, its backward and the combine in 16 bits.
   auto m = moe_model(16, 4, 128, 4);
-  auto bytes = [](const TransformerConfig& model, PassId pass, std::string_view name) {
-    const auto ops = model_operators(model);
+  auto bytes = [](const test::ModelRun& model, PassId pass, std::string_view name) {
+    const auto ops = model_operators(workload(model));
     const auto* op = find_op(ops.moe_layer.pass(pass), name);
     return op ? op->collective_bytes : -1.0;
   };
@@ -147,17 +153,17 @@ TEST(Moe, AllToAllBytesAreTheBusiestRanksRows) {
   EXPECT_DOUBLE_EQ(bytes(m, PassId::Forward, "moe.combine"), 1024.0 * 256 * 2);
   EXPECT_DOUBLE_EQ(bytes(m, PassId::InputGrad, "moe.dispatch.backward"), 1024.0 * 256 * 2);
   EXPECT_DOUBLE_EQ(bytes(m, PassId::InputGrad, "moe.combine.backward"), 1024.0 * 256 * 2);
-  m.moe->imbalance = 2.0;
+  m.job.moe.imbalance = 2.0;
   EXPECT_DOUBLE_EQ(bytes(m, PassId::Forward, "moe.dispatch"), 2 * 1024.0 * 256 * 2);
-  m.moe->fp8_dispatch = true;
+  m.job.moe.fp8_dispatch = true;
   EXPECT_DOUBLE_EQ(bytes(m, PassId::Forward, "moe.dispatch"), 2 * 1024.0 * 256 * (1 + 4.0 / 128));
   EXPECT_DOUBLE_EQ(bytes(m, PassId::Forward, "moe.combine"), 2 * 1024.0 * 256 * 2);
   // A capacity factor pads every expert to it, whatever the imbalance.
-  m.moe->capacity_factor = 1.25;
+  m.job.moe.capacity_factor = 1.25;
   EXPECT_DOUBLE_EQ(bytes(m, PassId::InputGrad, "moe.combine.backward"), 1.25 * 1024.0 * 256 * 2);
   // Four all-to-alls per layer and microbatch (two each way); six with the MLP recomputed.
-  auto count = [](const TransformerConfig& model) {
-    const auto ops = model_operators(model);
+  auto count = [](const test::ModelRun& model) {
+    const auto ops = model_operators(workload(model));
     std::int64_t n = 0;
     for (const auto pass : {PassId::Forward, PassId::InputGrad, PassId::WeightGrad}) {
       for (const auto& op : ops.moe_layer.pass(pass))
@@ -166,7 +172,7 @@ TEST(Moe, AllToAllBytesAreTheBusiestRanksRows) {
     return n;
   };
   EXPECT_EQ(count(m), 4);
-  m.moe->recompute = MoeRecompute::Mlp;
+  m.job.moe.recompute = MoeRecompute::Mlp;
   EXPECT_EQ(count(m), 6);
   EXPECT_EQ(count(moe_model(16, 4, 128, 1)), 0);  // EP 1: no exchange
 }
@@ -206,13 +212,15 @@ TEST(Moe, AllToAllRunsOnTheGroupsLinks) {
   // group's ranks are two apart, so EP 8 already spans two nodes.
   const auto system = io::load_system("dgx-h100");
   auto m = moe_model(16, 4, 128, 8);
-  const auto ops = model_operators(m);
+  const auto ops = model_operators(workload(m));
   const Operator& dispatch = *find_op(ops.moe_layer.forward, "moe.dispatch");
-  EXPECT_EQ(cost::expert_all_to_all(dispatch, m, system).per_node, 8);
-  m.expert_tensor_parallel = 2;
-  EXPECT_EQ(cost::expert_all_to_all(dispatch, m, system).per_node, 4);
-  const double in_node = cost::operator_cost(dispatch, moe_model(16, 4, 128, 8), system).seconds;
-  const double across = cost::operator_cost(dispatch, moe_model(16, 4, 128, 16), system).seconds;
+  EXPECT_EQ(cost::expert_all_to_all(dispatch, workload(m), system).per_node, 8);
+  m.layout.etp = 2;
+  EXPECT_EQ(cost::expert_all_to_all(dispatch, workload(m), system).per_node, 4);
+  const double in_node =
+      cost::operator_cost(dispatch, workload(moe_model(16, 4, 128, 8)), system).seconds;
+  const double across =
+      cost::operator_cost(dispatch, workload(moe_model(16, 4, 128, 16)), system).seconds;
   EXPECT_DOUBLE_EQ(in_node, system.intra.latency_s +
                                 dispatch.collective_bytes * 7 / 8 /
                                     (system.intra.bandwidth * system.intra.collective_efficiency));
@@ -224,18 +232,19 @@ TEST(Moe, SharedExpertsHideTheAllToAllsOnlyWhenOverlapped) {
   // combine under the shared fc2: the pass is shorter by min(all-to-all, GEMM) for each.
   const auto system = io::load_system("dgx-h100");
   auto m = moe_model(16, 4, 128, 16);
-  m.moe->shared_experts = 1;
-  m.moe->shared_expert_ffn_hidden = 512;
-  const ModelConfig plain{"plain", m};
-  m.moe->shared_expert_overlap = true;
-  const ModelConfig overlapped{"overlapped", m};
+  m.transformer().moe->shared_experts = 1;
+  m.transformer().moe->shared_expert_ffn_hidden = 512;
+  const test::ModelRun plain = m;
+  m.job.moe.shared_expert_overlap = true;
+  const test::ModelRun overlapped = m;
   const std::int32_t units[] = {1};
-  const auto cost = [&](const ModelConfig& model) {
-    return cost::stage_costs(model, stage_work(model, units, 1), system)[0];
+  const auto cost = [&](const test::ModelRun& model) {
+    return cost::stage_costs(model.model, model.job, model.layout,
+                             test::stage_work(model, units, 1), system)[0];
   };
-  const auto ops = model_operators(m);
+  const auto ops = model_operators(workload(m));
   const auto seconds = [&](std::string_view name) {
-    return cost::operator_cost(*find_op(ops.moe_layer.forward, name), m, system).seconds;
+    return cost::operator_cost(*find_op(ops.moe_layer.forward, name), workload(m), system).seconds;
   };
   const double hidden = std::min(seconds("moe.dispatch"), seconds("shared_expert.fc1")) +
                         std::min(seconds("moe.combine"), seconds("shared_expert.fc2"));
@@ -249,17 +258,17 @@ TEST(Moe, DenseLayersComeFirst) {
   // Six layers, the first three dense: cut in three stages of two, the first holds two dense
   // layers, the second one dense and one MoE, the last two MoE.
   auto m = moe_model(8, 2, 128);
-  m.layers = 6;
-  m.moe->dense_layers = 3;
-  m.moe->dense_ffn_hidden = 2048;
-  const ModelConfig model{"m", m};
+  m.transformer().layers = 6;
+  m.transformer().moe->dense_layers = 3;
+  m.transformer().moe->dense_ffn_hidden = 2048;
+  const test::ModelRun model = m;
   const std::int32_t units[] = {1, 1, 1};
-  const auto work = stage_work(model, units, 3);
+  const auto work = test::stage_work(model, units, 3);
   EXPECT_EQ(work[0].moe_layers, 0);
   EXPECT_EQ(work[1].moe_layers, 1);
   EXPECT_EQ(work[2].moe_layers, 2);
   EXPECT_EQ(work[0].expert_params, 0.0);
-  const auto ops = model_operators(m);
+  const auto ops = model_operators(workload(m));
   const auto* fc1 = find_op(ops.layer.forward, "fc1");
   ASSERT_NE(fc1, nullptr);
   EXPECT_DOUBLE_EQ(fc1->gemm.n, 2 * 2048);  // the dense layers' own width
@@ -271,17 +280,15 @@ TEST(Moe, DenseLayersComeFirst) {
   const double expected = 3 * (attention + 3 * h * 2048 + norms) +
                           3 * (attention + 8 * 3 * h * 128 + h * 8 + norms) + 1000 * h + 1000 * h +
                           2 * h;
-  m.tie_embeddings = false;
-  EXPECT_DOUBLE_EQ(total_params(m), expected);
+  m.transformer().tie_embeddings = false;
+  EXPECT_DOUBLE_EQ(total_params(workload(m)), expected);
 }
 
 TEST(Moe, LayoutRules) {
-  auto model = ModelConfig{"m", moe_model(16, 4, 128)};
-  LoweringOptions lowering;
-  const auto error = [&](Layout l) {
-    auto copy = model;
+  const auto model = moe_model(16, 4, 128);
+  const auto error = [&](const Layout& l) {
     try {
-      apply_layout(l, copy, lowering);
+      require_runnable(model.model, model.job, l);
     } catch (const ParamError& e) {
       return std::string(e.what());
     }
@@ -300,13 +307,13 @@ TEST(Moe, LayoutRules) {
   l.etp = 1;
   l.tp = 2;
   EXPECT_NE(error(l).find("sequence parallelism"), std::string::npos) << error(l);
-  std::get<TransformerConfig>(model.spec).sequence_parallel = true;
+  l.sequence_parallel = true;
   EXPECT_EQ(error(l), "");  // TP 2 × DP 8 = EP 8 × ETP 1 × EDP 2
-  auto dense = ModelConfig{"d", dense_model(512)};
+  const auto dense = dense_model(512);
   Layout d;
   d.ep = 2;
   d.dp = 2;
-  EXPECT_THROW(apply_layout(d, dense, lowering), ParamError);
+  EXPECT_THROW(require_runnable(dense.model, dense.job, d), ParamError);
 }
 
 TEST(Moe, ExpertStateIsShardedOverExpertDataParallelRanks) {
@@ -316,8 +323,8 @@ TEST(Moe, ExpertStateIsShardedOverExpertDataParallelRanks) {
   l.dp = 8;
   l.ep = 4;
   const auto setup = moe_setup(l, true);
-  const auto work = table_work(table, setup.model);
-  const auto bytes = static_memory(table, work, setup.model, setup.lowering);
+  const auto work = table_work(table, setup.model, setup.job, setup.layout);
+  const auto bytes = static_memory(table, work, setup.model, setup.job, setup.layout);
   const auto& w = work[0];
   const double experts = w.optimizer_bytes * w.expert_params / w.params;
   EXPECT_NEAR(bytes[0],
@@ -342,12 +349,12 @@ TEST(Moe, FsdpShardsExpertsOverTheirOwnRanks) {
   l.ep = 4;
   l.fsdp.enabled = true;
   const auto setup = moe_setup(l);
-  const auto work = table_work(table, setup.model);
+  const auto work = table_work(table, setup.model, setup.job, setup.layout);
   const auto& w = work[0];
   const double state = w.grad_bytes + w.optimizer_bytes;
   const double experts = state * w.expert_params / w.params;
   const double blocks = static_cast<double>(w.layers);
-  EXPECT_NEAR(static_memory(table, work, setup.model, setup.lowering)[0],
+  EXPECT_NEAR(static_memory(table, work, setup.model, setup.job, setup.layout)[0],
               (state - experts) / 8 + experts / 2 + (2 * w.weight_bytes + w.grad_bytes) / blocks,
               1e-9 * state);
   // The experts' gathers and reduce-scatters run over EDP: more bytes move than with EP 8, whose
@@ -362,12 +369,12 @@ TEST(Moe, FsdpShardsExpertsOverTheirOwnRanks) {
 TEST(Moe, ModelFlopsCountTheBalancedLoad) {
   // Imbalance slows the busiest rank, not the model's FLOPs; capacity padding is hardware work.
   auto m = moe_model(16, 4, 128, 4);
-  const auto balanced = iteration_flops(m, 8);
-  m.moe->imbalance = 1.5;
-  EXPECT_DOUBLE_EQ(iteration_flops(m, 8).model, balanced.model);
-  m.moe->capacity_factor = 2.0;
-  EXPECT_DOUBLE_EQ(iteration_flops(m, 8).model, balanced.model);
-  EXPECT_GT(iteration_flops(m, 8).hardware, balanced.hardware);
+  const auto balanced = iteration_flops(workload(m), 8);
+  m.job.moe.imbalance = 1.5;
+  EXPECT_DOUBLE_EQ(iteration_flops(workload(m), 8).model, balanced.model);
+  m.job.moe.capacity_factor = 2.0;
+  EXPECT_DOUBLE_EQ(iteration_flops(workload(m), 8).model, balanced.model);
+  EXPECT_GT(iteration_flops(workload(m), 8).hardware, balanced.hardware);
 }
 
 }  // namespace
@@ -379,17 +386,14 @@ namespace {
 // A run of one stage and one microbatch on two nodes (EP 16 over DP 16), overheads off: its
 // forward and backward, all-to-alls included, as the simulation runs them.
 SimulationSetup one_stage(const char* model_name, std::int64_t ep) {
-  SimulationSetup s;
-  s.model = io::load_model(model_name);
+  SimulationSetup s = test::preset_setup(model_name, "dgx-h100");
   std::get<TransformerConfig>(s.model.spec).layers = 2;
-  s.system = io::load_system("dgx-h100");
   s.lowering.runtime = Runtime::Async;
   s.lowering.overheads = false;
   s.lowering.iteration.optimizer = false;
-  Layout l;
-  l.dp = 16;
-  l.ep = ep;
-  apply_layout(l, s.model, s.lowering);
+  s.layout.dp = 16;
+  s.layout.ep = ep;
+  require_runnable(s.model, s.job, s.layout);
   return s;
 }
 
@@ -402,7 +406,7 @@ TEST(Moe, AnAllToAllAloneOnItsLinksTakesWhatTheCostModelPrices) {
     for (const bool overlap : {false, true}) {
       auto s = one_stage(name, 16);
       auto& m = std::get<TransformerConfig>(s.model.spec);
-      m.moe->shared_expert_overlap = overlap;
+      s.job.moe.shared_expert_overlap = overlap;
       if (std::string_view(name) == "deepseek-v3") {
         m.moe->dense_layers = 0;
         m.mtp_layers = 0;  // the stage's MoE layers only
@@ -412,7 +416,9 @@ TEST(Moe, AnAllToAllAloneOnItsLinksTakesWhatTheCostModelPrices) {
       p.microbatches = 1;
       const auto table = test::make("1f1b", p);
       const auto r = simulate_table(table, s, "1f1b");
-      const auto c = cost::stage_costs(s.model, table_work(table, s.model), s.system).front();
+      const auto c = cost::stage_costs(s.model, s.job, s.layout,
+                                       table_work(table, s.model, s.job, s.layout), s.system)
+                         .front();
       ASSERT_GT(c.forward.expert_comm_s, 0.0);
       EXPECT_NEAR(r.result.pipeline_end_s / (c.forward.seconds + c.backward.seconds), 1.0, 1e-12)
           << name << (overlap ? " with the shared-expert overlap" : "");
@@ -449,15 +455,12 @@ TEST(Moe, DualPipePairsAndTheA2AOverlapShortenAnExpertParallelRun) {
   auto model = io::load_model("qwen3-30b-a3b");
   std::get<TransformerConfig>(model.spec).layers = 8;
   const auto run = [&](const char* schedule, bool a2a) {
-    SimulationSetup s;
-    s.model = model;
-    s.system = io::load_system("dgx-h100");
-    s.lowering.a2a_overlap = a2a;
+    SimulationSetup s = test::setup_of(model, io::load_system("dgx-h100"));
+    s.job.a2a_overlap = a2a;
     s.lowering.runtime = Runtime::Async;
-    Layout l;
-    l.dp = 16;
-    l.ep = 16;
-    apply_layout(l, s.model, s.lowering);
+    s.layout.dp = 16;
+    s.layout.ep = 16;
+    require_runnable(s.model, s.job, s.layout);
     ScheduleParams p;
     p.devices = 2;
     p.microbatches = 8;
@@ -490,15 +493,12 @@ TEST(Moe, TheCombined1F1BRunsEveryInterleavedOrderUnderEveryRuntime) {
       for (const std::int32_t v : {2, 3}) {
         for (const std::int32_t M : {S, 2 * S, 3 * S}) {
           // Qwen3-30B-A3B with one layer per chunk, DP 8 × EP 8 (one node).
-          SimulationSetup s;
-          s.model = io::load_model("qwen3-30b-a3b");
+          SimulationSetup s = test::preset_setup("qwen3-30b-a3b", "dgx-h100");
           std::get<TransformerConfig>(s.model.spec).layers = S * v;
-          s.system = io::load_system("dgx-h100");
           s.lowering.runtime = runtime;
-          Layout l;
-          l.dp = 8;
-          l.ep = 8;
-          apply_layout(l, s.model, s.lowering);
+          s.layout.dp = 8;
+          s.layout.ep = 8;
+          require_runnable(s.model, s.job, s.layout);
           ScheduleParams p;
           p.devices = S;
           p.chunks = v;
@@ -506,7 +506,7 @@ TEST(Moe, TheCombined1F1BRunsEveryInterleavedOrderUnderEveryRuntime) {
           const auto table = test::make("interleaved", p);
           const std::string where = fmt::format("{} S {} v {} M {}", to_string(runtime), S, v, M);
           const auto without = simulate_table(table, s, "interleaved").metrics;
-          s.lowering.a2a_overlap = true;
+          s.job.a2a_overlap = true;
           SimulationMetrics with;
           ASSERT_NO_THROW(with = simulate_table(table, s, "interleaved").metrics) << where;
           // plan's bounds stay below the run: the compute part's busiest device, and the graph
@@ -534,7 +534,8 @@ TEST(Moe, PresetsHaveTheirPublishedParameterCounts) {
                                                       {"mixtral-8x7b", 46.7e9},
                                                       {"gpt-oss-120b", 116.8e9}};
   for (const auto& [name, count] : published) {
-    const double total = total_params(*io::load_model(name).transformer());
+    const test::ModelRun run = io::load_model(name);
+    const double total = total_params(workload(run));
     EXPECT_NEAR(total / count, 1.0, 0.01) << name << ": " << total / 1e9 << " B";
   }
 }

@@ -10,9 +10,9 @@
 #include "pipetab/cost/breakdown.hpp"
 #include "pipetab/io/config.hpp"
 #include "pipetab/model/flops.hpp"
-#include "pipetab/parallel/layout.hpp"
 #include "pipetab/model/operators.hpp"
 #include "pipetab/model/workload.hpp"
+#include "pipetab/parallel/layout.hpp"
 #include "pipetab/sim/engine.hpp"
 #include "pipetab/sim/graph.hpp"
 #include "pipetab/sim/simulation.hpp"
@@ -20,18 +20,16 @@
 namespace pipetab {
 namespace {
 
-ModelConfig with_mtp(const std::string& preset, std::int64_t mtp) {
-  auto model = io::load_model(preset);
-  std::get<TransformerConfig>(model.spec).mtp_layers = mtp;
-  return model;
+// A preset under its own job and layout, with `mtp` MTP modules.
+test::ModelRun with_mtp(const std::string& preset, std::int64_t mtp) {
+  test::ModelRun run = io::load_model(preset);
+  std::get<TransformerConfig>(run.model.spec).mtp_layers = mtp;
+  return run;
 }
 
-ModelConfig with_layout(ModelConfig model, const std::string& layout) {
-  auto& m = std::get<TransformerConfig>(model.spec);
-  auto stages = parse_pipeline_layout(layout, m.layers, m.mtp_layers);
-  m.stage_layers = std::move(stages.layers);
-  m.stage_mtp_layers = std::move(stages.mtp_layers);
-  return model;
+test::ModelRun with_layout(test::ModelRun run, const std::string& layout) {
+  run.layout.pipeline_layout = layout;
+  return run;
 }
 
 TEST(Mtp, AModuleAddsALayerItsProjectionAndOneMoreOutputToTheLastStage) {
@@ -39,8 +37,8 @@ TEST(Mtp, AModuleAddsALayerItsProjectionAndOneMoreOutputToTheLastStage) {
   // layers, without and with one MTP module (on the last stage, as Megatron-Core places it
   // without a layout).
   const std::int32_t units[] = {1, 1};
-  const auto base = stage_work(io::load_model("llama3.1-8b"), units, 2);
-  const auto with = stage_work(with_mtp("llama3.1-8b", 1), units, 2);
+  const auto base = test::stage_work(io::load_model("llama3.1-8b"), units, 2);
+  const auto with = test::stage_work(with_mtp("llama3.1-8b", 1), units, 2);
   const double T = 8192, h = 4096, V = 128256, e = 2;
   // The first stage is unchanged but for the embedding group it now shares with the MTP stage.
   EXPECT_DOUBLE_EQ(with[0].forward_flops, base[0].forward_flops);
@@ -78,8 +76,9 @@ TEST(Mtp, AModuleAddsALayerItsProjectionAndOneMoreOutputToTheLastStage) {
     return x.forward_flops + x.input_grad_flops + x.weight_grad_flops;
   };
   const double layer_all = all(base[0]) / 16, output_all = all(base[1]) - 16 * layer_all;
-  const auto m0 = *io::load_model("llama3.1-8b").transformer();
-  const auto m1 = *with_mtp("llama3.1-8b", 1).transformer();
+  const test::ModelRun r0 = io::load_model("llama3.1-8b");
+  const auto r1 = with_mtp("llama3.1-8b", 1);
+  const auto m0 = test::workload(r0), m1 = test::workload(r1);
   EXPECT_NEAR(iteration_flops(m1, 1).model - iteration_flops(m0, 1).model,
               layer_all + output_all + 3 * 4 * T * h * h, 1e-9 * iteration_flops(m1, 1).model);
   EXPECT_DOUBLE_EQ(all(with[1]), all(base[1]) + layer_all + output_all + 3 * 4 * T * h * h);
@@ -100,7 +99,7 @@ TEST(Mtp, LayoutPlacesTheModuleAndItsHiddenStatesTravelOnToTheLoss) {
   // Llama 3.1 8B on four stages, the module alone on the third stage's end, the loss alone.
   const auto model = with_layout(with_mtp("llama3.1-8b", 1), "Et*10|t*11|t*11m|L");
   const std::int32_t units[] = {1, 1, 1, 1};
-  const auto w = stage_work(model, units, 4);
+  const auto w = test::stage_work(model, units, 4);
   EXPECT_EQ(w[2].layers, 12);
   EXPECT_EQ(w[2].mtp_layers, 1);
   EXPECT_EQ(w[3].layers, 0);
@@ -111,7 +110,7 @@ TEST(Mtp, LayoutPlacesTheModuleAndItsHiddenStatesTravelOnToTheLoss) {
   EXPECT_DOUBLE_EQ(w[2].message_bytes, 2 * w[0].message_bytes);
   // The loss stage runs the output layer twice; only it and nothing else.
   const auto single =
-      stage_work(with_layout(io::load_model("llama3.1-8b"), "Et*10|t*11|t*11|L"), units, 4);
+      test::stage_work(with_layout(io::load_model("llama3.1-8b"), "Et*10|t*11|t*11|L"), units, 4);
   EXPECT_DOUBLE_EQ(w[3].forward_flops, 2 * single[3].forward_flops);
   // Untied: the word embedding's copies are the first stage's and the module's.
   EXPECT_GT(w[0].tied_embedding_grad_bytes, 0.0);
@@ -119,25 +118,23 @@ TEST(Mtp, LayoutPlacesTheModuleAndItsHiddenStatesTravelOnToTheLoss) {
   EXPECT_GT(w[2].tied_embedding_grad_bytes, 0.0);
   EXPECT_EQ(w[3].tied_embedding_grad_bytes, 0.0);
   // A layout whose m count is not the model's is refused where the layout is applied.
-  Layout l;
-  l.pipeline_layout = "Et*10|t*11|t*11|L";
-  auto refused = with_mtp("llama3.1-8b", 1);
-  LoweringOptions lowering;
-  EXPECT_EQ(test::param_error([&] { apply_layout(l, refused, lowering); }),
-            "--pipeline-layout 'Et*10|t*11|t*11|L': 0 MTP layers (m), and the model has 1 "
-            "(mtp_layers)");
+  const auto refused = with_layout(with_mtp("llama3.1-8b", 1), "Et*10|t*11|t*11|L");
+  EXPECT_EQ(
+      test::param_error([&] { require_runnable(refused.model, refused.job, refused.layout); }),
+      "--pipeline-layout 'Et*10|t*11|t*11|L': 0 MTP layers (m), and the model has 1 "
+      "(mtp_layers)");
 }
 
 TEST(Mtp, DeepSeekV3sModuleIsAMixtureOfExpertsLayer) {
   // Its transformer layer is the last layer's kind: a MoE layer for DeepSeek-V3 (Megatron-Core's
   // get_gpt_mtp_block_spec), so the stage holds one more MoE layer and its experts.
-  const auto model = io::load_model("deepseek-v3");
-  ASSERT_EQ(model.transformer()->mtp_layers, 1);
-  EXPECT_TRUE(mtp_layer_is_moe(*model.transformer()));
+  const test::ModelRun model = io::load_model("deepseek-v3");
+  ASSERT_EQ(model.model.transformer()->mtp_layers, 1);
+  EXPECT_TRUE(mtp_layer_is_moe(*model.model.transformer()));
   const std::int32_t units[] = {1, 1};
   auto without = model;
-  std::get<TransformerConfig>(without.spec).mtp_layers = 0;
-  const auto a = stage_work(without, units, 2), b = stage_work(model, units, 2);
+  std::get<TransformerConfig>(without.model.spec).mtp_layers = 0;
+  const auto a = test::stage_work(without, units, 2), b = test::stage_work(model, units, 2);
   EXPECT_EQ(b[1].moe_layers, a[1].moe_layers + 1);
   const auto moe = static_cast<double>(a[1].moe_layers);
   EXPECT_DOUBLE_EQ(b[1].expert_params, a[1].expert_params * (moe + 1) / moe);
@@ -145,7 +142,7 @@ TEST(Mtp, DeepSeekV3sModuleIsAMixtureOfExpertsLayer) {
   // module, whose weights include their own embedding and output head. total_params counts the
   // main model; the module's stage grows by its MoE layer, eh_proj, its norms and its copy of
   // the (untied) embedding, and with the head that makes the 14B (both figures rounded: 1B).
-  EXPECT_NEAR(total_params(*model.transformer()) / 1e9, 671, 1.0);
+  EXPECT_NEAR(total_params(test::workload(model)) / 1e9, 671, 1.0);
   const double h = 7168, V = 129280;
   EXPECT_NEAR((b[1].params - a[1].params + V * h) / 1e9, 14, 1.0);
 }
@@ -155,10 +152,9 @@ TEST(Mtp, TensorParallelProjectionGathersItsOutput) {
   // along the hidden dimension: at TP 2 with sequence parallelism an all-gather of the 2h input
   // before it and of the s·b·h output after it; its FLOPs per rank 2·T·2h·h/2.
   auto model = with_mtp("llama3.1-8b", 1);
-  auto& m = std::get<TransformerConfig>(model.spec);
-  m.tensor_parallel = 2;
-  m.sequence_parallel = true;
-  const auto ops = model_operators(m);
+  model.layout.tp = 2;
+  model.layout.sequence_parallel = true;
+  const auto ops = model_operators(test::workload(model));
   const double T = 8192, h = 4096;
   const auto* proj = test::find_op(ops.mtp.forward, "mtp.eh_proj");
   ASSERT_NE(proj, nullptr);
@@ -176,7 +172,8 @@ TEST(Mtp, TensorParallelProjectionGathersItsOutput) {
   ASSERT_NE(rs, nullptr);
   EXPECT_DOUBLE_EQ(rs->collective_bytes, 2 * 2 * T * h);
   // The module's own operators are a part of the breakdown.
-  const auto b = cost::operator_breakdown(model, io::load_system("dgx-h100"));
+  const auto b =
+      cost::operator_breakdown(model.model, model.job, model.layout, io::load_system("dgx-h100"));
   ASSERT_TRUE(b.mtp.has_value());
   EXPECT_GT(b.mtp->forward.seconds, 0.0);
   EXPECT_TRUE(std::any_of(b.rows.begin(), b.rows.end(), [](const auto& r) {
@@ -192,7 +189,7 @@ TEST(Mtp, TheModulesStageJoinsTheEmbeddingAllReduce) {
   const auto system = io::load_system("dgx-h100");
   const auto t = test::make("1f1b", test::sm(4, 8));
   const Network network(system, t.devices);
-  const auto g = lower(t, model, network, {});
+  const auto g = lower(t, model.model, model.job, model.layout, network, {});
   std::set<std::int32_t> senders;
   int transfers = 0;
   for (std::int64_t k = 0; k < g.transfers(); ++k) {

@@ -25,7 +25,7 @@ using test::system_with;
 SimResult run(const ScheduleTable& t, const ModelConfig& model, const SystemConfig& system,
               LoweringOptions lowering = {}, SimOptions options = {}) {
   const Network network(system, t.devices);
-  return simulate(lower(t, model, network, lowering), network, options);
+  return simulate(lower(t, model, Job{}, Layout{}, network, lowering), network, options);
 }
 
 LinkSpec link(double latency, double bandwidth, double p2p_latency, double p2p_efficiency) {
@@ -140,16 +140,18 @@ TEST(Overheads, APassFasterThanTheHostIssuesItsKernelsRunsAtTheHostsPace) {
   m.layers = 2;
   m.hidden = 256;
   m.heads = 4;
-  m.seq_len = 128;
   m.vocab = 1000;
-  m.micro_batch = 1;
+  Job job;
+  job.seq_len = 128;
+  job.micro_batch = 1;
+  const Layout layout;
   const ModelConfig model{"tiny", m};
   const auto t = test::make("gpipe", test::sm(2, 1));
   auto system = io::load_system("dgx-h100");
   system.device.step_overhead_s = 1e-5;
   system.device.comm_slowdown = 0.0;
-  const auto work = table_work(t, model);
-  const auto costs = cost::stage_costs(model, work, system);
+  const auto work = table_work(t, model, job, layout);
+  const auto costs = cost::stage_costs(model, job, layout, work, system);
   const auto forward = costs[0].forward;
   ASSERT_GT(forward.kernels, 10.0);
   const Network network(system, t.devices);
@@ -163,7 +165,7 @@ TEST(Overheads, APassFasterThanTheHostIssuesItsKernelsRunsAtTheHostsPace) {
   for (const double host : {1e-9, 1e-3}) {
     system.device.host_launch_s = host;
     const Network net(system, t.devices);
-    const auto g = lower(t, model, net, {});
+    const auto g = lower(t, model, job, layout, net, {});
     const double expected = std::max(forward.seconds, forward.kernels * host) + 1e-5;
     EXPECT_DOUBLE_EQ(g.duration[node_of_f0], expected) << host;
     EXPECT_DOUBLE_EQ(g.overhead_s[node_of_f0], expected - forward.seconds) << host;

@@ -17,7 +17,10 @@ namespace {
 
 PlanRequest request(const std::string& model, std::int64_t gpus, std::int64_t batch) {
   PlanRequest q;
-  q.model = io::load_model(model);
+  const test::ModelRun run = io::load_model(model);  // the model file's job and layout
+  q.model = run.model;
+  q.job = run.job;
+  q.layout = run.layout;
   q.system = io::load_system("dgx-h100");
   q.gpus = gpus;
   q.global_batch = batch;
@@ -34,11 +37,11 @@ PlanRequest tiny(std::int64_t gpus, std::int64_t batch, double memory_bytes) {
   m.layers = 4;
   m.hidden = 64;
   m.heads = 4;
-  m.seq_len = 16;
   m.vocab = 128;
   m.learned_positions = false;
   m.tie_embeddings = false;
   q.model = {"tiny", m};
+  q.job.seq_len = 16;
   q.system = io::load_system("dgx-h100");
   q.system.device.memory_bytes = memory_bytes;
   q.gpus = gpus;
@@ -136,9 +139,9 @@ void expect_pruning_keeps_the_top(PlanRequest q) {
 }
 
 // Llama 3.1 8B's shape cut to 8 layers of `hidden` (heads of 128, as many KV heads, MLP 4h).
-ModelConfig small_llama(std::int64_t hidden) {
-  ModelConfig model = io::load_model("llama3.1-8b");
-  auto& m = std::get<TransformerConfig>(model.spec);
+test::ModelRun small_llama(std::int64_t hidden) {
+  test::ModelRun model = io::load_model("llama3.1-8b");
+  auto& m = std::get<TransformerConfig>(model.model.spec);
   m.layers = 8;
   m.hidden = hidden;
   m.heads = hidden / 128;
@@ -203,25 +206,23 @@ TEST(Plan, BestFirstKeepsTheExhaustiveRankingWithFsdpCpAndTheAuthors) {
 // same memory peaks, and a busiest-device time no simulation beats, for every registered
 // schedule under DP, the distributed optimizer, FSDP and CP.
 TEST(Plan, ComputePartBoundsTheWholeGraph) {
-  ModelConfig model = io::load_model("llama3.1-8b");
-  auto& m = std::get<TransformerConfig>(model.spec);
-  m.layers = 8;
-  m.seq_len = 4096;
+  test::ModelRun model = io::load_model("llama3.1-8b");
+  std::get<TransformerConfig>(model.model.spec).layers = 8;
+  model.job.seq_len = 4096;
   const SystemConfig system = io::load_system("dgx-h100");
   int checked = 0;
   for (const auto& [name, table] : tables_of_eight_layers()) {
     for (const int variant : {0, 1, 2, 3}) {
-      ModelConfig mv = model;
-      auto& t = std::get<TransformerConfig>(mv.spec);
-      t.context_parallel = variant == 3 ? 2 : 1;
-      LoweringOptions o;
-      o.data_parallel = 2;
-      o.iteration.distributed_optimizer = variant == 1;
-      o.fsdp.enabled = variant >= 2 && table->pipelines() == 1;
-      const Network network(system, table->devices, gpus_per_device(mv, o));
+      test::ModelRun mv = model;
+      mv.layout.cp = variant == 3 ? 2 : 1;
+      mv.layout.dp = 2;
+      mv.job.distributed_optimizer = variant == 1;
+      mv.layout.fsdp.enabled = variant >= 2 && table->pipelines() == 1;
+      const LoweringOptions o;
+      const Network network(system, table->devices, gpus_per_device(mv.layout));
       SCOPED_TRACE(name + " variant " + std::to_string(variant));
-      const ExecGraph whole = lower(*table, mv, network, o);
-      const ExecGraph part = lower_compute(*table, mv, network, o);
+      const ExecGraph whole = lower(*table, mv.model, mv.job, mv.layout, network, o);
+      const ExecGraph part = lower_compute(*table, mv.model, mv.job, mv.layout, network, o);
       const GraphBounds g = graph_bounds(whole, network);
       const DeviceBounds d = device_bounds(part);
       ASSERT_EQ(d.peak_memory_bytes.size(), g.peak_memory_bytes.size());
@@ -248,23 +249,23 @@ TEST(Plan, AnOrderDerivedOnceLowersAsDerivingItEachTime) {
   const SystemConfig system = io::load_system("dgx-h100");
   int compared = 0;
   for (const auto hidden : {256, 8192}) {
-    const ModelConfig model = small_llama(hidden);
+    const test::ModelRun model = small_llama(hidden);
     for (const auto& [name, table] : tables_of_eight_layers()) {
       if (table->pipelines() > 1) continue;
       LoweringOptions o;
       o.runtime = Runtime::PyTorch;
-      const Network network(system, table->devices, gpus_per_device(model, o));
+      const Network network(system, table->devices, gpus_per_device(model.layout));
       SCOPED_TRACE(name + " hidden " + std::to_string(hidden));
       const PyTorchOrder order = pytorch_runtime_order(*table);
       std::string error_each, error_once;
       std::optional<ExecGraph> each, once;
       try {
-        each = lower(*table, model, network, o);
+        each = lower(*table, model.model, model.job, model.layout, network, o);
       } catch (const ParamError& e) {
         error_each = e.what();
       }
       try {
-        once = lower(*table, model, network, o, order);
+        once = lower(*table, model.model, model.job, model.layout, network, o, order);
       } catch (const ParamError& e) {
         error_once = e.what();
       }
@@ -286,14 +287,15 @@ TEST(Plan, AnOrderDerivedOnceLowersAsDerivingItEachTime) {
   p.microbatches = 8;
   const ScheduleTable table = generate(find_schedule("1f1b"), p);
   for (const auto hidden : {256, 8192}) {
-    const ModelConfig model = small_llama(hidden);
+    const test::ModelRun model = small_llama(hidden);
     LoweringOptions o;
     o.runtime = Runtime::PyTorch;
-    const Network network(system, table.devices, gpus_per_device(model, o));
+    const Network network(system, table.devices, gpus_per_device(model.layout));
     for (const bool rendezvous : {false, true}) {
       PyTorchOrder order = pytorch_runtime_order(table);
       (rendezvous ? order.all_rendezvous : order.all_eager) = CommIssue{0, 0, "stand-in"};
-      const std::string error = test::param_error([&] { lower(table, model, network, o, order); });
+      const std::string error = test::param_error(
+          [&] { lower(table, model.model, model.job, model.layout, network, o, order); });
       EXPECT_EQ(error.starts_with("stand-in"), rendezvous == (hidden == 8192)) << hidden << error;
     }
   }

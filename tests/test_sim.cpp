@@ -36,10 +36,11 @@ struct Run {
   SimResult result;
 };
 
-Run run(const ScheduleTable& t, const ModelConfig& model, const SystemConfig& system,
+// `model` under its own job and layout (test::ModelRun), or under those given.
+Run run(const ScheduleTable& t, const test::ModelRun& model, const SystemConfig& system,
         SimOptions options = {}, LoweringOptions lowering = {}) {
   const Network network(system, t.devices);
-  Run r{lower(t, model, network, lowering), {}};
+  Run r{lower(t, model.model, model.job, model.layout, network, lowering), {}};
   r.result = simulate(r.graph, network, options);
   return r;
 }
@@ -234,22 +235,20 @@ TEST(Sim, DataParallelRingOverReplicas) {
   // each replica has a node of its own, through its switch ports when they share its node.
   const auto t = test::make("1f1b", test::sm(1, 3));
   const double alpha = 0.001, beta = 5e8, grads = 2e9;
-  const auto model = explicit_model(1.0, 1.0, 1.0, 0.0, grads);
-  LoweringOptions lowering;
-  lowering.data_parallel = 4;
+  test::ModelRun model = explicit_model(1.0, 1.0, 1.0, 0.0, grads);
+  model.layout.dp = 4;
   const auto apart = system_with(Topology::Switched, {0.0, 1e12}, {alpha, beta}, 1);
-  EXPECT_DOUBLE_EQ(run(t, model, apart, {}, lowering).result.runtime_s,
-                   3 * 3.0 + 6 * (alpha + grads / 4 / beta));
+  EXPECT_DOUBLE_EQ(run(t, model, apart).result.runtime_s, 3 * 3.0 + 6 * (alpha + grads / 4 / beta));
   const auto together = system_with(Topology::Switched, {alpha, beta}, {9.0, 1.0}, 4);
-  EXPECT_DOUBLE_EQ(run(t, model, together, {}, lowering).result.runtime_s,
+  EXPECT_DOUBLE_EQ(run(t, model, together).result.runtime_s,
                    3 * 3.0 + 6 * (alpha + grads / 4 / beta));
   // Two replicas per node of two: the node's two NICs carry the ring, each half of it.
   const auto pairs = system_with(Topology::Switched, {0.0, 1e12}, {alpha, beta}, 2);
-  EXPECT_DOUBLE_EQ(run(t, model, pairs, {}, lowering).result.runtime_s,
+  EXPECT_DOUBLE_EQ(run(t, model, pairs).result.runtime_s,
                    3 * 3.0 + 6 * (alpha + grads / 4 / 2 / beta));
   const auto system = apart;
   const auto chain = system_with(Topology::Chain, {alpha, beta}, {});
-  EXPECT_THROW(run(t, model, chain, {}, lowering), ParamError);
+  EXPECT_THROW(run(t, model, chain), ParamError);
 }
 
 // Every registered schedule over a small grid.
@@ -270,7 +269,7 @@ std::vector<ScheduleTable> tables() {
 
 TEST(SimGrid, FreeCommunicationReproducesTheTableExactly) {
   const auto ideal = io::load_system("ideal");
-  const auto model = io::load_model("paper");
+  const test::ModelRun model = io::load_model("paper");
   for (const auto& costs : {Costs{}, parse_costs("F=1,B=3"), parse_costs("F=0.7,I=1.1,W=0.4")}) {
     for (const auto& t : tables()) {
       LoweringOptions lowering;
@@ -461,7 +460,7 @@ void check_collectives(const ScheduleTable& t, const ExecGraph& g, const SimResu
 }
 
 TEST(SimGrid, InvariantsOfEveryRun) {
-  const auto model = io::load_model("gpt3-1.3b");
+  const test::ModelRun model = io::load_model("gpt3-1.3b");
   for (const char* name : {"dgx-h100", "a100-pcie", "balanced", "network-bound"}) {
     const auto system = io::load_system(name);
     for (const auto& t : tables()) {
@@ -532,14 +531,13 @@ TEST(SimGrid, InvariantsOfEveryRun) {
 TEST(SimGrid, DataParallelAndReplicaRingsWaitForTheirGradients) {
   // chimera-asym's replicas of a stage finish their gradients at different times; with --dp
   // the data-parallel ring follows the replica ring on every member.
-  const auto model = io::load_model("gpt3-1.3b");
+  test::ModelRun model = io::load_model("gpt3-1.3b");
   const auto system = io::load_system("dgx-h100");
   for (const char* name : {"chimera", "chimera-asym", "1f1b", "hanayo"}) {
     for (const std::int32_t dp : {1, 3}) {
       const auto t = test::make(name, test::sm(4, 4));
-      LoweringOptions lowering;
-      lowering.data_parallel = dp;
-      const auto r = run(t, model, system, {}, lowering);
+      model.layout.dp = dp;
+      const auto r = run(t, model, system);
       check_collectives(t, r.graph, r.result);
       check_critical_path(r.result);
     }
@@ -575,23 +573,23 @@ TEST(Sim, RingStepsWaitForTheSendersOwnGradient) {
 TEST(Sim, OversizedGraphsAreRejectedBeforeBuilding) {
   const auto t = test::make("gpipe", test::sm(4096, 1));
   const auto system = system_with(Topology::Switched, {0.0, 1e9}, {0.0, 1e9});
-  LoweringOptions lowering;
-  lowering.data_parallel = kMaxDataParallel;  // 4096 stages × 2(R − 1) ring steps > 2^28
+  test::ModelRun model = explicit_model(1.0, 1.0, 1.0, 1.0);
+  model.layout.dp = kMaxDataParallel;  // 4096 stages × 2(R − 1) ring steps > 2^28
   try {
-    run(t, explicit_model(1.0, 1.0, 1.0, 1.0), system, {}, lowering);
+    run(t, model, system);
     FAIL();
   } catch (const ParamError& e) {
     EXPECT_NE(std::string(e.what()).find("over the limit of 268435456"), std::string::npos)
         << e.what();
   }
-  lowering.data_parallel = kMaxDataParallel + 1;
-  EXPECT_THROW(require_supported(system, lowering), ParamError);
+  model.layout.dp = kMaxDataParallel + 1;
+  EXPECT_THROW(require_supported(system, model.job, model.layout, {}), ParamError);
 }
 
 TEST(SimGrid, ExtremeSystemsGiveFiniteResults) {
   // The slowest and fastest devices and links the system files accept.
   for (const char* model_name : {"gpt3-175b", "gpt3-1.3b"}) {
-    const auto model = io::load_model(model_name);
+    const test::ModelRun model = io::load_model(model_name);
     for (const double flops : {1.0, 1e30}) {
       for (const double bandwidth : {1.0, 1e30, std::numeric_limits<double>::infinity()}) {
         for (const double latency : {0.0, 1e3}) {
@@ -619,7 +617,7 @@ TEST(SimGrid, ExtremeSystemsGiveFiniteResults) {
 }
 
 TEST(SimGrid, MoreBandwidthNeverSlowsANoContentionRun) {
-  const auto model = io::load_model("gpt3-1.3b");
+  const test::ModelRun model = io::load_model("gpt3-1.3b");
   SimOptions options;
   options.contention = false;
   for (const auto& t : tables()) {
@@ -665,7 +663,7 @@ TEST(SimGrid, MemoryIsStaticPlusActivations) {
 // gradient and an activation (cycle S−1:B → S−2:B → S−2:F → S−1: 2P ≥ 2B + F + 2c > 2(F + B)
 // when c > F/2), so on network-bound (c = F) 1F1B is slower. The memory half holds everywhere.
 TEST(SimPaper, GPipeAnd1F1B) {
-  const auto model = io::load_model("paper");
+  const test::ModelRun model = io::load_model("paper");
   for (const char* regime : {"compute-bound", "balanced", "network-bound"}) {
     const auto system = io::load_system(regime);
     for (const std::int64_t M : {16, 32}) {
@@ -718,7 +716,7 @@ TEST(Runtime, MegatronRunsItsOwnSchedulesAndOnlyAddsWaits) {
   // Megatron-LM runs 1F1B and its interleaved schedule; under its waits neither deadlocks, and
   // (without contention, where a later transfer cannot speed another up) no op starts earlier
   // than with eager transfers.
-  const auto model = io::load_model("gpt3-1.3b");
+  const test::ModelRun model = io::load_model("gpt3-1.3b");
   const auto system = io::load_system("dgx-a100");
   SimOptions alone;
   alone.contention = false;
@@ -961,18 +959,17 @@ TEST(Iteration, DataParallelBucketsOverlapTheLastBackward) {
   // j is ready at 1 + 2(j+1)/4 and takes 2 steps of 0.5 GB (1 s) after the one before it:
   // [1.5,2.5] [2.5,3.5] [3.5,4.5] [4.5,5.5]. In 2 GB buckets: ready at 2 and 3, [2,4] [4,6].
   const auto t = test::make("1f1b", test::sm(1, 1));
-  const auto model = explicit_model(1.0, 1.0, 1.0, 0.0, 4e9);
+  test::ModelRun model = explicit_model(1.0, 1.0, 1.0, 0.0, 4e9);
   const auto system = system_with(Topology::Switched, {0.0, 1e12}, {0.0, 1e9}, 1);
-  LoweringOptions lowering;
-  lowering.data_parallel = 2;
-  EXPECT_DOUBLE_EQ(run(t, model, system, {}, lowering).result.runtime_s, 7.0);
-  lowering.iteration.dp_overlap = true;
-  lowering.iteration.dp_bucket_bytes = 1e9;
-  const auto buckets = run(t, model, system, {}, lowering);
+  model.layout.dp = 2;
+  EXPECT_DOUBLE_EQ(run(t, model, system).result.runtime_s, 7.0);
+  model.job.dp_overlap = true;
+  model.job.dp_bucket_bytes = 1e9;
+  const auto buckets = run(t, model, system);
   EXPECT_DOUBLE_EQ(buckets.result.runtime_s, 5.5);
   EXPECT_EQ(buckets.graph.transfers(), 4 * 2);
-  lowering.iteration.dp_bucket_bytes = 2e9;
-  EXPECT_DOUBLE_EQ(run(t, model, system, {}, lowering).result.runtime_s, 6.0);
+  model.job.dp_bucket_bytes = 2e9;
+  EXPECT_DOUBLE_EQ(run(t, model, system).result.runtime_s, 6.0);
 }
 
 std::vector<std::size_t> transfers_of(const ExecGraph& g, TransferKind kind) {
@@ -985,7 +982,7 @@ std::vector<std::size_t> transfers_of(const ExecGraph& g, TransferKind kind) {
 
 TEST(Iteration, TiedEmbeddingsSynchronisationAndOptimizerStep) {
   const auto system = io::load_system("dgx-h100");
-  const auto model = io::load_model("gpt3-1.3b");  // tied embeddings, bf16
+  const test::ModelRun model = io::load_model("gpt3-1.3b");  // tied embeddings, bf16
   const auto t = test::make("1f1b", test::sm(4, 8));
   const auto r = run(t, model, system);
   const auto& g = r.graph;
@@ -1003,7 +1000,7 @@ TEST(Iteration, TiedEmbeddingsSynchronisationAndOptimizerStep) {
   const auto sync = transfers_of(g, TransferKind::Sync);
   ASSERT_EQ(sync.size(), 1U);
   EXPECT_DOUBLE_EQ(g.latency_s[sync[0]], 4 * 2e-6);
-  const auto work = table_work(t, model);
+  const auto work = table_work(t, model.model, model.job, model.layout);
   for (std::int32_t d = 0; d < 4; ++d) {
     const auto n = static_cast<std::size_t>(g.table_ops) + static_cast<std::size_t>(d);
     EXPECT_EQ(g.compute_kind[n], ComputeKind::OptimizerStep);
@@ -1030,18 +1027,18 @@ TEST(Iteration, TiedEmbeddingsSynchronisationAndOptimizerStep) {
 
 TEST(Iteration, DistributedOptimizerShardsTheStep) {
   const auto system = io::load_system("dgx-h100");
-  const auto model = io::load_model("gpt3-1.3b");
+  test::ModelRun plain = io::load_model("gpt3-1.3b");
   const auto t = test::make("1f1b", test::sm(2, 4));
-  LoweringOptions plain, sharded;
-  plain.data_parallel = sharded.data_parallel = 4;
-  sharded.iteration.distributed_optimizer = true;
-  const auto a = run(t, model, system, {}, plain), b = run(t, model, system, {}, sharded);
+  plain.layout.dp = 4;
+  test::ModelRun sharded = plain;
+  sharded.job.distributed_optimizer = true;
+  const auto a = run(t, plain, system), b = run(t, sharded, system);
   // Reduce-scatter (R−1 steps) instead of all-reduce (2(R−1)) per stage; an all-gather of the
   // 16-bit weights after the step (R−1 steps per device).
   EXPECT_EQ(transfers_of(a.graph, TransferKind::DataAllReduce).size(), 2U * 6);
   EXPECT_EQ(transfers_of(b.graph, TransferKind::DataAllReduce).size(), 2U * 3);
   EXPECT_EQ(transfers_of(b.graph, TransferKind::ParamAllGather).size(), 2U * 3);
-  const auto work = table_work(t, model);
+  const auto work = table_work(t, sharded.model, sharded.job, sharded.layout);
   for (std::size_t d = 0; d < 2; ++d) {
     const auto n = static_cast<std::size_t>(b.graph.table_ops) + d;
     EXPECT_DOUBLE_EQ(b.graph.duration[n],
@@ -1055,18 +1052,18 @@ TEST(Iteration, RunsNeedTheGpusTheSystemHas) {
   auto system = io::load_system("dgx-h100");
   system.nodes = 1;
   const auto t = test::make("1f1b", test::sm(4, 8));
-  LoweringOptions lowering;
-  lowering.data_parallel = 4;
+  test::ModelRun model = io::load_model("gpt3-1.3b");
+  model.layout.dp = 4;
   try {
-    run(t, io::load_model("gpt3-1.3b"), system, {}, lowering);
+    run(t, model, system);
     FAIL();
   } catch (const ParamError& e) {
     EXPECT_EQ(std::string(e.what()),
               "the run needs 16 GPUs (4 pipeline devices × tensor parallel 1 × context parallel 1 "
               "× data parallel 4), and system 'dgx-h100' has 8 (1 nodes of 8)");
   }
-  lowering.data_parallel = 2;
-  EXPECT_NO_THROW(run(t, io::load_model("gpt3-1.3b"), system, {}, lowering));
+  model.layout.dp = 2;
+  EXPECT_NO_THROW(run(t, model, system));
 }
 
 TEST(Iteration, PipelineDevicesSpanTheirTensorAndDataParallelRanks) {

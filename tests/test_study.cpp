@@ -10,6 +10,7 @@
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
 #include "pipetab/report/evaluation.hpp"
+#include "pipetab/sim/options.hpp"
 #include "pipetab/study/sensitivity.hpp"
 #include "pipetab/study/study.hpp"
 #include "pipetab/study/sweep.hpp"
@@ -151,17 +152,17 @@ TEST(Study, MalformedFilesNameFileLineAndKey) {
        "expected exactly one of the keys 'name' and 'table'"},
       {"[simulation]\ndata_parallel = 0\n[grid]\nschedules = [\"1f1b\"]\ndevices = "
        "[4]\nmicrobatches = [8]\n",
-       "key 'simulation.data_parallel': 0 is out of range"},
+       "key 'simulation.data_parallel': '0': expected a whole number from 1 to 65536"},
       {"[simulation]\nruntime = \"eager\"\n[grid]\nschedules = [\"1f1b\"]\ndevices = "
        "[4]\nmicrobatches = [8]\n",
-       "study.toml:2:11: key 'simulation.runtime': 'eager' is not one of: auto, async, megatron, "
-       "pytorch"},
+       "study.toml:2:11: key 'simulation.runtime': 'eager': expected one of auto, async, "
+       "megatron, pytorch"},
       {"[simulation]\ntp_overlap = 1\n[grid]\nschedules = [\"1f1b\"]\ndevices = [4]\nmicrobatches "
        "= [8]\n",
        "study.toml:2:14: key 'simulation.tp_overlap': expected a string, got an integer"},
       {"[simulation]\ndp_bucket_bytes = 10\n[grid]\nschedules = [\"1f1b\"]\ndevices = "
        "[4]\nmicrobatches = [8]\n",
-       "key 'simulation.dp_bucket_bytes': 10 is out of range (1000 .. 1e+15)"},
+       "key 'simulation.dp_bucket_bytes': '10': expected a number from 1000 to 1e+15"},
       {"[grid\nschedules = 1\n", "study.toml:1:6: invalid TOML"},
   };
   for (const auto& [text, fragment] : cases)
@@ -271,14 +272,13 @@ TEST(Sweep, ScaleFactorsEqualScaledSystems) {
   study.bandwidth_scale = {0.5};
   study.latency_scale = {3};
   study.record = {"simulation.runtime_s"};
-  study.lowering.runtime = Runtime::Async;  // as the hand-scaled evaluation below
+  study.settings = {{"runtime", "async", ""}};  // as the hand-scaled evaluation below
   const SweepPlan plan(study);
   double runtime = 0.0;
   run_sweep(plan, 0, 1, 1, [&](std::int64_t, SweepRow&& row) { runtime = row[3].get<double>(); });
 
-  SimulationSetup setup;
-  setup.model = io::load_model(io::kDefaultModel);  // the study's default
-  setup.system = io::load_system("network-bound");
+  // The study's default model.
+  SimulationSetup setup = test::preset_setup(io::kDefaultModel, "network-bound");
   for (LinkSpec* link : {&setup.system.intra, &setup.system.inter}) {
     link->bandwidth /= 2;
     link->latency_s *= 3;
@@ -299,7 +299,7 @@ TEST(Sweep, CollectiveScaleActsOnCollectivesOnly) {
   study.microbatches = {8};
   study.systems = {"network-bound"};
   study.models = {"llama2-70b"};
-  study.sim.contention = false;
+  study.settings = {{"contention", "false", ""}};
   study.collective_scale = {0.7, 1.0, 1.3};
   study.record = {"simulation.runtime_s"};
   const SweepPlan plan(study);
@@ -322,14 +322,16 @@ TEST(Study, SimulationTableSetsTheRuntimeAndTheIteration) {
       "systems = [\"dgx-a100\"]\n"
       "models = [\"gpt3-1.3b\"]\n",
       "study.toml");
-  EXPECT_EQ(study.lowering.runtime, Runtime::Megatron);
-  EXPECT_EQ(study.lowering.cost.tp_overlap, Overlap::Never);
-  EXPECT_FALSE(study.lowering.iteration.optimizer);
-  EXPECT_TRUE(study.lowering.iteration.dp_overlap);
-  EXPECT_EQ(study.lowering.iteration.dp_bucket_bytes, 4e7);
-  EXPECT_TRUE(study.lowering.iteration.distributed_optimizer);
-  EXPECT_EQ(study.lowering.data_parallel, 2);
-  EXPECT_FALSE(study.sim.contention);
+  SimulationSetup set;
+  apply_settings(set, study.settings);
+  EXPECT_EQ(set.lowering.runtime, Runtime::Megatron);
+  EXPECT_EQ(set.job.tp_overlap, Overlap::Never);
+  EXPECT_FALSE(set.lowering.iteration.optimizer);
+  EXPECT_TRUE(set.job.dp_overlap);
+  EXPECT_EQ(set.job.dp_bucket_bytes, 4e7);
+  EXPECT_TRUE(set.job.distributed_optimizer);
+  EXPECT_EQ(set.layout.dp, 2);
+  EXPECT_FALSE(set.options.contention);
   // A row carries them.
   const SweepPlan plan(study);
   std::vector<SweepRow> rows;
@@ -368,8 +370,8 @@ TEST(Sensitivity, FlipsMatchTheRuntimes) {
   study.devices = {4};
   study.microbatches = {8};
   study.systems = {"network-bound"};
-  study.models = {"paper"};                 // whose rankings flip here
-  study.lowering.runtime = Runtime::Async;  // as the unperturbed evaluations below
+  study.models = {"paper"};                     // whose rankings flip here
+  study.settings = {{"runtime", "async", ""}};  // as the unperturbed evaluations below
   const SensitivityAxes axes{sensitivity_factors(0.25, 4, 5, true),
                              sensitivity_factors(0.5, 2, 3, true),
                              sensitivity_factors(0.7, 1.3, 3, false)};
@@ -378,9 +380,7 @@ TEST(Sensitivity, FlipsMatchTheRuntimes) {
   ASSERT_EQ(r.points(), 45);
   EXPECT_EQ(r.factors(r.baseline), (std::array<double, 3>{1.0, 1.0, 1.0}));
 
-  SimulationSetup setup;
-  setup.model = io::load_model("paper");
-  setup.system = io::load_system("network-bound");
+  const SimulationSetup setup = test::preset_setup("paper", "network-bound");
   for (std::size_t s = 0; s < 4; ++s) {
     const auto e = evaluate(test::make(r.schedules[s], test::sm(4, 8)), nullptr, r.schedules[s],
                             Costs{}, {MemoryOptions{}, false, &setup});

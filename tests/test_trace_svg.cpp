@@ -25,6 +25,7 @@
 #include "pipetab/report/grid.hpp"
 #include "pipetab/report/simulation.hpp"
 #include "pipetab/report/trace.hpp"
+#include "pipetab/sim/options.hpp"
 #include "pipetab/table/timing.hpp"
 
 namespace pipetab {
@@ -70,7 +71,8 @@ std::optional<Run> simulate(const Config& c, bool record_memory = true) {
     SimulationSetup setup;
     setup.model = io::load_model(c.model);
     setup.system = io::load_system(c.system);
-    setup.lowering.data_parallel = c.data_parallel;
+    apply_settings(setup, setup.model.defaults);
+    setup.layout.dp = c.data_parallel;
     if (c.explicit_costs) setup.lowering.costs = test::split_costs(1.0, 1.1, 0.7);
     setup.options.record_memory = record_memory;
     auto simulation = simulate_table(table, setup);
@@ -262,9 +264,7 @@ TEST(Trace, AbuttingSlicesStayAbuttingAtAwkwardTimes) {
   // Op times that are no whole number of anything, back to back on free communication:
   // explicit costs of 12.345, 0.1 and 0.3 µs (12.345 × 1000 is 12344.999… in doubles).
   const auto table = test::make("1f1b", test::sm(4, 16));
-  SimulationSetup setup;
-  setup.model = io::load_model("paper");
-  setup.system = io::load_system("ideal");
+  SimulationSetup setup = test::preset_setup("paper", "ideal");
   setup.lowering.costs = test::split_costs(12.345e-6, 0.1e-6, 0.3e-6);
   setup.options.record_memory = true;
   const auto simulation = simulate_table(table, setup);

@@ -5,6 +5,7 @@
 
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
+#include "pipetab/sim/simulation.hpp"
 #include "pipetab/study/tune.hpp"
 #include "pipetab/table/validate.hpp"
 
@@ -15,8 +16,7 @@ TuneRequest request(int S, int M, const std::string& system, MemoryLimit limit) 
   TuneRequest r;
   r.devices = S;
   r.microbatches = M;
-  r.setup.model = io::load_model("paper");
-  r.setup.system = io::load_system(system);
+  r.setup = test::preset_setup("paper", system);
   r.limit = limit;
   return r;
 }

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "helpers.hpp"
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -100,8 +101,7 @@ TEST(ZeroBubbleAuthors, TuneIsNeverSlowerThanTheirSchedule) {
     TuneRequest r;
     r.devices = c.S;
     r.microbatches = c.M;
-    r.setup.model = io::load_model("paper");
-    r.setup.system = system;
+    r.setup = test::setup_of(io::load_model("paper"), system);
     Costs costs;
     costs.F = costs.I = costs.W = 1;
     costs.B = 2;
