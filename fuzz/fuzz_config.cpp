@@ -1,5 +1,6 @@
-// libFuzzer target: the model, system and measured-run TOML readers, the cost layer on what they
-// accept (profiles predicted), and the system writer's round trip.
+// libFuzzer target: the model, system and measured-run TOML readers, the Hugging Face config.json
+// reader, the cost layer on what they accept (profiles predicted), and the system writer's round
+// trip.
 #include <algorithm>
 #include <cstdint>
 #include <string_view>
@@ -7,6 +8,7 @@
 #include "pipetab/cost/stage_cost.hpp"
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
+#include "pipetab/io/hf_config.hpp"
 #include "pipetab/parallel/layout.hpp"
 #include "pipetab/sim/graph.hpp"
 #include "pipetab/study/accuracy.hpp"
@@ -55,6 +57,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
       }
     }
+  } catch (const pipetab::Error&) {
+  }
+  try {
+    // A config.json read as a model is an architecture without a job: given a sequence (and the
+    // fused attention its defaults ask for), the workload model cuts it into stages and the cost
+    // layer prices it, as the TOML models above.
+    auto model = pipetab::io::parse_hf_config(text, "fuzz.json");
+    auto& m = std::get<pipetab::TransformerConfig>(model.spec);
+    m.seq_len = 64;
+    m.flash_attention = true;
+    const std::int32_t units[] = {1, 2, 1};
+    (void)pipetab::cost::stage_costs(model, pipetab::stage_work(model, units, 3), h100);
   } catch (const pipetab::Error&) {
   }
   try {

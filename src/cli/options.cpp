@@ -162,7 +162,7 @@ void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
                      ->capture_default_str();
   command
       .add_option("--model", o.model,
-                  "model preset or TOML file (presets: " +
+                  "model preset, TOML file, or Hugging Face config.json or its folder (presets: " +
                       fmt::format("{}", fmt::join(io::model_presets(), ", ")) + ")")
       ->capture_default_str();
   add_run_flags(command, o.run);
