@@ -14,6 +14,7 @@
 #include "pipetab/io/config.hpp"
 #include "pipetab/io/hf_config.hpp"
 #include "pipetab/model/workload.hpp"
+#include "pipetab/sim/options.hpp"
 
 namespace pipetab {
 namespace {
@@ -137,14 +138,17 @@ TEST(HfConfig, ReleasedConfigsAreTheirPresets) {
     const auto hf = read(folder);
     const auto ours = io::load_model(preset);
     expect_same_architecture(transformer(hf), transformer(ours));
-    EXPECT_EQ(transformer(hf).balance_embedding, transformer(ours).balance_embedding);
-    EXPECT_EQ(total_params(transformer(hf)), total_params(transformer(ours)));
+    const auto hf_run = default_setup(hf, {}), our_run = default_setup(ours, {});
+    EXPECT_EQ(hf_run.layout.balance_embedding, our_run.layout.balance_embedding);
+    EXPECT_EQ(total_params({transformer(hf), hf_run.job, hf_run.layout}),
+              total_params({transformer(ours), our_run.job, our_run.layout}));
     EXPECT_EQ(hf.name, folder);  // no _name_or_path in these files: the folder names them
-    // The reader sets no job field: those stay TransformerConfig's defaults.
-    EXPECT_EQ(transformer(hf).seq_len, 0);
-    EXPECT_EQ(transformer(hf).micro_batch, 1);
-    EXPECT_EQ(transformer(hf).recompute, Recompute::None);
-    EXPECT_EQ(transformer(hf).tensor_parallel, 1);
+    // The reader sets no job field but fused attention: the rest stay the job's defaults.
+    EXPECT_EQ(hf_run.job.seq_len, 0);
+    EXPECT_EQ(hf_run.job.micro_batch, 1);
+    EXPECT_EQ(hf_run.job.recompute, Recompute::None);
+    EXPECT_TRUE(hf_run.job.flash_attention);
+    EXPECT_EQ(hf_run.layout.tp, 1);
   }
 }
 
@@ -153,11 +157,11 @@ TEST(HfConfig, ReleasedConfigsAreTheirPresets) {
 // its first and last stages"): a choice of pipeline split, not of the architecture, which a
 // config.json does not hold. Everything else agrees.
 TEST(HfConfig, Llama405bIsItsPresetButForThePipelineSplit) {
-  const auto hf = transformer(read("llama-3.1-405b"));
-  const auto preset = transformer(io::load_model("llama3.1-405b"));
-  expect_same_architecture(hf, preset);
-  EXPECT_FALSE(hf.balance_embedding);
-  EXPECT_TRUE(preset.balance_embedding);
+  const auto hf = read("llama-3.1-405b");
+  const auto preset = io::load_model("llama3.1-405b");
+  expect_same_architecture(transformer(hf), transformer(preset));
+  EXPECT_FALSE(default_setup(hf, {}).layout.balance_embedding);
+  EXPECT_TRUE(default_setup(preset, {}).layout.balance_embedding);
 }
 
 // configs/models/mpt-7b.toml is the model as llm-foundry's pretraining yaml builds it (its comment:
@@ -254,8 +258,6 @@ TEST(HfConfig, DeepSeekV3) {
   EXPECT_EQ(m.latent.qk_rope_head_dim, 64);
   EXPECT_EQ(m.latent.v_head_dim, 128);
   EXPECT_EQ(m.mtp_layers, 1);
-  // Still a TransformerConfig field, which MLA needs (read_transformer's rule).
-  EXPECT_TRUE(m.flash_attention);
   ASSERT_TRUE(m.moe);
   EXPECT_EQ(m.moe->dense_layers, 3);
   EXPECT_EQ(m.moe->dense_ffn_hidden, 18432);
@@ -395,7 +397,7 @@ TEST(HfConfig, LoadModelReadsAConfigJsonOrItsFolder) {
   const auto from_file = io::load_model(data("llama-3.1-8b").string());
   EXPECT_EQ(transformer(from_file).vocab, 128256);
   // A preset's name still names the preset.
-  EXPECT_EQ(transformer(io::load_model("llama3.1-8b")).seq_len, 8192);
+  EXPECT_EQ(default_setup(io::load_model("llama3.1-8b"), {}).job.seq_len, 8192);
 
   const auto empty = fs::temp_directory_path() / "pipetab-hf-config-empty";
   fs::create_directories(empty);
