@@ -92,10 +92,21 @@ void add_schedule_options(CLI::App& command, ScheduleOptions& o) {
       ->capture_default_str();
 }
 
-void add_run_flags(CLI::App& command, RunFlags& flags,
-                   std::span<const std::string_view> except) {
+void add_run_flags(CLI::App& command, RunFlags& flags, std::span<const std::string_view> except,
+                   bool gpus) {
   const SimulationSetup defaults = default_setup({}, {});
   auto* settings = &flags.settings;
+  command.add_option("--job", flags.job_path,
+                     "the job and layout from a torchtitan job TOML or a Megatron-LM argument "
+                     "list (docs/jobs.md); the flags given here override it");
+  if (gpus) {
+    command
+        .add_option("--gpus", flags.gpus,
+                    "GPUs in all: for a job file that leaves them implicit, and the data-parallel "
+                    "replicas (GPUs / (PP × TP × CP)) where no option gives them")
+        ->transform(kWholeNumber)
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31));
+  }
   for (const RunOption& o : run_options()) {
     if (o.flag.empty() || std::find(except.begin(), except.end(), o.key) != except.end()) continue;
     const std::string key(o.key), flag(o.flag);
@@ -162,7 +173,7 @@ void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
                      ->capture_default_str();
   command
       .add_option("--model", o.model,
-                  "model preset or TOML file (presets: " +
+                  "model preset, TOML file, or Hugging Face config.json or its folder (presets: " +
                       fmt::format("{}", fmt::join(io::model_presets(), ", ")) + ")")
       ->capture_default_str();
   add_run_flags(command, o.run);
@@ -179,19 +190,112 @@ void add_simulation_options(CLI::App& command, ScheduleOptions& o) {
       ->capture_default_str();
 }
 
+const io::JobFile* RunFlags::job() const {
+  if (job_path.empty()) return nullptr;
+  if (!job_) {
+    job_ = io::read_job_file(job_path, gpus);
+    std::string read;
+    for (const auto& s : job_->settings)
+      read += fmt::format("{}{} = {}", read.empty() ? "" : ", ", s.key, s.value);
+    fmt::print(stderr, "note: {} ({}): read {}\n", job_path, job_->format,
+               read.empty() ? std::string("nothing") : read);
+    if (!job_->ignored.empty())
+      fmt::print(stderr, "note: {}: ignored {}\n", job_path, fmt::join(job_->ignored, "; "));
+    for (const auto& note : job_->notes)
+      fmt::print(stderr, "note: {}: {}\n", job_path, note);
+  }
+  return &*job_;
+}
+
+std::vector<Setting> RunFlags::all() const {
+  std::vector<Setting> out;
+  if (const auto* file = job()) {
+    for (const auto& s : file->settings) {
+      if (s.key != "gpus") out.push_back(s);
+    }
+  }
+  out.insert(out.end(), settings.begin(), settings.end());
+  return out;
+}
+
 SimulationSetup run_setup(const RunFlags& flags, const std::string& model,
                           const std::string& system) {
   SimulationSetup setup = default_setup(io::load_model(model), io::load_system(system));
   for (const auto& note : setup.model.notes)
     fmt::print(stderr, "note: {}\n", note);
-  apply_settings(setup, flags.settings);
+  apply_settings(setup, flags.all());
   require_runnable(setup.model, setup.job, setup.layout);
   require_supported(setup.system, setup.job, setup.layout, setup.lowering);
   return setup;
 }
 
+namespace {
+
+// Whether `key` is set by a job file or a flag.
+bool given(const RunFlags& run, std::string_view key) {
+  const auto all = run.all();
+  return std::any_of(all.begin(), all.end(), [&](const Setting& s) { return s.key == key; });
+}
+
+// The GPU count a job file states or implies, or --gpus.
+std::optional<std::int64_t> gpu_count(const RunFlags& run) {
+  if (run.gpus) return run.gpus;
+  if (const auto* file = run.job()) {
+    for (const auto& s : file->settings) {
+      if (s.key == "gpus") return std::stoll(s.value);
+    }
+  }
+  return std::nullopt;
+}
+
+// The pipeline's depth and, from the GPU count, the data-parallel replicas where no option
+// gives them; a GPU count that the layout does not fill exactly is refused with the rule.
+void resolve_layout(Layout& layout, std::int64_t devices, const RunFlags& run) {
+  layout.pp = devices;
+  const auto gpus = gpu_count(run);
+  if (!gpus) return;
+  const std::int64_t per_replica = layout.pp * layout.tp * layout.cp;
+  if (!given(run, "data_parallel")) {
+    if (*gpus % per_replica != 0) {
+      throw ParamError(fmt::format(
+          "--gpus {}: the data-parallel replicas are GPUs / (PP {} × TP {} × CP {}) = {} / {}, "
+          "which does not divide evenly",
+          *gpus, layout.pp, layout.tp, layout.cp, *gpus, per_replica));
+    }
+    layout.dp = *gpus / per_replica;
+  } else if (per_replica * layout.dp != *gpus) {
+    throw ParamError(fmt::format(
+        "--gpus {}: the layout runs PP {} × TP {} × CP {} × DP {} = {} GPUs", *gpus, layout.pp,
+        layout.tp, layout.cp, layout.dp, per_replica * layout.dp));
+  }
+}
+
+}  // namespace
+
+std::int64_t ScheduleOptions::pipeline_devices() const {
+  if (devices_opt->count() || run.job() == nullptr) return devices;
+  for (const auto& s : run.job()->settings) {
+    if (s.key == "pipeline_parallel") return std::stoll(s.value);
+  }
+  return devices;
+}
+
+SimulationSetup ScheduleOptions::run_values() const {
+  SimulationSetup setup = default_setup(io::load_model(model), {});
+  apply_settings(setup, run.all());
+  resolve_layout(setup.layout, pipeline_devices(), run);
+  return setup;
+}
+
 SimulationSetup ScheduleOptions::simulation(const std::string* system_name) const {
-  SimulationSetup setup = run_setup(run, model, system_name ? *system_name : system);
+  SimulationSetup setup = default_setup(io::load_model(model),
+                                        io::load_system(system_name ? *system_name : system));
+  for (const auto& note : setup.model.notes)
+    fmt::print(stderr, "note: {}\n", note);
+  apply_settings(setup, run.all());
+  resolve_layout(setup.layout, pipeline_devices(), run);
+  require_runnable(setup.model, setup.job, setup.layout);
+  require_supported(setup.system, setup.job, setup.layout, setup.lowering);
   setup.system.intra = setup.system.intra.scaled(bandwidth_scale, latency_scale);
   setup.system.inter = setup.system.inter.scaled(bandwidth_scale, latency_scale);
   if (costs_opt->count()) setup.lowering.costs = parsed_costs();
@@ -200,10 +304,32 @@ SimulationSetup ScheduleOptions::simulation(const std::string* system_name) cons
 
 ScheduleParams ScheduleOptions::params(const ScheduleInfo* info, bool only_applicable) const {
   ScheduleParams p;
-  p.devices = devices;
+  p.devices = pipeline_devices();
   p.microbatches = microbatches;
   const bool all = !only_applicable || info == nullptr;
   if (chunks_opt->count() && (all || info->default_chunks > 0)) p.chunks = chunks;
+  // A job file's (or --global-batch's) batch and chunks where -M and -v leave them.
+  if (run.job() != nullptr || given(run, "global_batch")) {
+    const SimulationSetup values = run_values();
+    if (!chunks_opt->count() && values.layout.chunks > 0 && (all || info->default_chunks > 0))
+      p.chunks = values.layout.chunks;
+    if (const std::int64_t batch = values.job.global_batch; batch > 0) {
+      const std::int64_t per_step = values.job.micro_batch * values.layout.dp;
+      if (batch % per_step != 0) {
+        throw ParamError(fmt::format(
+            "global batch {}: not a multiple of the micro batch {} × DP {} = {} sequences a "
+            "step of the pipeline takes",
+            batch, values.job.micro_batch, values.layout.dp, per_step));
+      }
+      if (microbatches_opt->count() && microbatches * per_step != batch) {
+        throw ParamError(fmt::format(
+            "-M {} and global batch {}: -M × micro batch {} × DP {} = {} sequences, not {}",
+            microbatches, batch, values.job.micro_batch, values.layout.dp,
+            microbatches * per_step, batch));
+      }
+      p.microbatches = batch / per_step;
+    }
+  }
   if (waves_opt->count() && (all || info->default_waves > 0)) p.waves = waves;
   if (group_size_opt->count() && (all || info->takes_group_size)) p.group_size = group_size;
   if (variant_opt->count() && (all || !info->variants.empty())) p.variant = variant;
@@ -270,10 +396,17 @@ Subject one_subject(const SubjectOptions& o) {
     throw Error(fmt::format("give a schedule name or --table FILE, not both ('{}' and --table {})",
                             o.name, o.table));
   }
-  if (o.name.empty() && o.table.empty())
+  std::string name = o.name;
+  if (name.empty() && o.table.empty() && o.schedule.run.job() != nullptr) {
+    // A job file's pipeline schedule stands for the name.
+    for (const auto& s : o.schedule.run.job()->settings) {
+      if (s.key == "schedule") name = s.value;
+    }
+  }
+  if (name.empty() && o.table.empty())
     throw Error("give a schedule name (see pipetab list) or --table FILE");
-  return o.name.empty() ? file_subject(o.table, o.schedule)
-                        : generated_subject(o.name, o.schedule, false);
+  return name.empty() ? file_subject(o.table, o.schedule)
+                      : generated_subject(name, o.schedule, false);
 }
 
 }  // namespace pipetab::cli

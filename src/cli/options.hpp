@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "pipetab/io/config.hpp"
+#include "pipetab/io/job_file.hpp"
 #include "pipetab/io/table_file.hpp"
 #include "pipetab/report/simulation.hpp"
 #include "pipetab/schedules/registry.hpp"
@@ -21,15 +22,31 @@ namespace pipetab::cli {
 /// The options of a run (sim/options.hpp) given as flags, each as a setting in the order given.
 struct RunFlags {
   std::vector<Setting> settings;
+  /// --job FILE: a torchtitan job TOML or a Megatron-LM argument list (io/job_file.hpp), applied
+  /// under the flags; --gpus: the GPU count, for a job file that leaves it implicit and to derive
+  /// the data-parallel replicas.
+  std::string job_path;
+  std::optional<std::int64_t> gpus;
+
+  /// The job file, read once (null without --job); what it read, ignored and noted is printed on
+  /// stderr the first time.
+  const io::JobFile* job() const;
+  /// The job file's settings (but its GPU count), then the flags'.
+  std::vector<Setting> all() const;
+
+ private:
+  mutable std::optional<io::JobFile> job_;
 };
 
 /// Adds a flag for every option of sim/options.hpp that has one, but those in `except` (plan
-/// searches them with flags of its own): each given flag appends its setting to `flags`.
+/// searches them with flags of its own): each given flag appends its setting to `flags`; and
+/// --job FILE, and --gpus unless `gpus` is false (plan has its own).
 void add_run_flags(CLI::App& command, RunFlags& flags,
-                   std::span<const std::string_view> except = {});
+                   std::span<const std::string_view> except = {}, bool gpus = true);
 
 /// `model` on `system` with the user-facing defaults, the model's own defaults (its notes printed
-/// on stderr) and the flags applied, checked (require_runnable, require_supported).
+/// on stderr), the job file's settings and the flags applied, checked (require_runnable,
+/// require_supported).
 SimulationSetup run_setup(const RunFlags& flags, const std::string& model,
                           const std::string& system);
 
@@ -62,10 +79,16 @@ struct ScheduleOptions {
   double bandwidth_scale = 1.0, latency_scale = 1.0;  // of the system's links
   CLI::Option* system_opt = nullptr;
 
-  /// The model and system loaded, the model's defaults, the run's flags and --costs (op times in
-  /// seconds) applied, the links scaled; checked (require_runnable, require_supported). `system`
-  /// overrides --system.
+  /// The model and system loaded, the model's defaults, a job file's and the run's flags and
+  /// --costs (op times in seconds) applied, the links scaled; the pipeline's depth the table's
+  /// (-S, or a job file's pipeline_parallel), the data-parallel replicas from --gpus where no
+  /// option gives them; checked (require_runnable, require_supported). `system` overrides
+  /// --system.
   SimulationSetup simulation(const std::string* system = nullptr) const;
+
+  /// The job and layout the model's defaults, a job file and the flags give (no system), with
+  /// the pipeline's depth and the data-parallel replicas resolved as simulation() does.
+  SimulationSetup run_values() const;
 
   /// The parameters as given; for schedules that do not take an option it is left out when
   /// `only_applicable` (compare applies -v to the schedules that have chunks, and so on).
@@ -74,6 +97,10 @@ struct ScheduleOptions {
   MemoryOptions memory() const;
   /// True if any of -S, -M, -v, -W, --group-size, --variant, --split was given.
   bool any_shape_flag() const;
+
+ private:
+  /// -S, or a job file's pipeline_parallel; and whether either gave it.
+  std::int64_t pipeline_devices() const;
 };
 
 /// Every command's S and M when -S and -M are not given: the tabular-schedule paper's setting

@@ -13,6 +13,7 @@
 
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
+#include "pipetab/io/job_file.hpp"
 #include "pipetab/io/table_file.hpp"
 #include "pipetab/io/table_json.hpp"
 #include "pipetab/report/trace.hpp"
@@ -182,7 +183,7 @@ struct PlanState {
   double memory_reserve = 0.05;
   std::size_t explain = 0;
   unsigned threads = 0;
-  std::string shard, format, output, table, trace, svg, table_format, runnable_by;
+  std::string shard, format, output, table, trace, svg, table_format, runnable_by, job_out;
   bool force = false;
   std::string from_run, runs = "published-runs";
   bool keep_run_options = false;
@@ -218,7 +219,7 @@ PlanRequest make_request(const PlanState& s, const std::string& run_id) {
     q.gpus = *s.gpus;
     q.global_batch = *s.global_batch;
   }
-  apply_settings(base, s.run.settings);
+  apply_settings(base, s.run.all());
   q.model = std::move(base.model);
   q.system = std::move(base.system);
   q.job = base.job;
@@ -233,6 +234,36 @@ PlanRequest make_request(const PlanState& s, const std::string& run_id) {
   q.threads = s.threads;
   if (!s.shard.empty()) std::tie(q.shard, q.shards) = parse_shard(s.shard);
   if (!run_id.empty() && s.keep_run_options) keep_reference_options(q);
+  if (const auto* file = s.run.job(); file != nullptr && run_id.empty()) {
+    // A job file's layout is the reference to rank, as a measured run's is.
+    PlanLayout l;
+    l.tensor_parallel = base.layout.tp;
+    l.context_parallel = base.layout.cp;
+    l.expert_parallel = base.layout.ep;
+    l.sequence_parallel = base.layout.sequence_parallel;
+    l.fsdp = base.layout.fsdp.enabled;
+    l.pipeline_parallel = base.layout.pp;
+    l.schedule = base.layout.schedule.empty()
+                     ? std::string("1f1b")
+                     : std::string(find_schedule(base.layout.schedule).name);
+    l.chunks = base.layout.chunks;
+    l.micro_batch = base.job.micro_batch;
+    l.recompute = base.job.recompute;
+    l.distributed_optimizer = base.job.distributed_optimizer;
+    l.a2a_overlap = base.job.a2a_overlap;
+    const std::int64_t per_replica = l.tensor_parallel * l.context_parallel * l.pipeline_parallel;
+    l.data_parallel = q.gpus % per_replica == 0 ? q.gpus / per_replica : 0;
+    const std::int64_t per_step = l.micro_batch * l.data_parallel;
+    l.microbatches = per_step > 0 ? q.global_batch / per_step : 0;
+    if (l.data_parallel < 1 || per_step * l.microbatches != q.global_batch) {
+      throw Error(fmt::format(
+          "--job {}: its layout (TP {} × CP {} × PP {}, micro batch {}) does not run {} GPUs at "
+          "a global batch of {}",
+          s.run.job_path, l.tensor_parallel, l.context_parallel, l.pipeline_parallel,
+          l.micro_batch, q.gpus, q.global_batch));
+    }
+    q.reference = l;
+  }
   return q;
 }
 
@@ -331,7 +362,7 @@ Subcommand add_plan(CLI::App& app) {
                   "fully sharded data parallelism over DP × CP: both, on or off (never with the "
                   "distributed optimizer)")
       ->capture_default_str();
-  add_run_flags(*cmd, s->run, kPlanSearched);
+  add_run_flags(*cmd, s->run, kPlanSearched, false);
   cmd->add_option("--top", s->top, "layouts ranked")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
@@ -355,6 +386,9 @@ Subcommand add_plan(CLI::App& app) {
   cmd->add_option("-t,--table-out", s->table,
                   "write the best layout's schedule table (.csv PyTorch pipelining, .json)");
   add_search_export_options(*cmd, s->table_format, s->force, s->runnable_by, "plan");
+  cmd->add_option("--job-out", s->job_out,
+                  "write the best layout as the job file its framework runs: a torchtitan job "
+                  "TOML (FILE.toml) or Megatron-LM arguments (any other name); docs/jobs.md");
   cmd->add_option("--trace", s->trace, "simulate the best layout and write a Chrome trace");
   cmd->add_option("--svg", s->svg, "simulate the best layout and write an SVG timeline");
   return {
@@ -363,6 +397,7 @@ Subcommand add_plan(CLI::App& app) {
           emit(s->output, published_comparison(*s));
           return;
         }
+        s->run.gpus = s->gpus;  // a job file's implicit degrees are plan's GPUs'
         PlanRequest q = make_request(*s, s->from_run);
         std::optional<Progress> bar;
         int phase = 0;
@@ -410,6 +445,18 @@ Subcommand add_plan(CLI::App& app) {
         }
         // The report first: a table, trace or picture that cannot be written must not lose it.
         emit(s->output, report);
+        if (!result.top.empty() && !s->job_out.empty()) {
+          const auto& best = result.top.front();
+          auto setup = layout_setup(q, best.layout);
+          setup.job.global_batch = q.global_batch;
+          const std::string comment = fmt::format(
+              "pipetab plan: {} on {} GPUs of {}: {}", q.model.name, q.gpus, q.system.name,
+              describe(best.layout));
+          io::write_file(s->job_out,
+                         s->job_out.ends_with(".toml")
+                             ? io::torchtitan_job_toml(setup.job, setup.layout, q.gpus, comment)
+                             : io::megatron_arguments(setup.job, setup.layout, q.gpus, comment));
+        }
         if (!result.top.empty() && (!s->table.empty() || !s->trace.empty() || !s->svg.empty())) {
           const auto& best = result.top.front();
           const auto table = layout_table(q, best.layout);

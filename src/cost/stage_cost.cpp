@@ -6,42 +6,24 @@
 
 #include <fmt/format.h>
 
-#include "pipetab/cost/collective.hpp"
 #include "pipetab/cost/gemm.hpp"
 #include "pipetab/error.hpp"
 
 namespace pipetab::cost {
 
-const LinkSpec& tensor_parallel_link(const SystemConfig& system, std::int64_t ranks) {
-  if (system.topology == Topology::Switched && ranks > system.devices_per_node) return system.inter;
-  return system.intra;
-}
-
-const LinkSpec& context_parallel_link(const SystemConfig& system, std::int64_t tp,
-                                      std::int64_t cp) {
-  // Megatron's rank order puts TP fastest, then CP: a CP group spans tp·cp consecutive ranks.
-  return tensor_parallel_link(system, tp * cp);
-}
-
-ExpertAllToAll expert_all_to_all(const Operator& op, const Workload& run,
-                                 const SystemConfig& system) {
-  const TransformerConfig& m = run.model;
-  ExpertAllToAll a;
-  a.bytes = op.collective_bytes;
-  a.ranks = static_cast<double>(run.layout.ep);
-  // Megatron-Core's expert rank order puts ETP fastest, then EP: an EP group's ranks are etp
-  // apart, so devices_per_node / etp of them share a node (all of them on a line or ring).
-  const double etp = static_cast<double>(run.layout.etp);
-  a.per_node = system.topology == Topology::Switched
-                   ? std::max(1.0, std::floor(static_cast<double>(system.devices_per_node) / etp))
-                   : a.ranks;
-  a.per_node = std::min(a.per_node, a.ranks);
-  if (m.moe) {
-    a.top_k = static_cast<double>(m.moe->top_k);
-    a.per_node_dedup = run.job.moe.dispatcher == MoeDispatcher::DeepEp;
-    a.node_limit = static_cast<double>(m.moe->node_limit);
+Collective collective_of(const Operator& op, const Workload& run, const SystemConfig& system) {
+  Collective c;
+  c.kind = op.collective;
+  // The group as pipeline device 0's first rank sees it: a stage is costed once for all its
+  // devices.
+  c.group = group_of(run.layout, op.group, 0, node_size(system));
+  c.bytes = op.collective_bytes;
+  c.algorithm = op.algorithm;
+  if (run.model.moe) {
+    c.top_k = static_cast<double>(run.model.moe->top_k);
+    c.node_limit = static_cast<double>(run.model.moe->node_limit);
   }
-  return a;
+  return c;
 }
 
 void require_costable(const ModelConfig& model, const Job& job, const SystemConfig& system) {
@@ -116,30 +98,9 @@ OperatorCost operator_cost(const Operator& op, const Workload& run,
       c.memory_bound = true;
       if (!device.flat_efficiency) c.seconds = memory_seconds(op.bytes, device) + launches;
       return c;
-    case OperatorKind::Collective: {
-      switch (op.group) {
-        case CollectiveGroup::Context:
-          c.seconds = collective_seconds(
-              op.collective, op.collective_bytes, static_cast<double>(run.layout.cp),
-              context_parallel_link(system, run.layout.tp, run.layout.cp));
-          return c;
-        case CollectiveGroup::Expert:
-          c.seconds = expert_all_to_all_seconds(expert_all_to_all(op, run, system), system.intra,
-                                                system.inter);
-          return c;
-        case CollectiveGroup::ExpertTensor:
-          c.seconds = collective_seconds(op.collective, op.collective_bytes,
-                                         static_cast<double>(run.layout.etp),
-                                         tensor_parallel_link(system, run.layout.etp));
-          return c;
-        case CollectiveGroup::Tensor:
-          break;
-      }
-      const double ranks = static_cast<double>(run.layout.tp);
-      c.seconds = collective_seconds(op.collective, op.collective_bytes, ranks,
-                                     tensor_parallel_link(system, run.layout.tp));
+    case OperatorKind::Collective:
+      c.seconds = collective_seconds(collective_of(op, run, system), system.intra, system.inter);
       return c;
-    }
   }
   return c;
 }
@@ -201,20 +162,14 @@ bool is_flow(const Operator& op, bool flows) {
          (op.group == CollectiveGroup::Expert || op.group == CollectiveGroup::Context);
 }
 
-// The flows of such an exchange, as the cost model prices them alone (operator_cost).
+// The flows of such an exchange, as the cost model prices them alone (operator_cost): the rule's
+// two flows of the rank's side, at the collective bandwidth the links reach.
 Exchange exchange(const Operator& op, const Workload& run, const SystemConfig& system) {
   Exchange x;
-  if (op.group == CollectiveGroup::Expert) {
-    x.kind = ExchangeKind::Expert;
-    const AllToAllFlows f = expert_all_to_all_flows(expert_all_to_all(op, run, system));
-    x.flows = {Flow{f.local, system.intra.latency_s, false},
-               Flow{f.remote, system.inter.latency_s, true}};
-    return x;
-  }
-  const LinkSpec& link = context_parallel_link(system, run.layout.tp, run.layout.cp);
-  const auto cp = static_cast<double>(run.layout.cp);
-  x.flows[0] = {collective_flow_bytes(op.collective, op.collective_bytes, cp),
-                collective_steps(op.collective, cp) * link.latency_s, &link == &system.inter};
+  x.kind = op.group == CollectiveGroup::Expert ? ExchangeKind::Expert : ExchangeKind::Context;
+  const CollectiveFlows f =
+      collective_flows(collective_of(op, run, system), system.intra, system.inter);
+  x.flows = {Flow{f.local.bytes, f.local.latency_s, false}, Flow{f.remote.bytes, f.remote.latency_s, true}};
   return x;
 }
 

@@ -13,6 +13,7 @@
 #include <toml++/toml.h>
 
 #include "pipetab/error.hpp"
+#include "pipetab/io/hf_config.hpp"
 #include "pipetab/io/table_file.hpp"
 
 namespace pipetab::io {
@@ -501,6 +502,23 @@ Config load(const std::string& name_or_path, std::string_view kind, const char* 
 }  // namespace
 
 ModelConfig load_model(const std::string& name_or_path) {
+  // A Hugging Face model: its config.json, or the folder that holds it (as a model's hub
+  // repository or save_pretrained lays it out). A preset's name comes first, as for TOML files.
+  if (detail::preset("models", name_or_path).empty()) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(name_or_path, ec)) {
+      const auto config = (std::filesystem::path(name_or_path) / "config.json").string();
+      if (!std::filesystem::is_regular_file(config, ec)) {
+        throw Error(
+            fmt::format("--model {}: a folder is read as a Hugging Face model, and it "
+                        "holds no config.json",
+                        name_or_path));
+      }
+      return parse_hf_config(read_file(config), config);
+    }
+    if (name_or_path.ends_with(".json") && std::filesystem::exists(name_or_path, ec))
+      return parse_hf_config(read_file(name_or_path), name_or_path);
+  }
   ModelConfig model = load<ModelConfig>(name_or_path, "models", "--model", parse_model);
   // A preset's job keys are pipetab's documented defaults for the model (configs/models/*.toml
   // say where each comes from), not a file of the user's to point out.

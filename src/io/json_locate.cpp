@@ -1,6 +1,12 @@
 #include "json_locate.hpp"
 
+#include <map>
+#include <optional>
+
+#include "text.hpp"
 #include <fmt/format.h>
+
+#include "pipetab/error.hpp"
 
 namespace pipetab::io::detail {
 
@@ -153,6 +159,92 @@ std::size_t too_deep(std::string_view text, int max_depth) {
     }
   }
   return std::string_view::npos;
+}
+
+nlohmann::json parse_json(std::string_view text, const std::string& file,
+                          std::string_view depth_hint) {
+  using nlohmann::json;
+  // Keys are tracked while parsing, in every object: the DOM keeps only the last of
+  // duplicates. Each frame is an open object (its keys) or array (its element index).
+  struct Frame {
+    bool object = false;
+    std::map<std::string, int> keys;
+    std::string key;
+    std::int64_t index = -1;
+  };
+  std::vector<Frame> frames;
+  std::optional<JsonPath> duplicate;
+  const auto element = [&] {
+    if (!frames.empty() && !frames.back().object) ++frames.back().index;
+  };
+  const json::parser_callback_t on_event = [&](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        element();
+        frames.push_back(Frame{event == json::parse_event_t::object_start, {}, {}, -1});
+        break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        frames.pop_back();
+        break;
+      case json::parse_event_t::value:
+        element();
+        break;
+      case json::parse_event_t::key: {
+        auto& frame = frames.back();
+        frame.key = parsed.get<std::string>();
+        const int seen = ++frame.keys[frame.key];
+        if (seen > 1 && !duplicate) {
+          JsonPath path;
+          for (std::size_t i = 0; i + 1 < frames.size(); ++i) {
+            path.push_back(frames[i].object ? JsonStep{frames[i].key}
+                                            : JsonStep{{}, frames[i].index});
+          }
+          path.push_back(JsonStep{frame.key, -1, seen});
+          duplicate = std::move(path);
+        }
+        break;
+      }
+    }
+    return true;
+  };
+  if (const auto deep = too_deep(text); deep != std::string_view::npos) {
+    const auto [line, column] = line_column(text, deep);
+    throw ParseError(
+        file, line, column,
+        fmt::format("JSON nested deeper than {} levels ({})", max_json_depth, depth_hint));
+  }
+  json doc;
+  try {
+    doc = json::parse(text.begin(), text.end(), on_event);
+  } catch (const json::parse_error& e) {
+    // nlohmann's message reads "[json.exception.parse_error.101] parse error at line L,
+    // column C: what"; keep "what", compute the position from the byte index.
+    std::string what = e.what();
+    const auto colon = what.find(": ", what.find("column"));
+    if (colon != std::string::npos) what = what.substr(colon + 2);
+    const auto [line, column] = line_column(text, e.byte > 0 ? e.byte - 1 : 0);
+    throw ParseError(file, line, column, "invalid JSON: " + what);
+  } catch (const json::exception& e) {
+    // Number overflow ("1e400") is reported without a position: point at the number.
+    std::string what = e.what();
+    what = what.substr(what.find(']') + 2);
+    const auto quote = what.find('\'');
+    const auto token = quote == std::string::npos
+                           ? std::string()
+                           : what.substr(quote + 1, what.rfind('\'') - quote - 1);
+    const auto at = token.empty() ? std::string_view::npos : text.find(token);
+    const auto [line, column] = line_column(text, at == std::string_view::npos ? 0 : at);
+    throw ParseError(file, line, column, "invalid JSON: " + what);
+  }
+  if (duplicate) {
+    const auto [line, column] = line_column(text, locate(text, *duplicate, true));
+    throw ParseError(
+        file, line, column,
+        fmt::format("{}: duplicate key '{}'", to_string(*duplicate), duplicate->back().key));
+  }
+  return doc;
 }
 
 }  // namespace pipetab::io::detail

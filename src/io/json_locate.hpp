@@ -1,11 +1,14 @@
-// Private to io/: the position of a value inside JSON text, by path, for error messages
-// (nlohmann's DOM does not keep positions).
+// Private to io/: parsing JSON for pipetab's readers (positions in errors, duplicate keys and
+// deep nesting refused), and the position of a value inside JSON text, by path, for error
+// messages (nlohmann's DOM does not keep positions).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace pipetab::io::detail {
 
@@ -34,5 +37,13 @@ inline constexpr int max_json_depth = 64;
 /// (strings skipped), or std::string_view::npos when there is none. One linear pass, no
 /// recursion, so it is safe on any input and runs before the parser sees the text.
 std::size_t too_deep(std::string_view text, int max_depth = max_json_depth);
+
+/// `text` parsed as JSON. Throws ParseError naming `file`, the line and the column: for text that
+/// is not JSON ("invalid JSON: " and nlohmann's reason), for a key that appears twice in one
+/// object (at the second: the DOM would keep only the last), and for nesting deeper than
+/// max_json_depth (`depth_hint` says how deep the format needs to go, as "a pipetab table needs
+/// 4"), which is checked before the parser sees the text.
+nlohmann::json parse_json(std::string_view text, const std::string& file,
+                          std::string_view depth_hint);
 
 }  // namespace pipetab::io::detail

@@ -154,6 +154,31 @@ class Builder {
   }
 
  private:
+  // How a collective over `group` moves its bytes (parallel/collective.hpp): NCCL's ring for
+  // tensor parallelism and the experts' tensor parallelism; for context parallelism Transformer
+  // Engine's point-to-point ring (ring), NCCL's all-gather (allgather) or all-to-all (a2a,
+  // Ulysses); for the experts' all-to-alls NCCL's, or DeepEP's once per node.
+  CollectiveAlgorithm algorithm(CollectiveGroup group) const {
+    switch (group) {
+      case CollectiveGroup::Context:
+        switch (run_.layout.cp_method) {
+          case CpMethod::Ring:
+            return CollectiveAlgorithm::Neighbour;
+          case CpMethod::AllGather:
+            return CollectiveAlgorithm::Ring;
+          case CpMethod::AllToAll:
+            return CollectiveAlgorithm::Direct;
+        }
+        break;
+      case CollectiveGroup::Expert:
+        return run_.job.moe.dispatcher == MoeDispatcher::DeepEp ? CollectiveAlgorithm::NodeDedup
+                                                                : CollectiveAlgorithm::Direct;
+      default:
+        break;
+    }
+    return CollectiveAlgorithm::Ring;
+  }
+
   // Appends a collective and, when it has a partner ("" none), notes it to be resolved.
   Operator& push_collective(std::string_view name, CollectiveGroup group, CollectiveKind kind,
                             double bytes, PassId hidden_pass, std::string_view hidden_by) {
@@ -163,6 +188,7 @@ class Builder {
     op.group = group;
     op.collective = kind;
     op.collective_bytes = bytes;
+    op.algorithm = algorithm(group);
     ops().push_back(op);
     if (!hidden_by.empty()) pending_.push_back({pass_, ops().size() - 1, hidden_pass, hidden_by});
     return ops().back();

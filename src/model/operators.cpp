@@ -11,20 +11,6 @@
 
 namespace pipetab {
 
-const char* to_string(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::AllReduce:
-      return "all-reduce";
-    case CollectiveKind::ReduceScatter:
-      return "reduce-scatter";
-    case CollectiveKind::AllGather:
-      return "all-gather";
-    case CollectiveKind::AllToAll:
-      return "all-to-all";
-  }
-  return "collective";
-}
-
 const std::vector<Operator>& PassOperators::pass(PassId id) const {
   switch (id) {
     case PassId::Forward:
@@ -131,7 +117,8 @@ namespace detail {
 //  allgather: K and V gathered while the local block's attention (1/CP of it) runs (torchtitan
 //    all-gathers the remaining shards after the first local sub-SDPA).
 //  a2a: Q, K and V from sequence- to head-sharded before attention, the output back after
-//    (Ulysses); nothing to hide under.
+//    (Ulysses); nothing to hide under. An all-to-all counts one rank's buffer: its own tokens'
+//    (s = the sequence / CP) heads.
 void context_exchange_forward(Builder& f, const Workload& run, const Dims& d,
                               const AttentionWidths& w) {
   const double kv = d.e * d.b * d.keys * (w.k + w.v);
@@ -146,7 +133,7 @@ void context_exchange_forward(Builder& f, const Workload& run, const Dims& d,
       break;
     case CpMethod::AllToAll:
       f.context_exchange("attention.cp_all_to_all", CollectiveKind::AllToAll,
-                         d.e * d.b * d.keys * (w.q + w.k + w.v), "", 0.0);
+                         d.e * d.b * d.s * (w.q + w.k + w.v), "", 0.0);
       break;
   }
 }
@@ -155,7 +142,7 @@ void context_output_forward(Builder& f, const Workload& run, const Dims& d,
                             const AttentionWidths& w) {
   if (run.layout.cp_method == CpMethod::AllToAll)
     f.context_exchange("attention.cp_all_to_all.output", CollectiveKind::AllToAll,
-                       d.e * d.b * d.keys * w.out, "", 0.0);
+                       d.e * d.b * d.s * w.out, "", 0.0);
 }
 
 // Its backward: a2a first moves the output's gradient back to head-sharded; then the ring
@@ -178,9 +165,9 @@ void context_exchange_backward(Builder& i, const Workload& run, const Dims& d,
       break;
     case CpMethod::AllToAll:
       i.context_exchange("attention.cp_all_to_all.output.backward", CollectiveKind::AllToAll,
-                         d.e * d.b * d.keys * w.out, "", 0.0);
+                         d.e * d.b * d.s * w.out, "", 0.0);
       i.context_exchange("attention.cp_all_to_all.backward", CollectiveKind::AllToAll,
-                         d.e * d.b * d.keys * (w.q + w.k + w.v), "", 0.0);
+                         d.e * d.b * d.s * (w.q + w.k + w.v), "", 0.0);
       break;
   }
 }

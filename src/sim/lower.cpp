@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "pipetab/error.hpp"
+#include "pipetab/parallel/collective.hpp"
 #include "pipetab/sim/graph.hpp"
 #include "pipetab/table/comm_order.hpp"
 #include "pipetab/table/timing.hpp"
@@ -336,7 +337,9 @@ class Lowering {
       largest = std::max(largest, w.grad_bytes * options_.collective_scale);
     const double buckets =
         job_.dp_overlap ? std::ceil(largest / job_.dp_bucket_bytes) : 1;
-    return 2 * (r - 1) * static_cast<std::int64_t>(std::min(std::max(buckets, 1.0), 1e9));
+    return static_cast<std::int64_t>(collective_steps(CollectiveKind::AllReduce,
+                                                      static_cast<double>(r))) *
+           static_cast<std::int64_t>(std::min(std::max(buckets, 1.0), 1e9));
   }
 
   // Node ids are 32-bit: bound the node count (an upper bound: every dependency crossing
@@ -576,15 +579,17 @@ class Lowering {
                                           static_cast<std::int64_t>(a.kind), -1, roles, 2};
     if (const auto it = program_ids_.find(key); it != program_ids_.end()) return it->second;
     const StageWork& w = work(a);
-    const auto shard = group(0, shard_ranks(), tensor_parallel());
-    const auto experts = expert_shard_group(0);
+    const auto shard = group(0, CollectiveGroup::FsdpShard);
+    const auto experts = group(0, CollectiveGroup::ExpertShard);
     const auto flows = [&](double bytes, double expert_bytes, cost::ExchangeKind kind) {
+      const CollectiveKind what = kind == cost::ExchangeKind::ParamGather
+                                      ? CollectiveKind::AllGather
+                                      : CollectiveKind::ReduceScatter;
       cost::Exchange x;
       x.kind = kind;
-      x.flows = {ring_flow(shard, bytes, shard_ranks() - 1),
-                 expert_shard_ranks() > 1
-                     ? ring_flow(experts, expert_bytes, expert_shard_ranks() - 1)
-                     : cost::Flow{}};
+      x.flows = {ring_flow(ring_of(what, shard, bytes)),
+                 expert_shard_ranks() > 1 ? ring_flow(ring_of(what, experts, expert_bytes))
+                                          : cost::Flow{}};
       return x;
     };
     std::optional<cost::Exchange> gather, scatter;
@@ -1127,18 +1132,19 @@ class Lowering {
       for (std::size_t i = 0; i < members.size(); ++i) {
         if (gradient_ranks() > 1)
           data_parallel(stage, members[i], bytes - experts, ready[i], !replicas,
-                        data_parallel_group(members[i]));
+                        group(members[i], CollectiveGroup::Gradient));
         if (experts > 0 && expert_ranks() > 1)
           data_parallel(stage, members[i], experts, ready[i], !replicas,
-                        expert_data_parallel_group(members[i]));
+                        group(members[i], CollectiveGroup::ExpertData));
         done(members[i], stage) = ready[i];
       }
     }
     embedding_all_reduce();
   }
 
-  // Ring all-reduce over `members`: 2(k−1) steps; in each, every member sends bytes/k to the
-  // next one (reduce-scatter, then all-gather). A member's send needs its own gradient (its
+  // Ring all-reduce over `members` (pipeline devices, each sending to the next over its route):
+  // the rule's steps (parallel/collective.hpp: 2(k−1)); in each, every member sends bytes/k to
+  // the next one (reduce-scatter, then all-gather). A member's send needs its own gradient (its
   // previous send, or `ready` for the first) and, after the first step, the chunk it received
   // in the previous step. On return `ready` holds, per member, the transfer that completes
   // its copy of the reduced gradient.
@@ -1146,7 +1152,9 @@ class Lowering {
             std::vector<std::int32_t>& ready) {
     const auto k = members.size();
     std::vector<std::int32_t> sent(ready), received(k, -1), next_received(k);
-    for (std::size_t step = 0; step < 2 * (k - 1); ++step) {
+    const auto steps = static_cast<std::size_t>(
+        collective_steps(CollectiveKind::AllReduce, static_cast<double>(k)));
+    for (std::size_t step = 0; step < steps; ++step) {
       for (std::size_t i = 0; i < k; ++i) {
         const auto transfer = add_transfer(kind, stage, members[i], members[(i + 1) % k],
                                            bytes / static_cast<double>(k));
@@ -1160,82 +1168,68 @@ class Lowering {
     ready = received;
   }
 
-  // A group of GPUs a collective of a pipeline device runs over: `ranks` GPUs `stride` apart from
-  // the device's first GPU, of which `per_node` share its node (Megatron's rank order: tensor,
-  // context, data, then pipeline parallel).
-  struct Group {
-    double ranks = 1.0, per_node = 1.0;
-    bool in_node = false;
-  };
-  Group group(std::int32_t device, std::int64_t ranks, std::int64_t stride) const {
-    const std::int64_t g = network_.system().devices_per_node;
-    const std::int64_t base = static_cast<std::int64_t>(device) * tensor_parallel() *
-                              context_parallel() * layout_.dp;
-    std::int64_t same = 0;
-    for (std::int64_t k = 0; k < ranks; ++k)
-      same += (base + k * stride) / g == base / g;
-    return {static_cast<double>(ranks), static_cast<double>(same), same == ranks};
-  }
-  // The DP × CP group of a pipeline device (TP ranks apart).
-  Group data_parallel_group(std::int32_t device) const {
-    return group(device, gradient_ranks(), tensor_parallel());
-  }
-  // Its EDP group (Megatron-Core's expert rank order ETP, EP, EDP: EP × ETP ranks apart).
-  Group expert_data_parallel_group(std::int32_t device) const {
-    return group(device, expert_ranks(), layout_.ep * layout_.etp);
+  // The group `kind` of pipeline device `device` (placement.hpp: its size, and how many of its
+  // ranks share the device's first rank's node).
+  Group group(std::int32_t device, CollectiveGroup kind) const {
+    return group_of(layout_, kind, device, node_size(network_.system()));
   }
 
-  // Where one device's side of a collective over `g` runs: over its NIC when the group spans
-  // nodes, where the group's `per_node` members on a node share the node's NICs, each carrying
-  // 1/per_node of the traffic (NCCL's rings over one NIC per GPU), or over its switch ports when
-  // the group fits in the node.
+  // A collective of the iteration (data-parallel, FSDP and HSDP reductions and gathers) over
+  // `g`: NCCL's ring at the links' own rate, sharing them with the rest (parallel/collective.hpp,
+  // CollectiveRate::Link).
+  static Collective ring_of(CollectiveKind kind, const Group& g, double bytes) {
+    return {kind, g, bytes, CollectiveAlgorithm::Ring, CollectiveRate::Link};
+  }
+
+  // One device's side of ring `c` by the rule: its one flow — over its switch ports while the
+  // group fits in its node, over its NIC (shared with its node's members of the group) when it
+  // spans nodes — and those links.
   struct Side {
+    CollectiveFlow flow;
     std::int32_t out = 0, in = 0;
-    double latency = 0.0, share = 1.0;
+    bool nic = false;
   };
-  Side side(std::int32_t device, const Group& g) const {
-    const bool in_node = g.in_node;
-    return {in_node ? network_.port_up(device) : network_.nic_out(device),
-            in_node ? network_.port_down(device) : network_.nic_in(device),
-            in_node ? network_.system().intra.latency_s : network_.system().inter.latency_s,
-            in_node ? 1.0 : 1.0 / g.per_node};
+  Side side(std::int32_t device, const Collective& c) const {
+    const auto& system = network_.system();
+    const CollectiveFlows f = collective_flows(c, system.intra, system.inter);
+    const bool nic = f.remote.steps > 0.0;
+    return {nic ? f.remote : f.local, nic ? network_.nic_out(device) : network_.port_up(device),
+            nic ? network_.nic_in(device) : network_.port_down(device), nic};
   }
 
-  // Device 0's side of a ring collective over `g` as one flow (collective_side's transfer).
-  cost::Flow ring_flow(const Group& g, double bytes, std::int64_t steps) const {
-    if (!(bytes > 0.0) || steps <= 0) return {};
-    const Side s = side(0, g);
-    const auto n = static_cast<double>(steps);
-    return {n * bytes / g.ranks * s.share, n * s.latency, !g.in_node, false};
+  // Device 0's side of ring `c` as one flow of an op's program (FSDP's per-block collectives).
+  cost::Flow ring_flow(const Collective& c) const {
+    if (!(c.bytes > 0.0)) return {};
+    const Side s = side(0, c);
+    return {s.flow.bytes, s.flow.latency_s, s.nic, false};
   }
 
-  // One device's side of a ring collective over `g`: `steps` transfers, each sending bytes/ranks
-  // out of the device and receiving as much. Chained after `after` (-1: free to start at once);
-  // returns the last step.
-  std::int32_t ring_side(TransferKind kind, int stage, std::int32_t device, const Group& g,
-                         double bytes, std::int64_t steps, std::int32_t after) {
-    const Side s = side(device, g);
+  // One device's side of ring `c`: `steps` of its steps (all of them: collective_steps), a
+  // transfer each, sending bytes/ranks out of the device and receiving as much. Chained after
+  // `after` (-1: free to start at once); returns the last step.
+  std::int32_t ring_side(TransferKind kind, int stage, std::int32_t device, const Collective& c,
+                         std::int64_t steps, std::int32_t after) {
+    const Side s = side(device, c);
     std::int32_t chain = after;
     for (std::int64_t step = 0; step < steps; ++step) {
-      const auto transfer =
-          add_transfer(kind, stage, device, bytes / g.ranks * s.share, {s.out, s.in}, s.latency);
+      const auto transfer = add_transfer(kind, stage, device, s.flow.step_bytes, {s.out, s.in},
+                                         s.flow.step_latency_s);
       if (chain >= 0) edge(chain, transfer);
       chain = transfer;
     }
     return chain;
   }
 
-  // One device's side of a whole ring collective as one transfer: its `steps` sends of
-  // bytes/ranks each and their latencies in one flow. Alone on its links it takes exactly what
-  // the chain of steps takes; against other traffic it shares the links as one flow. FSDP's
-  // collectives over thousands of ranks stay one node each in the graph (a node per step made
-  // plan's graphs grow with the ranks).
-  std::int32_t collective_side(TransferKind kind, int stage, std::int32_t device, const Group& g,
-                               double bytes, std::int64_t steps, std::int32_t after) {
-    const Side s = side(device, g);
-    const auto n = static_cast<double>(steps);
-    const auto transfer = add_transfer(kind, stage, device, n * bytes / g.ranks * s.share,
-                                       {s.out, s.in}, n * s.latency);
+  // One device's side of a whole ring collective as one transfer: its steps' sends and their
+  // latencies in one flow. Alone on its links it takes exactly what the chain of steps takes;
+  // against other traffic it shares the links as one flow. FSDP's collectives over thousands of
+  // ranks stay one node each in the graph (a node per step made plan's graphs grow with the
+  // ranks).
+  std::int32_t collective_side(TransferKind kind, int stage, std::int32_t device,
+                               const Collective& c, std::int32_t after) {
+    const Side s = side(device, c);
+    const auto transfer =
+        add_transfer(kind, stage, device, s.flow.bytes, {s.out, s.in}, s.flow.latency_s);
     if (after >= 0) edge(after, transfer);
     return transfer;
   }
@@ -1250,12 +1244,14 @@ class Lowering {
   // waits for bucket j−1 (one communicator runs them in order).
   void data_parallel(int stage, std::int32_t device, double bytes, std::int32_t& done,
                      bool overlap_allowed, const Group& g) {
-    const std::int64_t steps = (job_.distributed_optimizer ? 1 : 2) *
-                               (static_cast<std::int64_t>(g.ranks) - 1);
+    const CollectiveKind kind =
+        job_.distributed_optimizer ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
+    const auto steps = static_cast<std::int64_t>(collective_steps(kind, static_cast<double>(g.ranks)));
     const bool buckets_on =
         job_.dp_overlap && overlap_allowed && done >= 0 && !g_.is_transfer(done);
     const double n =
         buckets_on ? std::max(1.0, std::ceil(bytes / job_.dp_bucket_bytes)) : 1.0;
+    const Collective bucket = ring_of(kind, g, bytes / n);
     const std::int32_t last_backward = done;
     std::int32_t previous = -1;
     for (double j = 0; j < n; ++j) {
@@ -1263,13 +1259,13 @@ class Lowering {
       if (buckets_on) {
         // The bucket's first step starts once its gradients are ready, after the bucket before.
         const auto first =
-            ring_side(TransferKind::DataAllReduce, stage, device, g, bytes / n, 1, previous);
+            ring_side(TransferKind::DataAllReduce, stage, device, bucket, 1, previous);
         start_edge(last_backward, first,
                    (j + 1) / n * g_.duration[static_cast<std::size_t>(last_backward)]);
         after = first;
       }
       const std::int64_t rest = buckets_on ? steps - 1 : steps;
-      previous = ring_side(TransferKind::DataAllReduce, stage, device, g, bytes / n, rest, after);
+      previous = ring_side(TransferKind::DataAllReduce, stage, device, bucket, rest, after);
     }
     if (previous >= 0) done = previous;
   }
@@ -1320,18 +1316,17 @@ class Lowering {
   double expert_gather_bytes(const StageWork& w) const {
     return w.expert_params * gathered_bytes_per_param() / units(w) * options_.collective_scale;
   }
-  // The experts' FSDP shard group: their EDP group, or with HSDP its first EDP / R ranks.
-  Group expert_shard_group(std::int32_t device) const {
-    return model_.transformer() ? group(device, expert_shard_ranks(), layout_.ep * layout_.etp)
-                                : Group{};
-  }
-  // One unit's collective of the routed experts over their shard group after `after` (-1: none
-  // to run).
+  // One unit's collective of the routed experts over their shard group (their EDP group, or
+  // with HSDP its first EDP / R ranks) after `after` (-1: none to run).
   std::int32_t expert_collective(TransferKind kind, int stage, std::int32_t device, double bytes,
                                  std::int32_t after) {
     if (expert_shard_ranks() <= 1 || bytes <= 0.0) return after;
-    return collective_side(kind, stage, device, expert_shard_group(device), bytes,
-                           expert_shard_ranks() - 1, after);
+    const CollectiveKind what = kind == TransferKind::FsdpAllGather
+                                    ? CollectiveKind::AllGather
+                                    : CollectiveKind::ReduceScatter;
+    return collective_side(kind, stage, device,
+                           ring_of(what, group(device, CollectiveGroup::ExpertShard), bytes),
+                           after);
   }
   // Bytes of a unit's gradients as reduce-scattered (grad_bytes_per_param: torchtitan reduces in
   // fp32 by default, MixedPrecisionPolicy(reduce_dtype=float32)).
@@ -1346,11 +1341,13 @@ class Lowering {
   // block's without) on the shard group, after `after`, and after the device's previous one (one
   // reduce-scatter stream). Returns its last step.
   std::int32_t fsdp_reduce_scatter(int stage, std::int32_t device, std::int32_t after) {
-    const auto shard = group(device, shard_ranks(), tensor_parallel());
     const auto& w = work_[index(0, stage)];
     auto& previous = last_scatter_[static_cast<std::size_t>(device)];
-    const auto scatter = collective_side(TransferKind::FsdpReduceScatter, stage, device, shard,
-                                         scatter_bytes(w), shard_ranks() - 1, after);
+    const auto scatter = collective_side(
+        TransferKind::FsdpReduceScatter, stage, device,
+        ring_of(CollectiveKind::ReduceScatter, group(device, CollectiveGroup::FsdpShard),
+                scatter_bytes(w)),
+        after);
     g_.latency_s[static_cast<std::size_t>(scatter - g_.compute_nodes)] += copy_in_seconds(w);
     if (previous >= 0) edge(previous, scatter);
     previous = expert_collective(TransferKind::FsdpReduceScatter, stage, device,
@@ -1363,15 +1360,16 @@ class Lowering {
     const std::int64_t replicas = gradient_ranks() / shard_ranks();
     if (replicas <= 1) return after;
     const auto& w = work_[static_cast<std::size_t>(stage)];
-    const auto g = group(device, replicas, tensor_parallel() * shard_ranks());
     // Each rank's shard: the dense gradients' 1/shard, the experts' 1/(EDP / R); the experts'
     // replicas are the same outermost ranks (TP × shard apart).
     const double experts = w.grad_bytes * expert_share(w);
     const double shard = ((w.grad_bytes - experts) / static_cast<double>(shard_ranks()) +
                           experts / static_cast<double>(expert_shard_ranks())) *
                          options_.collective_scale;
-    return collective_side(TransferKind::DataAllReduce, stage, device, g, shard, 2 * (replicas - 1),
-                           after);
+    return collective_side(
+        TransferKind::DataAllReduce, stage, device,
+        ring_of(CollectiveKind::AllReduce, group(device, CollectiveGroup::HsdpReplicas), shard),
+        after);
   }
 
   // What FSDP does around each op (reference modern-runs.md §C.1): kGathers, it gathers its
@@ -1426,11 +1424,10 @@ class Lowering {
   // block by block — and after the device's previous gather (one all-gather stream).
   void fsdp_gathers() {
     if (!fsdp()) return;
-    const auto shard_steps = shard_ranks() - 1;
     last_scatter_.assign(static_cast<std::size_t>(t_.devices), -1);
     scattered_.assign(static_cast<std::size_t>(t_.stages), -1);
     for (std::int32_t d = 0; d < t_.devices; ++d) {
-      const auto shard = group(d, shard_ranks(), tensor_parallel());
+      const auto shard = group(d, CollectiveGroup::FsdpShard);
       std::int32_t gather = -1;
       const auto begin = t_.row_begin[static_cast<std::size_t>(d)];
       for (auto i = begin; i < t_.row_begin[static_cast<std::size_t>(d) + 1]; ++i) {
@@ -1439,8 +1436,9 @@ class Lowering {
         for (const Pass& pass : t_.ops[static_cast<std::size_t>(i)].passes()) {
           const StageWork& w = work(pass);
           if ((roles & kGathers) && !(roles & kKeepsFirst)) {
-            const auto next = collective_side(TransferKind::FsdpAllGather, pass.stage, d, shard,
-                                              gather_bytes(w), shard_steps, gather);
+            const auto next = collective_side(
+                TransferKind::FsdpAllGather, pass.stage, d,
+                ring_of(CollectiveKind::AllGather, shard, gather_bytes(w)), gather);
             if (i > begin) issue_after_start(op - 1, next);
             gather = expert_collective(TransferKind::FsdpAllGather, pass.stage, d,
                                        expert_gather_bytes(w), next);
@@ -1503,12 +1501,12 @@ class Lowering {
   void end_of_iteration() {
     if (!optimizer_) return;
     const auto& system = network_.system();
-    const double group = static_cast<double>(t_.devices) * static_cast<double>(layout_.tp);
+    const double model_parallel = static_cast<double>(t_.devices) * static_cast<double>(layout_.tp);
     const bool spans_nodes = network_.node_of(0) != network_.node_of(t_.devices - 1) ||
                              layout_.tp > system.devices_per_node;
     const double alpha = spans_nodes ? system.inter.latency_s : system.intra.latency_s;
     const double reductions = job_.precision == Precision::FP16 ? 2.0 : 1.0;
-    const double hops = 2.0 * std::ceil(std::log2(std::max(2.0, group)));
+    const double hops = 2.0 * std::ceil(std::log2(std::max(2.0, model_parallel)));
     const auto sync = add_transfer(TransferKind::Sync, -1, 0, 0.0, {}, reductions * hops * alpha);
     for (std::int32_t d = 0; d < t_.devices; ++d) {
       const auto row_end = t_.row_begin[static_cast<std::size_t>(d) + 1];
@@ -1537,13 +1535,17 @@ class Lowering {
       edge(sync, node);
       if (job_.distributed_optimizer && gradient_ranks() > 1) {
         // All-gather of the updated 16-bit weights: R−1 ring steps of 1/R each.
-        ring_side(TransferKind::ParamAllGather, -1, d, data_parallel_group(d),
-                  params[static_cast<std::size_t>(d)], gradient_ranks() - 1, node);
+        ring_side(TransferKind::ParamAllGather, -1, d,
+                  ring_of(CollectiveKind::AllGather, group(d, CollectiveGroup::Gradient),
+                          params[static_cast<std::size_t>(d)]),
+                  gradient_ranks() - 1, node);
       }
       if (job_.distributed_optimizer && expert_ranks() > 1 &&
           expert_params[static_cast<std::size_t>(d)] > 0) {
-        ring_side(TransferKind::ParamAllGather, -1, d, expert_data_parallel_group(d),
-                  expert_params[static_cast<std::size_t>(d)], expert_ranks() - 1, node);
+        ring_side(TransferKind::ParamAllGather, -1, d,
+                  ring_of(CollectiveKind::AllGather, group(d, CollectiveGroup::ExpertData),
+                          expert_params[static_cast<std::size_t>(d)]),
+                  expert_ranks() - 1, node);
       }
     }
   }

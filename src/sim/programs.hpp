@@ -1,6 +1,6 @@
 // The programs of ops that communicate inside themselves (ExecGraph::steps), before their
 // transfers exist. The experts' all-to-alls (reference modern-runs.md §C.3: a flow over the
-// rank's node links and one over its NIC, cost::expert_all_to_all_flows) and the context-parallel
+// rank's node links and one over its NIC, parallel/collective.hpp) and the context-parallel
 // exchanges (§C.2: one flow on the CP group's links) are issued inside the op that runs them and
 // waited where their output is needed, so that they share the links with pipeline, FSDP and
 // data-parallel traffic and slow the compute beside them (DeviceSpec::comm_slowdown). An op's

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "pipetab/cost/collective.hpp"
+#include "pipetab/parallel/collective.hpp"
 #include "pipetab/model/operators.hpp"
 #include "pipetab/model/workload.hpp"
 #include "pipetab/system/system.hpp"
@@ -107,17 +107,10 @@ struct OperatorCost {
   bool memory_bound = false;
 };
 
-/// The link class a tensor-parallel group of `ranks` runs its collectives on: the intra-node
-/// links while it fits in a node, the inter-node ones beyond.
-const LinkSpec& tensor_parallel_link(const SystemConfig& system, std::int64_t ranks);
-/// The link class a context-parallel exchange runs on: its group spans tp·cp consecutive ranks
-/// (Megatron's rank order, TP fastest), so it leaves the node when they do not fit in one.
-const LinkSpec& context_parallel_link(const SystemConfig& system, std::int64_t tp, std::int64_t cp);
-
-/// The expert-parallel all-to-all `op` (CollectiveGroup::Expert) of `run` on `system`: its
-/// group's ranks, how many share a node, and the dispatcher's rules.
-ExpertAllToAll expert_all_to_all(const Operator& op, const Workload& run,
-                                 const SystemConfig& system);
+/// The collective `op` (OperatorKind::Collective) of `run` on `system` as the one rule takes it
+/// (parallel/collective.hpp): its kind, its group as pipeline device 0's first rank sees it
+/// (placement.hpp), its bytes and its algorithm.
+Collective collective_of(const Operator& op, const Workload& run, const SystemConfig& system);
 
 /// Throws ParamError when `system` cannot run `model`: no peak for its precision, or a roofline
 /// device without a memory bandwidth.

@@ -40,8 +40,9 @@ inline constexpr const char* kDefaultModel = "llama2-7b";
 std::vector<std::string> model_presets();
 std::vector<std::string> system_presets();
 
-/// A preset by name, or else a TOML file by path. Throws Error listing the presets when the
-/// name is neither.
+/// A preset by name, or else a file by path: for models, a Hugging Face config.json (a name
+/// ending in .json, or a folder holding config.json; io/hf_config.hpp) or a TOML file. Throws
+/// Error listing the presets when the name is neither.
 ModelConfig load_model(const std::string& name_or_path);
 SystemConfig load_system(const std::string& name_or_path);
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "pipetab/model/workload.hpp"
+#include "pipetab/parallel/collective.hpp"
 
 namespace pipetab {
 
@@ -25,19 +26,6 @@ enum class OperatorKind : std::uint8_t {
   Memory,                  ///< bound by memory traffic: norms, softmax, dropout, activation, adds
   Collective,              ///< a collective over the stage's tensor- or context-parallel group
 };
-
-enum class CollectiveKind : std::uint8_t { AllReduce, ReduceScatter, AllGather, AllToAll };
-
-/// The ranks a collective inside a stage runs over: the tensor-parallel group; the
-/// context-parallel one (the same tensor-parallel rank of each CP rank; Megatron's rank order
-/// puts TP fastest, then CP); the expert-parallel one (a MoE layer's dispatch and combine
-/// all-to-alls; its ranks expert_tensor_parallel apart, Megatron-Core's expert rank order ETP,
-/// EP, EDP); or the expert-tensor-parallel one (the dispatched rows gathered and scattered
-/// among the ranks that split each expert).
-enum class CollectiveGroup : std::uint8_t { Tensor, Context, Expert, ExpertTensor };
-
-/// "all-reduce", "reduce-scatter", "all-gather", "all-to-all".
-const char* to_string(CollectiveKind kind);
 
 /// The three passes of a stage: forward, input gradient (I) and weight gradient (W).
 enum class PassId : std::uint8_t { Forward, InputGrad, WeightGrad };
@@ -60,8 +48,19 @@ struct Operator {
   /// operands and result; the fused attention's inputs and outputs.
   double bytes = 0.0;
   CollectiveKind collective = CollectiveKind::AllReduce;
-  double collective_bytes = 0.0;  ///< the whole buffer, all ranks' parts together
+  /// The buffer as parallel/collective.hpp counts it: all ranks' parts together; for an
+  /// all-to-all one rank's buffer, its own part included (the busiest rank's for the experts).
+  double collective_bytes = 0.0;
+  /// The ranks it runs over (placement.hpp): the tensor-parallel group; the context-parallel one
+  /// (the same tensor-parallel rank of each CP rank); the expert-parallel one (a MoE layer's
+  /// dispatch and combine all-to-alls, its ranks expert_tensor_parallel apart); or the
+  /// expert-tensor-parallel one (the dispatched rows gathered and scattered among the ranks that
+  /// split each expert).
   CollectiveGroup group = CollectiveGroup::Tensor;
+  /// How it moves its bytes: NCCL's ring for tensor-parallel collectives and the context-parallel
+  /// all-gather, Transformer Engine's point-to-point ring for ring context parallelism, direct
+  /// all-to-alls for Ulysses and the experts (DeepEP's node deduplication with its dispatcher).
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::Ring;
   /// Tensor-parallel collectives: the least --tp-overlap under which it runs beside its partner.
   /// Context-parallel exchanges run beside theirs whenever they have one (the ring's design).
   Overlap overlap = Overlap::Never;

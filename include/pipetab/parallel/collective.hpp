@@ -1,0 +1,109 @@
+// The one rule for every collective (docs/design.md §10): a collective's kind, its group (ranks
+// from placement.hpp), its bytes and its algorithm give one rank's side of it as flows over that
+// rank's links — over its node's switch and over its NIC — which the simulation runs (sharing the
+// links with everything else), and the closed form the cost layer and plan's bounds use: each
+// flow's latency plus its bytes at its link's rate, the two at once. A new algorithm (a tree,
+// NVLink SHARP) is a new case here; a new use (a parallel dimension) is a new group in
+// placement.hpp, not a new mechanism.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "pipetab/names.hpp"
+#include "pipetab/parallel/placement.hpp"
+#include "pipetab/system/system.hpp"
+
+namespace pipetab {
+
+/// What a collective computes.
+enum class CollectiveKind : std::uint8_t { AllReduce, ReduceScatter, AllGather, AllToAll };
+
+/// "all-reduce", "reduce-scatter", "all-gather", "all-to-all".
+const char* to_string(CollectiveKind kind);
+
+/// How a collective moves its bytes.
+enum class CollectiveAlgorithm : std::uint8_t {
+  /// NCCL's ring (Thakur, Rabenseifner and Gropp 2005; NCCL's bus bandwidth, nccl-tests
+  /// PERFORMANCE.md): p−1 steps (2(p−1) for an all-reduce), each sending bytes/p to the next
+  /// rank. Across nodes NCCL runs one ring per NIC (its channels; rail-optimised clusters give
+  /// each GPU its NIC), so a node's group members share the inter-node traffic: each rank's NIC
+  /// carries 1/per_node of its side, at the inter-node latency per step.
+  Ring,
+  /// A ring of point-to-point sends, each step to the next rank (Transformer Engine's p2p
+  /// context parallelism): the same steps and bytes as Ring, but no channels spread them — the
+  /// rank whose neighbour is on another node sends its whole side over its own NIC, and that rank
+  /// bounds the exchange.
+  Neighbour,
+  /// Every rank sends each peer its part at once (NCCL's all-to-all as grouped send/receive;
+  /// bytes = one rank's buffer, its own part included): (per_node − 1)/p of it to the peers on its
+  /// node over the switch and (p − per_node)/p to the others over its NIC, the two at once, one
+  /// latency each.
+  Direct,
+  /// DeepEP's dispatch (DeepSeek-V3 report §3.2.2; deepseek-ai/DeepEP): as Direct, but a token
+  /// crosses the network once per destination node (of `top_k` rows, to at most `node_limit`
+  /// nodes), and what arrives over the NIC is forwarded to the node's GPUs over NVLink.
+  NodeDedup,
+};
+
+inline constexpr std::array<std::string_view, 4> kCollectiveAlgorithmNames{"ring", "neighbour",
+                                                                           "direct", "node-dedup"};
+
+constexpr std::string_view to_string(CollectiveAlgorithm a) {
+  return name_of(kCollectiveAlgorithmNames, a);
+}
+
+/// The rate a collective's flows run at on a link: the collective bandwidth NCCL reaches on it
+/// (β × collective_efficiency: the tensor-parallel collectives, the context-parallel and expert
+/// exchanges), or the link's own β (the data-parallel and FSDP rings of the simulation, whose
+/// contention with the other traffic on the link stands in for the rest: reference
+/// measurements.md; the Selene fit was made so).
+enum class CollectiveRate : std::uint8_t { Achieved, Link };
+
+/// One collective of a run.
+struct Collective {
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  Group group;
+  /// The buffer: all ranks' parts together (all-reduce, reduce-scatter, all-gather: NCCL's
+  /// "size"); for an all-to-all one rank's buffer, its own part included.
+  double bytes = 0.0;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::Ring;
+  CollectiveRate rate = CollectiveRate::Achieved;
+  double top_k = 1.0;       ///< NodeDedup: rows per token
+  double node_limit = 0.0;  ///< NodeDedup: at most this many nodes per token (0: no limit)
+};
+
+/// One flow of a rank's side: its bytes after its latency, over the rank's switch port or NIC;
+/// and one of its steps (a ring's, each a latency and bytes/p; the whole flow for the others),
+/// for a lowering that runs them one by one.
+struct CollectiveFlow {
+  double bytes = 0.0;
+  double latency_s = 0.0;
+  double steps = 0.0;
+  double step_bytes = 0.0;
+  double step_latency_s = 0.0;
+};
+
+/// A rank's side of a collective: what it moves over its node's switch and over its NIC, at once.
+struct CollectiveFlows {
+  CollectiveFlow local, remote;
+};
+
+/// A ring's steps: p−1, or 2(p−1) for an all-reduce (reduce-scatter, then all-gather); an
+/// all-to-all's p−1 messages. 0 for one rank.
+double collective_steps(CollectiveKind kind, double ranks);
+
+/// The rule: a rank's side of `c` as flows (none for one rank; a ring of no bytes still its
+/// latencies, the other algorithms nothing).
+CollectiveFlows collective_flows(const Collective& c, const LinkSpec& intra,
+                                 const LinkSpec& inter);
+
+/// The rate flow `nic` (the NIC's, else the switch port's) of `c` runs at on `link`.
+double collective_rate(const Collective& c, const LinkSpec& link);
+
+/// Its closed form alone on its links: the longer of its two flows, each its latency plus its
+/// bytes at its rate.
+double collective_seconds(const Collective& c, const LinkSpec& intra, const LinkSpec& inter);
+
+}  // namespace pipetab

@@ -1,0 +1,84 @@
+#include "pipetab/parallel/collective.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace pipetab {
+
+const char* to_string(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::AllReduce:
+      return "all-reduce";
+    case CollectiveKind::ReduceScatter:
+      return "reduce-scatter";
+    case CollectiveKind::AllGather:
+      return "all-gather";
+    case CollectiveKind::AllToAll:
+      return "all-to-all";
+  }
+  return "";
+}
+
+double collective_steps(CollectiveKind kind, double ranks) {
+  return (kind == CollectiveKind::AllReduce ? 2.0 : 1.0) * (ranks - 1.0);
+}
+
+CollectiveFlows collective_flows(const Collective& c, const LinkSpec& intra,
+                                 const LinkSpec& inter) {
+  const auto p = static_cast<double>(c.group.ranks);
+  // A ring of no bytes still takes its steps' latencies (NCCL runs them); one rank runs nothing.
+  if (p <= 1.0 || !(c.bytes >= 0.0)) return {};
+  const double per_node = std::clamp(static_cast<double>(c.group.per_node), 1.0, p);
+  const bool spans = per_node < p;
+  CollectiveFlows f;
+  switch (c.algorithm) {
+    case CollectiveAlgorithm::Ring:
+    case CollectiveAlgorithm::Neighbour: {
+      const double steps = collective_steps(c.kind, p);
+      // Each step sends bytes/p (an all-to-all as a ring would: bytes/p² a message); across
+      // nodes the ring's channels share the node's NICs, a neighbour exchange does not.
+      const double buffer = c.kind == CollectiveKind::AllToAll ? c.bytes / p : c.bytes;
+      const double share = spans && c.algorithm == CollectiveAlgorithm::Ring ? 1.0 / per_node : 1.0;
+      const double latency = spans ? inter.latency_s : intra.latency_s;
+      (spans ? f.remote : f.local) = {steps * buffer / p * share, steps * latency, steps,
+                                      buffer / p * share, latency};
+      return f;
+    }
+    case CollectiveAlgorithm::Direct:
+    case CollectiveAlgorithm::NodeDedup: {
+      f.local = {c.bytes * (per_node - 1.0) / p, intra.latency_s, 1.0, 0.0, intra.latency_s};
+      f.remote = {c.bytes * (p - per_node) / p, inter.latency_s, 1.0, 0.0, inter.latency_s};
+      const double nodes = p / per_node;
+      if (c.algorithm == CollectiveAlgorithm::NodeDedup && nodes > 1.0) {
+        // ranks_nodes·(1 − (1 − 1/nodes)^k) distinct nodes per token, at most node_limit, of which
+        // (nodes − 1)/nodes remote; every row not the receiver's own crosses its node's NVLink
+        // once: from a peer of its node, or forwarded from the GPU whose NIC took it in.
+        double distinct = nodes * (1.0 - std::pow(1.0 - 1.0 / nodes, c.top_k));
+        if (c.node_limit > 0.0) distinct = std::min(distinct, c.node_limit);
+        f.remote.bytes = c.bytes / c.top_k * distinct * (nodes - 1.0) / nodes;
+        f.local.bytes = c.bytes * (per_node - 1.0) / per_node;
+      }
+      f.local.step_bytes = f.local.bytes;
+      f.remote.step_bytes = f.remote.bytes;
+      if (!(f.local.bytes > 0.0)) f.local = {};
+      if (!(f.remote.bytes > 0.0)) f.remote = {};
+      return f;
+    }
+  }
+  return f;
+}
+
+double collective_rate(const Collective& c, const LinkSpec& link) {
+  return link.bandwidth * (c.rate == CollectiveRate::Achieved ? link.collective_efficiency : 1.0);
+}
+
+double collective_seconds(const Collective& c, const LinkSpec& intra, const LinkSpec& inter) {
+  const CollectiveFlows f = collective_flows(c, intra, inter);
+  const auto time = [&](const CollectiveFlow& flow, const LinkSpec& link) {
+    if (!(flow.bytes > 0.0)) return 0.0;
+    return flow.latency_s + flow.bytes / collective_rate(c, link);
+  };
+  return std::max(time(f.local, intra), time(f.remote, inter));
+}
+
+}  // namespace pipetab

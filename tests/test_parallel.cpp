@@ -1,0 +1,210 @@
+// The parallel layer (docs/design.md §10): rank placement and the one collective rule, by hand,
+// and the rule's closed form against the simulation of its flows.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "helpers.hpp"
+#include "pipetab/parallel/collective.hpp"
+#include "pipetab/parallel/placement.hpp"
+#include "pipetab/sim/options.hpp"
+#include "pipetab/sim/simulation.hpp"
+
+namespace pipetab {
+namespace {
+
+Layout layout(std::int64_t tp, std::int64_t cp, std::int64_t dp, std::int64_t ep = 1,
+              std::int64_t etp = 1) {
+  Layout l;
+  l.tp = tp;
+  l.cp = cp;
+  l.dp = dp;
+  l.ep = ep;
+  l.etp = etp;
+  return l;
+}
+
+// Ranks ((p·DP + d)·CP + c)·TP + t on nodes of 8: TP 8 fills a node, so each CP and data-parallel
+// group has one rank per node.
+TEST(Placement, GroupsOfALlama3Layout) {
+  const Layout l = layout(8, 2, 4);
+  EXPECT_EQ(group_of(l, CollectiveGroup::Tensor, 0, 8), (Group{8, 8}));
+  EXPECT_EQ(group_of(l, CollectiveGroup::Context, 0, 8), (Group{2, 1}));
+  EXPECT_EQ(group_of(l, CollectiveGroup::Gradient, 0, 8), (Group{8, 1}));
+  // Pipeline device 3 starts at rank 3 · 64 = 192, a node boundary: the same groups.
+  EXPECT_EQ(group_of(l, CollectiveGroup::Context, 3, 8), (Group{2, 1}));
+  EXPECT_TRUE(group_of(l, CollectiveGroup::Gradient, 3, 8).spans_nodes());
+}
+
+// TP 2 × CP 2 × DP 4 = 16 ranks a device: CP's ranks 0 and 2 share node 0; DP × CP's eight ranks
+// 0, 2, ..., 14 put four on it.
+TEST(Placement, SmallTensorGroupsShareTheirNodeWithOtherGroups) {
+  const Layout l = layout(2, 2, 4);
+  EXPECT_EQ(group_of(l, CollectiveGroup::Tensor, 0, 8), (Group{2, 2}));
+  EXPECT_EQ(group_of(l, CollectiveGroup::Context, 0, 8), (Group{2, 2}));
+  EXPECT_EQ(group_of(l, CollectiveGroup::Gradient, 0, 8), (Group{8, 4}));
+  EXPECT_EQ(group_shape(l, CollectiveGroup::Gradient).stride, 2);
+}
+
+// A device whose first rank is not at a node boundary: TP 2 × DP 3 = 6 ranks a device, so device
+// 1 starts at rank 6; its data-parallel ranks 6, 8, 10 leave node 0 after the first.
+TEST(Placement, ADeviceStartingMidNode) {
+  const Layout l = layout(2, 1, 3);
+  EXPECT_EQ(group_of(l, CollectiveGroup::Gradient, 0, 8), (Group{3, 3}));
+  EXPECT_EQ(group_of(l, CollectiveGroup::Gradient, 1, 8), (Group{3, 1}));
+  EXPECT_EQ(group_of(l, CollectiveGroup::Tensor, 1, 8), (Group{2, 2}));
+}
+
+// Experts fold into TP × CP × DP = 16 in the order ETP, EP, EDP: EP 8 with ETP 2 takes ranks 0, 2,
+// ..., 14 (four on node 0); EDP = 16 / 16 = 1; ETP's two consecutive ranks share a node.
+TEST(Placement, ExpertGroupsFoldIntoTheStagesRanks) {
+  const Layout l = layout(1, 1, 16, 8, 2);
+  EXPECT_EQ(group_of(l, CollectiveGroup::Expert, 0, 8), (Group{8, 4}));
+  EXPECT_EQ(group_of(l, CollectiveGroup::ExpertTensor, 0, 8), (Group{2, 2}));
+  EXPECT_EQ(group_of(l, CollectiveGroup::ExpertData, 0, 8), (Group{1, 1}));
+  // EP 4, ETP 1 over DP 16: EDP 4, its ranks 4 apart: 0 and 4 on node 0.
+  const Layout m = layout(1, 1, 16, 4);
+  EXPECT_EQ(group_of(m, CollectiveGroup::ExpertData, 0, 8), (Group{4, 2}));
+}
+
+// HSDP with shards of 8 over DP 32: a shard is a node; the four replicas one per node.
+TEST(Placement, HsdpShardsAndReplicas) {
+  Layout l = layout(1, 1, 32);
+  l.fsdp.enabled = true;
+  l.fsdp.shard = 8;
+  EXPECT_EQ(group_of(l, CollectiveGroup::FsdpShard, 0, 8), (Group{8, 8}));
+  EXPECT_EQ(group_of(l, CollectiveGroup::HsdpReplicas, 0, 8), (Group{4, 1}));
+  l.fsdp.shard = 0;  // FSDP over all of DP × CP
+  EXPECT_EQ(group_of(l, CollectiveGroup::FsdpShard, 0, 8), (Group{32, 8}));
+}
+
+TEST(Placement, AChainIsOneNode) {
+  SystemConfig chain;
+  chain.topology = Topology::Chain;
+  chain.devices_per_node = 8;
+  EXPECT_EQ(group_of(layout(16, 1, 1), CollectiveGroup::Tensor, 0, node_size(chain)),
+            (Group{16, 16}));
+}
+
+LinkSpec link(double latency, double bandwidth, double efficiency) {
+  LinkSpec l;
+  l.latency_s = latency;
+  l.bandwidth = bandwidth;
+  l.collective_efficiency = efficiency;
+  return l;
+}
+
+const LinkSpec kIntra = link(2e-6, 400e9, 0.8);
+const LinkSpec kInter = link(10e-6, 50e9, 0.9);
+
+// A ring all-reduce inside a node, p = 4: 6 steps of B/4, at β × efficiency.
+TEST(CollectiveRule, RingInsideANode) {
+  const Collective c{CollectiveKind::AllReduce, {4, 4}, 4e6, CollectiveAlgorithm::Ring};
+  const auto f = collective_flows(c, kIntra, kInter);
+  EXPECT_DOUBLE_EQ(f.local.bytes, 6e6);
+  EXPECT_DOUBLE_EQ(f.local.latency_s, 6 * 2e-6);
+  EXPECT_DOUBLE_EQ(f.local.step_bytes, 1e6);
+  EXPECT_EQ(f.remote.bytes, 0.0);
+  EXPECT_DOUBLE_EQ(collective_seconds(c, kIntra, kInter), 12e-6 + 6e6 / (400e9 * 0.8));
+}
+
+// Across nodes a ring's channels share the node's NICs: an all-gather over 16 ranks, 8 a node,
+// sends 15 steps of B/16 from each rank, 1/8 of it over each NIC, at the inter-node latency.
+TEST(CollectiveRule, RingAcrossNodesSharesTheNodesNics) {
+  const Collective c{CollectiveKind::AllGather, {16, 8}, 16e6, CollectiveAlgorithm::Ring};
+  const auto f = collective_flows(c, kIntra, kInter);
+  EXPECT_EQ(f.local.bytes, 0.0);
+  EXPECT_DOUBLE_EQ(f.remote.bytes, 15 * 1e6 / 8);
+  EXPECT_DOUBLE_EQ(f.remote.latency_s, 15 * 10e-6);
+  EXPECT_DOUBLE_EQ(collective_seconds(c, kIntra, kInter), 150e-6 + 1.875e6 / (50e9 * 0.9));
+  // At the link's own rate (the iteration's rings in the simulation).
+  Collective link_rate = c;
+  link_rate.rate = CollectiveRate::Link;
+  EXPECT_DOUBLE_EQ(collective_seconds(link_rate, kIntra, kInter), 150e-6 + 1.875e6 / 50e9);
+}
+
+// A neighbour exchange (Transformer Engine's p2p ring) does not spread: the rank at a node's edge
+// sends its whole side over its NIC.
+TEST(CollectiveRule, NeighbourExchangeAcrossNodesSendsItsWholeSide) {
+  const Collective c{CollectiveKind::AllGather, {16, 8}, 16e6, CollectiveAlgorithm::Neighbour};
+  const auto f = collective_flows(c, kIntra, kInter);
+  EXPECT_DOUBLE_EQ(f.remote.bytes, 15e6);
+  EXPECT_DOUBLE_EQ(f.remote.latency_s, 150e-6);
+  // Inside a node it is the ring's.
+  const Collective in{CollectiveKind::AllGather, {4, 4}, 4e6, CollectiveAlgorithm::Neighbour};
+  EXPECT_DOUBLE_EQ(collective_flows(in, kIntra, kInter).local.bytes, 3e6);
+}
+
+// An all-to-all sends each peer its part at once: of one rank's 1.6 MB over 16 ranks (8 a node),
+// 7/16 to its node's peers and 8/16 over its NIC, one latency each.
+TEST(CollectiveRule, DirectAllToAllSplitsByWhereThePeersAre) {
+  const Collective c{CollectiveKind::AllToAll, {16, 8}, 1.6e6, CollectiveAlgorithm::Direct};
+  const auto f = collective_flows(c, kIntra, kInter);
+  EXPECT_DOUBLE_EQ(f.local.bytes, 0.7e6);
+  EXPECT_DOUBLE_EQ(f.remote.bytes, 0.8e6);
+  EXPECT_DOUBLE_EQ(f.local.latency_s, 2e-6);
+  EXPECT_DOUBLE_EQ(f.remote.latency_s, 10e-6);
+  EXPECT_DOUBLE_EQ(collective_seconds(c, kIntra, kInter),
+                   std::max(2e-6 + 0.7e6 / (400e9 * 0.8), 10e-6 + 0.8e6 / (50e9 * 0.9)));
+}
+
+// DeepEP over 4 nodes of 8, top-8: a token reaches 4·(1 − (3/4)^8) distinct nodes, 3/4 of them
+// remote; what crosses the NIC is forwarded inside the node, so 7/8 of the rows cross NVLink.
+TEST(CollectiveRule, NodeDedupSendsATokenOncePerNode) {
+  Collective c{CollectiveKind::AllToAll, {32, 8}, 8e6, CollectiveAlgorithm::NodeDedup};
+  c.top_k = 8;
+  const double distinct = 4 * (1 - std::pow(0.75, 8));
+  const auto f = collective_flows(c, kIntra, kInter);
+  EXPECT_DOUBLE_EQ(f.remote.bytes, 8e6 / 8 * distinct * 0.75);
+  EXPECT_DOUBLE_EQ(f.local.bytes, 8e6 * 7 / 8);
+  c.node_limit = 2;  // DeepSeek-V3's node-limited routing bounds the nodes a token reaches
+  EXPECT_DOUBLE_EQ(collective_flows(c, kIntra, kInter).remote.bytes, 8e6 / 8 * 2 * 0.75);
+  // Inside one node it is an all-to-all: nothing over the NIC.
+  c.group = {8, 8};
+  EXPECT_EQ(collective_flows(c, kIntra, kInter).remote.bytes, 0.0);
+}
+
+TEST(CollectiveRule, OneRankRunsNothingAndAnEmptyRingItsLatencies) {
+  const Collective one{CollectiveKind::AllReduce, {1, 1}, 1e6, CollectiveAlgorithm::Ring};
+  EXPECT_EQ(collective_seconds(one, kIntra, kInter), 0.0);
+  const Collective empty{CollectiveKind::AllReduce, {4, 4}, 0.0, CollectiveAlgorithm::Ring};
+  const auto f = collective_flows(empty, kIntra, kInter);
+  EXPECT_EQ(f.local.bytes, 0.0);
+  EXPECT_DOUBLE_EQ(f.local.latency_s, 6 * 2e-6);
+  EXPECT_EQ(f.local.steps, 6.0);
+  const Collective a2a{CollectiveKind::AllToAll, {4, 4}, 0.0, CollectiveAlgorithm::Direct};
+  EXPECT_EQ(collective_flows(a2a, kIntra, kInter).local.steps, 0.0);
+}
+
+// The rule's closed form against the simulation of its flows, on an idle network: a stage's
+// data-parallel reduction (the lowering's ring steps over the device's ports or NIC, at the
+// links' own rate) lasts exactly what the closed form says, for every group shape of R replicas
+// on nodes of g GPUs, all-reduce and the distributed optimizer's reduce-scatter.
+TEST(CollectiveRule, TheSimulatedReductionIsTheClosedForm) {
+  for (const std::int64_t per_node : {1, 2, 4, 8}) {
+    const SystemConfig system =
+        test::system_with(Topology::Switched, kIntra, kInter, static_cast<std::int32_t>(per_node));
+    for (const std::int64_t replicas : {2, 3, 4, 8, 16}) {
+      for (const bool sharded : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "DP " << replicas << " on nodes of " << per_node
+                                        << (sharded ? ", reduce-scatter" : ", all-reduce"));
+        SimulationSetup s;
+        s.model = test::explicit_model(1.0, 1.0, 1.0, 0.0, 64e6);
+        s.system = system;
+        s.layout.dp = replicas;
+        s.job.distributed_optimizer = sharded;
+        s.lowering.iteration.optimizer = false;
+        const auto table = test::make("1f1b", test::sm(1, 1));
+        const auto sim = simulate_table(table, s, "1f1b");
+        const Collective c{sharded ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
+                           group_of(s.layout, CollectiveGroup::Gradient, 0, per_node), 64e6,
+                           CollectiveAlgorithm::Ring, CollectiveRate::Link};
+        EXPECT_NEAR(sim.metrics.runtime_s - sim.metrics.pipeline_end_s,
+                    collective_seconds(c, system.intra, system.inter), 1e-12);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pipetab
