@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "pipetab/cost/breakdown.hpp"
-#include "pipetab/cost/collective.hpp"
+#include "pipetab/parallel/collective.hpp"
 #include "pipetab/cost/gemm.hpp"
 #include "pipetab/cost/stage_cost.hpp"
 #include "pipetab/error.hpp"
@@ -339,14 +339,15 @@ TEST(Gemm, SplitKFillsTheIdleMultiprocessors) {
 TEST(Collective, RingFormulas) {
   const LinkSpec link{2e-6, 100e9, 0.8};
   const double n = 64e6;
-  // All-reduce 2(p−1) steps, reduce-scatter and all-gather p−1, of n/p at 80 GB/s plus α.
-  EXPECT_DOUBLE_EQ(cost::collective_seconds(CollectiveKind::AllReduce, n, 8, link),
-                   14 * (2e-6 + 8e6 / 80e9));
-  EXPECT_DOUBLE_EQ(cost::collective_seconds(CollectiveKind::AllGather, n, 8, link),
-                   7 * (2e-6 + 8e6 / 80e9));
-  EXPECT_DOUBLE_EQ(cost::collective_seconds(CollectiveKind::ReduceScatter, n, 4, link),
-                   3 * (2e-6 + 16e6 / 80e9));
-  EXPECT_EQ(cost::collective_seconds(CollectiveKind::AllReduce, n, 1, link), 0.0);
+  // A ring inside a node: all-reduce 2(p−1) steps, reduce-scatter and all-gather p−1, of n/p at
+  // 80 GB/s plus α.
+  const auto seconds = [&](CollectiveKind kind, std::int64_t p) {
+    return collective_seconds({kind, {p, p}, n, CollectiveAlgorithm::Ring}, link, link);
+  };
+  EXPECT_DOUBLE_EQ(seconds(CollectiveKind::AllReduce, 8), 14 * (2e-6 + 8e6 / 80e9));
+  EXPECT_DOUBLE_EQ(seconds(CollectiveKind::AllGather, 8), 7 * (2e-6 + 8e6 / 80e9));
+  EXPECT_DOUBLE_EQ(seconds(CollectiveKind::ReduceScatter, 4), 3 * (2e-6 + 16e6 / 80e9));
+  EXPECT_EQ(seconds(CollectiveKind::AllReduce, 1), 0.0);
 }
 
 double layer_seconds(const test::ModelRun& model, const SystemConfig& system,
@@ -393,8 +394,11 @@ TEST(Cost, TensorParallelOverNvlinkAndPcieDiffer) {
   EXPECT_GT(comm("a100-pcie"), 5 * comm("dgx-a100"));
   // A 16-way group spans two 8-GPU nodes: its collectives run on the inter-node links.
   const auto selene = io::load_system("dgx-a100");
-  EXPECT_EQ(&cost::tensor_parallel_link(selene, 8), &selene.intra);
-  EXPECT_EQ(&cost::tensor_parallel_link(selene, 16), &selene.inter);
+  Layout tp;
+  tp.tp = 8;
+  EXPECT_FALSE(group_of(tp, CollectiveGroup::Tensor, 0, node_size(selene)).spans_nodes());
+  tp.tp = 16;
+  EXPECT_TRUE(group_of(tp, CollectiveGroup::Tensor, 0, node_size(selene)).spans_nodes());
 }
 
 // The cost of a stage of one layer of `m` under a TP overlap setting.

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "pipetab/cost/collective.hpp"
+#include "pipetab/parallel/collective.hpp"
 #include "pipetab/cost/stage_cost.hpp"
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
@@ -180,31 +180,30 @@ TEST(Moe, AllToAllBytesAreTheBusiestRanksRows) {
 TEST(Moe, AllToAllTimesByHand) {
   const LinkSpec intra{2e-6, 450e9, 0.8}, inter{5e-6, 50e9, 0.9};
   const double bytes = 64e6;
-  cost::ExpertAllToAll a{bytes, 8, 8, 8};
+  Collective a{CollectiveKind::AllToAll, {8, 8}, bytes, CollectiveAlgorithm::Direct};
+  a.top_k = 8;
   // EP 8 in one node: 7/8 of the rows from the node's other GPUs.
-  EXPECT_DOUBLE_EQ(cost::expert_all_to_all_seconds(a, intra, inter),
-                   2e-6 + bytes * 7 / 8 / (450e9 * 0.8));
+  EXPECT_DOUBLE_EQ(collective_seconds(a, intra, inter), 2e-6 + bytes * 7 / 8 / (450e9 * 0.8));
   // EP 32 over four nodes: 7/32 over NVLink, 24/32 over the NIC, the NIC's the longer.
-  a.ranks = 32;
-  EXPECT_DOUBLE_EQ(cost::expert_all_to_all_seconds(a, intra, inter),
-                   5e-6 + bytes * 24 / 32 / (50e9 * 0.9));
+  a.group.ranks = 32;
+  EXPECT_DOUBLE_EQ(collective_seconds(a, intra, inter), 5e-6 + bytes * 24 / 32 / (50e9 * 0.9));
   // Imbalanced: the busiest receiver's rows, twice the bytes, twice the wire time.
   a.bytes = 2 * bytes;
-  EXPECT_DOUBLE_EQ(cost::expert_all_to_all_seconds(a, intra, inter),
+  EXPECT_DOUBLE_EQ(collective_seconds(a, intra, inter),
                    5e-6 + 2 * bytes * 24 / 32 / (50e9 * 0.9));
   // DeepEP: once per destination node. Four nodes, k = 8: 4(1 − (3/4)^8) = 3.60 distinct nodes
   // per token, 3/4 of them remote; a node limit of 2 bounds it to 2.
   a.bytes = bytes;
-  a.per_node_dedup = true;
+  a.algorithm = CollectiveAlgorithm::NodeDedup;
   const double distinct = 4 * (1 - std::pow(0.75, 8));
-  EXPECT_DOUBLE_EQ(cost::expert_all_to_all_seconds(a, intra, inter),
+  EXPECT_DOUBLE_EQ(collective_seconds(a, intra, inter),
                    5e-6 + bytes / 8 * distinct * 0.75 / (50e9 * 0.9));
   a.node_limit = 2;
-  EXPECT_DOUBLE_EQ(cost::expert_all_to_all_seconds(a, intra, inter),
+  EXPECT_DOUBLE_EQ(collective_seconds(a, intra, inter),
                    5e-6 + bytes / 8 * 2 * 0.75 / (50e9 * 0.9));
   // One rank: nothing moves.
-  a.ranks = 1;
-  EXPECT_EQ(cost::expert_all_to_all_seconds(a, intra, inter), 0.0);
+  a.group.ranks = 1;
+  EXPECT_EQ(collective_seconds(a, intra, inter), 0.0);
 }
 
 TEST(Moe, AllToAllRunsOnTheGroupsLinks) {
@@ -214,9 +213,9 @@ TEST(Moe, AllToAllRunsOnTheGroupsLinks) {
   auto m = moe_model(16, 4, 128, 8);
   const auto ops = model_operators(workload(m));
   const Operator& dispatch = *find_op(ops.moe_layer.forward, "moe.dispatch");
-  EXPECT_EQ(cost::expert_all_to_all(dispatch, workload(m), system).per_node, 8);
+  EXPECT_EQ(cost::collective_of(dispatch, workload(m), system).group.per_node, 8);
   m.layout.etp = 2;
-  EXPECT_EQ(cost::expert_all_to_all(dispatch, workload(m), system).per_node, 4);
+  EXPECT_EQ(cost::collective_of(dispatch, workload(m), system).group.per_node, 4);
   const double in_node =
       cost::operator_cost(dispatch, workload(moe_model(16, 4, 128, 8)), system).seconds;
   const double across =

@@ -19,6 +19,18 @@ class ParamError : public Error {
   using Error::Error;
 };
 
+/// A run's options break a rule; `key()` names the option (sim/options.hpp) whose value the rule
+/// refuses, so that where that value was set (a file's line, a flag) can be named with it.
+class OptionError : public ParamError {
+ public:
+  OptionError(std::string key, const std::string& message)
+      : ParamError(message), key_(std::move(key)) {}
+  const std::string& key() const noexcept { return key_; }
+
+ private:
+  std::string key_;
+};
+
 /// A file or string could not be parsed. `what()` reads "FILE:LINE:COLUMN: message".
 class ParseError : public Error {
  public:

@@ -278,7 +278,8 @@ std::vector<Setting> settings_of(const SimArgs& a) {
   if (a.tensor_parallel < 0)
     throw Error(fmt::format("tp {}: expected 1 or more", a.tensor_parallel));
   if (a.tensor_parallel > 0) add("tensor_parallel", std::to_string(a.tensor_parallel), "tp");
-  if (a.sequence_parallel) add("sequence_parallel", flag(*a.sequence_parallel), "sequence_parallel");
+  if (a.sequence_parallel)
+    add("sequence_parallel", flag(*a.sequence_parallel), "sequence_parallel");
   add("context_parallel", std::to_string(a.context_parallel), "cp");
   add("cp_method", a.cp_method, "cp_method");
   add("data_parallel", std::to_string(a.data_parallel), "dp");
@@ -315,10 +316,12 @@ std::vector<Setting> settings_of(const SimArgs& a) {
 
 SimulationSetup setup_of(const SimArgs& a, const std::string* system = nullptr) {
   SimulationSetup setup = default_setup(model_of(a), system_of(a, system));
-  apply_settings(setup, settings_of(a));
+  const auto given = settings_of(a);
+  apply_settings(setup, given);
   if (a.costs) setup.lowering.costs = parse_costs(*a.costs);
-  require_runnable(setup.model, setup.job, setup.layout);
-  require_supported(setup.system, setup.job, setup.layout, setup.lowering);
+  auto applied = setup.model.defaults;
+  applied.insert(applied.end(), given.begin(), given.end());
+  require_valid(setup, applied);
   return setup;
 }
 
@@ -584,15 +587,14 @@ PlanRequest plan_request(const PlanArgs& s) {
     q.global_batch = s.global_batch;
   }
   // The run's options plan does not search: over the model's defaults, or the run's own.
-  SimulationSetup base = s.from_run
-                             ? SimulationSetup{q.model, q.job, q.layout, q.system, q.lowering, q.sim}
-                             : default_setup(q.model, q.system);
+  SimulationSetup base =
+      s.from_run ? SimulationSetup{q.model, q.job, q.layout, q.system, q.lowering, q.sim}
+                 : default_setup(q.model, q.system);
   std::vector<Setting> given;
   if (s.seq_len > 0) given.push_back({"seq_len", std::to_string(s.seq_len), "seq_len"});
   if (s.runtime) given.push_back({"runtime", *s.runtime, "runtime"});
   if (s.tp_overlap) given.push_back({"tp_overlap", *s.tp_overlap, "tp_overlap"});
-  if (s.dp_overlap)
-    given.push_back({"dp_overlap", *s.dp_overlap ? "true" : "false", "dp_overlap"});
+  if (s.dp_overlap) given.push_back({"dp_overlap", *s.dp_overlap ? "true" : "false", "dp_overlap"});
   if (!s.overheads) given.push_back({"overheads", "false", "overheads"});
   apply_settings(base, given);
   q.model = std::move(base.model);

@@ -114,7 +114,11 @@ void add_run_flags(CLI::App& command, RunFlags& flags, std::span<const std::stri
     if (o.type == OptionType::Boolean) {
       if (!o.flag_sets) {
         command.add_flag_callback(
-            flag, [settings, key, flag] { settings->push_back({key, "false", flag}); }, help);
+            flag,
+            [settings, key, flag] {
+              settings->push_back({key, "false", flag});
+            },
+            help);
         continue;
       }
       // --X sets it, --no-X clears it (a default from the model file or a job file, say).
@@ -141,13 +145,14 @@ void add_run_flags(CLI::App& command, RunFlags& flags, std::span<const std::stri
         o.flag_unit.empty() ? help : fmt::format("{} ({})", help, o.flag_unit));
     switch (o.type) {
       case OptionType::Integer:
-        option->transform(kWholeNumber)->check(CLI::Range(o.min, o.max));
+        option->transform(kWholeNumber)
+            ->check(CLI::Range(static_cast<std::int64_t>(o.min), static_cast<std::int64_t>(o.max)));
         break;
       case OptionType::Number:
-        option->check(number_in(o.min / o.flag_scale, o.max / o.flag_scale,
-                                fmt::format("a number from {:g} to {:g}", o.min / o.flag_scale,
-                                            o.max / o.flag_scale),
-                                "NUMBER"));
+        option->check(number_in(
+            o.min / o.flag_scale, o.max / o.flag_scale,
+            fmt::format("a number from {:g} to {:g}", o.min / o.flag_scale, o.max / o.flag_scale),
+            "NUMBER"));
         break;
       case OptionType::Tristate:
         option->check(CLI::IsMember({"auto", "true", "false", "on", "off"}));
@@ -223,9 +228,11 @@ SimulationSetup run_setup(const RunFlags& flags, const std::string& model,
   SimulationSetup setup = default_setup(io::load_model(model), io::load_system(system));
   for (const auto& note : setup.model.notes)
     fmt::print(stderr, "note: {}\n", note);
-  apply_settings(setup, flags.all());
-  require_runnable(setup.model, setup.job, setup.layout);
-  require_supported(setup.system, setup.job, setup.layout, setup.lowering);
+  const auto given = flags.all();
+  apply_settings(setup, given);
+  auto applied = setup.model.defaults;
+  applied.insert(applied.end(), given.begin(), given.end());
+  require_valid(setup, applied);
   return setup;
 }
 
@@ -264,9 +271,9 @@ void resolve_layout(Layout& layout, std::int64_t devices, const RunFlags& run) {
     }
     layout.dp = *gpus / per_replica;
   } else if (per_replica * layout.dp != *gpus) {
-    throw ParamError(fmt::format(
-        "--gpus {}: the layout runs PP {} × TP {} × CP {} × DP {} = {} GPUs", *gpus, layout.pp,
-        layout.tp, layout.cp, layout.dp, per_replica * layout.dp));
+    throw ParamError(
+        fmt::format("--gpus {}: the layout runs PP {} × TP {} × CP {} × DP {} = {} GPUs", *gpus,
+                    layout.pp, layout.tp, layout.cp, layout.dp, per_replica * layout.dp));
   }
 }
 
@@ -288,14 +295,16 @@ SimulationSetup ScheduleOptions::run_values() const {
 }
 
 SimulationSetup ScheduleOptions::simulation(const std::string* system_name) const {
-  SimulationSetup setup = default_setup(io::load_model(model),
-                                        io::load_system(system_name ? *system_name : system));
+  SimulationSetup setup =
+      default_setup(io::load_model(model), io::load_system(system_name ? *system_name : system));
   for (const auto& note : setup.model.notes)
     fmt::print(stderr, "note: {}\n", note);
-  apply_settings(setup, run.all());
+  const auto given = run.all();
+  apply_settings(setup, given);
   resolve_layout(setup.layout, pipeline_devices(), run);
-  require_runnable(setup.model, setup.job, setup.layout);
-  require_supported(setup.system, setup.job, setup.layout, setup.lowering);
+  auto applied = setup.model.defaults;
+  applied.insert(applied.end(), given.begin(), given.end());
+  require_valid(setup, applied);
   setup.system.intra = setup.system.intra.scaled(bandwidth_scale, latency_scale);
   setup.system.inter = setup.system.inter.scaled(bandwidth_scale, latency_scale);
   if (costs_opt->count()) setup.lowering.costs = parsed_costs();
@@ -324,8 +333,8 @@ ScheduleParams ScheduleOptions::params(const ScheduleInfo* info, bool only_appli
       if (microbatches_opt->count() && microbatches * per_step != batch) {
         throw ParamError(fmt::format(
             "-M {} and global batch {}: -M × micro batch {} × DP {} = {} sequences, not {}",
-            microbatches, batch, values.job.micro_batch, values.layout.dp,
-            microbatches * per_step, batch));
+            microbatches, batch, values.job.micro_batch, values.layout.dp, microbatches * per_step,
+            batch));
       }
       p.microbatches = batch / per_step;
     }

@@ -75,26 +75,30 @@ class Reader {
   const std::string& file() const { return file_; }
 
   /// A key's value as a setting of option `key` (sim/options.hpp, which checks it when it is
-  /// applied): integers and booleans as TOML writes them, a float with its fraction ("4096.0", so
-  /// that an option taking whole numbers refuses it), a string as it is. Its origin is
+  /// applied), with its TOML type (the option's type must admit it). Its origin is
   /// "FILE:LINE:COLUMN: key 'PATH'". Tables, arrays and dates are refused here.
   Setting setting(const toml::node& node, const std::string& path, std::string_view key) const {
     std::string value;
+    SettingType type = SettingType::String;
     if (const auto* i = node.as_integer()) {
       value = std::to_string(i->get());
+      type = SettingType::Integer;
     } else if (const auto* f = node.as_floating_point()) {
       value = fmt::format("{}", f->get());
-      if (value.find_first_of(".eEn") == std::string::npos) value += ".0";
+      type = SettingType::Float;
     } else if (const auto* b = node.as_boolean()) {
       value = b->get() ? "true" : "false";
+      type = SettingType::Boolean;
     } else if (const auto* str = node.as_string()) {
       value = str->get();
     } else {
       fail(node.source(), path, fmt::format("expected a value, got {}", type_name(node)));
     }
     return {std::string(key), value,
-            fmt::format("{}:{}:{}: key '{}'", file_, std::max(1, static_cast<int>(node.source().begin.line)),
-                        std::max(1, static_cast<int>(node.source().begin.column)), path)};
+            fmt::format("{}:{}:{}: key '{}'", file_,
+                        std::max(1, static_cast<int>(node.source().begin.line)),
+                        std::max(1, static_cast<int>(node.source().begin.column)), path),
+            type};
   }
 
   [[noreturn]] void fail(const toml::source_region& where, const std::string& path,

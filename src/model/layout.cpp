@@ -14,15 +14,18 @@ namespace {
 // ranks of the stage's TP × CP × DP hold each MoE layer's experts.
 void require_expert_layout(const TransformerConfig& m, const Job& job, const Layout& l) {
   if (l.ep < 1 || l.etp < 1) {
-    throw ParamError(
+    throw OptionError(
+        "expert_parallel",
         fmt::format("--ep {} --etp {}: expert parallelism needs 1 or more ranks", l.ep, l.etp));
   }
   if (!m.moe) {
     if (l.ep > 1 || l.etp > 1) {
-      throw ParamError(fmt::format(
-          "--ep {} --etp {}: expert parallelism spreads a mixture of experts' experts, and the "
-          "model has none ([moe])",
-          l.ep, l.etp));
+      throw OptionError(
+          "expert_parallel",
+          fmt::format(
+              "--ep {} --etp {}: expert parallelism spreads a mixture of experts' experts, and the "
+              "model has none ([moe])",
+              l.ep, l.etp));
     }
     if (job.moe != MoeJob{}) {
       throw ParamError(
@@ -34,49 +37,58 @@ void require_expert_layout(const TransformerConfig& m, const Job& job, const Lay
   }
   const MoeConfig& moe = *m.moe;
   if (moe.experts % l.ep != 0) {
-    throw ParamError(fmt::format(
-        "--ep {}: expert parallelism gives each rank the same number of experts, and {} experts "
-        "do not divide evenly",
-        l.ep, moe.experts));
+    throw OptionError("expert_parallel", fmt::format("--ep {}: expert parallelism gives each rank "
+                                                     "the same number of experts, and {} experts "
+                                                     "do not divide evenly",
+                                                     l.ep, moe.experts));
   }
   if (moe.expert_ffn_hidden % l.etp != 0) {
-    throw ParamError(
+    throw OptionError(
+        "expert_tensor_parallel",
         fmt::format("--etp {}: expert tensor parallelism splits each expert's hidden width {} "
                     "(expert_ffn_hidden), which does not divide evenly",
                     l.etp, moe.expert_ffn_hidden));
   }
   if (l.tp > 1 && !l.sequence_parallel) {
-    throw ParamError(fmt::format(
-        "--tp {}: a mixture of experts with tensor parallelism needs sequence parallelism "
-        "(Megatron-Core requires it: each TP rank routes its own 1/tp of the tokens); add "
-        "--sequence-parallel (sequence_parallel = true in a file)",
-        l.tp));
+    throw OptionError(
+        "sequence_parallel",
+        fmt::format(
+            "--tp {}: a mixture of experts with tensor parallelism needs sequence parallelism "
+            "(Megatron-Core requires it: each TP rank routes its own 1/tp of the tokens); add "
+            "--sequence-parallel (sequence_parallel = true in a file)",
+            l.tp));
   }
   const std::int64_t ranks = l.tp * l.cp * l.dp;
   if (ranks % (l.ep * l.etp) != 0) {
-    throw ParamError(fmt::format(
-        "--ep {} --etp {}: the experts' ranks are drawn from a stage's TP × CP × DP = {} × {} × "
-        "{} = {} ranks (parallel folding: ETP × EP × EDP = TP × CP × DP), and EP × ETP = {} "
-        "does not divide them",
-        l.ep, l.etp, l.tp, l.cp, l.dp, ranks, l.ep * l.etp));
+    throw OptionError(
+        "expert_parallel",
+        fmt::format(
+            "--ep {} --etp {}: the experts' ranks are drawn from a stage's TP × CP × DP = {} × {} "
+            "× "
+            "{} = {} ranks (parallel folding: ETP × EP × EDP = TP × CP × DP), and EP × ETP = {} "
+            "does not divide them",
+            l.ep, l.etp, l.tp, l.cp, l.dp, ranks, l.ep * l.etp));
   }
   // The busiest rank takes at most every token the layer routes: at most experts / top_k times
   // the balanced share.
   const double most = static_cast<double>(moe.experts) / static_cast<double>(moe.top_k);
   if (!(job.moe.imbalance >= 1.0 && job.moe.imbalance <= most)) {
-    throw ParamError(fmt::format(
-        "moe imbalance {:g}: the busiest expert-parallel rank takes between 1 (balanced) and "
-        "experts / top_k = {:g} times the mean",
-        job.moe.imbalance, most));
+    throw OptionError(
+        "moe_imbalance",
+        fmt::format(
+            "moe imbalance {:g}: the busiest expert-parallel rank takes between 1 (balanced) and "
+            "experts / top_k = {:g} times the mean",
+            job.moe.imbalance, most));
   }
   if (job.moe.capacity_factor && !(*job.moe.capacity_factor > 0.0)) {
-    throw ParamError(fmt::format("moe capacity factor {:g}: expected a positive factor",
-                                 *job.moe.capacity_factor));
+    throw OptionError("moe_capacity_factor",
+                      fmt::format("moe capacity factor {:g}: expected a positive factor",
+                                  *job.moe.capacity_factor));
   }
   if (job.moe.shared_expert_overlap && moe.shared_experts == 0) {
-    throw ParamError(
-        "moe shared_expert_overlap: the model has no shared expert to run beside the "
-        "all-to-alls (shared_experts = 0)");
+    throw OptionError("moe_shared_expert_overlap",
+                      "moe shared_expert_overlap: the model has no shared expert to run beside the "
+                      "all-to-alls (shared_experts = 0)");
   }
 }
 
@@ -84,53 +96,68 @@ void require_expert_layout(const TransformerConfig& m, const Job& job, const Lay
 
 void require_trainable(const TransformerConfig& m, const Job& job, const Layout& l) {
   if (job.seq_len < 1) {
-    throw ParamError(
+    throw OptionError(
+        "seq_len",
         "no sequence length: give --seq-len (or seq_len in a job file, a model file or a study)");
   }
   if (job.micro_batch < 1)
-    throw ParamError(fmt::format("--micro-batch {}: expected 1 or more", job.micro_batch));
+    throw OptionError("micro_batch",
+                      fmt::format("--micro-batch {}: expected 1 or more", job.micro_batch));
   if (l.sequence_parallel && l.tp == 1) {
-    throw ParamError(
+    throw OptionError(
+        "sequence_parallel",
         "--sequence-parallel needs --tp > 1: sequence parallelism splits the norms and dropouts "
         "along the tensor-parallel ranks");
   }
   if (m.attention == AttentionKind::Latent && !job.flash_attention) {
-    throw ParamError(
+    throw OptionError(
+        "flash_attention",
         "latent attention needs flash_attention = true (MLA runs in fused attention kernels)");
   }
   if (l.tp < 1)
-    throw ParamError(fmt::format("--tp {}: tensor parallelism needs 1 or more ranks", l.tp));
+    throw OptionError("tensor_parallel",
+                      fmt::format("--tp {}: tensor parallelism needs 1 or more ranks", l.tp));
   if (const auto misfit = tensor_parallel_misfit(m, l.tp)) {
-    throw ParamError(fmt::format(
-        "--tp {}: tensor parallelism splits the {} over its ranks, and {} {} do not divide "
-        "evenly",
-        l.tp, misfit->what, misfit->value, misfit->what));
+    throw OptionError(
+        "tensor_parallel",
+        fmt::format(
+            "--tp {}: tensor parallelism splits the {} over its ranks, and {} {} do not divide "
+            "evenly",
+            l.tp, misfit->what, misfit->value, misfit->what));
   }
   if (l.cp < 1)
-    throw ParamError(fmt::format("--cp {}: context parallelism needs 1 or more ranks", l.cp));
+    throw OptionError("context_parallel",
+                      fmt::format("--cp {}: context parallelism needs 1 or more ranks", l.cp));
   if (l.cp > 1) {
     if (!job.flash_attention) {
-      throw ParamError(fmt::format(
-          "--cp {}: context parallelism runs inside fused attention (Transformer Engine's and "
-          "PyTorch's CP patch FlashAttention-style kernels); the job runs with flash_attention = "
-          "false",
-          l.cp));
+      throw OptionError(
+          "context_parallel",
+          fmt::format(
+              "--cp {}: context parallelism runs inside fused attention (Transformer Engine's and "
+              "PyTorch's CP patch FlashAttention-style kernels); the job runs with flash_attention "
+              "= "
+              "false",
+              l.cp));
     }
     if (job.seq_len % (2 * l.cp) != 0) {
-      throw ParamError(fmt::format(
-          "--cp {}: the sequence of {} tokens must split into 2·cp = {} equal chunks (causal "
-          "load balancing gives rank r chunks r and 2·cp−1−r)",
-          l.cp, job.seq_len, 2 * l.cp));
+      throw OptionError(
+          "context_parallel",
+          fmt::format(
+              "--cp {}: the sequence of {} tokens must split into 2·cp = {} equal chunks (causal "
+              "load balancing gives rank r chunks r and 2·cp−1−r)",
+              l.cp, job.seq_len, 2 * l.cp));
     }
     if (l.cp_method == CpMethod::AllToAll) {
       const std::int64_t kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
       for (const auto& [what, n] : {std::pair{"heads", m.heads}, std::pair{"kv_heads", kv}}) {
         if ((n / l.tp) % l.cp != 0) {
-          throw ParamError(fmt::format(
-              "--cp {} --cp-method a2a: Ulysses spreads the {} per tensor-parallel rank ({} / "
-              "tp {} = {}) over the CP ranks, and they do not divide evenly; use --cp-method "
-              "ring or allgather",
-              l.cp, what, n, l.tp, n / l.tp));
+          throw OptionError(
+              "cp_method",
+              fmt::format(
+                  "--cp {} --cp-method a2a: Ulysses spreads the {} per tensor-parallel rank ({} / "
+                  "tp {} = {}) over the CP ranks, and they do not divide evenly; use --cp-method "
+                  "ring or allgather",
+                  l.cp, what, n, l.tp, n / l.tp));
         }
       }
     }
@@ -138,9 +165,16 @@ void require_trainable(const TransformerConfig& m, const Job& job, const Layout&
   require_expert_layout(m, job, l);
   // A pipeline layout must parse and hold the model's layers; that it names the table's stages
   // is checked where the model is cut into them (partition_layers).
-  if (!l.pipeline_layout.empty()) (void)parse_pipeline_layout(l.pipeline_layout, m.layers, m.mtp_layers);
+  if (!l.pipeline_layout.empty()) {
+    try {
+      (void)parse_pipeline_layout(l.pipeline_layout, m.layers, m.mtp_layers);
+    } catch (const ParamError& e) {
+      throw OptionError("pipeline_layout", e.what());
+    }
+  }
   if (l.fsdp.shard == 1) {
-    throw ParamError(
+    throw OptionError(
+        "fsdp_shard",
         "--fsdp-shard 1: a shard group of one rank shards nothing; leave --fsdp out for "
         "replicated data parallelism");
   }

@@ -43,33 +43,51 @@ std::vector<StageWork> explicit_work(const ExplicitWorkload& e, std::span<const 
 
 void require_runnable(const ModelConfig& model, const Job& job, const Layout& layout) {
   if (layout.dp < 1 || layout.dp > kMaxDataParallel) {
-    throw ParamError(fmt::format("--dp {}: data parallelism takes 1 to {} replicas", layout.dp,
-                                 kMaxDataParallel));
+    throw OptionError("data_parallel",
+                      fmt::format("--dp {}: data parallelism takes 1 to {} replicas", layout.dp,
+                                  kMaxDataParallel));
   }
   if (layout.fsdp.enabled && job.distributed_optimizer) {
-    throw ParamError(
+    throw OptionError(
+        "fsdp",
         "--fsdp and --distributed-optimizer: FSDP already shards the optimizer state (and the "
         "parameters and gradients) over the data-parallel ranks; give one of them");
   }
+  // FSDP's options without FSDP would be dropped without a word.
+  if (!layout.fsdp.enabled) {
+    const FsdpOptions& f = layout.fsdp;
+    const std::pair<bool, const char*> given[] = {
+        {f.reshard_after_forward.has_value(), "reshard_after_forward"},
+        {f.grad_sync != GradSync::PerStep, "fsdp_grad_sync"},
+        {f.fp8_all_gather, "fsdp_fp8_all_gather"},
+        {f.impl != FsdpImpl::Fsdp2, "fsdp_impl"}};
+    for (const auto& [set, key] : given) {
+      if (set)
+        throw OptionError(key, fmt::format("{}: an option of FSDP, which needs --fsdp", key));
+    }
+  }
   if (layout.fsdp.shard > 0) {
     const std::int64_t ranks = layout.dp * layout.cp;
-    if (!layout.fsdp.enabled) throw ParamError("--fsdp-shard: hybrid sharding (HSDP) needs --fsdp");
+    if (!layout.fsdp.enabled)
+      throw OptionError("fsdp_shard", "--fsdp-shard: hybrid sharding (HSDP) needs --fsdp");
     if (ranks % layout.fsdp.shard != 0) {
-      throw ParamError(fmt::format(
-          "--fsdp-shard {}: the shard group must divide the {} data- and context-parallel ranks "
-          "(--dp {} × --cp {}) into equal replicas",
-          layout.fsdp.shard, ranks, layout.dp, layout.cp));
+      throw OptionError("fsdp_shard", fmt::format("--fsdp-shard {}: the shard group must divide "
+                                                  "the {} data- and context-parallel ranks "
+                                                  "(--dp {} × --cp {}) into equal replicas",
+                                                  layout.fsdp.shard, ranks, layout.dp, layout.cp));
     }
   }
   if (const auto* m = model.transformer()) {
     require_trainable(*m, job, layout);
   } else if (layout.tp != 1 || layout.cp != 1 || layout.ep != 1 || layout.etp != 1 ||
              layout.sequence_parallel || !layout.pipeline_layout.empty()) {
-    throw ParamError(fmt::format(
-        "model '{}' gives its costs explicitly ([explicit]): --tp, --cp, --ep, --etp, "
-        "--sequence-parallel and --pipeline-layout split a transformer's operators and layers "
-        "and do not apply to it",
-        model.name));
+    throw OptionError(
+        "tensor_parallel",
+        fmt::format(
+            "model '{}' gives its costs explicitly ([explicit]): --tp, --cp, --ep, --etp, "
+            "--sequence-parallel and --pipeline-layout split a transformer's operators and layers "
+            "and do not apply to it",
+            model.name));
   }
 }
 

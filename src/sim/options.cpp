@@ -46,7 +46,7 @@ using Get = std::string (*)(const SimulationSetup&);
   static_cast<Set>([](SimulationSetup& s, const OptionValue& v) { field = as; }), \
       static_cast<Get>([](const SimulationSetup& s) { return text_of(field); })
 // An enumeration set from its name (parse) and named back (to_string).
-#define PIPETAB_ENUM(field, parse)                                                        \
+#define PIPETAB_ENUM(field, parse)                                                            \
   static_cast<Set>([](SimulationSetup& s, const OptionValue& v) { field = *parse(v.text); }), \
       static_cast<Get>([](const SimulationSetup& s) { return text_of(to_string(field)); })
 
@@ -58,15 +58,43 @@ constexpr double kMaxSize = static_cast<double>(std::int64_t{1} << 20);
 
 const RunOption kOptions[] = {
     // The job.
-    {"seq_len", "--seq-len", kJob, OptionType::Integer,
-     "tokens per sequence (the model file's seq_len where it has one)", 1, 1 << 26, {}, true, 1,
-     "", PIPETAB_FIELD(s.job.seq_len, v.integer)},
-    {"micro_batch", "--micro-batch", kJob, OptionType::Integer, "sequences per microbatch", 1,
-     1 << 20, {}, true, 1, "", PIPETAB_FIELD(s.job.micro_batch, v.integer)},
-    {"global_batch", "--global-batch", kJob, OptionType::Integer,
+    {"seq_len",
+     "--seq-len",
+     kJob,
+     OptionType::Integer,
+     "tokens per sequence (the model file's seq_len where it has one)",
+     1,
+     1 << 26,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.job.seq_len, v.integer)},
+    {"micro_batch",
+     "--micro-batch",
+     kJob,
+     OptionType::Integer,
+     "sequences per microbatch",
+     1,
+     1 << 20,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.job.micro_batch, v.integer)},
+    {"global_batch",
+     "--global-batch",
+     kJob,
+     OptionType::Integer,
      "sequences per iteration over all data-parallel replicas (sets the microbatches: global "
      "batch / (micro batch × DP); checked against -M when both are given)",
-     1, 1e12, {}, true, 1, "", PIPETAB_FIELD(s.job.global_batch, v.integer)},
+     1,
+     1e12,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.job.global_batch, v.integer)},
     {"precision", "--precision", kJob, OptionType::Choice,
      "the matrix multiplies' format: fp8 runs the layer linears in FP8 and the rest in BF16", 0, 0,
      kPrecisions, true, 1, "", PIPETAB_ENUM(s.job.precision, parse_precision)},
@@ -74,9 +102,18 @@ const RunOption kOptions[] = {
      "how FP8 scales its tensors (Transformer Engine's delayed, tensorwise (current) or blockwise; "
      "torchao's tensorwise or rowwise); carried and reported, priced alike today",
      0, 0, kFp8RecipeNames, true, 1, "", PIPETAB_ENUM(s.job.fp8_recipe, parse_fp8_recipe)},
-    {"dtype_bytes", "--dtype-bytes", kJob, OptionType::Integer,
-     "bytes of an activation, weight or message element (0: the precision's; 2 for fp8)", 0, 16,
-     {}, true, 1, "", PIPETAB_FIELD(s.job.dtype_bytes, v.integer)},
+    {"dtype_bytes",
+     "--dtype-bytes",
+     kJob,
+     OptionType::Integer,
+     "bytes of an activation, weight or message element (0: the precision's; 2 for fp8)",
+     0,
+     16,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.job.dtype_bytes, v.integer)},
     {"recompute", "--recompute", kJob, OptionType::Choice,
      "activation recomputation: none, selective (the attention core), full (the layer), "
      "selective-op and every-other-layer (torchtitan's)",
@@ -84,110 +121,305 @@ const RunOption kOptions[] = {
     {"moe_recompute", "--moe-recompute", kJob, OptionType::Choice,
      "what a mixture of experts recomputes (Megatron-Core's --recompute-modules): none, moe_act, "
      "mlp",
-     0, 0, kMoeRecomputeNames, true, 1, "",
-     PIPETAB_ENUM(s.job.moe.recompute, parse_moe_recompute)},
+     0, 0, kMoeRecomputeNames, true, 1, "", PIPETAB_ENUM(s.job.moe.recompute, parse_moe_recompute)},
     {"moe_dispatcher", "--moe-dispatcher", kJob, OptionType::Choice,
-     "how tokens reach their experts: alltoall (NCCL) or deepep (once per node, then NVLink)", 0,
-     0, kMoeDispatcherNames, true, 1, "",
-     PIPETAB_ENUM(s.job.moe.dispatcher, parse_moe_dispatcher)},
-    {"moe_capacity_factor", "--moe-capacity-factor", kJob, OptionType::Number,
-     "tokens an expert takes as a multiple of its balanced share, padded to it (0: dropless)", 0,
-     1e3, {}, true, 1, "",
-     static_cast<Set>([](SimulationSetup& s, const OptionValue& v) {
-       s.job.moe.capacity_factor =
-           v.number > 0.0 ? std::optional<double>(v.number) : std::optional<double>();
-     }),
+     "how tokens reach their experts: alltoall (NCCL) or deepep (once per node, then NVLink)", 0, 0,
+     kMoeDispatcherNames, true, 1, "", PIPETAB_ENUM(s.job.moe.dispatcher, parse_moe_dispatcher)},
+    {"moe_capacity_factor",
+     "--moe-capacity-factor",
+     kJob,
+     OptionType::Number,
+     "tokens an expert takes as a multiple of its balanced share, padded to it (default: "
+     "dropless)",
+     0,
+     1e3,
+     {},
+     true,
+     1,
+     "",
+     static_cast<Set>(
+         [](SimulationSetup& s, const OptionValue& v) { s.job.moe.capacity_factor = v.number; }),
      static_cast<Get>([](const SimulationSetup& s) {
-       return text_of(s.job.moe.capacity_factor.value_or(0.0));
-     })},
-    {"moe_imbalance", "--moe-imbalance", kJob, OptionType::Number,
-     "the busiest expert-parallel rank's tokens over the mean (1: balanced)", 1, 1e6, {}, true, 1,
-     "", PIPETAB_FIELD(s.job.moe.imbalance, v.number)},
-    {"moe_fp8_dispatch", "--moe-fp8-dispatch", kJob, OptionType::Boolean,
-     "the forward dispatch in FP8 (DeepSeek-V3 §3.3)", 0, 0, {}, true, 1, "",
+       return s.job.moe.capacity_factor ? text_of(*s.job.moe.capacity_factor) : std::string();
+     }),
+     true},
+    {"moe_imbalance",
+     "--moe-imbalance",
+     kJob,
+     OptionType::Number,
+     "the busiest expert-parallel rank's tokens over the mean (1: balanced)",
+     1,
+     1e6,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.job.moe.imbalance, v.number)},
+    {"moe_fp8_dispatch",
+     "--moe-fp8-dispatch",
+     kJob,
+     OptionType::Boolean,
+     "the forward dispatch in FP8 (DeepSeek-V3 §3.3)",
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
      PIPETAB_FIELD(s.job.moe.fp8_dispatch, v.boolean)},
-    {"moe_shared_expert_overlap", "--moe-shared-expert-overlap", kJob, OptionType::Boolean,
+    {"moe_shared_expert_overlap",
+     "--moe-shared-expert-overlap",
+     kJob,
+     OptionType::Boolean,
      "the shared experts run beside the all-to-alls (Megatron-Core's --moe-shared-expert-overlap)",
-     0, 0, {}, true, 1, "", PIPETAB_FIELD(s.job.moe.shared_expert_overlap, v.boolean)},
-    {"grad_bytes_per_param", "--grad-bytes-per-param", kJob, OptionType::Number,
-     "bytes of main gradient per parameter (4: fp32)", 0, 64, {}, true, 1, "",
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.job.moe.shared_expert_overlap, v.boolean)},
+    {"grad_bytes_per_param",
+     "--grad-bytes-per-param",
+     kJob,
+     OptionType::Number,
+     "bytes of main gradient per parameter (4: fp32)",
+     0,
+     64,
+     {},
+     true,
+     1,
+     "",
      PIPETAB_FIELD(s.job.grad_bytes_per_param, v.number)},
-    {"optimizer_bytes_per_param", "--optimizer-bytes-per-param", kJob, OptionType::Number,
-     "bytes of optimizer state per parameter (12: fp32 master weights and Adam moments)", 0, 64,
-     {}, true, 1, "", PIPETAB_FIELD(s.job.optimizer_bytes_per_param, v.number)},
-    {"distributed_optimizer", "--distributed-optimizer", kJob, OptionType::Boolean,
+    {"optimizer_bytes_per_param",
+     "--optimizer-bytes-per-param",
+     kJob,
+     OptionType::Number,
+     "bytes of optimizer state per parameter (12: fp32 master weights and Adam moments)",
+     0,
+     64,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.job.optimizer_bytes_per_param, v.number)},
+    {"distributed_optimizer",
+     "--distributed-optimizer",
+     kJob,
+     OptionType::Boolean,
      "shard the optimizer over the data-parallel replicas (reduce-scatter the gradients, "
      "all-gather the parameters)",
-     0, 0, {}, true, 1, "", PIPETAB_FIELD(s.job.distributed_optimizer, v.boolean)},
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.job.distributed_optimizer, v.boolean)},
     {"tp_overlap", "--tp-overlap", kJob, OptionType::Choice,
      "tensor-parallel collectives that run beside a GEMM: none (Megatron-LM until 2021-09), "
      "backward (Megatron-LM since), all (Megatron-Core --tp-comm-overlap)",
      0, 0, kOverlapNames, true, 1, "", PIPETAB_ENUM(s.job.tp_overlap, parse_overlap)},
-    {"a2a_overlap", "--a2a-overlap", kJob, OptionType::Boolean,
+    {"a2a_overlap",
+     "--a2a-overlap",
+     kJob,
+     OptionType::Boolean,
      "Megatron-Core's 1F1B all-to-all overlap (--overlap-moe-expert-parallel-comm): the "
      "interleaved schedule's steady-state forward and the backward after it run as one step, each "
      "one's expert all-to-alls under the other's compute (DualPipe's F&B pairs always do)",
-     0, 0, {}, true, 1, "", PIPETAB_FIELD(s.job.a2a_overlap, v.boolean)},
-    {"dp_overlap", "--dp-overlap", kJob, OptionType::Boolean,
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.job.a2a_overlap, v.boolean)},
+    {"dp_overlap",
+     "--dp-overlap",
+     kJob,
+     OptionType::Boolean,
      "reduce data-parallel gradients in buckets while the last backward passes run (torch DDP, "
      "Megatron-Core overlap_grad_reduce)",
-     0, 0, {}, true, 1, "", PIPETAB_FIELD(s.job.dp_overlap, v.boolean)},
-    {"dp_bucket_bytes", "--dp-bucket-mb", kJob, OptionType::Number,
-     "gradient bucket size for --dp-overlap (torch DDP's default 25 MB)", 1e3, 1e15, {}, true,
-     1e6, "MB", PIPETAB_FIELD(s.job.dp_bucket_bytes, v.number)},
-    {"flash_attention", "--flash-attention", kJob, OptionType::Boolean,
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.job.dp_overlap, v.boolean)},
+    {"dp_bucket_bytes",
+     "--dp-bucket-mb",
+     kJob,
+     OptionType::Number,
+     "gradient bucket size for --dp-overlap (torch DDP's default 25 MB)",
+     1e3,
+     1e15,
+     {},
+     true,
+     1e6,
+     "MB",
+     PIPETAB_FIELD(s.job.dp_bucket_bytes, v.number)},
+    {"flash_attention",
+     "--flash-attention",
+     kJob,
+     OptionType::Boolean,
      "fused attention (FlashAttention, cuDNN, SDPA): no s×s tensors kept, the backward recomputes "
      "QKᵀ",
-     0, 0, {}, true, 1, "", PIPETAB_FIELD(s.job.flash_attention, v.boolean)},
-    {"fused_elementwise", "--fused-elementwise", kJob, OptionType::Boolean,
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.job.flash_attention, v.boolean)},
+    {"fused_elementwise",
+     "--fused-elementwise",
+     kJob,
+     OptionType::Boolean,
      "element-wise work in fused kernels (Megatron-LM, Transformer Engine, torch.compile); off: "
      "eager PyTorch",
-     0, 0, {}, true, 1, "", PIPETAB_FIELD(s.job.fused_elementwise, v.boolean)},
-    {"grad_accumulation_fusion", "--grad-accumulation-fusion", kJob, OptionType::Boolean,
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.job.fused_elementwise, v.boolean)},
+    {"grad_accumulation_fusion",
+     "--grad-accumulation-fusion",
+     kJob,
+     OptionType::Boolean,
      "weight-gradient GEMMs add into the main gradients themselves (Megatron-LM since late 2021)",
-     0, 0, {}, true, 1, "", PIPETAB_FIELD(s.job.grad_accumulation_fusion, v.boolean)},
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.job.grad_accumulation_fusion, v.boolean)},
 
     // The layout.
-    {"tensor_parallel", "--tp", kLayout, OptionType::Integer, "tensor-parallel ranks per stage", 1,
-     kMaxSize, {}, true, 1, "", PIPETAB_FIELD(s.layout.tp, v.integer)},
-    {"sequence_parallel", "--sequence-parallel", kLayout, OptionType::Boolean,
+    {"tensor_parallel",
+     "--tp",
+     kLayout,
+     OptionType::Integer,
+     "tensor-parallel ranks per stage",
+     1,
+     kMaxSize,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.layout.tp, v.integer)},
+    {"sequence_parallel",
+     "--sequence-parallel",
+     kLayout,
+     OptionType::Boolean,
      "sequence parallelism with --tp (Korthikanti et al. 2022): norms and dropouts on 1/tp of the "
      "sequence, all-gathers and reduce-scatters instead of all-reduces",
-     0, 0, {}, true, 1, "", PIPETAB_FIELD(s.layout.sequence_parallel, v.boolean)},
-    {"context_parallel", "--cp", kLayout, OptionType::Integer,
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.layout.sequence_parallel, v.boolean)},
+    {"context_parallel",
+     "--cp",
+     kLayout,
+     OptionType::Integer,
      "context-parallel ranks per stage: each runs seq_len/cp tokens of every sequence and "
      "exchanges keys and values in attention",
-     1, kMaxSize, {}, true, 1, "", PIPETAB_FIELD(s.layout.cp, v.integer)},
+     1,
+     kMaxSize,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.layout.cp, v.integer)},
     {"cp_method", "--cp-method", kLayout, OptionType::Choice,
      "how context-parallel ranks exchange keys and values: ring (Transformer Engine's p2p, "
      "Megatron's default), allgather (torchtitan's default, Llama 3), a2a (Ulysses all-to-all)",
      0, 0, kCpMethodNames, true, 1, "", PIPETAB_ENUM(s.layout.cp_method, parse_cp_method)},
-    {"expert_parallel", "--ep", kLayout, OptionType::Integer,
+    {"expert_parallel",
+     "--ep",
+     kLayout,
+     OptionType::Integer,
      "expert-parallel ranks: each MoE layer's experts spread over them, drawn from a stage's --tp "
      "× --cp × --dp ranks (Megatron-Core's parallel folding); tokens reach them by all-to-all",
-     1, kMaxSize, {}, true, 1, "", PIPETAB_FIELD(s.layout.ep, v.integer)},
-    {"expert_tensor_parallel", "--etp", kLayout, OptionType::Integer,
+     1,
+     kMaxSize,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.layout.ep, v.integer)},
+    {"expert_tensor_parallel",
+     "--etp",
+     kLayout,
+     OptionType::Integer,
      "expert-tensor-parallel ranks: each expert's matrices split over them (--ep × --etp must "
      "divide --tp × --cp × --dp)",
-     1, kMaxSize, {}, true, 1, "", PIPETAB_FIELD(s.layout.etp, v.integer)},
-    {"data_parallel", "--dp", kLayout, OptionType::Integer,
+     1,
+     kMaxSize,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.layout.etp, v.integer)},
+    {"data_parallel",
+     "--dp",
+     kLayout,
+     OptionType::Integer,
      "data-parallel replicas of the pipeline (gradient all-reduce; with --fsdp the ranks "
      "parameters are sharded over)",
-     1, kMaxDataParallel, {}, true, 1, "", PIPETAB_FIELD(s.layout.dp, v.integer)},
-    {"fsdp", "--fsdp", kLayout, OptionType::Boolean,
+     1,
+     kMaxDataParallel,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.layout.dp, v.integer)},
+    {"fsdp",
+     "--fsdp",
+     kLayout,
+     OptionType::Boolean,
      "fully sharded data parallelism (FSDP2, ZeRO-3): parameters, gradients and optimizer state "
      "sharded over the --dp × --cp ranks, each unit (a stage when pipelined, a transformer block "
      "without) all-gathered before use and its gradients reduce-scattered after",
-     0, 0, {}, true, 1, "", PIPETAB_FIELD(s.layout.fsdp.enabled, v.boolean)},
-    {"fsdp_shard", "--fsdp-shard", kLayout, OptionType::Integer,
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.layout.fsdp.enabled, v.boolean)},
+    {"fsdp_shard",
+     "--fsdp-shard",
+     kLayout,
+     OptionType::Integer,
      "HSDP: shard over groups of this many ranks and replicate across them (default: shard over "
      "all --dp × --cp ranks)",
-     2, 1 << 30, {}, true, 1, "", PIPETAB_FIELD(s.layout.fsdp.shard, v.integer)},
-    {"reshard_after_forward", "--reshard-after-forward", kLayout, OptionType::Tristate,
+     2,
+     1 << 30,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.layout.fsdp.shard, v.integer)},
+    {"reshard_after_forward",
+     "--reshard-after-forward",
+     kLayout,
+     OptionType::Tristate,
      "FSDP: free a unit's gathered parameters after its forward and gather them again for the "
      "backward (true), or keep them (false); auto: torchtitan's default, true without pipelining "
      "and false with it",
-     0, 0, {}, true, 1, "",
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
      static_cast<Set>([](SimulationSetup& s, const OptionValue& v) {
        s.layout.fsdp.reshard_after_forward = tristate(v);
      }),
@@ -197,33 +429,87 @@ const RunOption kOptions[] = {
      "FSDP: reduce-scatter gradients once per step after a unit's last backward (step: torchtitan "
      "with pipelining, FSDP2's no_sync) or after every microbatch's (microbatch)",
      0, 0, kGradSyncNames, true, 1, "", PIPETAB_ENUM(s.layout.fsdp.grad_sync, parse_grad_sync)},
-    {"fsdp_fp8_all_gather", "--fsdp-fp8-all-gather", kLayout, OptionType::Boolean,
+    {"fsdp_fp8_all_gather",
+     "--fsdp-fp8-all-gather",
+     kLayout,
+     OptionType::Boolean,
      "FSDP: all-gather parameters in FP8 (torchtitan's enable_fsdp_float8_all_gather): one byte "
      "per parameter",
-     0, 0, {}, true, 1, "", PIPETAB_FIELD(s.layout.fsdp.fp8_all_gather, v.boolean)},
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.layout.fsdp.fp8_all_gather, v.boolean)},
     {"fsdp_impl", "--fsdp-impl", kLayout, OptionType::Choice,
      "FSDP: whose — fsdp2 (PyTorch, torchtitan) copies each gathered unit out of the all-gather's "
      "buffer on the compute stream and the gradients into the reduce-scatter's; megatron "
      "(Megatron-FSDP) gathers and reduces in place",
      0, 0, kFsdpImplNames, true, 1, "", PIPETAB_ENUM(s.layout.fsdp.impl, parse_fsdp_impl)},
-    {"pipeline_layout", "--pipeline-layout", kLayout, OptionType::Text,
+    {"pipeline_layout",
+     "--pipeline-layout",
+     kLayout,
+     OptionType::Text,
      "the stages' contents in Megatron-Core's notation: E embedding, t transformer layer, m MTP "
      "module, L loss, | between stages, X*n and (...)*n repeat, e.g. \"Ett|(ttt|)*30ttL\" "
      "(default: layers split evenly, MTP modules last)",
-     0, 0, {}, true, 1, "", PIPETAB_FIELD(s.layout.pipeline_layout, v.text)},
-    {"balance_embedding", "--balance-embedding", kLayout, OptionType::Boolean,
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.layout.pipeline_layout, v.text)},
+    {"balance_embedding",
+     "--balance-embedding",
+     kLayout,
+     OptionType::Boolean,
      "count the embedding and the output layer as one layer each when splitting the layers "
      "(Megatron-LM's --account-for-embedding-in-pipeline-split and ...-loss-...)",
-     0, 0, {}, true, 1, "", PIPETAB_FIELD(s.layout.balance_embedding, v.boolean)},
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.layout.balance_embedding, v.boolean)},
     // The pipeline as job files name it; commands give it as -S, -v and the schedule's name.
-    {"pipeline_parallel", "", kLayout, OptionType::Integer,
-     "pipeline stages per replica (the command line's -S)", 1, kMaxSize, {}, true, 1, "",
+    {"pipeline_parallel",
+     "",
+     kLayout,
+     OptionType::Integer,
+     "pipeline stages per replica (the command line's -S)",
+     1,
+     kMaxSize,
+     {},
+     true,
+     1,
+     "",
      PIPETAB_FIELD(s.layout.pp, v.integer)},
-    {"chunks", "", kLayout, OptionType::Integer,
-     "virtual chunks per device (the command line's -v)", 1, 1 << 16, {}, true, 1, "",
+    {"chunks",
+     "",
+     kLayout,
+     OptionType::Integer,
+     "virtual chunks per device (the command line's -v)",
+     1,
+     1 << 16,
+     {},
+     true,
+     1,
+     "",
      PIPETAB_FIELD(s.layout.chunks, v.integer)},
-    {"schedule", "", kLayout, OptionType::Text,
-     "the pipeline schedule's name (pipetab list; PyTorch's names too)", 0, 0, {}, true, 1, "",
+    {"schedule",
+     "",
+     kLayout,
+     OptionType::Text,
+     "the pipeline schedule's name (pipetab list; PyTorch's names too)",
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
      PIPETAB_FIELD(s.layout.schedule, v.text)},
 
     // How the simulation runs.
@@ -234,35 +520,89 @@ const RunOption kOptions[] = {
      "after each op), pytorch (PyTorch's runtime: sends and receives posted in its action order, "
      "receives waited by the op that needs them, one transfer at a time per pair of ranks), async "
      "(the idealisation: eager, only the consumer waits)",
-     0, 0, kRuntimes, true, 1, "",
-     static_cast<Set>([](SimulationSetup& s, const OptionValue& v) {
+     0, 0, kRuntimes, true, 1, "", static_cast<Set>([](SimulationSetup& s, const OptionValue& v) {
        s.lowering.runtime = *parse_runtime(v.text);
      }),
-     static_cast<Get>([](const SimulationSetup& s) { return text_of(to_string(s.lowering.runtime)); })},
-    {"contention", "--no-contention", kSim, OptionType::Boolean,
-     "transfers do not share link bandwidth (each takes latency + bytes/bandwidth alone)", 0, 0, {},
-     false, 1, "", PIPETAB_FIELD(s.options.contention, v.boolean)},
-    {"blocking_send", "--blocking-send", kSim, OptionType::Boolean,
-     "a device's compute waits for the activations and gradients it sends", 0, 0, {}, true, 1, "",
+     static_cast<Get>(
+         [](const SimulationSetup& s) { return text_of(to_string(s.lowering.runtime)); })},
+    {"contention",
+     "--no-contention",
+     kSim,
+     OptionType::Boolean,
+     "transfers do not share link bandwidth (each takes latency + bytes/bandwidth alone)",
+     0,
+     0,
+     {},
+     false,
+     1,
+     "",
+     PIPETAB_FIELD(s.options.contention, v.boolean)},
+    {"blocking_send",
+     "--blocking-send",
+     kSim,
+     OptionType::Boolean,
+     "a device's compute waits for the activations and gradients it sends",
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
      PIPETAB_FIELD(s.options.blocking_send, v.boolean)},
-    {"overheads", "--no-overheads", kSim, OptionType::Boolean,
+    {"overheads",
+     "--no-overheads",
+     kSim,
+     OptionType::Boolean,
      "leave out the device's overheads no kernel carries: the host's time per pipeline step and "
      "per kernel launch, and compute slowed by communication (system keys step_overhead_s, "
      "host_launch_s, comm_slowdown)",
-     0, 0, {}, false, 1, "", PIPETAB_FIELD(s.lowering.overheads, v.boolean)},
-    {"optimizer", "--no-optimizer", kSim, OptionType::Boolean,
+     0,
+     0,
+     {},
+     false,
+     1,
+     "",
+     PIPETAB_FIELD(s.lowering.overheads, v.boolean)},
+    {"optimizer",
+     "--no-optimizer",
+     kSim,
+     OptionType::Boolean,
      "simulate the pipeline and its gradient reductions only: no end-of-iteration synchronisation "
      "and optimizer step",
-     0, 0, {}, false, 1, "", PIPETAB_FIELD(s.lowering.iteration.optimizer, v.boolean)},
-    {"nccl_buffsize", "--nccl-buffsize", kSim, OptionType::Number,
+     0,
+     0,
+     {},
+     false,
+     1,
+     "",
+     PIPETAB_FIELD(s.lowering.iteration.optimizer, v.boolean)},
+    {"nccl_buffsize",
+     "--nccl-buffsize",
+     kSim,
+     OptionType::Number,
      "NCCL's buffer per pair of ranks in bytes (NCCL_BUFFSIZE): under the pytorch runtime a "
      "pipeline message of at most this size is sent without waiting for its receive; a larger one "
      "waits until the receive is posted",
-     0, 1e18, {}, true, 1, "", PIPETAB_FIELD(s.lowering.nccl_buffer_bytes, v.number)},
-    {"collective_scale", "--collective-scale", kSim, OptionType::Number,
+     0,
+     1e18,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.lowering.nccl_buffer_bytes, v.number)},
+    {"collective_scale",
+     "--collective-scale",
+     kSim,
+     OptionType::Number,
      "multiply the bytes of every gradient collective (a sensitivity knob, e.g. 0.7 for a "
      "compressed all-reduce)",
-     1e-6, 1e6, {}, true, 1, "", PIPETAB_FIELD(s.lowering.collective_scale, v.number)},
+     1e-6,
+     1e6,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.lowering.collective_scale, v.number)},
 };
 
 #undef PIPETAB_FIELD
@@ -285,7 +625,11 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 }
 
 std::string range_text(const RunOption& o) {
-  return fmt::format("{:g} to {:g}", o.min, o.max);
+  if (o.type == OptionType::Integer) {
+    return fmt::format("{} to {}", static_cast<std::int64_t>(o.min),
+                       static_cast<std::int64_t>(o.max));
+  }
+  return fmt::format("{}{:g} to {:g}", o.above_min ? "above " : "", o.min, o.max);
 }
 
 }  // namespace
@@ -328,8 +672,9 @@ OptionValue parse_option_value(const RunOption& o, std::string_view text) {
     case OptionType::Number: {
       const auto [ptr, ec] = parse_double(text.data(), text.data() + text.size(), v.number);
       if (text.empty() || ec != std::errc{} || ptr != text.data() + text.size() ||
-          !(v.number >= o.min && v.number <= o.max)) {
-        throw Error(fmt::format("expected a number from {}", range_text(o)));
+          !(v.number >= o.min && v.number <= o.max) || (o.above_min && !(v.number > o.min))) {
+        throw Error(
+            fmt::format("expected a number {}{}", o.above_min ? "" : "from ", range_text(o)));
       }
       return v;
     }
@@ -365,6 +710,59 @@ OptionValue parse_option_value(const RunOption& o, std::string_view text) {
   return v;
 }
 
+namespace {
+
+const char* type_name(SettingType type) {
+  switch (type) {
+    case SettingType::Text:
+      return "text";
+    case SettingType::Integer:
+      return "an integer";
+    case SettingType::Float:
+      return "a floating-point number";
+    case SettingType::Boolean:
+      return "a boolean";
+    case SettingType::String:
+      return "a string";
+  }
+  return "a value";
+}
+
+// A typed value of a file must be of a type the option takes, as the file's own reader would
+// have checked it; text (a flag, an argument list) is read as the option takes it.
+void require_type(const RunOption& o, const Setting& setting) {
+  const SettingType t = setting.type;
+  if (t == SettingType::Text) return;
+  bool admitted = false;
+  const char* expected = "";
+  switch (o.type) {
+    case OptionType::Integer:
+      admitted = t == SettingType::Integer;
+      expected = "an integer";
+      break;
+    case OptionType::Number:
+      admitted = t == SettingType::Integer || t == SettingType::Float;
+      expected = "a number";
+      break;
+    case OptionType::Boolean:
+      admitted = t == SettingType::Boolean;
+      expected = "true or false";
+      break;
+    case OptionType::Tristate:
+      admitted = t == SettingType::Boolean || (t == SettingType::String && setting.value == "auto");
+      expected = "true, false or \"auto\"";
+      break;
+    case OptionType::Choice:
+    case OptionType::Text:
+      admitted = t == SettingType::String;
+      expected = "a string";
+      break;
+  }
+  if (!admitted) throw Error(fmt::format("expected {}, got {}", expected, type_name(t)));
+}
+
+}  // namespace
+
 void apply_setting(SimulationSetup& setup, const Setting& setting) {
   const std::string where = setting.origin.empty() ? "" : setting.origin + ": ";
   const RunOption* option = find_run_option(setting.key);
@@ -382,6 +780,11 @@ void apply_setting(SimulationSetup& setup, const Setting& setting) {
                             nearest ? fmt::format("; did you mean '{}'?", nearest->key) : ""));
   }
   try {
+    require_type(*option, setting);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}{}", where, e.what()));
+  }
+  try {
     option->set(setup, parse_option_value(*option, setting.value));
   } catch (const Error& e) {
     throw Error(fmt::format("{}{} = '{}': {}", where, setting.key, setting.value, e.what()));
@@ -391,6 +794,26 @@ void apply_setting(SimulationSetup& setup, const Setting& setting) {
 void apply_settings(SimulationSetup& setup, std::span<const Setting> settings) {
   for (const auto& s : settings)
     apply_setting(setup, s);
+}
+
+void rethrow_with_origin(const OptionError& e, std::span<const Setting> applied) {
+  for (auto it = applied.rbegin(); it != applied.rend(); ++it) {
+    if (it->key != e.key()) continue;
+    // A flag's or a keyword's message names it already; a file's line is worth naming.
+    if (it->origin.find(':') != std::string::npos)
+      throw ParamError(fmt::format("{}: {}", it->origin, e.what()));
+    break;
+  }
+  throw e;
+}
+
+void require_valid(const SimulationSetup& setup, std::span<const Setting> applied) {
+  try {
+    require_runnable(setup.model, setup.job, setup.layout);
+    require_supported(setup.system, setup.job, setup.layout, setup.lowering);
+  } catch (const OptionError& e) {
+    rethrow_with_origin(e, applied);
+  }
 }
 
 SimulationSetup default_setup(ModelConfig model, SystemConfig system) {

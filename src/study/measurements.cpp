@@ -85,14 +85,6 @@ class MeasurementParser {
              "devices",
              "microbatches",
              "chunks",
-             "data_parallel",
-             "runtime",
-             "tp_overlap",
-             "a2a_overlap",
-             "dp_overlap",
-             "dp_bucket_bytes",
-             "distributed_optimizer",
-             "optimizer",
              "measured_iteration_s",
              "measured_tflops_per_gpu",
              "measured_tokens_per_s_per_gpu",
@@ -208,23 +200,26 @@ class MeasurementParser {
     run.model.name = run.id;
     // The run's options: the model fragments' job keys, then the entry's (and its defaults').
     SimulationSetup setup = default_setup(run.model, {});
+    std::vector<Setting> applied = run.model.defaults;
     for (const auto& o : run_options()) {
-      if (const auto* node = t.get(o.key))
-        apply_setting(setup, detail::option_setting(r_, *node, Reader::join(path, o.key), o));
+      if (const auto* node = t.get(o.key)) {
+        applied.push_back(detail::option_setting(r_, *node, Reader::join(path, o.key), o));
+        apply_setting(setup, applied.back());
+      }
     }
     run.job = setup.job;
     run.layout = setup.layout;
     run.lowering = setup.lowering;
     try {
       require_runnable(run.model, run.job, run.layout);
+    } catch (const OptionError& e) {
+      try {
+        rethrow_with_origin(e, applied);
+      } catch (const OptionError&) {
+        r_.fail(raw.source(), path, e.what());  // no file set it: the entry's defaults did
+      }
     } catch (const ParamError& e) {
-      const Layout& l = run.layout;
-      const char* key = !l.pipeline_layout.empty() ? "pipeline_layout"
-                        : l.ep > 1 || l.etp > 1    ? "expert_parallel"
-                        : l.sequence_parallel      ? "sequence_parallel"
-                        : l.cp > 1                 ? "context_parallel"
-                                                   : "fsdp";
-      r_.fail(t.get(key) != nullptr ? t.get(key)->source() : raw.source(), path, e.what());
+      r_.fail(raw.source(), path, e.what());
     }
     const auto refuse = [&](std::initializer_list<const char*> keys, const char* entry) {
       for (const auto* key : keys) {
@@ -362,10 +357,15 @@ class MeasurementParser {
   Reader r_;
   std::string file_;
   // Every option's key (sim/options.hpp): a run entry or its defaults may set any of them.
+  // Every option's key (sim/options.hpp) that is not a run key of its own already: a run entry
+  // or its defaults may set any of them.
   std::vector<std::string_view> option_keys_ = [] {
+    constexpr std::string_view kOwn[] = {"schedule", "chunks"};
     std::vector<std::string_view> keys;
-    for (const auto& o : run_options())
-      keys.push_back(o.key);
+    for (const auto& o : run_options()) {
+      if (std::find(std::begin(kOwn), std::end(kOwn), o.key) == std::end(kOwn))
+        keys.push_back(o.key);
+    }
     return keys;
   }();
   std::map<std::string, const toml::table*> models_, defaults_;

@@ -1,7 +1,5 @@
 #include "pipetab/study/sweep.hpp"
 
-#include "pipetab/sim/options.hpp"
-
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -18,6 +16,7 @@
 #include "pipetab/report/evaluation.hpp"
 #include "pipetab/report/output.hpp"
 #include "pipetab/schedules/registry.hpp"
+#include "pipetab/sim/options.hpp"
 #include "pipetab/table/validate.hpp"
 #include "pipetab/threads.hpp"
 
@@ -145,8 +144,9 @@ SweepRow SweepPlan::run(const Configuration& cfg) const {
       setup->system.inter = setup->system.inter.scaled(cfg.bandwidth_scale, cfg.latency_scale);
       apply_settings(*setup, study_.settings);
       setup->lowering.collective_scale = cfg.collective_scale;
-      require_runnable(setup->model, setup->job, setup->layout);
-      require_supported(setup->system, setup->job, setup->layout, setup->lowering);
+      auto applied = setup->model.defaults;
+      applied.insert(applied.end(), study_.settings.begin(), study_.settings.end());
+      require_valid(*setup, applied);
     }
     const EvaluationOptions options{study_.memory, false, setup ? &*setup : nullptr};
     Evaluation e;

@@ -53,7 +53,9 @@ struct RunOption {
   double flag_scale = 1.0;
   std::string_view flag_unit;  ///< "MB": what the flag's value counts, for --help
   void (*set)(SimulationSetup&, const OptionValue&) = nullptr;
-  std::string (*get)(const SimulationSetup&) = nullptr;  ///< the value as text, as a setting
+  /// The value as text, as a setting ("" where it is unset: a capacity factor of a dropless job).
+  std::string (*get)(const SimulationSetup&) = nullptr;
+  bool above_min = false;  ///< Number: the value must be above `min`, not equal to it
 };
 
 /// Every option, in the order --help and the docs list them.
@@ -80,6 +82,16 @@ std::vector<Setting> changed_settings(const SimulationSetup& setup);
 /// A setup with every option at its default as a user gets it (the runtime: auto, each table's
 /// own), for `model` on `system`, with the model's own defaults (its file's job keys) applied.
 SimulationSetup default_setup(ModelConfig model, SystemConfig system);
+
+/// `e` again, named with where its option was last set in `applied` when a file set it (a flag's
+/// message names the flag already). Throws ParamError, or `e` itself.
+[[noreturn]] void rethrow_with_origin(const OptionError& e, std::span<const Setting> applied);
+
+/// require_runnable and require_supported on `setup`, whose options came from `applied` (in the
+/// order they were applied: the model's defaults first): a rule an option breaks is reported with
+/// where that option was last set when a file set it ("m.toml:7:19: key
+/// 'transformer.tensor_parallel': --tp 3: ..."). Throws ParamError.
+void require_valid(const SimulationSetup& setup, std::span<const Setting> applied);
 
 /// "job", "layout", "simulation".
 std::string_view to_string(OptionGroup group);
