@@ -10,6 +10,7 @@
 #include "pipetab/io/gemm_probe.hpp"
 #include "pipetab/model/flops.hpp"
 #include "pipetab/schedules/registry.hpp"
+#include "pipetab/sim/options.hpp"
 #include "pipetab/study/accuracy.hpp"
 #include "pipetab/study/calibrate.hpp"
 #include "pipetab/study/measurements.hpp"
@@ -105,23 +106,23 @@ TEST(Measurements, ErrorsNameFileLineAndKey) {
   EXPECT_EQ(error_of(kModel + run + "measured_iteration_s = -1.0\n"),
             "runs.toml:14:24: key 'run[0].measured_iteration_s': -1 is out of range (1e-09 .. "
             "1e+30)");
-  EXPECT_EQ(error_of(kModel + run + "measured_iteration_s = 1.0\ncolour = 3\n"),
-            "runs.toml:15:1: key 'run[0].colour': unknown key (expected: id, source, defaults, "
-            "system, models, model, schedule, devices, microbatches, chunks, data_parallel, "
-            "runtime, tp_overlap, a2a_overlap, dp_overlap, dp_bucket_bytes, distributed_optimizer, "
-            "optimizer, "
-            "measured_iteration_s, measured_tflops_per_gpu, measured_tokens_per_s_per_gpu, "
-            "measured_forward_ms, measured_backward_ms, stage_layers, measured_input_grad_ms, "
-            "measured_weight_grad_ms, measured_p2p_ms, p2p, seq_len, micro_batch, global_batch, "
-            "precision, fp8_recipe, dtype_bytes, recompute, moe_recompute, moe_dispatcher, "
-            "moe_capacity_factor, moe_imbalance, moe_fp8_dispatch, moe_shared_expert_overlap, "
-            "grad_bytes_per_param, optimizer_bytes_per_param, distributed_optimizer, tp_overlap, "
-            "a2a_overlap, dp_overlap, dp_bucket_bytes, flash_attention, fused_elementwise, "
-            "grad_accumulation_fusion, tensor_parallel, sequence_parallel, context_parallel, "
-            "cp_method, expert_parallel, expert_tensor_parallel, data_parallel, fsdp, fsdp_shard, "
-            "reshard_after_forward, fsdp_grad_sync, fsdp_fp8_all_gather, fsdp_impl, "
-            "pipeline_layout, balance_embedding, pipeline_parallel, chunks, schedule, runtime, "
-            "contention, blocking_send, overheads, optimizer, nccl_buffsize, collective_scale)");
+  {
+    // An unknown key: the entry's own keys, then every option's (sim/options.hpp), each once.
+    const std::string error = error_of(kModel + run + "measured_iteration_s = 1.0\ncolour = 3\n");
+    EXPECT_EQ(error.rfind("runs.toml:15:1: key 'run[0].colour': unknown key (expected: id, source, "
+                          "defaults, system, models, model, schedule, devices, microbatches, "
+                          "chunks, measured_iteration_s, ",
+                          0),
+              0U)
+        << error;
+    for (const auto& o : run_options()) {
+      const std::string key = fmt::format(" {},", o.key);
+      const std::string last = fmt::format(" {})", o.key);
+      const auto at = error.find(key) != std::string::npos ? error.find(key) : error.find(last);
+      EXPECT_NE(at, std::string::npos) << o.key;
+      EXPECT_EQ(error.find(key, at + 1), std::string::npos) << o.key << " twice";
+    }
+  }
   EXPECT_EQ(error_of(kModel + "[[run]]\nid = \"a\"\nsystem = \"x\"\nmodels = [\"nope\"]\n"),
             "runs.toml:10:11: key 'run[0].models': no [models.nope] table");
   EXPECT_EQ(error_of("[models.gpt]\nlayers = 4\n[[run]]\nid = \"a\"\nsystem = \"x\"\nmodels = "
@@ -143,7 +144,8 @@ TEST(Measurements, ErrorsNameFileLineAndKey) {
   // The model's keys are checked as in a model file, with their place in this one.
   EXPECT_EQ(
       error_of(kModel + run + "measured_iteration_s = 1.0\nmodel = { tensor_parallel = 3 }\n"),
-      "runs.toml:7:1: key 'run[0]': --tp 3: tensor parallelism splits the heads over its ranks, "
+      "runs.toml:15:29: key 'run[0].model.tensor_parallel': --tp 3: tensor parallelism splits the "
+      "heads over its ranks, "
       "and 16 heads do not divide evenly");
   EXPECT_EQ(error_of(kModel), "runs.toml:1:1: no [[run]], [[layer]] or [[profile]] entries");
 }

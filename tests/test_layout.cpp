@@ -430,7 +430,8 @@ TEST(ContextParallel, RingExchangesKeysAndValuesOfTheWholeSequence) {
 TEST(ContextParallel, MethodsMoveWhatTheyExchange) {
   // Llama 3.1 8B (32 query heads, 8 KV heads, 128 wide), s = 8192: GQA makes K and V a quarter
   // of Q. allgather gathers K, V (2·s·kv·2 B) and reduce-scatters their gradients; a2a moves Q,
-  // K, V in and the output back: s·(q + 2kv)·2 B and s·q·2 B.
+  // K, V in and the output back, each rank its own s/cp tokens' buffer (an all-to-all counts one
+  // rank's: parallel/collective.hpp): s/2·(q + 2kv)·2 B and s/2·q·2 B.
   test::ModelRun model = io::load_model("llama3.1-8b");
   model.layout.cp = 2;
   const double s = 8192, q = 4096, kv = 1024;
@@ -443,9 +444,9 @@ TEST(ContextParallel, MethodsMoveWhatTheyExchange) {
   model.layout.cp_method = CpMethod::AllToAll;
   ops = model_operators(workload(model));
   EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.cp_all_to_all")->collective_bytes,
-                   s * (q + 2 * kv) * 2);
+                   s / 2 * (q + 2 * kv) * 2);
   EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.cp_all_to_all.output")->collective_bytes,
-                   s * q * 2);
+                   s / 2 * q * 2);
   EXPECT_EQ(find_op(ops.layer.forward, "attention.cp_all_to_all")->hidden_index, -1);
 }
 
@@ -453,8 +454,8 @@ TEST(ContextParallel, LatentAttentionExchangesTheHeadsItsUpProjectionsMake) {
   // DeepSeek-V3's latent attention (128 heads, Q and K 128 + 64 rope = 192 wide, V 128), s = 4096,
   // b = 1, bf16, CP 2: the ring moves K and V as attention takes them after the up-projections,
   // 2·s·b·heads·(192 + 128) B all ranks together, not the 512 + 64 latents; a2a moves Q, K, V
-  // in (s·heads·(192 + 192 + 128)·2 B) and the output back (s·heads·128·2 B). TP 8 splits the
-  // heads, and each rank's attention runs half the queries.
+  // in and the output back, each rank its own s/2 tokens' (s/2·heads·(192 + 192 + 128)·2 B and
+  // s/2·heads·128·2 B). TP 8 splits the heads, and each rank's attention runs half the queries.
   test::ModelRun model = io::load_model("deepseek-v3");
   const auto whole = model_operators(workload(model));
   model.layout.cp = 2;
@@ -473,12 +474,12 @@ TEST(ContextParallel, LatentAttentionExchangesTheHeadsItsUpProjectionsMake) {
   model.layout.cp_method = CpMethod::AllToAll;
   ops = model_operators(workload(model));
   EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.cp_all_to_all")->collective_bytes,
-                   2 * s * heads * (192 + 192 + 128));
+                   2 * s / 2 * heads * (192 + 192 + 128));
   EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.cp_all_to_all.output")->collective_bytes,
-                   2 * s * heads * 128);
+                   2 * s / 2 * heads * 128);
   EXPECT_DOUBLE_EQ(
       find_op(ops.layer.input_grad, "attention.cp_all_to_all.output.backward")->collective_bytes,
-      2 * s * heads * 128);
+      2 * s / 2 * heads * 128);
   model.layout.cp_method = CpMethod::Ring;
   model.layout.tp = 8;
   ops = model_operators(workload(model));

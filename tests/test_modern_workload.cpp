@@ -223,9 +223,11 @@ TEST(Runs, LayoutErrorsNameTheEntry) {
       "flash_attention = true\n[[run]]\nid = \"a\"\nsystem = \"dgx-h100\"\nmodels = [\"m\"]\n"
       "schedule = \"1f1b\"\ndevices = 1\nmicrobatches = 2\nmeasured_iteration_s = 1.0\n";
   EXPECT_EQ(error_of(head + "fsdp_shard = 2\n"),
-            "runs.toml:8:1: key 'run[0]': --fsdp-shard: hybrid sharding (HSDP) needs --fsdp");
+            "runs.toml:16:14: key 'run[0].fsdp_shard': --fsdp-shard: hybrid sharding (HSDP) needs "
+            "--fsdp");
   EXPECT_EQ(error_of(head + "context_parallel = 3\n"),
-            "runs.toml:16:20: key 'run[0]': --cp 3: the sequence of 1024 tokens must split into "
+            "runs.toml:16:20: key 'run[0].context_parallel': --cp 3: the sequence of 1024 tokens "
+            "must split into "
             "2·cp = 6 equal chunks (causal load balancing gives rank r chunks r and 2·cp−1−r)");
 }
 

@@ -233,7 +233,7 @@ Subcommand add_sensitivity(CLI::App& app) {
             study.systems = {o.system};
             study.models = {o.model};
             (void)o.simulation();  // the flags checked against the model and system once
-            study.settings = o.run.settings;
+            study.settings = o.run.all();
             study.memory = o.memory();
             const auto result = run_sensitivity(std::move(study), axes, s->tolerance, s->threads);
             if (s->format == "json") {

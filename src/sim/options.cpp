@@ -629,7 +629,8 @@ std::string range_text(const RunOption& o) {
     return fmt::format("{} to {}", static_cast<std::int64_t>(o.min),
                        static_cast<std::int64_t>(o.max));
   }
-  return fmt::format("{}{:g} to {:g}", o.above_min ? "above " : "", o.min, o.max);
+  return o.above_min ? fmt::format("above {:g}, up to {:g}", o.min, o.max)
+                     : fmt::format("{:g} to {:g}", o.min, o.max);
 }
 
 }  // namespace
