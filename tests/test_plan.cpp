@@ -505,5 +505,52 @@ TEST(Plan, ExpertParallelLayoutsAreSearchedAndPruningKeepsTheTop) {
   EXPECT_LT(best->metrics.runtime_s, twin->metrics.runtime_s);
 }
 
+// ETP and MoE recomputation are searched where asked: each layout's experts fold into its ranks
+// (EP × ETP divides TP × CP × DP, no ETP without EP), each simulated as its own layout says (the
+// memory of recomputing the MLP below the plain one's), and pruning keeps the exhaustive top.
+TEST(Plan, ExpertTensorParallelAndMoeRecomputationAreSearched) {
+  auto q = request("qwen3-30b-a3b", 16, 32);
+  std::get<TransformerConfig>(q.model.spec).layers = 8;
+  q.lowering.runtime = Runtime::Auto;
+  q.space.schedules = {"1f1b"};
+  q.space.micro_batch = {1};
+  q.space.recompute = {Recompute::None};
+  q.space.sequence_parallel = {true};
+  q.space.a2a_overlap = {false};
+  q.space.expert_parallel = {1, 4};
+  q.space.expert_tensor_parallel = {1, 2};
+  q.space.moe_recompute = {MoeRecompute::None, MoeRecompute::Mlp};
+  q.top = 100000;
+  q.prune = false;
+  const auto r = plan(q);
+  ASSERT_FALSE(r.top.empty());
+  bool etp = false, mlp = false;
+  for (const auto& e : r.top) {
+    const auto& l = e.layout;
+    EXPECT_EQ(l.tensor_parallel * l.context_parallel * l.data_parallel %
+                  (l.expert_parallel * l.expert_tensor_parallel),
+              0);
+    if (l.expert_tensor_parallel > 1) EXPECT_GT(l.expert_parallel, 1);
+    etp = etp || l.expert_tensor_parallel > 1;
+    mlp = mlp || l.moe_recompute == MoeRecompute::Mlp;
+    const auto setup = layout_setup(q, l);
+    EXPECT_EQ(setup.layout.etp, l.expert_tensor_parallel);
+    EXPECT_EQ(setup.job.moe.recompute, l.moe_recompute);
+    if (l.moe_recompute == MoeRecompute::Mlp) {
+      auto plain = l;
+      plain.moe_recompute = MoeRecompute::None;
+      const auto twin = std::find_if(r.top.begin(), r.top.end(),
+                                     [&](const PlanEntry& x) { return x.layout == plain; });
+      ASSERT_NE(twin, r.top.end());
+      EXPECT_LT(e.peak_memory_bytes, twin->peak_memory_bytes);
+    }
+  }
+  EXPECT_TRUE(etp);
+  EXPECT_TRUE(mlp);
+  q.prune = true;
+  q.top = 5;
+  expect_pruning_keeps_the_top(q);
+}
+
 }  // namespace
 }  // namespace pipetab

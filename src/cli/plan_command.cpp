@@ -18,8 +18,8 @@
 #include "pipetab/io/table_json.hpp"
 #include "pipetab/report/trace.hpp"
 #include "pipetab/schedules/registry.hpp"
-#include "pipetab/study/measurements.hpp"
 #include "pipetab/sim/options.hpp"
+#include "pipetab/study/measurements.hpp"
 #include "pipetab/study/plan.hpp"
 
 namespace pipetab::cli {
@@ -191,10 +191,11 @@ struct PlanState {
 
 // The options plan searches with flags of its own (lists, or both/on/off), and those it derives
 // from the search (data parallelism, the global batch's microbatches).
-constexpr std::array<std::string_view, 12> kPlanSearched{
-    "tensor_parallel",  "micro_batch", "recompute",       "sequence_parallel",
-    "distributed_optimizer", "context_parallel", "cp_method", "expert_parallel",
-    "a2a_overlap",      "fsdp",        "data_parallel",   "global_batch"};
+constexpr std::array<std::string_view, 14> kPlanSearched{
+    "tensor_parallel",        "micro_batch",      "recompute",   "sequence_parallel",
+    "distributed_optimizer",  "context_parallel", "cp_method",   "expert_parallel",
+    "expert_tensor_parallel", "moe_recompute",    "a2a_overlap", "fsdp",
+    "data_parallel",          "global_batch"};
 
 // The request the options describe; with a run id, the run's model, system, GPUs, batch, job and
 // layout, its layout as the reference (and with --keep-run-options its recomputation, sequence
@@ -251,6 +252,8 @@ PlanRequest make_request(const PlanState& s, const std::string& run_id) {
     l.recompute = base.job.recompute;
     l.distributed_optimizer = base.job.distributed_optimizer;
     l.a2a_overlap = base.job.a2a_overlap;
+    l.expert_tensor_parallel = base.layout.etp;
+    l.moe_recompute = base.job.moe.recompute;
     const std::int64_t per_replica = l.tensor_parallel * l.context_parallel * l.pipeline_parallel;
     l.data_parallel = q.gpus % per_replica == 0 ? q.gpus / per_replica : 0;
     const std::int64_t per_step = l.micro_batch * l.data_parallel;
@@ -259,8 +262,8 @@ PlanRequest make_request(const PlanState& s, const std::string& run_id) {
       throw Error(fmt::format(
           "--job {}: its layout (TP {} × CP {} × PP {}, micro batch {}) does not run {} GPUs at "
           "a global batch of {}",
-          s.run.job_path, l.tensor_parallel, l.context_parallel, l.pipeline_parallel,
-          l.micro_batch, q.gpus, q.global_batch));
+          s.run.job_path, l.tensor_parallel, l.context_parallel, l.pipeline_parallel, l.micro_batch,
+          q.gpus, q.global_batch));
     }
     q.reference = l;
   }
@@ -355,6 +358,16 @@ Subcommand add_plan(CLI::App& app) {
                   "expert-parallel sizes to try for a mixture of experts, e.g. 8,16,32 (default: "
                   "every power of two dividing the experts and TP × CP × DP)")
       ->delimiter(',');
+  cmd->add_option(
+         "--etp", s->space.etp,
+         "expert-tensor-parallel sizes to try for a mixture of experts, e.g. 1,2 (default: "
+         "1); EP × ETP must divide TP × CP × DP")
+      ->delimiter(',');
+  cmd->add_option("--moe-recompute", s->space.moe_recompute,
+                  "what a mixture of experts recomputes, the values to try: none, moe_act, mlp "
+                  "(default: the job's own)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"none", "moe_act", "mlp"}));
   cmd->add_option("--a2a-overlap", s->space.a2a_overlap,
                   "Megatron-Core's 1F1B all-to-all overlap where EP > 1: both, on or off")
       ->capture_default_str();
@@ -449,9 +462,9 @@ Subcommand add_plan(CLI::App& app) {
           const auto& best = result.top.front();
           auto setup = layout_setup(q, best.layout);
           setup.job.global_batch = q.global_batch;
-          const std::string comment = fmt::format(
-              "pipetab plan: {} on {} GPUs of {}: {}", q.model.name, q.gpus, q.system.name,
-              describe(best.layout));
+          const std::string comment =
+              fmt::format("pipetab plan: {} on {} GPUs of {}: {}", q.model.name, q.gpus,
+                          q.system.name, describe(best.layout));
           io::write_file(s->job_out,
                          s->job_out.ends_with(".toml")
                              ? io::torchtitan_job_toml(setup.job, setup.layout, q.gpus, comment)

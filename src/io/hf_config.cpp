@@ -92,26 +92,10 @@ std::string supported_architectures() {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-const char* type_name(const json& value) {
-  switch (value.type()) {
-    case json::value_t::object:
-      return "an object";
-    case json::value_t::array:
-      return "an array";
-    case json::value_t::string:
-      return "a string";
-    case json::value_t::boolean:
-      return "a boolean";
-    case json::value_t::null:
-      return "null";
-    default:
-      return "a number";
-  }
-}
 
 // A member of the document, or of an object in it, as the reader asked for it: where it is (or
 // would be) and its value, nullptr when the file leaves it out.
-struct Field {
+struct HfField {
   JsonPath path;
   const json* value = nullptr;
   bool given() const { return value != nullptr && !value->is_null(); }
@@ -124,9 +108,9 @@ class HfReader {
   ModelConfig read() {
     doc_ = detail::parse_json(text_, file_, "a config.json needs 3 or 4");
     if (!doc_.is_object()) {
-      fail(Field{{}, &doc_},
+      fail(HfField{{}, &doc_},
            fmt::format("expected a JSON object (a Hugging Face config.json), got {}",
-                       type_name(doc_)));
+                       detail::json_type_name(doc_)));
     }
     arch_ = architecture();
     TransformerConfig m;
@@ -158,25 +142,25 @@ class HfReader {
  private:
   // --- access and errors ---
 
-  Field field(std::string_view key) {
+  HfField field(std::string_view key) {
     used_.emplace(key);
     const auto it = doc_.find(key);
-    return Field{JsonPath{JsonStep{std::string(key)}}, it == doc_.end() ? nullptr : &*it};
+    return HfField{JsonPath{JsonStep{std::string(key)}}, it == doc_.end() ? nullptr : &*it};
   }
 
   // A member of the object `parent` (given, and an object: see object()).
-  Field field(const Field& parent, std::string_view key) {
+  HfField field(const HfField& parent, std::string_view key) {
     used_.insert(fmt::format("{}.{}", parent.path.back().key, key));
     JsonPath path = parent.path;
     path.push_back(JsonStep{std::string(key)});
     const auto it = parent.value->find(key);
-    return Field{std::move(path), it == parent.value->end() ? nullptr : &*it};
+    return HfField{std::move(path), it == parent.value->end() ? nullptr : &*it};
   }
 
   // One of two names of a field (transformers' attribute_map aliases): the one given.
-  Field either(std::string_view name, std::string_view alias) {
-    Field a = field(name);
-    Field b = field(alias);
+  HfField either(std::string_view name, std::string_view alias) {
+    HfField a = field(name);
+    HfField b = field(alias);
     if (a.given() && b.given() && *a.value != *b.value) {
       fail(b, fmt::format("{} here but {} = {}: they are one field, give it once", b.value->dump(),
                           name, a.value->dump()));
@@ -185,7 +169,7 @@ class HfReader {
   }
 
   // Errors point at the value, or, for a missing one, at the object that should hold it.
-  [[noreturn]] void fail(const Field& f, const std::string& message) const {
+  [[noreturn]] void fail(const HfField& f, const std::string& message) const {
     JsonPath at = f.path;
     if (f.value == nullptr && !at.empty()) at.pop_back();
     const auto [line, column] = detail::line_column(text_, detail::locate(text_, at));
@@ -194,11 +178,11 @@ class HfReader {
         f.path.empty() ? message : fmt::format("{}: {}", detail::to_string(f.path), message));
   }
 
-  [[noreturn]] void missing(const Field& f, std::string_view what) const {
+  [[noreturn]] void missing(const HfField& f, std::string_view what) const {
     fail(f, fmt::format("missing: a {} config.json gives {}", arch_name_, what));
   }
 
-  std::int64_t whole(const Field& f, std::int64_t lo, std::int64_t hi) const {
+  std::int64_t whole(const HfField& f, std::int64_t lo, std::int64_t hi) const {
     const json& v = *f.value;
     const auto out_of_range = [&] {
       fail(f, fmt::format("{} is out of range (expected {}..{})", v.dump(), lo, hi));
@@ -212,7 +196,7 @@ class HfReader {
                           is_whole ? " written without a fraction or exponent" : "", v.dump()));
     }
     if (!v.is_number_integer()) {
-      fail(f, fmt::format("expected a whole number, got {}", type_name(v)));
+      fail(f, fmt::format("expected a whole number, got {}", detail::json_type_name(v)));
     }
     const bool huge =
         v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX);
@@ -222,31 +206,31 @@ class HfReader {
   }
 
   // A required whole number; `what` says what it is, for the message when it is missing.
-  std::int64_t integer(const Field& f, std::int64_t lo, std::int64_t hi, std::string_view what) {
+  std::int64_t integer(const HfField& f, std::int64_t lo, std::int64_t hi, std::string_view what) {
     if (f.value == nullptr) missing(f, what);
     return whole(f, lo, hi);
   }
 
   // A whole number the file may leave out or set to null.
-  std::optional<std::int64_t> optional_integer(const Field& f, std::int64_t lo, std::int64_t hi) {
+  std::optional<std::int64_t> optional_integer(const HfField& f, std::int64_t lo, std::int64_t hi) {
     if (!f.given()) return std::nullopt;
     return whole(f, lo, hi);
   }
 
-  bool boolean(const Field& f, bool fallback) const {
+  bool boolean(const HfField& f, bool fallback) const {
     if (!f.given()) return fallback;
     if (!f.value->is_boolean()) {
-      fail(f, fmt::format("expected true or false, got {}", type_name(*f.value)));
+      fail(f, fmt::format("expected true or false, got {}", detail::json_type_name(*f.value)));
     }
     return f.value->get<bool>();
   }
 
   // A dropout probability; absent: none (every architecture here defaults its dropouts to 0).
-  double probability(const Field& f) const {
+  double probability(const HfField& f) const {
     if (!f.given()) return 0.0;
     if (!f.value->is_number()) {
       fail(f, fmt::format("expected a probability (a number from 0 to 1), got {}",
-                          type_name(*f.value)));
+                          detail::json_type_name(*f.value)));
     }
     const double p = f.value->get<double>();
     if (!(p >= 0.0 && p <= 1.0)) {
@@ -255,36 +239,36 @@ class HfReader {
     return p;
   }
 
-  std::optional<std::string> string(const Field& f) const {
+  std::optional<std::string> string(const HfField& f) const {
     if (!f.given()) return std::nullopt;
     if (!f.value->is_string())
-      fail(f, fmt::format("expected a string, got {}", type_name(*f.value)));
+      fail(f, fmt::format("expected a string, got {}", detail::json_type_name(*f.value)));
     return f.value->get<std::string>();
   }
 
   // An object the file may leave out: nullopt when absent or null.
-  std::optional<Field> object(const Field& f) const {
+  std::optional<HfField> object(const HfField& f) const {
     if (!f.given()) return std::nullopt;
     if (!f.value->is_object())
-      fail(f, fmt::format("expected an object, got {}", type_name(*f.value)));
+      fail(f, fmt::format("expected an object, got {}", detail::json_type_name(*f.value)));
     return f;
   }
 
   // --- which architecture ---
 
   Arch architecture() {
-    const Field architectures = field("architectures");
-    const Field model_type = field("model_type");
-    std::optional<Field> named;  // architectures[0]
+    const HfField architectures = field("architectures");
+    const HfField model_type = field("model_type");
+    std::optional<HfField> named;  // architectures[0]
     if (architectures.given()) {
       if (!architectures.value->is_array()) {
         fail(architectures, fmt::format("expected an array of class names, got {}",
-                                        type_name(*architectures.value)));
+                                        detail::json_type_name(*architectures.value)));
       }
       if (!architectures.value->empty()) {
         JsonPath path = architectures.path;
         path.push_back(JsonStep{{}, 0});
-        named = Field{std::move(path), &(*architectures.value)[0]};
+        named = HfField{std::move(path), &(*architectures.value)[0]};
       }
     }
     const auto type = string(model_type);
@@ -307,7 +291,7 @@ class HfReader {
       return known->arch;
     }
     if (!type) {
-      fail(Field{{}, &doc_}, fmt::format("architectures, model_type: missing: a config.json names "
+      fail(HfField{{}, &doc_}, fmt::format("architectures, model_type: missing: a config.json names "
                                          "its architecture (pipetab reads {})",
                                          supported_architectures()));
     }
@@ -366,7 +350,7 @@ class HfReader {
   }
 
   void read_kv_heads(TransformerConfig& m) {
-    const Field kv = field("num_key_value_heads");
+    const HfField kv = field("num_key_value_heads");
     switch (arch_) {
       case Arch::Llama:
         // LlamaConfig: None -> num_attention_heads [T].
@@ -458,12 +442,12 @@ class HfReader {
     // layer_types, when given, names each layer's attention (Qwen2Config, Qwen3Config,
     // GptOssConfig [T]): "full_attention" or "sliding_attention".
     const auto layer_types = [&]() -> std::optional<std::int64_t> {
-      const Field types = field("layer_types");
+      const HfField types = field("layer_types");
       if (!types.given()) return std::nullopt;
       if (!types.value->is_array()) {
         fail(types, fmt::format("expected an array of \"full_attention\" and "
                                 "\"sliding_attention\", got {}",
-                                type_name(*types.value)));
+                                detail::json_type_name(*types.value)));
       }
       std::int64_t sliding = 0;
       for (std::size_t i = 0; i < types.value->size(); ++i) {
@@ -471,9 +455,9 @@ class HfReader {
         if (!t.is_string()) {
           JsonPath path = types.path;
           path.push_back(JsonStep{{}, static_cast<std::int64_t>(i)});
-          fail(Field{path, &t},
+          fail(HfField{path, &t},
                fmt::format("expected \"full_attention\" or \"sliding_attention\", got {}",
-                           type_name(t)));
+                           detail::json_type_name(t)));
         }
         if (t.get_ref<const std::string&>() == "sliding_attention") ++sliding;
       }
@@ -582,18 +566,18 @@ class HfReader {
     // Qwen3MoeDecoderLayer: a layer has experts unless it is in mlp_only_layers (None -> []) or
     // (layer + 1) % decoder_sparse_step != 0 (default 1); a dense one is Qwen3MoeMLP of
     // intermediate_size [T].
-    const Field only = field("mlp_only_layers");
+    const HfField only = field("mlp_only_layers");
     const auto step = optional_integer(field("decoder_sparse_step"), 1, kMaxLayers).value_or(1);
     std::vector<bool> dense(static_cast<std::size_t>(m.layers), false);
     if (only.given()) {
       if (!only.value->is_array()) {
         fail(only,
-             fmt::format("expected an array of layer numbers, got {}", type_name(*only.value)));
+             fmt::format("expected an array of layer numbers, got {}", detail::json_type_name(*only.value)));
       }
       for (std::size_t i = 0; i < only.value->size(); ++i) {
         JsonPath path = only.path;
         path.push_back(JsonStep{{}, static_cast<std::int64_t>(i)});
-        const auto layer = whole(Field{path, &(*only.value)[i]}, 0, m.layers - 1);
+        const auto layer = whole(HfField{path, &(*only.value)[i]}, 0, m.layers - 1);
         dense[static_cast<std::size_t>(layer)] = true;
       }
     }
@@ -632,7 +616,7 @@ class HfReader {
     // DeepSeek-V3 §2.1.1; DeepseekV3Attention [T]: q_lora_rank None means uncompressed queries
     // (q_proj), pipetab's 0.
     m.attention = AttentionKind::Latent;
-    const Field q = field("q_lora_rank");
+    const HfField q = field("q_lora_rank");
     if (q.value == nullptr) missing(q, "the queries' compressed rank (null: not compressed)");
     m.latent.q_lora_rank = optional_integer(q, 1, kMaxRank).value_or(0);
     m.latent.kv_lora_rank =
@@ -690,10 +674,10 @@ class HfReader {
     m.vocab = integer(field("vocab_size"), 1, kMaxVocab, "the vocabulary size");
     // The MLP: expansion_ratio × d_model wide (MptMLP [T]; llm-foundry's resolve_ffn_hidden_size
     // [M]), GELU unless llm-foundry's ffn_config says "mptglu" (a gated MLP) [M].
-    const Field ratio = field("expansion_ratio");
+    const HfField ratio = field("expansion_ratio");
     if (ratio.value == nullptr) missing(ratio, "the MLP's width over d_model");
     if (!ratio.value->is_number()) {
-      fail(ratio, fmt::format("expected a number, got {}", type_name(*ratio.value)));
+      fail(ratio, fmt::format("expected a number, got {}", detail::json_type_name(*ratio.value)));
     }
     const double width = ratio.value->get<double>() * static_cast<double>(m.hidden);
     if (!(width >= 1.0 && width <= static_cast<double>(kMaxFfn) && width == std::floor(width))) {
@@ -703,7 +687,7 @@ class HfReader {
     m.ffn_hidden = static_cast<std::int64_t>(width);
     m.gated_mlp = false;
     if (const auto ffn = object(field("ffn_config"))) {
-      const Field type = field(*ffn, "ffn_type");
+      const HfField type = field(*ffn, "ffn_type");
       const auto kind = string(type).value_or("mptmlp");
       if (kind != "mptmlp" && kind != "mptglu") {
         fail(type, fmt::format("{} is not an MLP pipetab reads (it reads \"mptmlp\" and "
@@ -723,12 +707,12 @@ class HfReader {
     bool rope = false;
     if (const auto attn = object(field("attn_config"))) {
       nested_.insert("attn_config");
-      const Field type = field(*attn, "attn_type");
+      const HfField type = field(*attn, "attn_type");
       const auto kind = string(type).value_or("multihead_attention");
       if (kind == "multiquery_attention") {
         m.kv_heads = 1;
       } else if (kind == "grouped_query_attention") {
-        const Field kv = field(*attn, "kv_n_heads");
+        const HfField kv = field(*attn, "kv_n_heads");
         m.kv_heads = optional_integer(kv, 1, m.heads).value_or(1);
         if (m.heads % m.kv_heads != 0) {
           fail(kv, fmt::format("n_heads = {} is not a multiple of {}", m.heads, m.kv_heads));

@@ -10,6 +10,25 @@
 
 namespace pipetab::io::detail {
 
+const char* json_type_name(const nlohmann::json& value) {
+  using json = nlohmann::json;
+  switch (value.type()) {
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::null:
+      return "null";
+    default:
+      return "a number";
+  }
+}
+
+
 std::string to_string(const JsonPath& path) {
   if (path.empty()) return "(top level)";
   std::string out;

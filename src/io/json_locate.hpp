@@ -20,6 +20,9 @@ struct JsonStep {
 };
 using JsonPath = std::vector<JsonStep>;
 
+/// "an object", "an array", "a string", "a boolean", "null", "a number": for "expected X, got Y".
+const char* json_type_name(const nlohmann::json& value);
+
 /// "rows[2][5]", "placement[0]", "(top level)".
 std::string to_string(const JsonPath& path);
 

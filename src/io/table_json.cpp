@@ -34,22 +34,6 @@ JsonPath operator/(JsonPath path, std::size_t index) {
   return path;
 }
 
-const char* type_name(const json& value) {
-  switch (value.type()) {
-    case json::value_t::object:
-      return "an object";
-    case json::value_t::array:
-      return "an array";
-    case json::value_t::string:
-      return "a string";
-    case json::value_t::boolean:
-      return "a boolean";
-    case json::value_t::null:
-      return "null";
-    default:
-      return "a number";
-  }
-}
 
 class JsonTableReader {
  public:
@@ -57,7 +41,7 @@ class JsonTableReader {
 
   ScheduleTable read(TableSource* source) {
     const json doc = parse();
-    if (!doc.is_object()) fail({}, fmt::format("expected a JSON object, got {}", type_name(doc)));
+    if (!doc.is_object()) fail({}, fmt::format("expected a JSON object, got {}", detail::json_type_name(doc)));
     for (const auto& [key, value] : doc.items()) {
       bool known = false;
       for (const auto k : kKeys)
@@ -122,7 +106,7 @@ class JsonTableReader {
                              whole ? " written without a fraction or exponent" : "", value.dump()));
     }
     if (!value.is_number_integer())
-      fail(path, fmt::format("expected a whole number, got {}", type_name(value)));
+      fail(path, fmt::format("expected a whole number, got {}", detail::json_type_name(value)));
     const bool huge = value.is_number_unsigned() &&
                       value.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX);
     const auto v = huge ? INT64_MAX : value.get<std::int64_t>();
@@ -131,7 +115,7 @@ class JsonTableReader {
   }
 
   const json& array(const json& value, const JsonPath& path, std::size_t size) const {
-    if (!value.is_array()) fail(path, fmt::format("expected an array, got {}", type_name(value)));
+    if (!value.is_array()) fail(path, fmt::format("expected an array, got {}", detail::json_type_name(value)));
     if (value.size() != size)
       fail(path, fmt::format("expected {} entries, got {}", size, value.size()));
     return value;
@@ -139,7 +123,7 @@ class JsonTableReader {
 
   void read_source(const json& value, TableSource* source) const {
     const JsonPath path = JsonPath{} / "source";
-    if (!value.is_object()) fail(path, fmt::format("expected an object, got {}", type_name(value)));
+    if (!value.is_object()) fail(path, fmt::format("expected an object, got {}", detail::json_type_name(value)));
     for (const auto& [key, member] : value.items()) {
       if (key == "schedule") {
         if (!member.is_string()) fail(path / key, "expected a string");
@@ -206,12 +190,12 @@ class JsonTableReader {
     for (std::size_t d = 0; d < rows.size(); ++d) {
       const auto& row = rows[d];
       if (!row.is_array())
-        fail(path / d, fmt::format("expected an array of cells, got {}", type_name(row)));
+        fail(path / d, fmt::format("expected an array of cells, got {}", detail::json_type_name(row)));
       for (std::size_t c = 0; c < row.size(); ++c) {
         const auto& cell = row[c];
         if (!cell.is_string()) {
           fail(path / d / c,
-               fmt::format("expected an action string like \"0F1\", got {}", type_name(cell)));
+               fmt::format("expected an action string like \"0F1\", got {}", detail::json_type_name(cell)));
         }
         const auto parsed = parse_action(cell.get_ref<const std::string&>());
         if (!parsed.ok()) fail(path / d / c, parsed.error, false, 1 + parsed.error_offset);

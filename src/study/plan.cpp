@@ -335,14 +335,12 @@ void check(const PlanRequest& request, const TableCache& tables, Checked& c) {
     return;  // the authors' own table decides, in phase 2
   }
   try {
-    const auto held =
-        static_memory(*shape->table,
-                      table_work(*shape->table, setup.model, setup.job, setup.layout),
-                      setup.model, setup.job, setup.layout);
+    const auto held = static_memory(*shape->table,
+                                    table_work(*shape->table, setup.model, setup.job, setup.layout),
+                                    setup.model, setup.job, setup.layout);
     const double weights = *std::max_element(held.begin(), held.end());
     if (over_memory_alone(c, capacity, weights)) return;
-    const Network network(setup.system, shape->table->devices,
-                          gpus_per_device(setup.layout));
+    const Network network(setup.system, shape->table->devices, gpus_per_device(setup.layout));
     LoweringOptions lowering = setup.lowering;
     lowering.runtime = shape->runtime;
     const ExecGraph part =
@@ -391,8 +389,7 @@ void lower_and_bound(const PlanRequest& request, const TableCache& tables, Check
   const auto shared = own ? nullptr : tables.get(request, shape_key(l));
   const ScheduleTable& table = own ? *own : *shared->table;
   try {
-    const Network network(setup.system, table.devices,
-                          gpus_per_device(setup.layout));
+    const Network network(setup.system, table.devices, gpus_per_device(setup.layout));
     const ExecGraph graph =
         shared && shared->pytorch
             ? lower(table, setup.model, setup.job, setup.layout, network, lowering,
@@ -474,6 +471,11 @@ Enumeration enumerate(const PlanRequest& r) {
       }
     }
   }
+  const std::vector<std::int64_t> etps =
+      s.expert_tensor_parallel.empty() ? std::vector<std::int64_t>{1} : s.expert_tensor_parallel;
+  // MoE recomputation: the job's own unless searched; a dense model has none.
+  std::vector<MoeRecompute> moe_recomputes = s.moe_recompute;
+  if (moe_recomputes.empty() || !r.model.transformer()->moe) moe_recomputes = {r.job.moe.recompute};
   for (const auto tp : tps)
     for (const auto cp : cps) {
       if (tp < 1 || cp < 1 || r.gpus % (tp * cp) != 0) continue;
@@ -524,20 +526,37 @@ Enumeration enumerate(const PlanRequest& r) {
                       // FSDP shards what the distributed optimizer shards, and more; over one
                       // rank there is nothing to shard.
                       if (fsdp && (dist || dp * cp == 1)) continue;
-                      for (const auto ep : eps) {
-                        if ((tp * cp * dp) % ep != 0) continue;
-                        for (const bool a2a : s.a2a_overlap) {
-                          // Megatron-Core's combined 1F1B pairs the interleaved schedule's
-                          // steps: it needs experts and model chunks.
-                          if (a2a && (ep == 1 || v < 2)) continue;
-                          Checked c;
-                          c.layout = {
-                              tp, pp, dp, cp,   fsdp, mb, per_replica / mb, std::string(name),
-                              v,  rc, sp, dist, ep,   a2a};
-                          c.index = static_cast<std::int64_t>(e.layouts.size());
-                          e.layouts.push_back(std::move(c));
+                      for (const auto ep : eps)
+                        for (const auto etp : etps) {
+                          if (etp < 1 || (etp > 1 && ep == 1) || (tp * cp * dp) % (ep * etp) != 0)
+                            continue;
+                          for (const bool a2a : s.a2a_overlap) {
+                            // Megatron-Core's combined 1F1B pairs the interleaved schedule's
+                            // steps: it needs experts and model chunks.
+                            if (a2a && (ep == 1 || v < 2)) continue;
+                            for (const auto mrc : moe_recomputes) {
+                              Checked c;
+                              c.layout = {tp,
+                                          pp,
+                                          dp,
+                                          cp,
+                                          fsdp,
+                                          mb,
+                                          per_replica / mb,
+                                          std::string(name),
+                                          v,
+                                          rc,
+                                          sp,
+                                          dist,
+                                          ep,
+                                          a2a,
+                                          etp,
+                                          mrc};
+                              c.index = static_cast<std::int64_t>(e.layouts.size());
+                              e.layouts.push_back(std::move(c));
+                            }
+                          }
                         }
-                      }
                     }
                   }
                 }
@@ -572,26 +591,30 @@ std::string describe(const PlanLayout& l) {
                                                       : "selective");
   if (l.sequence_parallel) out += ", SP";
   if (l.expert_parallel > 1) out += fmt::format(", EP {}", l.expert_parallel);
+  if (l.expert_tensor_parallel > 1) out += fmt::format(", ETP {}", l.expert_tensor_parallel);
+  if (l.moe_recompute != MoeRecompute::None)
+    out += fmt::format(", MoE recompute {}", to_string(l.moe_recompute));
   if (l.a2a_overlap) out += ", A2A overlap";
   if (l.distributed_optimizer) out += ", distributed optimizer";
   return out;
 }
 
 SimulationSetup layout_setup(const PlanRequest& request, const PlanLayout& l) {
-  SimulationSetup setup{request.model, request.job,      request.layout,
+  SimulationSetup setup{request.model,  request.job,      request.layout,
                         request.system, request.lowering, request.sim};
   auto& j = setup.job;
   j.micro_batch = l.micro_batch;
   j.recompute = l.recompute;
   j.distributed_optimizer = l.distributed_optimizer;
   j.a2a_overlap = l.a2a_overlap;
+  j.moe.recompute = l.moe_recompute;
   auto& y = setup.layout;
   y.tp = l.tensor_parallel;
   y.sequence_parallel = l.sequence_parallel;
   y.cp = l.context_parallel;
   y.cp_method = request.space.cp_method;
   y.ep = l.expert_parallel;
-  y.etp = 1;
+  y.etp = l.expert_tensor_parallel;
   y.dp = l.data_parallel;
   y.fsdp.enabled = l.fsdp;
   y.pp = l.pipeline_parallel;
@@ -634,6 +657,7 @@ PlanResult plan(const PlanRequest& request) {
   sizes(request.space.chunks, "--chunks", "a chunk count");
   sizes(request.space.context_parallel, "--cp", "a context-parallel size");
   sizes(request.space.expert_parallel, "--ep", "an expert-parallel size");
+  sizes(request.space.expert_tensor_parallel, "--etp", "an expert-tensor-parallel size");
   const auto& a2a = request.space.a2a_overlap;
   if (!a2a.empty() && std::find(a2a.begin(), a2a.end(), false) == a2a.end() &&
       !request.space.schedules.empty() &&
@@ -649,9 +673,9 @@ PlanResult plan(const PlanRequest& request) {
         "--a2a-overlap both");
   }
   if (request.job.seq_len < 1) {
-    throw ParamError(fmt::format(
-        "plan: no sequence length: give --seq-len (the model '{}' has no default)",
-        request.model.name));
+    throw ParamError(
+        fmt::format("plan: no sequence length: give --seq-len (the model '{}' has no default)",
+                    request.model.name));
   }
   if (!(request.memory_reserve >= 0 && request.memory_reserve < 1)) {
     throw ParamError(
@@ -890,7 +914,9 @@ nlohmann::json layout_json(const PlanLayout& l) {
           {"context_parallel", l.context_parallel},
           {"fsdp", l.fsdp},
           {"expert_parallel", l.expert_parallel},
-          {"a2a_overlap", l.a2a_overlap}};
+          {"a2a_overlap", l.a2a_overlap},
+          {"expert_tensor_parallel", l.expert_tensor_parallel},
+          {"moe_recompute", to_string(l.moe_recompute)}};
 }
 
 nlohmann::json to_json(const PlanRequest& q, const PlanResult& r) {
@@ -974,6 +1000,8 @@ void plan_from_run(PlanRequest& q, const std::string& file, const std::string& i
   l.fsdp = run->layout.fsdp.enabled;
   l.expert_parallel = run->layout.ep;
   l.a2a_overlap = run->job.a2a_overlap;
+  l.expert_tensor_parallel = run->layout.etp;
+  l.moe_recompute = run->job.moe.recompute;
   q.space.cp_method = run->layout.cp_method;
   q.gpus = l.tensor_parallel * l.context_parallel * l.pipeline_parallel * l.data_parallel;
   q.global_batch = l.micro_batch * l.microbatches * l.data_parallel;
@@ -1010,6 +1038,8 @@ void keep_reference_options(PlanRequest& request) {
   request.space.context_parallel = {r.context_parallel};
   request.space.expert_parallel = {r.expert_parallel};
   request.space.a2a_overlap = {r.a2a_overlap};
+  request.space.expert_tensor_parallel = {r.expert_tensor_parallel};
+  request.space.moe_recompute = {r.moe_recompute};
 }
 
 PlanSpace parse_plan_space(const PlanSpaceText& text) {
@@ -1027,6 +1057,12 @@ PlanSpace parse_plan_space(const PlanSpaceText& text) {
   space.fsdp = parse_on_off_both("--fsdp", text.fsdp);
   space.expert_parallel = text.ep;
   space.a2a_overlap = parse_on_off_both("--a2a-overlap", text.a2a_overlap);
+  space.expert_tensor_parallel = text.etp;
+  for (const auto& name : text.moe_recompute) {
+    const auto r = parse_moe_recompute(name);
+    if (!r) throw Error(fmt::format("--moe-recompute {}: expected none, moe_act or mlp", name));
+    space.moe_recompute.push_back(*r);
+  }
   if (text.cp_method) {
     const auto method = parse_cp_method(*text.cp_method);
     if (!method) {

@@ -51,6 +51,12 @@ struct PlanSpace {
   std::vector<std::int64_t> expert_parallel;
   /// Megatron-Core's 1F1B all-to-all overlap (--a2a-overlap), tried where EP > 1. Default: both.
   std::vector<bool> a2a_overlap{false, true};
+  /// Expert-tensor-parallel sizes (each expert's matrices split over them; EP × ETP must divide
+  /// TP × CP × DP). Default: 1.
+  std::vector<std::int64_t> expert_tensor_parallel;
+  /// What a mixture of experts recomputes (Megatron-Core's --recompute-modules moe_act, mlp).
+  /// Default: the job's own.
+  std::vector<MoeRecompute> moe_recompute;
 };
 
 /// One layout of the cluster.
@@ -67,6 +73,8 @@ struct PlanLayout {
   bool distributed_optimizer = false;
   std::int64_t expert_parallel = 1;
   bool a2a_overlap = false;
+  std::int64_t expert_tensor_parallel = 1;
+  MoeRecompute moe_recompute = MoeRecompute::None;
   friend bool operator==(const PlanLayout&, const PlanLayout&) = default;
 };
 
@@ -188,7 +196,8 @@ std::vector<bool> parse_on_off_both(const std::string& flag, const std::string& 
 /// The search space as `plan`'s flags and Python's keywords give it: sizes as lists (empty: the
 /// default), the rest as the flags' text.
 struct PlanSpaceText {
-  std::vector<std::int64_t> tp, pp, micro_batch, chunks, cp, ep;
+  std::vector<std::int64_t> tp, pp, micro_batch, chunks, cp, ep, etp;
+  std::vector<std::string> moe_recompute;  ///< empty: the job's own
   std::vector<std::string> schedules, recompute{"none", "selective", "full"};
   std::string sequence_parallel = "both", distributed_optimizer = "both", fsdp = "off";
   std::string a2a_overlap = "both";
