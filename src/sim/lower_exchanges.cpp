@@ -1,0 +1,218 @@
+// The exchanges inside ops (lowering.hpp's Lowering; programs.hpp): each op's program of compute,
+// the experts' all-to-alls and the context-parallel exchanges (FSDP's per-block collectives
+// without pipelining), built once per distinct one; then its steps and inner transfers in the
+// graph, or without transfers its waits folded into its time.
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "lowering.hpp"
+#include "programs.hpp"
+
+namespace pipetab::detail {
+
+// The program of one pass, or of a pair run in turn (`b`: its second pass; `pair`: a forward
+// and a backward that overlap), -1 without exchanges. Built once per stage and pass kinds: the
+// ops of a table share a few.
+std::int32_t Lowering::program_id(const Pass& a, const Pass* b, bool pair) {
+  if (b == nullptr) {
+    // One pass: by (pipeline, stage) and kind in a flat array (-2: not built yet).
+    constexpr std::size_t kKinds = 5;
+    if (single_ids_.empty()) single_ids_.assign(cost_.size() * kKinds, -2);
+    auto& id = single_ids_[index(a) * kKinds + static_cast<std::size_t>(a.kind)];
+    if (id == -2) {
+      const auto first = detail::pass_pieces(cost_[index(a)], a.kind);
+      id = -1;
+      if (first.size() > 1) {
+        id = static_cast<std::int32_t>(unique_.size());
+        unique_.push_back(detail::op_program(first));
+      }
+    }
+    return id;
+  }
+  const auto kind = [](const Pass& p) { return static_cast<std::int64_t>(p.kind); };
+  const std::array<std::int64_t, 5> key{static_cast<std::int64_t>(index(a)), kind(a),
+                                        b ? static_cast<std::int64_t>(index(*b)) : -1,
+                                        b ? kind(*b) : -1, pair ? 1 : 0};
+  if (const auto it = program_ids_.find(key); it != program_ids_.end()) return it->second;
+  auto first = detail::pass_pieces(cost_[index(a)], a.kind);
+  std::vector<Piece> second;
+  if (b != nullptr) second = detail::pass_pieces(cost_[index(*b)], b->kind);
+  std::int32_t id = -1;
+  if (first.size() > 1 || second.size() > 1) {
+    id = static_cast<std::int32_t>(unique_.size());
+    if (pair) {
+      unique_.push_back(detail::op_program(first, second));
+    } else {
+      first.insert(first.end(), second.begin(), second.end());
+      unique_.push_back(detail::op_program(first));
+    }
+  }
+  program_ids_.emplace(key, id);
+  return id;
+}
+
+void Lowering::set_program(std::size_t n, std::int32_t id) {
+  if (id < 0 && program_of_.empty()) return;
+  if (program_of_.empty()) program_of_.assign(t_.ops.size(), -1);
+  program_of_[n] = id;
+}
+
+// FSDP without pipelining runs each op block by block (fsdp_program) when it gathers or
+// reduce-scatters: not in plan's compute part, which has no collectives.
+bool Lowering::by_blocks(std::size_t n) const {
+  return fsdp() && !pipelined() && !compute_only_ && fsdp_roles_[n] != 0 &&
+         units(work(t_.ops[n].first())) > 1.0;
+}
+
+// Op n's program when it runs exchanges (the passes' costs leave them out). A forward and a
+// backward in one op (DualPipe's F&B chunk pairs) overlap.
+void Lowering::plan_exchanges(std::size_t n) {
+  const Op& op = t_.ops[n];
+  if (op.first().kind == PassKind::None) return;
+  if (by_blocks(n)) {
+    const auto id = block_program_id(op.first(), fsdp_roles_[n]);
+    if (fsdp_roles_[n] & kGathers) {
+      // Its other blocks' gathers are copied out inside it, a kernel each.
+      const double others = units(work(op.first())) - 1.0;
+      op_cost_[n].seconds += others * copy_out_seconds(work(op.first()));
+      op_cost_[n].kernels += others;
+    }
+    if (!folded()) return set_program(n, id);
+    // Without the transfers: its waits with every collective alone on its links.
+    if (folded_waits_.empty()) folded_waits_.assign(t_.ops.size(), 0.0);
+    folded_waits_[n] =
+        detail::shortest_waits(unique_[static_cast<std::size_t>(id)], network_.system());
+    return;
+  }
+  if (!op.is_pair() && folded()) {
+    // One pass without its transfers: its waits in closed form, no program.
+    const double waits = single_waits(op.first());
+    if (waits > 0.0) {
+      if (folded_waits_.empty()) folded_waits_.assign(t_.ops.size(), 0.0);
+      folded_waits_[n] = waits;
+    }
+    return;
+  }
+  if (!op.is_pair()) return set_program(n, program_id(op.first(), nullptr, false));
+  const bool pair = op.first().kind == PassKind::F && is_input_backward(op.second().kind);
+  set_program(n, program_id(op.first(), &op.second(), pair));
+}
+
+// Op n's program, or nullptr.
+const Lowering::Program* Lowering::program_of(std::size_t n) const {
+  if (n >= program_of_.size() || program_of_[n] < 0) return nullptr;
+  return &unique_[static_cast<std::size_t>(program_of_[n])];
+}
+
+// No inner transfers: the compute part (plan's first bound) or lowering for bounds only.
+bool Lowering::folded() const {
+  return compute_only_ || !options_.inner_transfers;
+}
+
+// One pass's waits with every exchange alone on its links, once per stage and pass kind.
+double Lowering::single_waits(const Pass& pass) {
+  constexpr std::size_t kKinds = 5;
+  if (single_waits_.empty()) single_waits_.assign(cost_.size() * kKinds, -1.0);
+  auto& w = single_waits_[index(pass) * kKinds + static_cast<std::size_t>(pass.kind)];
+  if (w < 0.0) w = detail::pass_waits(cost_[index(pass)], pass.kind, network_.system());
+  return w;
+}
+
+// The programs' steps and inner transfers (after the compute nodes; none without exchanges).
+// Every op's first step computes its overheads.
+void Lowering::lower_programs() {
+  if (folded()) {
+    // No transfers (the compute part, plan's bounds): each op as long as it takes with every
+    // exchange alone on its links, a lower bound of what it takes.
+    std::vector<double> waits(unique_.size(), -1.0);
+    for (std::size_t n = 0; n < program_of_.size(); ++n) {
+      if (program_of_[n] < 0) continue;
+      auto& w = waits[static_cast<std::size_t>(program_of_[n])];
+      if (w < 0.0) {
+        w = detail::shortest_waits(unique_[static_cast<std::size_t>(program_of_[n])],
+                                   network_.system());
+      }
+      g_.duration[n] += w;
+    }
+    for (std::size_t n = 0; n < folded_waits_.size(); ++n)
+      g_.duration[n] += folded_waits_[n];
+    return;
+  }
+  if (program_of_.empty()) return;
+  const auto& system = network_.system();
+  g_.step_begin.assign(1, 0);
+  for (std::int64_t node = 0; node < g_.compute_nodes; ++node) {
+    const auto n = static_cast<std::size_t>(node);
+    if (const Program* program = program_of(n)) {
+      const auto& p = *program;
+      const auto d = g_.device[n];
+      double compute = 0.0;
+      for (const auto& step : p.steps)
+        compute += step.kind == StepKind::Compute ? step.seconds : 0.0;
+      g_.steps.push_back({StepKind::Compute, -1, g_.duration[n] - compute});
+      // Each exchange's flows, over the device's switch ports or its NIC (-1: none).
+      auto& flows = flows_scratch_;
+      flows.clear();
+      for (std::size_t e = 0; e < p.exchanges.size(); ++e) {
+        const auto& x = p.exchanges[e];
+        std::array<std::int32_t, 2> pair{-1, -1};
+        for (std::size_t k = 0; k < 2; ++k) {
+          const cost::Flow& f = x.flows[k];
+          if (!(f.bytes > 0.0)) continue;
+          const LinkSpec& link = f.nic ? system.inter : system.intra;
+          const auto t = add_transfer(transfer_kind(x.kind), stage_of(node), d, f.bytes,
+                                      {f.nic ? network_.nic_out(d) : network_.port_up(d),
+                                       f.nic ? network_.nic_in(d) : network_.port_down(d)},
+                                      f.latency_s);
+          if (f.capped) g_.rate_cap.back() = link.bandwidth * link.collective_efficiency;
+          g_.preds[static_cast<std::size_t>(t)] = 1;  // its Issue step
+          // After the exchange before it on its stream (FSDP's one reduce-scatter stream).
+          if (const auto before = p.after.empty() ? -1 : p.after[e]; before >= 0) {
+            const auto prior = flows[static_cast<std::size_t>(before)][k];
+            if (prior >= 0) edge(prior, t);
+          }
+          pair[k] = t;
+        }
+        flows.push_back(pair);
+      }
+      for (const auto& step : p.steps) {
+        if (step.kind == StepKind::Compute) {
+          g_.steps.push_back({StepKind::Compute, -1, step.seconds});
+          continue;
+        }
+        if (step.exchange == detail::kNextGather) {
+          // A slot for the next op's first gather (fsdp_gathers), nothing until then.
+          if (next_gather_step_.empty()) next_gather_step_.assign(t_.ops.size(), -1);
+          next_gather_step_[n] = static_cast<std::int64_t>(g_.steps.size());
+          g_.steps.push_back({StepKind::Compute, -1, 0.0});
+          continue;
+        }
+        for (const auto t : flows[static_cast<std::size_t>(step.exchange)])
+          if (t >= 0) g_.steps.push_back({step.kind, t, 0.0});
+      }
+    }
+    g_.step_begin.push_back(static_cast<std::int64_t>(g_.steps.size()));
+  }
+}
+
+TransferKind Lowering::transfer_kind(cost::ExchangeKind kind) {
+  switch (kind) {
+    case cost::ExchangeKind::Expert:
+      return TransferKind::ExpertAllToAll;
+    case cost::ExchangeKind::ParamGather:
+      return TransferKind::FsdpAllGather;
+    case cost::ExchangeKind::GradScatter:
+      return TransferKind::FsdpReduceScatter;
+    case cost::ExchangeKind::Context:
+      break;
+  }
+  return TransferKind::ContextExchange;
+}
+
+// The stage of an op's first pass (what its inner transfers serve).
+int Lowering::stage_of(std::int64_t node) const {
+  return t_.ops[static_cast<std::size_t>(node)].first().stage;
+}
+
+}  // namespace pipetab::detail
