@@ -530,7 +530,9 @@ TEST(Plan, ExpertTensorParallelAndMoeRecomputationAreSearched) {
     EXPECT_EQ(l.tensor_parallel * l.context_parallel * l.data_parallel %
                   (l.expert_parallel * l.expert_tensor_parallel),
               0);
-    if (l.expert_tensor_parallel > 1) EXPECT_GT(l.expert_parallel, 1);
+    if (l.expert_tensor_parallel > 1) {
+      EXPECT_GT(l.expert_parallel, 1);
+    }
     etp = etp || l.expert_tensor_parallel > 1;
     mlp = mlp || l.moe_recompute == MoeRecompute::Mlp;
     const auto setup = layout_setup(q, l);
