@@ -92,8 +92,17 @@ void add_schedule_options(CLI::App& command, ScheduleOptions& o) {
       ->capture_default_str();
 }
 
+namespace {
+std::string running_subcommand;  // set_running_subcommand: "" registers every command's flags
+}  // namespace
+
+void set_running_subcommand(std::string_view name) {
+  running_subcommand = std::string(name);
+}
+
 void add_run_flags(CLI::App& command, RunFlags& flags, std::span<const std::string_view> except,
                    bool gpus) {
+  if (!running_subcommand.empty() && command.get_name() != running_subcommand) return;
   const SimulationSetup defaults = default_setup({}, {});
   auto* settings = &flags.settings;
   command.add_option("--job", flags.job_path,

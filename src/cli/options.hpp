@@ -38,6 +38,11 @@ struct RunFlags {
   mutable std::optional<io::JobFile> job_;
 };
 
+/// The subcommand this process runs (its name; "" when unknown): add_run_flags registers its ~50
+/// flags on it alone, since CLI11 checks each new option against every option of its command and
+/// registering them on every subcommand took a quarter of a short command's time. run() sets it.
+void set_running_subcommand(std::string_view name);
+
 /// Adds a flag for every option of sim/options.hpp that has one, but those in `except` (plan
 /// searches them with flags of its own): each given flag appends its setting to `flags`; and
 /// --job FILE, and --gpus unless `gpus` is false (plan has its own).

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "options.hpp"
 #include "output_paths.hpp"
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -49,6 +50,9 @@ int pipetab::cli::run(int argc, char** argv) {
   app.fallthrough(false);
 
   using namespace pipetab::cli;
+  // The options of a run register on the subcommand that runs (all of them for help on the
+  // commands, or without one).
+  set_running_subcommand(argc > 1 && argv[1][0] != '-' ? argv[1] : "");
   const std::vector<Subcommand> commands = {
       add_list(app),      add_show(app),        add_analyze(app), add_simulate(app),
       add_compare(app),   add_validate(app),    add_convert(app), add_plot(app),
