@@ -14,13 +14,16 @@ tune, plan) release the GIL, and Ctrl-C stops sweep, tune, plan and compare with
 
 from __future__ import annotations
 
+import difflib
 import html
+import inspect
 import json
 import math
 import os
 import tomllib
+import typing
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Iterable, Literal, Mapping, Optional, Sequence, TypedDict, Union, Unpack
 
 import numpy as np
 
@@ -38,6 +41,8 @@ __all__ = [
     "ParamError",
     "ParseError",
     "FSDP",
+    "RunOptions",
+    "PlanOptions",
     "Table",
     "Analysis",
     "Simulation",
@@ -47,6 +52,7 @@ __all__ = [
     "TuneResult",
     "PlanResult",
     "list_schedules",
+    "run_options",
     "model_presets",
     "system_presets",
     "preset",
@@ -208,78 +214,214 @@ class FSDP:
     impl: str = "fsdp2"
 
 
-def _layout(args: "_core.SimArgs", tp: Optional[int], cp: int, cp_method: str, ep: int,
-            etp: int, sequence_parallel: Optional[bool], fsdp: Union[bool, FSDP],
-            pipeline_layout: Optional[str]) -> None:
-    args.tensor_parallel = 0 if tp is None else tp
-    args.pipeline_layout = pipeline_layout or ""
-    args.context_parallel = cp
-    args.cp_method = cp_method
-    args.expert_parallel = ep
-    args.expert_tensor_parallel = etp
-    args.sequence_parallel = sequence_parallel
-    if isinstance(fsdp, FSDP):
-        args.fsdp = True
-        args.fsdp_shard = 0 if fsdp.shard is None else fsdp.shard
-        args.reshard_after_forward = fsdp.reshard_after_forward
-        args.fsdp_grad_sync = fsdp.grad_sync
-        args.fsdp_fp8_all_gather = fsdp.fp8_all_gather
-        args.fsdp_impl = fsdp.impl
-    elif isinstance(fsdp, bool):
-        args.fsdp = fsdp
-    else:
-        raise TypeError(f"fsdp={fsdp!r}: expected True, False or pipetab.FSDP(...)")
+# ------------------------------------------------------------------------------------------------
+# The options of a run: sim/options.hpp defines each once (key, flag, type, range, choices); the
+# command line registers a flag for each, and these functions take each as a keyword.
+
+
+class PlanOptions(TypedDict, total=False):
+    """The options of a run that :func:`plan` takes as keywords: every option it does not search
+    (see :func:`run_options`; None leaves an option to the model, the job file or the default).
+    """
+
+    seq_len: int
+    precision: Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
+    fp8_recipe: Literal["tensorwise", "delayed", "rowwise", "blockwise"]
+    dtype_bytes: int
+    moe_recompute: Literal["none", "moe_act", "mlp"]
+    moe_dispatcher: Literal["alltoall", "deepep"]
+    moe_capacity_factor: float
+    moe_imbalance: float
+    moe_fp8_dispatch: bool
+    moe_shared_expert_overlap: bool
+    grad_bytes_per_param: float
+    optimizer_bytes_per_param: float
+    tp_overlap: Literal["none", "backward", "all"]
+    dp_overlap: bool
+    dp_bucket_bytes: float
+    dp_bucket_mb: float  # --dp-bucket-mb: dp_bucket_bytes in MB
+    flash_attention: bool
+    fused_elementwise: bool
+    grad_accumulation_fusion: bool
+    expert_tensor_parallel: int
+    etp: int  # --etp: expert_tensor_parallel
+    fsdp_shard: int
+    reshard_after_forward: Union[bool, Literal["auto"]]
+    fsdp_grad_sync: Literal["step", "microbatch"]
+    fsdp_fp8_all_gather: bool
+    fsdp_impl: Literal["fsdp2", "megatron"]
+    pipeline_layout: str
+    balance_embedding: bool
+    pipeline_parallel: int
+    schedule: str
+    runtime: Literal["auto", "async", "megatron", "pytorch"]
+    contention: bool
+    blocking_send: bool
+    overheads: bool
+    optimizer: bool
+    nccl_buffsize: float
+    collective_scale: float
+
+
+class _TableRunOptions(PlanOptions, total=False):
+    """The options of a run beside a table's sizes (``chunks`` is the table's own parameter)."""
+
+    micro_batch: int
+    global_batch: int
+    recompute: Literal["none", "selective", "full", "selective-op", "every-other-layer"]
+    distributed_optimizer: bool
+    a2a_overlap: bool
+    tensor_parallel: int
+    tp: int  # --tp: tensor_parallel
+    sequence_parallel: bool
+    context_parallel: int
+    cp: int  # --cp: context_parallel
+    cp_method: Literal["ring", "allgather", "a2a"]
+    expert_parallel: int
+    ep: int  # --ep: expert_parallel
+    data_parallel: int
+    dp: int  # --dp: data_parallel
+    fsdp: Union[bool, FSDP]  # True, False, or FSDP(...) with the fsdp_* options
+
+
+class RunOptions(_TableRunOptions, total=False):
+    """Every option of a run as a keyword of :func:`analyze`, :func:`simulate`, :func:`compare`
+    and :func:`tune` (:func:`plan` takes :class:`PlanOptions`): each option's key, and the
+    command's flag name where it differs (``tp`` for ``--tp``, ``dp_bucket_mb`` in MB for
+    ``--dp-bucket-mb``). :func:`run_options` lists each with its flag, range, choices and help;
+    python/tests/test_package.py checks that this list is exactly that one."""
+
+    chunks: int
+
+
+def run_options() -> list[dict]:
+    """Every option of a run (sim/options.hpp), as the command's flags and these functions'
+    keywords take it: ``key``; ``keywords``, every keyword that sets it (the key, and the flag's
+    name where it differs); ``flag`` (None where no flag sets it); ``group`` (job, layout or
+    simulation); ``type`` (integer, number, boolean, tristate, choice or text); ``help``;
+    ``min`` and ``max`` (numbers; None otherwise); ``choices``; ``default`` (as text, '' where
+    unset) and the flag's ``flag_scale`` and ``flag_unit`` (``--dp-bucket-mb`` counts MB)."""
+    out = []
+    for option in _core.run_options():
+        option = dict(option)
+        option["keywords"] = [k for k, (o, _) in _KEYWORDS.items() if o["key"] == option["key"]]
+        out.append(option)
+    return out
+
+
+def _keywords() -> dict[str, tuple[dict, float]]:
+    """Each keyword's option and the factor from the keyword's unit to the option's: every key,
+    and the name of the option's flag where it differs (tp for --tp, dp_bucket_mb for
+    --dp-bucket-mb in the flag's MB), as the command spells it. Negating flags (--no-overheads)
+    are not keywords: the key takes False."""
+    out: dict[str, tuple[dict, float]] = {}
+    options = _core.run_options()
+    for option in options:
+        out[option["key"]] = (option, 1.0)
+    for option in options:
+        flag = option["flag"]
+        if flag and option["flag_sets"]:
+            name = flag[2:].replace("-", "_")
+            out.setdefault(name, (option, option["flag_scale"]))
+    return out
+
+
+_KEYWORDS = _keywords()
+_PLAN_SEARCHED = frozenset(_core.plan_searched())
+
+
+def _option_text(keyword: str, option: dict, scale: float, value: Any) -> str:
+    """A keyword's value as the option's text: bool as true/false, numbers as Python writes them
+    (read back to the same double), strings as they are. A value of the wrong type raises
+    TypeError; the library checks ranges and choices (pipetab.Error naming the keyword)."""
+    kind = option["type"]
+    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_))
+    if kind == "integer" and number and isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if kind == "number" and number:
+        return repr(float(value) * scale)
+    if kind in ("boolean", "tristate") and isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, str) and (kind in ("choice", "text") or
+                                   (kind == "tristate" and value == "auto")):
+        return value
+    expected = {"integer": "an int", "number": "a number", "boolean": "True or False",
+                "tristate": "True, False or 'auto'"}.get(kind, "a string")
+    raise TypeError(f"{keyword}: expected {expected}, got {type(value).__name__}")
+
+
+def _settings(function: str, options: Mapping[str, Any],
+              refused: frozenset = frozenset()) -> list[tuple[str, str, str]]:
+    """The keywords' settings (key, value as text, the keyword that gave it), in the order given;
+    None leaves an option unset. An unknown keyword, one that `refused` holds the option of, or
+    two keywords for one option raise TypeError."""
+    out: list[tuple[str, str, str]] = []
+    given: dict[str, str] = {}
+
+    def add(key: str, value: str, keyword: str) -> None:
+        if key in given:
+            raise TypeError(f"{function}(): {given[key]} and {keyword} both set {key}")
+        given[key] = keyword
+        out.append((key, value, keyword))
+
+    for keyword, value in options.items():
+        entry = _KEYWORDS.get(keyword)
+        if entry is None or entry[0]["key"] in refused:
+            known = [k for k, (o, _) in _KEYWORDS.items() if o["key"] not in refused]
+            if entry is not None:
+                raise TypeError(f"{function}() got an unexpected keyword argument '{keyword}': "
+                                f"{function} searches {entry[0]['key']} (see its own keywords)")
+            near = difflib.get_close_matches(keyword, known, n=1)
+            hint = f"; did you mean '{near[0]}'?" if near else " (pipetab.run_options() lists them)"
+            raise TypeError(f"{function}() got an unexpected keyword argument '{keyword}'{hint}")
+        if value is None:
+            continue
+        option, scale = entry
+        if keyword == "fsdp" and isinstance(value, FSDP):
+            add("fsdp", "true", "fsdp")
+            for field, key in (("shard", "fsdp_shard"),
+                               ("reshard_after_forward", "reshard_after_forward"),
+                               ("grad_sync", "fsdp_grad_sync"),
+                               ("fp8_all_gather", "fsdp_fp8_all_gather"), ("impl", "fsdp_impl")):
+                field_value = getattr(value, field)
+                if field_value is not None:
+                    name = f"fsdp.{field}"
+                    add(key, _option_text(name, _KEYWORDS[key][0], 1.0, field_value), name)
+            continue
+        if keyword == "fsdp" and not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"fsdp={value!r}: expected True, False or pipetab.FSDP(...)")
+        add(option["key"], _option_text(keyword, option, scale, value), keyword)
+    return out
+
+
+def _config(args: Any, config: Optional[Config], what: str) -> None:
+    """A model or system: a dict as TOML text, a name or path as it is (None: the default)."""
+    if isinstance(config, Mapping):
+        setattr(args, f"{what}_text", _toml(config, what))
+    elif config is not None:
+        setattr(args, what, os.fspath(config))
 
 
 def _sim_args(
+    function: str,
+    options: Mapping[str, Any],
     *,
     system: Config = "balanced",
     model: Optional[Config] = None,
-    dp: int = 1,
-    tp: Optional[int] = None,
-    cp: int = 1,
-    cp_method: str = "ring",
-    ep: int = 1,
-    etp: int = 1,
-    sequence_parallel: Optional[bool] = None,
-    fsdp: Union[bool, FSDP] = False,
-    pipeline_layout: Optional[str] = None,
-    contention: bool = True,
-    blocking_send: bool = False,
-    runtime: Optional[str] = None,
-    tp_overlap: str = "backward",
-    a2a_overlap: bool = False,
-    optimizer: bool = True,
-    dp_overlap: bool = False,
-    dp_bucket_mb: float = 25.0,
-    distributed_optimizer: bool = False,
-    overheads: bool = True,
-    nccl_buffsize: float = 4194304.0,
-    costs: Union[None, str, Mapping[str, float]] = None,
+    costs: CostsLike = None,
     input_grad_frees: float = 0.0,
+    job: Optional[PathLike] = None,
+    gpus: Optional[int] = None,
 ) -> _core.SimArgs:
     args = _core.SimArgs()
-    if isinstance(system, Mapping):
-        args.system_text = _toml(system, "system")
-    else:
-        args.system = os.fspath(system)
-    if isinstance(model, Mapping):
-        args.model_text = _toml(model, "model")
-    elif model is not None:  # None: the command's default model preset
-        args.model = os.fspath(model)
-    args.data_parallel = dp
-    _layout(args, tp, cp, cp_method, ep, etp, sequence_parallel, fsdp, pipeline_layout)
-    args.contention = contention
-    args.blocking_send = blocking_send
-    args.runtime = runtime
-    args.tp_overlap = tp_overlap
-    args.a2a_overlap = a2a_overlap
-    args.optimizer = optimizer
-    args.dp_overlap = dp_overlap
-    args.dp_bucket_mb = dp_bucket_mb
-    args.distributed_optimizer = distributed_optimizer
-    args.overheads = overheads
-    args.nccl_buffsize = float(nccl_buffsize)
+    if system is None:
+        raise TypeError("system: expected a preset name, a file path or a dict")
+    _config(args, system, "system")
+    _config(args, model, "model")  # None: the command's default model preset
+    args.settings = _settings(function, options)
+    args.job = None if job is None else os.fspath(job)
+    args.gpus = _optional_int(gpus, "gpus")
     args.costs = _costs(costs)
     args.input_grad_frees = input_grad_frees
     return args
@@ -386,6 +528,19 @@ def _int(value: Any, name: str) -> int:
 # The command's default sizes (src/cli/options.hpp kDefaultDevices, kDefaultMicrobatches).
 DEFAULT_DEVICES = 8
 DEFAULT_MICROBATCHES = 8
+
+
+class _Default(int):
+    """A size's default that compare and tune show as 8: the value, and that the caller left it,
+    so that a job file's size replaces it (``devices is _LEFT_DEVICES``)."""
+
+
+_LEFT_DEVICES = _Default(DEFAULT_DEVICES)
+_LEFT_MICROBATCHES = _Default(DEFAULT_MICROBATCHES)
+
+
+def _given_size(value: Any, left: _Default, name: str) -> Optional[int]:
+    return None if value is left else _int(value, name)
 
 
 def generate(
@@ -496,38 +651,31 @@ def validate(path: Union[str, os.PathLike], max_issues: int = 50, check: bool = 
 
 _SIMULATION_KEYWORDS = """
 
-The simulation keywords mirror the command's flags:
+Every option of a run is a keyword, the same for every command (:func:`run_options` lists each
+with its flag, type, range, choices and help; :class:`RunOptions` types them): its key, such as
+``seq_len=8192``, ``recompute="full"``, ``precision="fp8"``, ``tensor_parallel=8`` or
+``moe_dispatcher="deepep"``, or its flag's name where that differs: ``tp``, ``cp``, ``dp``,
+``ep``, ``etp`` and ``dp_bucket_mb`` (in MB). ``fsdp`` takes True, False or :class:`FSDP`; a
+negating flag is its key's False (``overheads``, ``contention`` and ``optimizer`` False are
+``--no-overheads``, ``--no-contention`` and ``--no-optimizer``). None leaves an option to the job
+file, the model file or the default; an unknown keyword raises TypeError. The other inputs:
 
 - ``system``: a system preset name, a TOML file's path, or a dict (default ``"balanced"``)
 - ``model``: a model preset name, a TOML file's path, or a dict; None is the command's default
-- ``dp``: data-parallel replicas (``--dp``)
-- ``tp``, ``cp``, ``cp_method``: tensor- and context-parallel ranks per stage and the CP exchange
-  (``--tp``, ``--cp``, ``--cp-method``: ``"ring"``, ``"allgather"`` or ``"a2a"``); tp None is the
-  model file's
-- ``ep``, ``etp``: expert- and expert-tensor-parallel ranks of a mixture of experts (``--ep``,
-  ``--etp``), drawn from the stage's tp × cp × dp ranks
-- ``sequence_parallel``: sequence parallelism with tp (``--sequence-parallel``); None is the
-  model file's
-- ``fsdp``: fully sharded data parallelism (``--fsdp``): True, or :class:`FSDP` with its options
-- ``pipeline_layout``: the stages' contents in Megatron-Core's notation (``--pipeline-layout``)
-- ``contention``: links shared by concurrent transfers (False is ``--no-contention``)
-- ``blocking_send``: a send occupies its sender until received (``--blocking-send``)
-- ``runtime``: ``"auto"`` (None: each table's own), ``"async"``, ``"megatron"`` or ``"pytorch"``
-- ``tp_overlap``: ``"none"``, ``"backward"`` or ``"all"``
-- ``a2a_overlap``: Megatron-Core's 1F1B all-to-all overlap of a mixture of experts, on the
-  interleaved schedule
-  (``--a2a-overlap``)
-- ``optimizer``: simulate the optimizer step (False is ``--no-optimizer``)
-- ``dp_overlap``, ``dp_bucket_mb``, ``distributed_optimizer``: the gradient reduction
-- ``overheads``: per-kernel host overheads (False is ``--no-overheads``)
-- ``nccl_buffsize``: NCCL's buffer per pair of ranks in bytes (``--nccl-buffsize``): under the
-  PyTorch runtime a message up to this size is sent without waiting for its receive
 - ``costs``: table-level costs, ``"F=1,B=2"`` or ``{"F": 1, "B": 2}`` (seconds when simulating)
 - ``input_grad_frees``: the fraction of a stage's activations its input-gradient pass frees
+- ``job``: a torchtitan job TOML or Megatron-LM arguments (``--job``, docs/jobs.md): its options
+  apply under the keywords, and its schedule, pipeline depth, chunks and global batch give the
+  table's where the call leaves them (a ``global_batch`` keyword gives the microbatches too)
+- ``gpus``: the GPU count (``--gpus``): for a job file that leaves it implicit, and the
+  data-parallel replicas (GPUs / (PP × TP × CP)) where no option gives them
 """
 
 
-def _subject(subject: Union[str, os.PathLike, Table], shape: dict) -> Table:
+def _subject(subject: Union[str, os.PathLike, Table, None], shape: dict,
+             args: Optional[_core.SimArgs] = None) -> Table:
+    """The table to evaluate: a Table, a table file, or a schedule generated at the sizes given,
+    those a job file or the options give (``args``) where they are not, and the defaults."""
     if isinstance(subject, Table):
         given = [key for key, value in shape.items() if value is not None]
         if given:
@@ -537,11 +685,22 @@ def _subject(subject: Union[str, os.PathLike, Table], shape: dict) -> Table:
         return subject
     if isinstance(subject, os.PathLike):
         return _subject(load_table(subject), shape)
-    if not isinstance(subject, str):
+    if subject is not None and not isinstance(subject, str):
         raise TypeError(
             f"expected a schedule name, a Table or a pathlib.Path, got {type(subject).__name__}"
         )
-    values = {key: value for key, value in shape.items() if value is not None}
+    values = dict(shape)
+    if args is not None:
+        schedule, values["devices"], values["microbatches"], values["chunks"] = _core.run_shape(
+            args, _optional_int(shape["devices"], "devices"),
+            _optional_int(shape["microbatches"], "microbatches"),
+            _optional_int(shape["chunks"], "chunks"), DEFAULT_DEVICES)
+        if subject is None:
+            subject = schedule
+    if subject is None:
+        raise Error("give a schedule name (see pipetab.list_schedules()), a Table or a "
+                    "pathlib.Path, or job= a file that names its pipeline schedule")
+    values = {key: value for key, value in values.items() if value is not None}
     values.setdefault("devices", DEFAULT_DEVICES)
     values.setdefault("microbatches", DEFAULT_MICROBATCHES)
     return generate(subject, **values)
@@ -595,7 +754,7 @@ class Analysis(_Result):
 
 
 def analyze(
-    subject: Union[str, "os.PathLike[str]", Table],
+    subject: Union[str, "os.PathLike[str]", Table, None] = None,
     devices: Optional[int] = None,
     microbatches: Optional[int] = None,
     *,
@@ -607,46 +766,23 @@ def analyze(
     memory_curves: bool = False,
     system: Config = "balanced",
     model: Optional[Config] = None,
-    dp: int = 1,
-    tp: Optional[int] = None,
-    cp: int = 1,
-    cp_method: str = "ring",
-    ep: int = 1,
-    etp: int = 1,
-    sequence_parallel: Optional[bool] = None,
-    fsdp: Union[bool, FSDP] = False,
-    pipeline_layout: Optional[str] = None,
-    contention: bool = True,
-    blocking_send: bool = False,
-    runtime: Optional[str] = None,
-    tp_overlap: str = "backward",
-    a2a_overlap: bool = False,
-    optimizer: bool = True,
-    dp_overlap: bool = False,
-    dp_bucket_mb: float = 25.0,
-    distributed_optimizer: bool = False,
-    overheads: bool = True,
-    nccl_buffsize: float = 4194304.0,
     costs: CostsLike = None,
     input_grad_frees: float = 0.0,
+    job: Optional[PathLike] = None,
+    gpus: Optional[int] = None,
+    **options: Unpack[_TableRunOptions],
 ) -> Analysis:
     """``pipetab analyze``: one schedule at the formula, table and simulation levels.
 
     ``subject`` is a schedule name (generated at ``devices`` × ``microbatches``, default 8 × 8,
     with ``chunks``, ``waves``, ``group_size``, ``variant``, ``split`` as ``pipetab show``), a
-    :class:`Table`, or a ``pathlib.Path`` of a table file. ``memory_curves`` adds each device's
-    activation curve to ``result.table``."""
+    :class:`Table`, or a ``pathlib.Path`` of a table file; None with ``job`` is the job file's
+    schedule. ``memory_curves`` adds each device's activation curve to ``result.table``."""
+    args = _sim_args("analyze", options, system=system, model=model, costs=costs,
+                     input_grad_frees=input_grad_frees, job=job, gpus=gpus)
     table = _subject(subject, dict(devices=devices, microbatches=microbatches, chunks=chunks,
-                                   waves=waves, group_size=group_size, variant=variant, split=split))
-    args = _sim_args(
-        system=system, model=model, dp=dp, tp=tp, cp=cp, cp_method=cp_method, ep=ep, etp=etp,
-        sequence_parallel=sequence_parallel, fsdp=fsdp,
-        pipeline_layout=pipeline_layout,
-        contention=contention, blocking_send=blocking_send,
-        runtime=runtime, tp_overlap=tp_overlap, a2a_overlap=a2a_overlap, optimizer=optimizer, dp_overlap=dp_overlap,
-        dp_bucket_mb=dp_bucket_mb, distributed_optimizer=distributed_optimizer,
-        overheads=overheads, nccl_buffsize=nccl_buffsize, costs=costs, input_grad_frees=input_grad_frees,
-    )
+                                   waves=waves, group_size=group_size, variant=variant, split=split),
+                     args)
     return Analysis(json.loads(_core.analyze(table._core, args, bool(memory_curves))))
 
 
@@ -749,7 +885,7 @@ class Simulation(_Result):
 
 
 def simulate(
-    subject: Union[str, "os.PathLike[str]", Table],
+    subject: Union[str, "os.PathLike[str]", Table, None] = None,
     devices: Optional[int] = None,
     microbatches: Optional[int] = None,
     *,
@@ -760,46 +896,23 @@ def simulate(
     split: Optional[str] = None,
     system: Config = "balanced",
     model: Optional[Config] = None,
-    dp: int = 1,
-    tp: Optional[int] = None,
-    cp: int = 1,
-    cp_method: str = "ring",
-    ep: int = 1,
-    etp: int = 1,
-    sequence_parallel: Optional[bool] = None,
-    fsdp: Union[bool, FSDP] = False,
-    pipeline_layout: Optional[str] = None,
-    contention: bool = True,
-    blocking_send: bool = False,
-    runtime: Optional[str] = None,
-    tp_overlap: str = "backward",
-    a2a_overlap: bool = False,
-    optimizer: bool = True,
-    dp_overlap: bool = False,
-    dp_bucket_mb: float = 25.0,
-    distributed_optimizer: bool = False,
-    overheads: bool = True,
-    nccl_buffsize: float = 4194304.0,
     costs: CostsLike = None,
     input_grad_frees: float = 0.0,
+    job: Optional[PathLike] = None,
+    gpus: Optional[int] = None,
     trace: Optional[PathLike] = None,
     svg: Optional[PathLike] = None,
+    **options: Unpack[_TableRunOptions],
 ) -> Simulation:
     """``pipetab simulate``: the subject (a schedule name, a :class:`Table` or a
     ``pathlib.Path``) and sizes as :func:`analyze`. ``trace`` and ``svg`` write the run's Chrome
     trace and SVG timeline as ``--trace`` and ``--svg`` do (also later: ``result.write_trace``,
     ``result.write_svg``)."""
+    args = _sim_args("simulate", options, system=system, model=model, costs=costs,
+                     input_grad_frees=input_grad_frees, job=job, gpus=gpus)
     table = _subject(subject, dict(devices=devices, microbatches=microbatches, chunks=chunks,
-                                   waves=waves, group_size=group_size, variant=variant, split=split))
-    args = _sim_args(
-        system=system, model=model, dp=dp, tp=tp, cp=cp, cp_method=cp_method, ep=ep, etp=etp,
-        sequence_parallel=sequence_parallel, fsdp=fsdp,
-        pipeline_layout=pipeline_layout,
-        contention=contention, blocking_send=blocking_send,
-        runtime=runtime, tp_overlap=tp_overlap, a2a_overlap=a2a_overlap, optimizer=optimizer, dp_overlap=dp_overlap,
-        dp_bucket_mb=dp_bucket_mb, distributed_optimizer=distributed_optimizer,
-        overheads=overheads, nccl_buffsize=nccl_buffsize, costs=costs, input_grad_frees=input_grad_frees,
-    )
+                                   waves=waves, group_size=group_size, variant=variant, split=split),
+                     args)
     result = Simulation(_core.simulate(table._core, args), table)
     if trace is not None:
         result.write_trace(trace)
@@ -892,8 +1005,8 @@ class Comparison(_Result):
 def compare(
     names: Optional[Sequence[str]] = None,
     tables: Iterable[Table] = (),
-    devices: int = DEFAULT_DEVICES,
-    microbatches: int = DEFAULT_MICROBATCHES,
+    devices: int = _LEFT_DEVICES,
+    microbatches: int = _LEFT_MICROBATCHES,
     *,
     chunks: Optional[int] = None,
     waves: Optional[int] = None,
@@ -902,28 +1015,11 @@ def compare(
     split: Optional[str] = None,
     system: Optional[Config] = None,
     model: Optional[Config] = None,
-    dp: int = 1,
-    tp: Optional[int] = None,
-    cp: int = 1,
-    cp_method: str = "ring",
-    ep: int = 1,
-    etp: int = 1,
-    sequence_parallel: Optional[bool] = None,
-    fsdp: Union[bool, FSDP] = False,
-    pipeline_layout: Optional[str] = None,
-    contention: bool = True,
-    blocking_send: bool = False,
-    runtime: Optional[str] = None,
-    tp_overlap: str = "backward",
-    a2a_overlap: bool = False,
-    optimizer: bool = True,
-    dp_overlap: bool = False,
-    dp_bucket_mb: float = 25.0,
-    distributed_optimizer: bool = False,
-    overheads: bool = True,
-    nccl_buffsize: float = 4194304.0,
     costs: CostsLike = None,
     input_grad_frees: float = 0.0,
+    job: Optional[PathLike] = None,
+    gpus: Optional[int] = None,
+    **options: Unpack[_TableRunOptions],
 ) -> Comparison:
     """``pipetab compare``: schedules at the same S and M ranked per level, on ``system`` or on
     the paper's three systems (compute-bound, balanced, network-bound) when it is None. Options a
@@ -936,22 +1032,20 @@ def compare(
             raise TypeError(f"tables: expected pipetab.Table, got {type(table).__name__}")
     if names is None:
         names = [] if tables else list(PAPER_SCHEDULES)
-    args = _sim_args(
-        system=system if system is not None else "balanced", model=model, dp=dp, tp=tp, cp=cp, cp_method=cp_method, ep=ep, etp=etp,
-        sequence_parallel=sequence_parallel, fsdp=fsdp,
-        pipeline_layout=pipeline_layout,
-        contention=contention,
-        blocking_send=blocking_send, runtime=runtime, tp_overlap=tp_overlap, a2a_overlap=a2a_overlap, optimizer=optimizer,
-        dp_overlap=dp_overlap, dp_bucket_mb=dp_bucket_mb,
-        distributed_optimizer=distributed_optimizer, overheads=overheads, nccl_buffsize=nccl_buffsize, costs=costs,
-        input_grad_frees=input_grad_frees,
-    )
+    args = _sim_args("compare", options, system=system if system is not None else "balanced",
+                     model=model, costs=costs, input_grad_frees=input_grad_frees, job=job,
+                     gpus=gpus)
+    # The sizes left at their defaults are a job file's where it gives them.
+    _, shape_devices, shape_microbatches, chunks = _core.run_shape(
+        args, _given_size(devices, _LEFT_DEVICES, "devices"),
+        _given_size(microbatches, _LEFT_MICROBATCHES, "microbatches"),
+        _optional_int(chunks, "chunks"), DEFAULT_DEVICES)
     text = _core.compare(
         list(names),
         [table._core for table in tables],
-        _int(devices, "devices"),
-        _int(microbatches, "microbatches"),
-        _optional_int(chunks, "chunks"),
+        DEFAULT_DEVICES if shape_devices is None else shape_devices,
+        DEFAULT_MICROBATCHES if shape_microbatches is None else shape_microbatches,
+        chunks,
         _optional_int(waves, "waves"),
         _optional_int(group_size, "group_size"),
         variant,
@@ -1081,59 +1175,39 @@ class TuneResult(_Result):
 
 
 def tune(
-    devices: int = DEFAULT_DEVICES,
-    microbatches: int = DEFAULT_MICROBATCHES,
+    devices: int = _LEFT_DEVICES,
+    microbatches: int = _LEFT_MICROBATCHES,
     memory_limit: Union[None, str, float] = None,
     *,
     builtins: bool = True,
     runnable_by: Optional[str] = None,
     system: Config = "balanced",
     model: Optional[Config] = None,
-    dp: int = 1,
-    tp: Optional[int] = None,
-    cp: int = 1,
-    cp_method: str = "ring",
-    ep: int = 1,
-    etp: int = 1,
-    sequence_parallel: Optional[bool] = None,
-    fsdp: Union[bool, FSDP] = False,
-    pipeline_layout: Optional[str] = None,
-    contention: bool = True,
-    blocking_send: bool = False,
-    runtime: Optional[str] = None,
-    tp_overlap: str = "backward",
-    a2a_overlap: bool = False,
-    optimizer: bool = True,
-    dp_overlap: bool = False,
-    dp_bucket_mb: float = 25.0,
-    distributed_optimizer: bool = False,
-    overheads: bool = True,
-    nccl_buffsize: float = 4194304.0,
     costs: CostsLike = None,
     input_grad_frees: float = 0.0,
+    job: Optional[PathLike] = None,
+    gpus: Optional[int] = None,
+    **options: Unpack[RunOptions],
 ) -> TuneResult:
     """``pipetab tune``: the fastest table under a per-device memory limit ('6', '6Ma' or a number
     for activations in M_a, '80GB' for total bytes; default S M_a), by simulation. Keywords of
-    :func:`analyze` for the simulation. Unlike the command it does not raise when nothing fits:
-    ``result.best`` is None."""
+    :func:`analyze` for the simulation; a job file's pipeline depth and global batch give
+    ``devices`` and ``microbatches`` where they are left at their defaults. Unlike the command it
+    does not raise when nothing fits: ``result.best`` is None."""
     if isinstance(memory_limit, (int, float)) and not isinstance(memory_limit, bool):
         memory_limit = repr(float(memory_limit))
+    args = _sim_args("tune", options, system=system, model=model, costs=costs,
+                     input_grad_frees=input_grad_frees, job=job, gpus=gpus)
+    _, shape_devices, shape_microbatches, _ = _core.run_shape(
+        args, _given_size(devices, _LEFT_DEVICES, "devices"),
+        _given_size(microbatches, _LEFT_MICROBATCHES, "microbatches"), None, DEFAULT_DEVICES)
     text, tables = _core.tune(
-        _int(devices, "devices"),
-        _int(microbatches, "microbatches"),
+        DEFAULT_DEVICES if shape_devices is None else shape_devices,
+        DEFAULT_MICROBATCHES if shape_microbatches is None else shape_microbatches,
         memory_limit,
         bool(builtins),
         runnable_by,
-        _sim_args(
-            system=system, model=model, dp=dp, tp=tp, cp=cp, cp_method=cp_method, ep=ep, etp=etp,
-        sequence_parallel=sequence_parallel, fsdp=fsdp,
-        pipeline_layout=pipeline_layout,
-        contention=contention,
-            blocking_send=blocking_send, runtime=runtime, tp_overlap=tp_overlap, a2a_overlap=a2a_overlap, optimizer=optimizer,
-            dp_overlap=dp_overlap, dp_bucket_mb=dp_bucket_mb,
-            distributed_optimizer=distributed_optimizer, overheads=overheads, nccl_buffsize=nccl_buffsize, costs=costs,
-            input_grad_frees=input_grad_frees,
-        ),
+        args,
     )
     return TuneResult(json.loads(text), list(tables))
 
@@ -1231,7 +1305,6 @@ def plan(
     gpus: int = 0,
     global_batch: int = 0,
     *,
-    seq_len: int = 0,
     tp: Optional[Iterable[int]] = None,
     pp: Optional[Iterable[int]] = None,
     micro_batch: Optional[Iterable[int]] = None,
@@ -1244,11 +1317,9 @@ def plan(
     cp_method: Optional[str] = None,
     fsdp: Union[None, bool, str] = False,
     ep: Optional[Iterable[int]] = None,
+    etp: Optional[Iterable[int]] = None,
+    moe_recompute: Optional[Iterable[str]] = None,
     a2a_overlap: Union[None, bool, str] = None,
-    runtime: Optional[str] = None,
-    tp_overlap: Optional[str] = None,
-    dp_overlap: Optional[bool] = None,
-    overheads: bool = True,
     top: int = 10,
     memory_reserve: float = 0.05,
     prune: bool = True,
@@ -1258,26 +1329,35 @@ def plan(
     runs: str = "published-runs",
     keep_run_options: bool = False,
     runnable_by: Optional[str] = None,
+    job: Optional[PathLike] = None,
+    **options: Unpack[PlanOptions],
 ) -> PlanResult:
     """``pipetab plan``: the fastest TP × CP × PP × DP layouts of a model on ``gpus`` GPUs for a
     global batch, by simulation. Lists restrict a dimension (None: the command's default; ``cp``
     None is CP 1, as ``--cp``); sequence_parallel, distributed_optimizer and fsdp take True,
     False or None (both; fsdp defaults to False, as ``--fsdp off``); cp_method is ring
     (default), allgather or a2a. For a mixture of experts, ``ep`` lists the expert-parallel sizes
-    (None: the powers of two dividing the experts) and ``a2a_overlap`` (True, False or None: both)
-    Megatron-Core's 1F1B all-to-all overlap."""
+    (None: the powers of two dividing the experts), ``etp`` the expert-tensor-parallel sizes
+    (None: 1), ``moe_recompute`` what the experts recompute (none, moe_act, mlp; None: the
+    job's own) and ``a2a_overlap`` (True, False or None: both) Megatron-Core's 1F1B all-to-all
+    overlap.
+
+    Every option of a run that plan does not search is a keyword, as for :func:`simulate`
+    (:class:`PlanOptions`; :func:`run_options` lists them), e.g. ``seq_len``, ``runtime``,
+    ``tp_overlap``, ``dp_overlap``, ``precision`` or ``overheads=False``: over the model's
+    defaults, or with ``from_run`` over the run's own options. ``job`` is a torchtitan job TOML or
+    Megatron-LM arguments (``--job``): its options apply under the keywords, and its layout is
+    ranked as the reference."""
+    # seq_len was plan's own keyword, whose 0 meant the model's: it still does.
+    if options.get("seq_len") == 0:
+        options = {key: value for key, value in options.items() if key != "seq_len"}
     args = _core.PlanArgs()
-    if isinstance(model, Mapping):
-        args.model_text = _toml(model, "model")
-    else:
-        args.model = os.fspath(model)
-    if isinstance(system, Mapping):
-        args.system_text = _toml(system, "system")
-    else:
-        args.system = os.fspath(system)
+    _config(args, model, "model")
+    _config(args, system, "system")
     args.gpus = _int(gpus, "gpus")
     args.global_batch = _int(global_batch, "global_batch")
-    args.seq_len = _int(seq_len, "seq_len")
+    args.settings = _settings("plan", options, refused=_PLAN_SEARCHED)
+    args.job = None if job is None else os.fspath(job)
     args.tp = _int_list(tp, "tp")
     args.pp = _int_list(pp, "pp")
     args.micro_batch = _int_list(micro_batch, "micro_batch")
@@ -1290,11 +1370,9 @@ def plan(
     args.cp_method = cp_method
     args.fsdp = _both(fsdp, "fsdp")
     args.ep = _int_list(ep, "ep")
+    args.etp = _int_list(etp, "etp")
+    args.moe_recompute = _str_list(moe_recompute, "moe_recompute")
     args.a2a_overlap = _both(a2a_overlap, "a2a_overlap")
-    args.runtime = runtime
-    args.tp_overlap = tp_overlap
-    args.dp_overlap = dp_overlap
-    args.overheads = overheads
     args.top = _int(top, "top")
     args.memory_reserve = memory_reserve
     args.prune = prune
@@ -1335,3 +1413,27 @@ def preset(kind: str, name: str) -> dict:
     if kind not in kinds:
         raise Error(f"preset kind '{kind}': expected model or system")
     return tomllib.loads(_core.preset(kinds[kind], name))
+
+
+# ------------------------------------------------------------------------------------------------
+# The options' keywords in the signatures
+
+
+def _show_options(function: Any, options_type: type) -> None:
+    """Shows ``**options`` as the keywords it takes (inspect.signature, help(), a notebook's
+    completion): each keyword-only, typed as the TypedDict types it, None by default (the option
+    left to the job file, the model file or the default)."""
+    signature = inspect.signature(function)
+    parameters = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    taken = {p.name for p in parameters}
+    for name, hint in typing.get_type_hints(options_type).items():
+        if name not in taken:
+            parameters.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                                                default=None, annotation=Optional[hint]))
+    function.__signature__ = signature.replace(parameters=parameters)
+
+
+for _function, _options in ((analyze, _TableRunOptions), (simulate, _TableRunOptions),
+                            (compare, _TableRunOptions), (tune, RunOptions), (plan, PlanOptions)):
+    _show_options(_function, _options)
+del _function, _options

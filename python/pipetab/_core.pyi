@@ -38,15 +38,54 @@ class SimulationRun:
     def trace(self) -> str: ...
     def write_trace(self, path: str) -> tuple[int, int, int]: ...
 
+# A keyword's setting: the option's key (sim/options.hpp), its value as text, the keyword.
+Keyword = tuple[str, str, str]
+
 class SimArgs:
+    system: str
+    system_text: Optional[str]
+    model: str
+    model_text: Optional[str]
+    settings: list[Keyword]
+    job: Optional[str]
+    gpus: Optional[int]
+    costs: Optional[str]
+    input_grad_frees: float
+    def __init__(self) -> None: ...
+
+class PlanArgs:
+    model: str
+    model_text: Optional[str]
+    system: str
+    system_text: Optional[str]
+    gpus: int
+    global_batch: int
+    settings: list[Keyword]
+    job: Optional[str]
+    top: int
+    memory_reserve: float
+    prune: bool
+    threads: int
+    shard: int
+    shards: int
+    from_run: Optional[str]
+    runs: str
+    keep_run_options: bool
+    runnable_by: Optional[str]
+    # The search space (PlanSpaceText): lists of sizes, or both/on/off.
     def __init__(self) -> None: ...
     def __setattr__(self, name: str, value: Any) -> None: ...
     def __getattr__(self, name: str) -> Any: ...
 
-class PlanArgs:
-    def __init__(self) -> None: ...
-    def __setattr__(self, name: str, value: Any) -> None: ...
-    def __getattr__(self, name: str) -> Any: ...
+def run_options() -> list[dict[str, Any]]: ...
+def plan_searched() -> list[str]: ...
+def run_shape(
+    args: SimArgs,
+    devices: Optional[int],
+    microbatches: Optional[int],
+    chunks: Optional[int],
+    default_devices: int,
+) -> tuple[Optional[str], Optional[int], Optional[int], Optional[int]]: ...
 
 class SweepResult:
     columns: list[str]

@@ -18,6 +18,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -30,6 +32,7 @@
 
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
+#include "pipetab/io/job_file.hpp"
 #include "pipetab/io/table_export.hpp"
 #include "pipetab/io/table_file.hpp"
 #include "pipetab/report/compare.hpp"
@@ -39,6 +42,7 @@
 #include "pipetab/report/trace.hpp"
 #include "pipetab/schedules/registry.hpp"
 #include "pipetab/sim/options.hpp"
+#include "pipetab/sim/run_shape.hpp"
 #include "pipetab/study/measurements.hpp"
 #include "pipetab/study/plan.hpp"
 #include "pipetab/study/sweep.hpp"
@@ -213,39 +217,21 @@ py::tuple table_timing(const Table& t, const std::optional<std::string>& costs) 
 }
 
 // ---------------------------------------------------------------------------------------------
-// The simulation level: what options.cpp ScheduleOptions::simulation() builds from the flags.
+// The simulation level: what cli/options.cpp ScheduleOptions::simulation() builds from the flags.
+
+// A keyword's setting as Python gives it (pipetab/__init__.py turns keywords into these): the
+// option's key (sim/options.hpp), its value as text, and the keyword that gave it ("tp",
+// "fsdp.shard"), which messages name.
+using Keyword = std::tuple<std::string, std::string, std::string>;
 
 struct SimArgs {
   std::string system = "balanced";
   std::optional<std::string> system_text;  // a TOML document (from a Python dict)
   std::string model = io::kDefaultModel;
   std::optional<std::string> model_text;
-  std::int64_t data_parallel = 1;
-  // The layout beyond dp (ScheduleOptions::layout's fields).
-  std::int64_t tensor_parallel = 0;  // 0: the model file's
-  std::int64_t context_parallel = 1;
-  std::string cp_method = "ring";
-  std::int64_t expert_parallel = 1;
-  std::int64_t expert_tensor_parallel = 1;
-  std::optional<bool> sequence_parallel;
-  bool fsdp = false;
-  std::int64_t fsdp_shard = 0;
-  std::optional<bool> reshard_after_forward;
-  std::string fsdp_grad_sync = "step";
-  bool fsdp_fp8_all_gather = false;
-  std::string fsdp_impl = "fsdp2";
-  std::string pipeline_layout;
-  bool contention = true;
-  bool blocking_send = false;
-  std::optional<std::string> runtime;  // unset: auto, the table's own (default_runtime)
-  std::string tp_overlap = "backward";
-  bool a2a_overlap = false;
-  bool optimizer = true;
-  bool dp_overlap = false;
-  double dp_bucket_mb = 25.0;
-  bool distributed_optimizer = false;
-  bool overheads = true;
-  double nccl_buffsize = 4194304.0;  // --nccl-buffsize: NCCL_BUFFSIZE's default, 4 MiB
+  std::vector<Keyword> settings;     // applied in order, over the job file's
+  std::optional<std::string> job;    // a torchtitan job TOML or Megatron-LM arguments (--job)
+  std::optional<std::int64_t> gpus;  // --gpus
   std::optional<std::string> costs;  // table-level costs; at the simulation level in seconds
   double input_grad_frees = 0.0;
 };
@@ -268,61 +254,134 @@ MemoryOptions memory_of(const SimArgs& a) {
   return MemoryOptions{a.input_grad_frees};
 }
 
-// SimArgs' options as settings of sim/options.hpp, each named by its Python keyword.
-std::vector<Setting> settings_of(const SimArgs& a) {
-  std::vector<Setting> out;
-  const auto add = [&](const char* key, std::string value, const char* keyword) {
-    out.push_back({key, std::move(value), keyword});
-  };
-  const auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
-  if (a.tensor_parallel < 0)
-    throw Error(fmt::format("tp {}: expected 1 or more", a.tensor_parallel));
-  if (a.tensor_parallel > 0) add("tensor_parallel", std::to_string(a.tensor_parallel), "tp");
-  if (a.sequence_parallel)
-    add("sequence_parallel", flag(*a.sequence_parallel), "sequence_parallel");
-  add("context_parallel", std::to_string(a.context_parallel), "cp");
-  add("cp_method", a.cp_method, "cp_method");
-  add("data_parallel", std::to_string(a.data_parallel), "dp");
-  add("expert_parallel", std::to_string(a.expert_parallel), "ep");
-  add("expert_tensor_parallel", std::to_string(a.expert_tensor_parallel), "etp");
-  if (!a.fsdp && (a.fsdp_shard != 0 || a.reshard_after_forward || a.fsdp_fp8_all_gather ||
-                  a.fsdp_grad_sync != "step" || a.fsdp_impl != "fsdp2"))
-    throw Error(
-        "FSDP options (shard, reshard_after_forward, grad_sync, fp8_all_gather, impl) need fsdp");
-  if (a.fsdp_shard < 0) throw Error(fmt::format("fsdp shard {}: expected 2 or more", a.fsdp_shard));
-  add("fsdp", flag(a.fsdp), "fsdp");
-  if (a.fsdp) {
-    if (a.fsdp_shard > 0) add("fsdp_shard", std::to_string(a.fsdp_shard), "fsdp.shard");
-    if (a.reshard_after_forward)
-      add("reshard_after_forward", flag(*a.reshard_after_forward), "fsdp.reshard_after_forward");
-    add("fsdp_grad_sync", a.fsdp_grad_sync, "fsdp.grad_sync");
-    add("fsdp_fp8_all_gather", flag(a.fsdp_fp8_all_gather), "fsdp.fp8_all_gather");
-    add("fsdp_impl", a.fsdp_impl, "fsdp.impl");
+// What a run's options are, as cli/options.cpp RunFlags gives them: the job file's settings but
+// its GPU count, then the keywords'; and the GPU count, the keyword's or the job file's.
+struct RunSettings {
+  std::vector<Setting> given;
+  std::optional<std::int64_t> gpus;
+  bool job = false;
+};
+
+RunSettings run_settings(const std::optional<std::string>& job, std::optional<std::int64_t> gpus,
+                         const std::vector<Keyword>& keywords) {
+  RunSettings out;
+  out.gpus = gpus;
+  if (job) {
+    out.job = true;
+    for (auto& s : io::read_job_file(*job, gpus).settings) {
+      if (s.key != "gpus") {
+        out.given.push_back(std::move(s));
+      } else if (!out.gpus) {
+        out.gpus = std::stoll(s.value);
+      }
+    }
   }
-  if (!a.pipeline_layout.empty()) add("pipeline_layout", a.pipeline_layout, "pipeline_layout");
-  add("contention", flag(a.contention), "contention");
-  add("blocking_send", flag(a.blocking_send), "blocking_send");
-  if (a.runtime) add("runtime", *a.runtime, "runtime");
-  add("tp_overlap", a.tp_overlap, "tp_overlap");
-  add("a2a_overlap", flag(a.a2a_overlap), "a2a_overlap");
-  add("optimizer", flag(a.optimizer), "optimizer");
-  add("dp_overlap", flag(a.dp_overlap), "dp_overlap");
-  add("dp_bucket_bytes", fmt::format("{}", a.dp_bucket_mb * 1e6), "dp_bucket_mb");
-  add("distributed_optimizer", flag(a.distributed_optimizer), "distributed_optimizer");
-  add("overheads", flag(a.overheads), "overheads");
-  add("nccl_buffsize", fmt::format("{}", a.nccl_buffsize), "nccl_buffsize");
+  for (const auto& [key, value, keyword] : keywords)
+    out.given.push_back({key, value, keyword});
   return out;
 }
 
-SimulationSetup setup_of(const SimArgs& a, const std::string* system = nullptr) {
+RunSettings run_settings(const SimArgs& a) {
+  return run_settings(a.job, a.gpus, a.settings);
+}
+
+// The last value `settings` give `key`.
+std::optional<std::string> last_value(const std::vector<Setting>& settings, std::string_view key) {
+  for (auto it = settings.rbegin(); it != settings.rend(); ++it) {
+    if (it->key == key) return it->value;
+  }
+  return std::nullopt;
+}
+
+// The setup of a table of `devices` stages: the model's defaults, the job file's settings, the
+// keywords' and the costs applied; the data-parallel replicas from the GPU count where no option
+// gives them; checked. `system` overrides the arguments' system (compare's regimes).
+SimulationSetup setup_of(const SimArgs& a, std::int64_t devices,
+                         const std::string* system = nullptr) {
   SimulationSetup setup = default_setup(model_of(a), system_of(a, system));
-  const auto given = settings_of(a);
-  apply_settings(setup, given);
+  const auto run = run_settings(a);
+  apply_settings(setup, run.given);
+  resolve_replicas(setup.layout, devices, run.gpus,
+                   last_value(run.given, "data_parallel").has_value(), "gpus");
   if (a.costs) setup.lowering.costs = parse_costs(*a.costs);
   auto applied = setup.model.defaults;
-  applied.insert(applied.end(), given.begin(), given.end());
+  applied.insert(applied.end(), run.given.begin(), run.given.end());
   require_valid(setup, applied);
   return setup;
+}
+
+// The table a run's options describe where the caller's sizes leave it, as cli/options.cpp
+// ScheduleOptions::params does for a job file or --global-batch: the schedule a job file names,
+// its pipeline depth (pipeline_parallel), its chunks, and the microbatches of its global batch
+// (checked against `microbatches` where given). A keyword of those keys counts as the file's.
+// Returns (schedule, devices, microbatches, chunks); a size nothing gives stays None.
+py::tuple run_shape(const SimArgs& a, std::optional<std::int64_t> devices,
+                    std::optional<std::int64_t> microbatches, std::optional<std::int64_t> chunks,
+                    std::int64_t default_devices) {
+  std::optional<std::string> schedule;
+  {
+    py::gil_scoped_release release;
+    const auto run = run_settings(a);
+    const auto given = [&](std::string_view key) { return last_value(run.given, key).has_value(); };
+    schedule = last_value(run.given, "schedule");
+    if (run.job || given("pipeline_parallel") || given("global_batch") || given("chunks")) {
+      SimulationSetup values = default_setup(model_of(a), {});
+      apply_settings(values, run.given);  // checked: the settings' messages name their origin
+      if (!devices && given("pipeline_parallel")) devices = values.layout.pp;
+      resolve_replicas(values.layout, devices.value_or(default_devices), run.gpus,
+                       given("data_parallel"), "gpus");
+      if (!chunks && values.layout.chunks > 0) chunks = values.layout.chunks;
+      if (const auto m =
+              batch_microbatches(values.job, values.layout, microbatches, "microbatches"))
+        microbatches = m;
+    }
+  }
+  return py::make_tuple(schedule, devices, microbatches, chunks);
+}
+
+const char* option_type_name(OptionType type) {
+  switch (type) {
+    case OptionType::Integer:
+      return "integer";
+    case OptionType::Number:
+      return "number";
+    case OptionType::Boolean:
+      return "boolean";
+    case OptionType::Tristate:
+      return "tristate";
+    case OptionType::Choice:
+      return "choice";
+    case OptionType::Text:
+      return "text";
+  }
+  return "";
+}
+
+// sim/options.hpp's run_options() as Python dicts (pipetab.run_options()).
+py::list run_options_list() {
+  const SimulationSetup defaults = default_setup({}, {});
+  py::list out;
+  for (const RunOption& o : run_options()) {
+    const bool numeric = o.type == OptionType::Integer || o.type == OptionType::Number;
+    py::dict d;
+    d["key"] = std::string(o.key);
+    d["flag"] = o.flag.empty() ? py::object(py::none()) : py::str(std::string(o.flag));
+    d["group"] = std::string(to_string(o.group));
+    d["type"] = option_type_name(o.type);
+    d["help"] = std::string(o.help);
+    d["min"] = numeric ? py::object(py::float_(o.min)) : py::object(py::none());
+    d["max"] = numeric ? py::object(py::float_(o.max)) : py::object(py::none());
+    py::list choices;
+    for (const auto c : o.choices)
+      choices.append(std::string(c));
+    d["choices"] = choices;
+    d["default"] = o.get(defaults);
+    d["flag_sets"] = o.flag_sets;
+    d["flag_scale"] = o.flag_scale;
+    d["flag_unit"] = std::string(o.flag_unit);
+    out.append(d);
+  }
+  return out;
 }
 
 Evaluation evaluate_table(const Table& t, const SimArgs& a, const SimulationSetup* setup,
@@ -334,7 +393,7 @@ Evaluation evaluate_table(const Table& t, const SimArgs& a, const SimulationSetu
 // `pipetab analyze --format json`.
 std::string analyze(const Table& t, const SimArgs& a, bool curves) {
   py::gil_scoped_release release;
-  const auto setup = setup_of(a);
+  const auto setup = setup_of(a, t.table.devices);
   return to_json(evaluate_table(t, a, &setup, curves)).dump(2);
 }
 
@@ -349,7 +408,7 @@ struct SimulationRun {
 
 std::shared_ptr<SimulationRun> simulate(const std::shared_ptr<Table>& t, const SimArgs& a) {
   py::gil_scoped_release release;
-  auto setup = setup_of(a);
+  auto setup = setup_of(a, t->table.devices);
   setup.options.record_memory = true;  // the trace's memory counters, as `simulate --trace`
   auto simulation = simulate_table(
       t->table, setup, t->params ? std::string_view(t->params->schedule) : std::string_view());
@@ -405,7 +464,7 @@ std::string compare_schedules(const std::vector<std::string>& names,
   SignalCheck signals;
   nlohmann::json all = nlohmann::json::array();
   for (const auto& system : systems) {
-    const auto setup = setup_of(a, system_given ? nullptr : &system);
+    const auto setup = setup_of(a, shape.devices, system_given ? nullptr : &system);
     std::vector<Evaluation> rows;
     std::vector<Skipped> skipped;
     for (const auto& name : names) {
@@ -515,7 +574,7 @@ TuneOutcome tune_search(std::int64_t devices, std::int64_t microbatches,
       std::clamp<std::int64_t>(devices, 0, std::int64_t{kMaxDevices} + 1));
   request.microbatches =
       static_cast<std::int32_t>(std::clamp<std::int64_t>(microbatches, 0, kMaxMicrobatches + 1));
-  request.setup = setup_of(a);
+  request.setup = setup_of(a, request.devices);
   request.memory = memory_of(a);
   request.limit =
       limit ? parse_memory_limit(*limit)
@@ -553,11 +612,11 @@ struct PlanArgs {
   std::optional<std::string> model_text;
   std::string system = "dgx-h100";
   std::optional<std::string> system_text;
-  std::int64_t gpus = 0, global_batch = 0, seq_len = 0;
+  std::int64_t gpus = 0, global_batch = 0;
   PlanSpaceText space;
-  std::optional<std::string> runtime, tp_overlap;
-  std::optional<bool> dp_overlap;
-  bool overheads = true;
+  // The options plan does not search (kPlanSearched), as SimArgs::settings and SimArgs::job.
+  std::vector<Keyword> settings;
+  std::optional<std::string> job;
   std::int64_t top = 10;
   double memory_reserve = 0.05;
   bool prune = true;
@@ -571,6 +630,12 @@ struct PlanArgs {
 
 // What plan_command.cpp builds from its flags.
 PlanRequest plan_request(const PlanArgs& s) {
+  for (const auto& [key, value, keyword] : s.settings) {
+    if (std::find(kPlanSearched.begin(), kPlanSearched.end(), key) != kPlanSearched.end()) {
+      throw Error(fmt::format("{}: plan searches {} (give its choices as plan's own keyword)",
+                              keyword, key));
+    }
+  }
   PlanRequest q;
   if (s.from_run) {
     plan_from_run(q, s.runs, *s.from_run);
@@ -586,17 +651,14 @@ PlanRequest plan_request(const PlanArgs& s) {
     q.gpus = s.gpus;
     q.global_batch = s.global_batch;
   }
-  // The run's options plan does not search: over the model's defaults, or the run's own.
+  // The run's options plan does not search: over the model's defaults, or the run's own; a job
+  // file's implicit degrees are plan's GPUs'.
   SimulationSetup base =
       s.from_run ? SimulationSetup{q.model, q.job, q.layout, q.system, q.lowering, q.sim}
                  : default_setup(q.model, q.system);
-  std::vector<Setting> given;
-  if (s.seq_len > 0) given.push_back({"seq_len", std::to_string(s.seq_len), "seq_len"});
-  if (s.runtime) given.push_back({"runtime", *s.runtime, "runtime"});
-  if (s.tp_overlap) given.push_back({"tp_overlap", *s.tp_overlap, "tp_overlap"});
-  if (s.dp_overlap) given.push_back({"dp_overlap", *s.dp_overlap ? "true" : "false", "dp_overlap"});
-  if (!s.overheads) given.push_back({"overheads", "false", "overheads"});
-  apply_settings(base, given);
+  const auto run = run_settings(
+      s.job, s.gpus > 0 ? std::optional<std::int64_t>(s.gpus) : std::nullopt, s.settings);
+  apply_settings(base, run.given);
   q.model = std::move(base.model);
   q.job = base.job;
   q.layout = base.layout;
@@ -620,6 +682,8 @@ PlanRequest plan_request(const PlanArgs& s) {
   q.shard = s.shard;
   q.shards = s.shards;
   if (s.from_run && s.keep_run_options) keep_reference_options(q);
+  // A job file's layout is the reference to rank, as a measured run's is.
+  if (s.job && !s.from_run) q.reference = job_reference(q, fmt::format("job {}", *s.job));
   return q;
 }
 
@@ -750,31 +814,9 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("system_text", &SimArgs::system_text)
       .def_readwrite("model", &SimArgs::model)
       .def_readwrite("model_text", &SimArgs::model_text)
-      .def_readwrite("data_parallel", &SimArgs::data_parallel)
-      .def_readwrite("tensor_parallel", &SimArgs::tensor_parallel)
-      .def_readwrite("context_parallel", &SimArgs::context_parallel)
-      .def_readwrite("expert_parallel", &SimArgs::expert_parallel)
-      .def_readwrite("expert_tensor_parallel", &SimArgs::expert_tensor_parallel)
-      .def_readwrite("sequence_parallel", &SimArgs::sequence_parallel)
-      .def_readwrite("cp_method", &SimArgs::cp_method)
-      .def_readwrite("fsdp", &SimArgs::fsdp)
-      .def_readwrite("fsdp_shard", &SimArgs::fsdp_shard)
-      .def_readwrite("reshard_after_forward", &SimArgs::reshard_after_forward)
-      .def_readwrite("fsdp_grad_sync", &SimArgs::fsdp_grad_sync)
-      .def_readwrite("fsdp_fp8_all_gather", &SimArgs::fsdp_fp8_all_gather)
-      .def_readwrite("fsdp_impl", &SimArgs::fsdp_impl)
-      .def_readwrite("pipeline_layout", &SimArgs::pipeline_layout)
-      .def_readwrite("contention", &SimArgs::contention)
-      .def_readwrite("blocking_send", &SimArgs::blocking_send)
-      .def_readwrite("runtime", &SimArgs::runtime)
-      .def_readwrite("tp_overlap", &SimArgs::tp_overlap)
-      .def_readwrite("a2a_overlap", &SimArgs::a2a_overlap)
-      .def_readwrite("optimizer", &SimArgs::optimizer)
-      .def_readwrite("dp_overlap", &SimArgs::dp_overlap)
-      .def_readwrite("dp_bucket_mb", &SimArgs::dp_bucket_mb)
-      .def_readwrite("distributed_optimizer", &SimArgs::distributed_optimizer)
-      .def_readwrite("overheads", &SimArgs::overheads)
-      .def_readwrite("nccl_buffsize", &SimArgs::nccl_buffsize)
+      .def_readwrite("settings", &SimArgs::settings)
+      .def_readwrite("job", &SimArgs::job)
+      .def_readwrite("gpus", &SimArgs::gpus)
       .def_readwrite("costs", &SimArgs::costs)
       .def_readwrite("input_grad_frees", &SimArgs::input_grad_frees);
 
@@ -786,11 +828,8 @@ PYBIND11_MODULE(_core, m) {
   plan_args.def_readwrite("system_text", &PlanArgs::system_text);
   plan_args.def_readwrite("gpus", &PlanArgs::gpus);
   plan_args.def_readwrite("global_batch", &PlanArgs::global_batch);
-  plan_args.def_readwrite("seq_len", &PlanArgs::seq_len);
-  plan_args.def_readwrite("runtime", &PlanArgs::runtime);
-  plan_args.def_readwrite("tp_overlap", &PlanArgs::tp_overlap);
-  plan_args.def_readwrite("dp_overlap", &PlanArgs::dp_overlap);
-  plan_args.def_readwrite("overheads", &PlanArgs::overheads);
+  plan_args.def_readwrite("settings", &PlanArgs::settings);
+  plan_args.def_readwrite("job", &PlanArgs::job);
   plan_args.def_readwrite("top", &PlanArgs::top);
   plan_args.def_readwrite("memory_reserve", &PlanArgs::memory_reserve);
   plan_args.def_readwrite("prune", &PlanArgs::prune);
@@ -807,6 +846,8 @@ PYBIND11_MODULE(_core, m) {
   bind_space(plan_args, "chunks", &pipetab::PlanSpaceText::chunks);
   bind_space(plan_args, "cp", &pipetab::PlanSpaceText::cp);
   bind_space(plan_args, "ep", &pipetab::PlanSpaceText::ep);
+  bind_space(plan_args, "etp", &pipetab::PlanSpaceText::etp);
+  bind_space(plan_args, "moe_recompute", &pipetab::PlanSpaceText::moe_recompute);
   bind_space(plan_args, "a2a_overlap", &pipetab::PlanSpaceText::a2a_overlap);
   bind_space(plan_args, "schedules", &pipetab::PlanSpaceText::schedules);
   bind_space(plan_args, "recompute", &pipetab::PlanSpaceText::recompute);
@@ -835,6 +876,12 @@ PYBIND11_MODULE(_core, m) {
       .def("table", &plan_table, py::arg("rank") = 1);
 
   m.def("schedules_json", [] { return pipetab::schedules_json().dump(2); });
+  m.def("run_options", &run_options_list);
+  m.def("plan_searched", [] {
+    return std::vector<std::string>(pipetab::kPlanSearched.begin(), pipetab::kPlanSearched.end());
+  });
+  m.def("run_shape", &run_shape, py::arg("args"), py::arg("devices"), py::arg("microbatches"),
+        py::arg("chunks"), py::arg("default_devices"));
   m.def("model_presets", &pipetab::io::model_presets);
   m.def("system_presets", &pipetab::io::system_presets);
   m.def("preset", &preset, py::arg("kind"), py::arg("name"));

@@ -75,6 +75,106 @@ def test_simulate_equals_cli(cli, name, kwargs, flags):
     assert pipetab.simulate(name, **kwargs).to_dict() == cli.json("simulate", name, *flags)
 
 
+# Every option of a run is a keyword (its key, or its flag's name): those the API had no keyword
+# for before the options were defined once (sim/options.hpp), as the command's flags.
+RUN_OPTION_CASES = [
+    ("1f1b", dict(devices=4, microbatches=8, model="llama3.1-8b", system="dgx-h100",
+                  seq_len=4096, recompute="full"),
+     ["-S", 4, "-M", 8, "--model", "llama3.1-8b", "--system", "dgx-h100", "--seq-len", 4096,
+      "--recompute", "full"]),
+    ("interleaved", dict(devices=4, microbatches=8, model="llama3.1-8b", system="dgx-h100",
+                         precision="fp8", fp8_recipe="delayed", tensor_parallel=2,
+                         sequence_parallel=True, flash_attention=False, micro_batch=2),
+     ["-S", 4, "-M", 8, "--model", "llama3.1-8b", "--system", "dgx-h100", "--precision", "fp8",
+      "--fp8-recipe", "delayed", "--tp", 2, "--sequence-parallel", "--no-flash-attention",
+      "--micro-batch", 2]),
+    ("interleaved", dict(devices=2, microbatches=4, model="qwen3-30b-a3b", system="dgx-h100",
+                         dp=8, ep=8, moe_dispatcher="deepep", moe_imbalance=1.5,
+                         moe_capacity_factor=1.25),
+     ["-S", 2, "-M", 4, "--model", "qwen3-30b-a3b", "--system", "dgx-h100", "--dp", 8, "--ep", 8,
+      "--moe-dispatcher", "deepep", "--moe-imbalance", 1.5, "--moe-capacity-factor", 1.25]),
+    ("1f1b", dict(model="gpt3-1.3b", system="dgx-a100", dp=2, dp_overlap=True, dp_bucket_mb=50,
+                  collective_scale=0.7, nccl_buffsize=1 << 20, runtime="pytorch"),
+     ["--model", "gpt3-1.3b", "--system", "dgx-a100", "--dp", 2, "--dp-overlap",
+      "--dp-bucket-mb", 50, "--collective-scale", 0.7, "--nccl-buffsize", 1 << 20,
+      "--runtime", "pytorch"]),
+    # The global batch gives the microbatches: 16 / (micro batch 2 × DP 2) = 4.
+    ("1f1b", dict(devices=2, model="llama3.1-8b", system="dgx-h100", data_parallel=2,
+                  micro_batch=2, global_batch=16),
+     ["-S", 2, "--model", "llama3.1-8b", "--system", "dgx-h100", "--dp", 2, "--micro-batch", 2,
+      "--global-batch", 16]),
+    ("1f1b", dict(devices=1, microbatches=2, model="llama3.1-8b", system="dgx-h100", dp=8,
+                  fsdp=True, fsdp_shard=4, fsdp_grad_sync="microbatch",
+                  reshard_after_forward="auto"),
+     ["-S", 1, "-M", 2, "--model", "llama3.1-8b", "--system", "dgx-h100", "--dp", 8, "--fsdp",
+      "--fsdp-shard", 4, "--fsdp-grad-sync", "microbatch", "--reshard-after-forward", "auto"]),
+]
+
+
+@pytest.mark.parametrize("command", ["analyze", "simulate"])
+@pytest.mark.parametrize("name,kwargs,flags", RUN_OPTION_CASES)
+def test_run_options_equal_cli(cli, command, name, kwargs, flags):
+    result = getattr(pipetab, command)(name, **kwargs)
+    assert result.to_dict() == cli.json(command, name, *flags)
+
+
+def jobs(source_dir):
+    return source_dir / "tests" / "data" / "jobs"
+
+
+# A job file (job=, --job): its options under the keywords', its schedule, depth, chunks and
+# global batch where the call leaves them, the data-parallel replicas from gpus.
+JOB_CASES = [
+    ("1f1b", "megatron_llama3_8b_h100_fp8.args", dict(model="llama3.1-8b", system="dgx-h100"),
+     ["--model", "llama3.1-8b", "--system", "dgx-h100"]),
+    ("1f1b", "llama3_8b.toml", dict(model="llama3.1-8b", system="dgx-h100", gpus=8),
+     ["--model", "llama3.1-8b", "--system", "dgx-h100", "--gpus", 8]),
+    # The keywords override the file's (per-op selective recomputation, sequence length 8192).
+    ("1f1b", "llama3_8b.toml", dict(model="llama3.1-8b", system="dgx-h100", gpus=8,
+                                     recompute="full", seq_len=2048),
+     ["--model", "llama3.1-8b", "--system", "dgx-h100", "--gpus", 8, "--recompute", "full",
+      "--seq-len", 2048]),
+    # No schedule name: the file's (interleaved, 4 chunks, PP 12, 12 microbatches).
+    (None, "megatron_sc21_figure_12.args", dict(model="gpt3-175b", system="dgx-a100", gpus=96),
+     ["--model", "gpt3-175b", "--system", "dgx-a100", "--gpus", 96]),
+]
+
+
+@pytest.mark.parametrize("command", ["analyze", "simulate"])
+@pytest.mark.parametrize("name,job,kwargs,flags", JOB_CASES)
+def test_job_file_equals_cli(cli, source_dir, command, name, job, kwargs, flags):
+    path = jobs(source_dir) / job
+    result = getattr(pipetab, command)(name, job=path, **kwargs)
+    assert result.to_dict() == cli.json(command, *([name] if name else []), "--job", path, *flags)
+
+
+def test_job_file_compare_and_plan_equal_cli(cli, source_dir):
+    path = jobs(source_dir) / "megatron_llama3_8b_h100_fp8.args"
+    args = dict(model="llama3.1-8b", system="dgx-h100")
+    flags = ["--model", "llama3.1-8b", "--system", "dgx-h100", "--job", path]
+    ours = pipetab.compare(["1f1b", "gpipe"], job=path, **args)
+    assert ours.to_dict() == cli.json("compare", "1f1b", "gpipe", *flags)
+    # plan ranks the file's layout as the reference; seq_len is a run option plan does not search.
+    ours = pipetab.plan(gpus=8, global_batch=128, job=path, top=3, tp=[1, 2], pp=[1, 2],
+                        micro_batch=[1], schedules=["1f1b"], seq_len=4096, **args)
+    assert ours.to_dict() == cli.json("plan", "--gpus", 8, "--global-batch", 128, "--top", 3,
+                                      "--tp", "1,2", "--pp", "1,2", "--micro-batch", 1,
+                                      "--schedules", "1f1b", "--seq-len", 4096, *flags)
+    assert ours.reference is not None
+
+
+def test_job_file_microbatches_must_agree(cli, source_dir):
+    path = jobs(source_dir) / "megatron_llama3_8b_h100_fp8.args"
+    with pytest.raises(pipetab.ParamError) as error:
+        pipetab.simulate("1f1b", microbatches=4, job=path, model="llama3.1-8b", system="dgx-h100")
+    # The command's message (after its notes on what it read), naming the keyword for -M.
+    done = cli.run("simulate", "1f1b", "-M", 4, "--job", path, "--model", "llama3.1-8b",
+                   "--system", "dgx-h100")
+    assert done.returncode == 2
+    theirs = done.stderr.strip().splitlines()[-1].removeprefix("pipetab: error: ")
+    assert str(error.value) == theirs.replace("-M", "microbatches")
+
+
 @pytest.mark.parametrize("fmt", ["json", "csv", "pytorch", "pytorch-comms"])
 def test_export_equals_show(cli, fmt):
     table = pipetab.generate("interleaved", 4, 8, chunks=2)

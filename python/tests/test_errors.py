@@ -27,6 +27,8 @@ import pipetab
      ["simulate", "1f1b", "--system", "/nonexistent/system.toml"]),
     (lambda: pipetab.tune(4, 8, memory_limit="lots"), ["tune", "--memory-limit", "lots"]),
     (lambda: pipetab.tune(0, 8), ["tune", "-S", 0]),
+    # A GPU count over a depth of 0 is the depth's error (it divided by zero once).
+    (lambda: pipetab.tune(0, 8, gpus=8), ["tune", "-S", 0, "--gpus", 8]),
     (lambda: pipetab.plan(gpus=16), ["plan", "--gpus", 16]),
     (lambda: pipetab.plan(gpus=16, global_batch=4, model="gpt3-13b", system="dgx-a100", tp=[3]),
      ["plan", "--gpus", 16, "--global-batch", 4, "--model", "gpt3-13b", "--system", "dgx-a100",
@@ -127,6 +129,16 @@ BAD_CALLS = [
     lambda: pipetab.analyze("1f1b", costs="F=inf"),
     lambda: pipetab.analyze("1f1b", costs="F=nan"),
     lambda: pipetab.analyze("1f1b", no_such_option=1),
+    lambda: pipetab.analyze("1f1b", seq_len=2**70),
+    lambda: pipetab.analyze("1f1b", nccl_buffsize=10**400),
+    lambda: pipetab.analyze("1f1b", pipeline_layout=3),
+    lambda: pipetab.analyze("1f1b", reshard_after_forward="sometimes"),
+    lambda: pipetab.analyze("1f1b", gpus="8"),
+    lambda: pipetab.analyze("1f1b", gpus=3, dp=2),
+    lambda: pipetab.analyze("1f1b", job="/nonexistent/job.toml"),
+    lambda: pipetab.analyze(job="/nonexistent/job.toml"),
+    lambda: pipetab.analyze(None, pipeline_parallel=0),
+    lambda: pipetab.analyze("1f1b", global_batch=7, dp=2),
     lambda: pipetab.simulate("1f1b", model={"name": "x"}),
     lambda: pipetab.simulate("1f1b", model={"transformer": {"layers": -1}}),
     lambda: pipetab.simulate("1f1b", model={"transformer": "garbage"}),
@@ -190,3 +202,44 @@ def test_layout_errors_name_the_rule():
         pipetab.simulate("1f1b", 2, 2, model="llama3.1-8b", system="dgx-h100", cp=3)
     with pytest.raises(TypeError, match="pipetab.FSDP"):
         pipetab.simulate("1f1b", 2, 2, fsdp="yes")
+
+
+def test_unknown_keyword_names_it_and_the_nearest():
+    with pytest.raises(TypeError, match=r"^simulate\(\) got an unexpected keyword argument "
+                                        r"'seqlen'; did you mean 'seq_len'\?$"):
+        pipetab.simulate("1f1b", seqlen=4096)
+    with pytest.raises(TypeError, match=r"^tune\(\) got an unexpected keyword argument "
+                                        r"'recompte'; did you mean 'recompute'\?$"):
+        pipetab.tune(4, 8, recompte="full")
+    with pytest.raises(TypeError, match=r"'no_such_option' \(pipetab.run_options\(\) lists them\)"):
+        pipetab.analyze("1f1b", no_such_option=1)
+    # plan searches the layout's degrees itself: a run option it searches is not its keyword.
+    with pytest.raises(TypeError, match=r"^plan\(\) got an unexpected keyword argument 'dp': "
+                                        r"plan searches data_parallel"):
+        pipetab.plan(gpus=8, global_batch=8, dp=2)
+    with pytest.raises(TypeError, match="plan searches tensor_parallel"):
+        pipetab.plan(gpus=8, global_batch=8, tensor_parallel=2)
+
+
+def test_keyword_values_are_checked_and_named():
+    # Two keywords for one option are ambiguous.
+    with pytest.raises(TypeError, match=r"tp and tensor_parallel both set tensor_parallel"):
+        pipetab.simulate("1f1b", tp=2, tensor_parallel=4)
+    with pytest.raises(TypeError, match=r"fsdp_impl and fsdp.impl both set fsdp_impl"):
+        pipetab.simulate("1f1b", dp=2, fsdp_impl="megatron", fsdp=pipetab.FSDP())
+    # A value Python cannot mean as the option's type: TypeError naming the keyword.
+    with pytest.raises(TypeError, match=r"^seq_len: expected an int, got str$"):
+        pipetab.simulate("1f1b", seq_len="4096")
+    with pytest.raises(TypeError, match=r"^flash_attention: expected True or False, got int$"):
+        pipetab.simulate("1f1b", flash_attention=1)
+    with pytest.raises(TypeError, match=r"^fsdp.shard: expected an int, got float$"):
+        pipetab.simulate("1f1b", dp=4, fsdp=pipetab.FSDP(shard=2.0))
+    # The library's range and choices, named by the keyword (the flag's unit for dp_bucket_mb).
+    with pytest.raises(pipetab.Error, match=r"^seq_len: seq_len = '0': expected a whole number "
+                                            r"from 1 to \d+$"):
+        pipetab.simulate("1f1b", seq_len=0)
+    with pytest.raises(pipetab.Error, match=r"^recompute: recompute = 'sometimes': expected one "
+                                            r"of none, selective, full"):
+        pipetab.analyze("1f1b", recompute="sometimes")
+    with pytest.raises(pipetab.Error, match=r"^dp_bucket_mb: dp_bucket_bytes = "):
+        pipetab.analyze("1f1b", dp_bucket_mb=1e-9)

@@ -16,8 +16,10 @@ import subprocess
 import sys
 import sysconfig
 import time
+import typing
 import xml.etree.ElementTree as ET
 import zipfile
+from typing import Literal, Union
 
 import pytest
 
@@ -95,6 +97,46 @@ def test_public_functions_take_named_keywords_with_types_and_docs():
     assert {"trace", "svg"} <= set(inspect.signature(pipetab.simulate).parameters)
     with pytest.raises(TypeError, match="no_such_option"):
         pipetab.simulate("1f1b", 4, 8, no_such_option=1)
+
+
+# The keywords named after a flag that differs from its option's key (sim/options.hpp).
+ALIASES = {"tp": "tensor_parallel", "cp": "context_parallel", "dp": "data_parallel",
+           "ep": "expert_parallel", "etp": "expert_tensor_parallel",
+           "dp_bucket_mb": "dp_bucket_bytes"}
+
+
+def test_run_options_typed_dict_is_the_library_list():
+    # RunOptions (the keywords' documentation and types) cannot drift from the one definition of
+    # every option in C++: exactly its keys and the aliases, each typed as the option takes it.
+    options = {o["key"]: o for o in pipetab.run_options()}
+    hints = typing.get_type_hints(pipetab.RunOptions)
+    assert set(hints) == set(options) | set(ALIASES)
+    types = {"integer": int, "number": float, "boolean": bool, "text": str}
+    for keyword, hint in hints.items():
+        option = options[ALIASES.get(keyword, keyword)]
+        if keyword == "fsdp":
+            assert hint == Union[bool, pipetab.FSDP]
+        elif option["type"] == "choice":
+            assert hint == Literal[tuple(option["choices"])], keyword
+        elif option["type"] == "tristate":
+            assert hint == Union[bool, Literal["auto"]], keyword
+        else:
+            assert hint is types[option["type"]], keyword
+    for key, option in options.items():
+        assert option["keywords"] == [key] + [a for a, k in ALIASES.items() if k == key]
+        assert {"flag", "group", "type", "help", "min", "max", "choices"} <= set(option)
+    # plan takes every option it does not search; chunks is its own search keyword.
+    searched = set(pipetab._core.plan_searched())
+    plan_hints = typing.get_type_hints(pipetab.PlanOptions)
+    assert set(plan_hints) == {k for k in hints if ALIASES.get(k, k) not in searched} - {"chunks"}
+    assert {"seq_len", "runtime", "tp_overlap", "dp_overlap", "overheads"} <= set(plan_hints)
+    # Every function shows every keyword it takes, keyword-only and None by default.
+    for function, taken in ((pipetab.analyze, hints), (pipetab.simulate, hints),
+                            (pipetab.compare, hints), (pipetab.tune, hints),
+                            (pipetab.plan, plan_hints)):
+        parameters = inspect.signature(function).parameters
+        assert set(taken) <= set(parameters), function.__name__
+        assert ":func:`run_options`" in function.__doc__, function.__name__
 
 
 def test_py_typed_and_stub_beside_the_module():

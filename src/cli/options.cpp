@@ -10,6 +10,7 @@
 #include "pipetab/io/table_export.hpp"
 #include "pipetab/numeric.hpp"
 #include "pipetab/sim/options.hpp"
+#include "pipetab/sim/run_shape.hpp"
 #include "pipetab/table/validate.hpp"
 
 namespace pipetab::cli {
@@ -265,25 +266,9 @@ std::optional<std::int64_t> gpu_count(const RunFlags& run) {
 }
 
 // The pipeline's depth and, from the GPU count, the data-parallel replicas where no option
-// gives them; a GPU count that the layout does not fill exactly is refused with the rule.
+// gives them (sim/run_shape.hpp, as the Python API resolves them).
 void resolve_layout(Layout& layout, std::int64_t devices, const RunFlags& run) {
-  layout.pp = devices;
-  const auto gpus = gpu_count(run);
-  if (!gpus) return;
-  const std::int64_t per_replica = layout.pp * layout.tp * layout.cp;
-  if (!given(run, "data_parallel")) {
-    if (*gpus % per_replica != 0) {
-      throw ParamError(fmt::format(
-          "--gpus {}: the data-parallel replicas are GPUs / (PP {} × TP {} × CP {}) = {} / {}, "
-          "which does not divide evenly",
-          *gpus, layout.pp, layout.tp, layout.cp, *gpus, per_replica));
-    }
-    layout.dp = *gpus / per_replica;
-  } else if (per_replica * layout.dp != *gpus) {
-    throw ParamError(
-        fmt::format("--gpus {}: the layout runs PP {} × TP {} × CP {} × DP {} = {} GPUs", *gpus,
-                    layout.pp, layout.tp, layout.cp, layout.dp, per_replica * layout.dp));
-  }
+  resolve_replicas(layout, devices, gpu_count(run), given(run, "data_parallel"), "--gpus");
 }
 
 }  // namespace
@@ -331,22 +316,10 @@ ScheduleParams ScheduleOptions::params(const ScheduleInfo* info, bool only_appli
     const SimulationSetup values = run_values();
     if (!chunks_opt->count() && values.layout.chunks > 0 && (all || info->default_chunks > 0))
       p.chunks = values.layout.chunks;
-    if (const std::int64_t batch = values.job.global_batch; batch > 0) {
-      const std::int64_t per_step = values.job.micro_batch * values.layout.dp;
-      if (batch % per_step != 0) {
-        throw ParamError(fmt::format(
-            "global batch {}: not a multiple of the micro batch {} × DP {} = {} sequences a "
-            "step of the pipeline takes",
-            batch, values.job.micro_batch, values.layout.dp, per_step));
-      }
-      if (microbatches_opt->count() && microbatches * per_step != batch) {
-        throw ParamError(fmt::format(
-            "-M {} and global batch {}: -M × micro batch {} × DP {} = {} sequences, not {}",
-            microbatches, batch, values.job.micro_batch, values.layout.dp, microbatches * per_step,
-            batch));
-      }
-      p.microbatches = batch / per_step;
-    }
+    const auto given_microbatches =
+        microbatches_opt->count() ? std::optional<std::int64_t>(microbatches) : std::nullopt;
+    if (const auto m = batch_microbatches(values.job, values.layout, given_microbatches, "-M"))
+      p.microbatches = *m;
   }
   if (waves_opt->count() && (all || info->default_waves > 0)) p.waves = waves;
   if (group_size_opt->count() && (all || info->takes_group_size)) p.group_size = group_size;

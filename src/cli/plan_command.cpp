@@ -189,14 +189,6 @@ struct PlanState {
   bool keep_run_options = false;
 };
 
-// The options plan searches with flags of its own (lists, or both/on/off), and those it derives
-// from the search (data parallelism, the global batch's microbatches).
-constexpr std::array<std::string_view, 14> kPlanSearched{
-    "tensor_parallel",        "micro_batch",      "recompute",   "sequence_parallel",
-    "distributed_optimizer",  "context_parallel", "cp_method",   "expert_parallel",
-    "expert_tensor_parallel", "moe_recompute",    "a2a_overlap", "fsdp",
-    "data_parallel",          "global_batch"};
-
 // The request the options describe; with a run id, the run's model, system, GPUs, batch, job and
 // layout, its layout as the reference (and with --keep-run-options its recomputation, sequence
 // parallelism and optimizer sharding as the only choices). The run's flags apply over the model's
@@ -235,38 +227,9 @@ PlanRequest make_request(const PlanState& s, const std::string& run_id) {
   q.threads = s.threads;
   if (!s.shard.empty()) std::tie(q.shard, q.shards) = parse_shard(s.shard);
   if (!run_id.empty() && s.keep_run_options) keep_reference_options(q);
-  if (const auto* file = s.run.job(); file != nullptr && run_id.empty()) {
-    // A job file's layout is the reference to rank, as a measured run's is.
-    PlanLayout l;
-    l.tensor_parallel = base.layout.tp;
-    l.context_parallel = base.layout.cp;
-    l.expert_parallel = base.layout.ep;
-    l.sequence_parallel = base.layout.sequence_parallel;
-    l.fsdp = base.layout.fsdp.enabled;
-    l.pipeline_parallel = base.layout.pp;
-    l.schedule = base.layout.schedule.empty()
-                     ? std::string("1f1b")
-                     : std::string(find_schedule(base.layout.schedule).name);
-    l.chunks = base.layout.chunks;
-    l.micro_batch = base.job.micro_batch;
-    l.recompute = base.job.recompute;
-    l.distributed_optimizer = base.job.distributed_optimizer;
-    l.a2a_overlap = base.job.a2a_overlap;
-    l.expert_tensor_parallel = base.layout.etp;
-    l.moe_recompute = base.job.moe.recompute;
-    const std::int64_t per_replica = l.tensor_parallel * l.context_parallel * l.pipeline_parallel;
-    l.data_parallel = q.gpus % per_replica == 0 ? q.gpus / per_replica : 0;
-    const std::int64_t per_step = l.micro_batch * l.data_parallel;
-    l.microbatches = per_step > 0 ? q.global_batch / per_step : 0;
-    if (l.data_parallel < 1 || per_step * l.microbatches != q.global_batch) {
-      throw Error(fmt::format(
-          "--job {}: its layout (TP {} × CP {} × PP {}, micro batch {}) does not run {} GPUs at "
-          "a global batch of {}",
-          s.run.job_path, l.tensor_parallel, l.context_parallel, l.pipeline_parallel, l.micro_batch,
-          q.gpus, q.global_batch));
-    }
-    q.reference = l;
-  }
+  // A job file's layout is the reference to rank, as a measured run's is.
+  if (s.run.job() != nullptr && run_id.empty())
+    q.reference = job_reference(q, fmt::format("--job {}", s.run.job_path));
   return q;
 }
 

@@ -29,6 +29,11 @@ std::string text_of(double v) {
 std::string text_of(std::string_view v) {
   return std::string(v);
 }
+// A C string (to_string(Runtime)) is text, not the pointer-to-bool conversion text_of(bool) would
+// otherwise win with.
+std::string text_of(const char* v) {
+  return std::string(v);
+}
 std::string text_of(const std::optional<bool>& v) {
   return v ? text_of(*v) : "auto";
 }

@@ -1028,6 +1028,37 @@ std::vector<bool> parse_on_off_both(const std::string& flag, const std::string& 
   throw Error(fmt::format("{} {}: expected both, on or off", flag, value));
 }
 
+PlanLayout job_reference(const PlanRequest& q, std::string_view job) {
+  PlanLayout l;
+  l.tensor_parallel = q.layout.tp;
+  l.context_parallel = q.layout.cp;
+  l.expert_parallel = q.layout.ep;
+  l.sequence_parallel = q.layout.sequence_parallel;
+  l.fsdp = q.layout.fsdp.enabled;
+  l.pipeline_parallel = q.layout.pp;
+  l.schedule = q.layout.schedule.empty() ? std::string("1f1b")
+                                         : std::string(find_schedule(q.layout.schedule).name);
+  l.chunks = q.layout.chunks;
+  l.micro_batch = q.job.micro_batch;
+  l.recompute = q.job.recompute;
+  l.distributed_optimizer = q.job.distributed_optimizer;
+  l.a2a_overlap = q.job.a2a_overlap;
+  l.expert_tensor_parallel = q.layout.etp;
+  l.moe_recompute = q.job.moe.recompute;
+  const std::int64_t per_replica = l.tensor_parallel * l.context_parallel * l.pipeline_parallel;
+  l.data_parallel = q.gpus % per_replica == 0 ? q.gpus / per_replica : 0;
+  const std::int64_t per_step = l.micro_batch * l.data_parallel;
+  l.microbatches = per_step > 0 ? q.global_batch / per_step : 0;
+  if (l.data_parallel < 1 || per_step * l.microbatches != q.global_batch) {
+    throw Error(
+        fmt::format("{}: its layout (TP {} × CP {} × PP {}, micro batch {}) does not run {} GPUs "
+                    "at a global batch of {}",
+                    job, l.tensor_parallel, l.context_parallel, l.pipeline_parallel, l.micro_batch,
+                    q.gpus, q.global_batch));
+  }
+  return l;
+}
+
 void keep_reference_options(PlanRequest& request) {
   if (!request.reference) return;
   const PlanLayout& r = *request.reference;

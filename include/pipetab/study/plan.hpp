@@ -6,10 +6,12 @@
 // beat the best found (branch and bound). See docs/plan.md.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +21,15 @@
 #include "pipetab/system/system.hpp"
 
 namespace pipetab {
+
+/// The run options (sim/options.hpp) plan searches with choices of its own (lists, or
+/// both/on/off), and those it derives from the search (data parallelism, the global batch's
+/// microbatches): the command line and the Python API take every other option as a simulation's.
+inline constexpr std::array<std::string_view, 14> kPlanSearched{
+    "tensor_parallel",        "micro_batch",      "recompute",   "sequence_parallel",
+    "distributed_optimizer",  "context_parallel", "cp_method",   "expert_parallel",
+    "expert_tensor_parallel", "moe_recompute",    "a2a_overlap", "fsdp",
+    "data_parallel",          "global_batch"};
 
 /// The most GPUs `plan` lays out (2^24: two orders of magnitude above the largest clusters).
 inline constexpr std::int64_t kMaxPlanGpus = std::int64_t{1} << 24;
@@ -179,6 +190,12 @@ nlohmann::json layout_json(const PlanLayout& layout);
 /// iteration run `id` of the measured-runs file (or preset) `file`, and its layout as the
 /// reference to rank. Throws Error listing the iteration runs when there is no such run.
 void plan_from_run(PlanRequest& request, const std::string& file, const std::string& id);
+
+/// A job file's layout (`request`'s job and layout, the file's settings applied) as the reference
+/// to rank, as a measured run's is: its data-parallel replicas are the GPUs its TP × CP × PP
+/// leave, its microbatches the global batch's. `job` names the file in the message. Throws Error
+/// when the layout does not run the request's GPUs at its global batch.
+PlanLayout job_reference(const PlanRequest& request, std::string_view job);
 
 /// --keep-run-options: the search keeps the reference layout's recomputation, sequence
 /// parallelism, optimizer sharding, FSDP and CP as its only choices (plan_from_run sets the
