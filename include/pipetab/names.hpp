@@ -2,10 +2,12 @@
 // enumerator order, and these two functions between them.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace pipetab {
 
@@ -23,6 +25,23 @@ constexpr std::optional<E> parse_name(const std::array<std::string_view, N>& nam
 template <class E, std::size_t N>
 constexpr std::string_view name_of(const std::array<std::string_view, N>& names, E e) {
   return names[static_cast<std::size_t>(e)];
+}
+
+/// Levenshtein distance, for "did you mean" (names are short: O(|a|·|b|) is nothing).
+inline std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
 }
 
 }  // namespace pipetab

@@ -228,7 +228,6 @@ class PlanOptions(TypedDict, total=False):
     precision: Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
     fp8_recipe: Literal["tensorwise", "delayed", "rowwise", "blockwise"]
     dtype_bytes: int
-    moe_recompute: Literal["none", "moe_act", "mlp"]
     moe_dispatcher: Literal["alltoall", "deepep"]
     moe_capacity_factor: float
     moe_imbalance: float
@@ -243,8 +242,6 @@ class PlanOptions(TypedDict, total=False):
     flash_attention: bool
     fused_elementwise: bool
     grad_accumulation_fusion: bool
-    expert_tensor_parallel: int
-    etp: int  # --etp: expert_tensor_parallel
     fsdp_shard: int
     reshard_after_forward: Union[bool, Literal["auto"]]
     fsdp_grad_sync: Literal["step", "microbatch"]
@@ -279,6 +276,9 @@ class _TableRunOptions(PlanOptions, total=False):
     cp_method: Literal["ring", "allgather", "a2a"]
     expert_parallel: int
     ep: int  # --ep: expert_parallel
+    expert_tensor_parallel: int
+    etp: int  # --etp: expert_tensor_parallel
+    moe_recompute: Literal["none", "moe_act", "mlp"]
     data_parallel: int
     dp: int  # --dp: data_parallel
     fsdp: Union[bool, FSDP]  # True, False, or FSDP(...) with the fsdp_* options

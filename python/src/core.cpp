@@ -324,6 +324,9 @@ py::tuple run_shape(const SimArgs& a, std::optional<std::int64_t> devices,
     const auto run = run_settings(a);
     const auto given = [&](std::string_view key) { return last_value(run.given, key).has_value(); };
     schedule = last_value(run.given, "schedule");
+    if (!schedule && run.job) {
+      if (const auto name = job_schedule(run.given); !name.empty()) schedule = name;
+    }
     if (run.job || given("pipeline_parallel") || given("global_batch") || given("chunks")) {
       SimulationSetup values = default_setup(model_of(a), {});
       apply_settings(values, run.given);  // checked: the settings' messages name their origin

@@ -388,12 +388,8 @@ Subject one_subject(const SubjectOptions& o) {
                             o.name, o.table));
   }
   std::string name = o.name;
-  if (name.empty() && o.table.empty() && o.schedule.run.job() != nullptr) {
-    // A job file's pipeline schedule stands for the name.
-    for (const auto& s : o.schedule.run.job()->settings) {
-      if (s.key == "schedule") name = s.value;
-    }
-  }
+  if (name.empty() && o.table.empty() && o.schedule.run.job() != nullptr)
+    name = job_schedule(o.schedule.run.job()->settings);  // a job file's stands for the name
   if (name.empty() && o.table.empty())
     throw Error("give a schedule name (see pipetab list) or --table FILE");
   return name.empty() ? file_subject(o.table, o.schedule)

@@ -134,9 +134,4 @@ inline std::string comment_lines(std::string_view comment) {
 void check_written_layout(const Job& job, const Layout& layout, std::int64_t gpus,
                           std::string_view tool);
 
-/// The virtual stages per device a Megatron-Core pipeline layout gives `pp` devices (its stages
-/// over pp). Throws ParamError for text the notation does not allow or a stage count that is not
-/// a multiple of pp.
-std::int64_t layout_stages(std::string_view layout);
-
 }  // namespace pipetab::io::detail

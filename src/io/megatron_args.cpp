@@ -605,7 +605,7 @@ JobFile parse_megatron_args(std::string_view text, const std::string& file,
     if (given != nullptr && given->flag == "--pipeline-model-parallel-layout") {
       std::int64_t stages = 0;
       try {
-        stages = detail::layout_stages(given->values[0]);
+        stages = pipeline_layout_stages(given->values[0]);
       } catch (const ParamError& e) {
         a.fail(given, e.what());
       }
@@ -1069,11 +1069,11 @@ std::string megatron_arguments(const Job& job, const Layout& layout, std::int64_
           fmt::format("schedule {}: Megatron-LM runs 1F1B and interleaved 1F1B", info.name));
     }
     if (!layout.pipeline_layout.empty()) {
-      if (detail::layout_stages(layout.pipeline_layout) != layout.pp * chunks) {
+      if (pipeline_layout_stages(layout.pipeline_layout) != layout.pp * chunks) {
         megatron_cannot(
             fmt::format("pipeline_layout '{}' has {} stages, not pipeline_parallel {} × "
                         "chunks {}",
-                        layout.pipeline_layout, detail::layout_stages(layout.pipeline_layout),
+                        layout.pipeline_layout, pipeline_layout_stages(layout.pipeline_layout),
                         layout.pp, chunks));
       }
       add(fmt::format("--pipeline-model-parallel-layout '{}'", layout.pipeline_layout));

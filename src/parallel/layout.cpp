@@ -1,11 +1,12 @@
 // The pipeline layout's notation (Megatron-Core's --pipeline-model-parallel-layout).
+#include "pipetab/parallel/layout.hpp"
+
 #include <cctype>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "pipetab/error.hpp"
-#include "pipetab/parallel/layout.hpp"
 
 namespace pipetab {
 
@@ -93,8 +94,10 @@ class LayoutParser {
 
 }  // namespace
 
-PipelineStages parse_pipeline_layout(std::string_view text, std::int64_t layers,
-                                     std::int64_t mtp_layers) {
+namespace {
+
+// The stages of a layout's text: its '|'-separated parts (repetitions expanded).
+std::vector<std::string> layout_parts(std::string_view text) {
   const std::string flat = LayoutParser(text).parse();
   std::vector<std::string> stages(1);
   for (const char c : flat) {
@@ -106,6 +109,18 @@ PipelineStages parse_pipeline_layout(std::string_view text, std::int64_t layers,
   }
   // A trailing '|' (as in "(tt|)*4") closes the last stage rather than opening an empty one.
   if (stages.size() > 1 && stages.back().empty()) stages.pop_back();
+  return stages;
+}
+
+}  // namespace
+
+std::int64_t pipeline_layout_stages(std::string_view text) {
+  return static_cast<std::int64_t>(layout_parts(text).size());
+}
+
+PipelineStages parse_pipeline_layout(std::string_view text, std::int64_t layers,
+                                     std::int64_t mtp_layers) {
+  const std::vector<std::string> stages = layout_parts(text);
   PipelineStages out;
   std::int64_t total = 0, total_mtp = 0;
   for (std::size_t s = 0; s < stages.size(); ++s) {

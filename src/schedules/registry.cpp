@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "pipetab/error.hpp"
+#include "pipetab/names.hpp"
 
 namespace pipetab {
 
@@ -71,23 +72,6 @@ std::vector<std::string_view> names_of(const ScheduleInfo& info) {
   std::vector<std::string_view> names{info.name};
   names.insert(names.end(), info.aliases.begin(), info.aliases.end());
   return names;
-}
-
-// Levenshtein distance, for "did you mean" (names are short: O(|a|·|b|) is nothing).
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j)
-    row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
 }
 
 }  // namespace

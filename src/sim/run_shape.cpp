@@ -47,4 +47,14 @@ std::optional<std::int64_t> batch_microbatches(const Job& job, const Layout& lay
   return batch / per_step;
 }
 
+std::string job_schedule(std::span<const Setting> settings) {
+  std::string schedule, stages = "1";
+  for (const auto& s : settings) {
+    if (s.key == "schedule") schedule = s.value;
+    if (s.key == "pipeline_parallel") stages = s.value;
+  }
+  if (schedule.empty() && stages == "1") return "1f1b";
+  return schedule;
+}
+
 }  // namespace pipetab

@@ -159,6 +159,11 @@ struct PipelineStages {
 PipelineStages parse_pipeline_layout(std::string_view text, std::int64_t layers,
                                      std::int64_t mtp_layers);
 
+/// The stages a pipeline layout names (its '|'-separated parts, a trailing '|' closing the last),
+/// whatever the model: what a job file's layout says of the pipeline before any model is read.
+/// Throws ParamError naming the position and the rule for text that does not parse.
+std::int64_t pipeline_layout_stages(std::string_view text);
+
 /// The ranks a unit's parameters are sharded over: DP × CP (torchtitan folds CP into FSDP's
 /// mesh), or the HSDP shard group.
 constexpr std::int64_t fsdp_shard_size(const Layout& l) {

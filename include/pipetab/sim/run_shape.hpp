@@ -7,10 +7,13 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
+#include <string>
 #include <string_view>
 
 #include "pipetab/model/job.hpp"
 #include "pipetab/parallel/layout.hpp"
+#include "pipetab/setting.hpp"
 
 namespace pipetab {
 
@@ -20,6 +23,12 @@ namespace pipetab {
 /// `gpus_name` names the count in messages. Throws ParamError.
 void resolve_replicas(Layout& layout, std::int64_t devices, std::optional<std::int64_t> gpus,
                       bool dp_given, std::string_view gpus_name);
+
+/// The schedule a job file's settings name: their `schedule`, or "1f1b" when they put the whole
+/// model on one stage (pipeline_parallel 1, or none given: a single-stage run does each
+/// microbatch's forward and backward in turn whatever the schedule, as Megatron-LM's
+/// forward_backward_no_pipelining and plan's PP 1 do), else "" (the caller needs a name).
+std::string job_schedule(std::span<const Setting> settings);
 
 /// The microbatches of an iteration that `job`'s global batch takes: global_batch / (micro_batch
 /// × DP), which must divide evenly; nullopt when the job states no global batch. `given`, the
