@@ -322,12 +322,12 @@ TEST(Config, ErrorsNameFileLineAndKey) {
       "[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\nvocab = 100\n";
   EXPECT_EQ(model_error(head + "colour = 3\n"),
             "m.toml:7:1: key 'transformer.colour': unknown key (expected: layers, hidden, heads, "
-            "kv_heads, head_dim, ffn_hidden, seq_len, micro_batch, vocab, precision, dtype_bytes, "
-            "tensor_parallel, sequence_parallel, recompute, flash_attention, gated_mlp, "
-            "learned_positions, dropout, fused_elementwise, tie_embeddings, balance_embedding, "
-            "mtp_layers, grad_accumulation_fusion, grad_bytes_per_param, "
-            "optimizer_bytes_per_param, attention, "
-            "q_lora_rank, kv_lora_rank, qk_rope_head_dim, v_head_dim)");
+            "kv_heads, head_dim, ffn_hidden, vocab, gated_mlp, learned_positions, dropout, "
+            "tie_embeddings, mtp_layers, attention, q_lora_rank, kv_lora_rank, "
+            "qk_rope_head_dim, v_head_dim, seq_len, micro_batch, precision, dtype_bytes, "
+            "tensor_parallel, sequence_parallel, recompute, flash_attention, fused_elementwise, "
+            "balance_embedding, grad_accumulation_fusion, grad_bytes_per_param, "
+            "optimizer_bytes_per_param)");
   EXPECT_EQ(model_error("[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\n"),
             "m.toml:1:1: key 'transformer': missing key 'vocab'");
   EXPECT_EQ(model_error(head + "micro_batch = \"two\"\n"),

@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 
 #include "pipetab/cost/breakdown.hpp"
-#include "pipetab/parallel/collective.hpp"
 #include "pipetab/cost/gemm.hpp"
 #include "pipetab/cost/stage_cost.hpp"
 #include "pipetab/error.hpp"
@@ -17,6 +16,7 @@
 #include "pipetab/model/flops.hpp"
 #include "pipetab/model/operators.hpp"
 #include "pipetab/model/workload.hpp"
+#include "pipetab/parallel/collective.hpp"
 
 namespace pipetab {
 namespace {

@@ -9,13 +9,13 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "pipetab/parallel/collective.hpp"
 #include "pipetab/cost/stage_cost.hpp"
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
 #include "pipetab/model/flops.hpp"
 #include "pipetab/model/operators.hpp"
 #include "pipetab/model/workload.hpp"
+#include "pipetab/parallel/collective.hpp"
 #include "pipetab/sim/graph.hpp"
 #include "pipetab/sim/simulation.hpp"
 
@@ -189,8 +189,7 @@ TEST(Moe, AllToAllTimesByHand) {
   EXPECT_DOUBLE_EQ(collective_seconds(a, intra, inter), 5e-6 + bytes * 24 / 32 / (50e9 * 0.9));
   // Imbalanced: the busiest receiver's rows, twice the bytes, twice the wire time.
   a.bytes = 2 * bytes;
-  EXPECT_DOUBLE_EQ(collective_seconds(a, intra, inter),
-                   5e-6 + 2 * bytes * 24 / 32 / (50e9 * 0.9));
+  EXPECT_DOUBLE_EQ(collective_seconds(a, intra, inter), 5e-6 + 2 * bytes * 24 / 32 / (50e9 * 0.9));
   // DeepEP: once per destination node. Four nodes, k = 8: 4(1 − (3/4)^8) = 3.60 distinct nodes
   // per token, 3/4 of them remote; a node limit of 2 bounds it to 2.
   a.bytes = bytes;
@@ -199,8 +198,7 @@ TEST(Moe, AllToAllTimesByHand) {
   EXPECT_DOUBLE_EQ(collective_seconds(a, intra, inter),
                    5e-6 + bytes / 8 * distinct * 0.75 / (50e9 * 0.9));
   a.node_limit = 2;
-  EXPECT_DOUBLE_EQ(collective_seconds(a, intra, inter),
-                   5e-6 + bytes / 8 * 2 * 0.75 / (50e9 * 0.9));
+  EXPECT_DOUBLE_EQ(collective_seconds(a, intra, inter), 5e-6 + bytes / 8 * 2 * 0.75 / (50e9 * 0.9));
   // One rank: nothing moves.
   a.group.ranks = 1;
   EXPECT_EQ(collective_seconds(a, intra, inter), 0.0);

@@ -2,9 +2,9 @@
 // and the rule's closed form against the simulation of its flows.
 #include <cmath>
 
+#include "helpers.hpp"
 #include <gtest/gtest.h>
 
-#include "helpers.hpp"
 #include "pipetab/parallel/collective.hpp"
 #include "pipetab/parallel/placement.hpp"
 #include "pipetab/sim/options.hpp"

@@ -63,8 +63,7 @@ double memory_seconds(double bytes, const DeviceSpec& device) {
 
 }  // namespace
 
-OperatorCost operator_cost(const Operator& op, const Workload& run,
-                           const SystemConfig& system) {
+OperatorCost operator_cost(const Operator& op, const Workload& run, const SystemConfig& system) {
   const DeviceSpec& device = system.device;
   const double peak =
       device.peak(op.fp8 ? Precision::FP8 : compute_precision(run.job)) * device.clock_scale;
@@ -169,7 +168,8 @@ Exchange exchange(const Operator& op, const Workload& run, const SystemConfig& s
   x.kind = op.group == CollectiveGroup::Expert ? ExchangeKind::Expert : ExchangeKind::Context;
   const CollectiveFlows f =
       collective_flows(collective_of(op, run, system), system.intra, system.inter);
-  x.flows = {Flow{f.local.bytes, f.local.latency_s, false}, Flow{f.remote.bytes, f.remote.latency_s, true}};
+  x.flows = {Flow{f.local.bytes, f.local.latency_s, false},
+             Flow{f.remote.bytes, f.remote.latency_s, true}};
   return x;
 }
 
@@ -229,8 +229,8 @@ PassCost pass_cost(const PassOperators& ops, const Timed& t, std::initializer_li
 // exchanges, in operator order; an exchange's partner (the shared expert's GEMM, the attention it
 // hides under) runs beside it for its fraction.
 LayerProgram layer_program(const PassOperators& ops, const Timed& t,
-                           std::initializer_list<PassId> set, Overlap overlap,
-                           const Workload& run, const SystemConfig& system) {
+                           std::initializer_list<PassId> set, Overlap overlap, const Workload& run,
+                           const SystemConfig& system) {
   LayerProgram p;
   // Partners of the exchanges, by (pass, index): their time goes to their exchange.
   struct Partner {

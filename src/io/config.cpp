@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <optional>
+#include <vector>
 
 #include "config_reader.hpp"
 #include "presets.hpp"
@@ -29,38 +30,14 @@ std::string default_name(const std::string& file) {
 
 void only_transformer_keys(const Reader& r, const toml::table& t, const std::string& p,
                            std::span<const std::string_view> more) {
+  // The architecture's keys, then the job's and layout's that older files carry.
+  std::vector<std::string_view> allowed(kTransformerJobKeys.begin(), kTransformerJobKeys.end());
+  allowed.insert(allowed.end(), more.begin(), more.end());
   r.only(t, p,
-         {"layers",
-          "hidden",
-          "heads",
-          "kv_heads",
-          "head_dim",
-          "ffn_hidden",
-          "seq_len",
-          "micro_batch",
-          "vocab",
-          "precision",
-          "dtype_bytes",
-          "tensor_parallel",
-          "sequence_parallel",
-          "recompute",
-          "flash_attention",
-          "gated_mlp",
-          "learned_positions",
-          "dropout",
-          "fused_elementwise",
-          "tie_embeddings",
-          "balance_embedding",
-          "mtp_layers",
-          "grad_accumulation_fusion",
-          "grad_bytes_per_param",
-          "optimizer_bytes_per_param",
-          "attention",
-          "q_lora_rank",
-          "kv_lora_rank",
-          "qk_rope_head_dim",
-          "v_head_dim"},
-         more);
+         {"layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab", "gated_mlp",
+          "learned_positions", "dropout", "tie_embeddings", "mtp_layers", "attention",
+          "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim"},
+         allowed);
 }
 
 namespace {

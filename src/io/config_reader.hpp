@@ -16,12 +16,19 @@ namespace pipetab::io {
 /// The keys of a model's [transformer] table that are the job's or the layout's: older model
 /// files and measured-run fragments carry them. Each is read as a setting of the option of the
 /// same key (sim/options.hpp), a default under what a job file and the flags give.
-inline constexpr std::array<std::string_view, 13> kTransformerJobKeys{
-    "seq_len",           "micro_batch",       "precision",
-    "dtype_bytes",       "tensor_parallel",   "sequence_parallel",
-    "recompute",         "flash_attention",   "fused_elementwise",
-    "balance_embedding", "grad_accumulation_fusion", "grad_bytes_per_param",
-    "optimizer_bytes_per_param"};
+inline constexpr std::array<std::string_view, 13> kTransformerJobKeys{"seq_len",
+                                                                      "micro_batch",
+                                                                      "precision",
+                                                                      "dtype_bytes",
+                                                                      "tensor_parallel",
+                                                                      "sequence_parallel",
+                                                                      "recompute",
+                                                                      "flash_attention",
+                                                                      "fused_elementwise",
+                                                                      "balance_embedding",
+                                                                      "grad_accumulation_fusion",
+                                                                      "grad_bytes_per_param",
+                                                                      "optimizer_bytes_per_param"};
 
 /// Every key of `t` must be a [transformer] key (the architecture's or kTransformerJobKeys).
 void only_transformer_keys(const Reader& r, const toml::table& t, const std::string& prefix,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -91,7 +92,6 @@ std::string supported_architectures() {
     names.push_back(fmt::format("{} ({})", k.architecture, k.model_type));
   return fmt::format("{}", fmt::join(names, ", "));
 }
-
 
 // A member of the document, or of an object in it, as the reader asked for it: where it is (or
 // would be) and its value, nullptr when the file leaves it out.
@@ -291,9 +291,10 @@ class HfReader {
       return known->arch;
     }
     if (!type) {
-      fail(HfField{{}, &doc_}, fmt::format("architectures, model_type: missing: a config.json names "
-                                         "its architecture (pipetab reads {})",
-                                         supported_architectures()));
+      fail(HfField{{}, &doc_},
+           fmt::format("architectures, model_type: missing: a config.json names "
+                       "its architecture (pipetab reads {})",
+                       supported_architectures()));
     }
     const auto known = std::find_if(kKnown.begin(), kKnown.end(),
                                     [&](const Known& k) { return k.model_type == *type; });
@@ -533,7 +534,8 @@ class HfReader {
     }
     moe.dense_layers = count;
     const bool leading =
-        std::all_of(dense.begin(), dense.begin() + count, [](bool d) { return d; });
+        std::all_of(dense.begin(), dense.begin() + static_cast<std::ptrdiff_t>(count),
+                    [](bool d) { return d; });
     if (!leading) {
       notes_.push_back(fmt::format(
           "{}: {}: the model's {} dense layers are interleaved with its expert layers; pipetab "
@@ -571,8 +573,8 @@ class HfReader {
     std::vector<bool> dense(static_cast<std::size_t>(m.layers), false);
     if (only.given()) {
       if (!only.value->is_array()) {
-        fail(only,
-             fmt::format("expected an array of layer numbers, got {}", detail::json_type_name(*only.value)));
+        fail(only, fmt::format("expected an array of layer numbers, got {}",
+                               detail::json_type_name(*only.value)));
       }
       for (std::size_t i = 0; i < only.value->size(); ++i) {
         JsonPath path = only.path;

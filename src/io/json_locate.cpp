@@ -28,7 +28,6 @@ const char* json_type_name(const nlohmann::json& value) {
   }
 }
 
-
 std::string to_string(const JsonPath& path) {
   if (path.empty()) return "(top level)";
   std::string out;

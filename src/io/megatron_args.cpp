@@ -27,6 +27,7 @@
 
 #include "pipetab/error.hpp"
 #include "pipetab/io/job_file.hpp"
+#include "pipetab/numeric.hpp"
 #include "pipetab/schedules/registry.hpp"
 
 namespace pipetab::io {
@@ -303,7 +304,7 @@ std::optional<double> to_number(std::string_view s) {
   double v = 0.0;
   const char* first = s.data();
   if (!s.empty() && s.front() == '+') ++first;
-  const auto [ptr, ec] = std::from_chars(first, s.data() + s.size(), v);
+  const auto [ptr, ec] = parse_double(first, s.data() + s.size(), v);
   if (ec != std::errc() || ptr != s.data() + s.size() || first == s.data() + s.size() ||
       !std::isfinite(v))
     return std::nullopt;

@@ -34,14 +34,14 @@ JsonPath operator/(JsonPath path, std::size_t index) {
   return path;
 }
 
-
 class JsonTableReader {
  public:
   JsonTableReader(std::string_view text, const std::string& file) : text_(text), file_(file) {}
 
   ScheduleTable read(TableSource* source) {
     const json doc = parse();
-    if (!doc.is_object()) fail({}, fmt::format("expected a JSON object, got {}", detail::json_type_name(doc)));
+    if (!doc.is_object())
+      fail({}, fmt::format("expected a JSON object, got {}", detail::json_type_name(doc)));
     for (const auto& [key, value] : doc.items()) {
       bool known = false;
       for (const auto k : kKeys)
@@ -115,7 +115,8 @@ class JsonTableReader {
   }
 
   const json& array(const json& value, const JsonPath& path, std::size_t size) const {
-    if (!value.is_array()) fail(path, fmt::format("expected an array, got {}", detail::json_type_name(value)));
+    if (!value.is_array())
+      fail(path, fmt::format("expected an array, got {}", detail::json_type_name(value)));
     if (value.size() != size)
       fail(path, fmt::format("expected {} entries, got {}", size, value.size()));
     return value;
@@ -123,7 +124,8 @@ class JsonTableReader {
 
   void read_source(const json& value, TableSource* source) const {
     const JsonPath path = JsonPath{} / "source";
-    if (!value.is_object()) fail(path, fmt::format("expected an object, got {}", detail::json_type_name(value)));
+    if (!value.is_object())
+      fail(path, fmt::format("expected an object, got {}", detail::json_type_name(value)));
     for (const auto& [key, member] : value.items()) {
       if (key == "schedule") {
         if (!member.is_string()) fail(path / key, "expected a string");
@@ -190,12 +192,13 @@ class JsonTableReader {
     for (std::size_t d = 0; d < rows.size(); ++d) {
       const auto& row = rows[d];
       if (!row.is_array())
-        fail(path / d, fmt::format("expected an array of cells, got {}", detail::json_type_name(row)));
+        fail(path / d,
+             fmt::format("expected an array of cells, got {}", detail::json_type_name(row)));
       for (std::size_t c = 0; c < row.size(); ++c) {
         const auto& cell = row[c];
         if (!cell.is_string()) {
-          fail(path / d / c,
-               fmt::format("expected an action string like \"0F1\", got {}", detail::json_type_name(cell)));
+          fail(path / d / c, fmt::format("expected an action string like \"0F1\", got {}",
+                                         detail::json_type_name(cell)));
         }
         const auto parsed = parse_action(cell.get_ref<const std::string&>());
         if (!parsed.ok()) fail(path / d / c, parsed.error, false, 1 + parsed.error_offset);

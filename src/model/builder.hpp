@@ -28,8 +28,7 @@ struct Pending {
 // scale-mask-softmax, fused bias-GeLU, fused bias-dropout-add; reference schedules.md §12).
 class Builder {
  public:
-  Builder(const Workload& run, PassOperators& out, PassId pass,
-          std::vector<Pending>& pending)
+  Builder(const Workload& run, PassOperators& out, PassId pass, std::vector<Pending>& pending)
       : run_(run), d_(detail::dims(run)), out_(out), pass_(pass), pending_(pending) {}
 
   std::vector<Operator>& ops() { return pass_of(out_, pass_); }
@@ -137,8 +136,7 @@ class Builder {
   // `hidden_by` of this pass ("": exposed). No-op when the group has one rank.
   void expert_exchange(std::string_view name, CollectiveGroup group, CollectiveKind kind,
                        double bytes, std::string_view hidden_by) {
-    const auto ranks =
-        group == CollectiveGroup::Expert ? run_.layout.ep : run_.layout.etp;
+    const auto ranks = group == CollectiveGroup::Expert ? run_.layout.ep : run_.layout.etp;
     if (ranks <= 1) return;
     push_collective(name, group, kind, bytes, pass_, hidden_by);
   }
@@ -256,8 +254,7 @@ void context_exchange_backward(Builder& i, const Workload& run, const Dims& d,
 
 // Multi-head latent attention (mla.cpp): the attention's projections per pass (operators.cpp
 // builds the shell around them), its fused core, its parameters and activation bytes per device.
-void mla_projections_forward(Builder& f, const Workload& run, const Dims& d,
-                             const LayerSizes& z);
+void mla_projections_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z);
 void mla_projections_input_grad(Builder& i, const Workload& run, const Dims& d,
                                 const LayerSizes& z);
 void mla_projections_weight_grad(Builder& w, const Workload& run, const Dims& d,
@@ -273,7 +270,6 @@ void mtp_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerS
 void mtp_weight_grad(Builder& w, const Dims& d, const LayerSizes& z);
 
 /// Bytes of the fused bias-dropout-add after attention and after the MLP, or of its backward.
-double dropout_add_bytes(const Workload& run, const Dims& d, const LayerSizes& z,
-                         bool backward);
+double dropout_add_bytes(const Workload& run, const Dims& d, const LayerSizes& z, bool backward);
 
 }  // namespace pipetab::detail

@@ -84,7 +84,8 @@ LayerActivation moe_layer_activation_bytes(const Workload& run) {
   // weighted (the probabilities' gradient), the gathered rows fc1 read, fc1's output, and the
   // activation's output fc2 read unless moe_act recomputes it.
   double bytes = 4 * tokens * static_cast<double>(moe.experts) + d.e * tokens * k * d.h;
-  bytes += d.e * rows * etp * (d.h + up + (run.job.moe.recompute == MoeRecompute::MoeAct ? 0 : width));
+  bytes +=
+      d.e * rows * etp * (d.h + up + (run.job.moe.recompute == MoeRecompute::MoeAct ? 0 : width));
   // The shared experts as a dense MLP: fc1's output and the activation's output, split by TP.
   const double shared = static_cast<double>(moe.shared_ffn());
   bytes += d.e * d.s * d.b * ((m.gated_mlp ? 2 : 1) * shared + shared) / t;

@@ -53,8 +53,7 @@ void mla_core_forward(Builder& f, const Workload& run, const Dims& d, const Laye
   context_output_forward(f, run, d, context_widths(s));
 }
 
-void mla_projections_forward(Builder& f, const Workload& run, const Dims& d,
-                             const LayerSizes& z) {
+void mla_projections_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z) {
   const MlaSizes s = mla_sizes(run, d);
   if (s.q_lora > 0) {
     f.linear("mla.q_down", "mla.q_down.quantize", z.T, s.q_lora, d.h, true);

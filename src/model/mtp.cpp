@@ -39,9 +39,10 @@ void mtp_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerS
     i.collective("mtp.eh_proj.all_gather.regather", CollectiveKind::AllGather, 2 * d.e * z.full,
                  Overlap::Backward, PassId::InputGrad, "mtp.eh_proj.input_grad");
   }
-  i.collective(run.layout.sequence_parallel ? "mtp.eh_proj.reduce_scatter" : "mtp.eh_proj.all_reduce",
-               run.layout.sequence_parallel ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
-               2 * d.e * z.full, Overlap::Backward, PassId::WeightGrad, "mtp.eh_proj.weight_grad");
+  i.collective(
+      run.layout.sequence_parallel ? "mtp.eh_proj.reduce_scatter" : "mtp.eh_proj.all_reduce",
+      run.layout.sequence_parallel ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
+      2 * d.e * z.full, Overlap::Backward, PassId::WeightGrad, "mtp.eh_proj.weight_grad");
   i.memory("mtp.concat.backward", 2 * 2 * d.e * z.x);
   i.norm("mtp.hnorm.backward", z.x, true);
   i.norm("mtp.enorm.backward", z.x, true);

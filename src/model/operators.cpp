@@ -38,8 +38,7 @@ using detail::pass_of;
 using detail::Pending;
 
 // Forward of the attention core: QKᵀ, softmax, dropout, ·V (or FlashAttention's one kernel).
-void attention_core_forward(Builder& f, const Workload& run, const Dims& d,
-                            const LayerSizes& z) {
+void attention_core_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z) {
   const TransformerConfig& m = run.model;
   if (m.attention == AttentionKind::Latent) {
     detail::mla_core_forward(f, run, d, z);
@@ -175,8 +174,7 @@ void context_exchange_backward(Builder& i, const Workload& run, const Dims& d,
 // Fused bias-dropout-add: read the projection's output and the residual, write the sum and the
 // mask (without dropout: a bias-add with the residual); its backward reads the gradient and the
 // mask and writes the gradient.
-double dropout_add_bytes(const Workload& run, const Dims& d, const LayerSizes& z,
-                         bool backward) {
+double dropout_add_bytes(const Workload& run, const Dims& d, const LayerSizes& z, bool backward) {
   const TransformerConfig& m = run.model;
   return ((backward ? 2 : 3) * d.e + (m.dropout ? 1 : 0)) * z.x;
 }
@@ -245,8 +243,7 @@ void mlp_weight_grad(Builder& w, const Workload& run, const Dims& d, const Layer
 
 namespace {
 
-void attention_input_grad(Builder& i, const Workload& run, const Dims& d,
-                          const LayerSizes& z) {
+void attention_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerSizes& z) {
   const TransformerConfig& m = run.model;
   const AttentionInside in = attention_inside(run, d);
   const bool sp = run.layout.sequence_parallel;
@@ -286,8 +283,7 @@ void attention_input_grad(Builder& i, const Workload& run, const Dims& d,
   i.norm("layernorm1.backward", z.x, true);
 }
 
-void attention_weight_grad(Builder& w, const Workload& run, const Dims& d,
-                           const LayerSizes& z) {
+void attention_weight_grad(Builder& w, const Workload& run, const Dims& d, const LayerSizes& z) {
   const TransformerConfig& m = run.model;
   const AttentionInside in = attention_inside(run, d);
   if (run.layout.sequence_parallel) {
@@ -334,9 +330,10 @@ void embedding(PassOperators& out, const Workload& run, const Dims& d, const Lay
   // tokens outside it); the ranks' results are summed (VocabParallelEmbedding).
   f.memory("embedding.lookup", 2 * d.e * z.T * d.h);
   if (m.learned_positions) f.memory("embedding.positions", 3 * d.e * z.T * d.h);
-  f.collective(run.layout.sequence_parallel ? "embedding.reduce_scatter" : "embedding.all_reduce",
-               run.layout.sequence_parallel ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
-               d.e * z.full, Overlap::Never, PassId::Forward, "");
+  f.collective(
+      run.layout.sequence_parallel ? "embedding.reduce_scatter" : "embedding.all_reduce",
+      run.layout.sequence_parallel ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
+      d.e * z.full, Overlap::Never, PassId::Forward, "");
   if (m.dropout) f.memory("embedding.dropout", (2 * d.e + 1) * z.x);
   Builder i(run, out, PassId::InputGrad, pending);
   if (m.dropout) i.memory("embedding.dropout.backward", (2 * d.e + 1) * z.x);
@@ -411,7 +408,8 @@ void recompute(PassOperators& layer, const Workload& run, const Dims& d, const L
     for (auto& p : pending) {
       if (p.pass == PassId::InputGrad) p.op += head.size();
     }
-  } else if (run.job.recompute == Recompute::Full || run.job.recompute == Recompute::EveryOtherLayer) {
+  } else if (run.job.recompute == Recompute::Full ||
+             run.job.recompute == Recompute::EveryOtherLayer) {
     head = layer.forward;
     if (run.job.recompute == Recompute::EveryOtherLayer) {
       for (Operator& op : head) {

@@ -27,8 +27,8 @@ std::vector<std::int64_t> partition_layers(const TransformerConfig& m, const Lay
                                            std::span<const std::int32_t> units) {
   const auto n = units.size();
   if (!layout.pipeline_layout.empty()) {
-    return layout_counts(parse_pipeline_layout(layout.pipeline_layout, m.layers, m.mtp_layers).layers,
-                         n);
+    return layout_counts(
+        parse_pipeline_layout(layout.pipeline_layout, m.layers, m.mtp_layers).layers, n);
   }
   const bool balance = layout.balance_embedding;
   const std::int64_t extra = balance ? 2 : 0;

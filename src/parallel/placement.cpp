@@ -6,9 +6,8 @@
 namespace pipetab {
 
 std::int64_t node_size(const SystemConfig& system) {
-  return system.topology == Topology::Switched
-             ? std::max<std::int64_t>(1, system.devices_per_node)
-             : std::numeric_limits<std::int64_t>::max() / 4;
+  return system.topology == Topology::Switched ? std::max<std::int64_t>(1, system.devices_per_node)
+                                               : std::numeric_limits<std::int64_t>::max() / 4;
 }
 
 GroupShape group_shape(const Layout& l, CollectiveGroup kind) {

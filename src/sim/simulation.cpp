@@ -56,10 +56,7 @@ bool SimulationMetrics::any_over_capacity() const {
 
 Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& setup,
                           std::string_view schedule) {
-  Simulation s{Network(setup.system, table.devices, gpus_per_device(setup.layout)),
-               {},
-               {},
-               {}};
+  Simulation s{Network(setup.system, table.devices, gpus_per_device(setup.layout)), {}, {}, {}};
   const auto runtime = resolve_runtime(setup.lowering.runtime, table, schedule);
   LoweringOptions lowering = setup.lowering;
   lowering.runtime = runtime.runtime;
@@ -139,8 +136,8 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
   m.fsdp_impl = std::string(to_string(layout.fsdp.impl));
   if (const auto* model = setup.model.transformer()) {
     const double microbatches = table.microbatches;
-    const double sequences = microbatches * static_cast<double>(job.micro_batch) *
-                             static_cast<double>(layout.dp);
+    const double sequences =
+        microbatches * static_cast<double>(job.micro_batch) * static_cast<double>(layout.dp);
     const auto flops = iteration_flops({*model, job, layout}, sequences);
     const double gpus = static_cast<double>(table.devices) *
                         static_cast<double>(layout.tp * layout.cp) * static_cast<double>(layout.dp);

@@ -52,7 +52,8 @@ void predict_profile(Prediction& p, const SystemConfig& system) {
   }
   if (run.measured_p2p_s) {
     const std::int32_t halves[] = {1, 1};
-    const double bytes = stage_work(run.model, run.job, run.layout, halves, 2).front().message_bytes;
+    const double bytes =
+        stage_work(run.model, run.job, run.layout, halves, 2).front().message_bytes;
     const LinkSpec& link = run.p2p_across_nodes ? system.inter : system.intra;
     add("p2p", *run.measured_p2p_s, link.p2p_latency() + bytes / link.p2p_bandwidth());
   }

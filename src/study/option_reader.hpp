@@ -5,9 +5,8 @@
 
 #include <string>
 
-#include <fmt/format.h>
-
 #include "../io/toml_reader.hpp"
+#include <fmt/format.h>
 
 #include "pipetab/sim/options.hpp"
 

@@ -13,9 +13,9 @@
 #include <string_view>
 #include <vector>
 
-#include "pipetab/parallel/collective.hpp"
 #include "pipetab/model/operators.hpp"
 #include "pipetab/model/workload.hpp"
+#include "pipetab/parallel/collective.hpp"
 #include "pipetab/system/system.hpp"
 
 namespace pipetab::cost {

@@ -84,8 +84,8 @@ constexpr std::optional<MoeDispatcher> parse_moe_dispatcher(std::string_view nam
 /// Transformer Engine's fused cast-transpose, or torchao's eager casts; model/builder.hpp).
 enum class Fp8Recipe : std::uint8_t { Tensorwise, Delayed, Rowwise, Blockwise };
 
-inline constexpr std::array<std::string_view, 4> kFp8RecipeNames{"tensorwise", "delayed",
-                                                                 "rowwise", "blockwise"};
+inline constexpr std::array<std::string_view, 4> kFp8RecipeNames{"tensorwise", "delayed", "rowwise",
+                                                                 "blockwise"};
 
 constexpr std::string_view to_string(Fp8Recipe r) {
   return name_of(kFp8RecipeNames, r);

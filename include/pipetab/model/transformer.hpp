@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "pipetab/model/job.hpp"
-#include "pipetab/parallel/layout.hpp"
 #include "pipetab/names.hpp"
+#include "pipetab/parallel/layout.hpp"
 #include "pipetab/precision.hpp"
 
 namespace pipetab {

@@ -96,8 +96,7 @@ double collective_steps(CollectiveKind kind, double ranks);
 
 /// The rule: a rank's side of `c` as flows (none for one rank; a ring of no bytes still its
 /// latencies, the other algorithms nothing).
-CollectiveFlows collective_flows(const Collective& c, const LinkSpec& intra,
-                                 const LinkSpec& inter);
+CollectiveFlows collective_flows(const Collective& c, const LinkSpec& intra, const LinkSpec& inter);
 
 /// The rate flow `nic` (the NIC's, else the switch port's) of `c` runs at on `link`.
 double collective_rate(const Collective& c, const LinkSpec& link);

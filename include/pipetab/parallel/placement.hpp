@@ -33,8 +33,8 @@ enum class CollectiveGroup : std::uint8_t {
 };
 
 inline constexpr std::array<std::string_view, 9> kCollectiveGroupNames{
-    "tensor", "context", "expert", "expert-tensor", "gradient", "fsdp-shard", "hsdp-replicas",
-    "expert-data", "expert-shard"};
+    "tensor",     "context",       "expert",      "expert-tensor", "gradient",
+    "fsdp-shard", "hsdp-replicas", "expert-data", "expert-shard"};
 
 constexpr std::string_view to_string(CollectiveGroup g) {
   return name_of(kCollectiveGroupNames, g);

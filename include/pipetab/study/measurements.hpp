@@ -40,7 +40,7 @@ struct MeasuredRun {
   Job job;
   Layout layout;
   LoweringOptions lowering;
-  double measured_s = 0.0;   ///< iteration time (from TF/s per GPU where that was published)
+  double measured_s = 0.0;  ///< iteration time (from TF/s per GPU where that was published)
   std::optional<double> measured_tflops_per_gpu;        ///< as published (Narayanan et al. Eq. 3)
   std::optional<double> measured_tokens_per_s_per_gpu;  ///< as published (torchtitan, NeMo)
   // Layers and profiles (a profile may give the backward as a whole, its halves, or both).

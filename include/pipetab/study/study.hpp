@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "pipetab/io/config.hpp"
+#include "pipetab/setting.hpp"
 #include "pipetab/sim/engine.hpp"
 #include "pipetab/sim/graph.hpp"
-#include "pipetab/setting.hpp"
 #include "pipetab/table/memory.hpp"
 
 namespace pipetab {
