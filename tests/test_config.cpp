@@ -76,7 +76,7 @@ TEST(Presets, AllParseAndAreListed) {
   EXPECT_EQ(io::system_presets(),
             (std::vector<std::string>{"a100-80gb", "a100-pcie", "balanced", "compute-bound",
                                       "dgx-a100", "dgx-h100", "dgx-h200", "grand-teton-h100",
-                                      "ideal", "llama3-h100-roce", "network-bound"}));
+                                      "h800", "ideal", "llama3-h100-roce", "network-bound"}));
   for (const auto& name : io::model_presets())
     EXPECT_EQ(io::load_model(name).name, name);
   for (const auto& name : io::system_presets())
@@ -191,7 +191,7 @@ TEST(Presets, DeviceFromAPreset) {
   EXPECT_EQ(system_error("[device]\npreset = \"tpu\"\n[network]\n"),
             "s.toml:2:10: key 'device.preset': 'tpu' is not a system preset (presets: a100-80gb, "
             "a100-pcie, balanced, compute-bound, dgx-a100, dgx-h100, dgx-h200, grand-teton-h100, "
-            "ideal, llama3-h100-roce, network-bound)");
+            "h800, ideal, llama3-h100-roce, network-bound)");
 }
 
 TEST(Presets, RegimesHaveTheirRatio) {
@@ -598,8 +598,8 @@ TEST(Config, LoadByNameOrPath) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
               "--system nosuch: no such preset or file (presets: a100-80gb, a100-pcie, balanced, "
-              "compute-bound, dgx-a100, dgx-h100, dgx-h200, grand-teton-h100, ideal, "
-              "llama3-h100-roce, network-bound)");
+              "compute-bound, dgx-a100, dgx-h100, dgx-h200, grand-teton-h100, h800, "
+              "ideal, llama3-h100-roce, network-bound)");
   }
   EXPECT_FALSE(io::preset_text("models", "paper").empty());
   EXPECT_TRUE(io::preset_text("models", "nosuch").empty());
