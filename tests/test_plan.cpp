@@ -554,5 +554,33 @@ TEST(Plan, ExpertTensorParallelAndMoeRecomputationAreSearched) {
   expect_pruning_keeps_the_top(q);
 }
 
+// A mixture of experts with TP needs sequence parallelism (Megatron-Core; require_trainable): with
+// SP searched, every TP > 1 layout is planned with it and none is rejected for its lack; with SP
+// off, every TP > 1 layout is rejected by that rule. Either way each TP > 1 layout is enumerated
+// once (with SP, or without it), so both searches count the same layouts.
+TEST(Plan, AMixtureOfExpertsPlansTensorParallelismWithSequenceParallelism) {
+  auto q = request("qwen3-30b-a3b", 16, 32);
+  std::get<TransformerConfig>(q.model.spec).layers = 8;
+  q.space.schedules = {"1f1b"};
+  q.space.micro_batch = {1};
+  q.space.recompute = {Recompute::None};
+  q.space.tensor_parallel = {1, 2, 4};
+  q.top = 1000;
+  const auto both = plan(q);
+  EXPECT_EQ(rejected(both, "expert parallel"), 0);
+  bool tensor_parallel = false;
+  for (const auto& e : both.top) {
+    tensor_parallel = tensor_parallel || e.layout.tensor_parallel > 1;
+    EXPECT_EQ(e.layout.sequence_parallel, e.layout.tensor_parallel > 1);
+  }
+  EXPECT_TRUE(tensor_parallel);
+  q.space.sequence_parallel = {false};
+  const auto off = plan(q);
+  EXPECT_GT(rejected(off, "expert parallel"), 0);
+  for (const auto& e : off.top)
+    EXPECT_EQ(e.layout.tensor_parallel, 1);
+  EXPECT_EQ(both.layouts, off.layouts);
+}
+
 }  // namespace
 }  // namespace pipetab

@@ -476,6 +476,11 @@ Enumeration enumerate(const PlanRequest& r) {
   // MoE recomputation: the job's own unless searched; a dense model has none.
   std::vector<MoeRecompute> moe_recomputes = s.moe_recompute;
   if (moe_recomputes.empty() || !r.model.transformer()->moe) moe_recomputes = {r.job.moe.recompute};
+  // A mixture of experts with TP needs sequence parallelism (require_trainable, as Megatron-Core):
+  // where SP is searched, TP without it is not enumerated rather than rejected, as SP with TP 1.
+  const bool moe_needs_sp = r.model.transformer()->moe &&
+                            std::find(s.sequence_parallel.begin(), s.sequence_parallel.end(),
+                                      true) != s.sequence_parallel.end();
   for (const auto tp : tps)
     for (const auto cp : cps) {
       if (tp < 1 || cp < 1 || r.gpus % (tp * cp) != 0) continue;
@@ -520,6 +525,7 @@ Enumeration enumerate(const PlanRequest& r) {
               for (const auto rc : s.recompute)
                 for (const bool sp : s.sequence_parallel) {
                   if (sp && tp == 1) continue;
+                  if (!sp && tp > 1 && moe_needs_sp) continue;
                   for (const bool dist : s.distributed_optimizer) {
                     if (dist && dp == 1) continue;
                     for (const bool fsdp : s.fsdp) {
