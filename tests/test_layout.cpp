@@ -636,6 +636,39 @@ TEST(PipelineLayout, PlacesMtpLayersAsMegatronCoreDoes) {
   EXPECT_EQ(parse_pipeline_layout("Ett|ttmmL", 4, 2).mtp_layers, (std::vector<std::int64_t>{0, 2}));
 }
 
+// Megatron-Core's balanced layout, where the layers do not split into equal stages: the
+// embedding, each MTP module and the loss count as a layer each. By hand: DeepSeek-V3 (61 layers,
+// one MTP module) is 64 units: 2 over 32 stages, 4 over 16; Llama 3.1 405B's 126 layers are 128
+// units, 8 over 16 stages.
+TEST(PipelineLayout, BalancedLayoutCountsTheEmbeddingMtpAndLossAsLayers) {
+  EXPECT_EQ(balanced_pipeline_layout(61, 1, 32), "Et|(tt|)*30mL");
+  EXPECT_EQ(balanced_pipeline_layout(61, 1, 16), "Ettt|(t*4|)*14ttmL");
+  EXPECT_EQ(balanced_pipeline_layout(126, 0, 16), "Et*7|(t*8|)*14t*7L");
+  EXPECT_EQ(balanced_pipeline_layout(6, 0, 2), "Ettt|tttL");
+  EXPECT_EQ(balanced_pipeline_layout(61, 1, 8), "Et*7|(t*8|)*6t*6mL");
+  EXPECT_FALSE(balanced_pipeline_layout(61, 0, 32));  // 63 units
+  EXPECT_FALSE(balanced_pipeline_layout(61, 1, 64));  // one unit a stage: no room for m and L
+  EXPECT_FALSE(balanced_pipeline_layout(6, 0, 1));
+  // Every layout it gives, over a grid, parses back to the model's layers and MTP modules on
+  // `stages` stages of k units each; it gives none exactly where the units do not split or the
+  // last stage cannot hold its MTP modules and the loss.
+  for (std::int64_t layers = 1; layers <= 70; ++layers)
+    for (std::int64_t mtp = 0; mtp <= 3; ++mtp)
+      for (std::int64_t stages = 2; stages <= 40; ++stages) {
+        const auto layout = balanced_pipeline_layout(layers, mtp, stages);
+        const std::int64_t units = layers + mtp + 2;
+        const bool splits = units % stages == 0 && units / stages >= 1 + mtp;
+        ASSERT_EQ(layout.has_value(), splits) << layers << " " << mtp << " " << stages;
+        if (!layout) continue;
+        const auto parsed = parse_pipeline_layout(*layout, layers, mtp);
+        ASSERT_EQ(static_cast<std::int64_t>(parsed.layers.size()), stages) << *layout;
+        for (std::size_t s = 0; s < parsed.layers.size(); ++s) {
+          const std::int64_t ends = (s == 0 ? 1 : 0) + (s + 1 == parsed.layers.size() ? 1 : 0);
+          EXPECT_EQ(parsed.layers[s] + parsed.mtp_layers[s] + ends, units / stages) << *layout;
+        }
+      }
+}
+
 TEST(PipelineLayout, ErrorsNameTheRule) {
   EXPECT_EQ(param_error([] { parse_pipeline_layout("Ett|tx|ttL", 6, 0); }),
             "--pipeline-layout 'Ett|tx|ttL': 'x' is not E (embedding), t (transformer layer), m "

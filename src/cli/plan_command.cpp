@@ -31,19 +31,22 @@ std::string csv_report(const PlanResult& r) {
       "pipeline_parallel,data_parallel,schedule,chunks,micro_batch,microbatches,recompute,"
       "sequence_parallel,distributed_optimizer,compute_s,bubble_s,exposed_pipeline_s,tp_comm_s,"
       "reductions_s,optimizer_s,overhead_s,context_parallel,fsdp,expert_parallel,a2a_overlap,"
-      "expert_comm_s\n";
+      "expert_comm_s,expert_tensor_parallel,moe_recompute,pipeline_layout\n";
   for (std::size_t i = 0; i < r.top.size(); ++i) {
     const auto& e = r.top[i];
     const auto& l = e.layout;
     const auto p = runtime_parts(e.metrics);
     out += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
+        "{}"
+        "\n",
         i + 1, e.metrics.runtime_s, e.metrics.tokens_per_s.value_or(0), e.metrics.mfu.value_or(0),
         e.peak_memory_bytes, e.lower_bound_s, l.tensor_parallel, l.pipeline_parallel,
         l.data_parallel, l.schedule, l.chunks > 0 ? std::to_string(l.chunks) : "", l.micro_batch,
         l.microbatches, to_string(l.recompute), l.sequence_parallel, l.distributed_optimizer,
         p.compute, p.bubble, p.pipeline, p.tp, p.reductions, p.optimizer, p.overhead,
-        l.context_parallel, l.fsdp, l.expert_parallel, l.a2a_overlap, p.experts);
+        l.context_parallel, l.fsdp, l.expert_parallel, l.a2a_overlap, p.experts,
+        l.expert_tensor_parallel, to_string(l.moe_recompute), l.pipeline_layout);
   }
   return out;
 }

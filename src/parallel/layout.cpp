@@ -118,6 +118,26 @@ std::int64_t pipeline_layout_stages(std::string_view text) {
   return static_cast<std::int64_t>(layout_parts(text).size());
 }
 
+std::optional<std::string> balanced_pipeline_layout(std::int64_t layers, std::int64_t mtp_layers,
+                                                    std::int64_t stages) {
+  if (stages < 2 || layers < 0 || mtp_layers < 0) return std::nullopt;
+  const std::int64_t units = layers + mtp_layers + 2;
+  if (units % stages != 0) return std::nullopt;
+  const std::int64_t k = units / stages;
+  if (k < 1 + mtp_layers) return std::nullopt;  // the last stage: its MTP modules and the loss
+  // n transformer layers: "ttt" up to three, "t*n" beyond (the notation's repetition).
+  const auto ts = [](std::int64_t n) {
+    return n <= 3 ? std::string(static_cast<std::size_t>(n), 't') : fmt::format("t*{}", n);
+  };
+  std::string out = "E" + ts(k - 1) + "|";
+  if (stages > 2) out += fmt::format("({}|)*{}", ts(k), stages - 2);
+  out += ts(k - 1 - mtp_layers);
+  if (mtp_layers > 0)
+    out += mtp_layers <= 3 ? std::string(static_cast<std::size_t>(mtp_layers), 'm')
+                           : fmt::format("m*{}", mtp_layers);
+  return out + "L";
+}
+
 PipelineStages parse_pipeline_layout(std::string_view text, std::int64_t layers,
                                      std::int64_t mtp_layers) {
   const std::vector<std::string> stages = layout_parts(text);

@@ -227,13 +227,39 @@ std::int64_t pipeline_units(const PlanRequest& request) {
   return request.model.transformer()->layers + (request.layout.balance_embedding ? 2 : 0);
 }
 
-bool stages_split(const PlanRequest& request, Checked& c, const ScheduleTable& table) {
+// Whether the model's units split over `stages`: into equal stages, or else (without a layout of
+// the request's own) by Megatron-Core's balanced pipeline layout, which `layout` is set to.
+bool stages_split(const PlanRequest& request, std::int64_t stages, std::string& layout) {
+  layout.clear();
+  if (pipeline_units(request) % stages == 0) return true;
+  if (!request.layout.pipeline_layout.empty()) return false;
   const auto& m = *request.model.transformer();
-  if (pipeline_units(request) % table.stages == 0) return true;
-  c.reason = "pipeline: the layers do not split into equal stages";
-  c.detail = fmt::format("{} layers{} over {} stages (Megatron-LM requires equal stages)", m.layers,
-                         request.layout.balance_embedding ? " and the embedding and output" : "",
-                         table.stages);
+  if (auto balanced = balanced_pipeline_layout(m.layers, m.mtp_layers, stages)) {
+    layout = std::move(*balanced);
+    return true;
+  }
+  return false;
+}
+
+void reject_unsplit(const PlanRequest& request, Checked& c, std::int64_t stages,
+                    std::string_view what) {
+  const auto& m = *request.model.transformer();
+  const std::int64_t units = m.layers + m.mtp_layers + 2;
+  c.reason = "pipeline: the layers split neither into equal stages nor by a balanced layout";
+  c.detail = fmt::format(
+      "{} layers{} over {} {}; Megatron-Core's layout counting the embedding, {}the loss as a "
+      "layer each has {} units, {}",
+      m.layers, request.layout.balance_embedding ? " and the embedding and output" : "", stages,
+      what, m.mtp_layers > 0 ? fmt::format("{} MTP module(s) and ", m.mtp_layers) : "", units,
+      units % stages != 0
+          ? fmt::format("which do not divide over {}", stages)
+          : fmt::format("{} a stage: too few for the last stage's MTP module(s) and loss",
+                        units / stages));
+}
+
+bool stages_split(const PlanRequest& request, Checked& c, const ScheduleTable& table) {
+  if (stages_split(request, table.stages, c.layout.pipeline_layout)) return true;
+  reject_unsplit(request, c, table.stages, "stages");
   return false;
 }
 
@@ -308,11 +334,10 @@ bool follows_rules(const PlanRequest& request, Checked& c) {
   // With balance_embedding the embedding and the output count as a layer each (Megatron's
   // account_for_embedding/loss_in_pipeline_split; Llama 3's one layer fewer on the first and last
   // stage), so layers + 2 must split.
-  if (pipeline_units(request) % l.pipeline_parallel != 0) {
-    c.reason = "pipeline: the layers do not split into equal stages";
-    c.detail = fmt::format("{} layers{} over PP {} (Megatron-LM requires equal stages)", m.layers,
-                           request.layout.balance_embedding ? " and the embedding and output" : "",
-                           l.pipeline_parallel);
+  // Where they do not split, Megatron-Core's balanced layout may (stages_split).
+  std::string layout;
+  if (l.pipeline_parallel > 1 && !stages_split(request, l.pipeline_parallel, layout)) {
+    reject_unsplit(request, c, l.pipeline_parallel, "pipeline ranks");
     return false;
   }
   return true;
@@ -325,15 +350,17 @@ bool follows_rules(const PlanRequest& request, Checked& c) {
 // The authors' schedulers' own order is planned in phase 2: their memory is checked there.
 void check(const PlanRequest& request, const TableCache& tables, Checked& c) {
   const PlanLayout& l = c.layout;
-  const SimulationSetup setup = layout_setup(request, l);
-  const double capacity = setup.system.device.memory_bytes * (1 - request.memory_reserve);
   const auto shape = tables.get(request, shape_key(l));
   if (!authors(l)) {
     if (!shape->table) return reject_by_schedule(c, shape->error);
     if (!runnable(request, c, shape->refused) || !stages_split(request, c, *shape->table)) return;
-  } else if (!shape->table || pipeline_units(request) % shape->table->stages != 0) {
+  } else if (!shape->table ||
+             !stages_split(request, shape->table->stages, c.layout.pipeline_layout)) {
     return;  // the authors' own table decides, in phase 2
   }
+  // After the stages' split: the setup runs the layout it chose.
+  const SimulationSetup setup = layout_setup(request, l);
+  const double capacity = setup.system.device.memory_bytes * (1 - request.memory_reserve);
   try {
     const auto held = static_memory(*shape->table,
                                     table_work(*shape->table, setup.model, setup.job, setup.layout),
@@ -363,12 +390,8 @@ void check(const PlanRequest& request, const TableCache& tables, Checked& c) {
 // lowered graph and its bound; the authors' memory checked.
 void lower_and_bound(const PlanRequest& request, const TableCache& tables, Checked& c) {
   const PlanLayout& l = c.layout;
-  const SimulationSetup setup = layout_setup(request, l);
-  const double capacity = setup.system.device.memory_bytes * (1 - request.memory_reserve);
   c.lowered = true;
   std::shared_ptr<const ScheduleTable> own;
-  LoweringOptions lowering = setup.lowering;
-  lowering.inner_transfers = false;  // the bound needs the ops' shortest times, not the flows
   if (authors(l)) {
     try {
       own = tables.authors(request, l);
@@ -380,12 +403,16 @@ void lower_and_bound(const PlanRequest& request, const TableCache& tables, Check
                                       : std::nullopt) ||
         !stages_split(request, c, *own))
       return;
-    // The runtime that really runs the layout, resolved with the schedule's name as
-    // simulate_table does (lower() alone sees no name and took every table for PyTorch's).
-    lowering.runtime = resolve_runtime(lowering.runtime, *own, l.schedule).runtime;
-  } else {
-    lowering.runtime = tables.get(request, shape_key(l))->runtime;
   }
+  // After the stages' split: the setup runs the layout it chose.
+  const SimulationSetup setup = layout_setup(request, l);
+  const double capacity = setup.system.device.memory_bytes * (1 - request.memory_reserve);
+  LoweringOptions lowering = setup.lowering;
+  lowering.inner_transfers = false;  // the bound needs the ops' shortest times, not the flows
+  // The runtime that really runs the layout: for the authors' tables resolved with the schedule's
+  // name as simulate_table does (lower() alone sees no name and took every table for PyTorch's).
+  lowering.runtime = own ? resolve_runtime(lowering.runtime, *own, l.schedule).runtime
+                         : tables.get(request, shape_key(l))->runtime;
   const auto shared = own ? nullptr : tables.get(request, shape_key(l));
   const ScheduleTable& table = own ? *own : *shared->table;
   try {
@@ -509,12 +536,15 @@ Enumeration enumerate(const PlanRequest& r) {
             if (pp == 1 && default_chunks > 0) chunks = {1};
             if (pp > 1 && default_chunks > 0) {
               // Default: every v from 2 to 8 that splits the device's layers evenly (Megatron-LM
-              // requires it), or the schedule's default when none does.
+              // requires it) or, where PP does not, into Megatron-Core's balanced layout over v·PP
+              // stages; the schedule's default when none does.
               chunks = s.chunks;
               if (chunks.empty()) {
-                const std::int64_t per_device = layers % pp == 0 ? layers / pp : 0;
+                std::string unused;
                 for (std::int64_t v = 2; v <= 8; ++v) {
-                  if (per_device > 0 && per_device % v == 0) chunks.push_back(v);
+                  const bool even = layers % pp == 0 && (layers / pp) % v == 0;
+                  if (even || (layers % pp != 0 && stages_split(r, v * pp, unused)))
+                    chunks.push_back(v);
                 }
                 if (chunks.empty()) chunks.push_back(default_chunks);
               }
@@ -557,7 +587,8 @@ Enumeration enumerate(const PlanRequest& r) {
                                           ep,
                                           a2a,
                                           etp,
-                                          mrc};
+                                          mrc,
+                                          {}};
                               c.index = static_cast<std::int64_t>(e.layouts.size());
                               e.layouts.push_back(std::move(c));
                             }
@@ -602,6 +633,7 @@ std::string describe(const PlanLayout& l) {
     out += fmt::format(", MoE recompute {}", to_string(l.moe_recompute));
   if (l.a2a_overlap) out += ", A2A overlap";
   if (l.distributed_optimizer) out += ", distributed optimizer";
+  if (!l.pipeline_layout.empty()) out += fmt::format(", layout {}", l.pipeline_layout);
   return out;
 }
 
@@ -626,6 +658,7 @@ SimulationSetup layout_setup(const PlanRequest& request, const PlanLayout& l) {
   y.pp = l.pipeline_parallel;
   y.schedule = l.schedule;
   y.chunks = l.chunks;
+  if (!l.pipeline_layout.empty()) y.pipeline_layout = l.pipeline_layout;
   setup.lowering.costs.reset();
   return setup;
 }
@@ -922,7 +955,9 @@ nlohmann::json layout_json(const PlanLayout& l) {
           {"expert_parallel", l.expert_parallel},
           {"a2a_overlap", l.a2a_overlap},
           {"expert_tensor_parallel", l.expert_tensor_parallel},
-          {"moe_recompute", to_string(l.moe_recompute)}};
+          {"moe_recompute", to_string(l.moe_recompute)},
+          {"pipeline_layout", l.pipeline_layout.empty() ? nlohmann::json(nullptr)
+                                                        : nlohmann::json(l.pipeline_layout)}};
 }
 
 nlohmann::json to_json(const PlanRequest& q, const PlanResult& r) {

@@ -159,6 +159,17 @@ struct PipelineStages {
 PipelineStages parse_pipeline_layout(std::string_view text, std::int64_t layers,
                                      std::int64_t mtp_layers);
 
+/// The balanced pipeline layout Megatron-Core's notation allows where the layers do not split
+/// into equal stages: the embedding, each MTP module and the loss counted as a layer each, every
+/// stage holding k = (layers + mtp_layers + 2) / stages of those units — the first `E` and k − 1
+/// layers, the last k − 1 − mtp_layers layers, the MTP modules and `L`. DeepSeek-V3's 61 layers
+/// and one MTP module over 32 stages give "Et|(tt|)*30mL", the layout DeepSeek-V3 is trained with
+/// on PP 8 × VP 4 in Megatron-Core (Megatron-LM's DeepSeek-V3 GB200 write-up runs it without MTP
+/// as "Et|(tt|)*30L"). Unset when the units do not split over `stages`, when the last stage could
+/// not hold its MTP modules and the loss, or with fewer than two stages.
+std::optional<std::string> balanced_pipeline_layout(std::int64_t layers, std::int64_t mtp_layers,
+                                                    std::int64_t stages);
+
 /// The stages a pipeline layout names (its '|'-separated parts, a trailing '|' closing the last),
 /// whatever the model: what a job file's layout says of the pipeline before any model is read.
 /// Throws ParamError naming the position and the rule for text that does not parse.

@@ -86,6 +86,9 @@ struct PlanLayout {
   bool a2a_overlap = false;
   std::int64_t expert_tensor_parallel = 1;
   MoeRecompute moe_recompute = MoeRecompute::None;
+  /// Where the units do not split into equal stages: Megatron-Core's balanced pipeline layout
+  /// (balanced_pipeline_layout) the layout runs with. Empty: equal stages, or the request's own.
+  std::string pipeline_layout;
   friend bool operator==(const PlanLayout&, const PlanLayout&) = default;
 };
 
