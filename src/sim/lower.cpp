@@ -298,6 +298,21 @@ void Lowering::require_size() const {
   const auto* m = model_.transformer();
   const bool exchanges =
       !options_.costs && m != nullptr && (layout_.cp > 1 || (m->moe && layout_.ep > 1));
+  const std::int64_t k = t_.pipelines();
+  const std::int64_t per_stage = (k > 1 ? 2 * (k - 1) * k : 0) + reduction_steps() * k;
+  const std::int64_t tail =
+      4 * t_.devices + 2 * (gradient_ranks() + expert_ranks() - 2) * t_.devices + 8;
+  const auto ops = static_cast<std::int64_t>(t_.ops.size());
+  // First a bound from the stages' largest layer count (an op has at most two passes), which
+  // almost every graph is far under: the count pass by pass only where it is not.
+  std::int64_t most_layers = 0;
+  for (const auto& w : work_)
+    most_layers = std::max(most_layers, w.layers);
+  const std::int64_t per_layer = (exchanges ? 16 : 0) + (fsdp() && !pipelined() ? 4 : 0);
+  const double bound =
+      static_cast<double>(ops) * 2.0 * (1.0 + static_cast<double>(per_layer * most_layers)) +
+      static_cast<double>(ops + per_stage * t_.stages + tail);
+  if (bound <= static_cast<double>(kMaxGraphNodes)) return;
   std::int64_t dependencies = 0;
   for (const Op& op : t_.ops) {
     for (const Pass& pass : op.passes()) {
@@ -309,12 +324,7 @@ void Lowering::require_size() const {
         dependencies += 4 * work(pass).layers;
     }
   }
-  const std::int64_t k = t_.pipelines();
-  const std::int64_t per_stage = (k > 1 ? 2 * (k - 1) * k : 0) + reduction_steps() * k;
-  const std::int64_t tail =
-      4 * t_.devices + 2 * (gradient_ranks() + expert_ranks() - 2) * t_.devices + 8;
-  const std::int64_t nodes =
-      static_cast<std::int64_t>(t_.ops.size()) + dependencies + per_stage * t_.stages + tail;
+  const std::int64_t nodes = ops + dependencies + per_stage * t_.stages + tail;
   if (nodes > kMaxGraphNodes) {
     throw ParamError(fmt::format(
         "the execution graph would have up to {} nodes, over the limit of {}: use fewer "
@@ -333,6 +343,10 @@ void Lowering::costs() {
     options.exchanges_as_flows = true;  // as flows inside their ops (lower_programs)
     const auto c = cost::stage_costs(model_, job_, layout_, stages, network_.system(), options);
     cost_.insert(cost_.end(), c.begin(), c.end());
+  }
+  for (const auto& c : cost_) {
+    for (const auto& l : c.layers)
+      layer_programs_ = layer_programs_ || l.passes != nullptr;
   }
 }
 
@@ -354,6 +368,10 @@ void Lowering::compute_nodes() {
       options_.costs ? op_durations(t_, *options_.costs) : std::vector<double>{};
   op_cost_.assign(t_.ops.size(), {});
   if (fsdp()) fsdp_roles();
+  // An op has a program only with its layers' exchanges or FSDP's blocks (plan_exchanges): the
+  // check once here, not per op (most plans' layouts have neither).
+  const bool programs =
+      !options_.costs && (layer_programs_ || (fsdp() && !pipelined() && !compute_only_));
   g_.stream.reserve(nodes);
   g_.stream_begin.reserve(static_cast<std::size_t>(t_.devices) + 1);
   for (std::int32_t d = 0; d < t_.devices; ++d) {
@@ -401,7 +419,7 @@ void Lowering::compute_nodes() {
         op_cost_[n].expert_comm_s += halves[k]->expert_comm_s;
         op_cost_[n].kernels += halves[k]->kernels;
       }
-      if (!options_.costs) plan_exchanges(n);
+      if (programs) plan_exchanges(n);
     }
     if (!options_.costs && job_.a2a_overlap) combine_1f1b(d);
     for (auto i = t_.row_begin[static_cast<std::size_t>(d)];

@@ -58,13 +58,6 @@ void Lowering::set_program(std::size_t n, std::int32_t id) {
   program_of_[n] = id;
 }
 
-// FSDP without pipelining runs each op block by block (fsdp_program) when it gathers or
-// reduce-scatters: not in plan's compute part, which has no collectives.
-bool Lowering::by_blocks(std::size_t n) const {
-  return fsdp() && !pipelined() && !compute_only_ && fsdp_roles_[n] != 0 &&
-         units(work(t_.ops[n].first())) > 1.0;
-}
-
 // Op n's program when it runs exchanges (the passes' costs leave them out). A forward and a
 // backward in one op (DualPipe's F&B chunk pairs) overlap.
 void Lowering::plan_exchanges(std::size_t n) {
@@ -103,20 +96,6 @@ void Lowering::plan_exchanges(std::size_t n) {
 const Lowering::Program* Lowering::program_of(std::size_t n) const {
   if (n >= program_of_.size() || program_of_[n] < 0) return nullptr;
   return &unique_[static_cast<std::size_t>(program_of_[n])];
-}
-
-// No inner transfers: the compute part (plan's first bound) or lowering for bounds only.
-bool Lowering::folded() const {
-  return compute_only_ || !options_.inner_transfers;
-}
-
-// One pass's waits with every exchange alone on its links, once per stage and pass kind.
-double Lowering::single_waits(const Pass& pass) {
-  constexpr std::size_t kKinds = 5;
-  if (single_waits_.empty()) single_waits_.assign(cost_.size() * kKinds, -1.0);
-  auto& w = single_waits_[index(pass) * kKinds + static_cast<std::size_t>(pass.kind)];
-  if (w < 0.0) w = detail::pass_waits(cost_[index(pass)], pass.kind, network_.system());
-  return w;
 }
 
 // The programs' steps and inner transfers (after the compute nodes; none without exchanges).

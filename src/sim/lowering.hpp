@@ -244,11 +244,25 @@ class Lowering {
 
   std::int32_t program_id(const Pass& a, const Pass* b, bool pair);
   void set_program(std::size_t n, std::int32_t id);
-  bool by_blocks(std::size_t n) const;
+  // FSDP without pipelining runs each op block by block (fsdp_program) when it gathers or
+  // reduce-scatters: not in plan's compute part, which has no collectives.
+  bool by_blocks(std::size_t n) const {
+    return fsdp() && !pipelined() && !compute_only_ && fsdp_roles_[n] != 0 &&
+           units(work(t_.ops[n].first())) > 1.0;
+  }
   void plan_exchanges(std::size_t n);
   const Program* program_of(std::size_t n) const;
-  bool folded() const;
-  double single_waits(const Pass& pass);
+  // No inner transfers: the compute part (plan's first bound) or lowering for bounds only.
+  bool folded() const { return compute_only_ || !options_.inner_transfers; }
+  // One pass's waits with every exchange alone on its links, once per stage and pass kind (here:
+  // called once per op of the compute part).
+  double single_waits(const Pass& pass) {
+    constexpr std::size_t kKinds = 5;
+    if (single_waits_.empty()) single_waits_.assign(cost_.size() * kKinds, -1.0);
+    auto& w = single_waits_[index(pass) * kKinds + static_cast<std::size_t>(pass.kind)];
+    if (w < 0.0) w = detail::pass_waits(cost_[index(pass)], pass.kind, network_.system());
+    return w;
+  }
   void lower_programs();
   static TransferKind transfer_kind(cost::ExchangeKind kind);
   int stage_of(std::int64_t node) const;
@@ -284,7 +298,8 @@ class Lowering {
   std::vector<double> folded_waits_;  // folded: per table op, its single pass's waits
   std::vector<std::array<std::int32_t, 2>> flows_scratch_;  // lower_programs
   std::vector<std::int32_t> program_of_;
-  bool compute_only_ = false;              // lower_compute: no transfers
+  bool compute_only_ = false;    // lower_compute: no transfers
+  bool layer_programs_ = false;  // some stage's layers run exchanges inside their passes (costs)
   std::vector<std::int32_t> merged_into_;  // per table op: the op that runs it (-1: itself)
   std::vector<std::pair<std::int32_t, std::int32_t>> edges_;
   std::vector<StartEdge> start_edges_;

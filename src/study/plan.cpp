@@ -247,10 +247,10 @@ void reject_unsplit(const PlanRequest& request, Checked& c, std::int64_t stages,
   const std::int64_t units = m.layers + m.mtp_layers + 2;
   c.reason = "pipeline: the layers split neither into equal stages nor by a balanced layout";
   c.detail = fmt::format(
-      "{} layers{} over {} {}; Megatron-Core's layout counting the embedding, {}the loss as a "
+      "{} layers{} over {} {}; Megatron-Core's layout counting the embedding{} the loss as a "
       "layer each has {} units, {}",
       m.layers, request.layout.balance_embedding ? " and the embedding and output" : "", stages,
-      what, m.mtp_layers > 0 ? fmt::format("{} MTP module(s) and ", m.mtp_layers) : "", units,
+      what, m.mtp_layers > 0 ? fmt::format(", {} MTP module(s) and", m.mtp_layers) : " and", units,
       units % stages != 0
           ? fmt::format("which do not divide over {}", stages)
           : fmt::format("{} a stage: too few for the last stage's MTP module(s) and loss",
