@@ -18,6 +18,8 @@
 
 #include "pipetab/io/config.hpp"
 #include "pipetab/schedules/registry.hpp"
+#include "pipetab/sim/options.hpp"
+#include "pipetab/study/plan.hpp"
 
 namespace pipetab {
 namespace {
@@ -71,6 +73,35 @@ TEST_F(Cli, List) {
   EXPECT_EQ(j[2]["default_chunks"], 2);
 }
 
+// `list options`: every option of the one definition, in its order, with its flag, its default
+// as the option reads it back, and whether plan --search takes it (with the rule where not).
+TEST_F(Cli, ListOptions) {
+  auto r = run("list options --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto options = run_options();
+  ASSERT_EQ(j.size(), options.size());
+  for (std::size_t i = 0; i < options.size(); ++i) {
+    EXPECT_EQ(j[i]["key"], options[i].key);
+    if (!options[i].flag.empty()) EXPECT_EQ(j[i]["flag"], options[i].flag);
+    // The default parses back as the option's own value (unset ones are empty).
+    const std::string fallback = j[i]["default"];
+    if (!fallback.empty()) EXPECT_NO_THROW((void)parse_option_value(options[i], fallback));
+    EXPECT_EQ(j[i]["plan_search"].is_boolean(), !unsearchable_option(options[i].key))
+        << options[i].key;
+  }
+  for (const std::string key : {"tensor_parallel", "recompute", "runtime", "pipeline_layout"}) {
+    const auto it =
+        std::find_if(j.begin(), j.end(), [&](const auto& o) { return o["key"] == key; });
+    ASSERT_NE(it, j.end()) << key;
+    EXPECT_TRUE((*it)["plan_search"].is_string()) << key;
+  }
+  r = run("list options");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const auto& o : options)
+    EXPECT_NE(r.out.find("  " + std::string(o.key) + " "), std::string::npos) << o.key;
+}
+
 // `list models|systems`: the presets --model and --system take, with their TOML in JSON (the web
 // page's menus and its "custom" starting points).
 TEST_F(Cli, ListPresets) {
@@ -92,7 +123,7 @@ TEST_F(Cli, ListPresets) {
       EXPECT_FALSE(j[i]["toml"].get<std::string>().empty()) << names[i];
     }
   }
-  expect_usage_error("list layouts", "layouts not in {schedules,models,systems}");
+  expect_usage_error("list layouts", "layouts not in {schedules,models,systems,options}");
 }
 
 // --bandwidth-scale and --latency-scale are a system file with every link so scaled.
@@ -920,6 +951,10 @@ TEST_F(Cli, PlanRanksLayoutsAndWritesTheBest) {
   expect_usage_error(base + " --recompute sometimes", "--recompute sometimes");
   expect_usage_error(base + " --runtime eager", "--runtime: eager");
   expect_usage_error(base + " --shard 4/3", "--shard 4/3");
+  expect_usage_error(base + " --search tp_overlap", "--search tp_overlap: expected KEY=VALUE");
+  expect_usage_error(base + " --search tp_overlap=none,sometimes",
+                     "tp_overlap = 'sometimes': expected one of");
+  expect_usage_error(base + " --search recompute=full", "give its values with --recompute");
   expect_usage_error("plan --gpus 16", "--global-batch is required");
   expect_usage_error("plan --gpus 8 --global-batch 8 --system tiny.toml", "tiny.toml");
 }

@@ -10,6 +10,7 @@
 #include "pipetab/io/config.hpp"
 #include "pipetab/schedules/registry.hpp"
 #include "pipetab/sim/bounds.hpp"
+#include "pipetab/sim/options.hpp"
 #include "pipetab/study/plan.hpp"
 
 namespace pipetab {
@@ -581,6 +582,100 @@ TEST(Plan, AMixtureOfExpertsPlansTensorParallelismWithSequenceParallelism) {
   for (const auto& e : off.top)
     EXPECT_EQ(e.layout.tensor_parallel, 1);
   EXPECT_EQ(both.layouts, off.layouts);
+}
+
+// Any option of the one definition is searchable (--search): every layout is enumerated once per
+// combination of the searched values, each runs the values it names (read back through the
+// option's own getter), the options reach the simulation (twins differing only in TP overlap
+// differ in runtime), and pruning keeps the exhaustive top.
+TEST(Plan, AnyOptionOfTheOneDefinitionIsSearched) {
+  auto q = request("qwen3-30b-a3b", 16, 32);
+  std::get<TransformerConfig>(q.model.spec).layers = 8;
+  q.space.schedules = {"1f1b"};
+  q.space.micro_batch = {1};
+  q.space.recompute = {Recompute::None};
+  q.space.sequence_parallel = {true};
+  q.space.a2a_overlap = {false};
+  q.space.expert_parallel = {4};
+  q.top = 100000;
+  q.prune = false;
+  const auto base = plan(q);
+  q.space.options = {{"moe_dispatcher", {"alltoall", "deepep"}}, {"tp_overlap", {"none", "all"}}};
+  const auto r = plan(q);
+  EXPECT_EQ(r.layouts, 4 * base.layouts);
+  EXPECT_EQ(r.simulated, 4 * base.simulated);
+  bool differs = false;
+  for (const auto& e : r.top) {
+    const auto& l = e.layout;
+    ASSERT_EQ(l.options.size(), 2U);
+    EXPECT_EQ(l.options[0].key, "moe_dispatcher");
+    EXPECT_EQ(l.options[1].key, "tp_overlap");
+    const auto setup = layout_setup(q, l);
+    for (const auto& o : l.options)
+      EXPECT_EQ(find_run_option(o.key)->get(setup), o.value) << describe(l);
+    EXPECT_NE(describe(l).find(", tp_overlap " + l.options[1].value), std::string::npos);
+    auto twin = l;
+    twin.options[1].value = l.options[1].value == "none" ? "all" : "none";
+    const auto other = std::find_if(r.top.begin(), r.top.end(),
+                                    [&](const PlanEntry& x) { return x.layout == twin; });
+    ASSERT_NE(other, r.top.end()) << describe(l);
+    differs = differs || (l.tensor_parallel > 1 && other->metrics.runtime_s != e.metrics.runtime_s);
+  }
+  EXPECT_TRUE(differs);
+  const auto json = layout_json(r.top.front().layout);
+  EXPECT_EQ(json.at("options").at("tp_overlap"), r.top.front().layout.options[1].value);
+  EXPECT_FALSE(layout_json(base.top.front().layout).contains("options"));
+  q.prune = true;
+  q.top = 5;
+  expect_pruning_keeps_the_top(q);
+}
+
+// What --search refuses, each with its rule: plan's own axes and derived degrees, the options
+// that decide the table or the stage split, an unknown key, a value its option does not take, a
+// value or a key given twice.
+TEST(Plan, SearchRefusesWhatItCannotSearch) {
+  const auto refuses = [](PlanSpace::Option option, const std::string& words) {
+    auto q = request("qwen3-30b-a3b", 16, 32);
+    q.space.options = {std::move(option)};
+    try {
+      (void)plan(q);
+      ADD_FAILURE() << "no error, expected: " << words;
+    } catch (const ParamError& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  refuses({"recompute", {"full"}}, "give its values with --recompute");
+  refuses({"tensor_parallel", {"2"}}, "give its values with --tp");
+  refuses({"data_parallel", {"2"}}, "plan derives it");
+  refuses({"global_batch", {"64"}}, "plan ranks the layouts of one job");
+  refuses({"runtime", {"pytorch", "megatron"}}, "run plan once per --runtime");
+  refuses({"pipeline_layout", {"Et|tt|tt|ttL"}}, "--pipeline-layout");
+  refuses({"moe_dispatchr", {"deepep"}}, "did you mean 'moe_dispatcher'");
+  refuses({"moe_dispatcher", {"alltoall", "nccl"}}, "'nccl': expected one of alltoall, deepep");
+  refuses({"moe_dispatcher", {"deepep", "deepep"}}, "'deepep' is listed twice");
+  refuses({"moe_dispatcher", {}}, "no values to try");
+  auto q = request("qwen3-30b-a3b", 16, 32);
+  q.space.options = {{"moe_dispatcher", {"deepep"}}, {"moe_dispatcher", {"alltoall"}}};
+  EXPECT_THROW((void)plan(q), ParamError);
+}
+
+// `--search KEY=A,B` as plan's flag and Python's keyword give it.
+TEST(Plan, SearchTextIsReadAsKeyAndValues) {
+  PlanSpaceText text;
+  text.search = {"moe_dispatcher=alltoall,deepep", "seq_len=4096"};
+  const auto space = parse_plan_space(text);
+  ASSERT_EQ(space.options.size(), 2U);
+  EXPECT_EQ(space.options[0], (PlanSpace::Option{"moe_dispatcher", {"alltoall", "deepep"}}));
+  EXPECT_EQ(space.options[1], (PlanSpace::Option{"seq_len", {"4096"}}));
+  for (const std::string bad : {"moe_dispatcher", "=deepep", "moe_dispatcher="}) {
+    text.search = {bad};
+    EXPECT_THROW((void)parse_plan_space(text), Error) << bad;
+  }
+  // An empty value between commas reaches the option, which refuses it.
+  text.search = {"moe_dispatcher=alltoall,,deepep"};
+  auto q = request("qwen3-30b-a3b", 16, 32);
+  q.space = parse_plan_space(text);
+  EXPECT_THROW((void)plan(q), ParamError);
 }
 
 }  // namespace

@@ -1299,6 +1299,29 @@ def _str_list(values: Optional[Iterable[str]], name: str) -> list[str]:
     return out
 
 
+def _search(search: Optional[Mapping[str, Iterable[Any]]]) -> list[str]:
+    """``{"key": [a, b]}`` as ``--search key=a,b`` (booleans as true/false)."""
+    if search is None:
+        return []
+    if not isinstance(search, Mapping):
+        raise TypeError(f"search: expected a mapping of option keys to values, got "
+                        f"{type(search).__name__}")
+    out = []
+    for key, values in search.items():
+        if not isinstance(key, str) or "=" in key:
+            raise TypeError(f"search: {key!r}: expected an option's key (run_options())")
+        if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+            values = [values]
+        texts = []
+        for value in values:
+            text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+            if "," in text or not text:
+                raise ValueError(f"search: {key} = {value!r}: expected a value of the option")
+            texts.append(text)
+        out.append(f"{key}={','.join(texts)}")
+    return out
+
+
 def plan(
     model: Union[str, os.PathLike, Mapping[str, Any]] = "llama2-70b",
     system: Union[str, os.PathLike, Mapping[str, Any]] = "dgx-h100",
@@ -1320,6 +1343,7 @@ def plan(
     etp: Optional[Iterable[int]] = None,
     moe_recompute: Optional[Iterable[str]] = None,
     a2a_overlap: Union[None, bool, str] = None,
+    search: Optional[Mapping[str, Iterable[Any]]] = None,
     top: int = 10,
     memory_reserve: float = 0.05,
     prune: bool = True,
@@ -1340,7 +1364,9 @@ def plan(
     (None: the powers of two dividing the experts), ``etp`` the expert-tensor-parallel sizes
     (None: 1), ``moe_recompute`` what the experts recompute (none, moe_act, mlp; None: the
     job's own) and ``a2a_overlap`` (True, False or None: both) Megatron-Core's 1F1B all-to-all
-    overlap.
+    overlap. ``search`` maps any other option of a run (:func:`run_options`' keys) to the values
+    to try, e.g. ``{"moe_dispatcher": ["alltoall", "deepep"]}`` (``--search``): every layout is
+    tried with each combination.
 
     Every option of a run that plan does not search is a keyword, as for :func:`simulate`
     (:class:`PlanOptions`; :func:`run_options` lists them), e.g. ``seq_len``, ``runtime``,
@@ -1373,6 +1399,7 @@ def plan(
     args.etp = _int_list(etp, "etp")
     args.moe_recompute = _str_list(moe_recompute, "moe_recompute")
     args.a2a_overlap = _both(a2a_overlap, "a2a_overlap")
+    args.search = _search(search)
     args.top = _int(top, "top")
     args.memory_reserve = memory_reserve
     args.prune = prune

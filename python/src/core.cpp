@@ -342,25 +342,6 @@ py::tuple run_shape(const SimArgs& a, std::optional<std::int64_t> devices,
   return py::make_tuple(schedule, devices, microbatches, chunks);
 }
 
-const char* option_type_name(OptionType type) {
-  switch (type) {
-    case OptionType::Integer:
-      return "integer";
-    case OptionType::Number:
-      return "number";
-    case OptionType::Boolean:
-      return "boolean";
-    case OptionType::Tristate:
-      return "tristate";
-    case OptionType::Choice:
-      return "choice";
-    case OptionType::Text:
-      return "text";
-  }
-  return "";
-}
-
-// sim/options.hpp's run_options() as Python dicts (pipetab.run_options()).
 py::list run_options_list() {
   const SimulationSetup defaults = default_setup({}, {});
   py::list out;
@@ -370,7 +351,7 @@ py::list run_options_list() {
     d["key"] = std::string(o.key);
     d["flag"] = o.flag.empty() ? py::object(py::none()) : py::str(std::string(o.flag));
     d["group"] = std::string(to_string(o.group));
-    d["type"] = option_type_name(o.type);
+    d["type"] = std::string(to_string(o.type));
     d["help"] = std::string(o.help);
     d["min"] = numeric ? py::object(py::float_(o.min)) : py::object(py::none());
     d["max"] = numeric ? py::object(py::float_(o.max)) : py::object(py::none());
@@ -378,7 +359,7 @@ py::list run_options_list() {
     for (const auto c : o.choices)
       choices.append(std::string(c));
     d["choices"] = choices;
-    d["default"] = o.get(defaults);
+    d["default"] = default_text(o, defaults);
     d["flag_sets"] = o.flag_sets;
     d["flag_scale"] = o.flag_scale;
     d["flag_unit"] = std::string(o.flag_unit);
@@ -858,6 +839,7 @@ PYBIND11_MODULE(_core, m) {
   bind_space(plan_args, "distributed_optimizer", &pipetab::PlanSpaceText::distributed_optimizer);
   bind_space(plan_args, "fsdp", &pipetab::PlanSpaceText::fsdp);
   bind_space(plan_args, "cp_method", &pipetab::PlanSpaceText::cp_method);
+  bind_space(plan_args, "search", &pipetab::PlanSpaceText::search);
 
   py::class_<SweepResult, std::shared_ptr<SweepResult>>(m, "SweepResult")
       .def_property_readonly("columns", [](const SweepResult& r) { return r.plan->columns(); })

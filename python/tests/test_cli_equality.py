@@ -329,6 +329,31 @@ def test_plan_expert_parallel_equals_cli(cli):
     assert layouts and {layout["expert_parallel"] for layout in layouts} <= {4, 8}
 
 
+def test_plan_search_equals_cli(cli):
+    # Any other option searched, as `plan --search KEY=A,B`; booleans as true/false.
+    args = dict(model="qwen3-30b-a3b", system="dgx-h100", gpus=16, global_batch=32)
+    flags = ["--model", "qwen3-30b-a3b", "--system", "dgx-h100", "--gpus", 16,
+             "--global-batch", 32]
+    search = {"moe_dispatcher": ["alltoall", "deepep"], "moe_fp8_dispatch": [False, True]}
+    result = pipetab.plan(**args, ep=[8], micro_batch=[1], schedules=["1f1b"], search=search,
+                          top=6)
+    assert result.to_dict() == cli.json("plan", *flags, "--ep", 8, "--micro-batch", 1,
+                                        "--schedules", "1f1b",
+                                        "--search", "moe_dispatcher=alltoall,deepep",
+                                        "--search", "moe_fp8_dispatch=false,true", "--top", 6)
+    for entry in result.to_dict()["top"]:
+        options = entry["layout"]["options"]
+        assert list(options) == ["moe_dispatcher", "moe_fp8_dispatch"]
+        assert options["moe_dispatcher"] in ("alltoall", "deepep")
+        assert options["moe_fp8_dispatch"] in ("false", "true")
+    with pytest.raises(pipetab.Error, match="give its values with --recompute"):
+        pipetab.plan(**args, search={"recompute": ["full"]})
+    with pytest.raises(ValueError, match="moe_dispatcher"):
+        pipetab.plan(**args, search={"moe_dispatcher": ["alltoall,deepep"]})
+    with pytest.raises(TypeError, match="search"):
+        pipetab.plan(**args, search=["moe_dispatcher"])
+
+
 def test_plan_from_run_equals_cli(cli):
     # A published run (data/published-runs.toml) as the reference layout.
     result = pipetab.plan(from_run="1.7B", keep_run_options=True, top=3)

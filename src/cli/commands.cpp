@@ -21,6 +21,8 @@
 #include "pipetab/report/grid.hpp"
 #include "pipetab/report/output.hpp"
 #include "pipetab/report/trace.hpp"
+#include "pipetab/sim/options.hpp"
+#include "pipetab/study/plan.hpp"
 #include "pipetab/table/comm_order.hpp"
 #include "pipetab/table/timing.hpp"
 #include "pipetab/table/validate.hpp"
@@ -133,21 +135,81 @@ std::int64_t grid_fold_width(std::int64_t width_option, const std::string& outpu
   return 0;
 }
 
+// `pipetab list options`: every option of a run from its one definition (sim/options.hpp), with
+// its key (files, settings, Python keywords, plan --search), flag, values and default.
+std::string options_listing(bool json) {
+  const SimulationSetup defaults = default_setup({}, {});
+  nlohmann::json all = nlohmann::json::array();
+  std::string out;
+  OptionGroup group{};
+  bool first = true;
+  for (const RunOption& o : run_options()) {
+    const bool numeric = o.type == OptionType::Integer || o.type == OptionType::Number;
+    std::string values;
+    if (o.type == OptionType::Choice) {
+      values = fmt::format("{}", fmt::join(o.choices, "|"));
+    } else if (o.type == OptionType::Boolean) {
+      values = "true|false";
+    } else if (o.type == OptionType::Tristate) {
+      values = "auto|true|false";
+    } else if (numeric) {
+      values = fmt::format("{} {}{}..{}", to_string(o.type), o.above_min ? ">" : "", o.min, o.max);
+    } else {
+      values = std::string(to_string(o.type));
+    }
+    const std::string fallback = default_text(o, defaults);
+    const auto plan_rule = unsearchable_option(o.key);
+    if (json) {
+      all.push_back(
+          {{"key", o.key},
+           {"flag", o.flag.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.flag)},
+           {"group", to_string(o.group)},
+           {"type", to_string(o.type)},
+           {"values", values},
+           {"default", fallback},
+           {"help", o.help},
+           {"plan_search", plan_rule ? nlohmann::json(*plan_rule) : nlohmann::json(true)}});
+      continue;
+    }
+    if (first || o.group != group) {
+      out += fmt::format("{}{} options\n", first ? "" : "\n", to_string(o.group));
+      group = o.group;
+      first = false;
+    }
+    out += fmt::format("  {:<27} {:<28} {}{}\n", o.key, o.flag.empty() ? "-" : o.flag, values,
+                       fallback.empty() ? "" : fmt::format(" (default {})", fallback));
+    out += fmt::format("  {:<27} {}{}\n", "", o.help,
+                       o.flag_unit.empty() ? "" : fmt::format(" (the flag in {})", o.flag_unit));
+  }
+  if (json) return all.dump(2) + "\n";
+  out +=
+      "\nKEY is the option's name in job, study and runs files, in Python keywords and in "
+      "plan --search KEY=A,B (every option but plan's own dimensions, the degrees it derives, "
+      "runtime, pipeline_layout and balance_embedding)\n";
+  return out;
+}
+
 }  // namespace
 
 Subcommand add_list(CLI::App& app) {
   auto* cmd = app.add_subcommand(
-      "list", "List the schedules pipetab can generate, or the model or system presets");
+      "list",
+      "List the schedules pipetab can generate, the model or system presets, or a run's options");
   auto format = std::make_shared<std::string>();
   auto what = std::make_shared<std::string>("schedules");
   cmd->add_option("what", *what,
                   "schedules, models or systems (the presets --model and --system take; JSON "
-                  "gives each preset's TOML)")
-      ->check(CLI::IsMember({"schedules", "models", "systems"}))
+                  "gives each preset's TOML), or options (every option of a run: its key, flag, "
+                  "values and default)")
+      ->check(CLI::IsMember({"schedules", "models", "systems", "options"}))
       ->capture_default_str();
   add_format(*cmd, *format, {"text", "json"});
   return {
       cmd, [format, what] {
+        if (*what == "options") {
+          emit("", options_listing(*format == "json"));
+          return;
+        }
         if (*what != "schedules") {
           const std::string kind = *what;  // "models" or "systems", the presets' folders
           const auto names = kind == "models" ? io::model_presets() : io::system_presets();

@@ -25,13 +25,17 @@
 namespace pipetab::cli {
 namespace {
 
-std::string csv_report(const PlanResult& r) {
+std::string csv_report(const PlanRequest& q, const PlanResult& r) {
   std::string out =
       "rank,runtime_s,tokens_per_s,mfu,peak_memory_bytes,lower_bound_s,tensor_parallel,"
       "pipeline_parallel,data_parallel,schedule,chunks,micro_batch,microbatches,recompute,"
       "sequence_parallel,distributed_optimizer,compute_s,bubble_s,exposed_pipeline_s,tp_comm_s,"
       "reductions_s,optimizer_s,overhead_s,context_parallel,fsdp,expert_parallel,a2a_overlap,"
-      "expert_comm_s,expert_tensor_parallel,moe_recompute,pipeline_layout\n";
+      "expert_comm_s,expert_tensor_parallel,moe_recompute,pipeline_layout";
+  // A column per searched option (--search), after the fixed ones.
+  for (const auto& option : q.space.options)
+    out += "," + option.key;
+  out += "\n";
   for (std::size_t i = 0; i < r.top.size(); ++i) {
     const auto& e = r.top[i];
     const auto& l = e.layout;
@@ -47,6 +51,10 @@ std::string csv_report(const PlanResult& r) {
         p.compute, p.bubble, p.pipeline, p.tp, p.reductions, p.optimizer, p.overhead,
         l.context_parallel, l.fsdp, l.expert_parallel, l.a2a_overlap, p.experts,
         l.expert_tensor_parallel, to_string(l.moe_recompute), l.pipeline_layout);
+    out.pop_back();  // the searched options' values before the line's end
+    for (const auto& option : l.options)
+      out += "," + option.value;
+    out += "\n";
   }
   return out;
 }
@@ -341,6 +349,11 @@ Subcommand add_plan(CLI::App& app) {
                   "fully sharded data parallelism over DP × CP: both, on or off (never with the "
                   "distributed optimizer)")
       ->capture_default_str();
+  cmd->add_option("--search", s->space.search,
+                  "KEY=A,B,...: also try each of these values of any other run option (its key "
+                  "as `pipetab options` lists it, e.g. moe_dispatcher=alltoall,deepep or "
+                  "tp_overlap=backward,all); repeat for more options, every combination is tried")
+      ->type_name("KEY=VALUES");
   add_run_flags(*cmd, s->run, kPlanSearched, false);
   cmd->add_option("--top", s->top, "layouts ranked")
       ->capture_default_str()
@@ -414,7 +427,7 @@ Subcommand add_plan(CLI::App& app) {
         if (s->format == "json") {
           report = to_json(q, result).dump(2) + "\n";
         } else if (s->format == "csv") {
-          report = csv_report(result);
+          report = csv_report(q, result);
         } else {
           report = text_report(q, result, seconds);
           if (s->explain > 0) report += explain(result, s->explain);

@@ -647,6 +647,34 @@ std::string_view to_string(OptionGroup group) {
   return "";
 }
 
+std::string default_text(const RunOption& option, const SimulationSetup& defaults) {
+  std::string text = option.get(defaults);
+  try {
+    if (!text.empty()) (void)parse_option_value(option, text);
+  } catch (const Error&) {
+    text.clear();
+  }
+  return text;
+}
+
+std::string_view to_string(OptionType type) {
+  switch (type) {
+    case OptionType::Integer:
+      return "integer";
+    case OptionType::Number:
+      return "number";
+    case OptionType::Boolean:
+      return "boolean";
+    case OptionType::Tristate:
+      return "tristate";
+    case OptionType::Choice:
+      return "choice";
+    case OptionType::Text:
+      return "text";
+  }
+  return "";
+}
+
 OptionValue parse_option_value(const RunOption& o, std::string_view text) {
   OptionValue v;
   switch (o.type) {

@@ -18,6 +18,7 @@
 #include "pipetab/io/config.hpp"
 #include "pipetab/schedules/registry.hpp"
 #include "pipetab/sim/bounds.hpp"
+#include "pipetab/sim/options.hpp"
 #include "pipetab/study/measurements.hpp"
 #include "pipetab/study/tune.hpp"
 
@@ -508,6 +509,18 @@ Enumeration enumerate(const PlanRequest& r) {
   const bool moe_needs_sp = r.model.transformer()->moe &&
                             std::find(s.sequence_parallel.begin(), s.sequence_parallel.end(),
                                       true) != s.sequence_parallel.end();
+  // The searched options' combinations (--search), the first option outermost; one empty one
+  // without a search.
+  std::vector<std::vector<Setting>> combinations{{}};
+  for (const auto& option : s.options) {
+    std::vector<std::vector<Setting>> longer;
+    for (const auto& settings : combinations)
+      for (const auto& value : option.values) {
+        longer.push_back(settings);
+        longer.back().push_back({option.key, value, {}});
+      }
+    combinations = std::move(longer);
+  }
   for (const auto tp : tps)
     for (const auto cp : cps) {
       if (tp < 1 || cp < 1 || r.gpus % (tp * cp) != 0) continue;
@@ -570,28 +583,30 @@ Enumeration enumerate(const PlanRequest& r) {
                             // Megatron-Core's combined 1F1B pairs the interleaved schedule's
                             // steps: it needs experts and model chunks.
                             if (a2a && (ep == 1 || v < 2)) continue;
-                            for (const auto mrc : moe_recomputes) {
-                              Checked c;
-                              c.layout = {tp,
-                                          pp,
-                                          dp,
-                                          cp,
-                                          fsdp,
-                                          mb,
-                                          per_replica / mb,
-                                          std::string(name),
-                                          v,
-                                          rc,
-                                          sp,
-                                          dist,
-                                          ep,
-                                          a2a,
-                                          etp,
-                                          mrc,
-                                          {}};
-                              c.index = static_cast<std::int64_t>(e.layouts.size());
-                              e.layouts.push_back(std::move(c));
-                            }
+                            for (const auto mrc : moe_recomputes)
+                              for (const auto& settings : combinations) {
+                                Checked c;
+                                c.layout = {tp,
+                                            pp,
+                                            dp,
+                                            cp,
+                                            fsdp,
+                                            mb,
+                                            per_replica / mb,
+                                            std::string(name),
+                                            v,
+                                            rc,
+                                            sp,
+                                            dist,
+                                            ep,
+                                            a2a,
+                                            etp,
+                                            mrc,
+                                            {},
+                                            settings};
+                                c.index = static_cast<std::int64_t>(e.layouts.size());
+                                e.layouts.push_back(std::move(c));
+                              }
                           }
                         }
                     }
@@ -604,12 +619,81 @@ Enumeration enumerate(const PlanRequest& r) {
   return e;
 }
 
+// The searched options (--search) before anything is enumerated: each one plan can search, given
+// once, with values each different and each one its option takes (applied to the request's setup
+// through the one definition, so the message is the option's own).
+void require_search(const PlanRequest& request) {
+  const auto& options = request.space.options;
+  for (auto o = options.begin(); o != options.end(); ++o) {
+    if (const auto why = unsearchable_option(o->key))
+      throw ParamError(fmt::format("plan: --search {}: {}", o->key, *why));
+    if (std::any_of(options.begin(), o, [&](const auto& p) { return p.key == o->key; }))
+      throw ParamError(fmt::format(
+          "plan: --search {}: searched twice; give its values once, {}=A,B", o->key, o->key));
+    if (o->values.empty())
+      throw ParamError(fmt::format("plan: --search {}: no values to try", o->key));
+    SimulationSetup probe{request.model,  request.job,      request.layout,
+                          request.system, request.lowering, request.sim};
+    for (auto v = o->values.begin(); v != o->values.end(); ++v) {
+      if (std::find(o->values.begin(), v, *v) != v)
+        throw ParamError(
+            fmt::format("plan: --search {}: the value '{}' is listed twice", o->key, *v));
+      try {
+        apply_setting(probe, Setting{o->key, *v, "plan: --search"});
+      } catch (const ParamError&) {
+        throw;
+      } catch (const Error& e) {
+        throw ParamError(e.what());  // plan's request errors are all ParamError
+      }
+    }
+  }
+}
+
 bool faster(const PlanEntry& a, const PlanEntry& b) {
   if (a.metrics.runtime_s != b.metrics.runtime_s) return a.metrics.runtime_s < b.metrics.runtime_s;
   return a.index < b.index;
 }
 
 }  // namespace
+
+std::optional<std::string> unsearchable_option(std::string_view key) {
+  // plan's own axes, with the flag that gives their values.
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 14> kOwn{{
+      {"tensor_parallel", "--tp"},
+      {"pipeline_parallel", "--pp"},
+      {"micro_batch", "--micro-batch"},
+      {"schedule", "--schedules"},
+      {"chunks", "--chunks"},
+      {"recompute", "--recompute"},
+      {"sequence_parallel", "--sequence-parallel"},
+      {"distributed_optimizer", "--distributed-optimizer"},
+      {"context_parallel", "--cp"},
+      {"fsdp", "--fsdp"},
+      {"expert_parallel", "--ep"},
+      {"expert_tensor_parallel", "--etp"},
+      {"moe_recompute", "--moe-recompute"},
+      {"a2a_overlap", "--a2a-overlap"},
+  }};
+  for (const auto& [own, flag] : kOwn) {
+    if (key == own) return fmt::format("plan searches it itself: give its values with {}", flag);
+  }
+  if (key == "data_parallel")
+    return std::string(
+        "plan derives it: the data-parallel replicas are the GPUs TP × CP × PP leave");
+  if (key == "global_batch")
+    return std::string(
+        "the global batch is the job's (--global-batch): plan ranks the layouts of one job");
+  if (key == "runtime")
+    return std::string(
+        "the runtime decides each schedule table's order and what --runnable-by keeps, once per "
+        "table: run plan once per --runtime");
+  if (key == "pipeline_layout" || key == "balance_embedding")
+    return std::string(
+        "it decides how the layers split into stages, which plan derives for each PP and chunk "
+        "count (Megatron-Core's balanced layout): give one with --pipeline-layout or "
+        "--balance-embedding");
+  return std::nullopt;
+}
 
 std::string describe(const PlanLayout& l) {
   std::string out = fmt::format(
@@ -634,6 +718,8 @@ std::string describe(const PlanLayout& l) {
   if (l.a2a_overlap) out += ", A2A overlap";
   if (l.distributed_optimizer) out += ", distributed optimizer";
   if (!l.pipeline_layout.empty()) out += fmt::format(", layout {}", l.pipeline_layout);
+  for (const auto& o : l.options)
+    out += fmt::format(", {} {}", o.key, o.value);
   return out;
 }
 
@@ -659,6 +745,9 @@ SimulationSetup layout_setup(const PlanRequest& request, const PlanLayout& l) {
   y.schedule = l.schedule;
   y.chunks = l.chunks;
   if (!l.pipeline_layout.empty()) y.pipeline_layout = l.pipeline_layout;
+  // The searched options last, through the one definition as every other source of options
+  // (their values were checked when the plan began: require_search).
+  apply_settings(setup, l.options);
   setup.lowering.costs.reset();
   return setup;
 }
@@ -724,6 +813,7 @@ PlanResult plan(const PlanRequest& request) {
     throw ParamError(fmt::format("plan: shard {}/{}: expected K/N with 1 <= K <= N", request.shard,
                                  request.shards));
   }
+  require_search(request);
   Enumeration e = enumerate(request);
   if (e.layouts.empty()) {
     std::string why;
@@ -940,24 +1030,32 @@ RuntimeParts runtime_parts(const SimulationMetrics& m) {
 }
 
 nlohmann::json layout_json(const PlanLayout& l) {
-  return {{"tensor_parallel", l.tensor_parallel},
-          {"pipeline_parallel", l.pipeline_parallel},
-          {"data_parallel", l.data_parallel},
-          {"schedule", l.schedule},
-          {"chunks", l.chunks > 0 ? nlohmann::json(l.chunks) : nlohmann::json(nullptr)},
-          {"micro_batch", l.micro_batch},
-          {"microbatches", l.microbatches},
-          {"recompute", to_string(l.recompute)},
-          {"sequence_parallel", l.sequence_parallel},
-          {"distributed_optimizer", l.distributed_optimizer},
-          {"context_parallel", l.context_parallel},
-          {"fsdp", l.fsdp},
-          {"expert_parallel", l.expert_parallel},
-          {"a2a_overlap", l.a2a_overlap},
-          {"expert_tensor_parallel", l.expert_tensor_parallel},
-          {"moe_recompute", to_string(l.moe_recompute)},
-          {"pipeline_layout", l.pipeline_layout.empty() ? nlohmann::json(nullptr)
-                                                        : nlohmann::json(l.pipeline_layout)}};
+  nlohmann::json j = {
+      {"tensor_parallel", l.tensor_parallel},
+      {"pipeline_parallel", l.pipeline_parallel},
+      {"data_parallel", l.data_parallel},
+      {"schedule", l.schedule},
+      {"chunks", l.chunks > 0 ? nlohmann::json(l.chunks) : nlohmann::json(nullptr)},
+      {"micro_batch", l.micro_batch},
+      {"microbatches", l.microbatches},
+      {"recompute", to_string(l.recompute)},
+      {"sequence_parallel", l.sequence_parallel},
+      {"distributed_optimizer", l.distributed_optimizer},
+      {"context_parallel", l.context_parallel},
+      {"fsdp", l.fsdp},
+      {"expert_parallel", l.expert_parallel},
+      {"a2a_overlap", l.a2a_overlap},
+      {"expert_tensor_parallel", l.expert_tensor_parallel},
+      {"moe_recompute", to_string(l.moe_recompute)},
+      {"pipeline_layout",
+       l.pipeline_layout.empty() ? nlohmann::json(nullptr) : nlohmann::json(l.pipeline_layout)}};
+  // Only with a search (--search): a plan without one writes the JSON it always wrote.
+  if (!l.options.empty()) {
+    auto& options = j["options"] = nlohmann::json::object();
+    for (const auto& o : l.options)
+      options[o.key] = o.value;
+  }
+  return j;
 }
 
 nlohmann::json to_json(const PlanRequest& q, const PlanResult& r) {
@@ -1112,6 +1210,7 @@ void keep_reference_options(PlanRequest& request) {
   request.space.a2a_overlap = {r.a2a_overlap};
   request.space.expert_tensor_parallel = {r.expert_tensor_parallel};
   request.space.moe_recompute = {r.moe_recompute};
+  request.space.options.clear();  // the run's own values of every other option
 }
 
 PlanSpace parse_plan_space(const PlanSpaceText& text) {
@@ -1141,6 +1240,24 @@ PlanSpace parse_plan_space(const PlanSpaceText& text) {
       throw Error(fmt::format("--cp-method {}: expected ring, allgather or a2a", *text.cp_method));
     }
     space.cp_method = *method;
+  }
+  for (const auto& text_option : text.search) {
+    const auto equals = text_option.find('=');
+    if (equals == std::string::npos || equals == 0 || equals + 1 == text_option.size()) {
+      throw Error(fmt::format(
+          "--search {}: expected KEY=VALUE,VALUE,... (an option's key, e.g. moe_dispatcher="
+          "alltoall,deepep)",
+          text_option));
+    }
+    PlanSpace::Option option{text_option.substr(0, equals), {}};
+    std::string_view values = std::string_view(text_option).substr(equals + 1);
+    for (;;) {
+      const auto comma = values.find(',');
+      option.values.emplace_back(values.substr(0, comma));
+      if (comma == std::string_view::npos) break;
+      values.remove_prefix(comma + 1);
+    }
+    space.options.push_back(std::move(option));
   }
   return space;
 }

@@ -93,7 +93,15 @@ SimulationSetup default_setup(ModelConfig model, SystemConfig system);
 /// 'transformer.tensor_parallel': --tp 3: ..."). Throws ParamError.
 void require_valid(const SimulationSetup& setup, std::span<const Setting> applied);
 
+/// `option`'s value in `defaults` as a setting would write it, or "" where the default is unset
+/// (a sequence length or global batch of 0 left to the model or the layout; a dropless job's
+/// capacity): a value the option would not take back.
+std::string default_text(const RunOption& option, const SimulationSetup& defaults);
+
 /// "job", "layout", "simulation".
 std::string_view to_string(OptionGroup group);
+
+/// "integer", "number", "boolean", "tristate", "choice", "text".
+std::string_view to_string(OptionType type);
 
 }  // namespace pipetab

@@ -18,6 +18,7 @@
 
 #include "pipetab/model/workload.hpp"
 #include "pipetab/report/simulation.hpp"
+#include "pipetab/setting.hpp"
 #include "pipetab/system/system.hpp"
 
 namespace pipetab {
@@ -68,7 +69,21 @@ struct PlanSpace {
   /// What a mixture of experts recomputes (Megatron-Core's --recompute-modules moe_act, mlp).
   /// Default: the job's own.
   std::vector<MoeRecompute> moe_recompute;
+  /// Any other option of a run (sim/options.hpp) with the values to try (`--search KEY=A,B`):
+  /// every layout above is tried with each combination, the first option outermost. Not the
+  /// options plan searches or derives itself (kPlanSearched), nor those that decide a layout's
+  /// table or stage split (searchable_option says why).
+  struct Option {
+    std::string key;
+    std::vector<std::string> values;
+    friend bool operator==(const Option&, const Option&) = default;
+  };
+  std::vector<Option> options;
 };
+
+/// Why `plan --search` cannot search the option `key` (plan's own axes, the derived degrees, the
+/// options that decide the table, its runtime or the stage split), or nullopt when it can.
+std::optional<std::string> unsearchable_option(std::string_view key);
 
 /// One layout of the cluster.
 struct PlanLayout {
@@ -89,6 +104,8 @@ struct PlanLayout {
   /// Where the units do not split into equal stages: Megatron-Core's balanced pipeline layout
   /// (balanced_pipeline_layout) the layout runs with. Empty: equal stages, or the request's own.
   std::string pipeline_layout;
+  /// The values of PlanSpace::options this layout runs, in the space's order (origin empty).
+  std::vector<Setting> options;
   friend bool operator==(const PlanLayout&, const PlanLayout&) = default;
 };
 
@@ -222,6 +239,7 @@ struct PlanSpaceText {
   std::string sequence_parallel = "both", distributed_optimizer = "both", fsdp = "off";
   std::string a2a_overlap = "both";
   std::optional<std::string> cp_method;  ///< unset: ring
+  std::vector<std::string> search;       ///< "KEY=A,B" each (--search): PlanSpace::options
 };
 
 /// The space `text` describes. Throws Error naming the flag of the first value it cannot read.
