@@ -85,6 +85,26 @@ TEST(Measurements, TflopsCountEveryGpuOfTheRunContextParallelIncluded) {
   EXPECT_NEAR(m.runs.front().measured_s / (eq3 / (100e12 * 2 * 2 * 3)), 1.0, 1e-12);
 }
 
+TEST(Measurements, MegatronCountedTflopsAreMegatronsFlopsOverEveryGpu) {
+  // flops_count = "megatron": Megatron-LM's num_floating_point_operations for the global batch
+  // over TF/s per GPU times every GPU, a mixture of experts included.
+  const std::string moe = "[models.gpt.moe]\nexperts = 4\ntop_k = 2\nexpert_ffn_hidden = 256\n";
+  const auto m = parse_measurements(
+      kModel + moe +
+          "[[run]]\nid = \"a\"\nsystem = \"dgx-a100\"\nmodels = [\"gpt\"]\nschedule = \"1f1b\"\n"
+          "devices = 2\nmicrobatches = 4\ndata_parallel = 4\nexpert_parallel = 4\n"
+          "measured_tflops_per_gpu = 100\nflops_count = \"megatron\"\n",
+      "runs.toml");
+  const auto& r = m.runs.front();
+  const double flops = megatron_flops(*r.model.transformer(), 1024, 1, 4 * 4);
+  EXPECT_NEAR(r.measured_s / (flops / (100e12 * 2 * 4)), 1.0, 1e-12);
+  // By hand: per token 6·h·(2·256·2) for the routed MLPs, 6·(4h² + h·s) for attention with the
+  // causal half, per layer; 6·h·V for the logits.
+  const double h = 1024, s = 1024, V = 51200;
+  const double per_token = 4 * (6 * h * (2 * 256 * 2) + 6 * (4 * h * h + h * s)) + 6 * h * V;
+  EXPECT_NEAR(flops, 16 * s * per_token, 1e-9 * flops);
+}
+
 TEST(Measurements, ErrorsNameFileLineAndKey) {
   const std::string run =
       "[[run]]\nid = \"a\"\nsystem = \"dgx-a100\"\nmodels = [\"gpt\"]\nschedule = \"1f1b\"\n"
@@ -96,13 +116,23 @@ TEST(Measurements, ErrorsNameFileLineAndKey) {
   EXPECT_EQ(error_of(kModel + run + "measured_iteration_s = 1.0\nmeasured_tflops_per_gpu = 5\n"),
             "runs.toml:7:1: key 'run[0]': expected exactly one of measured_iteration_s, "
             "measured_tflops_per_gpu and measured_tokens_per_s_per_gpu");
-  // A mixture of experts' TFLOPS are its source's own count: no dense Eq. 3 conversion.
-  EXPECT_EQ(
-      error_of(kModel + "[models.gpt.moe]\nexperts = 4\ntop_k = 1\nexpert_ffn_hidden = 256\n" +
-               run + "measured_tflops_per_gpu = 5\n"),
-      "runs.toml:11:1: key 'run[0]': measured_tflops_per_gpu: a mixture of experts' TFLOPS "
-      "follow its source's own FLOP count, not Narayanan et al.'s Eq. 3 for dense models; "
-      "give measured_iteration_s or measured_tokens_per_s_per_gpu");
+  // A mixture of experts' TFLOPS are its source's own count: flops_count must say which.
+  const std::string moe = "[models.gpt.moe]\nexperts = 4\ntop_k = 1\nexpert_ffn_hidden = 256\n";
+  EXPECT_EQ(error_of(kModel + moe + run + "measured_tflops_per_gpu = 5\n"),
+            "runs.toml:11:1: key 'run[0]': measured_tflops_per_gpu: a mixture of experts' TFLOPS "
+            "follow its source's own FLOP count: say which with flops_count = \"megatron\" (or "
+            "\"megatron-full-square\"), or give measured_iteration_s or "
+            "measured_tokens_per_s_per_gpu");
+  EXPECT_EQ(error_of(kModel + moe + run +
+                     "measured_tflops_per_gpu = 5\nflops_count = \"megatron\"\n"),
+            "(no error)");
+  EXPECT_EQ(error_of(kModel + run + "measured_tflops_per_gpu = 5\nflops_count = \"mosaic\"\n"),
+            "runs.toml:15:15: key 'run[0].flops_count': 'mosaic': expected narayanan-eq3, megatron "
+            "(Megatron-LM's num_floating_point_operations, causal half) or megatron-full-square "
+            "(its count before 2025-03)");
+  EXPECT_EQ(error_of(kModel + run + "measured_iteration_s = 1.0\nflops_count = \"megatron\"\n"),
+            "runs.toml:15:15: key 'run[0].flops_count': only with measured_tflops_per_gpu: it says "
+            "how those TF/s were counted");
   EXPECT_EQ(error_of(kModel + run + "measured_iteration_s = -1.0\n"),
             "runs.toml:14:24: key 'run[0].measured_iteration_s': -1 is out of range (1e-09 .. "
             "1e+30)");

@@ -87,6 +87,7 @@ class MeasurementParser {
              "chunks",
              "measured_iteration_s",
              "measured_tflops_per_gpu",
+             "flops_count",
              "measured_tokens_per_s_per_gpu",
              "measured_forward_ms",
              "measured_backward_ms",
@@ -235,13 +236,15 @@ class MeasurementParser {
     }
     if (kind == MeasurementKind::Profile) {
       refuse({"schedule", "devices", "microbatches", "chunks", "data_parallel", "runtime",
-              "measured_iteration_s", "measured_tflops_per_gpu", "measured_tokens_per_s_per_gpu"},
+              "measured_iteration_s", "measured_tflops_per_gpu", "flops_count",
+              "measured_tokens_per_s_per_gpu"},
              "profile");
       return profile(run, t, raw, path);
     }
     if (kind == MeasurementKind::Layer) {
       refuse({"schedule", "devices", "microbatches", "chunks", "data_parallel", "runtime",
-              "measured_iteration_s", "measured_tflops_per_gpu", "measured_tokens_per_s_per_gpu"},
+              "measured_iteration_s", "measured_tflops_per_gpu", "flops_count",
+              "measured_tokens_per_s_per_gpu"},
              "layer");
       run.measured_forward_s =
           r_.number(t, path, "measured_forward_ms", std::nullopt, kMinMs, kHuge, false) / 1e3;
@@ -270,6 +273,10 @@ class MeasurementParser {
               "expected exactly one of measured_iteration_s, measured_tflops_per_gpu and "
               "measured_tokens_per_s_per_gpu");
     }
+    if (!tflops && t.get("flops_count") != nullptr) {
+      r_.fail(t.get("flops_count")->source(), Reader::join(path, "flops_count"),
+              "only with measured_tflops_per_gpu: it says how those TF/s were counted");
+    }
     if (tokens) {
       // Tokens per step over the published rate of all GPUs (torchtitan reports tokens per
       // second per GPU; a context-parallel group shares its sequences' tokens).
@@ -285,25 +292,41 @@ class MeasurementParser {
       run.measured_s = r_.number(t, path, "measured_iteration_s", std::nullopt, kMinMeasuredSeconds,
                                  kHuge, false);
     } else {
-      // Narayanan et al.'s Eq. 3 counts a dense GPT's FLOPs; a mixture of experts' published
-      // TFLOPS follow its source's own count (Megatron-Core's num_floating_point_operations), which
-      // no conversion here can know.
-      if (mt.moe) {
+      // Published TF/s are the source's own FLOP count over the step time: flops_count names it.
+      // Narayanan et al.'s Eq. 3 (the default) counts a dense GPT with full recomputation;
+      // Megatron-LM's num_floating_point_operations counts active parameters, GQA, MLA and MTP,
+      // the s² term halved since 2025-03 (modern-runs.md caveat 2). A mixture of experts has no
+      // default: Eq. 3 would count every expert.
+      const auto count = r_.string(t, path, "flops_count");
+      if (count && *count != "narayanan-eq3" && *count != "megatron" &&
+          *count != "megatron-full-square") {
+        r_.fail(t.get("flops_count")->source(), Reader::join(path, "flops_count"),
+                fmt::format("'{}': expected narayanan-eq3, megatron (Megatron-LM's "
+                            "num_floating_point_operations, causal half) or megatron-full-square "
+                            "(its count before 2025-03)",
+                            *count));
+      }
+      if (mt.moe && !count) {
         r_.fail(raw.source(), path,
                 "measured_tflops_per_gpu: a mixture of experts' TFLOPS follow its source's own "
-                "FLOP count, not Narayanan et al.'s Eq. 3 for dense models; give "
-                "measured_iteration_s or measured_tokens_per_s_per_gpu");
+                "FLOP count: say which with flops_count = \"megatron\" (or "
+                "\"megatron-full-square\"), or give measured_iteration_s or "
+                "measured_tokens_per_s_per_gpu");
       }
       run.measured_tflops_per_gpu =
           r_.number(t, path, "measured_tflops_per_gpu", std::nullopt, 1e-9, kHuge, false);
-      // Narayanan et al. count an iteration's FLOPs by their Eq. 3 (global batch B sequences),
-      // over every GPU of the run: a context-parallel group shares its sequences.
+      // The iteration's FLOPs (global batch B sequences) over every GPU of the run: a
+      // context-parallel group shares its sequences.
       const double sequences =
           static_cast<double>(run.microbatches) * static_cast<double>(run.job.micro_batch) * dp;
       const double gpus = static_cast<double>(run.devices) *
                           static_cast<double>(run.layout.tp * run.layout.cp) * dp;
-      run.measured_s = narayanan_eq3_flops({mt, run.job, run.layout}, sequences) /
-                       (*run.measured_tflops_per_gpu * 1e12 * gpus);
+      const double flops =
+          !count || *count == "narayanan-eq3"
+              ? narayanan_eq3_flops({mt, run.job, run.layout}, sequences)
+              : megatron_flops(mt, run.job.seq_len, run.layout.tp, sequences,
+                               *count == "megatron" ? CausalCount::Half : CausalCount::FullSquare);
+      run.measured_s = flops / (*run.measured_tflops_per_gpu * 1e12 * gpus);
     }
     return run;
   }
