@@ -123,9 +123,9 @@ TEST(Measurements, ErrorsNameFileLineAndKey) {
             "follow its source's own FLOP count: say which with flops_count = \"megatron\" (or "
             "\"megatron-full-square\"), or give measured_iteration_s or "
             "measured_tokens_per_s_per_gpu");
-  EXPECT_EQ(error_of(kModel + moe + run +
-                     "measured_tflops_per_gpu = 5\nflops_count = \"megatron\"\n"),
-            "(no error)");
+  EXPECT_EQ(
+      error_of(kModel + moe + run + "measured_tflops_per_gpu = 5\nflops_count = \"megatron\"\n"),
+      "(no error)");
   EXPECT_EQ(error_of(kModel + run + "measured_tflops_per_gpu = 5\nflops_count = \"mosaic\"\n"),
             "runs.toml:15:15: key 'run[0].flops_count': 'mosaic': expected narayanan-eq3, megatron "
             "(Megatron-LM's num_floating_point_operations, causal half) or megatron-full-square "
@@ -160,7 +160,7 @@ TEST(Measurements, ErrorsNameFileLineAndKey) {
             "runs.toml:3:1: key 'run[0].model': missing key 'hidden'");
   EXPECT_EQ(error_of(kModel + run + "measured_iteration_s = 1.0\nruntime = \"fast\"\n"),
             "runs.toml:15:11: key 'run[0].runtime': 'fast': expected one of auto, async, "
-            "megatron, pytorch");
+            "megatron, pytorch, dualpipe");
   EXPECT_EQ(error_of(kModel + "[[run]]\nid = \"a\"\nsystem = \"x\"\nmodels = [\"gpt\"]\n"
                               "schedule = \"nope\"\n"),
             "runs.toml:11:12: key 'run[0].schedule': unknown schedule 'nope' (known: " +

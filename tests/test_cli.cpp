@@ -353,7 +353,7 @@ TEST_F(Cli, TheWholeIterationOnAModelledCluster) {
   EXPECT_LT(j["runtime_s"].get<double>(), whole);
   EXPECT_EQ(j["optimizer_s"][0], 0.0);
   expect_usage_error("simulate 1f1b --runtime eager",
-                     "--runtime: eager not in {auto,async,megatron,pytorch}");
+                     "--runtime: eager not in {auto,async,megatron,pytorch,dualpipe}");
   expect_usage_error("simulate 1f1b --tp-overlap some", "--tp-overlap");
   // A schedule that the Megatron runtime's waits cannot run says where it stops.
   const auto crossed = file("crossed.csv", "0F0,0F1,0B0,0B1\n1F1,1F0,1B0,1B1\n");

@@ -249,7 +249,8 @@ TEST(RuntimeDefault, EachTableRunsUnderItsOwnRuntime) {
   EXPECT_EQ(chosen("zb-h1", test::sm(4, 8)), Runtime::PyTorch);
   EXPECT_EQ(chosen("zb-v", test::sm(4, 8)), Runtime::PyTorch);
   EXPECT_EQ(chosen("chimera", test::sm(4, 8)), Runtime::Async);
-  EXPECT_EQ(chosen("dualpipe", test::sm(4, 8)), Runtime::Async);
+  EXPECT_EQ(chosen("dualpipe", test::sm(4, 8)), Runtime::DualPipe);
+  EXPECT_EQ(chosen("dualpipev", test::sm(4, 8)), Runtime::PyTorch);
   // A file's table has no schedule name: PyTorch runs it (a 1F1B order too).
   EXPECT_EQ(default_runtime(test::make("1f1b", test::sm(4, 8)), "").runtime, Runtime::PyTorch);
   // Given, it is kept; Auto resolves.
@@ -269,6 +270,44 @@ TEST(RuntimeDefault, EachTableRunsUnderItsOwnRuntime) {
   EXPECT_NE(m.runtime_chosen_by.find("Megatron-LM"), std::string::npos);
   setup.lowering.runtime = Runtime::Megatron;
   EXPECT_EQ(simulate_table(one, setup, "1f1b").metrics.runtime_chosen_by, "given");
+}
+
+// DeepSeek's DualPipe code: each chunk waits for the previous chunk's sends to be delivered,
+// its receives posted ahead: exactly the asynchronous runtime with blocking pipeline sends, on
+// every shape; with sends slower than the compute that waiting costs time, and only DualPipe's
+// tables run under it.
+TEST(RuntimeDualPipe, IsAsyncWithBlockingSendsAndRunsOnlyDualPipe) {
+  SimulationSetup setup;
+  setup.model = explicit_model(1.0, 1.0, 1.0, 1e6);
+  setup.system = system_with(Topology::Switched, {1e-6, 1e10}, {1e-6, 1e10});
+  for (const std::string name : {"dualpipe", "dualpipev"})
+    for (const int S : {2, 4, 8})
+      for (const int M : {2 * S, 3 * S}) {
+        const auto t = test::make(name, test::sm(S, M));
+        setup.lowering.runtime = Runtime::DualPipe;
+        setup.options.blocking_send = false;
+        const auto dualpipe = simulate_table(t, setup, name).metrics;
+        EXPECT_EQ(dualpipe.runtime, "dualpipe");
+        setup.lowering.runtime = Runtime::Async;
+        setup.options.blocking_send = true;
+        const auto blocking = simulate_table(t, setup, name).metrics;
+        EXPECT_DOUBLE_EQ(dualpipe.runtime_s, blocking.runtime_s) << name << " " << S << " " << M;
+      }
+  // Sends of 1e9 bytes at 1e9 B/s take as long as a forward: a chunk that waits on them is late.
+  setup.system = system_with(Topology::Switched, {1e-6, 1e9}, {1e-6, 1e9});
+  setup.model = explicit_model(1.0, 1.0, 1.0, 1e9);
+  setup.options.blocking_send = false;
+  const auto t = test::make("dualpipe", test::sm(4, 8));
+  setup.lowering.runtime = Runtime::Async;
+  const double async = simulate_table(t, setup, "dualpipe").metrics.runtime_s;
+  setup.lowering.runtime = Runtime::DualPipe;
+  EXPECT_GT(simulate_table(t, setup, "dualpipe").metrics.runtime_s, async);
+  const auto refused =
+      runtime_refuses(test::make("1f1b", test::sm(4, 8)), "1f1b", Runtime::DualPipe);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_NE(refused->find("runs only DualPipe and DualPipeV"), std::string::npos);
+  EXPECT_EQ(parse_runtime("dualpipe"), Runtime::DualPipe);
+  EXPECT_STREQ(to_string(Runtime::DualPipe), "dualpipe");
 }
 
 TEST(SystemFile, TheNewConstantsRoundTripAndAreChecked) {

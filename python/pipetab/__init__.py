@@ -251,7 +251,7 @@ class PlanOptions(TypedDict, total=False):
     balance_embedding: bool
     pipeline_parallel: int
     schedule: str
-    runtime: Literal["auto", "async", "megatron", "pytorch"]
+    runtime: Literal["auto", "async", "megatron", "pytorch", "dualpipe"]
     contention: bool
     blocking_send: bool
     overheads: bool

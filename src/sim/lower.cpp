@@ -57,12 +57,15 @@ const char* to_string(Runtime runtime) {
       return "pytorch";
     case Runtime::Auto:
       return "auto";
+    case Runtime::DualPipe:
+      return "dualpipe";
   }
   return "async";
 }
 
 std::optional<Runtime> parse_runtime(std::string_view text) {
-  for (const auto r : {Runtime::Async, Runtime::Megatron, Runtime::PyTorch, Runtime::Auto}) {
+  for (const auto r :
+       {Runtime::Async, Runtime::Megatron, Runtime::PyTorch, Runtime::Auto, Runtime::DualPipe}) {
     if (text == to_string(r)) return r;
   }
   return std::nullopt;
@@ -74,6 +77,10 @@ RuntimeChoice default_runtime(const ScheduleTable& table, std::string_view sched
     return {Runtime::Megatron, fmt::format("Megatron-LM's own {} order", schedule)};
   if (!runtime_refuses(table, schedule, Runtime::PyTorch))
     return {Runtime::PyTorch, "PyTorch pipelining runs it"};
+  // DualPipe's two pipelines: DeepSeek's own code runs them (DualPipeV, one pipeline, is
+  // PyTorch's ScheduleDualPipeV above).
+  if (!runtime_refuses(table, schedule, Runtime::DualPipe))
+    return {Runtime::DualPipe, "DeepSeek's DualPipe code runs it"};
   return {Runtime::Async, "no modelled runtime runs two pipelines: the asynchronous idealisation"};
 }
 
@@ -107,6 +114,8 @@ std::optional<std::string> runtime_refuses(const ScheduleTable& table, std::stri
                                            Runtime runtime) {
   if (runtime == Runtime::Megatron && schedule != "1f1b" && schedule != "interleaved")
     return std::string("Megatron-LM runs only 1F1B and interleaved 1F1B");
+  if (runtime == Runtime::DualPipe && schedule != "dualpipe" && schedule != "dualpipev")
+    return std::string("DeepSeek's DualPipe code runs only DualPipe and DualPipeV");
   if (runtime == Runtime::PyTorch && table.pipelines() > 1) {
     return fmt::format(
         "PyTorch places each stage on one rank, and this table runs {} pipelines "

@@ -76,6 +76,9 @@ void Lowering::depend(std::int32_t consumer, const Pass& pass, std::int32_t prod
     return;
   }
   edge(producer, transfer);
+  // DualPipe's code waits for a chunk's sends before its next chunk (_commit_and_wait_comm);
+  // its receives are posted ahead, so the transfer leaves when its producer ends.
+  if (options_.runtime == Runtime::DualPipe) g_.blocks_sender.back() = 1;
   if (options_.runtime == Runtime::PyTorch) {
     auto& into = kind == TransferKind::Activation ? activation_in_ : gradient_in_;
     into[key(pass.microbatch, stage)] = transfer;

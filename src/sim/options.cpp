@@ -15,7 +15,8 @@ namespace {
 
 // The values of the Choice options (each enum's names where it has them).
 constexpr std::array<std::string_view, 5> kPrecisions{"fp32", "tf32", "fp16", "bf16", "fp8"};
-constexpr std::array<std::string_view, 4> kRuntimes{"auto", "async", "megatron", "pytorch"};
+constexpr std::array<std::string_view, 5> kRuntimes{"auto", "async", "megatron", "pytorch",
+                                                    "dualpipe"};
 
 std::string text_of(std::int64_t v) {
   return std::to_string(v);
@@ -521,8 +522,10 @@ const RunOption kOptions[] = {
     {"runtime", "--runtime", kSim, OptionType::Choice,
      "how the runtime waits on pipeline transfers: auto (the table's own runtime: megatron for "
      "1f1b and interleaved, pytorch for any other table PyTorch runs, a file's own communication "
-     "order included, async for two-pipeline schedules), megatron (blocking batched send/receive "
-     "after each op), pytorch (PyTorch's runtime: sends and receives posted in its action order, "
+     "order included, dualpipe for DualPipe's two pipelines, async for other two-pipeline "
+     "schedules), megatron (blocking batched send/receive after each op), dualpipe (DeepSeek's "
+     "DualPipe code: a chunk waits for the previous one's sends, receives posted ahead, F&B pairs "
+     "overlapped), pytorch (PyTorch's runtime: sends and receives posted in its action order, "
      "receives waited by the op that needs them, one transfer at a time per pair of ranks), async "
      "(the idealisation: eager, only the consumer waits)",
      0, 0, kRuntimes, true, 1, "", static_cast<Set>([](SimulationSetup& s, const OptionValue& v) {

@@ -67,9 +67,19 @@ enum class Runtime : std::uint8_t {
   PyTorch,
   /// The table's own runtime, chosen per table by default_runtime (the default everywhere).
   Auto,
+  /// DeepSeek's DualPipe (deepseek-ai/DualPipe dualpipe.py @bb214e82, and DualPipeV): before
+  /// each chunk a rank posts the previous chunk's sends with the receives it needs next as one
+  /// batch and waits for all of them (_commit_and_wait_comm: batch_isend_irecv, wait), so a
+  /// device's next op waits until its sends are delivered; the receives are posted ahead (a
+  /// chunk's with the batch before it, earlier where its steps receive ahead), so a transfer
+  /// leaves when its producer ends. A forward and backward chunk pair runs as one
+  /// overlapped_forward_backward, each one's expert all-to-alls under the other's compute.
+  /// (Megatron's rule, a transfer moving only once the receiver posts it at its op boundary,
+  /// deadlocks on DualPipe's table: the code's receives ahead are what keep it running.)
+  DualPipe,
 };
 
-/// "async", "megatron", "pytorch", "auto"; and back.
+/// "async", "megatron", "pytorch", "auto", "dualpipe"; and back.
 const char* to_string(Runtime runtime);
 std::optional<Runtime> parse_runtime(std::string_view text);
 
