@@ -83,10 +83,14 @@ TEST_F(Cli, ListOptions) {
   ASSERT_EQ(j.size(), options.size());
   for (std::size_t i = 0; i < options.size(); ++i) {
     EXPECT_EQ(j[i]["key"], options[i].key);
-    if (!options[i].flag.empty()) EXPECT_EQ(j[i]["flag"], options[i].flag);
+    if (!options[i].flag.empty()) {
+      EXPECT_EQ(j[i]["flag"], options[i].flag);
+    }
     // The default parses back as the option's own value (unset ones are empty).
     const std::string fallback = j[i]["default"];
-    if (!fallback.empty()) EXPECT_NO_THROW((void)parse_option_value(options[i], fallback));
+    if (!fallback.empty()) {
+      EXPECT_NO_THROW((void)parse_option_value(options[i], fallback));
+    }
     EXPECT_EQ(j[i]["plan_search"].is_boolean(), !unsearchable_option(options[i].key))
         << options[i].key;
   }
