@@ -72,7 +72,8 @@ enum class Runtime : std::uint8_t {
   /// batch and waits for all of them (_commit_and_wait_comm: batch_isend_irecv, wait), so a
   /// device's next op waits until its sends are delivered; the receives are posted ahead (a
   /// chunk's with the batch before it, earlier where its steps receive ahead), so a transfer
-  /// leaves when its producer ends. A forward and backward chunk pair runs as one
+  /// leaves when its producer ends (optimistic where the peer posts its receive later). A
+  /// forward and backward chunk pair runs as one
   /// overlapped_forward_backward, each one's expert all-to-alls under the other's compute.
   /// (Megatron's rule, a transfer moving only once the receiver posts it at its op boundary,
   /// deadlocks on DualPipe's table: the code's receives ahead are what keep it running.)
