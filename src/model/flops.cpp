@@ -85,11 +85,11 @@ double megatron_flops(const TransformerConfig& m, std::int64_t seq_len, std::int
     const auto& l = m.latent;
     const double rope = d(l.qk_rope_head_dim), v = d(l.v_head_dim);
     const double q_lora = d(l.q_lora_rank), kv_lora = d(l.kv_lora_rank);
-    const double q = q_lora == 0 ? h * heads * (head_dim + rope)
-                                 : q_lora * (h + heads * (head_dim + rope) + 1);
-    attention = kPasses * (q + kv_lora * (h + heads * (head_dim + v) + 1) + h * rope +
-                           heads * v * h + s * heads * (head_dim + rope) * square +
-                           s * heads * v * square);
+    const double q =
+        q_lora == 0 ? h * heads * (head_dim + rope) : q_lora * (h + heads * (head_dim + rope) + 1);
+    attention =
+        kPasses * (q + kv_lora * (h + heads * (head_dim + v) + 1) + h * rope + heads * v * h +
+                   s * heads * (head_dim + rope) * square + s * heads * v * square);
   } else {
     const double q = head_dim * heads, kv = head_dim * kv_heads;
     attention = kPasses * (h * (q + 2 * kv) + q * s * square * 2 + q * h);
