@@ -97,7 +97,7 @@ TEST(Measurements, MegatronCountedTflopsAreMegatronsFlopsOverEveryGpu) {
           "measured_tflops_per_gpu = 100\nflops_count = \"megatron\"\n",
       "runs.toml");
   const auto& r = m.runs.front();
-  const double flops = megatron_flops(*r.model.transformer(), 1024, 1, 4 * 4);
+  const double flops = megatron_flops({*r.model.transformer(), r.job, r.layout}, 4 * 4);
   EXPECT_NEAR(r.measured_s / (flops / (100e12 * 2 * 4)), 1.0, 1e-12);
   // By hand: per token 6·h·(2·256·2) for the routed MLPs, 6·(4h² + h·s) for attention with the
   // causal half, per layer; 6·h·V for the logits.

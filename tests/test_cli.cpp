@@ -19,7 +19,6 @@
 #include "pipetab/io/config.hpp"
 #include "pipetab/schedules/registry.hpp"
 #include "pipetab/sim/options.hpp"
-#include "pipetab/study/plan.hpp"
 
 namespace pipetab {
 namespace {
@@ -91,15 +90,22 @@ TEST_F(Cli, ListOptions) {
     if (!fallback.empty()) {
       EXPECT_NO_THROW((void)parse_option_value(options[i], fallback));
     }
-    EXPECT_EQ(j[i]["plan_search"].is_boolean(), !unsearchable_option(options[i].key))
-        << options[i].key;
   }
-  for (const std::string key : {"tensor_parallel", "recompute", "runtime", "pipeline_layout"}) {
+  const auto plan_search = [&](const std::string& key) {
     const auto it =
         std::find_if(j.begin(), j.end(), [&](const auto& o) { return o["key"] == key; });
-    ASSERT_NE(it, j.end()) << key;
-    EXPECT_TRUE((*it)["plan_search"].is_string()) << key;
-  }
+    return it == j.end() ? nlohmann::json() : (*it)["plan_search"];
+  };
+  // plan's own axes, what it derives, the runtime and the stage split: refused with the rule.
+  EXPECT_EQ(plan_search("tensor_parallel"), "plan searches it itself: give its values with --tp");
+  EXPECT_EQ(plan_search("expert_tensor_parallel"),
+            "plan searches it itself: give its values with --etp");
+  EXPECT_EQ(plan_search("chunks"), "plan searches it itself: give its values with --chunks");
+  for (const std::string key : {"data_parallel", "global_batch", "runtime", "pipeline_layout"})
+    EXPECT_TRUE(plan_search(key).is_string()) << key;
+  // What plan keeps fixed otherwise (cp_method: --cp-method's one value) is searchable.
+  for (const std::string key : {"moe_dispatcher", "seq_len", "tp_overlap", "cp_method"})
+    EXPECT_EQ(plan_search(key), true) << key;
   r = run("list options");
   ASSERT_EQ(r.code, 0) << r.err;
   for (const auto& o : options)

@@ -164,6 +164,16 @@ TEST(Operators, IterationFlopsEqualNarayananAndKorthikanti) {
 // the dense width is the dense model; and DeepSeek-V3 without its MTP module counts 6 FLOPs per
 // activated parameter per token (37B activated, DeepSeek-V3 report §1, less the input
 // embedding's 0.93B that no GEMM runs) plus its attention's s² terms.
+// Megatron's count of `m` at sequence `seq` and TP `tp` (the rest of the job does not change it).
+double megatron(const TransformerConfig& m, std::int64_t seq, std::int64_t tp, double sequences,
+                CausalCount causal = CausalCount::Half) {
+  Job job;
+  job.seq_len = seq;
+  Layout layout;
+  layout.tp = tp;
+  return megatron_flops({m, job, layout}, sequences, causal);
+}
+
 TEST(Operators, MegatronFlopsMatchTheClosedForms) {
   for (const std::int64_t h : {2304, 12288})
     for (const std::int64_t t : {1, 8}) {
@@ -174,22 +184,22 @@ TEST(Operators, MegatronFlopsMatchTheClosedForms) {
       m.vocab = 51200;  // 400 × 128: no padding with TP 1, 50 × 1,024 with TP 8
       const double B = 64, s = 2048, l = 24, H = static_cast<double>(h), V = 51200;
       const double korthikanti = 72 * B * s * l * H * H * (1 + s / (6 * H) + V / (12 * l * H));
-      const double full = megatron_flops(m, 2048, t, B, CausalCount::FullSquare);
+      const double full = megatron(m, 2048, t, B, CausalCount::FullSquare);
       EXPECT_NEAR(full, korthikanti, 1e-9 * korthikanti);
       // The causal half: 12·B·s²·l·h FLOPs of QK^T and AV, halved.
       const double half = full - 6 * B * s * s * l * H;
-      EXPECT_NEAR(megatron_flops(m, 2048, t, B), half, 1e-9 * half);
+      EXPECT_NEAR(megatron(m, 2048, t, B), half, 1e-9 * half);
       // GQA with 8 groups: the K and V projections 2·h·(h/12) instead of 2·h², six FLOPs each.
       m.kv_heads = 8;
       const double gqa = half - 6 * B * s * l * 2 * H * (H - H / 12);
-      EXPECT_NEAR(megatron_flops(m, 2048, t, B), gqa, 1e-9 * gqa);
+      EXPECT_NEAR(megatron(m, 2048, t, B), gqa, 1e-9 * gqa);
       // One routed expert of the dense MLP's width, top-1, no shared one: the dense model.
       auto moe = m;
       moe.moe = MoeConfig{};
       moe.moe->experts = 1;
       moe.moe->top_k = 1;
       moe.moe->expert_ffn_hidden = 4 * h;
-      EXPECT_NEAR(megatron_flops(moe, 2048, t, B), gqa, 1e-9 * gqa);
+      EXPECT_NEAR(megatron(moe, 2048, t, B), gqa, 1e-9 * gqa);
     }
   // The vocabulary padded to 128 · TP as Megatron pads it: 50,257 is 50,304 with TP 1 (393 ×
   // 128) and 51,200 with TP 8 (50 × 1,024).
@@ -198,17 +208,17 @@ TEST(Operators, MegatronFlopsMatchTheClosedForms) {
   m.hidden = 1024;
   m.heads = 16;
   m.vocab = 50257;
-  const double base = megatron_flops(m, 1024, 1, 1);
+  const double base = megatron(m, 1024, 1, 1);
   m.vocab = 50304;
-  EXPECT_EQ(megatron_flops(m, 1024, 1, 1), base);
+  EXPECT_EQ(megatron(m, 1024, 1, 1), base);
   m.vocab = 50257;
   const double padded = base + 6 * 1024.0 * 1024 * (51200 - 50304);
-  EXPECT_NEAR(megatron_flops(m, 1024, 8, 1), padded, 1e-9 * padded);
+  EXPECT_NEAR(megatron(m, 1024, 8, 1), padded, 1e-9 * padded);
 
   auto v3 = *io::load_model("deepseek-v3").transformer();
   v3.mtp_layers = 0;
   // One token of a 1-token sequence: the s² terms are 6·heads·(qk + v)/2 per layer.
-  const double per_token = megatron_flops(v3, 1, 1, 1);
+  const double per_token = megatron(v3, 1, 1, 1);
   const double square = 6 * 61 * 128.0 * (128 + 64 + 128) / 2;
   const double active = (per_token - square) / 6;
   EXPECT_NEAR(active, 37e9 - 129280.0 * 7168, 0.02 * 37e9) << active;

@@ -42,8 +42,7 @@ std::string csv_report(const PlanRequest& q, const PlanResult& r) {
     const auto p = runtime_parts(e.metrics);
     out += fmt::format(
         "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
-        "{}"
-        "\n",
+        "{}",
         i + 1, e.metrics.runtime_s, e.metrics.tokens_per_s.value_or(0), e.metrics.mfu.value_or(0),
         e.peak_memory_bytes, e.lower_bound_s, l.tensor_parallel, l.pipeline_parallel,
         l.data_parallel, l.schedule, l.chunks > 0 ? std::to_string(l.chunks) : "", l.micro_batch,
@@ -51,7 +50,6 @@ std::string csv_report(const PlanRequest& q, const PlanResult& r) {
         p.compute, p.bubble, p.pipeline, p.tp, p.reductions, p.optimizer, p.overhead,
         l.context_parallel, l.fsdp, l.expert_parallel, l.a2a_overlap, p.experts,
         l.expert_tensor_parallel, to_string(l.moe_recompute), l.pipeline_layout);
-    out.pop_back();  // the searched options' values before the line's end
     for (const auto& option : l.options)
       out += "," + option.value;
     out += "\n";

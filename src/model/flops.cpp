@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "dims.hpp"
+
 #include "pipetab/model/operators.hpp"
 
 namespace pipetab {
@@ -51,13 +53,11 @@ double narayanan_eq3_flops(const Workload& run, double global_batch) {
   return 96 * global_batch * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
 }
 
-double megatron_flops(const TransformerConfig& m, std::int64_t seq_len, std::int64_t tp,
-                      double sequences, CausalCount causal) {
+double megatron_flops(const Workload& run, double sequences, CausalCount causal) {
+  const TransformerConfig& m = run.model;
   const auto d = [](std::int64_t v) { return static_cast<double>(v); };
-  const double h = d(m.hidden), s = d(seq_len), heads = d(m.heads);
-  const double head_dim = m.head_dim > 0 ? d(m.head_dim) : h / heads;
-  const double kv_heads = m.kv_heads > 0 ? d(m.kv_heads) : heads;
-  const double ffn = m.ffn_hidden > 0 ? d(m.ffn_hidden) : 4 * h;
+  const detail::Dims z = detail::dims(run);
+  const double h = z.h, s = z.keys, heads = z.a, head_dim = z.head_dim();
   // Megatron's 6: three GEMMs per weight (forward, wgrad, dgrad) of 2 FLOPs per multiply-add.
   constexpr double kPasses = 3 * 2;
   const double gated = m.gated_mlp ? 3 : 2;  // h -> 2·ffn and ffn -> h stacked, or h -> ffn -> h
@@ -66,11 +66,11 @@ double megatron_flops(const TransformerConfig& m, std::int64_t seq_len, std::int
   const double square = causal == CausalCount::Half ? 0.5 : 1.0;
 
   double dense_layers = d(m.layers), moe_layers = 0;
-  double dense_ffn = ffn, expert_ffn = 0, routed = 0, shared_ffn = 0;
+  const double dense_ffn = detail::dims({detail::dense_layer_model(m), run.job, run.layout}).ffn;
+  double expert_ffn = 0, routed = 0, shared_ffn = 0;
   if (m.moe) {
     dense_layers = d(m.moe->dense_layers);
     moe_layers = d(m.layers) - dense_layers;
-    if (m.moe->dense_ffn_hidden > 0) dense_ffn = d(m.moe->dense_ffn_hidden);
     expert_ffn = d(m.moe->expert_ffn_hidden);
     routed = d(m.moe->top_k);
     shared_ffn = d(m.moe->shared_ffn());
@@ -91,14 +91,13 @@ double megatron_flops(const TransformerConfig& m, std::int64_t seq_len, std::int
         kPasses * (q + kv_lora * (h + heads * (head_dim + v) + 1) + h * rope + heads * v * h +
                    s * heads * (head_dim + rope) * square + s * heads * v * square);
   } else {
-    const double q = head_dim * heads, kv = head_dim * kv_heads;
-    attention = kPasses * (h * (q + 2 * kv) + q * s * square * 2 + q * h);
+    attention = kPasses * (h * (z.q + 2 * z.kv) + z.q * s * square * 2 + z.q * h);
   }
   const double mlp = kPasses * h *
                      (dense_ffn * gated * dense_layers +
                       (expert_ffn * routed * gated + shared_ffn * gated) * moe_layers);
   const double mtp_extra = kPasses * mtp * (3 * h + 2 * h * h);  // the norms and eh_proj
-  const double multiple = 128 * d(tp);
+  const double multiple = 128 * z.t;
   const double vocab = std::ceil(d(m.vocab) / multiple) * multiple;
   const double logits = kPasses * h * vocab * (mtp + 1);
   return sequences * s * (mlp + attention * attention_layers + mtp_extra + logits);

@@ -324,7 +324,7 @@ class MeasurementParser {
       const double flops =
           !count || *count == "narayanan-eq3"
               ? narayanan_eq3_flops({mt, run.job, run.layout}, sequences)
-              : megatron_flops(mt, run.job.seq_len, run.layout.tp, sequences,
+              : megatron_flops({mt, run.job, run.layout}, sequences,
                                *count == "megatron" ? CausalCount::Half : CausalCount::FullSquare);
       run.measured_s = flops / (*run.measured_tflops_per_gpu * 1e12 * gpus);
     }

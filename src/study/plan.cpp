@@ -657,26 +657,18 @@ bool faster(const PlanEntry& a, const PlanEntry& b) {
 }  // namespace
 
 std::optional<std::string> unsearchable_option(std::string_view key) {
-  // plan's own axes, with the flag that gives their values.
-  static constexpr std::array<std::pair<std::string_view, std::string_view>, 14> kOwn{{
-      {"tensor_parallel", "--tp"},
-      {"pipeline_parallel", "--pp"},
-      {"micro_batch", "--micro-batch"},
-      {"schedule", "--schedules"},
-      {"chunks", "--chunks"},
-      {"recompute", "--recompute"},
-      {"sequence_parallel", "--sequence-parallel"},
-      {"distributed_optimizer", "--distributed-optimizer"},
-      {"context_parallel", "--cp"},
-      {"fsdp", "--fsdp"},
-      {"expert_parallel", "--ep"},
-      {"expert_tensor_parallel", "--etp"},
-      {"moe_recompute", "--moe-recompute"},
-      {"a2a_overlap", "--a2a-overlap"},
-  }};
-  for (const auto& [own, flag] : kOwn) {
-    if (key == own) return fmt::format("plan searches it itself: give its values with {}", flag);
-  }
+  const auto own = [](std::string_view flag) {
+    return fmt::format("plan searches it itself: give its values with {}", flag);
+  };
+  // The table's dimensions, which no run flag sets (plan's own flags).
+  if (key == "pipeline_parallel") return own("--pp");
+  if (key == "chunks") return own("--chunks");
+  if (key == "schedule") return own("--schedules");
+  // The options plan searches with a flag of the option's own name (kPlanSearched), but for
+  // cp_method (one value there, which --search may vary) and the two it derives.
+  if (key != "cp_method" && key != "data_parallel" && key != "global_batch" &&
+      std::find(kPlanSearched.begin(), kPlanSearched.end(), key) != kPlanSearched.end())
+    return own(find_run_option(key)->flag);
   if (key == "data_parallel")
     return std::string(
         "plan derives it: the data-parallel replicas are the GPUs TP × CP × PP leave");

@@ -27,18 +27,18 @@ double narayanan_eq3_flops(const Workload& run, double global_batch);
 /// 8873b55d6a, 2025-03-06) or the full square (before it; the count MosaicML also uses).
 enum class CausalCount : std::uint8_t { Half, FullSquare };
 
-/// The FLOPs of `sequences` sequences of `seq_len` tokens, forward and backward, as Megatron-LM
-/// counts them for its logged TFLOP/s and MFU: `num_floating_point_operations` (transformer_flops)
-/// in megatron/training/training.py @001b00c2. Three GEMMs per weight (forward, data and weight
-/// gradients) of 2·m·n·k, no recomputation; the dense layers' MLP, the routed experts' MLP at top_k
-/// of them per token (active parameters) and the shared experts; attention with GQA or MLA (the
-/// latents' norms count one FLOP per latent element, as Megatron's "+ 1"); each MTP module's layer
-/// (of the last layer's kind), norms and eh_proj; the output layer once per MTP module more; the
-/// vocabulary padded to a multiple of 128 × TP (Megatron's --make-vocab-size-divisible-by 128,
-/// _vocab_size_with_padding). Not counted, as Megatron does not: the embedding lookup, norms and
-/// element-wise work, the router.
-double megatron_flops(const TransformerConfig& model, std::int64_t seq_len,
-                      std::int64_t tensor_parallel, double sequences,
+/// The FLOPs of `sequences` sequences of the job's seq_len tokens, forward and backward, as
+/// Megatron-LM counts them for its logged TFLOP/s and MFU: `num_floating_point_operations`
+/// (transformer_flops) in megatron/training/training.py @001b00c2. Three GEMMs per weight (forward,
+/// data and weight gradients) of 2·m·n·k, no recomputation; the dense layers' MLP, the routed
+/// experts' MLP at top_k of them per token (active parameters) and the shared experts; attention
+/// with GQA or MLA (the latents' norms count one FLOP per latent element, as Megatron's "+ 1");
+/// each MTP module's layer (of the last layer's kind), norms and eh_proj; the output layer once per
+/// MTP module more; the vocabulary padded to a multiple of 128 × the layout's TP (Megatron's
+/// --make-vocab-size-divisible-by 128, _vocab_size_with_padding). Not counted, as Megatron does
+/// not: the embedding lookup, norms and element-wise work, the router. The rest of the job and
+/// layout (recomputation, micro batch, CP, EP) does not change the count.
+double megatron_flops(const Workload& run, double sequences,
                       CausalCount causal = CausalCount::Half);
 
 }  // namespace pipetab
