@@ -371,6 +371,19 @@ TEST_F(Cli, TheWholeIterationOnAModelledCluster) {
           " --system dgx-a100 --model gpt3-1.3b --runtime megatron");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("the simulation deadlocks"), std::string::npos) << r.err;
+  // A deadlock the flags made names them, and the runtime that would run the table.
+  r = run("simulate interleaved -S 8 -M 5 --runtime megatron");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--runtime megatron was given: Megatron-LM's interleaved schedule needs "
+                       "at least S microbatches"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("--runtime auto picks pytorch"), std::string::npos) << r.err;
+  r = run("simulate gpipe -S 4 -M 8 --blocking-send");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--blocking-send makes every pipeline send wait for its receive"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST_F(Cli, CostAccuracyAndCalibrate) {

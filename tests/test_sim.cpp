@@ -740,6 +740,44 @@ TEST(Runtime, MegatronRunsItsOwnSchedulesAndOnlyAddsWaits) {
   }
 }
 
+TEST(Runtime, MegatronInterleavedRunsEveryGroupSizeItAdmits) {
+  // Megatron-LM's leading stage receives at its k-th step what the ending stage produced at
+  // its (k - (S - 1))-th and queues it (recv_tensor_from_previous_stage, fwd_recv_buffer_size
+  // = g - S + 1), so every group size S <= g <= M with M mod g 0 or at least S runs; with the
+  // receive posted just before its consumer, S = 8, M = 33, g = 11 deadlocked. The default
+  // runtime and group size run every S <= 16, M <= 64 (M < S under PyTorch's one group).
+  auto setup = test::preset_setup("paper", "dgx-h100");
+  setup.lowering.runtime = Runtime::Auto;
+  for (std::int64_t S = 2; S <= 16; ++S) {
+    for (std::int64_t M = 1; M <= 64; ++M) {
+      const auto t = test::make("interleaved", test::sm(S, M));
+      ASSERT_NO_THROW(simulate_table(t, setup, "interleaved")) << "S=" << S << " M=" << M;
+      EXPECT_EQ(resolve_runtime(Runtime::Auto, t, "interleaved").runtime,
+                M >= S ? Runtime::Megatron : Runtime::PyTorch)
+          << "S=" << S << " M=" << M;
+    }
+  }
+  setup.lowering.runtime = Runtime::Megatron;
+  int admitted = 0;
+  for (std::int64_t S = 2; S <= 6; ++S) {
+    for (std::int64_t M = S; M <= 24; ++M) {
+      for (std::int64_t g = S; g <= M; ++g) {
+        if (M % g != 0 && M % g < S) continue;
+        for (const std::int64_t v : {2, 3}) {
+          auto params = test::sm(S, M);
+          params.chunks = v;
+          params.group_size = g;
+          const auto t = test::make("interleaved", params);
+          ASSERT_NO_THROW(simulate_table(t, setup, "interleaved"))
+              << "S=" << S << " M=" << M << " g=" << g << " v=" << v;
+          ++admitted;
+        }
+      }
+    }
+  }
+  EXPECT_GT(admitted, 500);
+}
+
 TEST(Runtime, MegatronOrderThatCannotRunIsReported) {
   // dev1 runs F1 before F0: fine when transfers are eager, but under Megatron dev0 blocks on
   // sending F0's activation, which dev1 receives only after its F1, which needs dev0's F1.

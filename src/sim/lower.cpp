@@ -114,6 +114,15 @@ std::optional<std::string> runtime_refuses(const ScheduleTable& table, std::stri
                                            Runtime runtime) {
   if (runtime == Runtime::Megatron && schedule != "1f1b" && schedule != "interleaved")
     return std::string("Megatron-LM runs only 1F1B and interleaved 1F1B");
+  // forward_backward_pipelining_with_interleaving requires PP <= microbatch_group_size_per_vp_
+  // stage <= M, so fewer microbatches than devices run only as PyTorch's one group.
+  if (runtime == Runtime::Megatron && table.stages > table.devices &&
+      table.microbatches < table.devices) {
+    return fmt::format(
+        "Megatron-LM's interleaved schedule needs at least S microbatches (S <= "
+        "microbatch_group_size_per_vp_stage <= M), and M = {} < S = {}",
+        table.microbatches, table.devices);
+  }
   if (runtime == Runtime::DualPipe && schedule != "dualpipe" && schedule != "dualpipev")
     return std::string("DeepSeek's DualPipe code runs only DualPipe and DualPipeV");
   if (runtime == Runtime::PyTorch && table.pipelines() > 1) {

@@ -2,6 +2,7 @@
 // between stages, sent at Megatron-LM's step boundaries (its interleaved schedule's steady-state
 // pairs, run as one overlapped step with --a2a-overlap) or where PyTorch's list of actions posts
 // them.
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -70,8 +71,11 @@ void Lowering::depend(std::int32_t consumer, const Pass& pass, std::int32_t prod
     g_.blocks_sender.back() = 1;
     edge(step_end(producer), transfer);
     const auto row = t_.row_begin[static_cast<std::size_t>(to)];
-    std::int64_t posted = consumer - 1;
-    if (posted >= row && !boundary_[static_cast<std::size_t>(posted)]) --posted;
+    std::int64_t posted = leading_receive(producer, from, to);
+    if (posted < 0) {
+      posted = consumer - 1;
+      if (posted >= row && !boundary_[static_cast<std::size_t>(posted)]) --posted;
+    }
     if (posted >= row) edge(static_cast<std::int32_t>(posted), transfer);
     return;
   }
@@ -94,10 +98,43 @@ void Lowering::depend(std::int32_t consumer, const Pass& pass, std::int32_t prod
 void Lowering::megatron_steps() {
   boundary_.assign(t_.ops.size(), true);
   if (t_.stages <= t_.devices) return;
+  nth_of_kind_.assign(t_.ops.size(), -1);
+  of_kind_.assign(static_cast<std::size_t>(t_.devices), {});
   for (std::int32_t d = 0; d < t_.devices; ++d) {
     for (const auto i : steady_pairs(d))
       boundary_[static_cast<std::size_t>(i)] = false;
+    auto& lists = of_kind_[static_cast<std::size_t>(d)];
+    for (auto i = t_.row_begin[static_cast<std::size_t>(d)];
+         i < t_.row_begin[static_cast<std::size_t>(d) + 1]; ++i) {
+      const auto& op = t_.ops[static_cast<std::size_t>(i)];
+      if (op.is_pair() || (op.first().kind != PassKind::F && op.first().kind != PassKind::B))
+        continue;
+      auto& list = lists[op.first().kind == PassKind::F ? 0 : 1];
+      nth_of_kind_[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(list.size());
+      list.push_back(static_cast<std::int32_t>(i));
+    }
   }
+}
+
+// Megatron-LM's interleaved schedule: the leading stage (the first device in the forward, the
+// last in the backward) receives, in the exchange after its k-th forward (backward), what the
+// ending stage produced in its (k - (S - 1))-th (recv_tensor_from_previous_stage), and queues
+// it until its consumer runs. With a group size g > S that is g - S + 1 steps early
+// (fwd_recv_buffer_size); posted just before the consumer instead, the ending stage's blocking
+// send would wait for it and the pipeline would deadlock. The op after whose step the receive
+// is posted, or -1 for any other transfer (posted in the step before its consumer).
+std::int64_t Lowering::leading_receive(std::int32_t producer, std::int32_t from,
+                                       std::int32_t to) const {
+  if (nth_of_kind_.empty()) return -1;
+  const auto last = t_.devices - 1;
+  const auto& op = t_.ops[static_cast<std::size_t>(producer)];
+  const bool forward = op.first().kind == PassKind::F;
+  if (!(forward ? from == last && to == 0 : from == 0 && to == last)) return -1;
+  const auto n = nth_of_kind_[static_cast<std::size_t>(producer)];
+  if (n < 0) return -1;
+  const auto& list = of_kind_[static_cast<std::size_t>(to)][forward ? 0 : 1];
+  const auto k = static_cast<std::size_t>(n) + static_cast<std::size_t>(last);
+  return k < list.size() ? step_end(list[k]) : -1;
 }
 
 // The forwards of device d's steady state that run with the backward after them as one step

@@ -155,6 +155,7 @@ class Lowering {
   void megatron_steps();
   std::vector<std::int64_t> steady_pairs(std::int32_t d) const;
   std::int32_t step_end(std::int32_t op) const;
+  std::int64_t leading_receive(std::int32_t producer, std::int32_t from, std::int32_t to) const;
   void pipeline_transfers();
   void pytorch_order();
   double transfer_bytes(std::int32_t transfer) const;
@@ -317,6 +318,10 @@ class Lowering {
                          static_cast<std::size_t>(stage)];
   }
   std::vector<bool> boundary_;  // Megatron: a step ends after this op
+  // Megatron, interleaved: per table op, its number among its device's ops of its kind (F or
+  // B); per device and kind, those ops in order (leading_receive).
+  std::vector<std::int32_t> nth_of_kind_;
+  std::vector<std::array<std::vector<std::int32_t>, 2>> of_kind_;
   // FSDP: per device, its last reduce-scatter step so far (one stream); per stage, the last
   // reduce-scatter of per-microbatch gradient sync.
   std::vector<std::int32_t> last_scatter_, scattered_;

@@ -76,10 +76,22 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
                                             w.node - table.row_begin[d] + 1, row)
                               : std::string("its optimizer step"));
     }
+    // Name what made the waits blocking, so the user knows which flag to drop.
+    std::string cause;
+    if (setup.options.blocking_send)
+      cause = "; --blocking-send makes every pipeline send wait for its receive";
+    const auto refusal = runtime_refuses(table, schedule, runtime.runtime);
+    const auto fallback = default_runtime(table, schedule);
+    if (setup.lowering.runtime != Runtime::Auto &&
+        (refusal || fallback.runtime != runtime.runtime)) {
+      cause += fmt::format("; --runtime {} was given{}{} (--runtime auto picks {}: {})",
+                           to_string(runtime.runtime), refusal ? ": " : "", refusal.value_or(""),
+                           to_string(fallback.runtime), fallback.reason);
+    }
     throw ParamError(fmt::format(
         "the simulation deadlocks under the {} runtime: {} (its waits on transfers make this "
-        "order impossible)",
-        to_string(runtime.runtime), stuck));
+        "order impossible{})",
+        to_string(runtime.runtime), stuck, cause));
   }
   if (!std::isfinite(s.result.runtime_s)) {
     throw ParamError(fmt::format(
