@@ -51,7 +51,7 @@ PlanRequest tiny(std::int64_t gpus, std::int64_t batch, double memory_bytes) {
   q.space.schedules = {"1f1b"};
   q.space.micro_batch = {1};
   q.space.sequence_parallel = {false};
-  q.memory_reserve = 0;  // the capacities below are the usable memory
+  q.system.device.memory_reserve = 0;  // the capacities below are the usable memory
   q.threads = 1;
   return q;
 }

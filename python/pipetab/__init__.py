@@ -257,6 +257,7 @@ class PlanOptions(TypedDict, total=False):
     overheads: bool
     optimizer: bool
     nccl_buffsize: float
+    memory_reserve: float
     collective_scale: float
 
 
@@ -1345,7 +1346,6 @@ def plan(
     a2a_overlap: Union[None, bool, str] = None,
     search: Optional[Mapping[str, Iterable[Any]]] = None,
     top: int = 10,
-    memory_reserve: float = 0.05,
     prune: bool = True,
     threads: int = 0,
     shard: Optional[tuple[int, int]] = None,
@@ -1401,7 +1401,6 @@ def plan(
     args.a2a_overlap = _both(a2a_overlap, "a2a_overlap")
     args.search = _search(search)
     args.top = _int(top, "top")
-    args.memory_reserve = memory_reserve
     args.prune = prune
     args.threads = _int(threads, "threads")
     k, n = (1, 1) if shard is None else shard

@@ -63,7 +63,6 @@ class PlanArgs:
     settings: list[Keyword]
     job: Optional[str]
     top: int
-    memory_reserve: float
     prune: bool
     threads: int
     shard: int

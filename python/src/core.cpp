@@ -602,7 +602,6 @@ struct PlanArgs {
   std::vector<Keyword> settings;
   std::optional<std::string> job;
   std::int64_t top = 10;
-  double memory_reserve = 0.05;
   bool prune = true;
   std::int64_t threads = 0;
   std::int64_t shard = 1, shards = 1;
@@ -644,6 +643,7 @@ PlanRequest plan_request(const PlanArgs& s) {
       s.job, s.gpus > 0 ? std::optional<std::int64_t>(s.gpus) : std::nullopt, s.settings);
   apply_settings(base, run.given);
   q.model = std::move(base.model);
+  q.system = std::move(base.system);
   q.job = base.job;
   q.layout = base.layout;
   q.lowering = base.lowering;
@@ -657,7 +657,6 @@ PlanRequest plan_request(const PlanArgs& s) {
   }
   if (s.top < 1 || s.top > 100000) throw Error(fmt::format("top {}: expected 1 to 100000", s.top));
   q.top = static_cast<std::int32_t>(s.top);
-  q.memory_reserve = s.memory_reserve;
   q.prune = s.prune;
   if (s.threads < 0 || s.threads > 4096) {
     throw Error(fmt::format("threads {}: expected 0 (all cores) to 4096", s.threads));
@@ -815,7 +814,6 @@ PYBIND11_MODULE(_core, m) {
   plan_args.def_readwrite("settings", &PlanArgs::settings);
   plan_args.def_readwrite("job", &PlanArgs::job);
   plan_args.def_readwrite("top", &PlanArgs::top);
-  plan_args.def_readwrite("memory_reserve", &PlanArgs::memory_reserve);
   plan_args.def_readwrite("prune", &PlanArgs::prune);
   plan_args.def_readwrite("threads", &PlanArgs::threads);
   plan_args.def_readwrite("shard", &PlanArgs::shard);

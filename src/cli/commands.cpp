@@ -402,7 +402,7 @@ Subcommand add_compare(CLI::App& app) {
       "Compare schedules on the same S and M, ranked at each level (default: the paper's "
       "schedules, S = M = 8, on the compute-bound, balanced and network-bound systems)");
   struct State {
-    std::vector<std::string> names, tables;
+    std::vector<std::string> names, schedules, tables;
     std::string format, output;
     ScheduleOptions options;
   };
@@ -410,6 +410,10 @@ Subcommand add_compare(CLI::App& app) {
   cmd->add_option(
       "names", s->names,
       "schedules to compare (default: gpipe 1f1b interleaved chimera chimera-asym hanayo)");
+  // plan's spelling of the same list, so a line moves between the two commands.
+  cmd->add_option("--schedules", s->schedules,
+                  "schedules to compare, as plan takes them (a,b,...), after those named")
+      ->delimiter(',');
   cmd->add_option("--table", s->tables,
                   "table files to compare (repeatable), beside the schedules named; with --table "
                   "and no names, only the tables are compared");
@@ -423,6 +427,7 @@ Subcommand add_compare(CLI::App& app) {
   cmd->add_option("-o,--output", s->output, "write to this file instead of stdout");
   return {
       cmd, [s] {
+        s->names.insert(s->names.end(), s->schedules.begin(), s->schedules.end());
         const auto& names = s->names.empty() && s->tables.empty() ? paper_schedules() : s->names;
         for (const auto& name : names)
           find_schedule(name);  // unknown names are usage errors

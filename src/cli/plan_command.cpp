@@ -189,7 +189,6 @@ struct PlanState {
   bool no_prune = false;
   bool progress_lines = false;  // --progress-lines
   int top = 10;
-  double memory_reserve = 0.05;
   std::size_t explain = 0;
   unsigned threads = 0;
   std::string shard, format, output, table, trace, svg, table_format, runnable_by, job_out;
@@ -231,7 +230,6 @@ PlanRequest make_request(const PlanState& s, const std::string& run_id) {
   q.space = parse_plan_space(s.space);
   if (!s.runnable_by.empty()) q.runnable_by = parse_runtime(s.runnable_by);
   q.top = s.top;
-  q.memory_reserve = s.memory_reserve;
   q.prune = !s.no_prune;
   q.threads = s.threads;
   if (!s.shard.empty()) std::tie(q.shard, q.shards) = parse_shard(s.shard);
@@ -356,10 +354,6 @@ Subcommand add_plan(CLI::App& app) {
   cmd->add_option("--top", s->top, "layouts ranked")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
-  cmd->add_option("--memory-reserve", s->memory_reserve,
-                  "share of each device's memory left free for the CUDA context, NCCL buffers and "
-                  "allocator fragmentation")
-      ->capture_default_str();
   cmd->add_flag("--no-prune", s->no_prune,
                 "simulate every layout that fits (no branch and bound; slower, same ranking)");
   cmd->add_option("--explain", s->explain, "why the layout at this rank wins over the next ones");

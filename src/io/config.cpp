@@ -170,8 +170,8 @@ SystemConfig parse_system_at(std::string_view text, const std::string& file, int
 void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int depth) {
   r.only(device, "device",
          {"preset", "name", "peak_flops", "clock_scale", "efficiency", "memory_bytes",
-          "memory_bandwidth", "memory_efficiency", "kernel_overhead_s", "step_overhead_s",
-          "host_launch_s", "comm_slowdown", "gemm", "gemm_fp8", "attention"});
+          "memory_reserve", "memory_bandwidth", "memory_efficiency", "kernel_overhead_s",
+          "step_overhead_s", "host_launch_s", "comm_slowdown", "gemm", "gemm_fp8", "attention"});
   bool based = false;
   if (const auto preset = r.string(device, "device", "preset")) {
     const auto text = detail::preset("systems", *preset);
@@ -189,6 +189,8 @@ void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int 
   d.clock_scale = r.number(device, "device", "clock_scale", d.clock_scale, 0.01, 1.0, false);
   d.memory_bytes =
       r.number(device, "device", "memory_bytes", from(based, d.memory_bytes), 1.0, kHuge, false);
+  d.memory_reserve =
+      r.number(device, "device", "memory_reserve", d.memory_reserve, 0.0, 0.9, false);
   if (device.get("efficiency") != nullptr) {
     d.flat_efficiency = r.number(device, "device", "efficiency", std::nullopt, 0.0, 1.0, true);
     for (const double peak : d.peak_flops) {
@@ -405,6 +407,8 @@ std::string system_toml(const SystemConfig& s, const std::string& comment) {
   if (!d.name.empty()) out += fmt::format("name = {}\n", quoted(d.name));
   if (d.clock_scale != 1.0) out += fmt::format("clock_scale = {}\n", number(d.clock_scale));
   out += fmt::format("memory_bytes = {}\n", number(d.memory_bytes));
+  if (d.memory_reserve != DeviceSpec{}.memory_reserve)
+    out += fmt::format("memory_reserve = {}\n", number(d.memory_reserve));
   if (d.memory_bandwidth > 0.0)
     out += fmt::format("memory_bandwidth = {}\n", number(d.memory_bandwidth));
   out += fmt::format("memory_efficiency = {}\nkernel_overhead_s = {}\n",

@@ -14,14 +14,23 @@ bool same(double a, double b) {
   return std::fabs(a - b) <= 1e-9 * std::max(std::fabs(a), std::fabs(b));
 }
 
-// Competition ranks of the present values, lower first; absent values get 0.
-std::vector<int> ranks(const std::vector<std::optional<double>>& values) {
+// Competition ranks of the present values, lower first; absent values get 0. With `last`, the
+// values it marks rank after all the others (a schedule that does not fit in memory).
+std::vector<int> ranks(const std::vector<std::optional<double>>& values,
+                       const std::vector<bool>& last = {}) {
+  const auto marked = [&](std::size_t i) { return !last.empty() && last[i]; };
   std::vector<int> rank(values.size(), 0);
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (!values[i]) continue;
     int better = 0;
-    for (const auto& other : values) {
-      if (other && *other < *values[i] && !same(*other, *values[i])) ++better;
+    for (std::size_t j = 0; j < values.size(); ++j) {
+      const auto& other = values[j];
+      if (!other) continue;
+      if (marked(j) != marked(i)) {
+        better += marked(i) ? 1 : 0;
+      } else if (*other < *values[i] && !same(*other, *values[i])) {
+        ++better;
+      }
     }
     rank[i] = better + 1;
   }
@@ -30,7 +39,8 @@ std::vector<int> ranks(const std::vector<std::optional<double>>& values) {
 
 // Where a schedule's place differs between two levels, among the schedules present at both.
 std::vector<bool> changed(const std::vector<std::optional<double>>& a,
-                          const std::vector<std::optional<double>>& b) {
+                          const std::vector<std::optional<double>>& b,
+                          const std::vector<bool>& b_last = {}) {
   std::vector<std::optional<double>> both_a(a.size()), both_b(a.size());
   for (std::size_t i = 0; i < a.size(); ++i) {
     if (a[i] && b[i]) {
@@ -38,7 +48,7 @@ std::vector<bool> changed(const std::vector<std::optional<double>>& a,
       both_b[i] = b[i];
     }
   }
-  const auto ra = ranks(both_a), rb = ranks(both_b);
+  const auto ra = ranks(both_a), rb = ranks(both_b, b_last);
   std::vector<bool> out(a.size(), false);
   for (std::size_t i = 0; i < a.size(); ++i)
     out[i] = both_a[i] && ra[i] != rb[i];
@@ -57,12 +67,14 @@ Comparison compare(std::vector<Evaluation> rows, std::vector<Skipped> skipped) {
   c.skipped = std::move(skipped);
   const auto n = c.rows.size();
   std::vector<std::optional<double>> formula(n), table(n), simulation(n), memory(n);
+  std::vector<bool> over_memory(n, false);
   for (std::size_t i = 0; i < n; ++i) {
     const auto& e = c.rows[i];
     if (e.formula) formula[i] = e.formula->published_bubble_ratio;
     table[i] = e.table.makespan;
     if (e.simulation) {
       simulation[i] = e.simulation->runtime_s;
+      over_memory[i] = e.simulation->any_over_capacity();
       c.system = e.simulation->system;
       c.model = e.simulation->model;
     }
@@ -70,10 +82,10 @@ Comparison compare(std::vector<Evaluation> rows, std::vector<Skipped> skipped) {
   }
   c.formula_rank = ranks(formula);
   c.table_rank = ranks(table);
-  c.simulation_rank = ranks(simulation);
+  c.simulation_rank = ranks(simulation, over_memory);
   c.memory_rank = ranks(memory);
   c.rank_changed = changed(formula, table);
-  c.simulation_rank_changed = changed(table, simulation);
+  c.simulation_rank_changed = changed(table, simulation, over_memory);
   return c;
 }
 
@@ -196,11 +208,11 @@ std::string to_text(const Comparison& c, bool legend) {
       "paper's\n"
       "assumptions, e.g. equal F and B; the exact closed forms always equal the table; 's' = a\n"
       "per-device-span rate, the zero-bubble papers' definition, '~' = approximate), table by\n"
-      "makespan, simulation by runtime. '*' marks a schedule whose place changes between two "
-      "levels\n"
-      "(among the schedules ranked at both). Memory: activation peak of the table in M_a, and the\n"
-      "simulated peak per device (weights, gradients, optimizer state and activations; '!' = over\n"
-      "the device's capacity).\n";
+      "makespan, simulation by runtime, a schedule over the device's usable memory after those\n"
+      "that fit. '*' marks a schedule whose place changes between two levels (among the\n"
+      "schedules ranked at both). Memory: activation peak of the table in M_a, and the simulated\n"
+      "peak per device (weights, gradients, optimizer state and activations; '!' = over the\n"
+      "device's usable memory: its capacity less --memory-reserve).\n";
   return out;
 }
 

@@ -341,10 +341,11 @@ std::string to_text(const Evaluation& e) {
     out += fmt::format("  {:<24}{:.4f} s\n", "runtime", m.runtime_s);  // as the columns below
     out += fmt::format("  {:<24}{:.4f}\n", "idle ratio (global)", m.idle_ratio);
     out += fmt::format("  {:<24}{:.4f}\n", "span idle ratio", m.span_idle_ratio);
-    out += fmt::format("  {:<24}{:.4g} GB{}\n", "peak memory", m.peak_memory_max() / 1e9,
-                       m.any_over_capacity() ? fmt::format("  (over the {:.4g} GB of a device)",
-                                                           m.memory_capacity_bytes / 1e9)
-                                             : "");
+    out +=
+        fmt::format("  {:<24}{:.4g} GB{}\n", "peak memory", m.peak_memory_max() / 1e9,
+                    m.any_over_capacity() ? fmt::format("  (over the {:.4g} GB usable of a device)",
+                                                        m.memory_capacity_bytes / 1e9)
+                                          : "");
     out += "  per device:   compute s   exposed comm s   idle s   peak GB\n";
     for (std::size_t d = 0; d < m.compute_s.size(); ++d) {
       out += fmt::format("    dev {:<6}{:>10.4f}  {:>14.4f}  {:>7.4f}  {:>8.1f}{}\n", d,

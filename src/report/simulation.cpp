@@ -52,6 +52,7 @@ nlohmann::json to_json(const SimulationMetrics& m) {
           {"static_bytes", m.static_bytes},
           {"over_capacity", m.over_capacity},
           {"memory_capacity_bytes", m.memory_capacity_bytes},
+          {"device_memory_bytes", m.device_memory_bytes},
           {"compute_s", m.compute_s},
           {"tp_comm_s", m.tp_comm_s},
           {"expert_comm_s", m.expert_comm_s},
@@ -179,14 +180,16 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
         std::max_element(m.peak_memory_bytes.begin(), m.peak_memory_bytes.end()) -
         m.peak_memory_bytes.begin());
     out += fmt::format(
-        "warning: {} of {} devices need more than their {:.4g} GB, so this run does not fit as "
-        "configured; device {} peaks at {:.4g} GB ({:.4g} GB weights, gradients and optimizer "
+        "warning: {} of {} devices need more than their {:.4g} GB usable (of {:.4g} GB, the rest "
+        "kept for the CUDA context, NCCL and the allocator: --memory-reserve), so this run does "
+        "not fit as configured; device {} peaks at {:.4g} GB ({:.4g} GB weights, gradients and "
+        "optimizer "
         "state, {:.4g} GB activations). Fewer layers per device (more devices with -S, or --tp), "
         "--fsdp or --distributed-optimizer with --dp, --cp for long sequences, recompute or "
         "flash_attention in the model file, or a schedule with fewer microbatches in flight fit "
         "more\n\n",
-        over, m.over_capacity.size(), m.memory_capacity_bytes / 1e9, worst,
-        m.peak_memory_bytes[worst] / 1e9, m.static_bytes[worst] / 1e9,
+        over, m.over_capacity.size(), m.memory_capacity_bytes / 1e9, m.device_memory_bytes / 1e9,
+        worst, m.peak_memory_bytes[worst] / 1e9, m.static_bytes[worst] / 1e9,
         (m.peak_memory_bytes[worst] - m.static_bytes[worst]) / 1e9);
   }
   out +=
@@ -197,7 +200,7 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
     out += fmt::format("{:<6}{:>12.6g}{:>15.6g}{:>13.6g}{:>16.6g}{:>12.6g}{:>10.4g}{:>12.6g}{}\n",
                        d, dev.compute_s, dev.tp_comm_s, dev.optimizer_s, dev.exposed_comm_s,
                        dev.idle_s, dev.peak_memory_bytes / 1e9, dev.peak_memory_time_s,
-                       dev.over_capacity ? fmt::format("  over the {:.4g} GB of the device",
+                       dev.over_capacity ? fmt::format("  over the {:.4g} GB usable",
                                                        m.memory_capacity_bytes / 1e9)
                                          : std::string());
   }

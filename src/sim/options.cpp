@@ -598,6 +598,21 @@ const RunOption kOptions[] = {
      1,
      "",
      PIPETAB_FIELD(s.lowering.nccl_buffer_bytes, v.number)},
+    {"memory_reserve",
+     "--memory-reserve",
+     kSim,
+     OptionType::Number,
+     "share of each device's memory kept free for what the workload model does not count (the "
+     "CUDA context, NCCL's buffers, the allocator's fragmentation): simulate's warnings, "
+     "compare's ranks, plan and tune judge a fit against the rest (the system's [device] "
+     "memory_reserve, 0.05 unless it says otherwise)",
+     0,
+     0.9,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.system.device.memory_reserve, v.number)},
     {"collective_scale",
      "--collective-scale",
      kSim,

@@ -122,7 +122,8 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
     m.static_bytes.push_back(d.static_bytes);
     m.over_capacity.push_back(d.over_capacity);
   }
-  m.memory_capacity_bytes = setup.system.device.memory_bytes;
+  m.memory_capacity_bytes = setup.system.device.usable_memory_bytes();
+  m.device_memory_bytes = setup.system.device.memory_bytes;
   m.contention = setup.options.contention;
   m.blocking_send = setup.options.blocking_send;
   m.runtime = to_string(lowering.runtime);

@@ -361,7 +361,7 @@ void check(const PlanRequest& request, const TableCache& tables, Checked& c) {
   }
   // After the stages' split: the setup runs the layout it chose.
   const SimulationSetup setup = layout_setup(request, l);
-  const double capacity = setup.system.device.memory_bytes * (1 - request.memory_reserve);
+  const double capacity = setup.system.device.usable_memory_bytes();
   try {
     const auto held = static_memory(*shape->table,
                                     table_work(*shape->table, setup.model, setup.job, setup.layout),
@@ -407,7 +407,7 @@ void lower_and_bound(const PlanRequest& request, const TableCache& tables, Check
   }
   // After the stages' split: the setup runs the layout it chose.
   const SimulationSetup setup = layout_setup(request, l);
-  const double capacity = setup.system.device.memory_bytes * (1 - request.memory_reserve);
+  const double capacity = setup.system.device.usable_memory_bytes();
   LoweringOptions lowering = setup.lowering;
   lowering.inner_transfers = false;  // the bound needs the ops' shortest times, not the flows
   // The runtime that really runs the layout: for the authors' tables resolved with the schedule's
@@ -684,6 +684,10 @@ std::optional<std::string> unsearchable_option(std::string_view key) {
         "it decides how the layers split into stages, which plan derives for each PP and chunk "
         "count (Megatron-Core's balanced layout): give one with --pipeline-layout or "
         "--balance-embedding");
+  if (key == "memory_reserve")
+    return std::string(
+        "it is the rule every layout's fit is judged by, not a choice of the layout: give one "
+        "with --memory-reserve");
   return std::nullopt;
 }
 
@@ -796,10 +800,6 @@ PlanResult plan(const PlanRequest& request) {
     throw ParamError(
         fmt::format("plan: no sequence length: give --seq-len (the model '{}' has no default)",
                     request.model.name));
-  }
-  if (!(request.memory_reserve >= 0 && request.memory_reserve < 1)) {
-    throw ParamError(
-        fmt::format("plan: --memory-reserve {} must be in [0, 1)", request.memory_reserve));
   }
   if (request.shards < 1 || request.shard < 1 || request.shard > request.shards) {
     throw ParamError(fmt::format("plan: shard {}/{}: expected K/N with 1 <= K <= N", request.shard,

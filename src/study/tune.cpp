@@ -330,7 +330,7 @@ TuneResult tune(const TuneRequest& request) {
 }
 
 bool over_device_memory(const TuneCandidate& c, const SystemConfig& system) {
-  const double capacity = system.device.memory_bytes;
+  const double capacity = system.device.usable_memory_bytes();
   return capacity > 0 && c.peak_memory_bytes > capacity;
 }
 

@@ -51,7 +51,8 @@ struct SimulationMetrics {
   std::vector<double> peak_memory_time_s;
   std::vector<double> static_bytes;
   std::vector<bool> over_capacity;
-  double memory_capacity_bytes = 0.0;
+  double memory_capacity_bytes = 0.0;  ///< usable: the device's less its reserve
+  double device_memory_bytes = 0.0;
   bool contention = true;
   bool blocking_send = false;
   std::string runtime = "async";  ///< Runtime

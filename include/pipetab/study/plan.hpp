@@ -124,9 +124,6 @@ struct PlanRequest {
   /// How every layout is simulated (the runtime, the iteration's end).
   LoweringOptions lowering;
   SimOptions sim;
-  /// Share of the device's memory a layout must leave free: the CUDA context, NCCL's buffers and
-  /// the caching allocator's fragmentation, which the workload model does not count.
-  double memory_reserve = 0.05;
   std::int32_t top = 10;   ///< layouts kept, fastest first
   bool prune = true;       ///< false: simulate every layout that fits (exhaustive)
   unsigned threads = 0;    ///< 0: all cores

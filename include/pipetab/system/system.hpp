@@ -79,6 +79,12 @@ struct DeviceSpec {
   /// attention run against, not memory traffic, nor the peak utilisation is reported against.
   double clock_scale = 1.0;
   double memory_bytes = 0.0;
+  /// Share of memory_bytes no workload may count on: the CUDA context (~0.5 GB), NCCL's
+  /// buffers and the caching allocator's fragmentation, which the workload model does not
+  /// count yet. Every fit test (simulate's warnings, compare's ranks, plan, tune) judges against
+  /// usable_memory_bytes(), so they agree. 0.05 (4 GB of 80) is the share plan kept back
+  /// before; [device] memory_reserve or --memory-reserve sets it.
+  double memory_reserve = 0.05;
   double memory_bandwidth = 0.0;   ///< HBM bytes/s; 0 = not given (flat model only)
   double memory_efficiency = 1.0;  ///< achieved fraction of memory_bandwidth when streaming
   double kernel_overhead_s = 0.0;  ///< added to every kernel launch
@@ -109,6 +115,8 @@ struct DeviceSpec {
 
   /// Dense peak in `p` (0 if the device has none).
   double peak(Precision p) const noexcept { return peak_flops[static_cast<std::size_t>(p)]; }
+  /// The memory a run may use: memory_bytes less the reserve.
+  double usable_memory_bytes() const noexcept { return memory_bytes * (1.0 - memory_reserve); }
 };
 
 /// How devices are connected.
