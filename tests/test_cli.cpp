@@ -120,10 +120,15 @@ TEST_F(Cli, ListPresets) {
     const auto names = kind == "models" ? io::model_presets() : io::system_presets();
     auto r = run("list " + kind);
     ASSERT_EQ(r.code, 0) << r.err;
-    std::string want;
-    for (const auto& name : names)
-      want += name + "\n";
-    EXPECT_EQ(r.out, want);
+    // A described table: a header, then each preset's line beginning with its name.
+    std::istringstream lines(r.out);
+    std::string line;
+    std::getline(lines, line);
+    EXPECT_TRUE(line.starts_with("name ")) << line;
+    for (const auto& name : names) {
+      ASSERT_TRUE(std::getline(lines, line));
+      EXPECT_TRUE(line.starts_with(name + " ")) << line;
+    }
     r = run("list " + kind + " --format json");
     ASSERT_EQ(r.code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
@@ -132,9 +137,56 @@ TEST_F(Cli, ListPresets) {
       EXPECT_EQ(j[i]["name"], names[i]);
       EXPECT_EQ(j[i]["toml"], std::string(io::preset_text(kind, names[i])));
       EXPECT_FALSE(j[i]["toml"].get<std::string>().empty()) << names[i];
+      EXPECT_FALSE(j[i]["description"].get<std::string>().empty()) << names[i];
     }
   }
+  // The figures are the presets' own: Llama 3.1 70B's 70.55 B parameters (its file's count),
+  // DeepSeek-V3's 671 B with 37 B active (its report's title), an H100's 80 GB and 989.4 TF.
+  const auto models = nlohmann::json::parse(run("list models --format json").out);
+  for (const auto& m : models) {
+    if (m["name"] == "llama3.1-70b") {
+      EXPECT_NEAR(m["params"].get<double>() / 1e9, 70.55, 0.01);
+      EXPECT_EQ(m["params"], m["active_params"]);
+    }
+    if (m["name"] == "deepseek-v3") {
+      EXPECT_NEAR(m["params"].get<double>() / 1e9, 671, 1);
+      EXPECT_NEAR(m["active_params"].get<double>() / 1e9, 37, 1);
+    }
+  }
+  const auto systems = nlohmann::json::parse(run("list systems --format json").out);
+  for (const auto& sys : systems) {
+    if (sys["name"] != "dgx-h100") continue;
+    EXPECT_EQ(sys["memory_bytes"], 80e9);
+    EXPECT_NEAR(sys["peak_bf16_flops"].get<double>(), 989.4e12, 1e11);
+  }
   expect_usage_error("list layouts", "layouts not in {schedules,models,systems,options}");
+}
+
+// Presets by the names people use: a Hugging Face id, the release's own capitals and suffixes,
+// another release of the same architecture; a name close to one is answered with it.
+TEST_F(Cli, PresetsAsPeopleNameThem) {
+  const std::vector<std::pair<std::string, std::string>> names{
+      {"llama3-70b", "llama3.1-70b"},
+      {"meta-llama/Llama-3.1-70B", "llama3.1-70b"},
+      {"meta-llama/Meta-Llama-3-70B-Instruct", "llama3.1-70b"},
+      {"meta-llama/Llama-2-7b-hf", "llama2-7b"},
+      {"mistralai/Mixtral-8x7B-v0.1", "mixtral-8x7b"},
+      {"Qwen/Qwen3-235B-A22B", "qwen3-235b-a22b"},
+      {"deepseek-ai/DeepSeek-V3", "deepseek-v3"},
+      {"openai/gpt-oss-120b", "gpt-oss-120b"},
+      {"MPT-7B", "mpt-7b"}};
+  for (const auto& [given, preset] : names) {
+    const auto r = run("cost --model " + given + " --format json");
+    ASSERT_EQ(r.code, 0) << given << ": " << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["model"], preset) << given;
+    EXPECT_EQ(r.err, "") << given;
+  }
+  auto r = run("simulate 1f1b --system H100 --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["system"], "dgx-h100");
+  expect_usage_error("cost --model lama2-7b", "did you mean 'llama2-7b'?");
+  expect_usage_error("cost --model llama3.1-7b", "did you mean 'llama3.1-70b' or 'llama3.1-8b'?");
+  expect_usage_error("cost --model no-such-model-at-all", "no such preset or file (presets:");
 }
 
 // --bandwidth-scale and --latency-scale are a system file with every link so scaled.

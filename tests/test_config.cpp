@@ -599,7 +599,7 @@ TEST(Config, LoadByNameOrPath) {
     EXPECT_EQ(std::string(e.what()),
               "--system nosuch: no such preset or file (presets: a100-80gb, a100-pcie, balanced, "
               "compute-bound, dgx-a100, dgx-h100, dgx-h200, grand-teton-h100, h800, "
-              "ideal, llama3-h100-roce, network-bound)");
+              "ideal, llama3-h100-roce, network-bound; `pipetab list systems` describes them)");
   }
   EXPECT_FALSE(io::preset_text("models", "paper").empty());
   EXPECT_TRUE(io::preset_text("models", "nosuch").empty());

@@ -1,6 +1,8 @@
 #include "commands.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include "pipetab/error.hpp"
+#include "pipetab/io/config.hpp"
 #include "pipetab/io/table_export.hpp"
 #include "pipetab/io/table_file.hpp"
 #include "pipetab/report/block.hpp"
@@ -185,7 +188,94 @@ std::string options_listing(bool json) {
   out +=
       "\nKEY is the option's name in job, study and runs files, in Python keywords and in "
       "plan --search KEY=A,B (every option but plan's own dimensions, the degrees it derives, "
-      "runtime, pipeline_layout and balance_embedding)\n";
+      "runtime, pipeline_layout, balance_embedding and memory_reserve)\n";
+  return out;
+}
+
+// A preset's title: its file's first comment line up to the first colon or parenthesis
+// ("# Llama 3.1 70B (the Llama 3 70B architecture; ...": "Llama 3.1 70B").
+std::string preset_title(std::string_view toml) {
+  if (!toml.starts_with("# ")) return {};
+  auto line = toml.substr(2, toml.find('\n') - 2);
+  // A calibrated preset is calibrate's output, which begins with its command line.
+  if (line.starts_with("Calibrated by pipetab calibrate"))
+    return "fitted by pipetab calibrate on published runs";
+  line = line.substr(0, std::min(line.find(':'), line.find(" (")));
+  return std::string(line.substr(0, 60));
+}
+
+// `pipetab list models|systems`: each preset with what it is, one line each; JSON adds its
+// whole TOML. Models: parameters (all experts; active for a mixture), layers, widths, experts,
+// the default sequence. Systems: the GPU, its memory and dense BF16 peak, GPUs per node and the
+// link bandwidths per direction.
+std::string preset_listing(const std::string& kind, bool json) {
+  const bool models = kind == "models";
+  nlohmann::json all = nlohmann::json::array();
+  std::string out =
+      models
+          ? fmt::format("{:<16}{:>9}{:>9}{:>7}{:>7}{:>6}{:>4}  {:<13}{:>7}  {}\n", "name", "params",
+                        "active", "layers", "hidden", "heads", "kv", "experts", "seq", "what")
+          : fmt::format("{:<18}{:<22}{:>7}{:>8}{:>6}{:>11}{:>11}  {}\n", "name", "GPU", "mem GB",
+                        "BF16 TF", "/node", "intra GB/s", "inter GB/s", "what");
+  for (const auto& name : models ? io::model_presets() : io::system_presets()) {
+    const auto toml = io::preset_text(kind, name);
+    nlohmann::json row = {{"name", name}, {"toml", toml}};
+    const auto titled = [&](const std::string& description) {
+      row["description"] = description.empty() ? preset_title(toml) : description;
+      return row["description"].get<std::string>();
+    };
+    if (models) {
+      const auto model = io::load_model(name);
+      const auto title = titled(model.description);
+      const auto* t = model.transformer();
+      if (t == nullptr) continue;
+      const Job job;
+      const Layout layout;
+      const Workload w{*t, job, layout};
+      const double params = total_params(w);
+      // Active: the same model with only top_k routed experts (the router's columns shrink
+      // with them, 0.02% of DeepSeek-V3's active parameters).
+      auto routed = *t;
+      if (routed.moe) routed.moe->experts = routed.moe->top_k;
+      const double active = total_params({routed, job, layout});
+      std::string seq = "-";
+      for (const auto& s : model.defaults)
+        if (s.key == "seq_len") seq = s.value;
+      const std::string experts =
+          t->moe ? fmt::format("{} top-{}", t->moe->experts, t->moe->top_k) : "-";
+      row.update({{"params", params},
+                  {"active_params", active},
+                  {"layers", t->layers},
+                  {"hidden", t->hidden},
+                  {"experts", t->moe ? t->moe->experts : 0}});
+      out += fmt::format("{:<16}{:>8.3g}B{:>8.3g}B{:>7}{:>7}{:>6}{:>4}  {:<13}{:>7}  {}\n", name,
+                         params / 1e9, active / 1e9, t->layers, t->hidden, t->heads,
+                         t->kv_heads > 0 ? t->kv_heads : t->heads, experts, seq, title);
+    } else {
+      const auto system = io::load_system(name);
+      const auto title = titled(system.description);
+      const auto& d = system.device;
+      const auto gbps = [](const LinkSpec& l) {
+        return std::isfinite(l.bandwidth) ? fmt::format("{:.4g}", l.bandwidth / 1e9)
+                                          : std::string("inf");
+      };
+      row.update({{"gpu", d.name},
+                  {"memory_bytes", d.memory_bytes},
+                  {"peak_bf16_flops", d.peak(Precision::BF16)},
+                  {"devices_per_node", system.devices_per_node}});
+      out += fmt::format("{:<18}{:<22}{:>7.4g}{:>8.4g}{:>6}{:>11}{:>11}  {}\n", name,
+                         d.name.substr(0, 21), d.memory_bytes / 1e9, d.peak(Precision::BF16) / 1e12,
+                         system.devices_per_node, gbps(system.intra), gbps(system.inter), title);
+    }
+    all.push_back(std::move(row));
+  }
+  if (json) return all.dump(2) + "\n";
+  out += models ? "\nparams: all of them (a mixture's every expert); active: per token (top-k "
+                  "experts and the shared ones), as Megatron-LM counts them; seq: the preset's "
+                  "default --seq-len. --model also takes a Hugging Face id "
+                  "(meta-llama/Llama-3.1-70B), a config.json or a TOML file\n"
+                : "\nmem: per GPU (less --memory-reserve for a run); BF16 TF: dense peak; intra: "
+                  "per GPU and direction inside a node, inter: per GPU between nodes\n";
   return out;
 }
 
@@ -211,16 +301,7 @@ Subcommand add_list(CLI::App& app) {
           return;
         }
         if (*what != "schedules") {
-          const std::string kind = *what;  // "models" or "systems", the presets' folders
-          const auto names = kind == "models" ? io::model_presets() : io::system_presets();
-          if (*format == "json") {
-            auto presets = nlohmann::json::array();
-            for (const auto& name : names)
-              presets.push_back({{"name", name}, {"toml", io::preset_text(kind, name)}});
-            emit("", presets.dump(2) + "\n");
-          } else {
-            emit("", fmt::format("{}\n", fmt::join(names, "\n")));
-          }
+          emit("", preset_listing(*what, *format == "json"));  // the presets' folders
           return;
         }
         if (*format == "json") {

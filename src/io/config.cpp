@@ -273,7 +273,7 @@ ModelConfig parse_model(std::string_view text, const std::string& file) {
   r.only(root, "", {"name", "description", "source", "transformer", "explicit", "moe"});
   ModelConfig model;
   model.name = r.string(root, "", "name").value_or(default_name(file));
-  (void)r.string(root, "", "description");
+  model.description = r.string(root, "", "description").value_or("");
   (void)r.string(root, "", "source");
   const auto* transformer = r.table(root, "", "transformer");
   const auto* explicit_costs = r.table(root, "", "explicit");
@@ -316,7 +316,7 @@ SystemConfig parse_system_at(std::string_view text, const std::string& file, int
   r.only(root, "", {"name", "description", "source", "device", "network"});
   SystemConfig s;
   s.name = r.string(root, "", "name").value_or(default_name(file));
-  (void)r.string(root, "", "description");
+  s.description = r.string(root, "", "description").value_or("");
   s.source = r.string(root, "", "source").value_or("");
   const auto* device = r.table(root, "", "device");
   if (device == nullptr) r.fail(root.source(), "device", "missing");
@@ -473,11 +473,19 @@ Config load(const std::string& name_or_path, std::string_view kind, const char* 
   const auto text = detail::preset(kind, name_or_path);
   if (!text.empty()) return parse(text, fmt::format("(preset {})", name_or_path));
   std::error_code ec;
-  if (!std::filesystem::exists(name_or_path, ec)) {
-    throw Error(fmt::format("{} {}: no such preset or file (presets: {})", option, name_or_path,
-                            fmt::join(detail::preset_names(kind), ", ")));
-  }
-  return parse(read_file(name_or_path), name_or_path);
+  if (std::filesystem::exists(name_or_path, ec))
+    return parse(read_file(name_or_path), name_or_path);
+  // A file of that name comes first; then the preset the name stands for as people write it.
+  if (const auto alias = detail::preset_alias(kind, name_or_path))
+    return parse(detail::preset(kind, *alias), fmt::format("(preset {})", *alias));
+  const auto nearest = detail::nearest_presets(kind, name_or_path);
+  throw Error(fmt::format(
+      "{} {}: no such preset or file{} (presets: {}; `pipetab list {}` "
+      "describes them)",
+      option, name_or_path,
+      nearest.empty() ? std::string()
+                      : fmt::format("; did you mean '{}'?", fmt::join(nearest, "' or '")),
+      fmt::join(detail::preset_names(kind), ", "), kind));
 }
 
 }  // namespace
@@ -503,7 +511,9 @@ ModelConfig load_model(const std::string& name_or_path) {
   ModelConfig model = load<ModelConfig>(name_or_path, "models", "--model", parse_model);
   // A preset's job keys are pipetab's documented defaults for the model (configs/models/*.toml
   // say where each comes from), not a file of the user's to point out.
-  if (!detail::preset("models", name_or_path).empty()) model.notes.clear();
+  if (!detail::preset("models", name_or_path).empty() ||
+      !detail::preset("models", model.name).empty())
+    model.notes.clear();
   return model;
 }
 

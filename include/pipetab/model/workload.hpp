@@ -40,6 +40,7 @@ struct ModelConfig {
   /// What the reader wants the user to know: the fields of a Hugging Face config.json it did not
   /// use, the job keys of a model file read as defaults. Commands print them as notes.
   std::vector<std::string> notes{};
+  std::string description{};  ///< one line of what it is (`pipetab list models`)
 
   const TransformerConfig* transformer() const { return std::get_if<TransformerConfig>(&spec); }
 };

@@ -133,7 +133,8 @@ enum class Topology {
 /// A modelled cluster.
 struct SystemConfig {
   std::string name;
-  std::string source;  ///< where the numbers come from, for reports
+  std::string source;       ///< where the numbers come from, for reports
+  std::string description;  ///< one line of what it is (`pipetab list systems`)
   DeviceSpec device;
   std::int32_t devices_per_node = 8;
   /// Nodes in the cluster; 0 = as many as a run needs.
