@@ -465,6 +465,15 @@ TEST(Calibrate, RejectsWhatItCannotFit) {
   EXPECT_THROW(calibrate(m, io::load_system("dgx-a100"), options), Error);
   options.fit_on = "ids:nobody,none";
   EXPECT_THROW(calibrate(m, io::load_system("dgx-a100"), options), Error);
+  options.fit_on = "ids:1.7B,nope";  // one known id does not make the other one so
+  try {
+    calibrate(m, io::load_system("dgx-a100"), options);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--fit-on ids:1.7B,nope: no run 'nope' in the file"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Calibrate, FitsOnTheNamedRunsAndPredictsTheRest) {

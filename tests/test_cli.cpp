@@ -494,6 +494,13 @@ TEST_F(Cli, OneMemoryRuleForEveryCommand) {
       EXPECT_LE(l["peak_memory_bytes"].get<double>(), device * (1 - reserve)) << l["description"];
   }
   expect_usage_error("simulate 1f1b --memory-reserve 0.95", "--memory-reserve");
+  // Inputs once taken silently: an empty pipeline layout, and one beside a table that sizes
+  // its stages itself.
+  expect_usage_error("simulate 1f1b --pipeline-layout ''",
+                     "--pipeline-layout: pipeline_layout = '': expected text, not nothing");
+  expect_usage_error(
+      "simulate chimera-asym --split 1:3 --pipeline-layout 'Et*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4L'",
+      "give one of the two");
   expect_usage_error("plan --gpus 8 --global-batch 8 --search memory_reserve=0.1,0.2",
                      "it is the rule every layout's fit is judged by");
 }

@@ -207,6 +207,15 @@ TEST(Runs, LayoutKeysAndTokenRates) {
               "--runs colour:red: expected all, layers, profiles, iterations, source:TEXT, "
               "system:NAME or ids:ID,ID,...");
   }
+  // An id the file does not hold is an error, not a smaller selection (a typo once fitted on
+  // the other ids alone).
+  try {
+    (void)select_runs(runs, "ids:a,bb");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "runs.toml: --runs ids:a,bb: no run 'bb' in the file; did you mean 'b'?");
+  }
 }
 
 TEST(Runs, LayoutErrorsNameTheEntry) {

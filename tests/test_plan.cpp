@@ -660,6 +660,31 @@ TEST(Plan, SearchRefusesWhatItCannotSearch) {
 }
 
 // `--search KEY=A,B` as plan's flag and Python's keyword give it.
+TEST(Plan, RepeatedValuesArePlannedOnce) {
+  // "--tp 2,2" once ranked the same layouts twice and counted them twice: a list with repeats
+  // plans as the list without them, in every count and ranked layout.
+  auto unique = tiny(8, 16, 80e9);
+  unique.space.tensor_parallel = {1, 2};
+  unique.space.micro_batch = {1, 2};
+  unique.space.recompute = {Recompute::None, Recompute::Full};
+  unique.space.schedules = {"1f1b", "gpipe"};
+  auto repeated = unique;
+  repeated.space.tensor_parallel = {1, 2, 2, 1};
+  repeated.space.micro_batch = {1, 1, 2};
+  repeated.space.recompute = {Recompute::None, Recompute::Full, Recompute::None};
+  repeated.space.schedules = {"1f1b", "gpipe", "1f1b"};
+  const auto a = plan(unique), b = plan(repeated);
+  ASSERT_GT(a.layouts, 0);
+  EXPECT_EQ(b.layouts, a.layouts);
+  EXPECT_EQ(b.rejected, a.rejected);
+  EXPECT_EQ(b.simulated, a.simulated);
+  ASSERT_EQ(b.top.size(), a.top.size());
+  for (std::size_t i = 0; i < a.top.size(); ++i) {
+    EXPECT_EQ(describe(b.top[i].layout), describe(a.top[i].layout));
+    EXPECT_EQ(b.top[i].metrics.runtime_s, a.top[i].metrics.runtime_s);
+  }
+}
+
 TEST(Plan, SearchTextIsReadAsKeyAndValues) {
   PlanSpaceText text;
   text.search = {"moe_dispatcher=alltoall,deepep", "seq_len=4096"};

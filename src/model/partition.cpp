@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <functional>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -27,6 +28,13 @@ std::vector<std::int64_t> partition_layers(const TransformerConfig& m, const Lay
                                            std::span<const std::int32_t> units) {
   const auto n = units.size();
   if (!layout.pipeline_layout.empty()) {
+    // Both decide the stages' sizes; the layout once won silently over the table's.
+    if (std::adjacent_find(units.begin(), units.end(), std::not_equal_to<>()) != units.end()) {
+      throw ParamError(
+          "model: --pipeline-layout gives each stage's layers, and the schedule's table sizes "
+          "its stages unequally (chimera-asym's --split, or a table file's stage sizes): give "
+          "one of the two");
+    }
     return layout_counts(
         parse_pipeline_layout(layout.pipeline_layout, m.layers, m.mtp_layers).layers, n);
   }

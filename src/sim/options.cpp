@@ -740,6 +740,10 @@ OptionValue parse_option_value(const RunOption& o, std::string_view text) {
       return v;
     }
     case OptionType::Text:
+      // Empty text once passed as "unset" silently (--pipeline-layout ""): leaving the option
+      // out says that.
+      if (text.empty())
+        throw Error("expected text, not nothing (leave the option out for its default)");
       v.text = std::string(text);
       return v;
   }

@@ -261,7 +261,7 @@ void set_parameter(SystemConfig& system, std::string_view name, double value) {
 Calibration calibrate(const Measurements& measurements, const SystemConfig& base,
                       const CalibrationOptions& options) {
   if (options.fit.empty()) throw Error("nothing to fit: name at least one parameter (--fit)");
-  require_run_selector(options.fit_on, "--fit-on");
+  require_run_selector(options.fit_on, "--fit-on", &measurements);
   const Measurements chosen = only(measurements, options.fit_on, "");
   if (chosen.runs.empty()) {
     throw Error(fmt::format("{}: no measurements to fit on (--fit-on {})", measurements.file,

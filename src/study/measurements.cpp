@@ -1,5 +1,6 @@
 #include "pipetab/study/measurements.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -13,6 +14,7 @@
 #include "pipetab/io/config.hpp"
 #include "pipetab/io/table_file.hpp"
 #include "pipetab/model/flops.hpp"
+#include "pipetab/names.hpp"
 #include "pipetab/numeric.hpp"
 #include "pipetab/schedules/registry.hpp"
 #include "pipetab/sim/options.hpp"
@@ -427,12 +429,34 @@ bool is_selector(std::string_view s) {
 
 }  // namespace
 
-void require_run_selector(std::string_view selector, std::string_view option) {
+void require_run_selector(std::string_view selector, std::string_view option,
+                          const Measurements* file) {
   if (!is_selector(selector)) {
     throw Error(fmt::format(
         "{} {}: expected all, layers, profiles, iterations, source:TEXT, system:NAME or "
         "ids:ID,ID,...",
         option, selector));
+  }
+  constexpr std::string_view kIds = "ids:";
+  if (file == nullptr || !selector.starts_with(kIds)) return;
+  std::string_view ids = selector.substr(kIds.size());
+  for (;;) {
+    const auto comma = ids.find(',');
+    const auto id = ids.substr(0, comma);
+    const auto known = std::any_of(file->runs.begin(), file->runs.end(),
+                                   [&](const MeasuredRun& run) { return run.id == id; });
+    if (!known) {
+      std::string nearest;
+      std::size_t best = 3;  // within two edits
+      for (const auto& run : file->runs) {
+        if (const auto d = edit_distance(id, run.id); d < best) best = d, nearest = run.id;
+      }
+      throw Error(fmt::format("{}: {} {}: no run '{}' in the file{}", file->file, option, selector,
+                              id,
+                              nearest.empty() ? "" : fmt::format("; did you mean '{}'?", nearest)));
+    }
+    if (comma == std::string_view::npos) break;
+    ids.remove_prefix(comma + 1);
   }
 }
 
@@ -457,7 +481,7 @@ bool run_selected(const MeasuredRun& run, std::string_view selector) {
 }
 
 Measurements select_runs(const Measurements& all, std::string_view selector) {
-  require_run_selector(selector, "--runs");
+  require_run_selector(selector, "--runs", &all);
   Measurements m;
   m.file = all.file;
   for (const auto& run : all.runs) {

@@ -452,8 +452,34 @@ struct Enumeration {
   std::map<std::string, std::pair<std::int64_t, std::string>> early;  // reason -> count, example
 };
 
+// Each list of the space with its repeats dropped, in the order given: "--tp 2,2" once ranked the
+// same layouts twice and counted them twice.
+template <class T>
+void drop_repeats(std::vector<T>& values) {
+  std::vector<T> unique;
+  for (const auto& v : values)
+    if (std::find(unique.begin(), unique.end(), v) == unique.end()) unique.push_back(v);
+  values = std::move(unique);
+}
+PlanSpace without_repeats(PlanSpace s) {
+  drop_repeats(s.tensor_parallel);
+  drop_repeats(s.pipeline_parallel);
+  drop_repeats(s.micro_batch);
+  drop_repeats(s.chunks);
+  drop_repeats(s.recompute);
+  drop_repeats(s.sequence_parallel);
+  drop_repeats(s.distributed_optimizer);
+  drop_repeats(s.context_parallel);
+  drop_repeats(s.fsdp);
+  drop_repeats(s.expert_parallel);
+  drop_repeats(s.a2a_overlap);
+  drop_repeats(s.expert_tensor_parallel);
+  drop_repeats(s.moe_recompute);
+  return s;  // a --search value given twice is refused instead (require_search)
+}
+
 Enumeration enumerate(const PlanRequest& r) {
-  const PlanSpace& s = r.space;
+  const PlanSpace s = without_repeats(r.space);
   // The units the pipeline splits: the layers, and the embedding and output when balanced.
   const std::int64_t layers = pipeline_units(r);
   const std::int64_t node = std::max<std::int64_t>(1, r.system.devices_per_node);

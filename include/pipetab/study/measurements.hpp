@@ -77,8 +77,11 @@ SystemConfig load_run_system(const Measurements& file, const MeasuredRun& run);
 /// "ids:A,B,..." (those ids), "source:TEXT" (sources containing TEXT) or "system:NAME" (the runs
 /// on that system, as the file names it). calibrate's --fit-on and --runs, accuracy's --runs.
 bool run_selected(const MeasuredRun& run, std::string_view selector);
-/// Throws Error "OPTION SELECTOR: expected ..." unless `selector` is one of those forms.
-void require_run_selector(std::string_view selector, std::string_view option);
+/// Throws Error "OPTION SELECTOR: expected ..." unless `selector` is one of those forms, and,
+/// given the file, "FILE: OPTION ids:...: no run 'X'" for an id the file does not hold (a typo
+/// once fitted on the other ids alone).
+void require_run_selector(std::string_view selector, std::string_view option,
+                          const Measurements* file = nullptr);
 /// The runs a selector names; throws Error when it is malformed or names none.
 Measurements select_runs(const Measurements& all, std::string_view selector);
 
