@@ -501,6 +501,14 @@ TEST_F(Cli, OneMemoryRuleForEveryCommand) {
   expect_usage_error(
       "simulate chimera-asym --split 1:3 --pipeline-layout 'Et*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4L'",
       "give one of the two");
+  // A capacity pads every expert's input to it, so an imbalance beside it changed nothing.
+  expect_usage_error(
+      "simulate 1f1b --model mixtral-8x7b --ep 8 --dp 8 --moe-capacity-factor 1.5 "
+      "--moe-imbalance 1.2",
+      "the busiest rank takes the capacity whatever the imbalance; give one of the two");
+  expect_usage_error(
+      "simulate 1f1b --model mixtral-8x7b --ep 8 --dp 8 --moe-capacity-factor 1e-320",
+      "expected at least 0.1");
   expect_usage_error("plan --gpus 8 --global-batch 8 --search memory_reserve=0.1,0.2",
                      "it is the rule every layout's fit is judged by");
 }

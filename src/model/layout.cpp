@@ -80,10 +80,24 @@ void require_expert_layout(const TransformerConfig& m, const Job& job, const Lay
             "experts / top_k = {:g} times the mean",
             job.moe.imbalance, most));
   }
-  if (job.moe.capacity_factor && !(*job.moe.capacity_factor > 0.0)) {
-    throw OptionError("moe_capacity_factor",
-                      fmt::format("moe capacity factor {:g}: expected a positive factor",
-                                  *job.moe.capacity_factor));
+  // Under a tenth of the balanced share drops nine tokens in ten: no training run does, and a
+  // factor such as 1e-320 once priced the experts at nothing.
+  if (job.moe.capacity_factor && !(*job.moe.capacity_factor >= 0.1)) {
+    throw OptionError(
+        "moe_capacity_factor",
+        fmt::format("moe capacity factor {:g}: expected at least 0.1 (an expert takes that many "
+                    "times its balanced share of the tokens; 1 to 2 in published runs)",
+                    *job.moe.capacity_factor));
+  }
+  // With a capacity every expert's input is padded to it (MoeJob::load), so an imbalance
+  // changes nothing: given both, one was silently dropped.
+  if (job.moe.capacity_factor && job.moe.imbalance != 1.0) {
+    throw OptionError(
+        "moe_imbalance",
+        fmt::format("moe imbalance {:g} with capacity factor {:g}: with a capacity every "
+                    "expert's input is padded to it, so the busiest rank takes the capacity "
+                    "whatever the imbalance; give one of the two",
+                    job.moe.imbalance, *job.moe.capacity_factor));
   }
   if (job.moe.shared_expert_overlap && moe.shared_experts == 0) {
     throw OptionError("moe_shared_expert_overlap",
