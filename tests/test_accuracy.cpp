@@ -127,6 +127,17 @@ TEST(Measurements, ErrorsNameFileLineAndKey) {
   EXPECT_EQ(
       error_of(kModel + moe + run + "measured_tflops_per_gpu = 5\nflops_count = \"megatron\"\n"),
       "(no error)");
+  // A rate is held to the floor of a time: 1e30 once made a step of 1e-22 s.
+  EXPECT_EQ(
+      error_of(kModel + run + "measured_tflops_per_gpu = 1e30\n")
+          .rfind(
+              "runs.toml:14:27: key 'run[0].measured_tflops_per_gpu': 1e+30 makes an iteration of ",
+              0),
+      0U)
+      << error_of(kModel + run + "measured_tflops_per_gpu = 1e30\n");
+  EXPECT_NE(error_of(kModel + run + "measured_tokens_per_s_per_gpu = 1e30\n")
+                .find("under the 1e-09 s a measurement may give"),
+            std::string::npos);
   EXPECT_EQ(error_of(kModel + run + "measured_tflops_per_gpu = 5\nflops_count = \"mosaic\"\n"),
             "runs.toml:15:15: key 'run[0].flops_count': 'mosaic': expected narayanan-eq3, megatron "
             "(Megatron-LM's num_floating_point_operations, causal half) or megatron-full-square "

@@ -290,6 +290,8 @@ class MeasurementParser {
       const double gpus = static_cast<double>(run.devices) *
                           static_cast<double>(run.layout.tp * run.layout.cp) * dp;
       run.measured_s = tokens_per_step / (*run.measured_tokens_per_s_per_gpu * gpus);
+      require_time(t, path, "measured_tokens_per_s_per_gpu", *run.measured_tokens_per_s_per_gpu,
+                   run.measured_s);
     } else if (seconds) {
       run.measured_s = r_.number(t, path, "measured_iteration_s", std::nullopt, kMinMeasuredSeconds,
                                  kHuge, false);
@@ -329,8 +331,21 @@ class MeasurementParser {
               : megatron_flops({mt, run.job, run.layout}, sequences,
                                *count == "megatron" ? CausalCount::Half : CausalCount::FullSquare);
       run.measured_s = flops / (*run.measured_tflops_per_gpu * 1e12 * gpus);
+      require_time(t, path, "measured_tflops_per_gpu", *run.measured_tflops_per_gpu,
+                   run.measured_s);
     }
     return run;
+  }
+
+  // A rate is a step time once divided into the step's work: the same floor as a time given as
+  // one (a rate of 1e30 once made a step of 1e-22 s and an error of +7.7e27 %).
+  void require_time(const io::LayeredTable& t, const std::string& path, const char* key,
+                    double rate, double seconds) const {
+    if (seconds >= kMinMeasuredSeconds) return;
+    r_.fail(t.get(key)->source(), Reader::join(path, key),
+            fmt::format("{:g} makes an iteration of {:g} s, under the {:g} s a measurement may "
+                        "give: a unit or export error?",
+                        rate, seconds, kMinMeasuredSeconds));
   }
 
   // A [[profile]]: the forward, the backward as a whole and/or as its input- and weight-gradient
