@@ -51,6 +51,7 @@ PlanRequest tiny(std::int64_t gpus, std::int64_t batch, double memory_bytes) {
   q.space.schedules = {"1f1b"};
   q.space.micro_batch = {1};
   q.space.sequence_parallel = {false};
+  q.space.fsdp = {false};              // the hand counts below are of replicated data parallelism
   q.system.device.memory_reserve = 0;  // the capacities below are the usable memory
   q.threads = 1;
   return q;
@@ -660,6 +661,26 @@ TEST(Plan, SearchRefusesWhatItCannotSearch) {
 }
 
 // `--search KEY=A,B` as plan's flag and Python's keyword give it.
+TEST(Plan, SearchesContextParallelismWhereTheSequenceAllowsAndFsdpBothWays) {
+  // Defaults: CP 1 and each power of two leaving every rank 2,048 tokens or more (splitting the
+  // sequence into 2·CP chunks), up to the GPUs; FSDP off and on.
+  EXPECT_EQ(default_context_parallel(8192, 64), (std::vector<std::int64_t>{1, 2, 4}));
+  EXPECT_EQ(default_context_parallel(4096, 1024), (std::vector<std::int64_t>{1, 2}));
+  EXPECT_EQ(default_context_parallel(2048, 1024), (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(default_context_parallel(131072, 16), (std::vector<std::int64_t>{1, 2, 4, 8, 16}));
+  EXPECT_EQ(default_context_parallel(131072, 16384).back(), 64);
+  EXPECT_EQ(default_context_parallel(6144, 64),
+            (std::vector<std::int64_t>{1, 2}));  // 6144/4 < 2048
+  for (std::int64_t seq = 1; seq <= 1 << 17; seq = seq * 3 / 2 + 1) {
+    for (const auto cp : default_context_parallel(seq, 1 << 14)) {
+      EXPECT_EQ(seq % (2 * cp) == 0 || cp == 1, true) << seq << " " << cp;
+      EXPECT_TRUE(cp == 1 || seq / cp >= kMinTokensPerCpRank) << seq << " " << cp;
+    }
+  }
+  EXPECT_EQ(PlanSpace{}.fsdp, (std::vector<bool>{false, true}));
+  EXPECT_EQ(parse_plan_space(PlanSpaceText{}).fsdp, (std::vector<bool>{false, true}));
+}
+
 TEST(Plan, RepeatedValuesArePlannedOnce) {
   // "--tp 2,2" once ranked the same layouts twice and counted them twice: a list with repeats
   // plans as the list without them, in every count and ranked layout.

@@ -1339,7 +1339,7 @@ def plan(
     distributed_optimizer: Union[None, bool, str] = None,
     cp: Optional[Iterable[int]] = None,
     cp_method: Optional[str] = None,
-    fsdp: Union[None, bool, str] = False,
+    fsdp: Union[None, bool, str] = None,
     ep: Optional[Iterable[int]] = None,
     etp: Optional[Iterable[int]] = None,
     moe_recompute: Optional[Iterable[str]] = None,
@@ -1358,8 +1358,9 @@ def plan(
 ) -> PlanResult:
     """``pipetab plan``: the fastest TP × CP × PP × DP layouts of a model on ``gpus`` GPUs for a
     global batch, by simulation. Lists restrict a dimension (None: the command's default; ``cp``
-    None is CP 1, as ``--cp``); sequence_parallel, distributed_optimizer and fsdp take True,
-    False or None (both; fsdp defaults to False, as ``--fsdp off``); cp_method is ring
+    None is 1 and each power of two leaving every rank 2,048 tokens or more, as ``--cp``);
+    sequence_parallel, distributed_optimizer and fsdp take True, False or None (both, the
+    default, as ``--fsdp both``); cp_method is ring
     (default), allgather or a2a. For a mixture of experts, ``ep`` lists the expert-parallel sizes
     (None: the powers of two dividing the experts), ``etp`` the expert-tensor-parallel sizes
     (None: 1), ``moe_recompute`` what the experts recompute (none, moe_act, mlp; None: the

@@ -67,6 +67,19 @@ std::string header(const PlanRequest& q, const PlanResult& r, double seconds) {
   out += fmt::format(
       "  {} layouts: {} rejected, {} pruned by their lower bound, {} simulated ({:.1f} s)\n",
       r.layouts, r.rejected, r.pruned, r.simulated, seconds);
+  // What the space held beyond TP, PP, micro batch, schedule, recomputation, SP and the
+  // distributed optimizer, and what it did not: a user sees what a better layout could need.
+  const auto& s = q.space;
+  const auto cps = s.context_parallel.empty() ? default_context_parallel(q.job.seq_len, q.gpus)
+                                              : s.context_parallel;
+  const auto both = [](const std::vector<bool>& v) {
+    return v.size() > 1 ? std::string("off and on") : v.front() ? "on" : "off";
+  };
+  std::string not_searched = fmt::format("--cp-method ({})", to_string(s.cp_method));
+  if (m.moe && s.expert_tensor_parallel.empty()) not_searched = "--etp (1), " + not_searched;
+  if (s.options.empty()) not_searched += ", any other option (--search KEY=A,B)";
+  out += fmt::format("  tried: CP {}, FSDP {}; not searched: {}\n", fmt::join(cps, ","),
+                     both(s.fsdp), not_searched);
   return out;
 }
 
@@ -319,8 +332,9 @@ Subcommand add_plan(CLI::App& app) {
                   "both, on or off (with DP > 1)")
       ->capture_default_str();
   cmd->add_option("--cp", s->space.cp,
-                  "context-parallel sizes to try, e.g. 1,2,4 (default: 1); each must split the "
-                  "sequence into 2·CP chunks")
+                  "context-parallel sizes to try, e.g. 1,2,4 (default: 1 and each power of two "
+                  "that leaves every rank 2,048 tokens or more); each must split the sequence "
+                  "into 2·CP chunks")
       ->delimiter(',');
   cmd->add_option("--cp-method", s->space.cp_method,
                   "the CP exchange: ring (default), allgather or a2a (heads must divide)");

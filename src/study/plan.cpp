@@ -513,8 +513,9 @@ Enumeration enumerate(const PlanRequest& r) {
     if (name == "1f1b") single = name;
   }
   Enumeration e;
-  const std::vector<std::int64_t> cps =
-      s.context_parallel.empty() ? std::vector<std::int64_t>{1} : s.context_parallel;
+  const std::vector<std::int64_t> cps = s.context_parallel.empty()
+                                            ? default_context_parallel(r.job.seq_len, r.gpus)
+                                            : s.context_parallel;
   // Expert parallelism: the powers of two dividing the experts (1 alone for a dense model).
   std::vector<std::int64_t> eps = s.expert_parallel;
   if (eps.empty()) {
@@ -1229,6 +1230,14 @@ void keep_reference_options(PlanRequest& request) {
   request.space.expert_tensor_parallel = {r.expert_tensor_parallel};
   request.space.moe_recompute = {r.moe_recompute};
   request.space.options.clear();  // the run's own values of every other option
+}
+
+std::vector<std::int64_t> default_context_parallel(std::int64_t seq_len, std::int64_t gpus) {
+  std::vector<std::int64_t> cps{1};
+  for (std::int64_t cp = 2; cp <= gpus && seq_len / cp >= kMinTokensPerCpRank; cp *= 2) {
+    if (seq_len % (2 * cp) == 0) cps.push_back(cp);
+  }
+  return cps;
 }
 
 PlanSpace parse_plan_space(const PlanSpaceText& text) {
