@@ -511,6 +511,13 @@ TEST_F(Cli, OneMemoryRuleForEveryCommand) {
       "expected at least 0.1");
   expect_usage_error("plan --gpus 8 --global-batch 8 --search memory_reserve=0.1,0.2",
                      "it is the rule every layout's fit is judged by");
+  // A size past what the plan could use names its flag (it was "no layout ... TP must divide
+  // the node", and 2·CP overflowed).
+  expect_usage_error("plan --gpus 8 --global-batch 8 --cp 9223372036854775807",
+                     "plan: --cp 9223372036854775807: a context-parallel size must be at most 8 "
+                     "(the GPUs)");
+  expect_usage_error("plan --gpus 8 --global-batch 8 --micro-batch 16",
+                     "--micro-batch 16: a micro-batch size must be at most 8 (the global batch)");
 }
 
 TEST_F(Cli, CostAccuracyAndCalibrate) {

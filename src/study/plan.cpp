@@ -794,21 +794,31 @@ PlanResult plan(const PlanRequest& request) {
   }
   if (request.top < 1) throw ParamError("plan: --top must be at least 1");
   // A size below 1 was skipped without a word, and the plan then reported "no layout".
+  // Each value on its own, with its flag: past them the enumeration could only say that no
+  // layout divides (and 2·CP of a CP near 2^63 overflowed).
   const auto sizes = [](const std::vector<std::int64_t>& values, const char* option,
-                        const char* what) {
+                        const char* what, std::int64_t most, const char* bound) {
     for (const auto v : values) {
       if (v < 1) {
         throw ParamError(fmt::format("plan: {} {}: {} must be at least 1", option, v, what));
       }
+      if (v > most) {
+        throw ParamError(
+            fmt::format("plan: {} {}: {} must be at most {} ({})", option, v, what, most, bound));
+      }
     }
   };
-  sizes(request.space.tensor_parallel, "--tp", "a tensor-parallel size");
-  sizes(request.space.pipeline_parallel, "--pp", "a pipeline-parallel size");
-  sizes(request.space.micro_batch, "--micro-batch", "a micro-batch size");
-  sizes(request.space.chunks, "--chunks", "a chunk count");
-  sizes(request.space.context_parallel, "--cp", "a context-parallel size");
-  sizes(request.space.expert_parallel, "--ep", "an expert-parallel size");
-  sizes(request.space.expert_tensor_parallel, "--etp", "an expert-tensor-parallel size");
+  const auto gpus = request.gpus;
+  const auto batch = request.global_batch;
+  sizes(request.space.tensor_parallel, "--tp", "a tensor-parallel size", gpus, "the GPUs");
+  sizes(request.space.pipeline_parallel, "--pp", "a pipeline-parallel size", gpus, "the GPUs");
+  sizes(request.space.micro_batch, "--micro-batch", "a micro-batch size", batch,
+        "the global batch");
+  sizes(request.space.chunks, "--chunks", "a chunk count", kMaxStages, "the most stages");
+  sizes(request.space.context_parallel, "--cp", "a context-parallel size", gpus, "the GPUs");
+  sizes(request.space.expert_parallel, "--ep", "an expert-parallel size", gpus, "the GPUs");
+  sizes(request.space.expert_tensor_parallel, "--etp", "an expert-tensor-parallel size", gpus,
+        "the GPUs");
   const auto& a2a = request.space.a2a_overlap;
   if (!a2a.empty() && std::find(a2a.begin(), a2a.end(), false) == a2a.end() &&
       !request.space.schedules.empty() &&
