@@ -681,6 +681,21 @@ TEST(Plan, SearchesContextParallelismWhereTheSequenceAllowsAndFsdpBothWays) {
   EXPECT_EQ(parse_plan_space(PlanSpaceText{}).fsdp, (std::vector<bool>{false, true}));
 }
 
+TEST(Plan, TablesPastTheSizeBoundAreRejectedBeforeTheyAreBuilt) {
+  // 2 GPUs, PP 2, 2^18 sequences: micro batch 1 makes a table of 2^18 microbatches over 2 stages
+  // (2^19 forward passes), over the 2^17 a plan builds; micro batch 4 makes 2^17, at the bound.
+  auto q = tiny(2, std::int64_t{1} << 18, 80e9);
+  q.space.pipeline_parallel = {2};
+  q.space.micro_batch = {1, 4};
+  q.space.recompute = {Recompute::None};
+  q.space.distributed_optimizer = {false};
+  const auto r = plan(q);
+  EXPECT_EQ(rejected(r, "size: over 131072 forward passes per table"), 1);
+  ASSERT_EQ(r.top.size(), 1U);
+  EXPECT_EQ(r.top[0].layout.micro_batch, 4);
+  EXPECT_EQ(r.top[0].layout.microbatches * r.top[0].layout.pipeline_parallel, kMaxPlanTablePasses);
+}
+
 TEST(Plan, RepeatedValuesArePlannedOnce) {
   // "--tp 2,2" once ranked the same layouts twice and counted them twice: a list with repeats
   // plans as the list without them, in every count and ranked layout.

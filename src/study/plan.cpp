@@ -591,7 +591,21 @@ Enumeration enumerate(const PlanRequest& r) {
               std::sort(chunks.begin(), chunks.end());
               chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
             }
-            for (const auto v : chunks)
+            for (const auto v : chunks) {
+              // A table's size bounds the plan's memory: M microbatches over v·PP stages.
+              const std::int64_t passes = per_replica / mb * pp * std::max<std::int64_t>(v, 1);
+              if (passes > kMaxPlanTablePasses) {
+                auto& [count, example] = e.early[fmt::format(
+                    "size: over {} forward passes per table (M × v·PP), which a plan builds at "
+                    "most: a larger --micro-batch or a smaller global batch",
+                    kMaxPlanTablePasses)];
+                if (count++ == 0)
+                  example =
+                      fmt::format("TP {} · CP {} · PP {} · DP {}, {}, micro batch {} × {}{}: {}",
+                                  tp, cp, pp, dp, name, mb, per_replica / mb,
+                                  v > 1 ? fmt::format(", v {}", v) : "", passes);
+                continue;
+              }
               for (const auto rc : s.recompute)
                 for (const bool sp : s.sequence_parallel) {
                   if (sp && tp == 1) continue;
@@ -639,6 +653,7 @@ Enumeration enumerate(const PlanRequest& r) {
                     }
                   }
                 }
+            }
           }
         }
       }

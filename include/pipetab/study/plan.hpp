@@ -35,6 +35,13 @@ inline constexpr std::array<std::string_view, 14> kPlanSearched{
 /// The most GPUs `plan` lays out (2^24: two orders of magnitude above the largest clusters).
 inline constexpr std::int64_t kMaxPlanGpus = std::int64_t{1} << 24;
 
+/// The most forward passes a table plan builds may hold (M microbatches over v·PP stages; its
+/// ops are two or three times that): 2^17, 8 times the 16,384 of the largest documented plan
+/// (Llama 3.1 405B at 128K: M 128 over 128 stages). `plan --gpus 8 --global-batch 262144` once
+/// grew to 14.7 GB before it failed; with the bound it ends in seconds, every layout rejected
+/// with its reason.
+inline constexpr std::int64_t kMaxPlanTablePasses = std::int64_t{1} << 17;
+
 /// The values each dimension of the search takes. Empty lists take the defaults described.
 struct PlanSpace {
   /// Default: the divisors of the node size (tensor parallelism stays inside a node).
