@@ -823,17 +823,17 @@ PlanResult plan(const PlanRequest& request) {
       }
     }
   };
-  const auto gpus = request.gpus;
-  const auto batch = request.global_batch;
-  sizes(request.space.tensor_parallel, "--tp", "a tensor-parallel size", gpus, "the GPUs");
-  sizes(request.space.pipeline_parallel, "--pp", "a pipeline-parallel size", gpus, "the GPUs");
-  sizes(request.space.micro_batch, "--micro-batch", "a micro-batch size", batch,
+  sizes(request.space.tensor_parallel, "--tp", "a tensor-parallel size", request.gpus, "the GPUs");
+  sizes(request.space.pipeline_parallel, "--pp", "a pipeline-parallel size", request.gpus,
+        "the GPUs");
+  sizes(request.space.micro_batch, "--micro-batch", "a micro-batch size", request.global_batch,
         "the global batch");
   sizes(request.space.chunks, "--chunks", "a chunk count", kMaxStages, "the most stages");
-  sizes(request.space.context_parallel, "--cp", "a context-parallel size", gpus, "the GPUs");
-  sizes(request.space.expert_parallel, "--ep", "an expert-parallel size", gpus, "the GPUs");
-  sizes(request.space.expert_tensor_parallel, "--etp", "an expert-tensor-parallel size", gpus,
+  sizes(request.space.context_parallel, "--cp", "a context-parallel size", request.gpus,
         "the GPUs");
+  sizes(request.space.expert_parallel, "--ep", "an expert-parallel size", request.gpus, "the GPUs");
+  sizes(request.space.expert_tensor_parallel, "--etp", "an expert-tensor-parallel size",
+        request.gpus, "the GPUs");
   const auto& a2a = request.space.a2a_overlap;
   if (!a2a.empty() && std::find(a2a.begin(), a2a.end(), false) == a2a.end() &&
       !request.space.schedules.empty() &&
