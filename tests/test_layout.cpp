@@ -117,10 +117,10 @@ TEST(Fsdp, PipelinedGathersEachStageOnceAndScattersOnce) {
   EXPECT_EQ(sim.metrics.fsdp_shard, 4);
   EXPECT_FALSE(sim.metrics.reshard_after_forward);
   // Memory: 16 B per parameter over the 4 ranks, plus the stage's unsharded 16-bit parameters
-  // and gradients (2 + 2 B per parameter).
+  // (2 B per parameter) and its gradients accumulating unsharded in fp32 (4 B).
   for (std::size_t d = 0; d < 2; ++d) {
     const double p = work[d].params;
-    EXPECT_DOUBLE_EQ(g.static_bytes[d], p * 16 / 4 + p * 4);
+    EXPECT_DOUBLE_EQ(g.static_bytes[d], p * 16 / 4 + p * 2 + p * 4);
   }
 }
 
@@ -144,11 +144,14 @@ TEST(Fsdp, WithoutPipeliningEachOpGathersEveryBlock) {
   // One device, two microbatches: without pipelining a unit is a block and units reshard after
   // forward but the last (torchtitan), so each F gathers every block (3 steps of P/L·2/4 bytes
   // each), the first before the op and the others inside it, and each B, right after its F,
-  // every block but its first. Gradients are synced once: the last backward reduce-scatters
-  // every block (3 steps of P/L·4/4), the last one after the op.
+  // every block but its first. Gradients synced once per step (not torchtitan's default without
+  // pipelining): the last backward reduce-scatters every block (3 steps of P/L·4/4), the last
+  // one after the op.
   const auto t = test::make("1f1b", test::sm(1, 2));
   const test::ModelRun model = io::load_model("gpt3-1.3b");
-  const auto sim = simulate_with(t, "gpt3-1.3b", "dgx-h100", fsdp_over(4));
+  Layout l = fsdp_over(4);
+  l.fsdp.grad_sync = GradSync::PerStep;
+  const auto sim = simulate_with(t, "gpt3-1.3b", "dgx-h100", l);
   const auto& g = sim.graph;
   const auto work = test::table_work(t, model);
   const auto blocks = static_cast<std::size_t>(work[0].layers);
@@ -178,9 +181,11 @@ TEST(Fsdp, WithoutPipeliningEachOpGathersEveryBlock) {
     EXPECT_EQ(scatters, op + 1 == t.ops.size() ? blocks - 1 : 0) << "op " << op;
   }
   EXPECT_TRUE(sim.metrics.reshard_after_forward);
-  // Two blocks' 16-bit parameters and one block's fp32 gradients unsharded.
-  EXPECT_DOUBLE_EQ(g.static_bytes[0],
-                   params * 16 / 4 + (params * 2 * 2 + params * 4) / static_cast<double>(blocks));
+  // Two blocks' 16-bit parameters, every block's fp32 gradients accumulating and one block's
+  // reduce-scatter input unsharded.
+  EXPECT_DOUBLE_EQ(
+      g.static_bytes[0],
+      params * 16 / 4 + params * 4 + (params * 2 * 2 + params * 4) / static_cast<double>(blocks));
 }
 
 // One device, two microbatches, FSDP over 4 ranks on a slow in-node link (1 GB/s): the run's
@@ -200,7 +205,9 @@ SlowLink slow_link() {
   SimulationSetup setup = test::setup_of(io::load_model("gpt3-1.3b"), system);
   setup.lowering.overheads = false;
   SimulationSetup plain = setup;
-  apply(fsdp_over(4), setup);
+  Layout l = fsdp_over(4);
+  l.fsdp.grad_sync = GradSync::PerStep;  // the last backward reduce-scatters every block
+  apply(l, setup);
   SlowLink s{simulate_table(t, setup), simulate_table(t, plain)};
   const auto work = table_work(t, setup.model, setup.job, setup.layout);
   s.blocks = static_cast<double>(work[0].layers);
@@ -305,6 +312,44 @@ TEST(Fsdp, BlockByBlockBoundsStayBelowTheRunOverAGrid) {
   EXPECT_EQ(checked, 64);
 }
 
+// The unsharded working set follows how FSDP runs (docs/simulation.md's table), checked on
+// Llama 3.1 8B's published 8.03B parameters (its model card): deferring the sync holds every
+// gradient unsharded in fp32, keeping the gathered blocks holds every 16-bit parameter, and
+// with one microbatch there is nothing to defer.
+TEST(Fsdp, MemoryFollowsTheGradientSyncAndResharding) {
+  constexpr double kParams = 8.03e9;
+  const auto held = [](int stages, int microbatches, GradSync sync, std::optional<bool> reshard) {
+    Layout l = fsdp_over(8 / stages);
+    l.fsdp.grad_sync = sync;
+    l.fsdp.reshard_after_forward = reshard;
+    const auto t = test::make("1f1b", test::sm(stages, microbatches));
+    const auto sim = simulate_with(t, "llama3.1-8b", "dgx-h100", l);
+    double sum = 0.0;
+    for (const double b : sim.metrics.static_bytes)
+      sum += b;
+    return std::pair{sum, sim.metrics.grad_sync};
+  };
+  using enum GradSync;
+  // Without pipelining: 4 B per parameter more deferring the sync ...
+  const auto [step, step_name] = held(1, 8, PerStep, true);
+  const auto [each, each_name] = held(1, 8, PerMicrobatch, true);
+  EXPECT_NEAR((step - each) / (4 * kParams), 1.0, 0.005);
+  EXPECT_EQ(step_name, "step");
+  // ... which torchtitan does not (auto: every microbatch without pipelining) ...
+  EXPECT_EQ(held(1, 8, Auto, std::nullopt), std::pair(each, std::string("microbatch")));
+  // ... and all but two of the 32 blocks' 16-bit parameters more keeping them gathered.
+  EXPECT_NEAR((held(1, 8, PerMicrobatch, false).first - each) / (2 * kParams * 30 / 32), 1.0,
+              0.005);
+  // One microbatch: per step is per microbatch.
+  EXPECT_EQ(held(1, 1, PerStep, true).first, held(1, 1, PerMicrobatch, true).first);
+  // Pipelined (4 stages): the stages' gradients accumulate in fp32 (4 B) instead of being
+  // reduced from 16 bits (2 B) each microbatch, and auto defers.
+  const auto [deferred, deferred_name] = held(4, 8, Auto, std::nullopt);
+  EXPECT_EQ(deferred_name, "step");
+  EXPECT_NEAR((deferred - held(4, 8, PerMicrobatch, std::nullopt).first) / (2 * kParams), 1.0,
+              0.005);
+}
+
 TEST(Fsdp, HybridShardingAllReducesTheShardOverReplicas) {
   // dp 4 as 2 shards of 2: gathers and reduce-scatters over 2 ranks (1 step), then the shard's
   // gradients all-reduced over the 2 replicas (2 steps of P·4/2/2 bytes).
@@ -324,9 +369,9 @@ TEST(Fsdp, HybridShardingAllReducesTheShardOverReplicas) {
 TEST(Fsdp, HybridShardingShardsTheExpertsWithinEachReplica) {
   // Qwen3-30B-A3B over DP 8 with EP 2 and HSDP shards of 4: R = 2 replicas; the experts' EDP of
   // 4 splits into the replicas' shards of 4 / 2 = 2. Static memory: the dense state over 4, the
-  // experts' over 2, the stage's 16-bit parameters twice (pipelined). After the reduce-scatters,
-  // each rank's shard (dense / 4 + experts / 2 of the fp32 gradients) is all-reduced over the 2
-  // replicas: 2 steps of half of it.
+  // experts' over 2, the stage's 16-bit parameters and fp32 gradients (pipelined). After the
+  // reduce-scatters, each rank's shard (dense / 4 + experts / 2 of the fp32 gradients) is
+  // all-reduced over the 2 replicas: 2 steps of half of it.
   const auto t = test::make("1f1b", test::sm(2, 2));
   Layout l = fsdp_over(8);
   l.ep = 2;
@@ -344,7 +389,7 @@ TEST(Fsdp, HybridShardingShardsTheExpertsWithinEachReplica) {
   const double state = w.grad_bytes + w.optimizer_bytes;
   const double experts = state * w.expert_params / w.params;
   EXPECT_NEAR(static_memory(t, work, model.model, model.job, model.layout)[0],
-              (state - experts) / 4 + experts / 2 + 2 * w.weight_bytes, 1e-9 * state);
+              (state - experts) / 4 + experts / 2 + w.weight_bytes + w.grad_bytes, 1e-9 * state);
   // Each stage gathers its dense parameters over the shard and its experts over theirs.
   EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpAllGather).size(), 4U);
   // The replicas must divide EDP: EP 8 leaves each expert on one rank of each replica pair.

@@ -1,11 +1,13 @@
 // Reports: the JSON contract of docs/design.md §7, CSV rows, rankings, and the terminal grid.
 #include "helpers.hpp"
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include "pipetab/error.hpp"
 #include "pipetab/report/compare.hpp"
 #include "pipetab/report/grid.hpp"
 #include "pipetab/report/output.hpp"
+#include "pipetab/report/text.hpp"
 
 namespace pipetab {
 namespace {
@@ -229,6 +231,58 @@ TEST(GridRender, RefusesWhatItCannotDraw) {
   Costs irrational;
   irrational.B = std::sqrt(2.0);
   EXPECT_THROW(render_grid(t, idealized_timing(t, irrational)), Error);
+}
+
+// Folding over a grid of paragraphs and widths: every line within the width unless it holds one
+// word too long for any line, the words and their order kept, the prefixes where they belong,
+// and no line ending before a word that would have fitted on it.
+TEST(TextWrap, FoldsEveryParagraphWithinItsWidth) {
+  const std::vector<std::string> words = {
+      "a", "TP",   "4",         "·",           "CP",         "2",
+      "×", "256,", "recompute", "distributed", "optimizer;", "exceeds-any-narrow-line-by-itself"};
+  int checked = 0;
+  for (std::size_t count = 0; count <= 40; count += 3) {
+    for (const std::size_t width : {8U, 13U, 20U, 40U, 120U}) {
+      std::vector<std::string> paragraph;
+      for (std::size_t i = 0; i < count; ++i)
+        paragraph.push_back(words[(i * 7 + count) % words.size()]);
+      const std::string text = fmt::format("{}", fmt::join(paragraph, "  "));
+      const auto out = wrap(text, width, "> ", "  ");
+      ASSERT_TRUE(out.ends_with('\n'));
+      std::vector<std::string> lines, seen;
+      for (std::size_t at = 0; at < out.size();) {
+        const auto end = out.find('\n', at);
+        lines.push_back(out.substr(at, end - at));
+        at = end + 1;
+      }
+      for (std::size_t l = 0; l < lines.size(); ++l) {
+        const auto& line = lines[l];
+        const std::string prefix = l == 0 ? "> " : "  ";
+        ASSERT_TRUE(line.starts_with(prefix)) << line;
+        const auto body = line.substr(prefix.size());
+        const auto first_space = body.find(' ');
+        const bool one_word = first_space == std::string::npos;
+        if (!one_word) {
+          EXPECT_LE(text_columns(line), width) << line;
+        }
+        for (std::size_t at = 0; at < body.size();) {
+          const auto end = std::min(body.find(' ', at), body.size());
+          seen.push_back(body.substr(at, end - at));
+          at = end + 1;
+        }
+        // Greedy: the next line's first word did not fit on this one.
+        if (l + 1 < lines.size()) {
+          const auto next = lines[l + 1].substr(2);
+          const auto word = next.substr(0, next.find(' '));
+          EXPECT_GT(text_columns(line) + 1 + text_columns(word), width) << line;
+        }
+        ++checked;
+      }
+      EXPECT_EQ(seen, paragraph) << text;
+    }
+  }
+  EXPECT_GT(checked, 200);
+  EXPECT_EQ(text_columns("TP 4 · CP 2 × 8"), 15U);
 }
 
 }  // namespace

@@ -200,7 +200,9 @@ class FSDP:
     - ``shard``: HSDP, shard over groups of this many ranks (``--fsdp-shard``); None: all
     - ``reshard_after_forward``: True, False, or None for torchtitan's default (on without
       pipelining, off with it)
-    - ``grad_sync``: ``"step"`` (once after a unit's last backward) or ``"microbatch"``
+    - ``grad_sync``: ``"step"`` (once after a unit's last backward, the gradients held
+      unsharded until then), ``"microbatch"``, or ``"auto"``: torchtitan's (step with
+      pipelining, microbatch without)
     - ``fp8_all_gather``: all-gather parameters in FP8 (one byte each)
     - ``impl``: ``"fsdp2"`` (PyTorch's: copies each gathered unit out of the all-gather's
       buffer and the gradients into the reduce-scatter's) or ``"megatron"`` (Megatron-FSDP:
@@ -209,7 +211,7 @@ class FSDP:
 
     shard: Optional[int] = None
     reshard_after_forward: Optional[bool] = None
-    grad_sync: str = "step"
+    grad_sync: str = "auto"
     fp8_all_gather: bool = False
     impl: str = "fsdp2"
 
@@ -244,7 +246,7 @@ class PlanOptions(TypedDict, total=False):
     grad_accumulation_fusion: bool
     fsdp_shard: int
     reshard_after_forward: Union[bool, Literal["auto"]]
-    fsdp_grad_sync: Literal["step", "microbatch"]
+    fsdp_grad_sync: Literal["auto", "step", "microbatch"]
     fsdp_fp8_all_gather: bool
     fsdp_impl: Literal["fsdp2", "megatron"]
     pipeline_layout: str

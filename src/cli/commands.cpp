@@ -23,6 +23,7 @@
 #include "pipetab/report/evaluation.hpp"
 #include "pipetab/report/grid.hpp"
 #include "pipetab/report/output.hpp"
+#include "pipetab/report/text.hpp"
 #include "pipetab/report/trace.hpp"
 #include "pipetab/sim/options.hpp"
 #include "pipetab/study/plan.hpp"
@@ -138,6 +139,11 @@ std::int64_t grid_fold_width(std::int64_t width_option, const std::string& outpu
   return 0;
 }
 
+// A table row whose last column, `text`, folds under itself within kTextWidth columns.
+std::string aligned(const std::string& row, std::string_view text) {
+  return wrap(text, kTextWidth, row, std::string(text_columns(row), ' '));
+}
+
 // `pipetab list options`: every option of a run from its one definition (sim/options.hpp), with
 // its key (files, settings, Python keywords, plan --search), flag, values and default.
 std::string options_listing(bool json) {
@@ -179,16 +185,17 @@ std::string options_listing(bool json) {
       group = o.group;
       first = false;
     }
-    out += fmt::format("  {:<27} {:<28} {}{}\n", o.key, o.flag.empty() ? "-" : o.flag, values,
-                       fallback.empty() ? "" : fmt::format(" (default {})", fallback));
-    out += fmt::format("  {:<27} {}{}\n", "", o.help,
-                       o.flag_unit.empty() ? "" : fmt::format(" (the flag in {})", o.flag_unit));
+    out += aligned(fmt::format("  {:<27} {:<28} ", o.key, o.flag.empty() ? "-" : o.flag),
+                   values + (fallback.empty() ? "" : fmt::format(" (default {})", fallback)));
+    out += aligned(std::string(30, ' '),
+                   std::string(o.help) +
+                       (o.flag_unit.empty() ? "" : fmt::format(" (the flag in {})", o.flag_unit)));
   }
   if (json) return all.dump(2) + "\n";
-  out +=
-      "\nKEY is the option's name in job, study and runs files, in Python keywords and in "
-      "plan --search KEY=A,B (every option but plan's own dimensions, the degrees it derives, "
-      "runtime, pipeline_layout, balance_embedding and memory_reserve)\n";
+  out += "\n" + wrap(
+                    "KEY is the option's name in job, study and runs files, in Python keywords and "
+                    "in plan --search KEY=A,B (every option but plan's own dimensions, the degrees "
+                    "it derives, runtime, pipeline_layout, balance_embedding and memory_reserve)");
   return out;
 }
 
@@ -248,9 +255,10 @@ std::string preset_listing(const std::string& kind, bool json) {
                   {"layers", t->layers},
                   {"hidden", t->hidden},
                   {"experts", t->moe ? t->moe->experts : 0}});
-      out += fmt::format("{:<16}{:>8.3g}B{:>8.3g}B{:>7}{:>7}{:>6}{:>4}  {:<13}{:>7}  {}\n", name,
-                         params / 1e9, active / 1e9, t->layers, t->hidden, t->heads,
-                         t->kv_heads > 0 ? t->kv_heads : t->heads, experts, seq, title);
+      out += aligned(fmt::format("{:<16}{:>8.3g}B{:>8.3g}B{:>7}{:>7}{:>6}{:>4}  {:<13}{:>7}  ",
+                                 name, params / 1e9, active / 1e9, t->layers, t->hidden, t->heads,
+                                 t->kv_heads > 0 ? t->kv_heads : t->heads, experts, seq),
+                     title);
     } else {
       const auto system = io::load_system(name);
       const auto title = titled(system.description);
@@ -263,19 +271,23 @@ std::string preset_listing(const std::string& kind, bool json) {
                   {"memory_bytes", d.memory_bytes},
                   {"peak_bf16_flops", d.peak(Precision::BF16)},
                   {"devices_per_node", system.devices_per_node}});
-      out += fmt::format("{:<18}{:<22}{:>7.4g}{:>8.4g}{:>6}{:>11}{:>11}  {}\n", name,
-                         d.name.substr(0, 21), d.memory_bytes / 1e9, d.peak(Precision::BF16) / 1e12,
-                         system.devices_per_node, gbps(system.intra), gbps(system.inter), title);
+      out += aligned(
+          fmt::format("{:<18}{:<22}{:>7.4g}{:>8.4g}{:>6}{:>11}{:>11}  ", name, d.name.substr(0, 21),
+                      d.memory_bytes / 1e9, d.peak(Precision::BF16) / 1e12, system.devices_per_node,
+                      gbps(system.intra), gbps(system.inter)),
+          title);
     }
     all.push_back(std::move(row));
   }
   if (json) return all.dump(2) + "\n";
-  out += models ? "\nparams: all of them (a mixture's every expert); active: per token (top-k "
-                  "experts and the shared ones), as Megatron-LM counts them; seq: the preset's "
-                  "default --seq-len. --model also takes a Hugging Face id "
-                  "(meta-llama/Llama-3.1-70B), a config.json or a TOML file\n"
-                : "\nmem: per GPU (less --memory-reserve for a run); BF16 TF: dense peak; intra: "
-                  "per GPU and direction inside a node, inter: per GPU between nodes\n";
+  out += "\n";
+  out +=
+      wrap(models ? "params: all of them (a mixture's every expert); active: per token (top-k "
+                    "experts and the shared ones), as Megatron-LM counts them; seq: the preset's "
+                    "default --seq-len. --model also takes a Hugging Face id "
+                    "(meta-llama/Llama-3.1-70B), a config.json or a TOML file"
+                  : "mem: per GPU (less --memory-reserve for a run); BF16 TF: dense peak; intra: "
+                    "per GPU and direction inside a node, inter: per GPU between nodes");
   return out;
 }
 
@@ -326,8 +338,10 @@ Subcommand add_list(CLI::App& app) {
           }
           if (!options.empty())
             out += fmt::format("{:<16}options: {}\n", "", fmt::join(options, ", "));
-          out += fmt::format("{:<16}constraints: {}\n", "", info->constraints);
-          out += fmt::format("{:<16}source: {}\n", "", info->source);
+          out += wrap(fmt::format("constraints: {}", info->constraints), kTextWidth,
+                      std::string(16, ' '), std::string(18, ' '));
+          out += wrap(fmt::format("source: {}", info->source), kTextWidth, std::string(16, ' '),
+                      std::string(18, ' '));
         }
         emit("", out);
       }};

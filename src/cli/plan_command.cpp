@@ -1,6 +1,8 @@
 // `pipetab plan`: the fastest hybrid-parallel layouts of a model on a cluster, by simulation.
+#include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <optional>
 
@@ -16,6 +18,7 @@
 #include "pipetab/io/job_file.hpp"
 #include "pipetab/io/table_file.hpp"
 #include "pipetab/io/table_json.hpp"
+#include "pipetab/report/text.hpp"
 #include "pipetab/report/trace.hpp"
 #include "pipetab/schedules/registry.hpp"
 #include "pipetab/sim/options.hpp"
@@ -57,12 +60,14 @@ std::string csv_report(const PlanRequest& q, const PlanResult& r) {
   return out;
 }
 
-std::string header(const PlanRequest& q, const PlanResult& r, double seconds) {
+std::string header(const PlanRequest& q, const PlanResult& r, double seconds, std::size_t width) {
   const auto& m = *q.model.transformer();
-  std::string out = fmt::format(
-      "plan: {} ({} layers, hidden {}, sequence {}) on {} GPUs of {} ({}), global batch {}\n",
-      q.model.name, m.layers, m.hidden, q.job.seq_len, q.gpus, q.system.name,
-      q.system.device.name.empty() ? "device" : q.system.device.name, q.global_batch);
+  std::string out = wrap(
+      fmt::format(
+          "plan: {} ({} layers, hidden {}, sequence {}) on {} GPUs of {} ({}), global batch {}",
+          q.model.name, m.layers, m.hidden, q.job.seq_len, q.gpus, q.system.name,
+          q.system.device.name.empty() ? "device" : q.system.device.name, q.global_batch),
+      width, "", "  ");
   if (q.shards > 1) out += fmt::format("  shard {}/{} of the layouts\n", q.shard, q.shards);
   out += fmt::format(
       "  {} layouts: {} rejected, {} pruned by their lower bound, {} simulated ({:.1f} s)\n",
@@ -78,8 +83,9 @@ std::string header(const PlanRequest& q, const PlanResult& r, double seconds) {
   std::string not_searched = fmt::format("--cp-method ({})", to_string(s.cp_method));
   if (m.moe && s.expert_tensor_parallel.empty()) not_searched = "--etp (1), " + not_searched;
   if (s.options.empty()) not_searched += ", any other option (--search KEY=A,B)";
-  out += fmt::format("  tried: CP {}, FSDP {}; not searched: {}\n", fmt::join(cps, ","),
-                     both(s.fsdp), not_searched);
+  out += wrap(fmt::format("tried: CP {}, FSDP {}; not searched: {}", fmt::join(cps, ","),
+                          both(s.fsdp), not_searched),
+              width, "  ", "    ");
   return out;
 }
 
@@ -104,38 +110,79 @@ std::string reference_text(const PlanResult& r) {
   return out + "\n";
 }
 
-std::string text_report(const PlanRequest& q, const PlanResult& r, double seconds) {
-  std::string out = header(q, r, seconds) + reference_text(r);
+// A column of the ranking: its header, its share of a layout's runtime, and what it means.
+struct ShareColumn {
+  const char* header;
+  double (*share)(const SimulationMetrics::Breakdown&);
+  const char* meaning;
+};
+constexpr ShareColumn kShares[] = {
+    {"compute", [](const SimulationMetrics::Breakdown& b) { return b.compute; }, "compute"},
+    {"bubble", [](const SimulationMetrics::Breakdown& b) { return b.bubble; }, "pipeline bubble"},
+    {"p2p", [](const SimulationMetrics::Breakdown& b) { return b.exposed_pipeline; },
+     "exposed pipeline transfers (p2p)"},
+    {"TP", [](const SimulationMetrics::Breakdown& b) { return b.tp_comm; },
+     "tensor-parallel communication"},
+    {"A2A", [](const SimulationMetrics::Breakdown& b) { return b.expert_comm; },
+     "the experts' all-to-alls (A2A)"},
+    {"DP", [](const SimulationMetrics::Breakdown& b) { return b.reductions; },
+     "exposed data-parallel reduction (DP)"},
+    {"optim", [](const SimulationMetrics::Breakdown& b) { return b.optimizer; },
+     "optimizer step (optim)"},
+    {"ovh",
+     [](const SimulationMetrics::Breakdown& b) { return b.host_overhead + b.comm_interference; },
+     "overheads (ovh: the host's time per step and per kernel, compute slowed by communication)"},
+};
+
+// The ranked layouts. Within kTextWidth columns a layout's description has a line of its own
+// under its figures and a share every layout prints as 0.0% is left out; --wide keeps every
+// share and one line per layout.
+std::string ranking(const PlanResult& r, bool wide) {
+  std::vector<const ShareColumn*> shown;
+  for (const auto& c : kShares) {
+    const bool any = std::any_of(r.top.begin(), r.top.end(), [&](const PlanEntry& e) {
+      return std::round(1000 * c.share(e.metrics.breakdown())) != 0;
+    });
+    if (wide || any) shown.push_back(&c);
+  }
+  std::string out = fmt::format("\n{:>4} {:>10} {:>10} {:>6} {:>8} ", "rank", "runtime s",
+                                "tokens/s", "MFU", "peak GB");
+  for (const auto* c : shown)
+    out += fmt::format(" {:>7}", c->header);
+  out += wide ? "  layout\n" : "\n";
+  for (std::size_t i = 0; i < r.top.size(); ++i) {
+    const auto& e = r.top[i];
+    const auto b = e.metrics.breakdown();
+    out += fmt::format("{:>4} {:>10.4f} {:>10.0f} {:>6.3f} {:>8.2f} ", i + 1, e.metrics.runtime_s,
+                       e.metrics.tokens_per_s.value_or(0), e.metrics.mfu.value_or(0),
+                       e.peak_memory_bytes / 1e9);
+    for (const auto* c : shown)
+      out += fmt::format(" {:>7}", fmt::format("{:.1f}%", 100 * c->share(b)));
+    out += wide ? "  " + describe(e.layout) + "\n"
+                : "\n" + wrap(describe(e.layout), kTextWidth, "      ", "        ");
+  }
+  std::vector<std::string> meanings;
+  for (const auto* c : shown)
+    meanings.emplace_back(c->meaning);
+  std::string note = fmt::format("shares of the runtime: {}", fmt::join(meanings, ", "));
+  if (shown.size() < std::size(kShares)) note += "; the others are 0.0% for every layout (--wide)";
+  return out + wrap(note, wide ? std::string::npos : kTextWidth, "  ", "    ");
+}
+
+std::string text_report(const PlanRequest& q, const PlanResult& r, double seconds, bool wide) {
+  const auto width = wide ? std::string::npos : kTextWidth;
+  std::string out = header(q, r, seconds, width) + reference_text(r);
   if (r.top.empty()) {
     out += "  no layout fits and runs\n";
   } else {
-    out += fmt::format(
-        "\n{:>4} {:>10} {:>10} {:>6} {:>8}  {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  "
-        "{}\n",
-        "rank", "runtime s", "tokens/s", "MFU", "peak GB", "compute", "bubble", "p2p", "TP", "A2A",
-        "DP", "optim", "ovh", "layout");
-    for (std::size_t i = 0; i < r.top.size(); ++i) {
-      const auto& e = r.top[i];
-      const auto b = e.metrics.breakdown();
-      const auto pct = [](double share) { return fmt::format("{:.1f}%", 100 * share); };
-      out += fmt::format(
-          "{:>4} {:>10.4f} {:>10.0f} {:>6.3f} {:>8.2f}  {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} "
-          "{:>7}  {}\n",
-          i + 1, e.metrics.runtime_s, e.metrics.tokens_per_s.value_or(0), e.metrics.mfu.value_or(0),
-          e.peak_memory_bytes / 1e9, pct(b.compute), pct(b.bubble), pct(b.exposed_pipeline),
-          pct(b.tp_comm), pct(b.expert_comm), pct(b.reductions), pct(b.optimizer),
-          pct(b.host_overhead + b.comm_interference), describe(e.layout));
-    }
-    out +=
-        "  shares of the runtime: compute, pipeline bubble, exposed pipeline transfers (p2p), "
-        "tensor-parallel communication, the experts' all-to-alls (A2A), exposed data-parallel "
-        "reduction, optimizer step, "
-        "overheads (the host's time per step and per kernel, compute slowed by communication)\n";
+    out += ranking(r, wide);
   }
   if (!r.rejections.empty()) {
     out += "\nnot ranked:\n";
-    for (const auto& x : r.rejections)
-      out += fmt::format("{:>8}  {}\n          e.g. {}\n", x.count, x.reason, x.example);
+    for (const auto& x : r.rejections) {
+      out += wrap(x.reason, width, fmt::format("{:>8}  ", x.count), "          ");
+      out += wrap("e.g. " + x.example, width, "          ", "            ");
+    }
   }
   return out;
 }
@@ -201,6 +248,7 @@ struct PlanState {
   RunFlags run;  // the run's options plan does not search (sim/options.hpp)
   bool no_prune = false;
   bool progress_lines = false;  // --progress-lines
+  bool wide = false;            // --wide
   int top = 10;
   std::size_t explain = 0;
   unsigned threads = 0;
@@ -365,6 +413,9 @@ Subcommand add_plan(CLI::App& app) {
                   "tp_overlap=backward,all); repeat for more options, every combination is tried")
       ->type_name("KEY=VALUES");
   add_run_flags(*cmd, s->run, kPlanSearched, false);
+  cmd->add_flag("--wide", s->wide,
+                "one line per layout with every share of the runtime, and no line folded to the "
+                "120 columns of the default");
   cmd->add_option("--top", s->top, "layouts ranked")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
@@ -435,7 +486,7 @@ Subcommand add_plan(CLI::App& app) {
         } else if (s->format == "csv") {
           report = csv_report(q, result);
         } else {
-          report = text_report(q, result, seconds);
+          report = text_report(q, result, seconds, s->wide);
           if (s->explain > 0) report += explain(result, s->explain);
         }
         if (s->format != "text" && s->explain > 0) {

@@ -58,7 +58,7 @@ void require_runnable(const ModelConfig& model, const Job& job, const Layout& la
     const FsdpOptions& f = layout.fsdp;
     const std::pair<bool, const char*> given[] = {
         {f.reshard_after_forward.has_value(), "reshard_after_forward"},
-        {f.grad_sync != GradSync::PerStep, "fsdp_grad_sync"},
+        {f.grad_sync != GradSync::Auto, "fsdp_grad_sync"},
         {f.fp8_all_gather, "fsdp_fp8_all_gather"},
         {f.impl != FsdpImpl::Fsdp2, "fsdp_impl"}};
     for (const auto& [set, key] : given) {

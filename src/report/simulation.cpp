@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "pipetab/error.hpp"
+#include "pipetab/report/text.hpp"
 
 namespace pipetab {
 
@@ -165,13 +166,16 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
   const std::string experts = m.expert_parallel > 1 || m.expert_tensor_parallel > 1
                                   ? fmt::format(", expert all-to-all {:.1f}%", 100 * b.expert_comm)
                                   : "";
-  out += fmt::format(
-      "breakdown (mean per device): compute {:.1f}%, tensor-parallel comm {:.1f}%{}, host "
-      "overhead {:.1f}%, compute slowed by communication {:.1f}%, pipeline bubble {:.1f}%, "
-      "exposed pipeline transfers {:.1f}%, gradient reductions {:.1f}%, optimizer {:.1f}%{}\n\n",
-      100 * b.compute, 100 * b.tp_comm, experts, 100 * b.host_overhead, 100 * b.comm_interference,
-      100 * b.bubble, 100 * b.exposed_pipeline, 100 * b.reductions, 100 * b.optimizer,
-      m.overheads ? "" : " (overheads off)");
+  out += wrap(
+      fmt::format(
+          "breakdown (mean per device): compute {:.1f}%, tensor-parallel comm {:.1f}%{}, host "
+          "overhead {:.1f}%, compute slowed by communication {:.1f}%, pipeline bubble {:.1f}%, "
+          "exposed pipeline transfers {:.1f}%, gradient reductions {:.1f}%, optimizer {:.1f}%{}",
+          100 * b.compute, 100 * b.tp_comm, experts, 100 * b.host_overhead,
+          100 * b.comm_interference, 100 * b.bubble, 100 * b.exposed_pipeline, 100 * b.reductions,
+          100 * b.optimizer, m.overheads ? "" : " (overheads off)"),
+      kTextWidth, "", "  ");
+  out += '\n';
   if (m.any_over_capacity()) {
     // A run that cannot happen is said once, with what its memory is made of, before the rows
     // that mark each device.
@@ -179,18 +183,26 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
     const auto worst = static_cast<std::size_t>(
         std::max_element(m.peak_memory_bytes.begin(), m.peak_memory_bytes.end()) -
         m.peak_memory_bytes.begin());
-    out += fmt::format(
-        "warning: {} of {} devices need more than their {:.4g} GB usable (of {:.4g} GB, the rest "
-        "kept for the CUDA context, NCCL and the allocator: --memory-reserve), so this run does "
-        "not fit as configured; device {} peaks at {:.4g} GB ({:.4g} GB weights, gradients and "
-        "optimizer "
-        "state, {:.4g} GB activations). Fewer layers per device (more devices with -S, or --tp), "
-        "--fsdp or --distributed-optimizer with --dp, --cp for long sequences, recompute or "
-        "flash_attention in the model file, or a schedule with fewer microbatches in flight fit "
-        "more\n\n",
-        over, m.over_capacity.size(), m.memory_capacity_bytes / 1e9, m.device_memory_bytes / 1e9,
-        worst, m.peak_memory_bytes[worst] / 1e9, m.static_bytes[worst] / 1e9,
-        (m.peak_memory_bytes[worst] - m.static_bytes[worst]) / 1e9);
+    out += wrap(
+        fmt::format(
+            "warning: {} of {} devices need more than their {:.4g} GB usable (of {:.4g} GB, the "
+            "rest "
+            "kept for the CUDA context, NCCL and the allocator: --memory-reserve), so this run "
+            "does "
+            "not fit as configured; device {} peaks at {:.4g} GB ({:.4g} GB weights, gradients and "
+            "optimizer "
+            "state, {:.4g} GB activations). Fewer layers per device (more devices with -S, or "
+            "--tp), "
+            "--fsdp or --distributed-optimizer with --dp, --cp for long sequences, recompute or "
+            "flash_attention in the model file, or a schedule with fewer microbatches in flight "
+            "fit "
+            "more",
+            over, m.over_capacity.size(), m.memory_capacity_bytes / 1e9,
+            m.device_memory_bytes / 1e9, worst, m.peak_memory_bytes[worst] / 1e9,
+            m.static_bytes[worst] / 1e9,
+            (m.peak_memory_bytes[worst] - m.static_bytes[worst]) / 1e9),
+        kTextWidth, "", "  ");
+    out += '\n';
   }
   out +=
       "device   compute s  of which TP s  optimizer s  exposed comm s      idle s   peak GB        "

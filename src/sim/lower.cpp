@@ -139,13 +139,26 @@ std::vector<double> static_memory(const ScheduleTable& table, const std::vector<
   // Static memory: the stages each device holds (both replicas' stages in two-pipeline
   // schedules); the distributed optimizer keeps 1/R of the optimizer state; FSDP keeps 1/N of
   // the gradients and optimizer state (whose fp32 master weights are the sharded parameters:
-  // torchtitan's 16 B per parameter / N) and the unsharded working set: pipelined, the
-  // stage's 16-bit parameters and its unsharded gradients accumulating over the microbatches
-  // (both in the parameter dtype); without, two blocks' parameters (the one computing and the
-  // one prefetched) and one block's fp32 reduce-scatter input.
+  // torchtitan's 16 B per parameter / N) and the unsharded working set of its unit (reference
+  // modern-runs.md §C.1), which depends on how it runs:
+  // - parameters: pipelined, the whole stage's 16-bit parameters (gathered once per step);
+  //   without pipelining two blocks' (the one computing and the one prefetched) when resharding
+  //   after forward, and every block's when not (each is kept from its forward to its backward,
+  //   so all are held as the last forward ends, with the activations' peak);
+  // - gradients: deferred to the step's last backward (with more than one microbatch), the
+  //   stage's unsharded gradients accumulate in the reduce dtype (grad_bytes_per_param: FSDP2's
+  //   to_accumulated_grad_if_needed upcasts them to MixedPrecisionPolicy.reduce_dtype, fp32 in
+  //   torchtitan), plus without pipelining the reduce-scatter input of the block being reduced
+  //   (pipelined, the stage's is made after the last backward, when no activation is held);
+  //   synced every microbatch, one unit's
+  //   gradients before their reduce-scatter: the stage's 16-bit ones pipelined, one block's
+  //   reduce-scatter input (reduce dtype) without.
   const detail::Sharding sharding(model, job, layout);
   const bool fsdp = sharding.fsdp;
   const bool pipelined = table.devices > 1;
+  const bool reshard = reshard_after_forward(layout.fsdp, pipelined);
+  const bool accumulates =
+      grad_sync(layout.fsdp, pipelined) == GradSync::PerStep && table.microbatches > 1;
   std::vector<double> bytes_of(static_cast<std::size_t>(table.devices), 0.0);
   for (std::int32_t p = 0; p < table.pipelines(); ++p) {
     for (std::int32_t s = 0; s < table.stages; ++s) {
@@ -154,9 +167,12 @@ std::vector<double> static_memory(const ScheduleTable& table, const std::vector<
                      sharding.per_rank(w.optimizer_bytes, w);
       if (fsdp) {
         const double units = pipelined ? 1.0 : std::max<double>(1.0, static_cast<double>(w.layers));
-        const double unsharded =
-            pipelined ? 2.0 * w.weight_bytes : (2.0 * w.weight_bytes + w.grad_bytes) / units;
-        bytes = sharding.per_rank(w.grad_bytes + w.optimizer_bytes, w) + unsharded +
+        const double parameters =
+            pipelined || !reshard ? w.weight_bytes : 2.0 * w.weight_bytes / units;
+        const double one_unit_grads = pipelined ? w.weight_bytes : w.grad_bytes / units;
+        const double gradients =
+            accumulates ? w.grad_bytes + (pipelined ? 0.0 : one_unit_grads) : one_unit_grads;
+        bytes = sharding.per_rank(w.grad_bytes + w.optimizer_bytes, w) + parameters + gradients +
                 w.fp8_weight_copy_bytes / units;
       }
       bytes_of[static_cast<std::size_t>(table.placement.device_of(p, s))] += bytes;

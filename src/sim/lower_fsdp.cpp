@@ -90,6 +90,7 @@ std::int32_t Lowering::fsdp_reduce_scatter(int stage, std::int32_t device, std::
 
 void Lowering::fsdp_roles() {
   const bool reshard = reshard_after_forward(layout_.fsdp, pipelined());
+  const bool per_microbatch = grad_sync(layout_.fsdp, pipelined()) == GradSync::PerMicrobatch;
   fsdp_roles_.assign(t_.ops.size(), 0);
   std::vector<std::int64_t> last_backward(static_cast<std::size_t>(t_.stages), -1);
   for (std::size_t n = 0; n < t_.ops.size(); ++n) {
@@ -117,7 +118,7 @@ void Lowering::fsdp_roles() {
           }
         }
         if ((pass.kind == PassKind::B || pass.kind == PassKind::W) &&
-            (layout_.fsdp.grad_sync == GradSync::PerMicrobatch || i == last_backward[s]))
+            (per_microbatch || i == last_backward[s]))
           fsdp_roles_[static_cast<std::size_t>(i)] |= kScatters;
       }
     }
@@ -131,6 +132,7 @@ void Lowering::fsdp_roles() {
 // block by block — and after the device's previous gather (one all-gather stream).
 void Lowering::fsdp_gathers() {
   if (!fsdp()) return;
+  const bool per_microbatch = grad_sync(layout_.fsdp, pipelined()) == GradSync::PerMicrobatch;
   last_scatter_.assign(static_cast<std::size_t>(t_.devices), -1);
   scattered_.assign(static_cast<std::size_t>(t_.stages), -1);
   for (std::int32_t d = 0; d < t_.devices; ++d) {
@@ -152,7 +154,7 @@ void Lowering::fsdp_gathers() {
           edge(gather, op);
           lengthen(static_cast<std::size_t>(op), copy_out_seconds(w));
         }
-        if ((roles & kScatters) && layout_.fsdp.grad_sync == GradSync::PerMicrobatch)
+        if ((roles & kScatters) && per_microbatch)
           scattered_[static_cast<std::size_t>(pass.stage)] = fsdp_reduce_scatter(pass.stage, d, op);
       }
     }

@@ -55,7 +55,7 @@ void Lowering::collectives() {
       // The last reduce-scatter of the stage's gradients (all of them, or the last unit's
       // without pipelining), then HSDP's all-reduce of the shard over the replicas.
       for (std::size_t i = 0; i < members.size(); ++i) {
-        ready[i] = layout_.fsdp.grad_sync == GradSync::PerStep
+        ready[i] = grad_sync(layout_.fsdp, pipelined()) == GradSync::PerStep
                        ? fsdp_reduce_scatter(stage, members[i], ready[i])
                        : scattered_[static_cast<std::size_t>(stage)];
         ready[i] = hsdp_all_reduce(stage, members[i], ready[i]);

@@ -432,8 +432,10 @@ const RunOption kOptions[] = {
      static_cast<Get>(
          [](const SimulationSetup& s) { return text_of(s.layout.fsdp.reshard_after_forward); })},
     {"fsdp_grad_sync", "--fsdp-grad-sync", kLayout, OptionType::Choice,
-     "FSDP: reduce-scatter gradients once per step after a unit's last backward (step: torchtitan "
-     "with pipelining, FSDP2's no_sync) or after every microbatch's (microbatch)",
+     "FSDP: reduce-scatter gradients once per step after a unit's last backward, holding them "
+     "unsharded in the reduce dtype until then (step: FSDP2's set_requires_gradient_sync(False)), "
+     "or after every microbatch's (microbatch); auto: torchtitan's, step with pipelining and "
+     "microbatch without",
      0, 0, kGradSyncNames, true, 1, "", PIPETAB_ENUM(s.layout.fsdp.grad_sync, parse_grad_sync)},
     {"fsdp_fp8_all_gather",
      "--fsdp-fp8-all-gather",

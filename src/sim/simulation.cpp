@@ -145,7 +145,7 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
   m.fsdp = layout.fsdp.enabled;
   m.fsdp_shard = m.fsdp ? fsdp_shard_size(layout) : 0;
   m.reshard_after_forward = m.fsdp && reshard_after_forward(layout.fsdp, table.devices > 1);
-  m.grad_sync = std::string(to_string(layout.fsdp.grad_sync));
+  m.grad_sync = std::string(to_string(grad_sync(layout.fsdp, table.devices > 1)));
   m.fsdp_impl = std::string(to_string(layout.fsdp.impl));
   if (const auto* model = setup.model.transformer()) {
     const double microbatches = table.microbatches;

@@ -10,6 +10,7 @@
 
 #include "pipetab/error.hpp"
 #include "pipetab/report/output.hpp"
+#include "pipetab/report/text.hpp"
 #include "pipetab/study/sweep.hpp"
 
 namespace pipetab {
@@ -223,11 +224,13 @@ SensitivityResult run_sensitivity(Study study, const SensitivityAxes& axes, doub
 std::string to_text(const SensitivityResult& r) {
   const auto n = r.schedules.size();
   const auto P = r.points();
-  std::string out = fmt::format(
-      "sensitivity of the simulated runtime: bandwidth {}, latency {}, collective {} ({} points; "
-      "runtimes within {:g}% count as tied)\n\n",
-      factors_text(r.axes.bandwidth), factors_text(r.axes.latency), factors_text(r.axes.collective),
-      P, 100.0 * r.tolerance);
+  std::string out = wrap(fmt::format("sensitivity of the simulated runtime: bandwidth {}, latency "
+                                     "{}, collective {} ({} points; runtimes within {:g}% count "
+                                     "as tied)",
+                                     factors_text(r.axes.bandwidth), factors_text(r.axes.latency),
+                                     factors_text(r.axes.collective), P, 100.0 * r.tolerance),
+                         kTextWidth, "", "  ") +
+                    "\n";
   out += fmt::format("{:<16}{:>14}{:>14}{:>14}{:>10}  slowest at\n", "schedule", "baseline s",
                      "min s", "max s", "max/min");
   for (std::size_t s = 0; s < n; ++s) {
@@ -274,21 +277,65 @@ std::string to_text(const SensitivityResult& r) {
     out += "no two schedules swap order along any factor\n";
     return out;
   }
-  out += fmt::format("\n{} flips (two schedules swap order along one factor, the others fixed):\n",
-                     r.flips.size());
+  // Flips that differ only in the other factors' settings are one line: most flips of a grid
+  // are the same crossing seen at every setting of the others.
+  struct FlipGroup {
+    const RankFlip* first;
+    std::vector<std::string> settings;  // the other factors' settings it happens at
+  };
+  std::vector<FlipGroup> groups;
+  const auto same = [&](const RankFlip& x, const RankFlip& y) {
+    const auto ax = static_cast<std::size_t>(x.axis);
+    return x.axis == y.axis && x.overtaker == y.overtaker && x.overtaken == y.overtaken &&
+           r.factors(x.from)[ax] == r.factors(y.from)[ax] &&
+           r.factors(x.to)[ax] == r.factors(y.to)[ax];
+  };
   for (const auto& f : r.flips) {
-    const auto from = r.factors(f.from), to = r.factors(f.to);
+    const auto from = r.factors(f.from);
     std::vector<std::string> fixed;
     for (int axis = 0; axis < 3; ++axis) {
       if (axis != f.axis)
         fixed.push_back(fmt::format("{} {}", kAxisNames[axis],
                                     factor_text(from[static_cast<std::size_t>(axis)])));
     }
-    out += fmt::format("  {} {} -> {} ({}): {} overtakes {}\n", kAxisNames[f.axis],
-                       factor_text(from[static_cast<std::size_t>(f.axis)]),
-                       factor_text(to[static_cast<std::size_t>(f.axis)]), fmt::join(fixed, ", "),
-                       r.schedules[static_cast<std::size_t>(f.overtaker)],
-                       r.schedules[static_cast<std::size_t>(f.overtaken)]);
+    auto at = std::find_if(groups.begin(), groups.end(),
+                           [&](const FlipGroup& g) { return same(*g.first, f); });
+    if (at == groups.end()) at = groups.insert(groups.end(), FlipGroup{&f, {}});
+    at->settings.push_back(fmt::format("{}", fmt::join(fixed, ", ")));
+  }
+  out += fmt::format(
+      "\n{} flips (two schedules swap order along one factor, the others fixed), {} distinct:\n",
+      r.flips.size(), groups.size());
+  const std::size_t extent[3] = {r.axes.bandwidth.size(), r.axes.latency.size(),
+                                 r.axes.collective.size()};
+  constexpr std::size_t kListed = 4;
+  for (const auto& g : groups) {
+    const auto& f = *g.first;
+    const auto axis = static_cast<std::size_t>(f.axis);
+    const auto lines = extent[0] * extent[1] * extent[2] / extent[axis];
+    std::vector<std::string> others;
+    for (std::size_t a = 0; a < 3; ++a) {
+      if (a != axis) others.emplace_back(kAxisNames[a]);
+    }
+    std::string where;
+    if (g.settings.size() == lines) {
+      where = fmt::format("at all {} settings of {}", lines, fmt::join(others, " and "));
+    } else {
+      const auto listed = std::min(g.settings.size(), kListed);
+      where = fmt::format(
+          "at {} of {} settings of {}: ({}){}", g.settings.size(), lines,
+          fmt::join(others, " and "),
+          fmt::join(g.settings.begin(), g.settings.begin() + static_cast<std::ptrdiff_t>(listed),
+                    "), ("),
+          g.settings.size() > listed ? fmt::format(" and {} more", g.settings.size() - listed)
+                                     : "");
+    }
+    out +=
+        wrap(fmt::format("{} {} -> {}: {} overtakes {}, {}", kAxisNames[f.axis],
+                         factor_text(r.factors(f.from)[axis]), factor_text(r.factors(f.to)[axis]),
+                         r.schedules[static_cast<std::size_t>(f.overtaker)],
+                         r.schedules[static_cast<std::size_t>(f.overtaken)], where),
+             kTextWidth, "  ", "    ");
   }
   return out;
 }

@@ -44,6 +44,9 @@ constexpr std::optional<CpMethod> parse_cp_method(std::string_view name) {
 
 /// When FSDP reduce-scatters the gradients of a unit during gradient accumulation.
 enum class GradSync : std::uint8_t {
+  /// As torchtitan runs it (grad_sync(FsdpOptions, pipelined) resolves it): PerStep with
+  /// pipelining, PerMicrobatch without.
+  Auto,
   /// Once per step, after the unit's last backward: gradients accumulate unsharded between
   /// microbatches (torchtitan's pipelined FSDP: set_requires_gradient_sync(False) for every
   /// microbatch but the last; FSDP2's no_sync).
@@ -52,7 +55,7 @@ enum class GradSync : std::uint8_t {
   PerMicrobatch,
 };
 
-inline constexpr std::array<std::string_view, 2> kGradSyncNames{"step", "microbatch"};
+inline constexpr std::array<std::string_view, 3> kGradSyncNames{"auto", "step", "microbatch"};
 
 constexpr std::string_view to_string(GradSync g) {
   return name_of(kGradSyncNames, g);
@@ -98,7 +101,7 @@ struct FsdpOptions {
   /// backward (ZeRO-3 traffic); off keeps them to the backward (ZeRO-2 traffic). Unset: as
   /// torchtitan (parallelize_llama.py @9dec370): on without pipelining, off with it.
   std::optional<bool> reshard_after_forward;
-  GradSync grad_sync = GradSync::PerStep;
+  GradSync grad_sync = GradSync::Auto;
   /// Float8 all-gather of the parameters (torchtitan's enable_fsdp_float8_all_gather): one byte
   /// per parameter instead of the parameter dtype's two.
   bool fp8_all_gather = false;
@@ -190,6 +193,16 @@ constexpr std::int64_t expert_data_parallel(const Layout& l) {
 /// torchtitan's reshard_after_forward default: on without pipelining, off with it.
 constexpr bool reshard_after_forward(const FsdpOptions& f, bool pipelined) {
   return f.reshard_after_forward.value_or(!pipelined);
+}
+
+/// torchtitan's gradient sync: deferred to a stage's last backward with pipelining
+/// (torch.distributed.pipelining's backward_maybe_with_nosync calls
+/// set_requires_gradient_sync(False) for every microbatch but the last), after every microbatch
+/// without (torchtitan's accumulation loop calls backward once per microbatch, and FSDP2
+/// reduce-scatters each: requires_gradient_sync defaults to True).
+constexpr GradSync grad_sync(const FsdpOptions& f, bool pipelined) {
+  if (f.grad_sync != GradSync::Auto) return f.grad_sync;
+  return pipelined ? GradSync::PerStep : GradSync::PerMicrobatch;
 }
 
 }  // namespace pipetab
