@@ -114,6 +114,40 @@ TEST_F(Cli, ListOptions) {
     EXPECT_NE(r.out.find("  " + std::string(o.key) + " "), std::string::npos) << o.key;
 }
 
+// An error quotes what it was given, but not a 100 kB argument whole: a long word keeps its head
+// and tail, cut between UTF-8 characters, and says how much it left out; many words stop at a
+// line's length.
+TEST_F(Cli, ErrorsShortenWhatTheyQuote) {
+  std::string accents;
+  for (int i = 0; i < 50000; ++i)
+    accents += "\xc3\xa9";  // é
+  std::string words;
+  for (int i = 0; i < 30000; ++i)
+    words += "ab ";
+  for (const std::string& args :
+       {"simulate 1f1b --model " + accents, "simulate 1f1b --seq-len " + accents,
+        "simulate 1f1b --model '" + words + "'"}) {
+    const auto r = run(args);
+    const auto shown = args.substr(0, 40);
+    expect_one_line_error(r, shown, "bytes left out");
+    EXPECT_LT(r.err.size(), 4200U) << shown;
+    // Valid UTF-8: every continuation byte follows a lead or another continuation byte.
+    for (std::size_t i = 0; i < r.err.size(); ++i) {
+      const auto byte = static_cast<unsigned char>(r.err[i]);
+      if ((byte & 0xC0U) == 0x80U) {
+        ASSERT_GT(i, 0U);
+        EXPECT_GE(static_cast<unsigned char>(r.err[i - 1]), 0x80U) << shown << " at " << i;
+      }
+      if (byte == 0xC3) {
+        EXPECT_EQ(static_cast<unsigned char>(r.err[i + 1]), 0xA9U) << i;
+      }
+    }
+  }
+  // A short value is quoted whole.
+  expect_one_line_error(run("simulate 1f1b --model llama-9000"), "--model llama-9000",
+                        "--model llama-9000");
+}
+
 // Text output fits a 120-column terminal (point 5 of the front-door issue): tables drop what is
 // zero everywhere and give a layout its own line, prose folds; --wide keeps plan's one line per
 // layout. Columns count characters, not bytes ("·" is one).

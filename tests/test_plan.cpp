@@ -442,6 +442,33 @@ TEST(Plan, RejectsRequestsWithNoLayout) {
   q = request("gpt3-1.3b", 5, 8);
   q.space.tensor_parallel = {2};
   EXPECT_NE(message(q).find("no layout of 5 GPUs"), std::string::npos);
+  EXPECT_NE(message(q).find("TP · CP must divide the GPU count (e.g. TP 2 · CP 1 on 5 GPUs)"),
+            std::string::npos)
+      << message(q);
+  // Each rule the values given break is named, with an example, not one generic sentence: CP 3
+  // on 8 GPUs, EP 3 of a model's experts, FSDP with the distributed optimizer, the combined
+  // 1F1B all-to-all overlap without chunks.
+  q = request("gpt3-1.3b", 8, 8);
+  q.space.context_parallel = {3};
+  EXPECT_NE(message(q).find("TP · CP must divide the GPU count (e.g. TP 1 · CP 3 on 8 GPUs)"),
+            std::string::npos)
+      << message(q);
+  q = request("qwen3-30b-a3b", 8, 8);
+  q.space.expert_parallel = {3};
+  EXPECT_NE(message(q).find("EP × ETP must divide TP × CP × DP"), std::string::npos) << message(q);
+  q = request("gpt3-1.3b", 8, 8);
+  q.space.fsdp = {true};
+  q.space.distributed_optimizer = {true};
+  EXPECT_NE(message(q).find("FSDP already shards what the distributed optimizer shards"),
+            std::string::npos)
+      << message(q);
+  q = request("qwen3-30b-a3b", 8, 8);
+  q.space.a2a_overlap = {true};
+  q.space.expert_parallel = {1};
+  q.space.schedules = {"interleaved"};
+  EXPECT_NE(message(q).find("--a2a-overlap needs experts over EP above 1 and model chunks"),
+            std::string::npos)
+      << message(q);
   q = request("gpt3-1.3b", 0, 8);
   EXPECT_EQ(message(q), "plan: --gpus 0 must be from 1 to 16777216");
   // 2^62 GPUs hung in a divisor loop up to the count; refused before any work now.

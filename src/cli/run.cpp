@@ -1,5 +1,6 @@
 // The command line: every subcommand parsed and run, every failure one line on stderr with its
 // exit code. main() (main.cpp) and the web build (web/entry.cpp) both call run().
+#include <algorithm>
 #include <cstdio>
 #include <new>
 #include <string>
@@ -19,7 +20,45 @@ namespace {
 // Messages quote user input (file names, cells, keys): line breaks become spaces and every
 // other control byte is written as \xNN, so that input cannot move the cursor or recolour the
 // terminal (an ESC sequence in a CSV cell used to reach the terminal raw).
-int fail(const std::string& message, int code) {
+// A message quotes what it was given, which can be a 100 kB argument: a word (a run without
+// spaces) longer than kLongWord bytes keeps its head and tail, and the line its first
+// kLongLine bytes, each cut where a UTF-8 character begins and saying how much was left out.
+constexpr std::size_t kLongWord = 300, kWordHead = 160, kWordTail = 60, kLongLine = 4000;
+
+// The offset at or before `at` where a UTF-8 character begins.
+std::size_t char_start(const std::string& text, std::size_t at) {
+  while (at > 0 && at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0U) == 0x80U)
+    --at;
+  return at;
+}
+
+std::string shortened(const std::string& message) {
+  std::string out;
+  std::size_t at = 0;
+  while (at < message.size()) {
+    const auto end = std::min(message.find(' ', at), message.size());
+    if (end - at > kLongWord) {
+      const auto head = char_start(message, at + kWordHead);
+      const auto tail = char_start(message, end - kWordTail);
+      out.append(message, at, head - at);
+      out += fmt::format("…({} bytes left out)…", tail - head);
+      out.append(message, tail, end - tail);
+    } else {
+      out.append(message, at, end - at);
+    }
+    if (end < message.size()) out += ' ';
+    at = end + 1;
+  }
+  if (out.size() > kLongLine) {
+    const auto cut = char_start(out, kLongLine);
+    out = out.substr(0, cut) +
+          fmt::format("… (the message's last {} bytes left out)", out.size() - cut);
+  }
+  return out;
+}
+
+int fail(const std::string& full_message, int code) {
+  const std::string message = shortened(full_message);
   std::string line;
   line.reserve(message.size());
   for (const char c : message) {

@@ -447,9 +447,43 @@ void check(const PlanRequest& request, Checked& c) {
 // Every layout of the request, in enumeration order (TP, PP, micro batch, schedule, chunks,
 // recompute, sequence parallelism, distributed optimizer), and the layouts that are rejected
 // before they are built (the batch does not divide over the replicas).
+// Why a combination of the space's values is not a layout at all (it is not counted among the
+// layouts): said, with a count and the first example, only when no layout is left.
+enum class NotALayout : std::uint8_t {
+  TpCpGpus,
+  PpGpus,
+  MicroBatch,
+  DistributedOneReplica,
+  FsdpAndDistributed,
+  FsdpOneRank,
+  ExpertSplit,
+  A2aOverlap,
+  kCount
+};
+constexpr std::array<std::string_view, static_cast<std::size_t>(NotALayout::kCount)> kNotALayout{
+    "TP · CP must divide the GPU count",
+    "PP must divide the GPUs left by TP · CP",
+    "the micro batch must divide each replica's batch (global batch / DP)",
+    "the distributed optimizer needs more than one data-parallel replica",
+    "FSDP already shards what the distributed optimizer shards (--fsdp on with "
+    "--distributed-optimizer on: give one of them)",
+    "FSDP needs more than one rank in DP × CP to shard over",
+    "EP × ETP must divide TP × CP × DP, and ETP above 1 needs EP above 1",
+    "--a2a-overlap needs experts over EP above 1 and model chunks (v of 2 or more)"};
+
 struct Enumeration {
   std::vector<Checked> layouts;
   std::map<std::string, std::pair<std::int64_t, std::string>> early;  // reason -> count, example
+  std::array<std::pair<std::int64_t, std::string>, kNotALayout.size()> not_a_layout;
+  // Counts a combination that is not a layout because of a value the request gave (`given`: a
+  // default's own combinations, such as the distributed optimizer tried with DP 1, are no one's
+  // mistake); `example` (called once) says which.
+  template <class Example>
+  void skip(NotALayout why, bool given, Example&& example) {
+    if (!given) return;
+    auto& [count, text] = not_a_layout[static_cast<std::size_t>(why)];
+    if (count++ == 0) text = example();
+  }
 };
 
 // Each list of the space with its repeats dropped, in the order given: "--tp 2,2" once ranked the
@@ -513,6 +547,18 @@ Enumeration enumerate(const PlanRequest& r) {
     if (name == "1f1b") single = name;
   }
   Enumeration e;
+  // Which values the request chose rather than left to plan's defaults: a rule they break is
+  // said when no layout is left.
+  const auto only_on = [](const std::vector<bool>& v) { return v.size() == 1 && v.front(); };
+  const struct {
+    bool tp_cp, pp, micro_batch, distributed, fsdp, experts, a2a;
+  } given{!s.tensor_parallel.empty() || !s.context_parallel.empty(),
+          !s.pipeline_parallel.empty(),
+          !s.micro_batch.empty(),
+          only_on(s.distributed_optimizer),
+          only_on(s.fsdp),
+          !s.expert_parallel.empty() || !s.expert_tensor_parallel.empty(),
+          only_on(s.a2a_overlap)};
   const std::vector<std::int64_t> cps = s.context_parallel.empty()
                                             ? default_context_parallel(r.job.seq_len, r.gpus)
                                             : s.context_parallel;
@@ -550,12 +596,22 @@ Enumeration enumerate(const PlanRequest& r) {
   }
   for (const auto tp : tps)
     for (const auto cp : cps) {
-      if (tp < 1 || cp < 1 || r.gpus % (tp * cp) != 0) continue;
+      if (tp < 1 || cp < 1 || r.gpus % (tp * cp) != 0) {
+        e.skip(NotALayout::TpCpGpus, given.tp_cp,
+               [&] { return fmt::format("TP {} · CP {} on {} GPUs", tp, cp, r.gpus); });
+        continue;
+      }
       const std::int64_t stage_gpus = tp * cp;
       const auto pps =
           s.pipeline_parallel.empty() ? divisors(r.gpus / stage_gpus) : s.pipeline_parallel;
       for (const auto pp : pps) {
-        if (pp < 1 || (r.gpus / stage_gpus) % pp != 0) continue;
+        if (pp < 1 || (r.gpus / stage_gpus) % pp != 0) {
+          e.skip(NotALayout::PpGpus, given.pp, [&] {
+            return fmt::format("TP {} · CP {} leaves {} GPUs; PP {}", tp, cp, r.gpus / stage_gpus,
+                               pp);
+          });
+          continue;
+        }
         const std::int64_t dp = r.gpus / (stage_gpus * pp);
         if (r.global_batch % dp != 0) {
           auto& [count, example] =
@@ -568,7 +624,13 @@ Enumeration enumerate(const PlanRequest& r) {
         const std::int64_t per_replica = r.global_batch / dp;
         const std::vector<std::int64_t> default_mbs{1, 2, 4, 8, 16};
         for (const auto mb : s.micro_batch.empty() ? default_mbs : s.micro_batch) {
-          if (mb < 1 || per_replica % mb != 0) continue;
+          if (mb < 1 || per_replica % mb != 0) {
+            e.skip(NotALayout::MicroBatch, given.micro_batch, [&] {
+              return fmt::format("DP {}: {} sequences per replica, micro batch {}", dp, per_replica,
+                                 mb);
+            });
+            continue;
+          }
           for (const auto& [name, info] : schedules) {
             if (pp == 1 && name != single) continue;
             const std::int32_t default_chunks = info != nullptr ? info->default_chunks : 0;
@@ -611,19 +673,49 @@ Enumeration enumerate(const PlanRequest& r) {
                   if (sp && tp == 1) continue;
                   if (!sp && tp > 1 && moe_needs_sp) continue;
                   for (const bool dist : s.distributed_optimizer) {
-                    if (dist && dp == 1) continue;
+                    if (dist && dp == 1) {
+                      e.skip(NotALayout::DistributedOneReplica, given.distributed, [&] {
+                        return fmt::format("TP {} · CP {} · PP {} on {} GPUs leaves DP 1", tp, cp,
+                                           pp, r.gpus);
+                      });
+                      continue;
+                    }
                     for (const bool fsdp : s.fsdp) {
                       // FSDP shards what the distributed optimizer shards, and more; over one
                       // rank there is nothing to shard.
-                      if (fsdp && (dist || dp * cp == 1)) continue;
+                      if (fsdp && dist) {
+                        e.skip(
+                            NotALayout::FsdpAndDistributed, given.fsdp && given.distributed, [&] {
+                              return fmt::format("TP {} · CP {} · PP {} · DP {}", tp, cp, pp, dp);
+                            });
+                        continue;
+                      }
+                      if (fsdp && dp * cp == 1) {
+                        e.skip(NotALayout::FsdpOneRank, given.fsdp, [&] {
+                          return fmt::format("TP {} · PP {} on {} GPUs leaves DP 1 and CP 1", tp,
+                                             pp, r.gpus);
+                        });
+                        continue;
+                      }
                       for (const auto ep : eps)
                         for (const auto etp : etps) {
-                          if (etp < 1 || (etp > 1 && ep == 1) || (tp * cp * dp) % (ep * etp) != 0)
+                          if (etp < 1 || (etp > 1 && ep == 1) || (tp * cp * dp) % (ep * etp) != 0) {
+                            e.skip(NotALayout::ExpertSplit, given.experts, [&] {
+                              return fmt::format("TP {} · CP {} · DP {} = {}; EP {} × ETP {}", tp,
+                                                 cp, dp, tp * cp * dp, ep, etp);
+                            });
                             continue;
+                          }
                           for (const bool a2a : s.a2a_overlap) {
                             // Megatron-Core's combined 1F1B pairs the interleaved schedule's
                             // steps: it needs experts and model chunks.
-                            if (a2a && (ep == 1 || v < 2)) continue;
+                            if (a2a && (ep == 1 || v < 2)) {
+                              e.skip(NotALayout::A2aOverlap, given.a2a, [&] {
+                                return fmt::format("EP {}, {}{}", ep, name,
+                                                   v > 1 ? fmt::format(" v {}", v) : "");
+                              });
+                              continue;
+                            }
                             for (const auto mrc : moe_recomputes)
                               for (const auto& settings : combinations) {
                                 Checked c;
@@ -860,14 +952,24 @@ PlanResult plan(const PlanRequest& request) {
   require_search(request);
   Enumeration e = enumerate(request);
   if (e.layouts.empty()) {
-    std::string why;
+    // Every combination of the values given broke a rule: each rule broken, most often first.
+    std::vector<std::tuple<std::int64_t, std::string, std::string>> broken;
+    for (std::size_t k = 0; k < kNotALayout.size(); ++k) {
+      const auto& [count, example] = e.not_a_layout[k];
+      if (count > 0) broken.emplace_back(count, std::string(kNotALayout[k]), example);
+    }
     for (const auto& [reason, v] : e.early)
-      why += fmt::format("; {} ({})", reason, v.second);
-    throw ParamError(fmt::format(
-        "plan: no layout of {} GPUs for a global batch of {}: TP must divide the node ({} GPUs) "
-        "and the GPU count, TP · PP must divide the GPU count, and the batch per replica must "
-        "divide into micro batches{}",
-        request.gpus, request.global_batch, request.system.devices_per_node, why));
+      broken.emplace_back(v.first, reason, v.second);
+    std::stable_sort(broken.begin(), broken.end(),
+                     [](const auto& a, const auto& b) { return std::get<0>(a) > std::get<0>(b); });
+    std::string why;
+    for (const auto& [count, reason, example] : broken)
+      why += fmt::format("{} {} × {} (e.g. {})", why.empty() ? "" : ";", count, reason, example);
+    throw ParamError(
+        fmt::format("plan: no layout of {} GPUs for a global batch of {} ({} GPUs per node): every "
+                    "combination of the values searched breaks a rule:{}",
+                    request.gpus, request.global_batch, request.system.devices_per_node,
+                    why.empty() ? std::string(" none was given") : why));
   }
   // This shard's slice, contiguous in enumeration order.
   const auto total = static_cast<std::int64_t>(e.layouts.size());
