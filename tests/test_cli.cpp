@@ -300,6 +300,7 @@ TEST_F(Cli, PlanProgressLines) {
   EXPECT_EQ(with.out, without.out);
   std::istringstream lines(with.err);
   std::string line, last_phase;
+  long long last_done = -1, last_total = -2;
   int count = 0;
   while (std::getline(lines, line)) {
     char phase[16] = {};
@@ -311,10 +312,14 @@ TEST_F(Cli, PlanProgressLines) {
     EXPECT_GE(done, 0);
     EXPECT_LE(done, total);
     last_phase = phase;
+    last_done = done;
+    last_total = total;
     ++count;
   }
   EXPECT_GE(count, 2);
   EXPECT_EQ(last_phase, "simulating");
+  // It ends at its total, also when the bound prunes what was left to lower.
+  EXPECT_EQ(last_done, last_total);
 }
 
 TEST_F(Cli, GroupSize) {

@@ -960,7 +960,9 @@ TEST(Plot, LengthsAndFormats) {
   EXPECT_DOUBLE_EQ(parse_length("240pt", "--width"), 240);
   EXPECT_DOUBLE_EQ(parse_length("2.54cm", "--width"), 72);
   EXPECT_DOUBLE_EQ(parse_length("25.4mm", "--width"), 72);
-  for (const char* bad : {"", "in", "3 in", "-3in", "0", "3ft", "1e9in", "nan"}) {
+  // The bound the message names is admitted, and just past it refused.
+  EXPECT_DOUBLE_EQ(parse_length("200in", "--width"), 14400);
+  for (const char* bad : {"", "in", "3 in", "-3in", "0", "3ft", "1e9in", "nan", "200.01in"}) {
     EXPECT_EQ(error_of([&] { parse_length(bad, "--width"); }).rfind("--width ", 0), 0U) << bad;
   }
   EXPECT_EQ(plot_format("a.svg"), PlotFormat::Svg);

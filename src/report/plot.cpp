@@ -501,7 +501,7 @@ double parse_length(const std::string& text, const char* option) {
   if (unit == "cm") scale = 72 / 2.54;
   if (unit == "mm") scale = 72 / 25.4;
   if (ec != std::errc{} || rest == begin || scale == 0 || !(value > 0) ||
-      !(value * scale < 14400)) {
+      !(value * scale <= 14400)) {
     throw Error(fmt::format(
         "{} {}: expected a positive length up to 200in with a unit in, cm, mm or pt (points "
         "without one), e.g. 3.3in",
