@@ -1,6 +1,7 @@
 // parse_double's two implementations agree: the web build's (grammar by hand + strtod, used where
 // the standard library lacks floating-point from_chars) against std::from_chars, on what users
 // type and on what fuzzers would: the characters read, the error, and the value bit for bit.
+#include <array>
 #include <charconv>
 #include <cstring>
 #include <string>
@@ -9,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include "pipetab/names.hpp"
 #include "pipetab/numeric.hpp"
 
 namespace pipetab {
@@ -93,4 +95,21 @@ RC_GTEST_PROP(ParseDouble, AgreesOnStringsOfNumberCharacters, ()) {
 }
 
 }  // namespace
+// "Did you mean": every candidate at the least distance, none past the bound, the nearest of a
+// name's spellings counting; checked against edit distances worked by hand.
+TEST(NearestNames, EveryCandidateAtTheLeastDistanceWithinTheBound) {
+  const std::vector<std::string> names{"zb-h1", "zb-h2", "zb-v", "1f1b"};
+  using Indices = std::vector<std::size_t>;
+  EXPECT_EQ(nearest_names(names, std::array{std::string("zb-h3")}, 2), (Indices{0, 1}));
+  EXPECT_EQ(nearest_names(names, std::array{std::string("1f1bb")}, 2), (Indices{3}));
+  EXPECT_EQ(nearest_names(names, std::array{std::string("gpipe")}, 2), Indices{});
+  // "ZB-V" is 3 edits from "zb-v", its lower-case spelling none.
+  EXPECT_EQ(nearest_names(names, std::array{std::string("ZB-V")}, 2), Indices{});
+  EXPECT_EQ(nearest_names(names, std::array{std::string("ZB-V"), std::string("zb-v")}, 2),
+            (Indices{2}));
+  EXPECT_EQ(did_you_mean({}), "");
+  EXPECT_EQ(did_you_mean({"a", "b"}), "; did you mean 'a' or 'b'?");
+  EXPECT_EQ(lower_case("ScheduleZBV-1F1B"), "schedulezbv-1f1b");
+}
+
 }  // namespace pipetab

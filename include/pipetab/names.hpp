@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -42,6 +43,47 @@ inline std::size_t edit_distance(std::string_view a, std::string_view b) {
     }
   }
   return row[b.size()];
+}
+
+/// `text` with ASCII capitals in lower case (names are matched without regard to case).
+inline std::string lower_case(std::string_view text) {
+  std::string out(text);
+  for (auto& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+/// For "did you mean": the indices of the candidates nearest to a name, written any of the ways
+/// in `spellings` — every candidate at the least edit distance (in the candidates' order), or
+/// none when that distance is over `max_edits` (a far guess misleads more than none).
+template <class Candidates, class Spellings>
+std::vector<std::size_t> nearest_names(const Candidates& candidates, const Spellings& spellings,
+                                       std::size_t max_edits) {
+  std::vector<std::size_t> nearest;
+  std::size_t best = max_edits;
+  std::size_t i = 0;
+  for (const auto& candidate : candidates) {
+    std::size_t d = max_edits + 1;
+    for (const auto& spelling : spellings)
+      d = std::min(d, edit_distance(spelling, candidate));
+    if (d < best) {
+      nearest.clear();
+      best = d;
+    }
+    if (d == best) nearest.push_back(i);
+    ++i;
+  }
+  return nearest;
+}
+
+/// "; did you mean 'a'?" or "; did you mean 'a' or 'b'?" for the names given; "" for none.
+inline std::string did_you_mean(const std::vector<std::string>& names) {
+  if (names.empty()) return {};
+  std::string out = "; did you mean '" + names.front() + "'";
+  for (std::size_t i = 1; i < names.size(); ++i)
+    out += " or '" + names[i] + "'";
+  return out + "?";
 }
 
 }  // namespace pipetab

@@ -16,6 +16,7 @@
 #include "pipetab/error.hpp"
 #include "pipetab/io/hf_config.hpp"
 #include "pipetab/io/table_file.hpp"
+#include "pipetab/names.hpp"
 
 namespace pipetab::io {
 namespace {
@@ -479,13 +480,11 @@ Config load(const std::string& name_or_path, std::string_view kind, const char* 
   if (const auto alias = detail::preset_alias(kind, name_or_path))
     return parse(detail::preset(kind, *alias), fmt::format("(preset {})", *alias));
   const auto nearest = detail::nearest_presets(kind, name_or_path);
-  throw Error(fmt::format(
-      "{} {}: no such preset or file{} (presets: {}; `pipetab list {}` "
-      "describes them)",
-      option, name_or_path,
-      nearest.empty() ? std::string()
-                      : fmt::format("; did you mean '{}'?", fmt::join(nearest, "' or '")),
-      fmt::join(detail::preset_names(kind), ", "), kind));
+  throw Error(
+      fmt::format("{} {}: no such preset or file{} (presets: {}; `pipetab list {}` "
+                  "describes them)",
+                  option, name_or_path, did_you_mean(nearest),
+                  fmt::join(detail::preset_names(kind), ", "), kind));
 }
 
 }  // namespace

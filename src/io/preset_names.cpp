@@ -18,10 +18,10 @@
 namespace pipetab::io::detail {
 namespace {
 
-std::string lower(std::string_view text) {
-  std::string out(text);
+// Lower case with '_' and ' ' as '-': how preset names are written.
+std::string normalised(std::string_view text) {
+  std::string out = lower_case(text);
   for (auto& c : out) {
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (c == '_' || c == ' ') c = '-';
   }
   return out;
@@ -47,7 +47,7 @@ constexpr std::array<Alias, 6> kAliases{{
 // The spellings `name` may stand for, most literal first.
 std::vector<std::string> spellings(std::string_view name) {
   std::vector<std::string> out;
-  std::string s = lower(name);
+  std::string s = normalised(name);
   out.push_back(s);
   // An organisation's prefix (meta-llama/, Qwen/, deepseek-ai/, mistralai/, openai/).
   if (const auto slash = s.find('/');
@@ -99,17 +99,11 @@ std::optional<std::string> preset_alias(std::string_view kind, std::string_view 
 }
 
 std::vector<std::string> nearest_presets(std::string_view kind, std::string_view name) {
-  const auto all = spellings(name);
-  std::vector<std::string> best;
-  std::size_t distance = 4;  // suggest within three edits
-  for (const auto& preset_name : preset_names(kind)) {
-    std::size_t d = distance + 1;
-    for (const auto& s : all)
-      d = std::min(d, edit_distance(s, preset_name));
-    if (d < distance) best.clear(), distance = d;
-    if (d == distance) best.push_back(preset_name);
-  }
-  return best;
+  const auto names = preset_names(kind);
+  std::vector<std::string> nearest;
+  for (const auto i : nearest_names(names, spellings(name), 3))
+    nearest.emplace_back(names[i]);
+  return nearest;
 }
 
 }  // namespace pipetab::io::detail

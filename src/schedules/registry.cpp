@@ -1,6 +1,7 @@
 #include "pipetab/schedules/registry.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <string>
 #include <vector>
@@ -60,14 +61,6 @@ std::pair<std::int32_t, std::int32_t> parse_split(const ScheduleInfo& info,
   return {part(view.substr(0, colon)), part(view.substr(colon + 1))};
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
 std::vector<std::string_view> names_of(const ScheduleInfo& info) {
   std::vector<std::string_view> names{info.name};
   names.insert(names.end(), info.aliases.begin(), info.aliases.end());
@@ -81,34 +74,36 @@ std::span<const ScheduleInfo* const> all_schedules() {
 }
 
 const ScheduleInfo& find_schedule(std::string_view name) {
-  const std::string wanted = lower(name);
+  const std::string wanted = lower_case(name);
   // PyTorch's class names carry a "Schedule" prefix its config strings do not.
   const std::string_view bare = std::string_view(wanted).starts_with("schedule")
                                     ? std::string_view(wanted).substr(8)
                                     : std::string_view{};
   for (const auto* info : kAll) {
-    const std::string key = lower(info->name);
+    const std::string key = lower_case(info->name);
     if (key == wanted || key == bare) return *info;
     for (const auto alias : info->aliases) {
-      const std::string a = lower(alias);
+      const std::string a = lower_case(alias);
       if (a == wanted || a == bare) return *info;
     }
   }
   std::string known;
-  const ScheduleInfo* nearest = nullptr;
-  std::size_t best = 3;  // suggest only within two edits
+  std::vector<std::string> spelled;  // every name and alias, in lower case
+  std::vector<const ScheduleInfo*> of;
   for (const auto* info : kAll) {
     known += fmt::format("{}{}", known.empty() ? "" : ", ", info->name);
     for (const auto candidate : names_of(*info)) {
-      const std::size_t d = edit_distance(wanted, lower(candidate));
-      if (d < best) {
-        best = d;
-        nearest = info;
-      }
+      spelled.push_back(lower_case(candidate));
+      of.push_back(info);
     }
   }
-  const std::string hint =
-      nearest ? fmt::format("; did you mean '{}'?", nearest->name) : std::string{};
+  std::vector<std::string> nearest;
+  for (const auto i : nearest_names(spelled, std::array{wanted}, 2)) {
+    const std::string schedule(of[i]->name);
+    if (std::find(nearest.begin(), nearest.end(), schedule) == nearest.end())
+      nearest.push_back(schedule);
+  }
+  const std::string hint = did_you_mean(nearest);
   throw ParamError(
       fmt::format("unknown schedule '{}'{} (known: {}; PyTorch's names such as "
                   "1F1B or ScheduleInterleaved1F1B are accepted too)",

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "pipetab/error.hpp"
+#include "pipetab/names.hpp"
 #include "pipetab/numeric.hpp"
 
 namespace pipetab {
@@ -809,17 +810,13 @@ void apply_setting(SimulationSetup& setup, const Setting& setting) {
   const std::string where = setting.origin.empty() ? "" : setting.origin + ": ";
   const RunOption* option = find_run_option(setting.key);
   if (option == nullptr) {
-    const RunOption* nearest = nullptr;
-    std::size_t best = 3;  // suggest only within two edits
-    for (const auto& o : kOptions) {
-      const std::size_t d = edit_distance(setting.key, o.key);
-      if (d < best) {
-        best = d;
-        nearest = &o;
-      }
-    }
-    throw Error(fmt::format("{}unknown option '{}'{}", where, setting.key,
-                            nearest ? fmt::format("; did you mean '{}'?", nearest->key) : ""));
+    std::vector<std::string_view> keys;
+    for (const auto& o : kOptions)
+      keys.push_back(o.key);
+    std::vector<std::string> nearest;
+    for (const auto i : nearest_names(keys, std::array{std::string_view(setting.key)}, 2))
+      nearest.emplace_back(keys[i]);
+    throw Error(fmt::format("{}unknown option '{}'{}", where, setting.key, did_you_mean(nearest)));
   }
   try {
     require_type(*option, setting);

@@ -1,6 +1,7 @@
 #include "pipetab/study/measurements.hpp"
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <map>
 
@@ -461,14 +462,13 @@ void require_run_selector(std::string_view selector, std::string_view option,
     const auto known = std::any_of(file->runs.begin(), file->runs.end(),
                                    [&](const MeasuredRun& run) { return run.id == id; });
     if (!known) {
-      std::string nearest;
-      std::size_t best = 3;  // within two edits
-      for (const auto& run : file->runs) {
-        if (const auto d = edit_distance(id, run.id); d < best) best = d, nearest = run.id;
-      }
+      std::vector<std::string> ids_known, nearest;
+      for (const auto& run : file->runs)
+        ids_known.push_back(run.id);
+      for (const auto i : nearest_names(ids_known, std::array{id}, 2))
+        nearest.push_back(ids_known[i]);
       throw Error(fmt::format("{}: {} {}: no run '{}' in the file{}", file->file, option, selector,
-                              id,
-                              nearest.empty() ? "" : fmt::format("; did you mean '{}'?", nearest)));
+                              id, did_you_mean(nearest)));
     }
     if (comma == std::string_view::npos) break;
     ids.remove_prefix(comma + 1);
