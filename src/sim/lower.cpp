@@ -172,7 +172,11 @@ std::vector<double> static_memory(const ScheduleTable& table, const std::vector<
         const double one_unit_grads = pipelined ? w.weight_bytes : w.grad_bytes / units;
         const double gradients =
             accumulates ? w.grad_bytes + (pipelined ? 0.0 : one_unit_grads) : one_unit_grads;
-        bytes = sharding.per_rank(w.grad_bytes + w.optimizer_bytes, w) + parameters + gradients +
+        // The sharded gradients (grad_bytes / N) are made by the step's last reduce-scatter when
+        // the sync is deferred, after the activations' peak, and freed by the optimizer's
+        // zero_grad(set_to_none=True); synced every microbatch they accumulate through it.
+        const double sharded = accumulates ? w.optimizer_bytes : w.grad_bytes + w.optimizer_bytes;
+        bytes = sharding.per_rank(sharded, w) + parameters + gradients +
                 w.fp8_weight_copy_bytes / units;
       }
       bytes_of[static_cast<std::size_t>(table.placement.device_of(p, s))] += bytes;
