@@ -998,6 +998,12 @@ class Comparison(_Result):
                     "table.peak_activation_max": max(entry["table"]["peak_activation"], default=None),
                     "simulation.runtime_s": simulation.get("runtime_s"),
                     "simulation.idle_ratio": simulation.get("idle_ratio"),
+                    "simulation.tokens_per_s": simulation.get("tokens_per_s"),
+                    "simulation.mfu": simulation.get("mfu"),
+                    "simulation.peak_memory_max_bytes": simulation.get("peak_memory_max_bytes"),
+                    "simulation.memory_capacity_bytes": simulation.get("memory_capacity_bytes"),
+                    "simulation.fits": (None if "over_capacity" not in simulation
+                                        else not any(simulation["over_capacity"])),
                 }
                 row.update({f"params.{k}": v for k, v in entry["params"].items()})
                 row.update({f"rank.{k}": v for k, v in entry["rank"].items()})
@@ -1259,10 +1265,15 @@ class PlanResult(_Result):
         return ["rank", "layout", "runtime", "lower bound", "peak memory"], rows
 
     def to_pandas(self):
+        """One row per ranked layout: its rank, description, runtime, throughput (tokens/s, MFU),
+        bound and peak memory, then the layout's values and the runtime's parts in seconds."""
         rows = []
         for entry in self._data["top"]:
+            simulation = entry.get("simulation") or {}
             row = {"rank": entry["rank"], "description": entry["description"],
-                   "runtime_s": entry["runtime_s"], "lower_bound_s": entry["lower_bound_s"],
+                   "runtime_s": entry["runtime_s"],
+                   "tokens_per_s": simulation.get("tokens_per_s"), "mfu": simulation.get("mfu"),
+                   "lower_bound_s": entry["lower_bound_s"],
                    "peak_memory_bytes": entry["peak_memory_bytes"]}
             row.update(entry["layout"])
             row.update({f"seconds.{k}": v for k, v in entry["seconds"].items()})

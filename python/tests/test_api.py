@@ -112,6 +112,11 @@ def test_compare_ranks_and_frame():
     # GPipe and 1F1B have the same bubble: the same table-level rank.
     for _, group in frame.groupby("system"):
         assert group["rank.table"].nunique() == 1
+    # Memory beside the runtime: the largest device's peak, the usable capacity, whether it fits.
+    for _, row in frame.iterrows():
+        assert row["simulation.peak_memory_max_bytes"] > 0
+        assert row["simulation.fits"] == (row["simulation.peak_memory_max_bytes"]
+                                          <= row["simulation.memory_capacity_bytes"])
 
 
 def test_tune_best_fits_its_limit():

@@ -284,6 +284,12 @@ def test_plan_equals_cli(cli, tmp_path):
     result = pipetab.plan(**PLAN, top=5)
     assert result.to_dict() == cli.json("plan", *PLAN_FLAGS, "--top", 5)
     assert len(result.top) == 5 and len(result.to_pandas()) == 5
+    # The frame carries what the command's table prints: tokens/s and MFU beside the runtime.
+    frame = result.to_pandas()
+    cli_top = cli.json("plan", *PLAN_FLAGS, "--top", 5)["top"]
+    assert list(frame["tokens_per_s"]) == [e["simulation"]["tokens_per_s"] for e in cli_top]
+    assert list(frame["mfu"]) == [e["simulation"]["mfu"] for e in cli_top]
+    assert all(0 < m < 1 for m in frame["mfu"])
     out = tmp_path / "best.json"
     cli.json("plan", *PLAN_FLAGS, "-t", out)
     assert result.table(1).export("json") == out.read_text()

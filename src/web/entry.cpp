@@ -45,8 +45,3 @@ int pipetab_run(const char* args_json) {
 }
 
 }  // extern "C"
-
-// The module is instantiated once and pipetab_run called per request; main does nothing.
-int main() {
-  return 0;
-}
