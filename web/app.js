@@ -44,6 +44,7 @@
   // The dropped table (too large for a URL; the model and system TOML live in the state).
   const custom = { table: "" };
   const lastPreset = { model: "llama2-7b", system: "balanced" };
+  const PLAN_FORM = { gpus: "64", batch: "64" };
   let presets = { models: [], systems: [], schedules: [] };
 
   const scaleOf = (slider) => Math.round(Math.pow(10, Number(slider)) * 1000) / 1000;
@@ -82,8 +83,10 @@
     $("bw-out").value = state.bw || "1";
     $("lat").value = state.lat ? sliderOf(state.lat) : "0";
     $("lat-out").value = state.lat || "1";
-    $("gpus").value = state.gpus || "";
-    $("batch").value = state.batch || "";
+    // plan needs a GPU count and a global batch (the command has no default for them): the form
+    // opens with the placeholders' 64 and 64 filled in, so that Plan runs as it opens.
+    $("gpus").value = state.gpus || (state.cmd === "plan" ? PLAN_FORM.gpus : "");
+    $("batch").value = state.batch || (state.cmd === "plan" ? PLAN_FORM.batch : "");
     $("plan_schedules").value = state.plan_schedules || "";
     showFor(state.cmd);
     $("command-line").textContent = R.shell(R.args(state));
@@ -102,6 +105,9 @@
     take("schedule", $("schedule").value);
     const ticked = [...document.querySelectorAll("#schedules input:checked")].map((b) => b.value);
     if (ticked.length) s.schedules = ticked.join(","); else delete s.schedules;
+    if (s.cmd === "plan") {
+      for (const key of ["gpus", "batch"]) if (!$(key).value.trim()) $(key).value = PLAN_FORM[key];
+    }
     for (const key of ["S", "v", "gpus", "batch", "plan_schedules"]) {
       const value = $(key).value.trim();
       if (value) s[key] = value; else delete s[key];
@@ -132,6 +138,9 @@
 
   async function refresh() {
     const mine = ++generation;
+    if (state.cmd === "plan") {
+      for (const key of ["gpus", "batch"]) if (!state[key]) state[key] = PLAN_FORM[key];
+    }
     const args = R.args(state);
     history.replaceState(null, "", "?" + R.query(state));
     $("run-status").textContent = `Running ${R.shell(args)} …`;
@@ -168,7 +177,14 @@
     $("plan-result").hidden = state.cmd !== "plan";
     $("detail").hidden = state.cmd === "plan";
     if (state.cmd === "compare") {
-      const comparison = data.comparisons[0];
+      // Without a system the command compares every regime; the page ranks on the one its
+      // System selector shows, and names it (it once drew the first, compute-bound, under a
+      // "balanced" selector).
+      const shown = $("system").value;
+      const comparison = data.comparisons.find((c) => c.system === shown) || data.comparisons[0];
+      const others = data.comparisons.map((c) => c.system).filter((name) => name !== comparison.system);
+      $("levels-system").textContent = `on ${comparison.system}` +
+        (others.length ? ` (the run also compared ${others.join(", ")}: choose one under System)` : "");
       drawLevels(comparison.schedules);
       // What the comparison left out, and why (hanayo needs M = S; a dropped table of other sizes).
       $("skipped").textContent = (comparison.skipped || []).map((k) => `${k.schedule}: ${k.reason}`).join("\n");
@@ -177,6 +193,7 @@
       if (pick) await showDetail(pick.schedule, pick.params, mine);
     } else if (state.cmd === "analyze") {
       $("skipped").hidden = true;
+      $("levels-system").textContent = data.simulation ? `on ${data.simulation.system}` : "";
       drawLevels([data]);
       await showDetail(data.schedule, data.params, mine);
     } else if (state.cmd === "simulate") {
@@ -215,7 +232,9 @@
       const cells = [s.schedule, s.params.stages,
                      ranked(s.formula ? fmt(s.formula.published_bubble_ratio) : "–", rank.formula),
                      ranked(fmt(s.table.bubble_ratio), rank.table),
-                     ranked(fmt(sim.runtime_s, 4), rank.simulation), fmt(sim.idle_ratio, 2),
+                     s.simulation ? ranked(fmt(sim.runtime_s, 4), rank.simulation)
+                       : `not simulated${s.simulation_error ? `: ${s.simulation_error}` : ""}`,
+                     fmt(sim.idle_ratio, 2),
                      sim.peak_memory_max_bytes ? fmt(sim.peak_memory_max_bytes / 1e9, 4) : "–",
                      flips.join(", ")];
       cells.forEach((c, i) => {
@@ -270,7 +289,10 @@
       if (points.length > 1) el("polyline", { points: points.map((p) => p.join(",")).join(" "), fill: "none", stroke: color, "stroke-width": 2.5 });
       points.forEach((p) => el("circle", { cx: p[0], cy: p[1], r: 5, fill: color }));
       const last = points[points.length - 1];
-      if (last) el("text", { x: last[0] + 12, y: last[1] + 4, fill: color, class: "name" }, `${s.schedule} (${s.rank.simulation})`);
+      // A schedule the simulation refused ends at the table level, labelled with why.
+      const label = s.rank.simulation ? `${s.schedule} (${s.rank.simulation})`
+        : `${s.schedule}: not simulated${s.simulation_error ? ` (${s.simulation_error.slice(0, 60)})` : ""}`;
+      if (last) el("text", { x: last[0] + 12, y: last[1] + 4, fill: color, class: "name" }, label);
     });
     box.append(svg);
   }

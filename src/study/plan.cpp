@@ -710,8 +710,8 @@ Enumeration enumerate(const PlanRequest& r) {
                             // Megatron-Core's combined 1F1B pairs the interleaved schedule's
                             // steps: it needs experts and model chunks.
                             if (a2a && (ep == 1 || v < 2)) {
-                              e.skip(NotALayout::A2aOverlap, given.a2a, [&] {
-                                return fmt::format("EP {}, {}{}", ep, name,
+                              e.skip(NotALayout::A2aOverlap, given.a2a, [&, schedule = name] {
+                                return fmt::format("EP {}, {}{}", ep, schedule,
                                                    v > 1 ? fmt::format(" v {}", v) : "");
                               });
                               continue;

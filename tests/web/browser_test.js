@@ -111,6 +111,24 @@ function check(ok, what) {
   }
   await page.screenshot({ path: path.join(shots, "simulate.png"), fullPage: true });
 
+  // 1b. The first view (no system in the query) ranks on the system its selector shows and names
+  // it: the command compares the three regimes, the page draws the selector's, balanced.
+  await resultAfter(() => page.goto(origin + "/?cmd=compare&S=4&M=8"));
+  await page.waitForFunction(() => document.querySelector("#ranking tbody tr"), null, { timeout: 60000 });
+  const selector = await page.$eval("#system", (e) => e.value);
+  const named = await page.$eval("#levels-system", (e) => e.textContent);
+  // Each schedule with its simulated rank, as drawn and as each regime ranks them (compute-bound,
+  // which the page once drew, ranks interleaved first; balanced ranks 1F1B first).
+  const regimes = JSON.parse(nativeJson(["compare", "-S", "4", "-M", "8", "--format", "json"])).comparisons;
+  const simRanks = (c) => c.schedules.map((x) => `${x.schedule} ${x.rank.simulation}`).join(", ");
+  const drawn = (await page.$$eval("#ranking tbody tr", (rows) =>
+    rows.map((r) => `${r.cells[0].textContent.trim()} ${/\((\d+)\)/.exec(r.cells[4].textContent)[1]}`))).join(", ");
+  const balanced = simRanks(regimes.find((c) => c.system === "balanced"));
+  check(selector === "balanced" && named.startsWith("on balanced"),
+        `the first view names the system its selector shows (${selector}: "${named}")`);
+  check(drawn === balanced && balanced !== simRanks(regimes[0]),
+        `the first view ranks on balanced (${drawn}), not on ${regimes[0].system} (${simRanks(regimes[0])})`);
+
   // 2. An interaction: M from 8 to 16 on the comparison re-ranks, as the native command does.
   await resultAfter(() => page.goto(origin + "/?cmd=compare&S=4&M=8&system=dgx-h100"));
   await page.waitForFunction(() => document.querySelector("#timeline svg"), null, { timeout: 60000 });
@@ -190,6 +208,13 @@ function check(ok, what) {
   check(Array.isArray(events.traceEvents) && events.traceEvents.length > 0, `Download the trace gives a Chrome trace (${(events.traceEvents || []).length} events)`);
 
   // A plan with its progress and its top layouts.
+  // Plan opens with its form filled: the GPU count and batch it needs (64 and 64), not an error.
+  {
+    const opened = await resultAfter(() => page.goto(origin + "/?cmd=plan"));
+    const form = await page.$eval("#gpus", (e) => e.value) + " " + await page.$eval("#batch", (e) => e.value);
+    check(form === "64 64" && opened === nativeJson(["plan", "--gpus", "64", "--global-batch", "64", "--format", "json"]),
+          `?cmd=plan opens with GPUs and batch filled (${form}) and runs pipetab plan --gpus 64 --global-batch 64`);
+  }
   await resultAfter(() => page.goto(origin + "/?cmd=plan&model=llama2-13b&system=dgx-a100&gpus=32&batch=64"));
   const rows = await page.$$eval("#plan-table tbody tr", (r) => r.length);
   check(rows > 0, `plan shows its top layouts (${rows})`);
