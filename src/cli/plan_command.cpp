@@ -195,7 +195,8 @@ std::string explain(const PlanResult& r, std::size_t rank) {
   }
   const auto& a = r.top[rank - 1];
   const auto pa = runtime_parts(a.metrics);
-  std::string out = fmt::format("\nwhy rank {} ({}) wins:\n", rank, describe(a.layout));
+  std::string out = "\n" + wrap(fmt::format("why rank {} ({}) wins:", rank, describe(a.layout)),
+                                kTextWidth, "", "  ");
   const auto row = [](const char* name, double x, double y) {
     return fmt::format("  {:<34} {:>10.2f} {:>10.2f} {:>+10.2f}\n", name, 1e3 * x, 1e3 * y,
                        1e3 * (y - x));
@@ -204,8 +205,10 @@ std::string explain(const PlanResult& r, std::size_t rank) {
   for (std::size_t j = rank; j < r.top.size() && j < rank + 3; ++j) {
     const auto& b = r.top[j];
     const auto pb = runtime_parts(b.metrics);
-    out += fmt::format("\n  against rank {}: {}\n  {:<34} {:>10} {:>10} {:>10}\n", j + 1,
-                       describe(b.layout), "ms per iteration", "this", "other", "other - this");
+    out += "\n" + wrap(fmt::format("against rank {}: {}", j + 1, describe(b.layout)), kTextWidth,
+                       "  ", "    ");
+    out += fmt::format("  {:<34} {:>10} {:>10} {:>10}\n", "ms per iteration", "this", "other",
+                       "other - this");
     out += row("runtime", a.metrics.runtime_s, b.metrics.runtime_s);
     out += row("compute (table ops, less TP comm)", pa.compute, pb.compute);
     out += row("pipeline bubble (idle)", pa.bubble, pb.bubble);
