@@ -163,8 +163,8 @@ TEST_F(Cli, TextFitsATerminal) {
       "plan --model llama3.1-70b --system dgx-h100 --gpus 64 --global-batch "
       "512 --pp 4,8 --tp 4 --cp 1,2 --micro-batch 1 --top 5";
   for (const std::string& command :
-       {plan, plan + " --explain 1", std::string("list"), std::string("list models"), std::string("list systems"),
-        std::string("list options"),
+       {plan, plan + " --explain 1", std::string("list"), std::string("list models"),
+        std::string("list systems"), std::string("list options"),
         // over the memory: the warning and the breakdown are prose
         std::string("simulate 1f1b --model llama3.1-70b --system dgx-h100 -S 4 -M 8"),
         std::string("sensitivity -S 4 -M 4 --system compute-bound --steps 3")}) {
