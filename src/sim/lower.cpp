@@ -137,22 +137,21 @@ std::optional<std::string> runtime_refuses(const ScheduleTable& table, std::stri
 std::vector<double> static_memory(const ScheduleTable& table, const std::vector<StageWork>& work,
                                   const ModelConfig& model, const Job& job, const Layout& layout) {
   // Static memory: the stages each device holds (both replicas' stages in two-pipeline
-  // schedules); the distributed optimizer keeps 1/R of the optimizer state; FSDP keeps 1/N of
-  // the gradients and optimizer state (whose fp32 master weights are the sharded parameters:
-  // torchtitan's 16 B per parameter / N) and the unsharded working set of its unit (reference
-  // modern-runs.md §C.1), which depends on how it runs:
+  // schedules); the distributed optimizer keeps 1/R of the optimizer state. FSDP keeps 1/N of
+  // the optimizer state (whose fp32 master weights are the sharded parameters) and, synced every
+  // microbatch, 1/N of the gradients (torchtitan's 16 B per parameter / N), plus its unit's
+  // unsharded working set (reference modern-runs.md §C.1; docs/simulation.md's table):
   // - parameters: pipelined, the whole stage's 16-bit parameters (gathered once per step);
   //   without pipelining two blocks' (the one computing and the one prefetched) when resharding
   //   after forward, and every block's when not (each is kept from its forward to its backward,
   //   so all are held as the last forward ends, with the activations' peak);
-  // - gradients: deferred to the step's last backward (with more than one microbatch), the
-  //   stage's unsharded gradients accumulate in the reduce dtype (grad_bytes_per_param: FSDP2's
-  //   to_accumulated_grad_if_needed upcasts them to MixedPrecisionPolicy.reduce_dtype, fp32 in
-  //   torchtitan), plus without pipelining the reduce-scatter input of the block being reduced
-  //   (pipelined, the stage's is made after the last backward, when no activation is held);
-  //   synced every microbatch, one unit's
-  //   gradients before their reduce-scatter: the stage's 16-bit ones pipelined, one block's
-  //   reduce-scatter input (reduce dtype) without.
+  // - gradients deferred to the step's last backward (more than one microbatch): the stage's,
+  //   unsharded, in the reduce dtype (grad_bytes_per_param: FSDP2's to_accumulated_grad_if_needed
+  //   upcasts them to MixedPrecisionPolicy.reduce_dtype, fp32 in torchtitan), and without
+  //   pipelining the reduce-scatter input of the block being reduced (pipelined, the stage's is
+  //   made after the last backward, when no activation is held);
+  // - gradients synced every microbatch: one unit's before their reduce-scatter, the stage's
+  //   16-bit ones pipelined and one block's reduce-scatter input (reduce dtype) without.
   const detail::Sharding sharding(model, job, layout);
   const bool fsdp = sharding.fsdp;
   const bool pipelined = table.devices > 1;
