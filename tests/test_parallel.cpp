@@ -109,18 +109,27 @@ TEST(CollectiveRule, RingInsideANode) {
 }
 
 // Across nodes a ring's channels share the node's NICs: an all-gather over 16 ranks, 8 a node,
-// sends 15 steps of B/16 from each rank, 1/8 of it over each NIC, at the inter-node latency.
+// sends 15 steps of B/16 from each rank, 1/8 of it over each NIC. A chunk crosses from one node
+// to the other once: one step at the inter-node latency, 14 at the intra-node one (NCCL's model).
 TEST(CollectiveRule, RingAcrossNodesSharesTheNodesNics) {
   const Collective c{CollectiveKind::AllGather, {16, 8}, 16e6, CollectiveAlgorithm::Ring};
   const auto f = collective_flows(c, kIntra, kInter);
   EXPECT_EQ(f.local.bytes, 0.0);
   EXPECT_DOUBLE_EQ(f.remote.bytes, 15 * 1e6 / 8);
-  EXPECT_DOUBLE_EQ(f.remote.latency_s, 15 * 10e-6);
-  EXPECT_DOUBLE_EQ(collective_seconds(c, kIntra, kInter), 150e-6 + 1.875e6 / (50e9 * 0.9));
+  EXPECT_DOUBLE_EQ(f.remote.latency_s, 14 * 2e-6 + 10e-6);
+  EXPECT_DOUBLE_EQ(f.remote.step_latency_s, (14 * 2e-6 + 10e-6) / 15);
+  EXPECT_DOUBLE_EQ(collective_seconds(c, kIntra, kInter), 38e-6 + 1.875e6 / (50e9 * 0.9));
   // At the link's own rate (the iteration's rings in the simulation).
   Collective link_rate = c;
   link_rate.rate = CollectiveRate::Link;
-  EXPECT_DOUBLE_EQ(collective_seconds(link_rate, kIntra, kInter), 150e-6 + 1.875e6 / 50e9);
+  EXPECT_DOUBLE_EQ(collective_seconds(link_rate, kIntra, kInter), 38e-6 + 1.875e6 / 50e9);
+  // An all-reduce over 4 nodes of 4 crosses six node boundaries of its 30 steps; with one rank a
+  // node every step crosses one.
+  const Collective all_reduce{CollectiveKind::AllReduce, {16, 4}, 16e6, CollectiveAlgorithm::Ring};
+  EXPECT_DOUBLE_EQ(collective_flows(all_reduce, kIntra, kInter).remote.latency_s,
+                   24 * 2e-6 + 6 * 10e-6);
+  const Collective apart{CollectiveKind::AllReduce, {16, 1}, 16e6, CollectiveAlgorithm::Ring};
+  EXPECT_DOUBLE_EQ(collective_flows(apart, kIntra, kInter).remote.latency_s, 30 * 10e-6);
 }
 
 // A neighbour exchange (Transformer Engine's p2p ring) does not spread: the rank at a node's edge
@@ -176,6 +185,83 @@ TEST(CollectiveRule, OneRankRunsNothingAndAnEmptyRingItsLatencies) {
   EXPECT_EQ(collective_flows(a2a, kIntra, kInter).local.steps, 0.0);
 }
 
+// NCCL's tree all-reduce over 16 ranks in nodes of 4, by hand: a chain of 3 hops in the node
+// and ⌊log2 4⌋ = 2 between nodes, up and down; each node's 4 NICs carry the 64 MB buffer up and
+// down (2 · 64 / 4 MB each) at 92 % of the ring's rate.
+TEST(CollectiveRule, TreeAllReduceByHand) {
+  const Collective c{CollectiveKind::AllReduce, {16, 4}, 64e6, CollectiveAlgorithm::Tree};
+  const auto f = collective_flows(c, kIntra, kInter);
+  EXPECT_EQ(f.local.bytes, 0.0);
+  EXPECT_DOUBLE_EQ(f.remote.latency_s, 2 * (3 * 2e-6 + 2 * 10e-6));
+  EXPECT_DOUBLE_EQ(f.remote.bytes, 2 * 64e6 / 4 / 0.92);
+  EXPECT_EQ(f.remote.steps, 1.0);
+  // Within one node NCCL's tree is a chain: priced as the ring.
+  const Collective in{CollectiveKind::AllReduce, {8, 8}, 64e6, CollectiveAlgorithm::Tree};
+  Collective ring = in;
+  ring.algorithm = CollectiveAlgorithm::Ring;
+  EXPECT_DOUBLE_EQ(collective_seconds(in, kIntra, kInter),
+                   collective_seconds(ring, kIntra, kInter));
+}
+
+// NCCL's choice over a grid of groups and sizes: an all-reduce across nodes runs the faster of
+// ring and tree — the tree for small buffers over many nodes, the ring for large buffers over
+// few; every other collective, and one inside a node, keeps its ring.
+TEST(CollectiveRule, NcclRunsTheFasterOfRingAndTree) {
+  bool tree_seen = false, ring_seen = false;
+  for (const std::int64_t per_node : {1, 2, 4, 8}) {
+    for (const std::int64_t nodes : {1, 2, 3, 8, 128}) {
+      for (const double bytes : {1e3, 1e6, 25e6, 1e9, 1e11}) {
+        for (const auto kind : {CollectiveKind::AllReduce, CollectiveKind::ReduceScatter,
+                                CollectiveKind::AllGather}) {
+          const Collective ring{
+              kind, {per_node * nodes, per_node}, bytes, CollectiveAlgorithm::Ring};
+          Collective tree = ring;
+          tree.algorithm = CollectiveAlgorithm::Tree;
+          const Collective chosen = nccl_algorithm(ring, kIntra, kInter);
+          if (kind != CollectiveKind::AllReduce || nodes == 1 || per_node * nodes == 1) {
+            EXPECT_EQ(chosen.algorithm, CollectiveAlgorithm::Ring);
+            continue;
+          }
+          const double r = collective_seconds(ring, kIntra, kInter);
+          const double t = collective_seconds(tree, kIntra, kInter);
+          EXPECT_DOUBLE_EQ(collective_seconds(chosen, kIntra, kInter), std::min(r, t));
+          tree_seen |= chosen.algorithm == CollectiveAlgorithm::Tree;
+          ring_seen |= nodes > 1 && chosen.algorithm == CollectiveAlgorithm::Ring;
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(tree_seen);
+  EXPECT_TRUE(ring_seen);
+  // Other algorithms are the use's choice, never replaced.
+  const Collective neighbour{
+      CollectiveKind::AllReduce, {64, 1}, 1e3, CollectiveAlgorithm::Neighbour};
+  EXPECT_EQ(nccl_algorithm(neighbour, kIntra, kInter).algorithm, CollectiveAlgorithm::Neighbour);
+}
+
+// Reducing in buckets during the backward (--dp-overlap) never ends later than one reduction
+// after it, where nothing else shares the links — at any data-parallel size. Each 25 MB bucket
+// of 4 GB over 1,024 ranks paid a ring's 2,046 latencies, and 160 of them took 3.3 s where one
+// reduction took 0.2 s: NCCL runs such buckets as trees.
+TEST(CollectiveRule, BucketsNeverEndLaterThanOneReduction) {
+  const SystemConfig system = test::system_with(Topology::Switched, kIntra, kInter, 8);
+  for (const std::int64_t replicas : {2, 16, 64, 256, 1024}) {
+    SCOPED_TRACE(testing::Message() << "DP " << replicas);
+    double runtime[2] = {0.0, 0.0};
+    for (const bool overlap : {false, true}) {
+      SimulationSetup s;
+      s.model = test::explicit_model(0.5, 0.5, 0.5, 0.0, 4e9);
+      s.system = system;
+      s.layout.dp = replicas;
+      s.job.dp_overlap = overlap;
+      s.lowering.iteration.optimizer = false;
+      runtime[overlap] =
+          simulate_table(test::make("1f1b", test::sm(1, 1)), s, "1f1b").metrics.runtime_s;
+    }
+    EXPECT_LE(runtime[1], runtime[0]);
+  }
+}
+
 // The rule's closed form against the simulation of its flows, on an idle network: a stage's
 // data-parallel reduction (the lowering's ring steps over the device's ports or NIC, at the
 // links' own rate) lasts exactly what the closed form says, for every group shape of R replicas
@@ -196,9 +282,12 @@ TEST(CollectiveRule, TheSimulatedReductionIsTheClosedForm) {
         s.lowering.iteration.optimizer = false;
         const auto table = test::make("1f1b", test::sm(1, 1));
         const auto sim = simulate_table(table, s, "1f1b");
-        const Collective c{sharded ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
-                           group_of(s.layout, CollectiveGroup::Gradient, 0, per_node), 64e6,
-                           CollectiveAlgorithm::Ring, CollectiveRate::Link};
+        // NCCL's ring, or its tree where that is the faster (an all-reduce across nodes).
+        const Collective c =
+            nccl_algorithm({sharded ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
+                            group_of(s.layout, CollectiveGroup::Gradient, 0, per_node), 64e6,
+                            CollectiveAlgorithm::Ring, CollectiveRate::Link},
+                           system.intra, system.inter);
         EXPECT_NEAR(sim.metrics.runtime_s - sim.metrics.pipeline_end_s,
                     collective_seconds(c, system.intra, system.inter), 1e-12);
       }

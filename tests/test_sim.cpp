@@ -242,10 +242,11 @@ TEST(Sim, DataParallelRingOverReplicas) {
   const auto together = system_with(Topology::Switched, {alpha, beta}, {9.0, 1.0}, 4);
   EXPECT_DOUBLE_EQ(run(t, model, together).result.runtime_s,
                    3 * 3.0 + 6 * (alpha + grads / 4 / beta));
-  // Two replicas per node of two: the node's two NICs carry the ring, each half of it.
+  // Two replicas per node of two: the node's two NICs carry the ring, each half of it; a chunk
+  // crosses the network twice (2 (nodes − 1) steps), its other four steps inside a node.
   const auto pairs = system_with(Topology::Switched, {0.0, 1e12}, {alpha, beta}, 2);
   EXPECT_DOUBLE_EQ(run(t, model, pairs).result.runtime_s,
-                   3 * 3.0 + 6 * (alpha + grads / 4 / 2 / beta));
+                   3 * 3.0 + 2 * alpha + 6 * (grads / 4 / 2 / beta));
   const auto system = apart;
   const auto chain = system_with(Topology::Chain, {alpha, beta}, {});
   EXPECT_THROW(run(t, model, chain), ParamError);

@@ -23,7 +23,7 @@ Collective collective_of(const Operator& op, const Workload& run, const SystemCo
     c.top_k = static_cast<double>(run.model.moe->top_k);
     c.node_limit = static_cast<double>(run.model.moe->node_limit);
   }
-  return c;
+  return nccl_algorithm(c, system.intra, system.inter);
 }
 
 void require_costable(const ModelConfig& model, const Job& job, const SystemConfig& system) {

@@ -38,10 +38,20 @@ CollectiveFlows collective_flows(const Collective& c, const LinkSpec& intra,
       // Each step sends bytes/p (an all-to-all as a ring would: bytes/p² a message); across
       // nodes the ring's channels share the node's NICs, a neighbour exchange does not.
       const double buffer = c.kind == CollectiveKind::AllToAll ? c.bytes / p : c.bytes;
-      const double share = spans && c.algorithm == CollectiveAlgorithm::Ring ? 1.0 / per_node : 1.0;
-      const double latency = spans ? inter.latency_s : intra.latency_s;
-      (spans ? f.remote : f.local) = {steps * buffer / p * share, steps * latency, steps,
-                                      buffer / p * share, latency};
+      const bool ring = c.algorithm == CollectiveAlgorithm::Ring;
+      const double share = spans && ring ? 1.0 / per_node : 1.0;
+      // A chunk's path around NCCL's ring leaves each node once: of its steps, only one per node
+      // boundary crossed (2(nodes − 1) for an all-reduce) pays the network's latency, the others
+      // NVLink's (NCCL's tuning model, src/graph/tuning.cc: (nsteps − nInterSteps)·intraLat +
+      // nInterSteps·interLat). A neighbour exchange steps in lockstep: each step waits for the
+      // rank that sends over its NIC.
+      const double inter_steps = !spans ? 0.0
+                                 : ring ? collective_steps(c.kind, p / per_node)
+                                        : steps;
+      const double latency =
+          (steps - inter_steps) * intra.latency_s + inter_steps * inter.latency_s;
+      (spans ? f.remote : f.local) = {steps * buffer / p * share, latency, steps,
+                                      buffer / p * share, latency / steps};
       return f;
     }
     case CollectiveAlgorithm::Direct:
@@ -64,6 +74,23 @@ CollectiveFlows collective_flows(const Collective& c, const LinkSpec& intra,
       if (!(f.remote.bytes > 0.0)) f.remote = {};
       return f;
     }
+    case CollectiveAlgorithm::Tree: {
+      // Up the tree and down again: the node's NICs send and receive the buffer once each way,
+      // per_node of them sharing it, at 92 % of the ring's rate; one step, its latency the
+      // chain's hops inside the node and the tree's between nodes, both ways. Within one node
+      // NCCL's tree is its chain (the ring's step count at a lower rate): a ring.
+      if (!spans) {
+        Collective ring = c;
+        ring.algorithm = CollectiveAlgorithm::Ring;
+        return collective_flows(ring, intra, inter);
+      }
+      const double nodes = p / per_node;
+      const double depth = std::floor(std::log2(nodes));  // NCCL's log2i
+      const double latency = 2.0 * ((per_node - 1.0) * intra.latency_s + depth * inter.latency_s);
+      const double bytes = 2.0 * c.bytes / per_node / kTreeBandwidthShare;
+      f.remote = {bytes, latency, 1.0, bytes, latency};
+      return f;
+    }
   }
   return f;
 }
@@ -79,6 +106,16 @@ double collective_seconds(const Collective& c, const LinkSpec& intra, const Link
     return flow.latency_s + flow.bytes / collective_rate(c, link);
   };
   return std::max(time(f.local, intra), time(f.remote, inter));
+}
+
+Collective nccl_algorithm(Collective c, const LinkSpec& intra, const LinkSpec& inter) {
+  // NCCL's tree serves all-reduces only; other collectives keep the algorithm their use gives.
+  if (c.kind != CollectiveKind::AllReduce || c.algorithm != CollectiveAlgorithm::Ring ||
+      !c.group.spans_nodes())
+    return c;
+  Collective tree = c;
+  tree.algorithm = CollectiveAlgorithm::Tree;
+  return collective_seconds(tree, intra, inter) < collective_seconds(c, intra, inter) ? tree : c;
 }
 
 }  // namespace pipetab

@@ -59,7 +59,8 @@ std::int32_t Lowering::expert_collective(TransferKind kind, int stage, std::int3
   const CollectiveKind what = kind == TransferKind::FsdpAllGather ? CollectiveKind::AllGather
                                                                   : CollectiveKind::ReduceScatter;
   return collective_side(kind, stage, device,
-                         ring_of(what, group(device, CollectiveGroup::ExpertShard), bytes), after);
+                         nccl_collective(what, group(device, CollectiveGroup::ExpertShard), bytes),
+                         after);
 }
 // Bytes of a unit's gradients as reduce-scattered (grad_bytes_per_param: torchtitan reduces in
 // fp32 by default, MixedPrecisionPolicy(reduce_dtype=float32)).
@@ -78,8 +79,8 @@ std::int32_t Lowering::fsdp_reduce_scatter(int stage, std::int32_t device, std::
   auto& previous = last_scatter_[static_cast<std::size_t>(device)];
   const auto scatter =
       collective_side(TransferKind::FsdpReduceScatter, stage, device,
-                      ring_of(CollectiveKind::ReduceScatter,
-                              group(device, CollectiveGroup::FsdpShard), scatter_bytes(w)),
+                      nccl_collective(CollectiveKind::ReduceScatter,
+                                      group(device, CollectiveGroup::FsdpShard), scatter_bytes(w)),
                       after);
   g_.latency_s[static_cast<std::size_t>(scatter - g_.compute_nodes)] += copy_in_seconds(w);
   if (previous >= 0) edge(previous, scatter);
@@ -145,9 +146,9 @@ void Lowering::fsdp_gathers() {
       for (const Pass& pass : t_.ops[static_cast<std::size_t>(i)].passes()) {
         const StageWork& w = work(pass);
         if ((roles & kGathers) && !(roles & kKeepsFirst)) {
-          const auto next =
-              collective_side(TransferKind::FsdpAllGather, pass.stage, d,
-                              ring_of(CollectiveKind::AllGather, shard, gather_bytes(w)), gather);
+          const auto next = collective_side(
+              TransferKind::FsdpAllGather, pass.stage, d,
+              nccl_collective(CollectiveKind::AllGather, shard, gather_bytes(w)), gather);
           if (i > begin) issue_after_start(op - 1, next);
           gather = expert_collective(TransferKind::FsdpAllGather, pass.stage, d,
                                      expert_gather_bytes(w), next);
@@ -185,9 +186,9 @@ std::int32_t Lowering::block_program_id(const Pass& a, std::uint8_t roles) {
                                     : CollectiveKind::ReduceScatter;
     cost::Exchange x;
     x.kind = kind;
-    x.flows = {
-        ring_flow(ring_of(what, shard, bytes)),
-        expert_shard_ranks() > 1 ? ring_flow(ring_of(what, experts, expert_bytes)) : cost::Flow{}};
+    x.flows = {ring_flow(nccl_collective(what, shard, bytes)),
+               expert_shard_ranks() > 1 ? ring_flow(nccl_collective(what, experts, expert_bytes))
+                                        : cost::Flow{}};
     return x;
   };
   std::optional<cost::Exchange> gather, scatter;

@@ -114,10 +114,12 @@ Group Lowering::group(std::int32_t device, CollectiveGroup kind) const {
 }
 
 // A collective of the iteration (data-parallel, FSDP and HSDP reductions and gathers) over
-// `g`: NCCL's ring at the links' own rate, sharing them with the rest (parallel/collective.hpp,
-// CollectiveRate::Link).
-Collective Lowering::ring_of(CollectiveKind kind, const Group& g, double bytes) {
-  return {kind, g, bytes, CollectiveAlgorithm::Ring, CollectiveRate::Link};
+// `g`: NCCL's ring, or its tree where NCCL would pick it, at the links' own rate, sharing them
+// with the rest (parallel/collective.hpp, CollectiveRate::Link).
+Collective Lowering::nccl_collective(CollectiveKind kind, const Group& g, double bytes) const {
+  const auto& system = network_.system();
+  return nccl_algorithm({kind, g, bytes, CollectiveAlgorithm::Ring, CollectiveRate::Link},
+                        system.intra, system.inter);
 }
 
 // One device's side of ring `c` by the rule (Side, lowering.hpp).
@@ -171,18 +173,19 @@ std::int32_t Lowering::collective_side(TransferKind kind, int stage, std::int32_
 // distributed optimizer's reduce-scatter) sends bytes/R out of the device and receives as
 // much: over its NIC when the group spans nodes — where the group's `per_node` members on a
 // node share the node's NICs, each carrying 1/per_node of the traffic (NCCL's rings over
-// one NIC per GPU) — or over its switch ports when the group fits in the node. In buckets
+// one NIC per GPU) — or over its switch ports when the group fits in the node. Where NCCL
+// would run its tree instead (nccl_collective), the reduction is one step. In buckets
 // (dp_overlap), bucket j is ready (j+1)/n of the way through the stage's last backward and
 // waits for bucket j−1 (one communicator runs them in order).
 void Lowering::data_parallel(int stage, std::int32_t device, double bytes, std::int32_t& done,
                              bool overlap_allowed, const Group& g) {
   const CollectiveKind kind =
       job_.distributed_optimizer ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
-  const auto steps =
-      static_cast<std::int64_t>(collective_steps(kind, static_cast<double>(g.ranks)));
   const bool buckets_on = job_.dp_overlap && overlap_allowed && done >= 0 && !g_.is_transfer(done);
   const double n = buckets_on ? std::max(1.0, std::ceil(bytes / job_.dp_bucket_bytes)) : 1.0;
-  const Collective bucket = ring_of(kind, g, bytes / n);
+  const Collective bucket = nccl_collective(kind, g, bytes / n);
+  // A ring's 2(R−1) steps (R−1 for a reduce-scatter); a tree's one.
+  const auto steps = static_cast<std::int64_t>(side(device, bucket).flow.steps);
   const std::int32_t last_backward = done;
   std::int32_t previous = -1;
   for (double j = 0; j < n; ++j) {
@@ -211,10 +214,10 @@ std::int32_t Lowering::hsdp_all_reduce(int stage, std::int32_t device, std::int3
   const double shard = ((w.grad_bytes - experts) / static_cast<double>(shard_ranks()) +
                         experts / static_cast<double>(expert_shard_ranks())) *
                        options_.collective_scale;
-  return collective_side(
-      TransferKind::DataAllReduce, stage, device,
-      ring_of(CollectiveKind::AllReduce, group(device, CollectiveGroup::HsdpReplicas), shard),
-      after);
+  return collective_side(TransferKind::DataAllReduce, stage, device,
+                         nccl_collective(CollectiveKind::AllReduce,
+                                         group(device, CollectiveGroup::HsdpReplicas), shard),
+                         after);
 }
 
 // The word embedding's copies (the first stage's, the last stage's tied output layer, the MTP
@@ -290,15 +293,15 @@ void Lowering::end_of_iteration() {
     if (job_.distributed_optimizer && gradient_ranks() > 1) {
       // All-gather of the updated 16-bit weights: R−1 ring steps of 1/R each.
       ring_side(TransferKind::ParamAllGather, -1, d,
-                ring_of(CollectiveKind::AllGather, group(d, CollectiveGroup::Gradient),
-                        params[static_cast<std::size_t>(d)]),
+                nccl_collective(CollectiveKind::AllGather, group(d, CollectiveGroup::Gradient),
+                                params[static_cast<std::size_t>(d)]),
                 gradient_ranks() - 1, node);
     }
     if (job_.distributed_optimizer && expert_ranks() > 1 &&
         expert_params[static_cast<std::size_t>(d)] > 0) {
       ring_side(TransferKind::ParamAllGather, -1, d,
-                ring_of(CollectiveKind::AllGather, group(d, CollectiveGroup::ExpertData),
-                        expert_params[static_cast<std::size_t>(d)]),
+                nccl_collective(CollectiveKind::AllGather, group(d, CollectiveGroup::ExpertData),
+                                expert_params[static_cast<std::size_t>(d)]),
                 expert_ranks() - 1, node);
     }
   }

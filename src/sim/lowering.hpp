@@ -178,7 +178,7 @@ class Lowering {
   void ring(TransferKind kind, int stage, const std::vector<std::int32_t>& members, double bytes,
             std::vector<std::int32_t>& ready);
   Group group(std::int32_t device, CollectiveGroup kind) const;
-  static Collective ring_of(CollectiveKind kind, const Group& g, double bytes);
+  Collective nccl_collective(CollectiveKind kind, const Group& g, double bytes) const;
 
   // One device's side of ring `c` by the rule: its one flow — over its switch ports while the
   // group fits in its node, over its NIC (shared with its node's members of the group) when it

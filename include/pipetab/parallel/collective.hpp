@@ -29,7 +29,8 @@ enum class CollectiveAlgorithm : std::uint8_t {
   /// PERFORMANCE.md): p−1 steps (2(p−1) for an all-reduce), each sending bytes/p to the next
   /// rank. Across nodes NCCL runs one ring per NIC (its channels; rail-optimised clusters give
   /// each GPU its NIC), so a node's group members share the inter-node traffic: each rank's NIC
-  /// carries 1/per_node of its side, at the inter-node latency per step.
+  /// carries 1/per_node of its side. Its latency is NCCL's: a network hop per node boundary a
+  /// chunk crosses (2(nodes − 1) for an all-reduce), an NVLink hop for each other step.
   Ring,
   /// A ring of point-to-point sends, each step to the next rank (Transformer Engine's p2p
   /// context parallelism): the same steps and bytes as Ring, but no channels spread them — the
@@ -45,10 +46,21 @@ enum class CollectiveAlgorithm : std::uint8_t {
   /// crosses the network once per destination node (of `top_k` rows, to at most `node_limit`
   /// nodes), and what arrives over the NIC is forwarded to the node's GPUs over NVLink.
   NodeDedup,
+  /// NCCL's double binary tree for an all-reduce across nodes (NCCL 2.4; src/graph/tuning.cc,
+  /// ncclTopoTuneModel): a chain of the node's per_node ranks, then a tree over the nodes,
+  /// reduced up and broadcast down. Its latency is 2((per_node − 1) intra + ⌊log2 nodes⌋ inter)
+  /// hops where a ring's grows with its 2(p − 1) steps; it moves the buffer up and down, each
+  /// node's NICs carrying 2·bytes among them, at 92 % of the ring's bus bandwidth (NCCL's
+  /// `busBw * .92` for a tree all-reduce). NCCL picks it where it is the faster (nccl_algorithm).
+  Tree,
 };
 
-inline constexpr std::array<std::string_view, 4> kCollectiveAlgorithmNames{"ring", "neighbour",
-                                                                           "direct", "node-dedup"};
+inline constexpr std::array<std::string_view, 5> kCollectiveAlgorithmNames{
+    "ring", "neighbour", "direct", "node-dedup", "tree"};
+
+/// The share of the ring's bus bandwidth NCCL's tuning model gives a tree all-reduce
+/// (src/graph/tuning.cc: `busBw = std::min(busBw*.92, …)` for NCCL_ALGO_TREE, ncclFuncAllReduce).
+inline constexpr double kTreeBandwidthShare = 0.92;
 
 constexpr std::string_view to_string(CollectiveAlgorithm a) {
   return name_of(kCollectiveAlgorithmNames, a);
@@ -104,5 +116,11 @@ double collective_rate(const Collective& c, const LinkSpec& link);
 /// Its closed form alone on its links: the longer of its two flows, each its latency plus its
 /// bytes at its rate.
 double collective_seconds(const Collective& c, const LinkSpec& intra, const LinkSpec& inter);
+
+/// NCCL's choice between its algorithms, as its tuning model makes it (the one with the least
+/// latency plus bytes over bandwidth): a ring all-reduce across nodes becomes a tree where the
+/// tree is the faster — small buffers, many nodes (a 25 MB bucket over 1,024 ranks pays a ring's
+/// 2,046 latencies, a tree's 2·(7 + 7)). Every other collective is returned as it is.
+Collective nccl_algorithm(Collective c, const LinkSpec& intra, const LinkSpec& inter);
 
 }  // namespace pipetab
