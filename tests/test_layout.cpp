@@ -11,6 +11,7 @@
 #include "pipetab/cost/stage_cost.hpp"
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
+#include "pipetab/io/pytorch_csv.hpp"
 #include "pipetab/model/operators.hpp"
 #include "pipetab/sim/engine.hpp"
 #include "pipetab/sim/simulation.hpp"
@@ -139,6 +140,33 @@ TEST(Fsdp, ReshardingGathersBeforeEveryForwardAndBackward) {
   // More traffic on the same links can only slow the run.
   const auto once = simulate_with(t, "gpt3-1.3b", "dgx-h100", fsdp_over(4));
   EXPECT_GE(sim.metrics.runtime_s, once.metrics.runtime_s);
+}
+
+// A compute+comms table's UNSHARD actions place the gathers (PyTorch's runtime issues each
+// asynchronously where it stands): resharding device 1's stage after its first microbatch and
+// unsharding it again adds one gather, issued as 1B0 starts and waited for by 1F1.
+TEST(Fsdp, UnshardActionsPlaceTheGathers) {
+  const std::string device0 = "0UNSHARD,0F0,0SEND_F0,0RECV_B0,0B0,0F1,0SEND_F1,0RECV_B1,0B1\n";
+  const auto once = io::read_pytorch_csv(
+      device0 + "1UNSHARD,1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n", "once.csv");
+  const auto twice = io::read_pytorch_csv(
+      device0 + "1UNSHARD,1RECV_F0,1F0,1B0,1SEND_B0,1RESHARD,1UNSHARD,1RECV_F1,1F1,1B1,1SEND_B1\n",
+      "twice.csv");
+  LoweringOptions pytorch;
+  pytorch.runtime = Runtime::PyTorch;
+  const auto a = simulate_with(once, "gpt3-1.3b", "dgx-h100", fsdp_over(4), pytorch);
+  const auto b = simulate_with(twice, "gpt3-1.3b", "dgx-h100", fsdp_over(4), pytorch);
+  EXPECT_EQ(of_kind(a.graph, TransferKind::FsdpAllGather).size(), 2U);
+  const auto gathers = of_kind(b.graph, TransferKind::FsdpAllGather);
+  ASSERT_EQ(gathers.size(), 3U);
+  // The last gather: issued no earlier than 1B0's start, and 1F1 (device 1's third op) after it.
+  const auto& g = b.graph;
+  const auto last = static_cast<std::size_t>(g.compute_nodes) + gathers.back();
+  const auto b0 = static_cast<std::size_t>(twice.row_begin[1] + 1);
+  const auto f1 = static_cast<std::size_t>(twice.row_begin[1] + 2);
+  EXPECT_GE(b.result.start[last], b.result.start[b0]);
+  EXPECT_GE(b.result.start[f1], b.result.end[last]);
+  EXPECT_GE(b.metrics.runtime_s, a.metrics.runtime_s);
 }
 
 TEST(Fsdp, WithoutPipeliningEachOpGathersEveryBlock) {

@@ -253,6 +253,21 @@ TEST(CommOrder, EveryMistakeIsLocatedAndExplained) {
             "t.csv:2:27: 7UNSHARD on device 1: stage 7 does not exist (the table has stages 0..1)");
   EXPECT_EQ(error_of("0F0,0SEND_F0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0,0RESHARD\n"),
             "t.csv:2:27: 0RESHARD on device 1: stage 0 does not run on this device");
+  // FSDP's actions as PyTorch's runtime asserts them.
+  EXPECT_EQ(error_of("0F0,0SEND_F0,0RECV_B0,0B0,0UNSHARD\n1RECV_F0,1F0,1B0,1SEND_B0\n"),
+            "t.csv:1:1: 0F0 on device 0 computes on stage 0 while it is sharded: an 0UNSHARD must "
+            "come before it (PyTorch raises \"Attempted to compute on sharded stage_idx=0\")");
+  EXPECT_EQ(error_of("0UNSHARD,0F0,0SEND_F0,0RESHARD,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n"),
+            "t.csv:1:1: 0B0 on device 0 computes on stage 0 while it is sharded: an 0UNSHARD must "
+            "come before it (PyTorch raises \"Attempted to compute on sharded stage_idx=0\")");
+  EXPECT_EQ(error_of("0UNSHARD,0F0,0UNSHARD,0SEND_F0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n"),
+            "t.csv:1:14: 0UNSHARD on device 0: stage 0 is already unsharded (PyTorch's runtime "
+            "asserts: \"Unsharding the same stage_idx twice\")");
+  EXPECT_EQ(error_of("0F0,0SEND_F0,0RECV_B0,0B0\n1RESHARD,1RECV_F0,1F0,1B0,1SEND_B0\n"),
+            "t.csv:2:1: 1RESHARD on device 1: stage 1 is not unsharded (PyTorch's runtime asserts: "
+            "\"Resharding stage_idx without unsharding\")");
+  EXPECT_EQ(error_of("0UNSHARD,0F0,0SEND_F0,0RECV_B0,0B0,0RESHARD\n1RECV_F0,1F0,1B0,1SEND_B0\n"),
+            "no error");
   EXPECT_EQ(error_of("0F0,0SEND_F0,0RECV_B0,0B0\n1F0,1B0,1SEND_B0\n"),
             "t.csv:2:1: device 1 has no 1RECV_F0: stage 0 runs on device 0");
   EXPECT_EQ(error_of("0F0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n"),

@@ -1,6 +1,7 @@
 // FSDP per unit and per block (lowering.hpp's Lowering; reference modern-runs.md §C.1): a unit's
 // gathered and reduce-scattered bytes and FSDP2's copies, what each op does (its roles), the
 // gathers and reduce-scatters around the ops, and an op's program when it runs block by block.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -100,14 +101,16 @@ void Lowering::fsdp_roles() {
         last_backward[static_cast<std::size_t>(pass.stage)] = static_cast<std::int64_t>(n);
     }
   }
+  gather_issued_by_.assign(t_.ops.size(), -2);
   for (std::int32_t d = 0; d < t_.devices; ++d) {
+    const bool unshards = fsdp_unshard_roles(d);
     std::vector<std::uint8_t> gathered(static_cast<std::size_t>(t_.stages), 0);
     for (auto i = t_.row_begin[static_cast<std::size_t>(d)];
          i < t_.row_begin[static_cast<std::size_t>(d) + 1]; ++i) {
       for (const Pass& pass : t_.ops[static_cast<std::size_t>(i)].passes()) {
         const auto s = static_cast<std::size_t>(pass.stage);
         const bool uses = pass.kind == PassKind::F || is_input_backward(pass.kind);
-        if (uses && (reshard || (pass.kind == PassKind::F && !gathered[s]))) {
+        if (!unshards && uses && (reshard || (pass.kind == PassKind::F && !gathered[s]))) {
           gathered[s] = 1;
           fsdp_roles_[static_cast<std::size_t>(i)] |= kGathers;
           const auto begin = t_.row_begin[static_cast<std::size_t>(d)];
@@ -124,6 +127,40 @@ void Lowering::fsdp_roles() {
       }
     }
   }
+}
+
+// A pipelined device whose communication order (a compute+comms table: PyTorch's runtime)
+// unshards its stages explicitly: each UNSHARD of stage s gathers s's unit, issued as the op
+// before the UNSHARD starts (PyTorch issues it asynchronously there), and the first op of s after
+// it waits for it — its only gathers. RESHARD frees the unit, which the static memory does not
+// follow (it holds a pipelined stage's parameters throughout). False, and nothing set, where the
+// device has no UNSHARD; check_comm_order has made sure every compute op's stage is gathered.
+bool Lowering::fsdp_unshard_roles(std::int32_t d) {
+  if (!pipelined() || t_.comms.empty()) return false;
+  const auto row = t_.comms.row(d);
+  if (std::none_of(row.begin(), row.end(),
+                   [](const CommAction& c) { return c.kind == CommKind::Unshard; }))
+    return false;
+  const auto begin = t_.row_begin[static_cast<std::size_t>(d)];
+  const auto ops = t_.row_begin[static_cast<std::size_t>(d) + 1] - begin;
+  // Per stage: the op before its pending UNSHARD (-1: none before it), or -2 when none pends.
+  std::vector<std::int64_t> pending(static_cast<std::size_t>(t_.stages), -2);
+  std::size_t a = 0;
+  for (std::int64_t i = 0; i < ops; ++i) {
+    for (; a < row.size() && row[a].before <= i; ++a) {
+      if (row[a].kind == CommKind::Unshard)
+        pending[row[a].stage] = row[a].before > 0 ? begin + row[a].before - 1 : -1;
+    }
+    const auto n = static_cast<std::size_t>(begin + i);
+    for (const Pass& pass : t_.ops[n].passes()) {
+      auto& p = pending[static_cast<std::size_t>(pass.stage)];
+      if (pass.kind == PassKind::None || p == -2) continue;
+      fsdp_roles_[n] |= kGathers;
+      gather_issued_by_[n] = p;
+      p = -2;
+    }
+  }
+  return true;
 }
 
 // Every op's first parameter all-gather (its unit's, or without pipelining its first block's:
@@ -149,7 +186,12 @@ void Lowering::fsdp_gathers() {
           const auto next = collective_side(
               TransferKind::FsdpAllGather, pass.stage, d,
               nccl_collective(CollectiveKind::AllGather, shard, gather_bytes(w)), gather);
-          if (i > begin) issue_after_start(op - 1, next);
+          const auto by = gather_issued_by_[static_cast<std::size_t>(i)];
+          if (by >= 0) {
+            issue_after_start(static_cast<std::int32_t>(by), next);
+          } else if (by == -2 && i > begin) {
+            issue_after_start(op - 1, next);
+          }
           gather = expert_collective(TransferKind::FsdpAllGather, pass.stage, d,
                                      expert_gather_bytes(w), next);
           edge(gather, op);

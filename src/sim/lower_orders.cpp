@@ -273,7 +273,8 @@ void Lowering::post(std::int32_t device, const CommAction& c, std::int32_t last_
     reduce_after(device, c.stage) = last_compute;
     return;
   }
-  if (!has_microbatch(c.kind)) return;  // UNSHARD, RESHARD: FSDP is not modelled
+  // UNSHARD and RESHARD place FSDP's gathers (fsdp_unshard_roles), not transfers of their own.
+  if (!has_microbatch(c.kind)) return;
   std::int32_t transfer = -1, consumer = -1;
   switch (c.kind) {
     case CommKind::SendF:

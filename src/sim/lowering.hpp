@@ -229,9 +229,11 @@ class Lowering {
   // block by block right after the stage's forward, its first block is still gathered —
   // torchtitan does not reshard the last block after forward (parallelize_llama.py @9dec370:
   // reshard_after_forward only for blocks before the last, reference §A.3) — so only its other
-  // blocks are gathered.
+  // blocks are gathered. A pipelined device whose communication order has UNSHARD actions
+  // gathers where they say instead (fsdp_unshard_roles).
   static constexpr std::uint8_t kGathers = 1, kScatters = 2, kKeepsFirst = 4;
   void fsdp_roles();
+  bool fsdp_unshard_roles(std::int32_t device);
   void fsdp_gathers();
   void issue_after_start(std::int32_t n, std::int32_t t);
   std::int32_t block_program_id(const Pass& a, std::uint8_t roles);
@@ -326,6 +328,9 @@ class Lowering {
   // reduce-scatter of per-microbatch gradient sync.
   std::vector<std::int32_t> last_scatter_, scattered_;
   std::vector<std::uint8_t> fsdp_roles_;        // per table op: kGathers | kScatters
+  // Per table op that gathers as an UNSHARD says: the op whose start issues the gather (the one
+  // before the UNSHARD; -1: the device's first, free at once); -2 elsewhere (the op before it).
+  std::vector<std::int64_t> gather_issued_by_;
   std::vector<std::int64_t> next_gather_step_;  // per op run by blocks: its kNextGather slot
   // [device * stages + stage]: the node after which the device's gradient of the stage is
   // reduced (-1: it holds no such stage).

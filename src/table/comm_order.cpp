@@ -194,6 +194,62 @@ CommOrder pytorch_send_recv(const ScheduleTable& t, bool idle_slots) {
   return order;
 }
 
+namespace {
+
+// FSDP's actions as PyTorch's runtime asserts them (torch.distributed.pipelining.schedules,
+// _PipelineScheduleRuntime._step_microbatches): a stage whose list has UNSHARD or RESHARD is an
+// FSDP stage; it starts sharded, UNSHARD gathers it ("Unsharding the same stage_idx twice" if it
+// already is), RESHARD frees it ("Resharding stage_idx without unsharding" if it is not), and every
+// compute action on it needs it gathered ("Attempted to compute on sharded stage_idx").
+std::optional<CommIssue> check_unshard_order(const ScheduleTable& t) {
+  const auto stages = static_cast<std::size_t>(t.stages);
+  for (std::int32_t d = 0; d < t.devices; ++d) {
+    const auto row = t.comms.row(d);
+    std::vector<std::uint8_t> fsdp(stages, 0), gathered(stages, 0);
+    for (const CommAction& c : row) {
+      if (c.kind == CommKind::Unshard || c.kind == CommKind::Reshard) fsdp[c.stage] = 1;
+    }
+    if (std::find(fsdp.begin(), fsdp.end(), 1) == fsdp.end()) continue;
+    const auto begin = t.row_begin[static_cast<std::size_t>(d)];
+    const auto ops = t.row_begin[static_cast<std::size_t>(d) + 1] - begin;
+    std::size_t a = 0;
+    for (std::int64_t i = 0; i <= ops; ++i) {
+      for (; a < row.size() && row[a].before <= i; ++a) {
+        const CommAction& c = row[a];
+        if (c.kind != CommKind::Unshard && c.kind != CommKind::Reshard) continue;
+        const bool unshard = c.kind == CommKind::Unshard;
+        if (gathered[c.stage] == (unshard ? 1 : 0)) {
+          return CommIssue{
+              d, t.comms.row_begin[static_cast<std::size_t>(d)] + static_cast<std::int64_t>(a),
+              fmt::format("{} on device {}: stage {} is {} (PyTorch's runtime asserts: {})",
+                          to_string(c), d, c.stage,
+                          unshard ? "already unsharded" : "not unsharded",
+                          unshard ? "\"Unsharding the same stage_idx twice\""
+                                  : "\"Resharding stage_idx without unsharding\"")};
+        }
+        gathered[c.stage] = unshard ? 1 : 0;
+      }
+      if (i == ops) break;
+      const Op& op = t.ops[static_cast<std::size_t>(begin + i)];
+      for (const Pass& pass : op.passes()) {
+        if (pass.kind == PassKind::None) continue;
+        const auto s = static_cast<std::size_t>(pass.stage);
+        if (fsdp[s] && !gathered[s]) {
+          return CommIssue{
+              d, -1,
+              fmt::format("{} on device {} computes on stage {} while it is sharded: an "
+                          "{}UNSHARD must come before it (PyTorch raises \"Attempted to compute "
+                          "on sharded stage_idx={}\")",
+                          to_string(op), d, pass.stage, pass.stage, pass.stage)};
+        }
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<CommIssue> check_comm_order(const ScheduleTable& t) {
   if (t.comms.empty()) return std::nullopt;
   if (t.comms.row_begin.size() != static_cast<std::size_t>(t.devices) + 1) {
@@ -281,6 +337,7 @@ std::optional<CommIssue> check_comm_order(const ScheduleTable& t) {
       }
     }
   }
+  if (auto issue = check_unshard_order(t)) return issue;
   // Every cross-device dependency has both ends.
   for (std::int32_t m = 0; m < t.microbatches; ++m) {
     for (std::int64_t s = 0; s + 1 < N; ++s) {
