@@ -1066,6 +1066,48 @@ TEST_F(Cli, SweepRefusesAFileAnotherSweepIsWriting) {
   EXPECT_EQ(run("sweep " + study + " -o " + out).code, 0);
 }
 
+// The lock is the file's, not its name's: deleting a running sweep's output let a second sweep
+// create and lock a new file beside the first, whose rows went nowhere. The first now stops
+// with an error at its next flush (rows reach the file at least every 100 ms).
+TEST_F(Cli, SweepStopsWhenItsOutputIsDeleted) {
+  // About 12 s on two cores: far longer than the wait for its first rows.
+  const auto study = file("big.toml", R"(
+name = "big"
+[grid]
+schedules = ["gpipe", "1f1b", "chimera", { name = "interleaved", chunks = [2] }]
+devices = [2, 4, 8, 16, 32]
+microbatches = { from = 2, to = 4096, times = 2 }
+systems = ["balanced", "network-bound"]
+)");
+  const auto out = (dir_ / "out.csv").string(), err = (dir_ / "err.txt").string();
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int null = ::open("/dev/null", O_WRONLY);
+    if (e < 0 || null < 0 || ::dup2(null, 1) < 0 || ::dup2(e, 2) < 0) ::_exit(126);
+    ::execl(PIPETAB_BINARY, "pipetab", "sweep", study.c_str(), "-o", out.c_str(), "-j", "1",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  bool ended = false;
+  for (int i = 0; i < 6000 && !ended; ++i) {  // at most 60 s for the first rows
+    std::error_code ec;
+    if (fs::exists(out, ec) && fs::file_size(out, ec) > 0) break;
+    ended = ::waitpid(pid, &status, WNOHANG) == pid;
+    ::usleep(10000);
+  }
+  ASSERT_FALSE(ended) << "the sweep ended before its first rows: " << slurp(err);
+  fs::remove(out);
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_NE(slurp(err).find("out.csv: the file was deleted or replaced while this sweep wrote it"),
+            std::string::npos)
+      << slurp(err);
+}
+
 // Issue 14: an output naming an input overwrote it with exit 0. Every command, every output
 // option, any spelling of the path.
 TEST_F(Cli, OutputsNeverOverwriteInputs) {

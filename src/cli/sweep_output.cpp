@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pipetab/error.hpp"
@@ -147,6 +148,19 @@ SweepOutput::SweepOutput(const std::string& path, SweepIdentity identity)
     }
     throw Error(fmt::format("cannot lock {}: {}", path, std::strerror(error)));
   }
+  if (!still_ours()) {
+    throw Error(fmt::format("{}: the file was replaced while this sweep opened it; run it again",
+                            path));
+  }
+}
+
+// Whether the path still names the file this sweep locked. The lock belongs to the file, not its
+// name: once the file is deleted or replaced, a second sweep creates and locks a new one under
+// the same name, and both would run, the first one's rows going nowhere.
+bool SweepOutput::still_ours() const {
+  struct stat named {}, held {};
+  return ::stat(path_.c_str(), &named) == 0 && ::fstat(fd_, &held) == 0 &&
+         named.st_dev == held.st_dev && named.st_ino == held.st_ino;
 }
 
 SweepOutput::~SweepOutput() {
@@ -301,6 +315,13 @@ void SweepOutput::write(const std::string& line) {
 void SweepOutput::flush() {
   if (std::fflush(file_) != 0) fail();
   flushed_ = std::chrono::steady_clock::now();
+  if (record_ && !still_ours()) {
+    throw Error(fmt::format(
+        "{}: the file was deleted or replaced while this sweep wrote it, so its rows no longer "
+        "reach it and another sweep may now be writing that name; this sweep stops (run it "
+        "again, with --resume to keep rows a finished file holds)",
+        path_));
+  }
   // After the rows: a record never covers bytes the file does not hold.
   if (record_) write_record();
 }

@@ -53,6 +53,7 @@ class SweepOutput {
 
  private:
   void write_record();
+  bool still_ours() const;
   [[noreturn]] void fail() const;
 
   std::string path_;
