@@ -60,6 +60,32 @@ TEST_F(Cli, HelpOnEverySubcommand) {
   EXPECT_FALSE(r.out.empty());
 }
 
+// CLI11's parse errors, in pipetab's words: what a missing value must be, the options nearest
+// an unknown one, and a switch given a value it cannot read (which aborted the process: CLI11
+// reads it with std::stoll and let std::invalid_argument through).
+TEST_F(Cli, ParseErrorsSayWhatIsWanted) {
+  expect_usage_error(
+      "simulate 1f1b --tp",
+      "--tp needs a value: a number from 1 to 1048576 (see pipetab simulate --help)");
+  expect_usage_error("simulate 1f1b --fsdp-grad-sync",
+                     "--fsdp-grad-sync needs a value: one of auto, step, microbatch");
+  expect_usage_error("plan --gpus",
+                     "--gpus needs a value: a whole number (see pipetab plan --help)");
+  expect_usage_error("plan --gpu 8",
+                     "--gpu is not an option of 'pipetab plan'; did you mean '--gpus'?");
+  expect_usage_error("simulate 1f1b --tp-size 2",
+                     "--tp-size is not an option of 'pipetab simulate'; did you mean '--tp'?");
+  expect_usage_error("simulate 1f1b --sytem x", "did you mean '--system'?");
+  expect_usage_error("simulate 1f1b --zzzzzz",
+                     "--zzzzzz is not an option of 'pipetab simulate' (see");
+  for (const char* value : {"maybe", "", "2x"}) {
+    expect_usage_error(std::string("simulate 1f1b --dp-overlap=") + value,
+                       "--dp-overlap is a switch: give it alone, or as --dp-overlap=true or "
+                       "--dp-overlap=false");
+  }
+  EXPECT_EQ(run("simulate 1f1b --dp-overlap=false").code, 0);
+}
+
 TEST_F(Cli, List) {
   auto r = run("list");
   EXPECT_EQ(r.code, 0);

@@ -1,8 +1,11 @@
 // The command line: every subcommand parsed and run, every failure one line on stderr with its
 // exit code. main() (main.cpp) and the web build (web/entry.cpp) both call run().
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <new>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "pipetab/error.hpp"
+#include "pipetab/names.hpp"
 
 namespace {
 
@@ -75,6 +79,104 @@ int fail(const std::string& full_message, int code) {
   return code;
 }
 
+// The long names of `command`'s options ("--tp"), for "did you mean".
+std::vector<std::string> long_names(const CLI::App& command) {
+  std::vector<std::string> names;
+  for (const CLI::Option* option : command.get_options()) {
+    for (const auto& name : option->get_lnames())
+      names.push_back("--" + name);
+  }
+  return names;
+}
+
+// What a value of CLI11's type name must be, in words: "TEXT:{auto,step,microbatch}" is one of
+// those, "INT in [1 - 1048576]" a number in that range.
+std::string value_wanted(const std::string& type) {
+  static const std::regex choices(R"(\{([^}]*)\})"), range(R"(in \[(\S+) - (\S+)\])");
+  std::smatch m;
+  if (std::regex_search(type, m, choices)) {
+    std::string list = m[1];
+    for (std::size_t at = 0; (at = list.find(',', at)) != std::string::npos; at += 2)
+      list.replace(at, 1, ", ");
+    return "one of " + list;
+  }
+  if (std::regex_search(type, m, range))
+    return fmt::format("a number from {} to {}", m[1].str(), m[2].str());
+  if (type.find("FLOAT") != std::string::npos) return "a number";
+  if (type.find("INT") != std::string::npos) return "a whole number";
+  return "a value";
+}
+
+// CLI11's parse errors in pipetab's words, with the subcommand's help named: a missing value
+// says what it must be ("--tp: 1 required TEXT:INT:INT in [1 - 1048576] missing" was CLI11's), an
+// unknown option the nearest ones.
+std::string parse_error(const CLI::App* command, const std::string& what) {
+  const std::string help =
+      command != nullptr ? fmt::format("pipetab {} --help", command->get_name()) : "pipetab --help";
+  static const std::regex missing(R"(^(-\S+): \d+ required (.*) missing$)"),
+      extras(R"(^The following arguments? (?:was|were) not expected: (.*)$)");
+  std::smatch m;
+  if (std::regex_match(what, m, missing)) {
+    const auto wanted = value_wanted(m[2]);
+    return fmt::format("{} needs a value{} (see {})", m[1].str(),
+                       wanted == "a value" ? "" : ": " + wanted, help);
+  }
+  if (std::regex_match(what, m, extras)) {
+    std::istringstream words(m[1].str());
+    std::vector<std::string> options, others;
+    for (std::string word; words >> word;)
+      (word.size() > 1 && word[0] == '-' ? options : others).push_back(word);
+    if (!options.empty() && command != nullptr) {
+      const auto names = long_names(*command);
+      std::string out;
+      for (const auto& option : options) {
+        const std::string name = option.substr(0, option.find('='));
+        // An option the name extends or abbreviates ("--tp-size", "--micro"), else the nearest
+        // within an edit per three letters.
+        std::vector<std::string> near;
+        for (const auto& n : names) {
+          if (name.rfind(n + "-", 0) == 0 || (name.size() > 3 && n.rfind(name, 0) == 0))
+            near.push_back(n);
+        }
+        if (near.empty()) {
+          const std::size_t edits = std::max<std::size_t>(1, (name.size() - 2) / 3);
+          for (const auto i : pipetab::nearest_names(names, std::array{name}, edits))
+            near.push_back(names[i]);
+        }
+        out += fmt::format("{}{} is not an option of 'pipetab {}'{}", out.empty() ? "" : "; ", name,
+                           command->get_name(), pipetab::did_you_mean(near));
+      }
+      return fmt::format("{} (see {})", out, help);
+    }
+    return fmt::format("unexpected argument{} {} (see {})",
+                       options.size() + others.size() > 1 ? "s" : "", m[1].str(), help);
+  }
+  return fmt::format("{} (see {})", what, help);
+}
+
+// A switch given a value that is not a truth value ("--dp-overlap=maybe"). CLI11 reads such a
+// value with std::stoll: it let std::invalid_argument through (the process aborted) and took
+// "--dp-overlap=2x" as true. Checked before parsing; the switch and the values it takes, named.
+std::string bad_switch_value(const CLI::App* command, int argc, char** argv) {
+  static constexpr std::array<std::string_view, 8> kTruth{"true", "false", "on", "off",
+                                                          "yes",  "no",    "1",  "0"};
+  for (int i = 2; i < argc && command != nullptr; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;  // what follows is positional
+    const auto eq = arg.find('=');
+    if (arg.rfind("--", 0) != 0 || eq == std::string::npos) continue;
+    const CLI::Option* option = command->get_option_no_throw(arg.substr(0, eq));
+    if (option == nullptr || option->get_expected_min() != 0) continue;
+    const auto value = pipetab::lower_case(arg.substr(eq + 1));
+    if (std::find(kTruth.begin(), kTruth.end(), value) != kTruth.end()) continue;
+    return fmt::format(
+        "{}: {} is a switch: give it alone, or as {}=true or {}=false (see pipetab "
+        "{} --help)",
+        arg, arg.substr(0, eq), arg.substr(0, eq), arg.substr(0, eq), command->get_name());
+  }
+  return {};
+}
+
 }  // namespace
 
 int pipetab::cli::run(int argc, char** argv) {
@@ -109,6 +211,12 @@ int pipetab::cli::run(int argc, char** argv) {
     if (!known)
       return fail(fmt::format("unknown subcommand '{}' (expected one of: {})", argv[1], names), 2);
   }
+  const CLI::App* named = nullptr;  // the subcommand argv names, for the help a message cites
+  for (const auto& c : commands) {
+    if (argc > 1 && c.app->get_name() == argv[1]) named = c.app;
+  }
+  if (const auto message = bad_switch_value(named, argc, argv); !message.empty())
+    return fail(message, 2);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -118,7 +226,12 @@ int pipetab::cli::run(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return fail(fmt::format("{} (see pipetab --help)", e.what()), 2);
+    return fail(parse_error(named, e.what()), 2);
+  } catch (const std::logic_error& e) {  // std::invalid_argument, std::out_of_range: see above
+    return fail(fmt::format("cannot read the command line: {} (see {})", e.what(),
+                            named != nullptr ? "pipetab " + named->get_name() + " --help"
+                                             : "pipetab --help"),
+                2);
   }
 
   std::string running;
