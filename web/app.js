@@ -42,7 +42,7 @@
   // ---- state: the URL's query string, the form, and pasted or dropped files -----------------
   let state = R.parse(location.search);
   // The dropped table (too large for a URL; the model and system TOML live in the state).
-  const custom = { table: "" };
+  const custom = { table: "", file: R.FILES.table };
   const lastPreset = { model: "llama2-7b", system: "balanced" };
   const PLAN_FORM = { gpus: "64", batch: "64" };
   let presets = { models: [], systems: [], schedules: [] };
@@ -61,7 +61,11 @@
     document.querySelectorAll(".for-compare").forEach((e) => { e.hidden = cmd !== "compare"; });
     document.querySelectorAll(".for-schedules, .for-network").forEach((e) => { e.hidden = cmd === "plan"; });
     document.querySelectorAll(".for-plan").forEach((e) => { e.hidden = cmd !== "plan"; });
+    document.querySelectorAll(".for-not-plan").forEach((e) => { e.hidden = cmd === "plan"; });
   }
+
+  // The layout and job fields (request.js: their keys are the command line's flags).
+  const LAYOUT_KEYS = ["tp", "cp", "ep", "dp", "sp", "fsdp", "seq", "mb", "precision", "recompute"];
 
   // The form shows the state; what the state leaves out shows the command line's default.
   function stateToForm() {
@@ -88,6 +92,7 @@
     $("gpus").value = state.gpus || (state.cmd === "plan" ? PLAN_FORM.gpus : "");
     $("batch").value = state.batch || (state.cmd === "plan" ? PLAN_FORM.batch : "");
     $("plan_schedules").value = state.plan_schedules || "";
+    for (const key of LAYOUT_KEYS) $(key).value = state[key] || "";
     showFor(state.cmd);
     $("command-line").textContent = R.shell(R.args(state));
   }
@@ -108,7 +113,7 @@
     if (s.cmd === "plan") {
       for (const key of ["gpus", "batch"]) if (!$(key).value.trim()) $(key).value = PLAN_FORM[key];
     }
-    for (const key of ["S", "v", "gpus", "batch", "plan_schedules"]) {
+    for (const key of ["S", "v", "gpus", "batch", "plan_schedules", ...LAYOUT_KEYS]) {
       const value = $(key).value.trim();
       if (value) s[key] = value; else delete s[key];
     }
@@ -116,7 +121,13 @@
     const bw = scaleOf($("bw").value), lat = scaleOf($("lat").value);
     if (bw !== 1) s.bw = String(bw); else delete s.bw;
     if (lat !== 1) s.lat = String(lat); else delete s.lat;
-    if (custom.table) s.table = "custom"; else delete s.table;
+    if (custom.table) {
+      s.table = "custom";
+      s.table_file = custom.file;
+    } else {
+      delete s.table;
+      delete s.table_file;
+    }
     state = s;
     $("model-toml").hidden = $("model").value !== "custom";
     $("system-toml").hidden = $("system").value !== "custom";
@@ -128,7 +139,7 @@
     const inputs = {};
     if (state.model === "custom") inputs[R.FILES.model] = state.model_toml || "";
     if (state.system === "custom") inputs[R.FILES.system] = state.system_toml || "";
-    if (state.table === "custom") inputs[R.FILES.table] = custom.table;
+    if (state.table === "custom") inputs[custom.file] = custom.table;
     return inputs;
   }
 
@@ -145,6 +156,12 @@
     history.replaceState(null, "", "?" + R.query(state));
     $("run-status").textContent = `Running ${R.shell(args)} …`;
     $("error").hidden = true;
+    if (state.cmd === "plan") {
+      // A plan takes seconds: what an earlier request drew goes now, not when the plan ends.
+      for (const id of ["levels", "detail", "plan-result"]) $(id).hidden = true;
+      $("plan-table").replaceChildren();
+      $("result-json").textContent = "";
+    }
     const started = performance.now();
     const progress = $("plan-progress");
     progress.hidden = state.cmd !== "plan";
@@ -176,6 +193,7 @@
     $("levels").hidden = !(state.cmd === "compare" || state.cmd === "analyze");
     $("plan-result").hidden = state.cmd !== "plan";
     $("detail").hidden = state.cmd === "plan";
+    $("fit").hidden = true;
     if (state.cmd === "compare") {
       // Without a system the command compares every regime; the page ranks on the one its
       // System selector shows, and names it (it once drew the first, compute-bound, under a
@@ -206,7 +224,8 @@
   // ---- the three levels -------------------------------------------------------------------
   function fmt(x, digits = 3) {
     if (x === null || x === undefined) return "–";
-    return Number(x).toPrecision(digits).replace(/\.?0+$/, "").replace(/\.?0+e/, "e");
+    // Trailing zeros of the fraction only: "1000" stays 1000 ("3.150" is 3.15).
+    return Number(x).toPrecision(digits).replace(/(\.\d*?)0+(e|$)/, "$1$2").replace(/\.(e|$)/, "$1");
   }
 
   function drawLevels(rows) {
@@ -313,10 +332,17 @@
   }
 
   async function showDetail(name, params, mine, simulated) {
-    if (name === R.FILES.table) name = null;  // the user's table: evaluated by its file
-    const base = oneArgs(name, params);
+    if (name === custom.file) name = null;  // the user's table: evaluated by its file
+    const title = name ? `${name}: one step, simulated` : `${custom.file}: one step, simulated`;
+    return showRun(oneArgs(name, params), title, name || custom.file, mine, simulated);
+  }
+
+  // One simulated step (base: the simulate command line without --format): its headline, the
+  // breakdown, the memory, the timeline and the table.
+  async function showRun(base, title, name, mine, simulated) {
     detailArgs = base;
-    $("detail-title").textContent = name ? `${name}: one step, simulated` : "Your schedule: one step, simulated";
+    $("detail").hidden = false;
+    $("detail-title").textContent = title;
     const inputs = inputsFor();
     const sim = await run([...base, "--svg", "timeline.svg", "--format", "json"], { inputs, outputs: ["timeline.svg"] });
     if (mine !== generation) return;
@@ -325,13 +351,18 @@
       return;
     }
     const data = simulated || JSON.parse(sim.stdout);
+    drawHeadline(data);
     drawBreakdown(data.breakdown);
     drawMemory(data);
     const svgText = new TextDecoder().decode(sim.files["timeline.svg"]);
     const doc = new DOMParser().parseFromString(svgText, "image/svg+xml");
     const svg = doc.documentElement;
     svg.setAttribute("role", "img");
-    svg.setAttribute("aria-label", `Timeline of ${name || "your schedule"} on each device`);
+    svg.setAttribute("aria-label", `Timeline of ${name} on each device`);
+    // Drawn at its own width at least (scrolled on a narrow screen), so that its labels keep the
+    // size they were drawn at instead of shrinking with the page.
+    const width = parseFloat(svg.getAttribute("width"));
+    if (width > 0) svg.style.minWidth = `${width}px`;
     svg.removeAttribute("width");
     svg.removeAttribute("height");
     $("timeline").replaceChildren(document.importNode(svg, true));
@@ -340,16 +371,21 @@
     $("grid").textContent = grid.code === 0 ? grid.stdout : grid.stderr;
   }
 
-  // show takes the table's options only (not the model, system or network).
+  // show takes the table's options only: the schedule or table, its sizes (not the model,
+  // system, network, layout or job).
   function gridArgs(base) {
     const keep = [];
     for (let i = 1; i < base.length; i++) {
       const a = base[i];
-      if (["--model", "--system", "--bandwidth-scale", "--latency-scale"].includes(a)) { i++; continue; }
-      keep.push(a);
+      if (["-S", "-M", "-v", "--table"].includes(a)) keep.push(a, base[++i]);
+      else if (a.startsWith("-")) { if (!SWITCH_FLAGS.has(a)) i++; }
+      else keep.push(a);
     }
     return keep;
   }
+  // The flags of a simulate command line that take no value (request.js, layoutArgs).
+  const SWITCH_FLAGS = new Set(["--sequence-parallel", "--no-sequence-parallel", "--fsdp", "--no-fsdp",
+                                "--distributed-optimizer", "--a2a-overlap"]);
 
   const PARTS = [
     ["compute", "compute", "#1b5e9e"], ["bubble", "bubble (idle)", "#c9c9c9"],
@@ -357,6 +393,23 @@
     ["reductions", "gradient reductions", "#2e7d32"], ["optimizer", "optimizer", "#8a6d00"],
     ["host_overhead", "host overhead", "#00796b"], ["comm_interference", "compute slowed by comms", "#ad1457"],
   ];
+
+  // The answer first: step time, tokens/s and MFU, and whether it fits (its peak against the
+  // usable capacity the simulation judged it by), with what to try when it does not.
+  function drawHeadline(sim) {
+    const parts = [`Step ${fmt(sim.runtime_s, 4)} s`];
+    if (sim.tokens_per_s) parts.push(`${Math.round(sim.tokens_per_s).toLocaleString("en-US")} tokens/s`);
+    if (sim.mfu) parts.push(`MFU ${(100 * sim.mfu).toFixed(1)} %`);
+    if (sim.gpus) parts.push(`${sim.gpus} GPU${sim.gpus > 1 ? "s" : ""}`);
+    $("headline").textContent = parts.join(" · ");
+    const over = (sim.over_capacity || []).some((x) => x);
+    $("fit").hidden = !over;
+    if (over) {
+      const need = (sim.peak_memory_max_bytes || 0) / 1e9, have = (sim.memory_capacity_bytes || 0) / 1e9;
+      $("fit").textContent = `Does not fit: the busiest device needs ${need.toFixed(1)} GB of ${have.toFixed(0)} GB ` +
+        `usable. Try a larger TP, FSDP, recompute or a smaller micro batch (Layout and job), or Plan a layout.`;
+    }
+  }
 
   function drawBreakdown(b) {
     const box = $("breakdown");
@@ -437,7 +490,7 @@
     const table = $("plan-table");
     table.replaceChildren();
     const head = table.createTHead().insertRow();
-    for (const h of ["rank", "layout", "step (s)", "peak memory (GB)"]) {
+    for (const h of ["rank", "layout", "step (s)", "tokens/s", "MFU", "peak memory (GB)", "where the step goes"]) {
       const th = document.createElement("th");
       th.scope = "col";
       th.textContent = h;
@@ -446,8 +499,46 @@
     const body = table.createTBody();
     for (const t of data.top) {
       const tr = body.insertRow();
-      for (const c of [t.rank, t.description, fmt(t.runtime_s, 4), fmt(t.peak_memory_bytes / 1e9, 4)]) tr.insertCell().textContent = String(c);
+      const sim = t.simulation || {};
+      const shares = PARTS.map(([key, label]) => [label, (sim.breakdown || {})[key] || 0])
+        .filter(([, share]) => share >= 0.005).map(([label, share]) => `${label} ${(100 * share).toFixed(0)}%`);
+      const cells = [t.rank, t.description, fmt(t.runtime_s, 4),
+                     sim.tokens_per_s ? Math.round(sim.tokens_per_s).toLocaleString("en-US") : "–",
+                     sim.mfu ? `${(100 * sim.mfu).toFixed(1)} %` : "–", fmt(t.peak_memory_bytes / 1e9, 4),
+                     shares.join(", ")];
+      for (const c of cells) tr.insertCell().textContent = String(c);
+      tr.cells[1].className = "layout-name";
+      tr.cells[6].className = "shares";
+      // The layout is a button: its own simulated step below.
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "link";
+      button.textContent = t.description;
+      button.title = "Show this layout's timeline, memory and table";
+      button.onclick = () => showRun(layoutArgs(data, t.layout), `${t.description}: one step, simulated`,
+                                     t.layout.schedule, generation);
+      tr.cells[1].replaceChildren(button);
     }
+  }
+
+  // The simulate command line of one of plan's layouts: its schedule, sizes and options, on the
+  // plan's model and system with the job the request gave.
+  function layoutArgs(data, l) {
+    const s = { cmd: "simulate", schedule: l.schedule, S: String(l.pipeline_parallel),
+                M: String(l.microbatches), model: state.model, system: state.system,
+                tp: String(l.tensor_parallel), cp: String(l.context_parallel),
+                ep: String(l.expert_parallel), dp: String(l.data_parallel),
+                mb: String(l.micro_batch), recompute: l.recompute,
+                sp: l.sequence_parallel ? "on" : "off", fsdp: l.fsdp ? "on" : "off",
+                seq: state.seq, precision: state.precision };
+    if (l.chunks) s.v = String(l.chunks);
+    const a = R.args(s).filter((x, i, all) => !(x === "--format" || all[i - 1] === "--format"));
+    if (l.distributed_optimizer) a.push("--distributed-optimizer");
+    if (l.expert_tensor_parallel > 1) a.push("--etp", String(l.expert_tensor_parallel));
+    if (l.pipeline_layout) a.push("--pipeline-layout", String(l.pipeline_layout));
+    if (l.a2a_overlap) a.push("--a2a-overlap");
+    if (l.moe_recompute && l.moe_recompute !== "none") a.push("--moe-recompute", l.moe_recompute);
+    return a;
   }
 
   // ---- downloads ----------------------------------------------------------------------------
@@ -479,7 +570,7 @@
   let timer = 0;
   const soon = () => { clearTimeout(timer); timer = setTimeout(refresh, 120); };
 
-  form.addEventListener("submit", (e) => { e.preventDefault(); refresh(); });
+  form.addEventListener("submit", (e) => { e.preventDefault(); formToState(); refresh(); });
   form.addEventListener("change", (e) => {
     const key = e.target.name || e.target.id;
     if (e.target.name === "cmd") {
@@ -510,7 +601,8 @@
   // A dropped or picked schedule file is evaluated as a table.
   async function takeTable(file) {
     custom.table = await file.text();
-    $("table-name").textContent = `Using ${file.name}.`;
+    custom.file = R.tableFile(file.name);
+    $("table-name").textContent = `Using ${file.name}` + (custom.file !== file.name ? ` (as ${custom.file}).` : ".");
     $("table-clear").hidden = false;
     if (state.cmd === "plan") state.cmd = "analyze";
     formToState("table");
@@ -530,6 +622,7 @@
   $("table-file").addEventListener("change", (e) => { if (e.target.files.length) takeTable(e.target.files[0]); });
   $("table-clear").onclick = () => {
     custom.table = "";
+    custom.file = R.FILES.table;
     $("table-name").textContent = "";
     $("table-clear").hidden = true;
     formToState("table");

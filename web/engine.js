@@ -65,7 +65,18 @@
       for (const path of outputs) { try { FS.unlink(path); } catch (e) { /* absent */ } }
       let code;
       try {
-        code = module.ccall("pipetab_run", "number", ["string"], [JSON.stringify(args)]);
+        // The arguments go through the module's heap, not its stack: ccall's "string" copies onto
+        // the stack, and an argument list over about 1.3 MB trapped the engine.
+        const bytes = new TextEncoder().encode(JSON.stringify(args));
+        const at = module._malloc(bytes.length + 1);
+        if (!at) throw new Error(`no memory for ${bytes.length} bytes of arguments`);
+        module.HEAPU8.set(bytes, at);
+        module.HEAPU8[at + bytes.length] = 0;
+        try {
+          code = module.ccall("pipetab_run", "number", ["number"], [at]);
+        } finally {
+          module._free(at);
+        }
       } catch (e) {
         // A trap (out of memory, a bug) leaves the instance unusable: start a new one.
         module = await make();

@@ -424,7 +424,7 @@ std::string timeline_svg(const ScheduleTable& table, const Simulation& sim,
   }
   for (std::size_t k = 0; k < notes.size(); ++k) {
     out +=
-        fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" fill=\"#555555\">{}</text>\n",
+        fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" fill=\"#555555\">{}</text>\n",
                     kLeft, notes_y + 14.0 * static_cast<double>(k), report_detail::xml(notes[k]));
   }
   out += "</svg>\n";

@@ -21,8 +21,19 @@ int pipetab_run(const char* args_json) {
   try {
     const auto parsed = nlohmann::json::parse(args_json);
     if (!parsed.is_array()) throw std::invalid_argument("not an array");
-    for (const auto& arg : parsed)
+    for (const auto& arg : parsed) {
       args.push_back(arg.get<std::string>());
+      // A NUL ends a C string: the command would read the argument cut short (a shell cannot
+      // pass one to the native pipetab at all).
+      if (args.back().find('\0') != std::string::npos) {
+        std::fprintf(stderr,
+                     "pipetab: error: argument %zu contains a NUL byte, which no command line can "
+                     "carry\n",
+                     args.size() - 1);
+        std::fflush(stderr);
+        return 2;
+      }
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr,
                  "pipetab: error: the web entry point takes the arguments as a JSON array of "

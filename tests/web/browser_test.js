@@ -63,6 +63,10 @@ function nativeJson(args) {
   return r.stdout;
 }
 
+// The page's number format (app.js fmt): 4 significant digits, trailing zeros of the fraction
+// dropped.
+const fmt4 = (x) => Number(x).toPrecision(4).replace(/(\.\d*?)0+(e|$)/, "$1$2").replace(/\.(e|$)/, "$1");
+
 let failures = 0;
 function check(ok, what) {
   console.log(`${ok ? "ok  " : "FAIL"} ${what}`);
@@ -103,6 +107,11 @@ function check(ok, what) {
      ["compare", "-S", "4", "-M", "8", "--system", "dgx-h100", "--format", "json"]],
     ["?cmd=simulate&schedule=interleaved&S=4&M=8&v=2&model=llama2-13b&system=dgx-a100&bw=0.5",
      ["simulate", "interleaved", "-S", "4", "-M", "8", "-v", "2", "--model", "llama2-13b", "--system", "dgx-a100", "--bandwidth-scale", "0.5", "--format", "json"]],
+    // The layout and job keys are the command line's flags.
+    ["?cmd=simulate&schedule=1f1b&S=4&M=8&model=llama2-70b&system=dgx-h100&tp=8&cp=1&dp=2&seq=4096&mb=1&precision=bf16&recompute=selective&sp=on&fsdp=on",
+     ["simulate", "1f1b", "-S", "4", "-M", "8", "--model", "llama2-70b", "--system", "dgx-h100", "--tp", "8", "--cp", "1", "--dp", "2", "--seq-len", "4096", "--micro-batch", "1", "--precision", "bf16", "--recompute", "selective", "--sequence-parallel", "--fsdp", "--format", "json"]],
+    ["?cmd=analyze&schedule=zb-v&S=4&M=8&model=llama2-13b&system=dgx-a100&tp=2&ep=1&fsdp=off&sp=off",
+     ["analyze", "zb-v", "-S", "4", "-M", "8", "--model", "llama2-13b", "--system", "dgx-a100", "--tp", "2", "--ep", "1", "--no-sequence-parallel", "--no-fsdp", "--format", "json"]],
   ];
   for (const [query, args] of contract) {
     const got = await resultAfter(() => page.goto(origin + "/" + query));
@@ -110,6 +119,27 @@ function check(ok, what) {
     await page.waitForFunction(() => document.querySelector("#timeline svg"), null, { timeout: 60000 });
   }
   await page.screenshot({ path: path.join(shots, "simulate.png"), fullPage: true });
+
+  // 1a. The answer first: the headline of a simulated step, and what to do when it does not fit
+  // (Llama 2 70B on 4 GPUs: one stage holds 17.5B parameters).
+  const fits = JSON.parse(nativeJson(["simulate", "1f1b", "-S", "4", "-M", "8", "--model", "llama2-70b", "--system", "dgx-h100", "--tp", "8", "--cp", "1", "--dp", "2", "--seq-len", "4096", "--micro-batch", "1", "--precision", "bf16", "--recompute", "selective", "--sequence-parallel", "--fsdp", "--format", "json"]));
+  await resultAfter(() => page.goto(origin + "/?cmd=simulate&schedule=1f1b&S=4&M=8&model=llama2-70b&system=dgx-h100&tp=8&cp=1&dp=2&seq=4096&mb=1&precision=bf16&recompute=selective&sp=on&fsdp=on"));
+  await page.waitForFunction(() => document.getElementById("headline").textContent.startsWith("Step"), null, { timeout: 60000 });
+  const headline = await page.$eval("#headline", (e) => e.textContent);
+  check(headline.startsWith(`Step ${fmt4(fits.runtime_s)} s · `) &&
+        headline.includes(`${Math.round(fits.tokens_per_s).toLocaleString("en-US")} tokens/s`) &&
+        headline.includes(`MFU ${(100 * fits.mfu).toFixed(1)} %`), `the headline gives step, tokens/s and MFU (${headline})`);
+  const tooBig = JSON.parse(nativeJson(["simulate", "1f1b", "-S", "4", "-M", "8", "--model", "llama2-70b", "--system", "dgx-h100", "--format", "json"]));
+  await resultAfter(() => page.goto(origin + "/?cmd=simulate&schedule=1f1b&S=4&M=8&model=llama2-70b&system=dgx-h100"));
+  await page.waitForFunction(() => !document.getElementById("fit").hidden, null, { timeout: 60000 }).catch(() => {});
+  const fit = await page.$eval("#fit", (e) => (e.hidden ? "" : e.textContent));
+  check(tooBig.over_capacity.some((x) => x) &&
+        fit.startsWith(`Does not fit: the busiest device needs ${(tooBig.peak_memory_max_bytes / 1e9).toFixed(1)} GB of ${(tooBig.memory_capacity_bytes / 1e9).toFixed(0)} GB usable. Try a larger TP`),
+        `a step that does not fit says so and what to try (${fit})`);
+  // The fields: TP typed in the form enters the URL and the command line, and the result follows.
+  const byField = await resultAfter(async () => { await page.fill("#tp", "8"); await page.press("#tp", "Enter"); });
+  check(byField === nativeJson(["simulate", "1f1b", "-S", "4", "-M", "8", "--model", "llama2-70b", "--system", "dgx-h100", "--tp", "8", "--format", "json"]) &&
+        (await page.url()).includes("tp=8"), "TP typed in the form: the URL holds tp=8 and #result-json equals simulate ... --tp 8");
 
   // 1b. The first view (no system in the query) ranks on the system its selector shows and names
   // it: the command compares the three regimes, the page draws the selector's, balanced.
@@ -173,11 +203,13 @@ function check(ok, what) {
   const fromCsv = await resultAfter(() => page.setInputFiles("#table-file",
     { name: "mine.csv", mimeType: "text/csv", buffer: Buffer.from(csv) }));
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "pipetab-browser-"));
-  fs.writeFileSync(path.join(tmp, "schedule.csv"), csv);
-  const csvArgs = ["analyze", "--table", "schedule.csv", "--format", "json"];
+  fs.writeFileSync(path.join(tmp, "mine.csv"), csv);
+  const csvArgs = ["analyze", "--table", "mine.csv", "--format", "json"];
   const csvWant = spawnSync(path.resolve(native), csvArgs, { cwd: tmp, encoding: "utf8" }).stdout;
   fs.rmSync(tmp, { recursive: true, force: true });
-  check(fromCsv === csvWant, "a dropped PyTorch CSV: #result-json equals pipetab analyze --table schedule.csv");
+  check(fromCsv === csvWant, "a dropped PyTorch CSV keeps its name: #result-json equals pipetab analyze --table mine.csv");
+  const line = await page.$eval("#command-line", (e) => e.textContent);
+  check(line.includes("--table mine.csv"), `the command line names the dropped file (${line})`);
   // A custom model: "custom" starts from the preset's TOML, an edit re-runs, and the URL carries
   // the TOML so that the link reproduces the view.
   await resultAfter(() => page.goto(origin + "/?cmd=analyze&schedule=1f1b&S=4&M=8&model=gpt3-13b"));
@@ -218,7 +250,53 @@ function check(ok, what) {
   await resultAfter(() => page.goto(origin + "/?cmd=plan&model=llama2-13b&system=dgx-a100&gpus=32&batch=64"));
   const rows = await page.$$eval("#plan-table tbody tr", (r) => r.length);
   check(rows > 0, `plan shows its top layouts (${rows})`);
+  const best = JSON.parse(nativeJson(["plan", "--model", "llama2-13b", "--system", "dgx-a100", "--gpus", "32", "--global-batch", "64", "--format", "json"])).top[0];
+  const first = await page.$$eval("#plan-table tbody tr:first-child td", (cells) => cells.map((c) => c.textContent));
+  check(first[3] === Math.round(best.simulation.tokens_per_s).toLocaleString("en-US") &&
+        first[4] === `${(100 * best.simulation.mfu).toFixed(1)} %` && first[6].startsWith("compute "),
+        `plan's rows give tokens/s, MFU and where the step goes (${first.slice(3).join(" | ")})`);
+  // A layout's name shows its own simulated step: the timeline of that layout.
+  await page.click("#plan-table tbody tr:first-child button");
+  const layoutShown = await page.waitForFunction((d) => document.getElementById("detail-title").textContent.startsWith(d) &&
+                                                 document.querySelector("#timeline svg") && !document.getElementById("detail").hidden,
+                                                 best.description, { timeout: 60000 }).then(() => true, () => false);
+  const layoutHead = await page.$eval("#headline", (e) => e.textContent);
+  check(layoutShown && layoutHead.startsWith(`Step ${fmt4(best.runtime_s)} s`),
+        `clicking plan's best layout shows its timeline and its step (${layoutHead})`);
+  await page.waitForFunction(() => document.getElementById("grid").textContent, null, { timeout: 60000 });
+  const grid = await page.$eval("#grid", (e) => e.textContent);
+  check(!grid.startsWith("pipetab: error") && grid.includes("dev"), `and its table (${grid.slice(0, 60).trim()}…)`);
   await page.screenshot({ path: path.join(shots, "plan.png"), fullPage: true });
+  // Plan with layout fields: the lists go to the command line as they are.
+  const planned = await resultAfter(() => page.goto(origin + "/?cmd=plan&model=llama2-13b&system=dgx-a100&gpus=32&batch=64&tp=2,4&fsdp=off&mb=1"));
+  check(planned === nativeJson(["plan", "--model", "llama2-13b", "--system", "dgx-a100", "--gpus", "32", "--global-batch", "64", "--tp", "2,4", "--micro-batch", "1", "--fsdp", "off", "--format", "json"]),
+        "?cmd=plan&...&tp=2,4&fsdp=off&mb=1 equals pipetab plan ... --tp 2,4 --micro-batch 1 --fsdp off");
+
+  // On a phone: the answer comes before the form, and the charts' labels are 11 px or more.
+  {
+    const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2 });
+    const p = await phone.newPage();
+    p.on("pageerror", (e) => problems.push(`page error (phone): ${e.message}`));
+    await p.goto(origin + "/?cmd=compare&S=4&M=8&system=dgx-h100");
+    await p.waitForFunction(() => document.querySelector("#slope svg text") && document.querySelector("#timeline svg"), null, { timeout: 90000 });
+    const order = await p.evaluate(() => [document.getElementById("results").getBoundingClientRect().top,
+                                          document.getElementById("controls").getBoundingClientRect().top]);
+    check(order[0] < order[1], `on a phone the results come first (results at ${Math.round(order[0])} px, form at ${Math.round(order[1])} px)`);
+    // Rendered size: the text's font size times the SVG's scale on screen. The timeline's op
+    // labels are sized to fit their cells (each op also has a tooltip) and are left out.
+    const smallest = await p.evaluate(() => {
+      let least = Infinity;
+      for (const t of document.querySelectorAll("#slope svg text, #timeline svg text:not(.label)")) {
+        const svg = t.ownerSVGElement;
+        const scale = svg.getScreenCTM().a;
+        least = Math.min(least, parseFloat(getComputedStyle(t).fontSize) * scale);
+      }
+      return least;
+    });
+    check(smallest >= 11, `on a phone the charts' labels are at least 11 px (smallest ${smallest.toFixed(1)} px)`);
+    await p.screenshot({ path: path.join(shots, "phone.png"), fullPage: true });
+    await phone.close();
+  }
 
   check(problems.length === 0, `no console errors, page errors or outside requests${problems.length ? ": " + problems.join("; ") : ""}`);
   await browser.close();

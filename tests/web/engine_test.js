@@ -55,6 +55,7 @@ requests.push({ args: ["simulate", "1f1b", "--model", "missing.toml"], fails: tr
 requests.push({ args: ["analyze", "--table", "bad.csv"], inputs: { "bad.csv": "0F0,0X1\n" }, fails: true });
 requests.push({ args: ["analyze", "hanayo", "-S", "4", "-M", "8"], fails: true });
 
+
 function nativeRun(request) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pipetab-web-test-"));
   for (const [name, data] of Object.entries(request.inputs || {})) fs.writeFileSync(path.join(dir, name), data);
@@ -99,6 +100,20 @@ function firstDifference(a, b) {
       console.log(`ok   ${label} (exit ${want.code}, ${want.stdout.length} bytes)`);
     }
   }
+  // 2 MB of arguments, more than one native command line may carry (Linux's ARG_MAX): the
+  // engine copied them onto its stack and trapped above about 1.3 MB. Now the command's own
+  // error, one line, shortened.
+  const huge = await engine.run(["analyze", ...Array.from({ length: 20 }, (_, i) => String(i % 10).repeat(100000))]);
+  const hugeOk = huge.code === 2 && huge.stderr.startsWith("pipetab: error: unexpected arguments") &&
+    huge.stderr.length < 4200 && huge.stderr.indexOf("\n") === huge.stderr.length - 1;
+  console.log(`${hugeOk ? "ok  " : "FAIL"} 2 MB of arguments: exit ${huge.code}, ${huge.stderr.length} bytes of stderr`);
+  if (!hugeOk) failed++;
+  // A NUL inside an argument (no shell can pass one natively) is refused, not cut short.
+  const nul = await engine.run(["analyze", "1f1b\u0000-S", "4"]);
+  const nulOk = nul.code === 2 && nul.stdout === "" &&
+    nul.stderr === "pipetab: error: argument 2 contains a NUL byte, which no command line can carry\n";
+  console.log(`${nulOk ? "ok  " : "FAIL"} an argument with a NUL: exit ${nul.code}, ${JSON.stringify(nul.stderr)}`);
+  if (!nulOk) failed++;
   console.log(`${requests.length - failed} of ${requests.length} requests byte-equal`);
   process.exit(failed ? 1 : 0);
 })();
