@@ -193,7 +193,10 @@ TEST_F(Cli, TextFitsATerminal) {
         std::string("list systems"), std::string("list options"),
         // over the memory: the warning and the breakdown are prose
         std::string("simulate 1f1b --model llama3.1-70b --system dgx-h100 -S 4 -M 8"),
-        std::string("sensitivity -S 4 -M 4 --system compute-bound --steps 3")}) {
+        std::string("sensitivity -S 4 -M 4 --system compute-bound --steps 3"),
+        // --help: CLI11 printed each description on one line, up to 705 columns
+        std::string("--help"), std::string("simulate --help"), std::string("plan --help"),
+        std::string("calibrate --help"), std::string("plot --help"), std::string("cost --help")}) {
     const auto r = run(command);
     ASSERT_EQ(r.code, 0) << command << "\n" << r.err;
     EXPECT_LE(widest(r.out), kTextWidth) << command << "\n" << r.out;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <memory>
 #include <new>
 #include <regex>
 #include <sstream>
@@ -17,6 +18,7 @@
 
 #include "pipetab/error.hpp"
 #include "pipetab/names.hpp"
+#include "pipetab/report/text.hpp"
 
 namespace {
 
@@ -177,6 +179,52 @@ std::string bad_switch_value(const CLI::App* command, int argc, char** argv) {
   return {};
 }
 
+// CLI11's help within kTextWidth columns (CLI11 2.1 prints a description on one line: up to 705
+// columns): each option's and subcommand's description folded beside the name column, and any
+// other line over the width folded at its spaces. Lines within the width are kept as written.
+class FoldingFormatter : public CLI::Formatter {
+ public:
+  std::string make_option_desc(const CLI::Option* option) const override {
+    return fold(CLI::Formatter::make_option_desc(option), description_width());
+  }
+  std::string make_subcommand(const CLI::App* sub) const override {
+    std::stringstream out;
+    CLI::detail::format_help(out, sub->get_display_name(true),
+                             fold(sub->get_description(), description_width()), get_column_width());
+    return out.str();
+  }
+  std::string make_description(const CLI::App* app) const override {
+    return fold(CLI::Formatter::make_description(app), pipetab::kTextWidth);
+  }
+  std::string make_footer(const CLI::App* app) const override {
+    return fold(CLI::Formatter::make_footer(app), pipetab::kTextWidth);
+  }
+
+ private:
+  std::size_t description_width() const {
+    return pipetab::kTextWidth - std::min<std::size_t>(get_column_width(), pipetab::kTextWidth / 2);
+  }
+  static std::string fold(const std::string& text, std::size_t width) {
+    std::string out;
+    std::size_t at = 0;
+    while (at <= text.size()) {
+      const auto end = std::min(text.find('\n', at), text.size());
+      const std::string_view line(text.data() + at, end - at);
+      if (pipetab::text_columns(line) <= width) {
+        out.append(line);
+      } else {
+        std::string folded = pipetab::wrap(line, width);
+        folded.pop_back();  // wrap ends each line with '\n'; the caller's own follows
+        out += folded;
+      }
+      if (end == text.size()) break;
+      out += '\n';
+      at = end + 1;
+    }
+    return out;
+  }
+};
+
 }  // namespace
 
 int pipetab::cli::run(int argc, char** argv) {
@@ -186,6 +234,7 @@ int pipetab::cli::run(int argc, char** argv) {
       "forms), the table (the schedule as a table, timed without communication) and the\n"
       "simulation (the table run over a modelled cluster, communication included).",
       "pipetab"};
+  app.formatter(std::make_shared<FoldingFormatter>());
   app.set_version_flag("--version", std::string(PIPETAB_VERSION));
   app.require_subcommand(1);
   app.fallthrough(false);
