@@ -239,6 +239,18 @@ TEST(CollectiveRule, NcclRunsTheFasterOfRingAndTree) {
   EXPECT_EQ(nccl_algorithm(neighbour, kIntra, kInter).algorithm, CollectiveAlgorithm::Neighbour);
 }
 
+// One stage on one device, one microbatch of passes of `pass_s` seconds, `replicas` data-parallel
+// replicas and no optimizer step: what follows the pipeline is the stage's reduction alone.
+SimulationSetup one_stage_over(const SystemConfig& system, std::int64_t replicas, double pass_s,
+                               double grad_bytes) {
+  SimulationSetup s;
+  s.model = test::explicit_model(pass_s, pass_s, pass_s, 0.0, grad_bytes);
+  s.system = system;
+  s.layout.dp = replicas;
+  s.lowering.iteration.optimizer = false;
+  return s;
+}
+
 // Reducing in buckets during the backward (--dp-overlap) never ends later than one reduction
 // after it, where nothing else shares the links — at any data-parallel size. Each 25 MB bucket
 // of 4 GB over 1,024 ranks paid a ring's 2,046 latencies, and 160 of them took 3.3 s where one
@@ -249,12 +261,8 @@ TEST(CollectiveRule, BucketsNeverEndLaterThanOneReduction) {
     SCOPED_TRACE(testing::Message() << "DP " << replicas);
     double runtime[2] = {0.0, 0.0};
     for (const bool overlap : {false, true}) {
-      SimulationSetup s;
-      s.model = test::explicit_model(0.5, 0.5, 0.5, 0.0, 4e9);
-      s.system = system;
-      s.layout.dp = replicas;
+      SimulationSetup s = one_stage_over(system, replicas, 0.5, 4e9);
       s.job.dp_overlap = overlap;
-      s.lowering.iteration.optimizer = false;
       runtime[overlap] =
           simulate_table(test::make("1f1b", test::sm(1, 1)), s, "1f1b").metrics.runtime_s;
     }
@@ -274,12 +282,8 @@ TEST(CollectiveRule, TheSimulatedReductionIsTheClosedForm) {
       for (const bool sharded : {false, true}) {
         SCOPED_TRACE(testing::Message() << "DP " << replicas << " on nodes of " << per_node
                                         << (sharded ? ", reduce-scatter" : ", all-reduce"));
-        SimulationSetup s;
-        s.model = test::explicit_model(1.0, 1.0, 1.0, 0.0, 64e6);
-        s.system = system;
-        s.layout.dp = replicas;
+        SimulationSetup s = one_stage_over(system, replicas, 1.0, 64e6);
         s.job.distributed_optimizer = sharded;
-        s.lowering.iteration.optimizer = false;
         const auto table = test::make("1f1b", test::sm(1, 1));
         const auto sim = simulate_table(table, s, "1f1b");
         // NCCL's ring, or its tree where that is the faster (an all-reduce across nodes).
