@@ -149,8 +149,8 @@ SweepOutput::SweepOutput(const std::string& path, SweepIdentity identity)
     throw Error(fmt::format("cannot lock {}: {}", path, std::strerror(error)));
   }
   if (!still_ours()) {
-    throw Error(fmt::format("{}: the file was replaced while this sweep opened it; run it again",
-                            path));
+    throw Error(
+        fmt::format("{}: the file was replaced while this sweep opened it; run it again", path));
   }
 }
 
@@ -158,7 +158,8 @@ SweepOutput::SweepOutput(const std::string& path, SweepIdentity identity)
 // name: once the file is deleted or replaced, a second sweep creates and locks a new one under
 // the same name, and both would run, the first one's rows going nowhere.
 bool SweepOutput::still_ours() const {
-  struct stat named {}, held {};
+  struct stat named = {};
+  struct stat held = {};
   return ::stat(path_.c_str(), &named) == 0 && ::fstat(fd_, &held) == 0 &&
          named.st_dev == held.st_dev && named.st_ino == held.st_ino;
 }

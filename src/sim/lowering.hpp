@@ -327,7 +327,7 @@ class Lowering {
   // FSDP: per device, its last reduce-scatter step so far (one stream); per stage, the last
   // reduce-scatter of per-microbatch gradient sync.
   std::vector<std::int32_t> last_scatter_, scattered_;
-  std::vector<std::uint8_t> fsdp_roles_;        // per table op: kGathers | kScatters
+  std::vector<std::uint8_t> fsdp_roles_;  // per table op: kGathers | kScatters
   // Per table op that gathers as an UNSHARD says: the op whose start issues the gather (the one
   // before the UNSHARD; -1: the device's first, free at once); -2 elsewhere (the op before it).
   std::vector<std::int64_t> gather_issued_by_;

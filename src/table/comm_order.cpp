@@ -222,8 +222,7 @@ std::optional<CommIssue> check_unshard_order(const ScheduleTable& t) {
           return CommIssue{
               d, t.comms.row_begin[static_cast<std::size_t>(d)] + static_cast<std::int64_t>(a),
               fmt::format("{} on device {}: stage {} is {} (PyTorch's runtime asserts: {})",
-                          to_string(c), d, c.stage,
-                          unshard ? "already unsharded" : "not unsharded",
+                          to_string(c), d, c.stage, unshard ? "already unsharded" : "not unsharded",
                           unshard ? "\"Unsharding the same stage_idx twice\""
                                   : "\"Resharding stage_idx without unsharding\"")};
         }
