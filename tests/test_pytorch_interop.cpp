@@ -253,6 +253,14 @@ TEST(CommOrder, EveryMistakeIsLocatedAndExplained) {
             "t.csv:2:27: 7UNSHARD on device 1: stage 7 does not exist (the table has stages 0..1)");
   EXPECT_EQ(error_of("0F0,0SEND_F0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0,0RESHARD\n"),
             "t.csv:2:27: 0RESHARD on device 1: stage 0 does not run on this device");
+  // A backward transfer across a boundary no backward crosses has no other end (the check of
+  // the ranks' waits read before its array on it: found by fuzz_csv under UBSan).
+  EXPECT_EQ(error_of("0F0,0SEND_F0,0RECV_B0,0B0\n1RECV_F0,1F0\n"),
+            "t.csv:1:14: 0RECV_B0 on device 0: stage 1 of microbatch 0 has no input-gradient "
+            "backward (device 1), so nothing sends it");
+  EXPECT_EQ(error_of("0F0,0SEND_F0\n1RECV_F0,1F0,1B0,1SEND_B0\n"),
+            "t.csv:2:18: 1SEND_B0 on device 1: stage 0 of microbatch 0 has no input-gradient "
+            "backward (device 0), so nothing receives it");
   // FSDP's actions as PyTorch's runtime asserts them.
   EXPECT_EQ(error_of("0F0,0SEND_F0,0RECV_B0,0B0,0UNSHARD\n1RECV_F0,1F0,1B0,1SEND_B0\n"),
             "t.csv:1:1: 0F0 on device 0 computes on stage 0 while it is sharded: an 0UNSHARD must "

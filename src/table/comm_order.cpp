@@ -357,7 +357,24 @@ std::optional<CommIssue> check_comm_order(const ScheduleTable& t) {
       if (seen[static_cast<std::size_t>(CommKind::RecvF)][k1] < 0)
         return missing(to, {m, su1, CommKind::RecvF, 0},
                        fmt::format("stage {} runs on device {}", s, from));
-      if (at.backward[k] < 0 || at.backward[k1] < 0) continue;  // forward-only table
+      if (at.backward[k] < 0 || at.backward[k1] < 0) {
+        // No backward crosses this boundary (a forward-only pair): a backward send or receive
+        // listed for it has no other end, and would wait for ever.
+        const auto listed = [&](CommKind kind, std::size_t at_key, std::int32_t device,
+                                std::int64_t other, std::int32_t other_device) {
+          const auto a = seen[static_cast<std::size_t>(kind)][at_key];
+          if (a < 0) return std::optional<CommIssue>{};
+          return std::optional<CommIssue>{CommIssue{
+              device, t.comms.row_begin[static_cast<std::size_t>(device)] + a,
+              fmt::format("{} on device {}: stage {} of microbatch {} has no input-gradient "
+                          "backward (device {}), so nothing {} it",
+                          to_string(t.comms.row(device)[static_cast<std::size_t>(a)]), device,
+                          other, m, other_device, kind == CommKind::RecvB ? "sends" : "receives")}};
+        };
+        if (auto issue = listed(CommKind::RecvB, k, from, s + 1, to)) return issue;
+        if (auto issue = listed(CommKind::SendB, k1, to, s, from)) return issue;
+        continue;
+      }
       if (seen[static_cast<std::size_t>(CommKind::SendB)][k1] < 0)
         return missing(to, {m, su1, CommKind::SendB, 0},
                        fmt::format("stage {} runs on device {}", s, from));
