@@ -371,21 +371,15 @@
     $("grid").textContent = grid.code === 0 ? grid.stdout : grid.stderr;
   }
 
-  // show takes the table's options only: the schedule or table, its sizes (not the model,
-  // system, network, layout or job).
+  // show takes the table's options only: the schedule or table (request.js puts it right after
+  // the command) and its sizes, not the model, system, network, layout or job.
   function gridArgs(base) {
-    const keep = [];
+    const keep = base[1] && !base[1].startsWith("-") ? [base[1]] : [];
     for (let i = 1; i < base.length; i++) {
-      const a = base[i];
-      if (["-S", "-M", "-v", "--table"].includes(a)) keep.push(a, base[++i]);
-      else if (a.startsWith("-")) { if (!SWITCH_FLAGS.has(a)) i++; }
-      else keep.push(a);
+      if (["-S", "-M", "-v", "--table"].includes(base[i])) keep.push(base[i], base[++i]);
     }
     return keep;
   }
-  // The flags of a simulate command line that take no value (request.js, layoutArgs).
-  const SWITCH_FLAGS = new Set(["--sequence-parallel", "--no-sequence-parallel", "--fsdp", "--no-fsdp",
-                                "--distributed-optimizer", "--a2a-overlap"]);
 
   const PARTS = [
     ["compute", "compute", "#1b5e9e"], ["bubble", "bubble (idle)", "#c9c9c9"],

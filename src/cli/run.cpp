@@ -81,6 +81,12 @@ int fail(const std::string& full_message, int code) {
   return code;
 }
 
+// Where a message sends the user: the help of the subcommand the command line names.
+std::string help_of(const CLI::App* command) {
+  return command != nullptr ? fmt::format("pipetab {} --help", command->get_name())
+                            : "pipetab --help";
+}
+
 // The long names of `command`'s options ("--tp"), for "did you mean".
 std::vector<std::string> long_names(const CLI::App& command) {
   std::vector<std::string> names;
@@ -113,8 +119,7 @@ std::string value_wanted(const std::string& type) {
 // says what it must be ("--tp: 1 required TEXT:INT:INT in [1 - 1048576] missing" was CLI11's), an
 // unknown option the nearest ones.
 std::string parse_error(const CLI::App* command, const std::string& what) {
-  const std::string help =
-      command != nullptr ? fmt::format("pipetab {} --help", command->get_name()) : "pipetab --help";
+  const std::string help = help_of(command);
   static const std::regex missing(R"(^(-\S+): \d+ required (.*) missing$)"),
       extras(R"(^The following arguments? (?:was|were) not expected: (.*)$)");
   std::smatch m;
@@ -171,10 +176,9 @@ std::string bad_switch_value(const CLI::App* command, int argc, char** argv) {
     if (option == nullptr || option->get_expected_min() != 0) continue;
     const auto value = pipetab::lower_case(arg.substr(eq + 1));
     if (std::find(kTruth.begin(), kTruth.end(), value) != kTruth.end()) continue;
-    return fmt::format(
-        "{}: {} is a switch: give it alone, or as {}=true or {}=false (see pipetab "
-        "{} --help)",
-        arg, arg.substr(0, eq), arg.substr(0, eq), arg.substr(0, eq), command->get_name());
+    const auto name = arg.substr(0, eq);
+    return fmt::format("{}: {} is a switch: give it alone, or as {}=true or {}=false (see {})", arg,
+                       name, name, name, help_of(command));
   }
   return {};
 }
@@ -277,9 +281,7 @@ int pipetab::cli::run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return fail(parse_error(named, e.what()), 2);
   } catch (const std::logic_error& e) {  // std::invalid_argument, std::out_of_range: see above
-    return fail(fmt::format("cannot read the command line: {} (see {})", e.what(),
-                            named != nullptr ? "pipetab " + named->get_name() + " --help"
-                                             : "pipetab --help"),
+    return fail(fmt::format("cannot read the command line: {} (see {})", e.what(), help_of(named)),
                 2);
   }
 
