@@ -263,7 +263,20 @@ TEST_F(Cli, ListPresets) {
     EXPECT_EQ(sys["memory_bytes"], 80e9);
     EXPECT_NEAR(sys["peak_bf16_flops"].get<double>(), 989.4e12, 1e11);
   }
-  expect_usage_error("list layouts", "layouts not in {schedules,models,systems,options}");
+  expect_usage_error("list layouts",
+                     "layouts not in {schedules,models,systems,options,error-bars}");
+  // The error bars' checks: the text's rows are the JSON's, each run counted once per check.
+  const auto bars = nlohmann::json::parse(run("list error-bars --format json").out);
+  const auto text = run("list error-bars").out;
+  ASSERT_FALSE(bars.empty());
+  for (const auto& c : bars) {
+    EXPECT_LE(c["covered"].get<int>(), c["runs"].get<int>());
+    EXPECT_LT(c["low_factor"].get<double>(), c["high_factor"].get<double>());
+    if (c["runs"].get<int>() > 0) {
+      EXPECT_NE(text.find(fmt::format("{} of {}", c["covered"].get<int>(), c["runs"].get<int>())),
+                std::string::npos);
+    }
+  }
 }
 
 // Presets by the names people use: a Hugging Face id, the release's own capitals and suffixes,

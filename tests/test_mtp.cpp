@@ -69,19 +69,26 @@ TEST(Mtp, AModuleAddsALayerItsProjectionAndOneMoreOutputToTheLastStage) {
   EXPECT_NEAR(with[1].activation_bytes,
               base[1].activation_bytes + layer_act + 5 * e * T * h + 8 * T + 4 * T * (h + V),
               1e-9 * with[1].activation_bytes);
-  // The model's FLOPs (Megatron-Core's num_floating_point_operations counts the same) grow by a
-  // layer, an output layer and eh_proj, each forward and backward (eh_proj's three passes are
-  // 3 × 4·T·h²); the layer's and the output's from the stages' three passes.
+  // The stages' FLOPs grow by a layer, an output layer and eh_proj, each forward and backward
+  // (eh_proj's three passes are 3 × 4·T·h²); the layer's and the output's from the stages' three
+  // passes.
   const auto all = [](const StageWork& x) {
     return x.forward_flops + x.input_grad_flops + x.weight_grad_flops;
   };
   const double layer_all = all(base[0]) / 16, output_all = all(base[1]) - 16 * layer_all;
+  EXPECT_DOUBLE_EQ(all(with[1]), all(base[1]) + layer_all + output_all + 3 * 4 * T * h * h);
+  // The model's FLOPs by PaLM's count (6 per weight and token, 12·h·s per layer and token for
+  // attention's full square) grow by the same pieces, by hand: a layer (Q and O of h², K and V of
+  // h·kv, three MLP matrices of h·ffn), the output layer (h·V) and eh_proj (2h²) with the module's
+  // three norms (3h, Megatron-Core's num_floating_point_operations counts them).
+  const double s = 8192, kv = 1024, ffn = 14336;
+  const double layer = 6 * T * (2 * h * h + 2 * h * kv + 3 * h * ffn) + 12 * T * s * h;
+  const double expected = layer + 6 * T * h * V + 6 * T * (2 * h * h + 3 * h);
   const test::ModelRun r0 = io::load_model("llama3.1-8b");
   const auto r1 = with_mtp("llama3.1-8b", 1);
   const auto m0 = test::workload(r0), m1 = test::workload(r1);
-  EXPECT_NEAR(iteration_flops(m1, 1).model - iteration_flops(m0, 1).model,
-              layer_all + output_all + 3 * 4 * T * h * h, 1e-9 * iteration_flops(m1, 1).model);
-  EXPECT_DOUBLE_EQ(all(with[1]), all(base[1]) + layer_all + output_all + 3 * 4 * T * h * h);
+  EXPECT_NEAR(iteration_flops(m1, 1).model - iteration_flops(m0, 1).model, expected,
+              1e-12 * expected);
   // mtp_layers is 0 .. 64, and the reader names the file, line and key.
   try {
     (void)io::parse_model(

@@ -388,12 +388,20 @@
     ["host_overhead", "host overhead", "#00796b"], ["comm_interference", "compute slowed by comms", "#ad1457"],
   ];
 
+  // The convention MFU's model FLOPs are counted by, as the engine names it (--flop-count).
+  function flopCount(sim) {
+    return sim.flop_count === "causal" ? "causal count, 6N + 6·L·h·s" : "PaLM's count, 6N + 12·L·h·s";
+  }
+
   // The answer first: step time, tokens/s and MFU, and whether it fits (its peak against the
   // usable capacity the simulation judged it by), with what to try when it does not.
   function drawHeadline(sim) {
     const parts = [`Step ${fmt(sim.runtime_s, 4)} s`];
+    // The error bar: where a measured step falls, from published runs like this one.
+    const bar = sim.runtime_interval_s;
+    if (bar) parts.push(`${Math.round(100 * bar.level)} % range ${fmt(bar.low, 4)}–${fmt(bar.high, 4)} s`);
     if (sim.tokens_per_s) parts.push(`${Math.round(sim.tokens_per_s).toLocaleString("en-US")} tokens/s`);
-    if (sim.mfu) parts.push(`MFU ${(100 * sim.mfu).toFixed(1)} %`);
+    if (sim.mfu) parts.push(`MFU ${(100 * sim.mfu).toFixed(1)} % (${flopCount(sim)})`);
     if (sim.gpus) parts.push(`${sim.gpus} GPU${sim.gpus > 1 ? "s" : ""}`);
     $("headline").textContent = parts.join(" · ");
     const over = (sim.over_capacity || []).some((x) => x);
@@ -484,7 +492,8 @@
     const table = $("plan-table");
     table.replaceChildren();
     const head = table.createTHead().insertRow();
-    for (const h of ["rank", "layout", "step (s)", "tokens/s", "MFU", "peak memory (GB)", "where the step goes"]) {
+    const mfu = data.top.length && data.top[0].simulation ? `MFU (${flopCount(data.top[0].simulation)})` : "MFU";
+    for (const h of ["rank", "layout", "step (s; 90 % range)", "tokens/s", mfu, "peak memory (GB)", "where the step goes"]) {
       const th = document.createElement("th");
       th.scope = "col";
       th.textContent = h;
@@ -496,7 +505,9 @@
       const sim = t.simulation || {};
       const shares = PARTS.map(([key, label]) => [label, (sim.breakdown || {})[key] || 0])
         .filter(([, share]) => share >= 0.005).map(([label, share]) => `${label} ${(100 * share).toFixed(0)}%`);
-      const cells = [t.rank, t.description, fmt(t.runtime_s, 4),
+      const bar = sim.runtime_interval_s;
+      const cells = [t.rank, t.description,
+                     fmt(t.runtime_s, 4) + (bar ? ` (${fmt(bar.low, 3)}–${fmt(bar.high, 3)})` : ""),
                      sim.tokens_per_s ? Math.round(sim.tokens_per_s).toLocaleString("en-US") : "–",
                      sim.mfu ? `${(100 * sim.mfu).toFixed(1)} %` : "–", fmt(t.peak_memory_bytes / 1e9, 4),
                      shares.join(", ")];

@@ -25,6 +25,7 @@
 #include "pipetab/report/output.hpp"
 #include "pipetab/report/text.hpp"
 #include "pipetab/report/trace.hpp"
+#include "pipetab/sim/error_bar.hpp"
 #include "pipetab/sim/options.hpp"
 #include "pipetab/study/plan.hpp"
 #include "pipetab/table/comm_order.hpp"
@@ -293,6 +294,43 @@ std::string preset_listing(const std::string& kind, bool json) {
 
 }  // namespace
 
+// The error bars' residuals and how their intervals fare with each run left out
+// (docs/accuracy.md, "Error bars").
+std::string error_bar_listing(bool json) {
+  const auto residuals = builtin_residuals();
+  const auto checks = check_intervals(residuals);
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& c : checks) {
+      out.push_back({{"regime", c.regime},
+                     {"from", c.system},
+                     {"low_factor", c.low_factor},
+                     {"high_factor", c.high_factor},
+                     {"runs", c.runs},
+                     {"covered", c.covered}});
+    }
+    return out.dump(2) + "\n";
+  }
+  const auto fitted = std::count_if(residuals.begin(), residuals.end(),
+                                    [](const Residual& r) { return r.fitted_on; });
+  std::string out =
+      wrap(fmt::format("90% intervals of a predicted runtime, from the {} published runs of "
+                       "data/residuals.csv ({} a preset's constant was fitted on alone left out): "
+                       "each as factors of the prediction, and how many runs, each predicted "
+                       "without itself, fall inside theirs (on their own preset: from its other "
+                       "runs; transferred: from the other presets' runs; unchecked where those are "
+                       "too few to make one)",
+                       residuals.size(), fitted));
+  out += fmt::format("\n{:<20}{:<18}{:>22}{:>16}\n", "regime", "from", "interval", "inside");
+  for (const auto& c : checks) {
+    out += fmt::format(
+        "{:<20}{:<18}{:>22}{:>16}\n", regime_words(c.regime), c.system,
+        fmt::format("× {:.3f} to × {:.3f}", c.low_factor, c.high_factor),
+        c.runs > 0 ? fmt::format("{} of {}", c.covered, c.runs) : std::string("unchecked"));
+  }
+  return out;
+}
+
 Subcommand add_list(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "list",
@@ -301,15 +339,20 @@ Subcommand add_list(CLI::App& app) {
   auto what = std::make_shared<std::string>("schedules");
   cmd->add_option("what", *what,
                   "schedules, models or systems (the presets --model and --system take; JSON "
-                  "gives each preset's TOML), or options (every option of a run: its key, flag, "
-                  "values and default)")
-      ->check(CLI::IsMember({"schedules", "models", "systems", "options"}))
+                  "gives each preset's TOML), options (every option of a run: its key, flag, "
+                  "values and default), or error-bars (the published runs each runtime's 90% "
+                  "interval comes from, and how often a run left out falls inside it)")
+      ->check(CLI::IsMember({"schedules", "models", "systems", "options", "error-bars"}))
       ->capture_default_str();
   add_format(*cmd, *format, {"text", "json"});
   return {
       cmd, [format, what] {
         if (*what == "options") {
           emit("", options_listing(*format == "json"));
+          return;
+        }
+        if (*what == "error-bars") {
+          emit("", error_bar_listing(*format == "json"));
           return;
         }
         if (*what != "schedules") {

@@ -34,7 +34,8 @@ std::string csv_report(const PlanRequest& q, const PlanResult& r) {
       "pipeline_parallel,data_parallel,schedule,chunks,micro_batch,microbatches,recompute,"
       "sequence_parallel,distributed_optimizer,compute_s,bubble_s,exposed_pipeline_s,tp_comm_s,"
       "reductions_s,optimizer_s,overhead_s,context_parallel,fsdp,expert_parallel,a2a_overlap,"
-      "expert_comm_s,expert_tensor_parallel,moe_recompute,pipeline_layout";
+      "expert_comm_s,expert_tensor_parallel,moe_recompute,pipeline_layout,flop_count,runtime_low_s,"
+      "runtime_high_s";
   // A column per searched option (--search), after the fixed ones.
   for (const auto& option : q.space.options)
     out += "," + option.key;
@@ -45,14 +46,17 @@ std::string csv_report(const PlanRequest& q, const PlanResult& r) {
     const auto p = runtime_parts(e.metrics);
     out += fmt::format(
         "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
-        "{}",
+        "{},{},{},{}",
         i + 1, e.metrics.runtime_s, e.metrics.tokens_per_s.value_or(0), e.metrics.mfu.value_or(0),
         e.peak_memory_bytes, e.lower_bound_s, l.tensor_parallel, l.pipeline_parallel,
         l.data_parallel, l.schedule, l.chunks > 0 ? std::to_string(l.chunks) : "", l.micro_batch,
         l.microbatches, to_string(l.recompute), l.sequence_parallel, l.distributed_optimizer,
         p.compute, p.bubble, p.pipeline, p.tp, p.reductions, p.optimizer, p.overhead,
         l.context_parallel, l.fsdp, l.expert_parallel, l.a2a_overlap, p.experts,
-        l.expert_tensor_parallel, to_string(l.moe_recompute), l.pipeline_layout);
+        l.expert_tensor_parallel, to_string(l.moe_recompute), l.pipeline_layout,
+        e.metrics.flop_count,
+        e.metrics.runtime_interval ? fmt::format("{}", e.metrics.runtime_interval->low_s) : "",
+        e.metrics.runtime_interval ? fmt::format("{}", e.metrics.runtime_interval->high_s) : "");
     for (const auto& option : l.options)
       out += "," + option.value;
     out += "\n";
@@ -110,6 +114,12 @@ std::string reference_text(const PlanResult& r) {
   return out + "\n";
 }
 
+// "43.03–75.20": both ends with the decimals that give the larger four significant figures.
+std::string range_text(double low, double high) {
+  const int decimals = std::clamp(3 - static_cast<int>(std::floor(std::log10(high))), 0, 6);
+  return fmt::format("{:.{}f}–{:.{}f}", low, decimals, high, decimals);
+}
+
 // A column of the ranking: its header, its share of a layout's runtime, and what it means.
 struct ShareColumn {
   const char* header;
@@ -145,15 +155,17 @@ std::string ranking(const PlanResult& r, bool wide) {
     });
     if (wide || any) shown.push_back(&c);
   }
-  std::string out = fmt::format("\n{:>4} {:>10} {:>10} {:>6} {:>8} ", "rank", "runtime s",
-                                "tokens/s", "MFU", "peak GB");
+  std::string out = fmt::format("\n{:>4} {:>10} {:>13} {:>10} {:>6} {:>8} ", "rank", "runtime s",
+                                "90% range s", "tokens/s", "MFU", "peak GB");
   for (const auto* c : shown)
     out += fmt::format(" {:>7}", c->header);
   out += wide ? "  layout\n" : "\n";
   for (std::size_t i = 0; i < r.top.size(); ++i) {
     const auto& e = r.top[i];
     const auto b = e.metrics.breakdown();
-    out += fmt::format("{:>4} {:>10.4f} {:>10.0f} {:>6.3f} {:>8.2f} ", i + 1, e.metrics.runtime_s,
+    const auto& bar = e.metrics.runtime_interval;
+    out += fmt::format("{:>4} {:>10.4f} {:>13} {:>10.0f} {:>6.3f} {:>8.2f} ", i + 1,
+                       e.metrics.runtime_s, bar ? range_text(bar->low_s, bar->high_s) : "–",
                        e.metrics.tokens_per_s.value_or(0), e.metrics.mfu.value_or(0),
                        e.peak_memory_bytes / 1e9);
     for (const auto* c : shown)
@@ -166,6 +178,16 @@ std::string ranking(const PlanResult& r, bool wide) {
     meanings.emplace_back(c->meaning);
   std::string note = fmt::format("shares of the runtime: {}", fmt::join(meanings, ", "));
   if (shown.size() < std::size(kShares)) note += "; the others are 0.0% for every layout (--wide)";
+  if (!r.top.empty()) {
+    const auto& m = r.top.front().metrics;
+    const auto count = parse_flop_count(m.flop_count).value_or(FlopCount::Palm);
+    note += fmt::format("; MFU counts model FLOPs as {} (--flop-count)", describe(count));
+    // Each row's range comes from the published runs of its own regime (docs/accuracy.md).
+    note +=
+        "; 90% range: where a measured runtime falls, from the published runs of the layout's "
+        "kind (dense, CP or MoE; docs/accuracy.md, \"Error bars\")";
+    if (!m.interval_note.empty()) note += "; " + m.interval_note;
+  }
   return out + wrap(note, wide ? std::string::npos : kTextWidth, "  ", "    ");
 }
 

@@ -52,10 +52,6 @@ void require_costable(const ModelConfig& model, const Job& job, const SystemConf
 
 namespace {
 
-// FlashAttention skips the tiles above the diagonal of a causal mask: it executes about half of
-// the product's FLOPs (Dao 2023, §3.1.1). Its measured throughputs count the executed FLOPs.
-constexpr double kCausalFraction = 0.5;
-
 double memory_seconds(double bytes, const DeviceSpec& device) {
   if (!(device.memory_bandwidth > 0.0)) return 0.0;
   return bytes / (device.memory_bandwidth * device.memory_efficiency);
@@ -78,11 +74,10 @@ OperatorCost operator_cost(const Operator& op, const Workload& run, const System
         c.seconds = op.flops / (peak * c.efficiency);
         return c;
       }
-      double flops = op.flops;
+      const double flops = executed_flops(op);
       if (op.kind == OperatorKind::Gemm) {
         c.efficiency = gemm_efficiency(op.fp8 ? device.gemm_fp8 : device.gemm, op.gemm);
       } else {
-        flops *= kCausalFraction;
         c.efficiency = op.kind == OperatorKind::FusedAttention
                            ? device.attention_efficiency
                            : device.attention_backward_efficiency;

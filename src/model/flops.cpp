@@ -9,12 +9,13 @@
 namespace pipetab {
 namespace {
 
-// Matrix-multiply FLOPs of one microbatch through the whole model on one tensor-parallel rank.
+// FLOPs of one microbatch through the whole model on one tensor-parallel rank, as the GPUs execute
+// them (executed_flops: a fused attention's causal half).
 double microbatch_flops(const Workload& run) {
   const TransformerConfig& m = run.model;
   const ModelOperators ops = model_operators(run);
   const auto all = [](const PassOperators& p) {
-    return matmul_flops(p.forward) + matmul_flops(p.input_grad) + matmul_flops(p.weight_grad);
+    return executed_flops(p.forward) + executed_flops(p.input_grad) + executed_flops(p.weight_grad);
   };
   double dense = static_cast<double>(m.moe ? m.moe->dense_layers : m.layers);
   double moe = static_cast<double>(m.layers) - dense;
@@ -26,24 +27,35 @@ double microbatch_flops(const Workload& run) {
          (1 + mtp) * all(ops.output) + (mtp > 0 ? mtp * all(ops.mtp) : 0.0);
 }
 
+// The closed-form count both megatron_flops and the named conventions share: `square` of
+// attention's s² part, the vocabulary padded as Megatron pads it or as the model has it.
+double transformer_flops(const Workload& run, double sequences, double square, bool pad_vocab);
+
 }  // namespace
 
-IterationFlops iteration_flops(const Workload& run, double sequences) {
-  // Each tensor- and context-parallel rank does its share of a microbatch. A mixture of experts
-  // is counted at its balanced load (the busiest rank's extra rows are another rank's fewer);
-  // the hardware also runs the capacity's padding, the model only the routed rows.
+std::string_view describe(FlopCount c) {
+  switch (c) {
+    case FlopCount::Palm:
+      return "PaLM's 6N + 12·L·h·s";
+    case FlopCount::Causal:
+      return "the causal 6N + 6·L·h·s";
+  }
+  return "";
+}
+
+IterationFlops iteration_flops(const Workload& run, double sequences, FlopCount count) {
+  // Each tensor- and context-parallel rank executes its share of a microbatch. A mixture of
+  // experts is counted at its balanced load (the busiest rank's extra rows are another rank's
+  // fewer); the hardware also runs the capacity's padding.
   const double ranks = static_cast<double>(run.layout.tp * run.layout.cp);
   const double microbatches = sequences / static_cast<double>(run.job.micro_batch);
   Job balanced = run.job;
   balanced.moe.imbalance = 1.0;
   const double hardware =
       microbatch_flops({run.model, balanced, run.layout}) * ranks * microbatches;
-  Job plain = balanced;
-  plain.recompute = Recompute::None;
-  plain.moe.capacity_factor.reset();
-  plain.moe.recompute = MoeRecompute::None;
-  if (plain.recompute == run.job.recompute && !run.model.moe) return {hardware, hardware};
-  return {microbatch_flops({run.model, plain, run.layout}) * ranks * microbatches, hardware};
+  const double model =
+      transformer_flops(run, sequences, count == FlopCount::Causal ? 0.5 : 1.0, false);
+  return {model, hardware};
 }
 
 double narayanan_eq3_flops(const Workload& run, double global_batch) {
@@ -54,6 +66,12 @@ double narayanan_eq3_flops(const Workload& run, double global_batch) {
 }
 
 double megatron_flops(const Workload& run, double sequences, CausalCount causal) {
+  return transformer_flops(run, sequences, causal == CausalCount::Half ? 0.5 : 1.0, true);
+}
+
+namespace {
+
+double transformer_flops(const Workload& run, double sequences, double square, bool pad_vocab) {
   const TransformerConfig& m = run.model;
   const auto d = [](std::int64_t v) { return static_cast<double>(v); };
   const detail::Dims z = detail::dims(run);
@@ -61,10 +79,8 @@ double megatron_flops(const Workload& run, double sequences, CausalCount causal)
   // Megatron's 6: three GEMMs per weight (forward, wgrad, dgrad) of 2 FLOPs per multiply-add.
   constexpr double kPasses = 3 * 2;
   const double gated = m.gated_mlp ? 3 : 2;  // h -> 2·ffn and ffn -> h stacked, or h -> ffn -> h
-  // The s² part: half of it under the causal count (QK^T and its product with V over the mask's
-  // non-zero half), all of it under the full square.
-  const double square = causal == CausalCount::Half ? 0.5 : 1.0;
-
+  // `square`: the s² part's share counted, half under a causal count (QKᵀ and its product with V
+  // over the mask's non-zero half), all of it under the full square.
   double dense_layers = d(m.layers), moe_layers = 0;
   const double dense_ffn = detail::dims({detail::dense_layer_model(m), run.job, run.layout}).ffn;
   double expert_ffn = 0, routed = 0, shared_ffn = 0;
@@ -98,9 +114,11 @@ double megatron_flops(const Workload& run, double sequences, CausalCount causal)
                       (expert_ffn * routed * gated + shared_ffn * gated) * moe_layers);
   const double mtp_extra = kPasses * mtp * (3 * h + 2 * h * h);  // the norms and eh_proj
   const double multiple = 128 * z.t;
-  const double vocab = std::ceil(d(m.vocab) / multiple) * multiple;
+  const double vocab = pad_vocab ? std::ceil(d(m.vocab) / multiple) * multiple : d(m.vocab);
   const double logits = kPasses * h * vocab * (mtp + 1);
   return sequences * s * (mlp + attention * attention_layers + mtp_extra + logits);
 }
+
+}  // namespace
 
 }  // namespace pipetab

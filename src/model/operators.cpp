@@ -28,6 +28,11 @@ double matmul_flops(std::span<const Operator> operators) {
                          [](double sum, const Operator& op) { return sum + op.flops; });
 }
 
+double executed_flops(std::span<const Operator> operators) {
+  return std::accumulate(operators.begin(), operators.end(), 0.0,
+                         [](double sum, const Operator& op) { return sum + executed_flops(op); });
+}
+
 namespace {
 
 using detail::Builder;

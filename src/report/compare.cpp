@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "pipetab/report/output.hpp"
+#include "pipetab/report/text.hpp"
 
 namespace pipetab {
 namespace {
@@ -201,6 +202,24 @@ std::string to_text(const Comparison& c, bool legend) {
     for (const auto& [runtime, names] : runtimes)
       parts.push_back(fmt::format("{} ({})", runtime, fmt::join(names, ", ")));
     out += fmt::format("runtime: {}\n", fmt::join(parts, "; "));
+  }
+  // The error bar, as factors of each runtime: one model, job and system share one regime's
+  // residuals, so every row's interval is its runtime times the same two factors.
+  for (const auto& e : c.rows) {
+    if (!e.simulation) continue;
+    const auto& m = *e.simulation;
+    if (m.runtime_interval) {
+      const auto& i = *m.runtime_interval;
+      out += wrap(fmt::format("error bar: each runtime × {:.3f} to × {:.3f} ({:.0f}%, from {} "
+                              "published {} runs on {}){}",
+                              i.low_s / m.runtime_s, i.high_s / m.runtime_s, 100 * i.level, i.runs,
+                              regime_words(i.regime), i.basis,
+                              m.interval_note.empty() ? "" : "; " + m.interval_note),
+                  kTextWidth, "", "  ");
+    } else if (!m.interval_note.empty()) {
+      out += wrap("error bar: none, " + m.interval_note, kTextWidth, "", "  ");
+    }
+    break;
   }
   if (!legend) return out;
   out +=

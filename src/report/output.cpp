@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "pipetab/report/simulation.hpp"
+#include "pipetab/report/text.hpp"
 #include "pipetab/schedules/registry.hpp"
 
 namespace pipetab {
@@ -165,11 +167,21 @@ FlatRecord flat_record(const Evaluation& e) {
   row.emplace_back("simulation.fsdp", sim([](auto& s) { return s.fsdp; }));
   row.emplace_back("simulation.gpus", sim([](auto& s) { return s.gpus; }));
   row.emplace_back("simulation.runtime_s", sim([](auto& s) { return s.runtime_s; }));
+  // The error bar (sim/error_bar.hpp): empty where no published runs give one.
+  row.emplace_back("simulation.runtime_low_s", sim([](auto& s) {
+                     return s.runtime_interval ? nlohmann::json(s.runtime_interval->low_s)
+                                               : nlohmann::json(nullptr);
+                   }));
+  row.emplace_back("simulation.runtime_high_s", sim([](auto& s) {
+                     return s.runtime_interval ? nlohmann::json(s.runtime_interval->high_s)
+                                               : nlohmann::json(nullptr);
+                   }));
   row.emplace_back("simulation.pipeline_end_s", sim([](auto& s) { return s.pipeline_end_s; }));
   row.emplace_back("simulation.tokens_per_s",
                    sim([](auto& s) { return optional_json(s.tokens_per_s); }));
   row.emplace_back("simulation.mfu", sim([](auto& s) { return optional_json(s.mfu); }));
   row.emplace_back("simulation.hfu", sim([](auto& s) { return optional_json(s.hfu); }));
+  row.emplace_back("simulation.flop_count", sim([](auto& s) { return s.flop_count; }));
   row.emplace_back("simulation.idle_ratio", sim([](auto& s) { return s.idle_ratio; }));
   row.emplace_back("simulation.span_idle_ratio", sim([](auto& s) { return s.span_idle_ratio; }));
   row.emplace_back("simulation.peak_memory_bytes",
@@ -339,6 +351,13 @@ std::string to_text(const Evaluation& e) {
                        m.contention ? "" : ", no contention",
                        m.blocking_send ? ", blocking sends" : "", m.runtime, m.runtime_chosen_by);
     out += fmt::format("  {:<24}{:.4f} s\n", "runtime", m.runtime_s);  // as the columns below
+    if (m.runtime_interval) {
+      out += wrap(interval_text(m) + (m.interval_note.empty() ? "" : "; " + m.interval_note),
+                  kTextWidth, fmt::format("  {:<24}", "error bar"), std::string(26, ' '));
+    } else if (!m.interval_note.empty()) {
+      out += wrap(m.interval_note, kTextWidth, fmt::format("  {:<24}", "error bar"),
+                  std::string(26, ' '));
+    }
     out += fmt::format("  {:<24}{:.4f}\n", "idle ratio (global)", m.idle_ratio);
     out += fmt::format("  {:<24}{:.4f}\n", "span idle ratio", m.span_idle_ratio);
     out +=

@@ -32,16 +32,37 @@ nlohmann::json optional_number(const std::optional<double>& value) {
 }
 }  // namespace
 
+nlohmann::json to_json(const std::optional<RuntimeInterval>& i) {
+  if (!i) return nullptr;
+  return {{"low", i->low_s},
+          {"high", i->high_s},
+          {"level", i->level},
+          {"runs", i->runs},
+          {"regime", i->regime},
+          {"basis", i->basis},
+          {"largest_gpus", i->largest_gpus}};
+}
+
+std::string interval_text(const SimulationMetrics& m) {
+  if (!m.runtime_interval) return {};
+  const auto& i = *m.runtime_interval;
+  return fmt::format("{:.4g}–{:.4g} s, {:.0f}%, from {} published {} runs on {}", i.low_s, i.high_s,
+                     100 * i.level, i.runs, regime_words(i.regime), i.basis);
+}
+
 nlohmann::json to_json(const SimulationMetrics& m) {
   return {{"system", m.system},
           {"model", m.model},
           {"runtime_s", m.runtime_s},
+          {"runtime_interval_s", to_json(m.runtime_interval)},
+          {"runtime_interval_note", m.interval_note},
           {"pipeline_end_s", m.pipeline_end_s},
           {"tokens_per_s", optional_number(m.tokens_per_s)},
           {"mfu", optional_number(m.mfu)},
           {"hfu", optional_number(m.hfu)},
           {"model_flops", optional_number(m.model_flops)},
           {"hardware_flops", optional_number(m.hardware_flops)},
+          {"flop_count", m.flop_count},
           {"sequences", optional_number(m.sequences)},
           {"gpus", m.gpus},
           {"idle_ratio", m.idle_ratio},
@@ -143,6 +164,12 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
       "transfers ({:.4g} GB), {} events\n",
       m.runtime_s, m.pipeline_end_s, m.idle_ratio, m.span_idle_ratio, sim.graph.table_ops,
       m.transfers, m.transfer_bytes / 1e9, m.events);
+  // The error bar (docs/accuracy.md "Error bars"), or why there is none.
+  if (m.runtime_interval || !m.interval_note.empty()) {
+    std::string bar = m.runtime_interval ? "error bar: " + interval_text(m) : "error bar: none, ";
+    if (!m.interval_note.empty()) bar += (m.runtime_interval ? "; " : "") + m.interval_note;
+    out += wrap(bar, kTextWidth, "", "  ");
+  }
   if (m.tokens_per_s) {
     std::string more;
     if (m.context_parallel > 1)
@@ -155,11 +182,21 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
                           m.fsdp_impl == "megatron" ? "Megatron-FSDP" : "FSDP", m.fsdp_shard,
                           m.reshard_after_forward ? ", resharding after forward" : "", m.grad_sync);
     }
-    out += fmt::format(
-        "{} GPUs (tensor parallel {}, data parallel {}{}), {:g} sequences: {:.6g} tokens/s, MFU "
-        "{:.1f}%, HFU {:.1f}%\n",
-        m.gpus, m.tensor_parallel, m.data_parallel, more, *m.sequences, *m.tokens_per_s,
-        100 * *m.mfu, 100 * *m.hfu);
+    out += wrap(
+        fmt::format(
+            "{} GPUs (tensor parallel {}, data parallel {}{}), {:g} sequences: {:.6g} tokens/s, "
+            "MFU {:.1f}% ({}), HFU {:.1f}% (FLOPs executed)",
+            m.gpus, m.tensor_parallel, m.data_parallel, more, *m.sequences, *m.tokens_per_s,
+            100 * *m.mfu, describe(parse_flop_count(m.flop_count).value_or(FlopCount::Palm)),
+            100 * *m.hfu),
+        kTextWidth, "", "  ");
+    // PaLM's count is a convention, not work done: at long sequences it can pass the peak.
+    if (*m.mfu > 1 && m.flop_count == to_string(FlopCount::Palm)) {
+      out += wrap(
+          "MFU above 100%: PaLM's count credits causal attention with the full s x s square, "
+          "twice the FLOPs FlashAttention executes for it; --flop-count causal counts the half",
+          kTextWidth, "  ", "  ");
+    }
   }
   const auto b = m.breakdown();
   // The experts' all-to-alls get their own share where they run (EP or ETP above 1).

@@ -616,6 +616,12 @@ const RunOption kOptions[] = {
      1,
      "",
      PIPETAB_FIELD(s.system.device.memory_reserve, v.number)},
+    {"flop_count", "--flop-count", kSim, OptionType::Choice,
+     "how MFU counts the model's FLOPs: palm (6N + 12·L·h·s per token, attention over the full "
+     "square, as PaLM and torchtitan count them) or causal (6N + 6·L·h·s, the causal mask's half, "
+     "as Megatron-LM counts since 2025-03); N the parameters a token passes through, never "
+     "recomputation. HFU counts the FLOPs executed",
+     0, 0, kFlopCountNames, true, 1, "", PIPETAB_ENUM(s.flop_count, parse_flop_count)},
     {"collective_scale",
      "--collective-scale",
      kSim,

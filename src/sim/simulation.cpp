@@ -151,13 +151,14 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
     const double microbatches = table.microbatches;
     const double sequences =
         microbatches * static_cast<double>(job.micro_batch) * static_cast<double>(layout.dp);
-    const auto flops = iteration_flops({*model, job, layout}, sequences);
+    const auto flops = iteration_flops({*model, job, layout}, sequences, setup.flop_count);
     const double gpus = static_cast<double>(table.devices) *
                         static_cast<double>(layout.tp * layout.cp) * static_cast<double>(layout.dp);
     // FP8 training's utilisation against the BF16 peak, as torchtitan and NeMo report it.
     const double peak = setup.system.device.peak(compute_precision(job)) * gpus * m.runtime_s;
     m.sequences = sequences;
     m.tokens_per_s = sequences * static_cast<double>(job.seq_len) / m.runtime_s;
+    m.flop_count = std::string(to_string(setup.flop_count));
     m.model_flops = flops.model;
     m.hardware_flops = flops.hardware;
     m.mfu = flops.model / peak;
@@ -166,6 +167,11 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
   m.gpus = static_cast<std::int64_t>(table.devices) * m.tensor_parallel * m.context_parallel *
            m.data_parallel;
   m.explicit_costs = setup.lowering.costs.has_value();
+  if (setup.model.transformer() != nullptr && !m.explicit_costs) {
+    auto bar = runtime_interval(setup, m.runtime_s, m.gpus);
+    m.runtime_interval = std::move(bar.interval);
+    m.interval_note = std::move(bar.note);
+  }
   m.nodes = s.graph.nodes();
   m.transfers = s.graph.transfers();
   m.events = s.result.events;

@@ -72,6 +72,8 @@ void predict_iteration(Prediction& p, const SystemConfig& system) {
   p.predicted_s = sim.metrics.runtime_s;
   p.error = p.predicted_s / run.measured_s - 1.0;
   p.mfu = sim.metrics.mfu;
+  p.regime = std::string(regime_of(setup));
+  p.gpus = sim.metrics.gpus;
 }
 
 }  // namespace
@@ -262,7 +264,9 @@ std::string accuracy_markdown(const AccuracyReport& r) {
 std::string accuracy_csv(const AccuracyReport& r) {
   std::string out =
       "id,source,kind,system,measured_s,predicted_s,error,measured_forward_s,predicted_forward_s,"
-      "forward_error,measured_backward_s,predicted_backward_s,backward_error,mfu,failure,parts\n";
+      "forward_error,measured_backward_s,predicted_backward_s,backward_error,mfu,regime,gpus,"
+      "failure,"
+      "parts\n";
   const auto cell = [](const std::string& text) {
     std::string quoted = "\"";
     for (const char c : text)
@@ -283,13 +287,14 @@ std::string accuracy_csv(const AccuracyReport& r) {
       return shown ? fmt::format("{:.6g}", value) : std::string();
     };
     out += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", cell(run.id), cell(run.source),
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", cell(run.id), cell(run.source),
         to_string(run.kind), cell(p.system), number(run.measured_s, iteration),
         number(p.predicted_s, ok && iteration), number(p.error, ok && iteration),
         number(run.measured_forward_s, layer), number(p.predicted_forward_s, ok && layer),
         number(p.forward_error, ok && layer), number(run.measured_backward_s, layer),
         number(p.predicted_backward_s, ok && layer), number(p.backward_error, ok && layer),
-        number(p.mfu.value_or(0.0), ok && p.mfu.has_value()), cell(p.failure),
+        number(p.mfu.value_or(0.0), ok && p.mfu.has_value()), ok && iteration ? p.regime : "",
+        ok && iteration ? std::to_string(p.gpus) : "", cell(p.failure),
         cell(fmt::format("{}", fmt::join(parts, ";"))));
   }
   return out;
@@ -326,6 +331,8 @@ nlohmann::json to_json(const AccuracyReport& r) {
       j["predicted_s"] = p.predicted_s;
       j["error"] = p.error;
       if (p.mfu) j["mfu"] = *p.mfu;
+      j["regime"] = p.regime;
+      j["gpus"] = p.gpus;
       if (p.run.measured_tflops_per_gpu)
         j["measured_tflops_per_gpu"] = *p.run.measured_tflops_per_gpu;
     }

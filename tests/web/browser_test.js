@@ -128,7 +128,9 @@ function check(ok, what) {
   const headline = await page.$eval("#headline", (e) => e.textContent);
   check(headline.startsWith(`Step ${fmt4(fits.runtime_s)} s · `) &&
         headline.includes(`${Math.round(fits.tokens_per_s).toLocaleString("en-US")} tokens/s`) &&
-        headline.includes(`MFU ${(100 * fits.mfu).toFixed(1)} %`), `the headline gives step, tokens/s and MFU (${headline})`);
+        headline.includes(`MFU ${(100 * fits.mfu).toFixed(1)} %`) &&
+        headline.includes(`90 % range ${fmt4(fits.runtime_interval_s.low)}–${fmt4(fits.runtime_interval_s.high)} s`),
+        `the headline gives step, its error bar, tokens/s and MFU (${headline})`);
   const tooBig = JSON.parse(nativeJson(["simulate", "1f1b", "-S", "4", "-M", "8", "--model", "llama2-70b", "--system", "dgx-h100", "--format", "json"]));
   await resultAfter(() => page.goto(origin + "/?cmd=simulate&schedule=1f1b&S=4&M=8&model=llama2-70b&system=dgx-h100"));
   await page.waitForFunction(() => !document.getElementById("fit").hidden, null, { timeout: 60000 }).catch(() => {});

@@ -3,20 +3,53 @@
 // without recomputation, HFU those executed, recomputation included).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 #include "pipetab/model/workload.hpp"
+#include "pipetab/names.hpp"
 
 namespace pipetab {
 
+/// The published convention MFU's model FLOPs are counted by; every output names it. Both count
+/// three matrix multiplies per weight (forward, data and weight gradients) of 2 FLOPs per
+/// multiply-add over the parameters a token passes through (a mixture of experts' active ones;
+/// not the embedding lookup), and never recomputation: neither the recompute a job chooses nor
+/// FlashAttention's recomputed QKᵀ in its backward.
+enum class FlopCount : std::uint8_t {
+  /// 6N + 12·L·h·s per token: attention's QKᵀ and ·V over the full s × s square (PaLM, Chowdhery
+  /// et al. 2022, App. B; torchtitan's get_num_flop_per_token; MosaicML's llm-foundry).
+  Palm,
+  /// 6N + 6·L·h·s: the s² part over the causal mask's half (Megatron-LM since 2025-03).
+  Causal,
+};
+
+inline constexpr std::array<std::string_view, 2> kFlopCountNames{"palm", "causal"};
+
+constexpr std::string_view to_string(FlopCount c) {
+  return name_of(kFlopCountNames, c);
+}
+
+constexpr std::optional<FlopCount> parse_flop_count(std::string_view name) {
+  return parse_name<FlopCount>(kFlopCountNames, name);
+}
+
+/// The count as outputs name it: "PaLM's 6N + 12·L·h·s".
+std::string_view describe(FlopCount c);
+
 struct IterationFlops {
-  double model = 0.0;     ///< matrix-multiply FLOPs without recomputation
-  double hardware = 0.0;  ///< with the recomputed forward work
+  double model = 0.0;  ///< by the FlopCount: no recomputation, attention's square as it says
+  /// The FLOPs the GPUs execute: the operators' matrix multiplies with the job's recomputation
+  /// and FlashAttention's backward recompute, its causal tiles skipped (executed_flops).
+  double hardware = 0.0;
 };
 
 /// FLOPs of `sequences` sequences through the whole model (every layer, the logits; all
 /// tensor-parallel ranks together), forward and backward.
-IterationFlops iteration_flops(const Workload& run, double sequences);
+IterationFlops iteration_flops(const Workload& run, double sequences,
+                               FlopCount count = FlopCount::Palm);
 
 /// The iteration FLOPs of Narayanan et al. (SC'21), Eq. 3, for a GPT with full recomputation:
 /// 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)), B = global batch in sequences. The paper's measured

@@ -108,7 +108,21 @@ ModelOperators model_operators(const Workload& run);
 /// and its result written once at `element_bytes` each.
 Operator gemm_operator(std::string_view name, const GemmShape& shape, double element_bytes);
 
-/// Σ matrix-multiply FLOPs.
+/// Σ matrix-multiply FLOPs as the operators count them (a fused attention's over the full square).
 double matmul_flops(std::span<const Operator> operators);
+
+/// FlashAttention skips the tiles above the diagonal of a causal mask: it executes about half of
+/// the product's FLOPs (Dao 2023, §3.1.1), and its measured throughputs count those.
+inline constexpr double kCausalFraction = 0.5;
+
+/// The FLOPs the GPU executes for `op`: a fused attention's causal half, a GEMM's all.
+constexpr double executed_flops(const Operator& op) {
+  const bool fused =
+      op.kind == OperatorKind::FusedAttention || op.kind == OperatorKind::FusedAttentionBackward;
+  return fused ? op.flops * kCausalFraction : op.flops;
+}
+
+/// Σ executed_flops.
+double executed_flops(std::span<const Operator> operators);
 
 }  // namespace pipetab

@@ -10,8 +10,10 @@
 #include <string_view>
 #include <vector>
 
+#include "pipetab/model/flops.hpp"
 #include "pipetab/model/workload.hpp"
 #include "pipetab/sim/engine.hpp"
+#include "pipetab/sim/error_bar.hpp"
 #include "pipetab/sim/graph.hpp"
 #include "pipetab/system/system.hpp"
 #include "pipetab/table/schedule_table.hpp"
@@ -29,6 +31,7 @@ struct SimulationSetup {
   SystemConfig system;
   LoweringOptions lowering;
   SimOptions options;
+  FlopCount flop_count = FlopCount::Palm;  ///< how MFU counts the model's FLOPs
 };
 
 /// The numbers of a simulation that reports carry.
@@ -77,9 +80,16 @@ struct SimulationMetrics {
   std::int64_t gpus = 0;            ///< pipeline devices × tensor × context × data parallel
   /// For transformer models (unset otherwise): sequences and tokens per iteration (all data-
   /// parallel replicas), their rate, and model and hardware FLOP/s utilization (Korthikanti et
-  /// al. §6: model FLOPs without recomputation, hardware FLOPs with it, over runtime × GPUs × the
-  /// device's peak in the model's precision).
+  /// al. §6: model FLOPs by `flop_count`, without recomputation; hardware FLOPs as executed,
+  /// recomputation included; over runtime × GPUs × the device's peak in the job's compute
+  /// precision, BF16 for FP8 training as torchtitan and NeMo report it).
   std::optional<double> sequences, tokens_per_s, model_flops, hardware_flops, mfu, hfu;
+  std::string flop_count = "palm";  ///< FlopCount
+  /// The runtime's 90 % interval from published runs like this one (sim/error_bar.hpp), unset
+  /// with explicit costs or outside every validated regime; the note says why, or what the
+  /// interval does not cover.
+  std::optional<RuntimeInterval> runtime_interval;
+  std::string interval_note;
   bool explicit_costs = false;  ///< op times from --costs (seconds) instead of the model
   std::int64_t nodes = 0, transfers = 0, events = 0;
   double transfer_bytes = 0.0;  ///< all bytes moved

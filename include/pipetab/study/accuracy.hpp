@@ -22,6 +22,8 @@ struct Prediction {
   double predicted_forward_s = 0.0, predicted_backward_s = 0.0;
   double forward_error = 0.0, backward_error = 0.0;
   std::optional<double> mfu;  ///< iterations: model FLOP/s utilization as predicted
+  std::string regime;         ///< iterations: regime_of the run (sim/error_bar.hpp)
+  std::int64_t gpus = 0;      ///< iterations: every GPU of the run
   /// Profiles: each measured part (forward, backward, input_grad, weight_grad, p2p) predicted.
   struct Part {
     std::string name;

@@ -1,0 +1,214 @@
+#include "pipetab/sim/error_bar.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "pipetab/error.hpp"
+#include "pipetab/io/config.hpp"
+#include "pipetab/io/data_table.hpp"
+#include "pipetab/sim/simulation.hpp"
+
+namespace pipetab {
+
+std::string_view regime_of(const SimulationSetup& setup) {
+  if (const auto* m = setup.model.transformer(); m != nullptr && m->moe) return "moe";
+  if (setup.layout.cp > 1) return "cp";
+  return "dense";
+}
+
+double student_t_95(std::int64_t dof) {
+  // t(0.95, ν), e.g. NIST/SEMATECH e-Handbook of Statistical Methods, §1.3.6.7.2 (upper
+  // critical values of Student's t distribution).
+  static constexpr std::array<double, 30> kTable{
+      6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812,
+      1.796, 1.782, 1.771, 1.761, 1.753, 1.746, 1.740, 1.734, 1.729, 1.725,
+      1.721, 1.717, 1.714, 1.711, 1.708, 1.706, 1.703, 1.701, 1.699, 1.697};
+  if (dof < 1) throw ParamError("student_t_95: degrees of freedom must be at least 1");
+  if (dof <= 30) return kTable[static_cast<std::size_t>(dof - 1)];
+  // Between the table's rows the quantile falls slowly: the next row up is the safe (wider) one.
+  if (dof <= 40) return 1.697;
+  if (dof <= 60) return 1.684;
+  if (dof <= 120) return 1.671;
+  return 1.658;
+}
+
+std::string_view regime_words(std::string_view regime) {
+  if (regime == "moe") return "mixture-of-experts";
+  if (regime == "cp") return "context-parallel";
+  return "dense";
+}
+
+IntervalAnswer runtime_interval(double predicted_s, std::string_view regime,
+                                std::string_view system, std::span<const Residual> residuals,
+                                std::int64_t gpus) {
+  IntervalAnswer answer;
+  if (!(predicted_s > 0.0) || !std::isfinite(predicted_s)) {
+    answer.note = "no runtime to put an interval on";
+    return answer;
+  }
+  const auto pick = [&](bool same_system) {
+    std::vector<const Residual*> chosen;
+    for (const auto& r : residuals) {
+      if (r.fitted_on || r.regime != regime) continue;
+      if (same_system && r.system != system) continue;
+      chosen.push_back(&r);
+    }
+    return chosen;
+  };
+  auto chosen = pick(true);
+  std::string basis(system);
+  if (static_cast<std::int32_t>(chosen.size()) < kMinIntervalRuns) {
+    chosen = pick(false);
+    basis = "other presets";
+  }
+  const auto n = static_cast<std::int32_t>(chosen.size());
+  if (n < kMinIntervalRuns) {
+    answer.note = fmt::format(
+        "outside every validated regime: {} published {} run{} predicted (an interval needs {})", n,
+        regime_words(regime), n == 1 ? " is" : "s are", kMinIntervalRuns);
+    return answer;
+  }
+  double mean = 0.0;
+  std::int64_t largest = 0;
+  for (const auto* r : chosen) {
+    mean += std::log(r->measured_s / r->predicted_s);
+    largest = std::max(largest, r->gpus);
+  }
+  mean /= n;
+  double squares = 0.0;
+  for (const auto* r : chosen) {
+    const double d = std::log(r->measured_s / r->predicted_s) - mean;
+    squares += d * d;
+  }
+  const double sd = std::sqrt(squares / (n - 1));
+  const double half = student_t_95(n - 1) * sd * std::sqrt(1.0 + 1.0 / n);
+  RuntimeInterval i;
+  i.low_s = predicted_s * std::exp(mean - half);
+  i.high_s = predicted_s * std::exp(mean + half);
+  i.runs = n;
+  i.regime = std::string(regime);
+  i.basis = std::move(basis);
+  i.largest_gpus = largest;
+  answer.interval = std::move(i);
+  if (gpus > largest) {
+    answer.note = fmt::format("{} GPUs: beyond the largest run it comes from ({})", gpus, largest);
+  }
+  return answer;
+}
+
+std::vector<IntervalCheck> check_intervals(std::span<const Residual> residuals) {
+  std::vector<IntervalCheck> out;
+  const auto inside = [](const IntervalAnswer& a, const Residual& r) {
+    return a.interval && r.measured_s >= a.interval->low_s && r.measured_s <= a.interval->high_s;
+  };
+  for (const std::string_view regime : {"dense", "cp", "moe"}) {
+    std::vector<std::string> systems;
+    for (const auto& r : residuals)
+      if (r.regime == regime && !r.fitted_on) systems.push_back(r.system);
+    std::sort(systems.begin(), systems.end());
+    systems.erase(std::unique(systems.begin(), systems.end()), systems.end());
+    // On its own preset: each run from the preset's others.
+    for (const auto& system : systems) {
+      std::vector<Residual> own;
+      for (const auto& r : residuals)
+        if (r.regime == regime && r.system == system && !r.fitted_on) own.push_back(r);
+      if (static_cast<std::int32_t>(own.size()) <= kMinIntervalRuns) continue;
+      IntervalCheck c{std::string(regime), system};
+      const auto all = runtime_interval(1.0, regime, system, own);
+      c.low_factor = all.interval->low_s;
+      c.high_factor = all.interval->high_s;
+      for (std::size_t i = 0; i < own.size(); ++i) {
+        std::vector<Residual> others = own;
+        others.erase(others.begin() + static_cast<std::ptrdiff_t>(i));
+        ++c.runs;
+        c.covered += inside(runtime_interval(own[i].predicted_s, regime, system, others), own[i]);
+      }
+      out.push_back(std::move(c));
+    }
+    // Transferred: each run from the regime's runs on the other presets.
+    std::vector<Residual> every;
+    for (const auto& r : residuals)
+      if (r.regime == regime && !r.fitted_on) every.push_back(r);
+    const auto all = runtime_interval(1.0, regime, "", every);
+    if (!all.interval) continue;
+    IntervalCheck c{std::string(regime), "other presets"};
+    c.low_factor = all.interval->low_s;
+    c.high_factor = all.interval->high_s;
+    for (const auto& r : every) {
+      std::vector<Residual> others;
+      for (const auto& o : every)
+        if (o.system != r.system) others.push_back(o);
+      const auto a = runtime_interval(r.predicted_s, regime, r.system, others);
+      if (!a.interval) continue;
+      ++c.runs;
+      c.covered += inside(a, r);
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::vector<Residual> parse_residuals(std::string_view text, const std::string& file) {
+  const io::DataTable t = io::parse_data_table(text, file);
+  const auto column = [&](const char* name) {
+    const int c = t.column(name);
+    if (c < 0) throw ParseError(file, 1, 1, fmt::format("no column '{}' in the header", name));
+    return static_cast<std::size_t>(c);
+  };
+  const auto id = column("id"), system = column("system"), regime = column("regime"),
+             gpus = column("gpus"), measured = column("measured_s"),
+             predicted = column("predicted_s"), fitted = column("fitted_on");
+  std::vector<Residual> out;
+  out.reserve(t.rows.size());
+  for (std::size_t i = 0; i < t.rows.size(); ++i) {
+    const auto& row = t.rows[i];
+    // The row's line, and the field by its column's name (a data table keeps no character
+    // positions).
+    const auto fail = [&](std::size_t c, std::string_view expected) {
+      throw ParseError(
+          file, t.lines[i], 1,
+          fmt::format("column '{}': '{}': expected {}", t.columns[c], row[c], expected));
+    };
+    const auto positive = [&](std::size_t c) {
+      const std::string& cell = row[c];
+      double v = 0.0;
+      const auto [end, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), v);
+      if (ec != std::errc{} || end != cell.data() + cell.size() || !std::isfinite(v) || v <= 0)
+        fail(c, "a positive number");
+      return v;
+    };
+    Residual r;
+    r.id = row[id];
+    r.system = row[system];
+    r.regime = row[regime];
+    if (r.regime != "dense" && r.regime != "moe" && r.regime != "cp")
+      fail(regime, "dense, moe or cp");
+    const double g = positive(gpus);
+    if (g != std::floor(g) || g > 1e9) fail(gpus, "a whole number of GPUs");
+    r.gpus = static_cast<std::int64_t>(g);
+    r.measured_s = positive(measured);
+    r.predicted_s = positive(predicted);
+    if (row[fitted] != "true" && row[fitted] != "false") fail(fitted, "true or false");
+    r.fitted_on = row[fitted] == "true";
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::span<const Residual> builtin_residuals() {
+  static const std::vector<Residual> residuals =
+      parse_residuals(io::preset_text("data", "residuals"), "data/residuals.csv");
+  return residuals;
+}
+
+IntervalAnswer runtime_interval(const SimulationSetup& setup, double predicted_s,
+                                std::int64_t gpus) {
+  return runtime_interval(predicted_s, regime_of(setup), setup.system.name, builtin_residuals(),
+                          gpus);
+}
+
+}  // namespace pipetab
