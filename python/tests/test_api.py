@@ -169,3 +169,23 @@ def test_nccl_buffsize_decides_whether_torchtitans_example_runs():
     assert run.runtime_s > 0
     with pytest.raises(pipetab.Error, match="nccl_buffsize"):
         pipetab.simulate(example, model="gpt3-1.3b", system="dgx-a100", nccl_buffsize=-1)
+
+
+def test_every_simulated_runtime_has_its_error_bar():
+    # A dense run's interval brackets its prediction, its summary says where it comes from, and a
+    # plan's rows carry theirs; a mixture of experts' runs come from another regime.
+    s = pipetab.simulate("1f1b", 4, 8, model="llama3.1-8b", system="dgx-h100")
+    bar = s.to_dict()["runtime_interval_s"]
+    assert bar["low"] < s.runtime_s < bar["high"] and bar["level"] == 0.9
+    assert bar["regime"] == "dense" and bar["runs"] >= 5
+    assert f"from {bar['runs']} published dense runs" in repr(s)
+    moe = pipetab.simulate("1f1b", 2, 8, model="qwen3-30b-a3b", system="dgx-h100", ep=4, dp=4)
+    assert moe.to_dict()["runtime_interval_s"]["regime"] == "moe"
+    # A plan's rows: a dense layout's range brackets it; a context-parallel one has none (six
+    # published runs on two presets are too few to carry one).
+    rows = pipetab.plan(model="llama3.1-8b", system="dgx-h100", gpus=8, global_batch=16, top=20).to_pandas()
+    dense = rows[rows["context_parallel"] == 1]
+    assert len(dense) and (dense["runtime_low_s"] < dense["runtime_s"]).all()
+    assert (dense["runtime_s"] < dense["runtime_high_s"]).all()
+    assert rows[rows["context_parallel"] > 1]["runtime_low_s"].isna().all()
+    assert set(rows["flop_count"]) == {"palm"}

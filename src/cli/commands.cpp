@@ -318,14 +318,15 @@ std::string error_bar_listing(bool json) {
                        "data/residuals.csv ({} a preset's constant was fitted on alone left out): "
                        "each as factors of the prediction, and how many runs, each predicted "
                        "without itself, fall inside theirs (on their own preset: from its other "
-                       "runs; transferred: from the other presets' runs; unchecked where those are "
-                       "too few to make one)",
+                       "runs; transferred, each preset's bias one draw of the presets': from the "
+                       "other presets' runs; unchecked where those are too few to make one)",
                        residuals.size(), fitted));
   out += fmt::format("\n{:<20}{:<18}{:>22}{:>16}\n", "regime", "from", "interval", "inside");
   for (const auto& c : checks) {
     out += fmt::format(
         "{:<20}{:<18}{:>22}{:>16}\n", regime_words(c.regime), c.system,
-        fmt::format("× {:.3f} to × {:.3f}", c.low_factor, c.high_factor),
+        c.high_factor > 0 ? fmt::format("× {:.3f} to × {:.3f}", c.low_factor, c.high_factor)
+                          : std::string("none"),
         c.runs > 0 ? fmt::format("{} of {}", c.covered, c.runs) : std::string("unchecked"));
   }
   return out;

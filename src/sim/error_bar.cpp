@@ -42,6 +42,71 @@ std::string_view regime_words(std::string_view regime) {
   return "dense";
 }
 
+namespace {
+
+double log_ratio(const Residual& r) {
+  return std::log(r.measured_s / r.predicted_s);
+}
+
+// A log-ratio interval: its centre and half-width.
+struct Spread {
+  double mean = 0.0, half = 0.0;
+};
+
+// One preset's runs, read as draws of one normal: a new run's prediction interval.
+Spread within_preset(const std::vector<const Residual*>& runs) {
+  const auto n = static_cast<double>(runs.size());
+  double mean = 0.0, squares = 0.0;
+  for (const auto* r : runs)
+    mean += log_ratio(*r) / n;
+  for (const auto* r : runs)
+    squares += (log_ratio(*r) - mean) * (log_ratio(*r) - mean);
+  const double sd = std::sqrt(squares / (n - 1));
+  return {mean,
+          student_t_95(static_cast<std::int64_t>(runs.size()) - 1) * sd * std::sqrt(1 + 1 / n)};
+}
+
+// Runs of several presets, for a run on a preset they do not describe: each preset's mean is one
+// draw of the bias a preset has (its software, its clocks, its calibration), its runs scatter
+// about it. A new preset's run: the presets' mean ± t(0.95, k − 1) · √(s_b²·(1 + 1/k) + s_w²),
+// s_b the spread of the k presets' means, s_w the runs' pooled spread about their preset's.
+// Weighting presets, not runs, keeps one well-measured preset from narrowing it.
+Spread across_presets(const std::vector<const Residual*>& runs, std::int64_t& presets) {
+  std::vector<std::vector<const Residual*>> by;
+  for (const auto* r : runs) {
+    auto it = std::find_if(by.begin(), by.end(),
+                           [&](const auto& g) { return g.front()->system == r->system; });
+    if (it == by.end()) {
+      by.push_back({r});
+    } else {
+      it->push_back(r);
+    }
+  }
+  presets = static_cast<std::int64_t>(by.size());
+  if (presets < kMinTransferPresets) return {};
+  const auto k = static_cast<double>(by.size());
+  std::vector<double> means;
+  double within = 0.0, dof = 0.0;
+  for (const auto& g : by) {
+    double m = 0.0;
+    for (const auto* r : g)
+      m += log_ratio(*r) / static_cast<double>(g.size());
+    for (const auto* r : g)
+      within += (log_ratio(*r) - m) * (log_ratio(*r) - m);
+    dof += static_cast<double>(g.size()) - 1;
+    means.push_back(m);
+  }
+  double mean = 0.0, between = 0.0;
+  for (const double m : means)
+    mean += m / k;
+  for (const double m : means)
+    between += (m - mean) * (m - mean) / (k - 1);
+  const double pooled = dof > 0 ? within / dof : 0.0;
+  return {mean, student_t_95(presets - 1) * std::sqrt(between * (1 + 1 / k) + pooled)};
+}
+
+}  // namespace
+
 IntervalAnswer runtime_interval(double predicted_s, std::string_view regime,
                                 std::string_view system, std::span<const Residual> residuals,
                                 std::int64_t gpus) {
@@ -50,53 +115,48 @@ IntervalAnswer runtime_interval(double predicted_s, std::string_view regime,
     answer.note = "no runtime to put an interval on";
     return answer;
   }
-  const auto pick = [&](bool same_system) {
-    std::vector<const Residual*> chosen;
-    for (const auto& r : residuals) {
-      if (r.fitted_on || r.regime != regime) continue;
-      if (same_system && r.system != system) continue;
-      chosen.push_back(&r);
-    }
-    return chosen;
-  };
-  auto chosen = pick(true);
-  std::string basis(system);
-  if (static_cast<std::int32_t>(chosen.size()) < kMinIntervalRuns) {
-    chosen = pick(false);
-    basis = "other presets";
+  std::vector<const Residual*> own, every;
+  for (const auto& r : residuals) {
+    if (r.fitted_on || r.regime != regime) continue;
+    every.push_back(&r);
+    if (r.system == system) own.push_back(&r);
   }
-  const auto n = static_cast<std::int32_t>(chosen.size());
-  if (n < kMinIntervalRuns) {
-    answer.note = fmt::format(
-        "outside every validated regime: {} published {} run{} predicted (an interval needs {})", n,
-        regime_words(regime), n == 1 ? " is" : "s are", kMinIntervalRuns);
+  RuntimeInterval i;
+  Spread spread;
+  if (static_cast<std::int32_t>(own.size()) >= kMinIntervalRuns) {
+    spread = within_preset(own);
+    i.basis = std::string(system);
+    i.runs = static_cast<std::int32_t>(own.size());
+  } else {
+    std::int64_t presets = 0;
+    spread = across_presets(every, presets);
+    if (presets < kMinTransferPresets) {
+      answer.note = fmt::format(
+          "outside every validated regime: {} published {} run{} on {} preset{} ({} of them on "
+          "{}); an interval needs {} on the preset or runs on {} presets",
+          every.size(), regime_words(regime), every.size() == 1 ? "" : "s", presets,
+          presets == 1 ? "" : "s", own.size(), system, kMinIntervalRuns, kMinTransferPresets);
+      return answer;
+    }
+    i.basis = fmt::format("{} presets", presets);
+    i.runs = static_cast<std::int32_t>(every.size());
+  }
+  const auto& used = i.basis == system ? own : every;
+  for (const auto* r : used)
+    i.largest_gpus = std::max(i.largest_gpus, r->gpus);
+  i.low_s = predicted_s * std::exp(spread.mean - spread.half);
+  i.high_s = predicted_s * std::exp(spread.mean + spread.half);
+  if (!(i.low_s > 0) || !std::isfinite(i.high_s)) {
+    answer.note = fmt::format("the published {} runs' errors spread too far for an interval",
+                              regime_words(regime));
     return answer;
   }
-  double mean = 0.0;
-  std::int64_t largest = 0;
-  for (const auto* r : chosen) {
-    mean += std::log(r->measured_s / r->predicted_s);
-    largest = std::max(largest, r->gpus);
-  }
-  mean /= n;
-  double squares = 0.0;
-  for (const auto* r : chosen) {
-    const double d = std::log(r->measured_s / r->predicted_s) - mean;
-    squares += d * d;
-  }
-  const double sd = std::sqrt(squares / (n - 1));
-  const double half = student_t_95(n - 1) * sd * std::sqrt(1.0 + 1.0 / n);
-  RuntimeInterval i;
-  i.low_s = predicted_s * std::exp(mean - half);
-  i.high_s = predicted_s * std::exp(mean + half);
-  i.runs = n;
   i.regime = std::string(regime);
-  i.basis = std::move(basis);
-  i.largest_gpus = largest;
-  answer.interval = std::move(i);
-  if (gpus > largest) {
-    answer.note = fmt::format("{} GPUs: beyond the largest run it comes from ({})", gpus, largest);
+  if (gpus > i.largest_gpus) {
+    answer.note =
+        fmt::format("{} GPUs: beyond the largest run it comes from ({})", gpus, i.largest_gpus);
   }
+  answer.interval = std::move(i);
   return answer;
 }
 
@@ -133,11 +193,14 @@ std::vector<IntervalCheck> check_intervals(std::span<const Residual> residuals) 
     std::vector<Residual> every;
     for (const auto& r : residuals)
       if (r.regime == regime && !r.fitted_on) every.push_back(r);
+    if (every.empty()) continue;
     const auto all = runtime_interval(1.0, regime, "", every);
-    if (!all.interval) continue;
     IntervalCheck c{std::string(regime), "other presets"};
-    c.low_factor = all.interval->low_s;
-    c.high_factor = all.interval->high_s;
+    if (all.interval) {
+      c.system = all.interval->basis;
+      c.low_factor = all.interval->low_s;
+      c.high_factor = all.interval->high_s;
+    }
     for (const auto& r : every) {
       std::vector<Residual> others;
       for (const auto& o : every)

@@ -41,8 +41,8 @@ struct RuntimeInterval {
   double level = 0.9;
   std::int32_t runs = 0;  ///< published runs it comes from
   std::string regime;     ///< "dense", "moe" or "cp"
-  /// Where those runs ran: on this preset ("dgx-a100"), or "other presets" when this one has too
-  /// few of the regime (the prediction transfers the model to a system it was not checked on).
+  /// Where those runs ran: on this preset ("dgx-a100"), or "3 presets" when this one has too few
+  /// of the regime (the prediction transfers the model to a system it was not checked on).
   std::string basis;
   std::int64_t largest_gpus = 0;  ///< the largest of those runs; a bigger prediction says so
 };
@@ -55,15 +55,20 @@ struct IntervalAnswer {
   std::string note;
 };
 
-/// At least this many runs make an interval: fewer say nothing of the spread.
+/// At least this many runs of a preset make its own interval: fewer say nothing of the spread.
 inline constexpr std::int32_t kMinIntervalRuns = 5;
+/// An interval carried to a preset with fewer runs needs runs on this many presets: the spread of
+/// the presets' biases is what it is made of, and two presets barely estimate it.
+inline constexpr std::int64_t kMinTransferPresets = 3;
 
 /// The 90 % prediction interval of a runtime predicted as `predicted_s` for a run of `regime` on
-/// `system`, from `residuals`: the log-ratios r = ln(measured / predicted) of the runs of the same
-/// regime on the same preset (at least kMinIntervalRuns of them; else of that regime on every
-/// preset), taken as normal: predicted · exp(mean ± t(0.95, n − 1) · sd · √(1 + 1/n)), the
-/// prediction interval of a new draw (the interval is asymmetric, and shifted where the model
-/// leans one way). Runs a constant was fitted on alone are left out.
+/// `system`, from `residuals`, by the log-ratios r = ln(measured / predicted), taken as normal.
+/// With at least kMinIntervalRuns runs of the regime on the same preset: those runs alone,
+/// predicted · exp(mean ± t(0.95, n − 1) · sd · √(1 + 1/n)), the prediction interval of a new
+/// draw. Otherwise, with runs of the regime on at least kMinTransferPresets presets: a new
+/// preset's run, each preset weighted alike (the presets' biases spread, their runs scatter
+/// about them; basis "3 presets"). The interval is asymmetric, and shifted where the model leans
+/// one way. Runs a constant was fitted on alone are left out.
 IntervalAnswer runtime_interval(double predicted_s, std::string_view regime,
                                 std::string_view system, std::span<const Residual> residuals,
                                 std::int64_t gpus = 0);
@@ -71,14 +76,15 @@ IntervalAnswer runtime_interval(double predicted_s, std::string_view regime,
 /// How the intervals of one regime fare on the published runs they come from, each run
 /// predicted without itself: on its own preset (the interval from the preset's other runs of the
 /// regime, where at least kMinIntervalRuns remain) and transferred (from the regime's runs on
-/// every other preset, as a preset with no runs of its own gets it).
+/// every other preset, as a preset with no runs of its own gets it, where they are on at least
+/// kMinTransferPresets presets).
 struct IntervalCheck {
   std::string regime;
   std::string system;        ///< a preset, or "other presets" for the transferred check
   std::int32_t runs = 0;     ///< runs predicted
   std::int32_t covered = 0;  ///< of them inside their interval
   /// The interval as factors of the prediction, from all of the group's runs (the preset's, or
-  /// the regime's on every preset).
+  /// the regime's on every preset); 0 where they make none.
   double low_factor = 0.0, high_factor = 0.0;
 };
 
