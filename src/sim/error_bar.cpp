@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -10,6 +9,7 @@
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
 #include "pipetab/io/data_table.hpp"
+#include "pipetab/numeric.hpp"
 #include "pipetab/sim/simulation.hpp"
 
 namespace pipetab {
@@ -239,7 +239,7 @@ std::vector<Residual> parse_residuals(std::string_view text, const std::string& 
     const auto positive = [&](std::size_t c) {
       const std::string& cell = row[c];
       double v = 0.0;
-      const auto [end, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), v);
+      const auto [end, ec] = parse_double(cell.data(), cell.data() + cell.size(), v);
       if (ec != std::errc{} || end != cell.data() + cell.size() || !std::isfinite(v) || v <= 0)
         fail(c, "a positive number");
       return v;
