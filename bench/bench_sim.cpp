@@ -7,6 +7,7 @@
 #include "pipetab/io/config.hpp"
 #include "pipetab/schedules/registry.hpp"
 #include "pipetab/sim/engine.hpp"
+#include "pipetab/sim/error_bar.hpp"
 #include "pipetab/sim/options.hpp"
 #include "pipetab/sim/simulation.hpp"
 
@@ -112,6 +113,17 @@ void BM_SimulateFsdpBlocks(benchmark::State& state) {
   simulate_each_iteration(state, "1f1b", p, s);
 }
 
+// The error bar every simulation gets (sim/error_bar.hpp): a carried interval, the costlier
+// kind (its residuals grouped by preset), from the built-in residuals.
+void BM_ErrorBar(benchmark::State& state) {
+  const SimulationSetup s =
+      default_setup(io::load_model("llama3.1-8b"), io::load_system("dgx-h100"));
+  (void)builtin_residuals();  // parsed once, before timing
+  for (auto _ : state)
+    benchmark::DoNotOptimize(runtime_interval(s, 2.0, 4));
+}
+
+BENCHMARK(BM_ErrorBar)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Lower)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SimulateFsdpBlocks)->Arg(2)->Arg(16)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SimulateMoe)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);

@@ -492,7 +492,8 @@
     const table = $("plan-table");
     table.replaceChildren();
     const head = table.createTHead().insertRow();
-    const mfu = data.top.length && data.top[0].simulation ? `MFU (${flopCount(data.top[0].simulation)})` : "MFU";
+    const first = data.top.length ? data.top[0].simulation : null;
+    const mfu = first ? `MFU (${first.flop_count === "causal" ? "causal" : "PaLM's"} count)` : "MFU";
     for (const h of ["rank", "layout", "step (s; 90 % range)", "tokens/s", mfu, "peak memory (GB)", "where the step goes"]) {
       const th = document.createElement("th");
       th.scope = "col";
