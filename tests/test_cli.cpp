@@ -271,8 +271,9 @@ TEST_F(Cli, ListPresets) {
   ASSERT_FALSE(bars.empty());
   for (const auto& c : bars) {
     EXPECT_LE(c["covered"].get<int>(), c["runs"].get<int>());
-    if (c["high_factor"].get<double>() > 0)  // 0: too few presets to carry an interval
+    if (c["high_factor"].get<double>() > 0) {  // 0: too few presets to carry an interval
       EXPECT_LT(c["low_factor"].get<double>(), c["high_factor"].get<double>());
+    }
     if (c["runs"].get<int>() > 0) {
       EXPECT_NE(text.find(fmt::format("{} of {}", c["covered"].get<int>(), c["runs"].get<int>())),
                 std::string::npos);

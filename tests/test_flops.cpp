@@ -152,7 +152,9 @@ TEST(Flops, UtilisationStaysUnderThePeakOnEveryPreset) {
             EXPECT_LE(*palm.hfu, 1.0);
             EXPECT_LE(*causal.mfu, *palm.hfu * (1 + 1e-12));
             EXPECT_GT(*palm.mfu, *causal.mfu);
-            if (!flash) EXPECT_LE(*palm.mfu, *palm.hfu * (1 + 1e-12));
+            if (!flash) {
+              EXPECT_LE(*palm.mfu, *palm.hfu * (1 + 1e-12));
+            }
             EXPECT_LE(*palm.mfu, 1.0);
             ++runs;
           }
