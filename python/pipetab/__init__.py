@@ -125,8 +125,8 @@ def _bytes(value: Optional[float]) -> str:
 
 
 def _interval(d: Mapping[str, Any]) -> str:
-    """A simulation's error bar as text: "1.94 s to 2.52 s (90 %, from 34 published dense runs on
-    other presets)", or why it has none."""
+    """A simulation's error bar as text: "1.68 s to 2.91 s (90 %, from 34 published dense runs on
+    3 presets)", or why it has none."""
     bar = d.get("runtime_interval_s")
     note = d.get("runtime_interval_note") or ""
     if not bar:

@@ -1,8 +1,8 @@
 // An error bar on every predicted runtime (issue 42, point 6; docs/accuracy.md "Error bars"):
 // an interval from the validation residuals of published runs like the one predicted, by regime
-// (dense, mixture of experts, context parallel) and by whether those runs ran on the same preset
-// or on others. The residuals are data/residuals.csv (experiments/residuals writes it from
-// `pipetab accuracy` over the published runs), compiled in.
+// (dense, mixture of experts, context parallel): the same preset's runs where it has enough, else
+// carried from the runs of at least three presets. The residuals are data/residuals.csv
+// (experiments/residuals writes it from `pipetab accuracy` over the published runs), compiled in.
 #pragma once
 
 #include <cstdint>
@@ -80,7 +80,9 @@ IntervalAnswer runtime_interval(double predicted_s, std::string_view regime,
 /// kMinTransferPresets presets).
 struct IntervalCheck {
   std::string regime;
-  std::string system;        ///< a preset, or "other presets" for the transferred check
+  /// A preset; for the transferred check "3 presets" (those the interval is carried from), or
+  /// "other presets" where they are too few to carry one.
+  std::string system;
   std::int32_t runs = 0;     ///< runs predicted
   std::int32_t covered = 0;  ///< of them inside their interval
   /// The interval as factors of the prediction, from all of the group's runs (the preset's, or
