@@ -264,7 +264,7 @@ TEST_F(Cli, ListPresets) {
     EXPECT_NEAR(sys["peak_bf16_flops"].get<double>(), 989.4e12, 1e11);
   }
   expect_usage_error("list layouts",
-                     "layouts not in {schedules,models,systems,options,error-bars}");
+                     "layouts not in {schedules,models,systems,options,stacks,error-bars}");
   // The error bars' checks: the text's rows are the JSON's, each run counted once per check.
   const auto bars = nlohmann::json::parse(run("list error-bars --format json").out);
   const auto text = run("list error-bars").out;

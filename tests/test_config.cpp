@@ -259,7 +259,7 @@ TEST(Workload, TransformerLayerFormulas) {
   EXPECT_DOUBLE_EQ(work[5].input_grad_flops,
                    work[5].forward_flops + (24 * b * s * h * h + 8 * b * s * s * h));
   model.job.recompute = Recompute::None;
-  model.job.flash_attention = true;
+  model.job.stack.flash_attention = true;
   work = test::stage_work(model, units, 40);
   EXPECT_DOUBLE_EQ(work[5].activation_bytes, 34 * s * b * h + 4 * a * s * b);
   EXPECT_DOUBLE_EQ(work[5].input_grad_flops, 24 * b * s * h * h + 10 * b * s * s * h);

@@ -56,10 +56,11 @@ std::vector<test::ModelRun> grid() {
                     auto m = gpt(h, 16, s, b, t);
                     m.layout.sequence_parallel = sp;
                     m.job.recompute = recompute;
-                    m.job.flash_attention = flash;
+                    m.job.stack.flash_attention = flash;
                     m.transformer().gated_mlp = gated;
                     m.transformer().dropout = dropout;
-                    m.job.grad_accumulation_fusion = dropout;  // both ways, without more loops
+                    m.job.stack.grad_accumulation_fusion =
+                        dropout;  // both ways, without more loops
                     out.push_back(m);
                   }
   // Grouped-query attention with other MLP widths.
@@ -80,7 +81,7 @@ TEST(Operators, HeadDimWidensTheAttentionOnly) {
     for (const auto recompute : {Recompute::None, Recompute::Full}) {
       for (const bool flash : {false, true}) {
         m.job.recompute = recompute;
-        m.job.flash_attention = flash;
+        m.job.stack.flash_attention = flash;
         auto explicit_dim = m;
         explicit_dim.transformer().head_dim = m.transformer().hidden / m.transformer().heads;
         const auto a = model_operators(workload(m)), b = model_operators(workload(explicit_dim));
@@ -128,7 +129,7 @@ TEST(Operators, LayerFlopsEqualTheClosedForms) {
     const double matmul = 2 * s * b * W / t, scores = 4 * b * s * s * h / t;
     const auto ops = model_operators(workload(run)).layer;
     const double forward = matmul + scores;
-    double input = matmul + (run.job.flash_attention ? 2.5 : 2.0) * scores;
+    double input = matmul + (run.job.stack.flash_attention ? 2.5 : 2.0) * scores;
     if (run.job.recompute == Recompute::Full) input += forward;
     if (run.job.recompute == Recompute::Selective) input += scores;
     EXPECT_NEAR(matmul_flops(ops.forward), forward, 1e-9 * forward);
@@ -286,7 +287,7 @@ TEST(Operators, TensorParallelTrafficIsMegatrons) {
 TEST(Operators, RecomputationAddsExactlyTheRecomputedOperators) {
   for (const bool flash : {false, true}) {
     auto m = gpt(4096, 32, 2048, 1, 4);
-    m.job.flash_attention = flash;
+    m.job.stack.flash_attention = flash;
     const auto plain = model_operators(workload(m)).layer;
     m.job.recompute = Recompute::Full;
     const auto full = model_operators(workload(m)).layer;
@@ -312,7 +313,7 @@ TEST(Operators, RecomputationAddsExactlyTheRecomputedOperators) {
 TEST(Operators, WeightGradientHoldsOnlyTheWeightGemms) {
   for (const bool fusion : {false, true}) {
     auto m = gpt(4096, 32, 2048, 2, 2);
-    m.job.grad_accumulation_fusion = fusion;
+    m.job.stack.grad_accumulation_fusion = fusion;
     const auto ops = model_operators(workload(m));
     std::vector<std::string_view> gemms, others;
     for (const auto& op : ops.layer.weight_grad)

@@ -22,8 +22,8 @@ namespace {
 
 Residual residual(std::string system, std::string regime, double log_ratio, bool fitted = false,
                   std::int64_t gpus = 8) {
-  return {"r",   std::move(system), std::move(regime), gpus, 10.0 * std::exp(log_ratio), 10.0,
-          fitted};
+  return {"r", std::move(system), std::move(regime), gpus, 10.0 * std::exp(log_ratio), 10.0, fitted,
+          ""};
 }
 
 TEST(ErrorBar, StudentQuantilesAreTheTables) {

@@ -62,7 +62,7 @@ TEST(Flops, ConventionsCountEveryDensePresetByHand) {
       test::ModelRun other = r;
       other.job.recompute = recompute;
       other.job.micro_batch = 3;
-      other.job.flash_attention = !r.job.flash_attention;
+      other.job.stack.flash_attention = !r.job.stack.flash_attention;
       other.layout.tp = 2;
       other.layout.cp = 2;
       for (const auto c : {FlopCount::Palm, FlopCount::Causal}) {
@@ -101,7 +101,7 @@ TEST(Flops, TheModelsCountNeverExceedsTheWorkExecutedWithoutTheFullSquare) {
     test::ModelRun r = io::load_model(name);
     for (const bool flash : {false, true})
       for (const auto recompute : {Recompute::None, Recompute::Selective, Recompute::Full}) {
-        r.job.flash_attention = flash;
+        r.job.stack.flash_attention = flash;
         r.job.recompute = recompute;
         const auto causal = iteration_flops(workload(r), 2, FlopCount::Causal);
         EXPECT_LE(causal.model, causal.hardware * (1 + 1e-9));
@@ -118,7 +118,7 @@ SimulationMetrics simulated(const std::string& model, const std::string& system,
                             std::int64_t tp, bool flash, FlopCount count) {
   SimulationSetup setup = test::preset_setup(model, system);
   setup.job.seq_len = seq;
-  setup.job.flash_attention = flash;
+  setup.job.stack.flash_attention = flash;
   setup.layout.tp = tp;
   setup.layout.sequence_parallel = tp > 1;
   setup.flop_count = count;

@@ -147,7 +147,7 @@ TEST(HfConfig, ReleasedConfigsAreTheirPresets) {
     EXPECT_EQ(hf_run.job.seq_len, 0);
     EXPECT_EQ(hf_run.job.micro_batch, 1);
     EXPECT_EQ(hf_run.job.recompute, Recompute::None);
-    EXPECT_TRUE(hf_run.job.flash_attention);
+    EXPECT_TRUE(hf_run.job.stack.flash_attention);
     EXPECT_EQ(hf_run.layout.tp, 1);
   }
 }

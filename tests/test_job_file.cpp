@@ -106,6 +106,7 @@ TEST(JobFileTorchtitan, Llama3EightBReadsToItsSettings) {
                                   {"precision", "bf16"},
                                   {"recompute", "selective-op"},
                                   {"fused_elementwise", "false"},
+                                  {"stack", "torchtitan"},
                                   {"tensor_parallel", "1"},
                                   {"context_parallel", "1"},
                                   {"expert_parallel", "1"},
@@ -171,6 +172,7 @@ TEST(JobFileTorchtitan, Llama3FourOFiveBReadsToItsSettings) {
                                   {"fp8_recipe", "tensorwise"},
                                   {"recompute", "full"},
                                   {"fused_elementwise", "true"},
+                                  {"stack", "torchtitan-compile"},
                                   {"tensor_parallel", "8"},
                                   {"sequence_parallel", "true"},
                                   {"tp_overlap", "all"},
@@ -199,6 +201,7 @@ TEST(JobFileTorchtitan, Llama4PipelinedReadsToItsSettings) {
                                   {"precision", "bf16"},
                                   {"recompute", "full"},
                                   {"fused_elementwise", "false"},
+                                  {"stack", "torchtitan"},
                                   {"tensor_parallel", "8"},
                                   {"sequence_parallel", "true"},
                                   {"tp_overlap", "none"},
@@ -229,6 +232,7 @@ TEST(JobFileTorchtitan, DeepSeekV3ReadsToItsSettings) {
                                   {"precision", "bf16"},
                                   {"recompute", "selective-op"},
                                   {"fused_elementwise", "false"},
+                                  {"stack", "torchtitan"},
                                   {"tensor_parallel", "1"},
                                   {"context_parallel", "1"},
                                   {"expert_parallel", "1"},
@@ -459,7 +463,9 @@ TEST(JobFileMegatron, Llama3EightBFp8ReadsToItsSettings) {
                                   {"dp_overlap", "true"},
                                   {"dp_bucket_bytes", bytes(8e7)},
                                   {"flash_attention", "true"},
+                                  {"attention_kernel", "cudnn"},
                                   {"fused_elementwise", "true"},
+                                  {"stack", "megatron-core"},
                                   {"grad_accumulation_fusion", "true"}}));
   EXPECT_EQ(origin_of(f, "seq_len"),
             fmt::format("{}:{}: --seq-length", path, line_of(text, "--seq-length")));
@@ -507,6 +513,7 @@ TEST(JobFileMegatron, MixtralReadsToItsSettings) {
                                   {"dp_bucket_bytes", bytes(1.6e8)},
                                   {"flash_attention", "true"},
                                   {"fused_elementwise", "true"},
+                                  {"stack", "megatron-core"},
                                   {"grad_accumulation_fusion", "true"}}));
   EXPECT_TRUE(has_entry(f.notes, "1 of Megatron-LM's 5 element-wise fusions turned off"))
       << all(f.notes);
@@ -540,6 +547,7 @@ TEST(JobFileMegatron, Gpt3OneSeventyFiveBReadsToItsSettings) {
                                   {"dp_overlap", "false"},
                                   {"flash_attention", "true"},
                                   {"fused_elementwise", "true"},
+                                  {"stack", "megatron-core"},
                                   {"grad_accumulation_fusion", "true"}}));
   EXPECT_TRUE(has_entry(f.ignored, "--rampup-batch-size: the global batch's ramp-up"))
       << all(f.ignored);
@@ -583,6 +591,7 @@ TEST(JobFileMegatron, Sc21InterleavedReadsToItsSettings) {
                                   {"dp_overlap", "false"},
                                   {"flash_attention", "true"},
                                   {"fused_elementwise", "true"},
+                                  {"stack", "megatron-core"},
                                   {"grad_accumulation_fusion", "true"}}));
   EXPECT_TRUE(has_entry(f.ignored,
                         "--activations-checkpoint-method: Megatron-LM's recomputation "
@@ -627,6 +636,7 @@ TEST(JobFileMegatron, DeepSeekV3FsdpRefusesHybridEpAndReadsWithDeepEp) {
                                   {"dp_bucket_bytes", bytes(2.56e8 * 2)},
                                   {"flash_attention", "true"},
                                   {"fused_elementwise", "true"},
+                                  {"stack", "megatron-core"},
                                   {"grad_accumulation_fusion", "false"}}));
   EXPECT_TRUE(has_entry(f.notes, "--recompute-modules mla_up_proj: not modelled")) << all(f.notes);
   EXPECT_TRUE(has_entry(f.notes, "--use-distributed-optimizer is given twice")) << all(f.notes);
@@ -801,7 +811,8 @@ Values titan_values(const Case& c) {
            {"global_batch", text(j.global_batch)},
            {"precision", std::string(to_string(j.precision))},
            {"recompute", std::string(to_string(j.recompute))},
-           {"fused_elementwise", text(j.fused_elementwise)},
+           {"fused_elementwise", text(j.stack.fused_elementwise)},
+           {"stack", j.stack.name},
            {"tensor_parallel", text(l.tp)},
            {"context_parallel", text(l.cp)},
            {"expert_parallel", text(l.ep)},
@@ -857,9 +868,10 @@ Values megatron_values(const Case& c) {
            {"fsdp", text(l.fsdp.enabled)},
            {"distributed_optimizer", text(j.distributed_optimizer)},
            {"dp_overlap", text(j.dp_overlap)},
-           {"flash_attention", text(j.flash_attention)},
-           {"fused_elementwise", text(j.fused_elementwise)},
-           {"grad_accumulation_fusion", text(j.grad_accumulation_fusion)}};
+           {"flash_attention", text(j.stack.flash_attention)},
+           {"fused_elementwise", text(j.stack.fused_elementwise)},
+           {"grad_accumulation_fusion", text(j.stack.grad_accumulation_fusion)},
+           {"stack", j.stack.name}};
   if (j.precision == Precision::FP8) v["fp8_recipe"] = to_string(j.fp8_recipe);
   if (l.tp > 1) {
     v["sequence_parallel"] = text(l.sequence_parallel == true);
@@ -905,10 +917,16 @@ Layout layout(std::int64_t tp, std::int64_t pp, std::int64_t cp, std::int64_t dp
 
 std::vector<Case> titan_grid() {
   std::vector<Case> cases;
-  const auto add = [&](Job j, Layout l) { cases.push_back({j, l, l.tp * l.pp * l.cp * l.dp}); };
+  // A torchtitan job runs torchtitan's stack: SDPA's flash backend, eager or compiled.
+  const auto add = [&](Job j, Layout l) {
+    j.stack.name = j.stack.fused_elementwise ? "torchtitan-compile" : "torchtitan";
+    j.stack.flash_attention = true;
+    j.stack.attention_kernel = AttentionKernel::Flash2;
+    cases.push_back({j, l, l.tp * l.pp * l.cp * l.dp});
+  };
   Job eager = base_job();
   eager.tp_overlap = Overlap::Never;
-  eager.fused_elementwise = false;
+  eager.stack.fused_elementwise = false;
   eager.recompute = Recompute::SelectiveOp;
   Job compiled = base_job();
   compiled.tp_overlap = Overlap::All;
@@ -971,10 +989,14 @@ std::vector<Case> titan_grid() {
 
 std::vector<Case> megatron_grid() {
   std::vector<Case> cases;
-  const auto add = [&](Job j, Layout l) { cases.push_back({j, l, l.tp * l.pp * l.cp * l.dp}); };
+  // Megatron-LM's arguments run Megatron-Core's stack (Transformer Engine's kernel choice).
+  const auto add = [&](Job j, Layout l) {
+    j.stack.name = "megatron-core";
+    cases.push_back({j, l, l.tp * l.pp * l.cp * l.dp});
+  };
   Job plain = base_job();
   plain.precision = Precision::BF16;
-  plain.flash_attention = true;
+  plain.stack.flash_attention = true;
   Job tuned = plain;
   tuned.distributed_optimizer = true;
   tuned.dp_overlap = true;
@@ -987,12 +1009,12 @@ std::vector<Case> megatron_grid() {
   fp8.recompute = Recompute::Full;
   Job old = plain;
   old.precision = Precision::FP16;
-  old.flash_attention = false;
-  old.fused_elementwise = false;
-  old.grad_accumulation_fusion = false;
+  old.stack.flash_attention = false;
+  old.stack.fused_elementwise = false;
+  old.stack.grad_accumulation_fusion = false;
   Job fp32 = plain;
   fp32.precision = Precision::FP32;
-  fp32.flash_attention = false;
+  fp32.stack.flash_attention = false;
   for (const auto& j : {plain, tuned, fp8, old, fp32}) {
     add(j, layout(8, 1, 1, 4));
     // 1F1B and interleaved with 2 and 4 chunks.
@@ -1036,14 +1058,14 @@ std::vector<Case> megatron_grid() {
   // FSDP2 (without gradient accumulation fusion, as Megatron-LM requires) and Megatron-FSDP.
   {
     Job j = plain;
-    j.grad_accumulation_fusion = false;
+    j.stack.grad_accumulation_fusion = false;
     auto l = layout(2, 1, 1, 8);
     l.fsdp.enabled = true;
     add(j, l);
     l.fsdp.reshard_after_forward = false;
     add(j, l);
     Job f = fp8;
-    f.grad_accumulation_fusion = false;
+    f.stack.grad_accumulation_fusion = false;
     f.distributed_optimizer = false;
     l.fsdp.reshard_after_forward.reset();
     l.fsdp.fp8_all_gather = true;
@@ -1105,9 +1127,11 @@ TEST(JobFileRoundTrip, MegatronCarriesTheJobAndLayout) {
 SimulationSetup written_back(const ModelConfig& model, const SystemConfig& system,
                              const io::JobFile& file) {
   SimulationSetup back = default_setup(model, system);
+  std::vector<Setting> settings;
   for (const auto& s : file.settings) {
-    if (s.key != "gpus") apply_setting(back, s);
+    if (s.key != "gpus") settings.push_back(s);
   }
+  apply_settings(back, settings);  // as the commands do: a stack first, its options over it
   return back;
 }
 
@@ -1184,6 +1208,7 @@ TEST(JobFileRoundTrip, WritersRefuseWhatTheToolCannotRun) {
   };
   Job j = base_job();
   j.tp_overlap = Overlap::Never;
+  j.stack.flash_attention = true;  // torchtitan's SDPA (its writer refuses the math path)
   auto ulysses = layout(1, 1, 4, 2);
   ulysses.fsdp.enabled = true;
   ulysses.cp_method = CpMethod::AllToAll;
@@ -1214,6 +1239,29 @@ TEST(JobFileRoundTrip, WritersRefuseWhatTheToolCannotRun) {
   four.schedule = "interleaved";
   four.chunks = 4;
   EXPECT_NE(titan(j, four).find("chunks 4"), std::string::npos);
+  // The stack each writer's framework runs, and nothing its file cannot say.
+  Job math = j;
+  math.stack.flash_attention = false;
+  EXPECT_NE(titan(math, layout(1, 1, 1, 1)).find("flash_attention false"), std::string::npos);
+  Job cudnn = j;
+  cudnn.stack.attention_kernel = AttentionKernel::Cudnn;
+  EXPECT_NE(titan(cudnn, layout(1, 1, 1, 1)).find("attention_kernel cudnn"), std::string::npos);
+  const auto args = [](const Job& job) {
+    return io::megatron_arguments(job, layout(1, 1, 1, 1), 1, "");
+  };
+  EXPECT_NE(args(cudnn).find("--attention-backend fused"), std::string::npos);
+  Job cast = j;
+  cast.stack.autocast = true;
+  EXPECT_NE(titan(cast, layout(1, 1, 1, 1)).find("autocast"), std::string::npos);
+  EXPECT_NE(megatron(cast, layout(1, 1, 1, 1)).find("autocast"), std::string::npos);
+  Job triton = j;
+  triton.stack.attention_kernel = AttentionKernel::Triton;
+  EXPECT_NE(megatron(triton, layout(1, 1, 1, 1)).find("attention_kernel triton"),
+            std::string::npos);
+  Job flash2 = j;
+  flash2.stack.attention_kernel = AttentionKernel::Flash2;
+  EXPECT_NE(args(flash2).find("--attention-backend flash"), std::string::npos);
+  EXPECT_NE(args(j).find("--attention-backend auto"), std::string::npos);
 }
 
 }  // namespace

@@ -78,7 +78,7 @@ TEST(Fp8, TransformerEngineKeepsFp8WeightCopies) {
   const auto b = test::stage_work(bf16, one, 1)[0];
   EXPECT_DOUBLE_EQ(a.fp8_weight_copy_bytes, 32.0 * 218103808);
   EXPECT_DOUBLE_EQ(a.weight_bytes, b.weight_bytes);
-  fp8.job.fused_elementwise = false;  // torchao casts each forward: no copy kept
+  fp8.job.stack.fused_elementwise = false;  // torchao casts each forward: no copy kept
   EXPECT_DOUBLE_EQ(test::stage_work(fp8, one, 1)[0].fp8_weight_copy_bytes, 0.0);
 }
 
@@ -135,7 +135,7 @@ TEST(Recompute, EveryOtherLayerIsHalfAFullRecompute) {
 
 TEST(Eager, ElementwiseKernelsMoveWhatEagerPyTorchMoves) {
   auto eager = llama8b();
-  eager.job.fused_elementwise = false;
+  eager.job.stack.fused_elementwise = false;
   const auto ops = model_operators(workload(eager));
   const auto fused_run = llama8b();
   const auto fused = model_operators(workload(fused_run));

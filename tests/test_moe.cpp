@@ -40,7 +40,7 @@ test::ModelRun dense_model(std::int64_t ffn) {
   Job job;
   job.seq_len = 128;
   job.micro_batch = 2;
-  job.flash_attention = true;
+  job.stack.flash_attention = true;
   return {{"m", m}, job, Layout{}};
 }
 

@@ -253,14 +253,21 @@ class PlanOptions(TypedDict, total=False):
     dp_overlap: bool
     dp_bucket_bytes: float
     dp_bucket_mb: float  # --dp-bucket-mb: dp_bucket_bytes in MB
+    stack: Literal[
+        "megatron-core", "megatron-lm", "torchtitan", "torchtitan-compile", "llm-foundry",
+        "nemo-automodel"
+    ]
     flash_attention: bool
     fused_elementwise: bool
     grad_accumulation_fusion: bool
+    attention_kernel: Literal["auto", "flash2", "flash3", "cudnn", "triton"]
+    autocast: bool
+    cuda_graphs: bool
     fsdp_shard: int
     reshard_after_forward: Union[bool, Literal["auto"]]
     fsdp_grad_sync: Literal["auto", "step", "microbatch"]
     fsdp_fp8_all_gather: bool
-    fsdp_impl: Literal["fsdp2", "megatron"]
+    fsdp_impl: Literal["fsdp2", "megatron", "fsdp1"]
     pipeline_layout: str
     balance_embedding: bool
     pipeline_parallel: int
@@ -887,6 +894,7 @@ class Simulation(_Result):
             ("tokens per second", "-" if d.get("tokens_per_s") is None else f"{d['tokens_per_s']:.4g}"),
             ("MFU", _ratio(d.get("mfu")) + (f" ({d['flop_count']} count)" if d.get("mfu") else "")),
             ("HFU (FLOPs executed)", _ratio(d.get("hfu"))),
+            ("stack", d.get("stack_description") or "-"),
             ("idle ratio", _ratio(d["idle_ratio"])),
             ("peak memory per device", _bytes(d["peak_memory_max_bytes"])),
             ("device memory", _bytes(d["memory_capacity_bytes"])),
@@ -1017,6 +1025,7 @@ class Comparison(_Result):
                     "simulation.tokens_per_s": simulation.get("tokens_per_s"),
                     "simulation.mfu": simulation.get("mfu"),
                     "simulation.flop_count": simulation.get("flop_count"),
+                    "simulation.stack": simulation.get("stack"),
                     "simulation.peak_memory_max_bytes": simulation.get("peak_memory_max_bytes"),
                     "simulation.memory_capacity_bytes": simulation.get("memory_capacity_bytes"),
                     "simulation.fits": (None if "over_capacity" not in simulation

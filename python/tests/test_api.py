@@ -189,3 +189,18 @@ def test_every_simulated_runtime_has_its_error_bar():
     assert (dense["runtime_s"] < dense["runtime_high_s"]).all()
     assert rows[rows["context_parallel"] > 1]["runtime_low_s"].isna().all()
     assert set(rows["flop_count"]) == {"palm"}
+
+
+def test_a_named_stack_is_a_keyword_and_says_what_it_ran():
+    # torchtitan's stack runs SDPA's flash backend (FlashAttention-2's kernels); on an H100 the
+    # same layer under Transformer Engine's cuDNN kernel runs faster (data/gpu/h100-sxm-attention.csv).
+    titan = pipetab.simulate("1f1b", 1, 1, model="llama3.1-8b", system="dgx-h100",
+                             stack="torchtitan-compile")
+    assert titan.metrics["stack"] == "torchtitan-compile"
+    assert "attention flash2" in titan.metrics["stack_description"]
+    cudnn = pipetab.simulate("1f1b", 1, 1, model="llama3.1-8b", system="dgx-h100",
+                             stack="torchtitan-compile", attention_kernel="cudnn")
+    assert cudnn.runtime_s < titan.runtime_s
+    with pytest.raises(pipetab.Error, match="flash3"):
+        pipetab.simulate("1f1b", 1, 1, model="llama3.1-8b", system="a100-80gb",
+                         attention_kernel="flash3", flash_attention=True)

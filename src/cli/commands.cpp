@@ -11,6 +11,7 @@
 
 #include "options.hpp"
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include "pipetab/io/config.hpp"
 #include "pipetab/io/table_export.hpp"
 #include "pipetab/io/table_file.hpp"
+#include "pipetab/model/stack.hpp"
 #include "pipetab/report/block.hpp"
 #include "pipetab/report/compare.hpp"
 #include "pipetab/report/evaluation.hpp"
@@ -158,6 +160,8 @@ std::string options_listing(bool json) {
     std::string values;
     if (o.type == OptionType::Choice) {
       values = fmt::format("{}", fmt::join(o.choices, "|"));
+      // A long list wraps at its bars.
+      if (values.size() > 60) values = fmt::format("{}", fmt::join(o.choices, " | "));
     } else if (o.type == OptionType::Boolean) {
       values = "true|false";
     } else if (o.type == OptionType::Tristate) {
@@ -332,6 +336,34 @@ std::string error_bar_listing(bool json) {
   return out;
 }
 
+// `pipetab list stacks`: each named stack, what it is, and the settings it stands for.
+std::string stack_listing(bool json) {
+  nlohmann::json all = nlohmann::json::array();
+  std::string out = fmt::format("{:<20}{}\n", "name", "what");
+  for (const auto& preset : stack_presets()) {
+    nlohmann::json settings = nlohmann::json::object();
+    std::vector<std::string> pairs;
+    for (const auto& s : preset.settings) {
+      settings[s.key] = s.value;
+      pairs.push_back(fmt::format("{}={}", s.key, s.value));
+    }
+    all.push_back({{"name", preset.name},
+                   {"description", preset.description},
+                   {"source", preset.source},
+                   {"settings", settings}});
+    out += aligned(fmt::format("{:<20}", preset.name), std::string(preset.description));
+    out += aligned(std::string(20, ' '), fmt::format("{}", fmt::join(pairs, " ")));
+    out += aligned(std::string(20, ' '), fmt::format("from: {}", preset.source));
+  }
+  if (json) return all.dump(2) + "\n";
+  out += "\n" + wrap(
+                    "--stack NAME sets these options; any of them given beside it (a flag, a key "
+                    "of the same file) wins over the stack's. Without --stack: pipetab's "
+                    "defaults (`pipetab list options`), Megatron-Core's but for unfused "
+                    "attention");
+  return out;
+}
+
 Subcommand add_list(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "list",
@@ -341,9 +373,10 @@ Subcommand add_list(CLI::App& app) {
   cmd->add_option("what", *what,
                   "schedules, models or systems (the presets --model and --system take; JSON "
                   "gives each preset's TOML), options (every option of a run: its key, flag, "
-                  "values and default), or error-bars (the published runs each runtime's 90% "
-                  "interval comes from, and how often a run left out falls inside it)")
-      ->check(CLI::IsMember({"schedules", "models", "systems", "options", "error-bars"}))
+                  "values and default), stacks (the named software stacks --stack takes), or "
+                  "error-bars (the published runs each runtime's 90% interval comes from, and how "
+                  "often a run left out falls inside it)")
+      ->check(CLI::IsMember({"schedules", "models", "systems", "options", "stacks", "error-bars"}))
       ->capture_default_str();
   add_format(*cmd, *format, {"text", "json"});
   return {
@@ -354,6 +387,10 @@ Subcommand add_list(CLI::App& app) {
         }
         if (*what == "error-bars") {
           emit("", error_bar_listing(*format == "json"));
+          return;
+        }
+        if (*what == "stacks") {
+          emit("", stack_listing(*format == "json"));
           return;
         }
         if (*what != "schedules") {

@@ -78,9 +78,12 @@ OperatorCost operator_cost(const Operator& op, const Workload& run, const System
       if (op.kind == OperatorKind::Gemm) {
         c.efficiency = gemm_efficiency(op.fp8 ? device.gemm_fp8 : device.gemm, op.gemm);
       } else {
-        c.efficiency = op.kind == OperatorKind::FusedAttention
-                           ? device.attention_efficiency
-                           : device.attention_backward_efficiency;
+        // The stack's kernel, at the sequence each rank's calls see (its tokens: seq / CP).
+        const AttentionKernel kernel = resolve_attention_kernel(run.job.stack, device, system.name);
+        const double seq =
+            static_cast<double>(run.job.seq_len) / static_cast<double>(run.layout.cp);
+        c.efficiency =
+            device.attention_of(kernel).at(seq, op.kind == OperatorKind::FusedAttentionBackward);
       }
       const double compute = flops / (peak * c.efficiency);
       const double memory = memory_seconds(op.bytes, device);
@@ -377,7 +380,8 @@ double LayerProgram::compute_s() const {
   return total;
 }
 
-double host_bound_seconds(const PassCost& pass, const DeviceSpec& device) {
+double host_bound_seconds(const PassCost& pass, const DeviceSpec& device, const Stack& stack) {
+  if (stack.cuda_graphs) return pass.seconds;
   return std::max(pass.seconds, pass.kernels * device.host_launch_s);
 }
 

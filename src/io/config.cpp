@@ -165,6 +165,85 @@ void read_gemm(const Reader& r, const toml::table& t, GemmModel& g, bool based) 
   g.k_overhead = r.number(t, p, "k_overhead", g.k_overhead, 0.0, 1e9, false);
 }
 
+// `key` of [device.attention.KERNEL]: one number, or with `seq` an array of one per length.
+std::vector<double> read_efficiencies(const Reader& r, const toml::table& t, const std::string& p,
+                                      std::string_view key, std::size_t points) {
+  const std::string path = p + "." + std::string(key);
+  const toml::node& node = r.require(t, p, key);
+  if (points == 0) return {r.number(t, p, key, std::nullopt, 0.0, 1.0, true)};
+  const auto* array = node.as_array();
+  if (array == nullptr || array->size() != points) {
+    r.fail(node.source(), path,
+           fmt::format("expected an array of {} efficiencies, one per length of seq", points));
+  }
+  std::vector<double> out;
+  for (const auto& item : *array) {
+    const auto v = item.value<double>();
+    if (!v || !(*v > 0.0) || *v > 1.0) {
+      r.fail(item.source(), path, "each efficiency is a number in (0, 1]");
+    }
+    out.push_back(*v);
+  }
+  return out;
+}
+
+// [device.attention]: forward_efficiency and backward_efficiency for every fused kernel alike
+// (older files), and [device.attention.KERNEL] tables, each a kernel's own figures, flat or by
+// sequence length (system.hpp's AttentionCurve). A preset-based device keeps the preset's
+// kernels where the file gives none; a device without any figure runs every kernel at its
+// GEMMs' best efficiency.
+void read_attention(const Reader& r, const toml::table& device, DeviceSpec& d, bool based) {
+  if (!based) d.attention.fill(AttentionCurve::flat(d.gemm.max_efficiency, d.gemm.max_efficiency));
+  const toml::table* attention = r.table(device, "device", "attention");
+  if (attention == nullptr) return;
+  const std::string p = "device.attention";
+  r.only(*attention, p,
+         {"forward_efficiency", "backward_efficiency", "flash2", "flash3", "cudnn", "triton"});
+  const bool flat = attention->get("forward_efficiency") != nullptr ||
+                    attention->get("backward_efficiency") != nullptr;
+  if (flat) {
+    const double forward = r.number(*attention, p, "forward_efficiency",
+                                    d.attention.front().forward.front(), 0.0, 1.0, true);
+    const double backward = r.number(*attention, p, "backward_efficiency",
+                                     d.attention.front().backward.front(), 0.0, 1.0, true);
+    d.attention.fill(AttentionCurve::flat(forward, backward));
+  }
+  bool any_kernel = false;
+  for (std::size_t k = 0; k < kAttentionKernels; ++k) {
+    const std::string_view name = kAttentionKernelNames[k];
+    const toml::table* t = r.table(*attention, p, name);
+    if (t == nullptr) continue;
+    const std::string kp = p + "." + std::string(name);
+    if (flat) {
+      r.fail(t->source(), kp,
+             "not with device.attention.forward_efficiency: give every kernel's figures in its "
+             "own table, or one pair for all");
+    }
+    if (!any_kernel && !based) d.attention.fill({});  // the kernels a file names are all it has
+    any_kernel = true;
+    r.only(*t, kp, {"seq", "forward_efficiency", "backward_efficiency"});
+    AttentionCurve curve;
+    if (const toml::node* seq = t->get("seq")) {
+      const auto* array = seq->as_array();
+      if (array == nullptr || array->size() < 2) {
+        r.fail(seq->source(), kp + ".seq",
+               "expected an array of at least two sequence lengths (one point: leave seq out)");
+      }
+      for (const auto& item : *array) {
+        const auto v = item.value<double>();
+        if (!v || !(*v >= 1.0) || *v > 1e9 || (!curve.seq.empty() && !(*v > curve.seq.back()))) {
+          r.fail(item.source(), kp + ".seq",
+                 "sequence lengths are numbers in 1 .. 1e9, strictly ascending");
+        }
+        curve.seq.push_back(*v);
+      }
+    }
+    curve.forward = read_efficiencies(r, *t, kp, "forward_efficiency", curve.seq.size());
+    curve.backward = read_efficiencies(r, *t, kp, "backward_efficiency", curve.seq.size());
+    d.attention[k] = std::move(curve);
+  }
+}
+
 SystemConfig parse_system_at(std::string_view text, const std::string& file, int depth);
 
 // [device]. With `preset = "NAME"` every key defaults to that system preset's device.
@@ -172,7 +251,8 @@ void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int 
   r.only(device, "device",
          {"preset", "name", "peak_flops", "clock_scale", "efficiency", "memory_bytes",
           "memory_reserve", "memory_bandwidth", "memory_efficiency", "kernel_overhead_s",
-          "step_overhead_s", "host_launch_s", "comm_slowdown", "gemm", "gemm_fp8", "attention"});
+          "step_overhead_s", "host_launch_s", "comm_slowdown", "gemm", "gemm_fp8", "attention",
+          "compute_capability"});
   bool based = false;
   if (const auto preset = r.string(device, "device", "preset")) {
     const auto text = detail::preset("systems", *preset);
@@ -188,6 +268,8 @@ void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int 
   d.name = r.string(device, "device", "name").value_or(d.name);
   read_peaks(r, device, d, based);
   d.clock_scale = r.number(device, "device", "clock_scale", d.clock_scale, 0.01, 1.0, false);
+  d.compute_capability =
+      r.number(device, "device", "compute_capability", d.compute_capability, 0.0, 100.0, false);
   d.memory_bytes =
       r.number(device, "device", "memory_bytes", from(based, d.memory_bytes), 1.0, kHuge, false);
   d.memory_reserve =
@@ -253,17 +335,7 @@ void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int 
     r.fail(device.get("gemm_fp8")->source(), "device.gemm_fp8",
            "not with device.efficiency: the FLOP-proportional model has no GEMM model");
   }
-  // FlashAttention's throughput; without the table, the base's or the GEMMs' best.
-  if (!based) d.attention_efficiency = d.attention_backward_efficiency = d.gemm.max_efficiency;
-  if (const toml::table* attention = r.table(device, "device", "attention")) {
-    const std::string p = "device.attention";
-    r.only(*attention, p, {"forward_efficiency", "backward_efficiency"});
-    d.attention_efficiency = r.number(*attention, p, "forward_efficiency",
-                                      from(based, d.attention_efficiency), 0.0, 1.0, true);
-    d.attention_backward_efficiency =
-        r.number(*attention, p, "backward_efficiency", from(based, d.attention_backward_efficiency),
-                 0.0, 1.0, true);
-  }
+  read_attention(r, device, d, based);
 }
 
 }  // namespace
@@ -389,6 +461,36 @@ std::string link_toml(const char* name, const LinkSpec& link) {
   return out;
 }
 
+// [device.attention]: one pair when every kernel has the same flat figures, else a table per
+// kernel the device gives (read back by read_attention to the same curves).
+std::string write_attention(const DeviceSpec& d) {
+  const AttentionCurve& first = d.attention.front();
+  const bool uniform = first.given() && first.seq.empty() &&
+                       std::all_of(d.attention.begin(), d.attention.end(),
+                                   [&](const AttentionCurve& c) { return c == first; });
+  if (uniform) {
+    return fmt::format("\n[device.attention]\nforward_efficiency = {}\nbackward_efficiency = {}\n",
+                       number(first.forward.front()), number(first.backward.front()));
+  }
+  const auto values = [](const AttentionCurve& c, const std::vector<double>& v) {
+    if (c.seq.empty()) return number(v.front());
+    std::vector<std::string> out;
+    for (const double x : v)
+      out.push_back(number(x));
+    return fmt::format("[{}]", fmt::join(out, ", "));
+  };
+  std::string out;
+  for (std::size_t k = 0; k < kAttentionKernels; ++k) {
+    const AttentionCurve& c = d.attention[k];
+    if (!c.given()) continue;
+    out += fmt::format("\n[device.attention.{}]\n", kAttentionKernelNames[k]);
+    if (!c.seq.empty()) out += fmt::format("seq = {}\n", values(c, c.seq));
+    out += fmt::format("forward_efficiency = {}\nbackward_efficiency = {}\n", values(c, c.forward),
+                       values(c, c.backward));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string system_toml(const SystemConfig& s, const std::string& comment) {
@@ -407,6 +509,8 @@ std::string system_toml(const SystemConfig& s, const std::string& comment) {
   out += "\n[device]\n";
   if (!d.name.empty()) out += fmt::format("name = {}\n", quoted(d.name));
   if (d.clock_scale != 1.0) out += fmt::format("clock_scale = {}\n", number(d.clock_scale));
+  if (d.compute_capability > 0.0)
+    out += fmt::format("compute_capability = {}\n", number(d.compute_capability));
   out += fmt::format("memory_bytes = {}\n", number(d.memory_bytes));
   if (d.memory_reserve != DeviceSpec{}.memory_reserve)
     out += fmt::format("memory_reserve = {}\n", number(d.memory_reserve));
@@ -441,8 +545,7 @@ std::string system_toml(const SystemConfig& s, const std::string& comment) {
       out += fmt::format("\n[device.gemm_fp8]\nmax_efficiency = {}\nk_overhead = {}\n",
                          number(d.gemm_fp8.max_efficiency), number(d.gemm_fp8.k_overhead));
     }
-    out += fmt::format("\n[device.attention]\nforward_efficiency = {}\nbackward_efficiency = {}\n",
-                       number(d.attention_efficiency), number(d.attention_backward_efficiency));
+    out += write_attention(d);
   }
   out += fmt::format("\n[network]\ntopology = \"{}\"\n",
                      s.topology == Topology::Chain ? "chain" : "switched");

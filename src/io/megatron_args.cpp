@@ -1004,7 +1004,15 @@ JobFile parse_megatron_args(std::string_view text, const std::string& file,
       from = flash->flag;
     }
     const Occurrence* at = backend != nullptr ? backend : flash;
+    // Megatron-Core with Transformer Engine (model/stack.hpp): auto is its kernel choice (cuDNN
+    // on Hopper, FlashAttention before); the flags below set the rest of what the stack would.
+    out.set("stack", std::string("megatron-core"), 0, "Megatron-LM's arguments");
     out.set("flash_attention", fused, line_of(at), from);
+    // Named backends: TE's FusedAttention is cuDNN's kernel; its FlashAttention backend runs
+    // flash-attn 2 (FlashAttention-3 only where flash_attn_3 is installed on Hopper, which the
+    // arguments do not say).
+    if (b == "fused") out.set("attention_kernel", std::string("cudnn"), line_of(at), from);
+    if (b == "flash") out.set("attention_kernel", std::string("flash2"), line_of(at), from);
     int unfused = 0;
     const Occurrence* first = nullptr;
     for (const auto flag : kUnfused) {
@@ -1177,7 +1185,7 @@ std::string megatron_arguments(const Job& job, const Layout& layout, std::int64_
           fmt::format("fsdp_shard {} (HSDP) is not written for Megatron-LM", layout.fsdp.shard));
     if (layout.fsdp.impl == FsdpImpl::Fsdp2) {
       if (layout.pp > 1 || layout.ep > 1 || job.distributed_optimizer ||
-          job.grad_accumulation_fusion)
+          job.stack.grad_accumulation_fusion)
         megatron_cannot(
             "fsdp2 with pipeline or expert parallelism, the distributed optimizer or gradient "
             "accumulation fusion: Megatron-LM refuses --use-torch-fsdp2 beside them");
@@ -1213,12 +1221,29 @@ std::string megatron_arguments(const Job& job, const Layout& layout, std::int64_
       add("--tp-comm-overlap");
     }
   }
-  add(fmt::format("--attention-backend {}", job.flash_attention ? "flash" : "unfused"));
-  if (!job.fused_elementwise) {
+  // Transformer Engine's backends: auto (its choice), fused (cuDNN), flash (flash-attn 2).
+  std::string backend = "unfused";
+  if (job.stack.flash_attention) {
+    backend = "auto";
+    if (const auto k = job.stack.attention_kernel) {
+      if (*k == AttentionKernel::Cudnn)
+        backend = "fused";
+      else if (*k == AttentionKernel::Flash2)
+        backend = "flash";
+      else
+        megatron_cannot(
+            fmt::format("attention_kernel {}: Transformer Engine runs cuDNN's "
+                        "(fused) or flash-attn 2's (flash) kernels, or picks (auto)",
+                        to_string(*k)));
+    }
+  }
+  add(fmt::format("--attention-backend {}", backend));
+  if (job.stack.autocast) megatron_cannot("autocast: Megatron-LM casts the model itself");
+  if (!job.stack.fused_elementwise) {
     for (const auto flag : kUnfused)
       add(std::string(flag));
   }
-  if (!job.grad_accumulation_fusion) add("--no-gradient-accumulation-fusion");
+  if (!job.stack.grad_accumulation_fusion) add("--no-gradient-accumulation-fusion");
 
   std::string s = detail::comment_lines(comment);
   s += fmt::format(

@@ -531,10 +531,14 @@ JobFile parse_torchtitan_job(std::string_view text, const std::string& file,
   // Eager PyTorch runs each element-wise op as its own kernel; torch.compile fuses them.
   {
     const auto& from = compile.given() ? compile : old_compile;
-    out.set("fused_elementwise", compile_model, from.line,
-            compile.given() ? (components ? "compile.enable, compile.components" : "compile.enable")
-            : old_compile.given() ? "training.compile"
-                                  : "compile.enable (torchtitan's default: eager)");
+    const std::string_view origin =
+        compile.given() ? (components ? "compile.enable, compile.components" : "compile.enable")
+        : old_compile.given() ? "training.compile"
+                              : "compile.enable (torchtitan's default: eager)";
+    // The stack torchtitan is (model/stack.hpp), and the one of its settings the file decides.
+    out.set("stack", std::string(compile_model ? "torchtitan-compile" : "torchtitan"), from.line,
+            origin);
+    out.set("fused_elementwise", compile_model, from.line, origin);
   }
 
   // Tensor parallelism: its plan shards the norms' sequence (sequence parallelism); its
@@ -988,8 +992,18 @@ std::string torchtitan_job_toml(const Job& job, const Layout& layout, std::int64
         "tp_overlap backward: torchtitan's TP collectives run synchronously (none) or, with "
         "async TP, all overlapped (all)");
   }
+  // torchtitan's stack (model/stack.hpp) has no switch for these: SDPA's flash backend, no
+  // autocast, no CUDA graphs.
+  if (!job.stack.flash_attention)
+    titan_cannot("flash_attention false: torchtitan's attention is SDPA's fused flash kernel");
+  if (job.stack.attention_kernel && *job.stack.attention_kernel != AttentionKernel::Flash2) {
+    titan_cannot(fmt::format("attention_kernel {}: torchtitan runs SDPA's flash backend (flash2)",
+                             to_string(*job.stack.attention_kernel)));
+  }
+  if (job.stack.autocast) titan_cannot("autocast: torchtitan's FSDP2 keeps bf16 parameters");
+  if (job.stack.cuda_graphs) titan_cannot("cuda_graphs: torchtitan does not capture graphs");
   const bool async_tp = layout.tp > 1 && job.tp_overlap == Overlap::All;
-  if (async_tp && !job.fused_elementwise)
+  if (async_tp && !job.stack.fused_elementwise)
     titan_cannot("tp_overlap all without fused_elementwise: async TP needs torch.compile");
   if (layout.cp > 1 && layout.cp_method == CpMethod::AllToAll) {
     titan_cannot(
@@ -1079,7 +1093,7 @@ std::string torchtitan_job_toml(const Job& job, const Layout& layout, std::int64
   s += fmt::format("\n[activation_checkpoint]\nmode = \"{}\"\n", mode);
   if (!option.empty()) s += fmt::format("selective_ac_option = \"{}\"\n", option);
   s += fmt::format("\n[compile]\nenable = {}\ncomponents = [\"model\", \"loss\"]\n",
-                   job.fused_elementwise);
+                   job.stack.fused_elementwise);
   if (job.precision == Precision::FP8) {
     s += fmt::format("\n[quantize.linear.float8]\nrecipe_name = \"{}\"\n",
                      to_string(job.fp8_recipe));

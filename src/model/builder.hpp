@@ -48,7 +48,7 @@ class Builder {
   void linear(std::string_view name, std::string_view quantize, double m, double n, double k,
               bool weight_in_forward, double batch = 1.0) {
     if (fp8() && !quantize.empty()) {
-      const bool fused = run_.job.fused_elementwise;
+      const bool fused = run_.job.stack.fused_elementwise;
       double elements = m * k * batch;
       if (!fused && weight_in_forward) elements += n * k * batch;
       memory(quantize, (fused ? d_.e + 2 : 3 * d_.e + 2) * elements, fused ? 1 : 3);
@@ -69,7 +69,7 @@ class Builder {
     auto& op = ops().back();
     op.fp8 = fp8() && fp8_weight_grads_;
     const double g = run_.job.grad_bytes_per_param;
-    if (run_.job.grad_accumulation_fusion) {
+    if (run_.job.stack.grad_accumulation_fusion) {
       op.bytes = (d_.e * (m * k + k * n) + 2 * g * m * n) * batch;
     } else {
       memory(accumulate, m * n * batch * (d_.e + 2 * g));
@@ -83,7 +83,7 @@ class Builder {
   // its autograd backward about 5e + 56 in 10.
   void norm(std::string_view name, double elements, bool backward) {
     const double e = d_.e;
-    if (run_.job.fused_elementwise) {
+    if (run_.job.stack.fused_elementwise) {
       memory(name, (backward ? 4 : 2) * e * elements);
     } else {
       memory(name, (backward ? 5 * e + 56 : 4 * e + 28) * elements, backward ? 10 : 8);
@@ -95,7 +95,7 @@ class Builder {
   // and K, the same again backward. Fused kernels (Megatron-Core, Transformer Engine) apply
   // them within the attention's inputs, not counted.
   void rotary(std::string_view name, double elements) {
-    if (run_.job.fused_elementwise || run_.model.learned_positions) return;
+    if (run_.job.stack.fused_elementwise || run_.model.learned_positions) return;
     memory(name, (2 * d_.e + 16) * elements, 6);
   }
 

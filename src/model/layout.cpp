@@ -123,7 +123,7 @@ void require_trainable(const TransformerConfig& m, const Job& job, const Layout&
         "--sequence-parallel needs --tp > 1: sequence parallelism splits the norms and dropouts "
         "along the tensor-parallel ranks");
   }
-  if (m.attention == AttentionKind::Latent && !job.flash_attention) {
+  if (m.attention == AttentionKind::Latent && !job.stack.flash_attention) {
     throw OptionError(
         "flash_attention",
         "latent attention needs flash_attention = true (MLA runs in fused attention kernels)");
@@ -143,7 +143,7 @@ void require_trainable(const TransformerConfig& m, const Job& job, const Layout&
     throw OptionError("context_parallel",
                       fmt::format("--cp {}: context parallelism needs 1 or more ranks", l.cp));
   if (l.cp > 1) {
-    if (!job.flash_attention) {
+    if (!job.stack.flash_attention) {
       throw OptionError(
           "context_parallel",
           fmt::format(

@@ -52,10 +52,13 @@ LayerActivation layer_activation_bytes(const Workload& run, const Dims& d) {
   // FlashAttention only a row-wise log-sum-exp (fp32) per head; selective recomputation drops
   // the attention core altogether.
   double attention = 0.0;
-  if (run.job.flash_attention) {
+  if (run.job.stack.flash_attention) {
     attention = 4 * d.a * d.s * d.b;
   } else if (run.job.recompute != Recompute::Selective) {
     attention = (m.dropout ? 5 : 2) * d.a * d.s * d.s * d.b;
+    // Under autocast the softmax runs in fp32 and its output is kept for its backward (4 bytes
+    // per score) beside the 16-bit copy the ·V product keeps.
+    if (run.job.stack.autocast) attention += 4 * d.a * d.s * d.s * d.b;
   }
   if (run.layout.sequence_parallel) return {(unsplit + split + attention) / d.t, attention / d.t};
   return {unsplit + (split + attention) / d.t, attention / d.t};

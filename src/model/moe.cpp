@@ -61,13 +61,13 @@ MoeSizes moe_sizes(const Workload& run, const Dims& d, const LayerSizes& z) {
 // MLP's (operators.cpp): fused SwiGLU 3e / 5e, GeLU 2e / 3e, eager SwiGLU 5e / 9e.
 double activation_bytes(const Workload& run, const Dims& d, bool backward) {
   const TransformerConfig& m = run.model;
-  const bool eager_glu = m.gated_mlp && !run.job.fused_elementwise;
+  const bool eager_glu = m.gated_mlp && !run.job.stack.fused_elementwise;
   if (backward) return (eager_glu ? 9 : m.gated_mlp ? 5 : 3) * d.e;
   return (eager_glu ? 5 : m.gated_mlp ? 3 : 2) * d.e;
 }
 std::int32_t activation_kernels(const Workload& run, bool backward) {
   const TransformerConfig& m = run.model;
-  if (!(m.gated_mlp && !run.job.fused_elementwise)) return 1;
+  if (!(m.gated_mlp && !run.job.stack.fused_elementwise)) return 1;
   return backward ? 5 : 2;
 }
 

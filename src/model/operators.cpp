@@ -49,7 +49,7 @@ void attention_core_forward(Builder& f, const Workload& run, const Dims& d, cons
     detail::mla_core_forward(f, run, d, z);
     return;
   }
-  if (run.job.flash_attention) {
+  if (run.job.stack.flash_attention) {
     // Reads Q, K, V and writes the output; the s×s tiles stay on chip (Dao 2023). With
     // context parallelism the device's s/cp queries attend over all s keys.
     const detail::AttentionWidths w{d.q / d.t, d.kv / d.t, d.kv / d.t, d.q / d.t};
@@ -60,8 +60,15 @@ void attention_core_forward(Builder& f, const Workload& run, const Dims& d, cons
     return;
   }
   f.gemm("attention.scores", d.s, d.s, z.head_dim, z.heads);
-  // Fused scale, causal mask and softmax: read and write the scores.
-  f.memory("attention.softmax", 2 * d.e * z.scores);
+  if (run.job.stack.autocast) {
+    // torch.autocast runs softmax in fp32 (its fp32 op list): the scores cast up, the softmax
+    // read and written in fp32, its output cast back down for ·V — three kernels, e + 4, 8 and
+    // 4 + e bytes per score (llm-foundry's attn_impl "torch": torch.softmax, then .to(v.dtype)).
+    f.memory("attention.softmax", (2 * d.e + 16) * z.scores, 3);
+  } else {
+    // Fused scale, causal mask and softmax: read and write the scores.
+    f.memory("attention.softmax", 2 * d.e * z.scores);
+  }
   // Dropout: read, write, and a one-byte mask.
   if (m.dropout) f.memory("attention.dropout", (2 * d.e + 1) * z.scores);
   f.gemm("attention.values", d.s, z.head_dim, d.s, z.heads);
@@ -193,7 +200,7 @@ void mlp_forward(Builder& f, const Workload& run, const Dims& d, const LayerSize
   f.linear("fc1", "fc1.quantize", z.T, z.ffn_out, d.h, true);
   // Fused bias-GeLU reads and writes the hidden activation; SwiGLU reads two halves, writes one.
   // Eager SwiGLU runs silu and the product as two kernels: 5e bytes per element, not 3e.
-  const bool eager_glu = m.gated_mlp && !run.job.fused_elementwise;
+  const bool eager_glu = m.gated_mlp && !run.job.stack.fused_elementwise;
   f.memory("mlp.activation",
            (eager_glu     ? 5
             : m.gated_mlp ? 3
@@ -217,7 +224,7 @@ void mlp_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerS
   // GeLU backward reads its input and the gradient, writes the gradient; SwiGLU reads two
   // halves and the gradient, writes two halves.
   // Eager: the product's two gradients (6e) and silu's backward (3e), in five kernels.
-  const bool eager_glu = m.gated_mlp && !run.job.fused_elementwise;
+  const bool eager_glu = m.gated_mlp && !run.job.stack.fused_elementwise;
   i.memory("mlp.activation.backward",
            (eager_glu     ? 9
             : m.gated_mlp ? 5
@@ -261,7 +268,7 @@ void attention_input_grad(Builder& i, const Workload& run, const Dims& d, const 
   if (m.attention == AttentionKind::Latent) {
     detail::mla_projections_input_grad(i, run, d, z);
   } else {
-    if (run.job.flash_attention) {
+    if (run.job.stack.flash_attention) {
       // Recomputes QKᵀ and the softmax: five products against the forward's two (Dao 2023).
       detail::context_exchange_backward(i, run, d, {d.q / d.t, d.kv / d.t, d.kv / d.t, d.q / d.t});
       i.fused_attention("attention.flash.backward", OperatorKind::FusedAttentionBackward,
@@ -271,7 +278,13 @@ void attention_input_grad(Builder& i, const Workload& run, const Dims& d, const 
       i.gemm("attention.values.input_grad", d.s, d.s, z.head_dim, z.heads);  // dP = dO·Vᵀ
       i.gemm("attention.values.value_grad", d.s, z.head_dim, d.s, z.heads);  // dV = Pᵀ·dO
       if (m.dropout) i.memory("attention.dropout.backward", (2 * d.e + 1) * z.scores);
-      i.memory("attention.softmax.backward", 3 * d.e * z.scores);            // read y, dy; write dx
+      if (run.job.stack.autocast) {
+        // In fp32 (the forward's casts, backward): dy cast up (e + 4), the softmax's backward
+        // reads y and dy and writes dx (12), dx cast down (4 + e).
+        i.memory("attention.softmax.backward", (2 * d.e + 20) * z.scores, 3);
+      } else {
+        i.memory("attention.softmax.backward", 3 * d.e * z.scores);  // read y, dy; write dx
+      }
       i.gemm("attention.scores.query_grad", d.s, z.head_dim, d.s, z.heads);  // dQ = dS·K
       i.gemm("attention.scores.key_grad", d.s, z.head_dim, d.s, z.heads);    // dK = dSᵀ·Q
     }

@@ -59,8 +59,9 @@ void require_runnable(const ModelConfig& model, const Job& job, const Layout& la
     const std::pair<bool, const char*> given[] = {
         {f.reshard_after_forward.has_value(), "reshard_after_forward"},
         {f.grad_sync != GradSync::Auto, "fsdp_grad_sync"},
-        {f.fp8_all_gather, "fsdp_fp8_all_gather"},
-        {f.impl != FsdpImpl::Fsdp2, "fsdp_impl"}};
+        {f.fp8_all_gather, "fsdp_fp8_all_gather"}};
+    // fsdp_impl is not among them: a stack (model/stack.hpp) names the FSDP it runs whether or
+    // not the layout shards.
     for (const auto& [set, key] : given) {
       if (set)
         throw OptionError(key, fmt::format("{}: an option of FSDP, which needs --fsdp", key));
@@ -211,7 +212,7 @@ std::vector<StageWork> stage_work(const ModelConfig& model, const Job& job, cons
       w.activation_bytes += heads * 4 * bs * (d.h + d.V) / d.t;
       // Eager PyTorch's loss (torchtitan: cross_entropy(pred.float(), labels)) keeps the 16-bit
       // logits, their fp32 copy and log-softmax's fp32 output: 10 bytes per logit, not 4.
-      if (!run.job.fused_elementwise) w.activation_bytes += heads * 6 * bs * d.V / d.t;
+      if (!run.job.stack.fused_elementwise) w.activation_bytes += heads * 6 * bs * d.V / d.t;
       // The output projection (split over the vocabulary: its own matrix, or the tied
       // embedding's copy) and the final LayerNorm (replicated).
       w.params += (embedding_copy ? d.V * d.h / d.t : 0.0) + 2 * d.h;
@@ -220,7 +221,7 @@ std::vector<StageWork> stage_work(const ModelConfig& model, const Job& job, cons
     // FP8 training with Transformer Engine keeps each layer linear's FP8 copy of its weight
     // between microbatches (one byte per parameter; its transpose too with
     // keep_fp8_transpose_cache, not counted); eager torchao casts it anew each forward.
-    if (run.job.precision == Precision::FP8 && run.job.fused_elementwise)
+    if (run.job.precision == Precision::FP8 && run.job.stack.fused_elementwise)
       w.fp8_weight_copy_bytes = l * dense_params.linears + e * moe_params.linears;
     w.grad_bytes = w.params * run.job.grad_bytes_per_param;
     w.optimizer_bytes = w.params * run.job.optimizer_bytes_per_param;

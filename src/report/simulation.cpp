@@ -63,6 +63,8 @@ nlohmann::json to_json(const SimulationMetrics& m) {
           {"model_flops", optional_number(m.model_flops)},
           {"hardware_flops", optional_number(m.hardware_flops)},
           {"flop_count", m.flop_count},
+          {"stack", m.stack},
+          {"stack_description", m.stack_description},
           {"sequences", optional_number(m.sequences)},
           {"gpus", m.gpus},
           {"idle_ratio", m.idle_ratio},
@@ -159,6 +161,8 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
                   m.explicit_costs ? " (op times from --costs, in seconds)" : "",
                   m.contention ? "" : ", no contention", m.blocking_send ? ", blocking sends" : "",
                   m.runtime, m.runtime_chosen_by);
+  if (!m.stack_description.empty())
+    out += wrap("stack " + m.stack_description, kTextWidth, "", "  ");
   out += fmt::format(
       "runtime {:.6g} s (pipeline {:.6g} s), idle ratio {:.4f} (span {:.4f}); {} ops and {} "
       "transfers ({:.4g} GB), {} events\n",

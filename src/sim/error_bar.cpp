@@ -225,6 +225,7 @@ std::vector<Residual> parse_residuals(std::string_view text, const std::string& 
   const auto id = column("id"), system = column("system"), regime = column("regime"),
              gpus = column("gpus"), measured = column("measured_s"),
              predicted = column("predicted_s"), fitted = column("fitted_on");
+  const int stack = t.column("stack");  // optional: files before stacks were named have none
   std::vector<Residual> out;
   out.reserve(t.rows.size());
   for (std::size_t i = 0; i < t.rows.size(); ++i) {
@@ -246,6 +247,7 @@ std::vector<Residual> parse_residuals(std::string_view text, const std::string& 
     };
     Residual r;
     r.id = row[id];
+    if (stack >= 0) r.stack = row[static_cast<std::size_t>(stack)];
     r.system = row[system];
     r.regime = row[regime];
     if (r.regime != "dense" && r.regime != "moe" && r.regime != "cp")
@@ -270,8 +272,19 @@ std::span<const Residual> builtin_residuals() {
 
 IntervalAnswer runtime_interval(const SimulationSetup& setup, double predicted_s,
                                 std::int64_t gpus) {
-  return runtime_interval(predicted_s, regime_of(setup), setup.system.name, builtin_residuals(),
-                          gpus);
+  const auto residuals = builtin_residuals();
+  const std::string_view regime = regime_of(setup);
+  IntervalAnswer answer = runtime_interval(predicted_s, regime, setup.system.name, residuals, gpus);
+  // A named stack no published run of the regime ran: the interval is other stacks' spread.
+  const std::string& stack = setup.job.stack.name;
+  if (answer.interval && !stack.empty() &&
+      std::none_of(residuals.begin(), residuals.end(), [&](const Residual& r) {
+        return r.regime == regime && !r.fitted_on && r.stack == stack;
+      })) {
+    answer.note += fmt::format("{}no published {} run it comes from ran the stack '{}'",
+                               answer.note.empty() ? "" : "; ", regime_words(regime), stack);
+  }
+  return answer;
 }
 
 }  // namespace pipetab

@@ -473,7 +473,7 @@ void Lowering::compute_nodes() {
         // at least as long as that takes, and the step's own host time comes on top.
         const auto& device = network_.system().device;
         const double gpu = g_.duration[n];
-        g_.duration[n] = cost::host_bound_seconds(c, device) + device.step_overhead_s;
+        g_.duration[n] = cost::host_bound_seconds(c, device, job_.stack) + device.step_overhead_s;
         g_.overhead_s[n] = g_.duration[n] - gpu;
       }
     }

@@ -30,7 +30,7 @@ double Lowering::gathered_bytes_per_param() const {
 // torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py): the unit's gathered bytes read and
 // written once.
 double Lowering::copy_out_seconds(const StageWork& w) const {
-  if (layout_.fsdp.impl != FsdpImpl::Fsdp2) return 0.0;  // Megatron-FSDP gathers in place
+  if (layout_.fsdp.impl != FsdpImpl::Fsdp2) return 0.0;  // FSDP1, Megatron-FSDP gather in place
   const double params = model_.transformer() ? w.params : w.weight_bytes / 2.0;
   return cost::copy_seconds(2.0 * params * gathered_bytes_per_param() / units(w),
                             network_.system().device);

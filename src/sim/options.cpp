@@ -16,6 +16,13 @@ namespace {
 
 // The values of the Choice options (each enum's names where it has them).
 constexpr std::array<std::string_view, 5> kPrecisions{"fp32", "tf32", "fp16", "bf16", "fp8"};
+constexpr std::array<std::string_view, 5> kAttentionKernelChoices{"auto", "flash2", "flash3",
+                                                                  "cudnn", "triton"};
+static_assert(kAttentionKernels == 4, "kAttentionKernelChoices lists every kernel after auto");
+// The stack presets' names (model/stacks.cpp; checked against them in tests/test_stack.cpp).
+constexpr std::array<std::string_view, 6> kStackNames{"megatron-core", "megatron-lm",
+                                                      "torchtitan",    "torchtitan-compile",
+                                                      "llm-foundry",   "nemo-automodel"};
 constexpr std::array<std::string_view, 5> kRuntimes{"auto", "async", "megatron", "pytorch",
                                                     "dualpipe"};
 
@@ -266,6 +273,10 @@ const RunOption kOptions[] = {
      1e6,
      "MB",
      PIPETAB_FIELD(s.job.dp_bucket_bytes, v.number)},
+    {"stack", "--stack", kJob, OptionType::Choice,
+     "a named software stack (`pipetab list stacks`): sets the stack's options below, under any "
+     "of them given beside it",
+     0, 0, kStackNames, true, 1, "", PIPETAB_FIELD(s.job.stack.name, v.text)},
     {"flash_attention",
      "--flash-attention",
      kJob,
@@ -278,7 +289,7 @@ const RunOption kOptions[] = {
      true,
      1,
      "",
-     PIPETAB_FIELD(s.job.flash_attention, v.boolean)},
+     PIPETAB_FIELD(s.job.stack.flash_attention, v.boolean)},
     {"fused_elementwise",
      "--fused-elementwise",
      kJob,
@@ -291,7 +302,7 @@ const RunOption kOptions[] = {
      true,
      1,
      "",
-     PIPETAB_FIELD(s.job.fused_elementwise, v.boolean)},
+     PIPETAB_FIELD(s.job.stack.fused_elementwise, v.boolean)},
     {"grad_accumulation_fusion",
      "--grad-accumulation-fusion",
      kJob,
@@ -303,7 +314,42 @@ const RunOption kOptions[] = {
      true,
      1,
      "",
-     PIPETAB_FIELD(s.job.grad_accumulation_fusion, v.boolean)},
+     PIPETAB_FIELD(s.job.stack.grad_accumulation_fusion, v.boolean)},
+    {"attention_kernel", "--attention-kernel", kJob, OptionType::Choice,
+     "the fused attention kernel: flash2, flash3, cudnn, triton, or auto (Transformer Engine's "
+     "choice: cuDNN from compute capability 9.0, FlashAttention-2 before)",
+     0, 0, kAttentionKernelChoices, true, 1, "",
+     static_cast<Set>([](SimulationSetup& s, const OptionValue& v) {
+       s.job.stack.attention_kernel = parse_attention_kernel(v.text);
+     }),
+     static_cast<Get>([](const SimulationSetup& s) {
+       return s.job.stack.attention_kernel ? text_of(to_string(*s.job.stack.attention_kernel))
+                                           : std::string("auto");
+     })},
+    {"autocast",
+     "--autocast",
+     kJob,
+     OptionType::Boolean,
+     "torch.autocast around the model: the math path's softmax in fp32, cast to and from it",
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.job.stack.autocast, v.boolean)},
+    {"cuda_graphs",
+     "--cuda-graphs",
+     kJob,
+     OptionType::Boolean,
+     "passes replayed as CUDA graphs: the host never holds the GPU back",
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.job.stack.cuda_graphs, v.boolean)},
 
     // The layout.
     {"tensor_parallel",
@@ -454,7 +500,8 @@ const RunOption kOptions[] = {
     {"fsdp_impl", "--fsdp-impl", kLayout, OptionType::Choice,
      "FSDP: whose — fsdp2 (PyTorch, torchtitan) copies each gathered unit out of the all-gather's "
      "buffer on the compute stream and the gradients into the reduce-scatter's; megatron "
-     "(Megatron-FSDP) gathers and reduces in place",
+     "(Megatron-FSDP) gathers and reduces in place; fsdp1 (PyTorch's FullyShardedDataParallel) "
+     "gathers into the flat parameter its parameters view",
      0, 0, kFsdpImplNames, true, 1, "", PIPETAB_ENUM(s.layout.fsdp.impl, parse_fsdp_impl)},
     {"pipeline_layout",
      "--pipeline-layout",
@@ -834,11 +881,24 @@ void apply_setting(SimulationSetup& setup, const Setting& setting) {
   } catch (const Error& e) {
     throw Error(fmt::format("{}{} = '{}': {}", where, setting.key, setting.value, e.what()));
   }
+  if (option->key == "stack") {
+    // A named stack is its settings (model/stacks.cpp), applied where it is named.
+    const StackPreset* preset = find_stack_preset(setting.value);
+    for (Setting s : preset->settings) {
+      s.origin = fmt::format("{}stack '{}'", where, preset->name);
+      apply_setting(setup, s);
+    }
+  }
 }
 
 void apply_settings(SimulationSetup& setup, std::span<const Setting> settings) {
-  for (const auto& s : settings)
-    apply_setting(setup, s);
+  // A stack first, so that the settings given beside it win over its own whatever their order.
+  for (const auto& s : settings) {
+    if (s.key == "stack") apply_setting(setup, s);
+  }
+  for (const auto& s : settings) {
+    if (s.key != "stack") apply_setting(setup, s);
+  }
 }
 
 void rethrow_with_origin(const OptionError& e, std::span<const Setting> applied) {

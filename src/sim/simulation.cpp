@@ -159,6 +159,9 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
     m.sequences = sequences;
     m.tokens_per_s = sequences * static_cast<double>(job.seq_len) / m.runtime_s;
     m.flop_count = std::string(to_string(setup.flop_count));
+    m.stack = job.stack.name;
+    if (!setup.lowering.costs)
+      m.stack_description = describe_stack(job.stack, setup.system.device, setup.system.name);
     m.model_flops = flops.model;
     m.hardware_flops = flops.hardware;
     m.mfu = flops.model / peak;

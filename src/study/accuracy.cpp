@@ -38,7 +38,8 @@ void predict_profile(Prediction& p, const SystemConfig& system) {
   const auto c = cost::stage_costs(run.model, run.job, run.layout, std::span(&stage, 1), system,
                                    run.lowering.cost);
   const auto pass = [&](const cost::PassCost& cost) {
-    return run.lowering.overheads ? cost::host_bound_seconds(cost, system.device) : cost.seconds;
+    return run.lowering.overheads ? cost::host_bound_seconds(cost, system.device, run.job.stack)
+                                  : cost.seconds;
   };
   const auto add = [&](const char* name, double measured, double predicted) {
     p.parts.push_back({name, measured, predicted, predicted / measured - 1.0});
@@ -265,8 +266,7 @@ std::string accuracy_csv(const AccuracyReport& r) {
   std::string out =
       "id,source,kind,system,measured_s,predicted_s,error,measured_forward_s,predicted_forward_s,"
       "forward_error,measured_backward_s,predicted_backward_s,backward_error,mfu,regime,gpus,"
-      "failure,"
-      "parts\n";
+      "stack,failure,parts\n";
   const auto cell = [](const std::string& text) {
     std::string quoted = "\"";
     for (const char c : text)
@@ -287,14 +287,14 @@ std::string accuracy_csv(const AccuracyReport& r) {
       return shown ? fmt::format("{:.6g}", value) : std::string();
     };
     out += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", cell(run.id), cell(run.source),
-        to_string(run.kind), cell(p.system), number(run.measured_s, iteration),
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", cell(run.id),
+        cell(run.source), to_string(run.kind), cell(p.system), number(run.measured_s, iteration),
         number(p.predicted_s, ok && iteration), number(p.error, ok && iteration),
         number(run.measured_forward_s, layer), number(p.predicted_forward_s, ok && layer),
         number(p.forward_error, ok && layer), number(run.measured_backward_s, layer),
         number(p.predicted_backward_s, ok && layer), number(p.backward_error, ok && layer),
         number(p.mfu.value_or(0.0), ok && p.mfu.has_value()), ok && iteration ? p.regime : "",
-        ok && iteration ? std::to_string(p.gpus) : "", cell(p.failure),
+        ok && iteration ? std::to_string(p.gpus) : "", cell(run.job.stack.name), cell(p.failure),
         cell(fmt::format("{}", fmt::join(parts, ";"))));
   }
   return out;
@@ -333,6 +333,7 @@ nlohmann::json to_json(const AccuracyReport& r) {
       if (p.mfu) j["mfu"] = *p.mfu;
       j["regime"] = p.regime;
       j["gpus"] = p.gpus;
+      j["stack"] = p.run.job.stack.name;
       if (p.run.measured_tflops_per_gpu)
         j["measured_tflops_per_gpu"] = *p.run.measured_tflops_per_gpu;
     }

@@ -30,8 +30,14 @@ const std::vector<CalibrationParameter>& calibration_parameters() {
       {"inter.p2p_latency_s", 0.0, 1e-3, "pipeline send/receive latency per message between nodes"},
       {"inter.p2p_efficiency", 0.05, 1.0,
        "pipeline send/receive bandwidth / inter-node link bandwidth"},
-      {"attention.forward_efficiency", 0.05, 1.0, "FlashAttention forward, achieved / peak"},
-      {"attention.backward_efficiency", 0.05, 1.0, "FlashAttention backward, achieved / peak"},
+      {"attention.flash2.forward_efficiency", 0.05, 1.0, "FlashAttention-2 forward / peak"},
+      {"attention.flash2.backward_efficiency", 0.05, 1.0, "FlashAttention-2 backward / peak"},
+      {"attention.flash3.forward_efficiency", 0.05, 1.0, "FlashAttention-3 forward / peak"},
+      {"attention.flash3.backward_efficiency", 0.05, 1.0, "FlashAttention-3 backward / peak"},
+      {"attention.cudnn.forward_efficiency", 0.05, 1.0, "cuDNN fused attention forward / peak"},
+      {"attention.cudnn.backward_efficiency", 0.05, 1.0, "cuDNN fused attention backward / peak"},
+      {"attention.triton.forward_efficiency", 0.05, 1.0, "Triton fused attention forward / peak"},
+      {"attention.triton.backward_efficiency", 0.05, 1.0, "Triton fused attention backward / peak"},
       {"intra.collective_efficiency", 0.05, 1.0,
        "tensor-parallel collectives' bus bandwidth / intra-node link bandwidth"},
       {"efficiency", 0.01, 1.0, "the FLOP-proportional model's achieved / peak"},
@@ -63,8 +69,16 @@ double* field(SystemConfig& s, std::string_view name) {
       return &*link->p2p_latency_s;
     }
   }
-  if (name == "attention.forward_efficiency") return &d.attention_efficiency;
-  if (name == "attention.backward_efficiency") return &d.attention_backward_efficiency;
+  // A kernel's attention efficiency: only a flat one (one point) is one parameter.
+  for (std::size_t k = 0; k < kAttentionKernels; ++k) {
+    const std::string prefix = fmt::format("attention.{}.", kAttentionKernelNames[k]);
+    if (!name.starts_with(prefix)) continue;
+    auto& curve = d.attention[k];
+    if (!curve.given() || !curve.seq.empty()) return nullptr;
+    const auto key = name.substr(prefix.size());
+    if (key == "forward_efficiency") return &curve.forward.front();
+    if (key == "backward_efficiency") return &curve.backward.front();
+  }
   if (name == "intra.collective_efficiency") return &s.intra.collective_efficiency;
   if (name == "efficiency" && d.flat_efficiency) return &*d.flat_efficiency;
   return nullptr;
@@ -85,6 +99,12 @@ double* require_field(SystemConfig& s, std::string_view name) {
   (void)parameter(name);
   double* f = field(s, name);
   if (f == nullptr) {
+    if (name.starts_with("attention.")) {
+      throw Error(fmt::format(
+          "system '{}' has no flat {} to fit: it gives that kernel no figures, or figures by "
+          "sequence length ([device.attention.KERNEL] seq), which are measured, not fitted",
+          s.name, name));
+    }
     throw Error(fmt::format(
         "system '{}' has no {} to fit: it uses the FLOP-proportional model (device.efficiency) "
         "where only 'efficiency' applies, or the other way round",

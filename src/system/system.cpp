@@ -1,10 +1,24 @@
 #include "pipetab/system/system.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include <fmt/format.h>
 
 namespace pipetab {
+
+double AttentionCurve::at(double seq_len, bool backward_pass) const {
+  const std::vector<double>& e = backward_pass ? backward : forward;
+  if (seq.size() < 2 || !(seq_len > seq.front())) return e.front();
+  if (seq_len >= seq.back()) return e.back();
+  // Between two measured lengths: linear in log2(seq), as the lengths were measured in doublings.
+  const auto hi =
+      static_cast<std::size_t>(std::upper_bound(seq.begin(), seq.end(), seq_len) - seq.begin());
+  const std::size_t lo = hi - 1;
+  const double t = std::log2(seq_len / seq[lo]) / std::log2(seq[hi] / seq[lo]);
+  return e[lo] + t * (e[hi] - e[lo]);
+}
 
 // Link layout. Switched: per device, [up to the node switch, down from it, NIC out, NIC in].
 // Chain: per device d < S-1, [d → d+1, d+1 → d].

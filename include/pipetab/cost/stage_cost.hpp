@@ -126,8 +126,9 @@ std::vector<StageCost> stage_costs(const ModelConfig& model, const Job& job, con
                                    const CostOptions& options = {});
 
 /// A pass as long as its kernels take, or as the host takes to issue them when that is longer
-/// (DeviceSpec::host_launch_s; docs/simulation.md, "Overheads").
-double host_bound_seconds(const PassCost& pass, const DeviceSpec& device);
+/// (DeviceSpec::host_launch_s; docs/simulation.md, "Overheads"); a stack replaying CUDA graphs
+/// issues a graph, not its kernels, so its host never holds the GPU back.
+double host_bound_seconds(const PassCost& pass, const DeviceSpec& device, const Stack& stack);
 
 /// Seconds of the optimizer step moving `bytes` (StageWork::optimizer_step_bytes): a few
 /// multi-tensor kernels streaming through memory. 0 when the device gives no memory bandwidth.

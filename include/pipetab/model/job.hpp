@@ -12,6 +12,7 @@
 #include <optional>
 #include <string_view>
 
+#include "pipetab/model/stack.hpp"
 #include "pipetab/names.hpp"
 #include "pipetab/precision.hpp"
 
@@ -167,14 +168,8 @@ struct Job {
   /// Megatron-Core's --overlap-grad-reduce), of dp_bucket_bytes each.
   bool dp_overlap = false;
   double dp_bucket_bytes = 25e6;  ///< torch DDP's default bucket_cap_mb = 25
-  /// How the software stack runs the layers (issue 42 makes the stack a value of its own):
-  /// fused attention (no s×s tensors kept; the backward recomputes QKᵀ), element-wise work in
-  /// fused kernels (Megatron-LM's and Transformer Engine's, or torch.compile's; false: eager
-  /// PyTorch), and weight-gradient GEMMs that add into the main gradients themselves (Megatron-LM
-  /// since late 2021; false: a separate `main_grad.add_`).
-  bool flash_attention = false;
-  bool fused_elementwise = true;
-  bool grad_accumulation_fusion = true;
+  /// How the software stack runs the layers (model/stack.hpp).
+  Stack stack;
 
   /// Bytes of one activation, weight or message element (dtype_bytes resolved).
   constexpr std::int64_t element_bytes() const {

@@ -75,9 +75,15 @@ enum class FsdpImpl : std::uint8_t {
   /// Megatron-Core's Megatron-FSDP: parameters and gradients are views into the collectives'
   /// bucket buffers (megatron_fsdp's param_and_grad_buffer.py), no copies.
   Megatron,
+  /// PyTorch's FSDP1 (FullyShardedDataParallel, llm-foundry 2023 through composer): each unit's
+  /// parameters are one flat parameter whose fp32 shard is cast to a 16-bit shard and gathered
+  /// straight into the unsharded flat buffer the parameters view (torch/distributed/fsdp/
+  /// _flat_param.py: _mp_shard, _full_param_padded), so no copy-out; the copies it does make
+  /// are of the shard (1/N of the unit) and not priced.
+  Fsdp1,
 };
 
-inline constexpr std::array<std::string_view, 2> kFsdpImplNames{"fsdp2", "megatron"};
+inline constexpr std::array<std::string_view, 3> kFsdpImplNames{"fsdp2", "megatron", "fsdp1"};
 
 constexpr std::string_view to_string(FsdpImpl f) {
   return name_of(kFsdpImplNames, f);

@@ -26,6 +26,7 @@ struct Residual {
   /// A constant of the preset was fitted on this run alone: its residual says nothing of
   /// runs the preset has not seen, and is left out of every interval.
   bool fitted_on = false;
+  std::string stack;  ///< the named stack it ran (model/stack.hpp; "" none named)
 };
 
 /// The regime of a run, as intervals group them: "moe" (a mixture of experts), "cp" (context

@@ -85,6 +85,8 @@ struct SimulationMetrics {
   /// precision, BF16 for FP8 training as torchtitan and NeMo report it).
   std::optional<double> sequences, tokens_per_s, model_flops, hardware_flops, mfu, hfu;
   std::string flop_count = "palm";  ///< FlopCount
+  /// The software stack as run (model/stack.hpp's describe_stack); its name ("" none named).
+  std::string stack, stack_description;
   /// The runtime's 90 % interval from published runs like this one (sim/error_bar.hpp), unset
   /// with explicit costs or outside every validated regime; the note says why, or what the
   /// interval does not cover.

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "pipetab/attention_kernel.hpp"
 #include "pipetab/precision.hpp"
 
 namespace pipetab {
@@ -69,6 +70,24 @@ struct GemmModel {
   friend bool operator==(const GemmModel&, const GemmModel&) = default;
 };
 
+/// A fused attention kernel's throughput on a device: achieved over peak FLOP/s (FLOPs as the
+/// kernel executes them: the causal half), forward and backward, by the sequence length its calls
+/// see. Points at ascending sequence lengths, interpolated in log2(seq) and flat beyond the ends;
+/// one point (seq empty) is flat everywhere. Empty: the device gives no figure for the kernel.
+struct AttentionCurve {
+  std::vector<double> seq;
+  std::vector<double> forward, backward;
+  friend bool operator==(const AttentionCurve&, const AttentionCurve&) = default;
+
+  bool given() const noexcept { return !forward.empty(); }
+  /// The efficiency at `seq_len` tokens (forward or backward); given() must hold.
+  double at(double seq_len, bool backward_pass) const;
+  /// One flat point.
+  static AttentionCurve flat(double forward, double backward) {
+    return {{}, {forward}, {backward}};
+  }
+};
+
 /// One accelerator.
 struct DeviceSpec {
   std::string name;
@@ -109,14 +128,21 @@ struct DeviceSpec {
   /// and multiprocessors, their own max_efficiency and k_overhead ([device.gemm_fp8]; the BF16
   /// model's when not given).
   GemmModel gemm_fp8;
-  double attention_efficiency = 1.0;           ///< FlashAttention forward: achieved / peak
-  double attention_backward_efficiency = 1.0;  ///< FlashAttention backward
+  /// CUDA compute capability (8.0 A100, 9.0 H100/H200/H800); 0: not given. Stacks choose their
+  /// attention kernel by it (model/stack.hpp: Transformer Engine prefers cuDNN from 9.0 on).
+  double compute_capability = 0.0;
+  /// Each fused attention kernel's throughput on this device (AttentionKernel order); a kernel
+  /// the device gives no figure for cannot run on it.
+  std::array<AttentionCurve, kAttentionKernels> attention{};
   friend bool operator==(const DeviceSpec&, const DeviceSpec&) = default;
 
   /// Dense peak in `p` (0 if the device has none).
   double peak(Precision p) const noexcept { return peak_flops[static_cast<std::size_t>(p)]; }
   /// The memory a run may use: memory_bytes less the reserve.
   double usable_memory_bytes() const noexcept { return memory_bytes * (1.0 - memory_reserve); }
+  const AttentionCurve& attention_of(AttentionKernel k) const noexcept {
+    return attention[static_cast<std::size_t>(k)];
+  }
 };
 
 /// How devices are connected.

@@ -1,0 +1,74 @@
+// The software stack: how a framework runs the layers of a job on a device, apart from what the
+// job asks for (model/job.hpp) and what the hardware can do (system/system.hpp). Its attention
+// kernel, whether element-wise work is fused, autocast's casts, CUDA graphs. Named stacks
+// (`pipetab list stacks`) are bundles of these settings, each from its framework's code and
+// docs; a setting given beside a stack (a flag, a key of the same file) wins over the stack's.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "pipetab/attention_kernel.hpp"
+#include "pipetab/setting.hpp"
+
+namespace pipetab {
+
+struct DeviceSpec;
+
+struct Stack {
+  /// The named stack these settings started from ("": none named; pipetab's defaults).
+  std::string name;
+  /// Fused attention (no s×s tensors kept; the backward recomputes QKᵀ); false: the math path
+  /// (QKᵀ, softmax and ·V as separate kernels, the scores in memory).
+  bool flash_attention = false;
+  /// The fused kernel; none: Transformer Engine's choice (resolve_attention_kernel).
+  std::optional<AttentionKernel> attention_kernel;
+  /// Element-wise work in fused kernels (Megatron-LM's and Transformer Engine's, or
+  /// torch.compile's); false: eager PyTorch, one kernel per op.
+  bool fused_elementwise = true;
+  /// Weight-gradient GEMMs add into the main gradients themselves (Megatron-LM since late 2021);
+  /// false: a separate `main_grad.add_`.
+  bool grad_accumulation_fusion = true;
+  /// torch.autocast around the model: norms and softmax run in fp32 (autocast's fp32 op list),
+  /// their outputs written in fp32 and cast back to 16 bits by the next matrix multiply.
+  bool autocast = false;
+  /// The passes replayed as CUDA graphs: the host issues a graph, not each kernel, so it never
+  /// holds the GPU back (Megatron-Core's --enable-cuda-graph, torch.compile's reduce-overhead).
+  bool cuda_graphs = false;
+  friend bool operator==(const Stack&, const Stack&) = default;
+};
+
+/// A named stack: what it sets, and where each value comes from.
+struct StackPreset {
+  std::string_view name;
+  std::string_view description;  ///< one line (`pipetab list stacks`)
+  std::string_view source;       ///< the code and docs its settings are read from
+  /// Settings of run options (sim/options.hpp), applied before any other setting of the same
+  /// place; options outside the Stack too (fsdp_impl) where the framework fixes them.
+  std::span<const Setting> settings;
+};
+
+/// Every named stack, in the order `pipetab list stacks` prints them.
+std::span<const StackPreset> stack_presets();
+
+/// The named stack `name`, or null.
+const StackPreset* find_stack_preset(std::string_view name);
+
+/// The fused attention kernel a stack runs on a device: its own when it names one, else
+/// Transformer Engine's choice: cuDNN's fused attention from compute capability 9.0 (Hopper) on,
+/// FlashAttention-2 before ("Transformer Engine prefers cuDNN flash attention on Hopper+
+/// architectures, and Tri Dao flash attention on pre-Hopper architectures", NeMo
+/// docs/source/performance/memory_optimizations.rst, NVIDIA/NeMo#9188). Throws ParamError when
+/// the device gives no figures for that kernel.
+AttentionKernel resolve_attention_kernel(const Stack& stack, const DeviceSpec& device,
+                                         std::string_view system_name);
+
+/// What the stack does on this device, in words (simulate's text and JSON): its name, the
+/// attention (the math path, or the fused kernel and who chose it), element-wise work, autocast,
+/// CUDA graphs. Throws as resolve_attention_kernel does.
+std::string describe_stack(const Stack& stack, const DeviceSpec& device,
+                           std::string_view system_name);
+
+}  // namespace pipetab

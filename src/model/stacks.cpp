@@ -1,0 +1,170 @@
+// The named software stacks (model/stack.hpp). Each value is read in the framework's code or
+// docs, cited beside it; adding a stack is one entry here.
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "pipetab/error.hpp"
+#include "pipetab/model/stack.hpp"
+#include "pipetab/system/system.hpp"
+
+namespace pipetab {
+namespace {
+
+Setting set(std::string_view key, std::string_view value) {
+  return {std::string(key), std::string(value), "", SettingType::Text};
+}
+
+// Megatron-Core with Transformer Engine (Megatron-LM since core_r0.5, NeMo 2, Megatron-Bridge):
+// TE's fused attention (DotProductAttention picks the kernel: resolve_attention_kernel), TE's
+// fused norms, bias-GeLU/SwiGLU and RoPE and Megatron's fused cross entropy; weight-gradient
+// GEMMs accumulate into main_grad (--gradient-accumulation-fusion, on by default); no autocast:
+// Float16Module casts the model to bf16 itself. CUDA graphs are opt-in (--enable-cuda-graph).
+const std::vector<Setting> kMegatronCore{
+    set("flash_attention", "true"),   set("attention_kernel", "auto"),
+    set("fused_elementwise", "true"), set("grad_accumulation_fusion", "true"),
+    set("autocast", "false"),         set("cuda_graphs", "false")};
+
+// Megatron-LM before Transformer Engine (2021-2022, the Selene runs of data/published-runs.toml):
+// the math path for attention with its fused scale-mask-softmax kernel, fused bias-GeLU and
+// bias-dropout-add (megatron/model/fused_*.py), fp16/bf16 through Float16Module.
+const std::vector<Setting> kMegatronLm{set("flash_attention", "false"),
+                                       set("fused_elementwise", "true"), set("autocast", "false"),
+                                       set("cuda_graphs", "false")};
+
+// torchtitan without compile (parallelize_llama.py @9dec370): PyTorch's
+// scaled_dot_product_attention, whose flash backend runs FlashAttention-2's kernels and comes
+// first in SDPA's priority (torch 2.5.1 lowered cuDNN's); every element-wise op its own kernel
+// (RMSNorm, RoPE, SwiGLU in eager PyTorch); FSDP2's MixedPrecisionPolicy keeps bf16 parameters,
+// so no autocast. One backward per step: autograd's AccumulateGrad takes the gradient without
+// an add, as grad_accumulation_fusion prices it.
+const std::vector<Setting> kTorchtitan{
+    set("flash_attention", "true"),    set("attention_kernel", "flash2"),
+    set("fused_elementwise", "false"), set("grad_accumulation_fusion", "true"),
+    set("autocast", "false"),          set("cuda_graphs", "false"),
+    set("fsdp_impl", "fsdp2")};
+
+// torchtitan with torch.compile on each block (`[compile] enable = true`): Inductor fuses the
+// element-wise work into Triton kernels; attention stays SDPA's flash backend.
+const std::vector<Setting> kTorchtitanCompile{
+    set("flash_attention", "true"),   set("attention_kernel", "flash2"),
+    set("fused_elementwise", "true"), set("grad_accumulation_fusion", "true"),
+    set("autocast", "false"),         set("cuda_graphs", "false"),
+    set("fsdp_impl", "fsdp2")};
+
+// NeMo AutoModel (NVIDIA-NeMo/Automodel): PyTorch FSDP2 around Transformer Engine layers (TE's
+// attention, norms and fused MLP kernels); gradients accumulate in the parameters' .grad across
+// microbatches (FSDP2 without gradient sync), a separate add each.
+const std::vector<Setting> kNemoAutomodel{
+    set("flash_attention", "true"),   set("attention_kernel", "auto"),
+    set("fused_elementwise", "true"), set("grad_accumulation_fusion", "false"),
+    set("autocast", "false"),         set("cuda_graphs", "false"),
+    set("fsdp_impl", "fsdp2")};
+
+// llm-foundry as its 2023 MPT throughput benchmark ran it (scripts/train/benchmarking/
+// submit_benchmarks.py and sweep.sh @v0.2.0 and @v0.4.0; the model llmfoundry/models/mpt, the
+// trainer composer 0.13-0.17):
+//  - attention: attn_impl = "triton", the script's default and every pretrain yaml's: Tri Dao's
+//    Triton FlashAttention (llmfoundry/models/layers/flash_attn_triton.py), not FlashAttention-2
+//    (an opt-in extra from v0.4.0, the default install only from v0.6.0, 2024-03);
+//  - element-wise work: ATen's layer_norm in bf16 (LPLayerNorm, the benchmark forces
+//    low_precision_layernorm), exact GELU, flash-attn's fused cross entropy (xentropy): each one
+//    kernel, and the models have no RoPE or SwiGLU for eager PyTorch to split, so the fused
+//    prices hold; no torch.compile;
+//  - precision: amp_bf16 = torch.autocast(bf16) over FSDP's bf16 parameters;
+//  - FSDP1 (composer's FullyShardedDataParallel, FULL_SHARD, limit_all_gathers), which
+//    reduce-scatters after every microbatch (composer's no_sync is a no-op for FSDP) and adds
+//    into the sharded gradient, so no add over the whole parameters.
+const std::vector<Setting> kLlmFoundry{
+    set("flash_attention", "true"),   set("attention_kernel", "triton"),
+    set("fused_elementwise", "true"), set("grad_accumulation_fusion", "true"),
+    set("autocast", "true"),          set("cuda_graphs", "false"),
+    set("fsdp_impl", "fsdp1")};
+
+const std::vector<StackPreset>& presets() {
+  static const std::vector<StackPreset> all{
+      {"megatron-core",
+       "Megatron-Core with Transformer Engine (Megatron-LM, NeMo 2, Megatron-Bridge)",
+       "Megatron-LM megatron/core (TE DotProductAttention, fused kernels, "
+       "--gradient-accumulation-fusion); NeMo memory_optimizations.rst (TE's kernel choice)",
+       kMegatronCore},
+      {"megatron-lm",
+       "Megatron-LM before Transformer Engine (2021-2022): unfused attention, fused "
+       "scale-mask-softmax",
+       "Megatron-LM megatron/model/fused_softmax.py, fused_bias_gelu.py (2021-08..2022-06)",
+       kMegatronLm},
+      {"torchtitan",
+       "torchtitan, eager: SDPA's flash backend (FlashAttention-2), unfused "
+       "element-wise ops, FSDP2",
+       "torchtitan parallelize_llama.py @9dec370; torch SDPA backend priority (2.5.1)",
+       kTorchtitan},
+      {"torchtitan-compile",
+       "torchtitan with torch.compile per block: fused element-wise work, "
+       "SDPA's flash backend, FSDP2",
+       "torchtitan parallelize_llama.py @9dec370 ([compile] enable)", kTorchtitanCompile},
+      {"llm-foundry",
+       "llm-foundry 2023 (MPT benchmark): Triton FlashAttention, autocast, "
+       "FSDP1",
+       "llm-foundry scripts/train/benchmarking @v0.2.0/@v0.4.0, llmfoundry/models/mpt; composer "
+       "0.13-0.17 (FSDP, amp_bf16)",
+       kLlmFoundry},
+      {"nemo-automodel", "NeMo AutoModel: FSDP2 around Transformer Engine layers",
+       "NVIDIA-NeMo/Automodel (FSDP2 with TE modules)", kNemoAutomodel},
+  };
+  return all;
+}
+
+}  // namespace
+
+std::span<const StackPreset> stack_presets() {
+  return presets();
+}
+
+const StackPreset* find_stack_preset(std::string_view name) {
+  const auto& all = presets();
+  const auto it =
+      std::find_if(all.begin(), all.end(), [&](const StackPreset& p) { return p.name == name; });
+  return it == all.end() ? nullptr : &*it;
+}
+
+AttentionKernel resolve_attention_kernel(const Stack& stack, const DeviceSpec& device,
+                                         std::string_view system_name) {
+  const AttentionKernel kernel = stack.attention_kernel.value_or(
+      device.compute_capability >= 9.0 ? AttentionKernel::Cudnn : AttentionKernel::Flash2);
+  if (!device.attention_of(kernel).given()) {
+    std::vector<std::string_view> given;
+    for (std::size_t k = 0; k < kAttentionKernels; ++k) {
+      if (device.attention[k].given()) given.push_back(kAttentionKernelNames[k]);
+    }
+    throw ParamError(fmt::format(
+        "system '{}' gives no figures for the attention kernel '{}' ([device.attention.{}]){}; "
+        "it gives: {}. Name one with --attention-kernel",
+        system_name, to_string(kernel), to_string(kernel),
+        stack.attention_kernel ? ""
+                               : fmt::format(", Transformer Engine's choice at compute capability "
+                                             "{:g}",
+                                             device.compute_capability),
+        given.empty() ? std::string("none") : fmt::format("{}", fmt::join(given, ", "))));
+  }
+  return kernel;
+}
+
+std::string describe_stack(const Stack& stack, const DeviceSpec& device,
+                           std::string_view system_name) {
+  std::string attention = "attention by the math path (scores in memory)";
+  if (stack.flash_attention) {
+    const AttentionKernel k = resolve_attention_kernel(stack, device, system_name);
+    attention = fmt::format("attention {}{}", to_string(k),
+                            stack.attention_kernel ? "" : " (Transformer Engine's choice)");
+  }
+  std::vector<std::string> parts{
+      attention, stack.fused_elementwise ? "fused element-wise kernels" : "eager element-wise ops"};
+  if (!stack.grad_accumulation_fusion) parts.emplace_back("gradients added apart");
+  if (stack.autocast) parts.emplace_back("autocast");
+  if (stack.cuda_graphs) parts.emplace_back("CUDA graphs");
+  return fmt::format("{}: {}", stack.name.empty() ? "pipetab's defaults" : stack.name,
+                     fmt::join(parts, ", "));
+}
+
+}  // namespace pipetab
