@@ -603,3 +603,66 @@ TEST(Config, SystemFilesRoundTrip) {
 
 }  // namespace
 }  // namespace pipetab
+
+namespace pipetab {
+namespace {
+
+// Peak memory where a run publishes it (issue 42 point 4's check): read in GiB, predicted as the
+// fullest GPU's peak, its error reported per run and summarised; refused where it means nothing.
+TEST(Measurements, PeakMemoryIsReadComparedAndSummarised) {
+  const std::string model =
+      "[models.gpt]\nlayers = 4\nhidden = 1024\nheads = 16\nseq_len = 2048\nvocab = 51200\n";
+  const std::string run =
+      "[[run]]\nid = \"a\"\nsystem = \"dgx-a100\"\nmodels = [\"gpt\"]\nschedule = \"1f1b\"\n"
+      "devices = 2\nmicrobatches = 4\nmeasured_iteration_s = 1.0\n";
+  const auto file = parse_measurements(model + run + "measured_memory_gib = 8\n", "runs.toml");
+  ASSERT_EQ(file.runs.size(), 1u);
+  EXPECT_DOUBLE_EQ(*file.runs[0].measured_memory_bytes, 8 * kGiB);
+  const auto report = predict(file);
+  ASSERT_EQ(report.predictions.size(), 1u);
+  const auto& p = report.predictions[0];
+  ASSERT_TRUE(p.memory_error.has_value());
+  EXPECT_GT(p.predicted_memory_bytes, 0.0);
+  EXPECT_DOUBLE_EQ(*p.memory_error, p.predicted_memory_bytes / (8 * kGiB) - 1.0);
+  const auto& memory = report.summaries.back();
+  EXPECT_EQ(memory.group, "peak memory per GPU");
+  EXPECT_EQ(memory.count, 1);
+  EXPECT_DOUBLE_EQ(memory.mean_abs, std::abs(*p.memory_error));
+  EXPECT_NE(accuracy_markdown(report).find("| a | 8.0 GiB |"), std::string::npos);
+  EXPECT_NE(accuracy_csv(report).find("measured_memory_gib,predicted_memory_gib,memory_error"),
+            std::string::npos);
+  // Without it: no memory summary.
+  EXPECT_EQ(predict(parse_measurements(model + run, "runs.toml")).summaries.back().group,
+            "all iterations");
+  // Out of range, and on a layer entry (a layer time has no peak memory).
+  try {
+    (void)parse_measurements(model + run + "measured_memory_gib = 0\n", "runs.toml");
+    FAIL() << "a peak of 0 GiB accepted";
+  } catch (const ParseError& e) {
+    EXPECT_NE(std::string(e.what()).find("key 'run[0].measured_memory_gib'"), std::string::npos)
+        << e.what();
+  }
+}
+
+// torchtitan's loss is eager cross entropy on fp32 logits whether or not its blocks are
+// compiled: the compiled stack keeps the loss's 10 bytes per logit, not a fused loss's 4.
+TEST(Measurements, TorchtitansLossStaysEagerUnderCompile) {
+  const auto peak = [](const std::vector<Setting>& settings) {
+    SimulationSetup s = default_setup(io::load_model("llama3.1-8b"), io::load_system("dgx-h100"));
+    s.job.seq_len = 8192;
+    apply_settings(s, settings);
+    const auto& info = find_schedule("1f1b");
+    ScheduleParams p;
+    p.devices = 1;
+    p.microbatches = 1;
+    return simulate_table(generate(info, p), s, info.name).metrics.peak_memory_max();
+  };
+  const double compiled = peak(std::vector<Setting>{{"stack", "torchtitan-compile", ""}});
+  const double fused =
+      peak(std::vector<Setting>{{"stack", "torchtitan-compile", ""}, {"fused_loss", "true", ""}});
+  // 6 bytes per logit more: 8,192 tokens × 128,256 vocabulary.
+  EXPECT_NEAR(compiled - fused, 6.0 * 8192 * 128256, 1e6);
+}
+
+}  // namespace
+}  // namespace pipetab

@@ -922,6 +922,7 @@ std::vector<Case> titan_grid() {
     j.stack.name = j.stack.fused_elementwise ? "torchtitan-compile" : "torchtitan";
     j.stack.flash_attention = true;
     j.stack.attention_kernel = AttentionKernel::Flash2;
+    j.stack.fused_loss = false;
     cases.push_back({j, l, l.tp * l.pp * l.cp * l.dp});
   };
   Job eager = base_job();
@@ -1209,6 +1210,7 @@ TEST(JobFileRoundTrip, WritersRefuseWhatTheToolCannotRun) {
   Job j = base_job();
   j.tp_overlap = Overlap::Never;
   j.stack.flash_attention = true;  // torchtitan's SDPA (its writer refuses the math path)
+  j.stack.fused_loss = false;      // and its eager loss
   auto ulysses = layout(1, 1, 4, 2);
   ulysses.fsdp.enabled = true;
   ulysses.cp_method = CpMethod::AllToAll;

@@ -1001,6 +1001,8 @@ std::string torchtitan_job_toml(const Job& job, const Layout& layout, std::int64
                              to_string(*job.stack.attention_kernel)));
   }
   if (job.stack.autocast) titan_cannot("autocast: torchtitan's FSDP2 keeps bf16 parameters");
+  if (job.stack.fused_loss)
+    titan_cannot("fused_loss: torchtitan's loss is eager cross entropy on fp32 logits");
   if (job.stack.cuda_graphs) titan_cannot("cuda_graphs: torchtitan does not capture graphs");
   const bool async_tp = layout.tp > 1 && job.tp_overlap == Overlap::All;
   if (async_tp && !job.stack.fused_elementwise)

@@ -24,34 +24,36 @@ Setting set(std::string_view key, std::string_view value) {
 const std::vector<Setting> kMegatronCore{
     set("flash_attention", "true"),   set("attention_kernel", "auto"),
     set("fused_elementwise", "true"), set("grad_accumulation_fusion", "true"),
-    set("autocast", "false"),         set("cuda_graphs", "false")};
+    set("fused_loss", "true"),        set("autocast", "false"),
+    set("cuda_graphs", "false")};
 
 // Megatron-LM before Transformer Engine (2021-2022, the Selene runs of data/published-runs.toml):
 // the math path for attention with its fused scale-mask-softmax kernel, fused bias-GeLU and
 // bias-dropout-add (megatron/model/fused_*.py), fp16/bf16 through Float16Module.
 const std::vector<Setting> kMegatronLm{set("flash_attention", "false"),
                                        set("fused_elementwise", "true"), set("autocast", "false"),
-                                       set("cuda_graphs", "false")};
+                                       set("fused_loss", "true"), set("cuda_graphs", "false")};
 
 // torchtitan without compile (parallelize_llama.py @9dec370): PyTorch's
 // scaled_dot_product_attention, whose flash backend runs FlashAttention-2's kernels and comes
 // first in SDPA's priority (torch 2.5.1 lowered cuDNN's); every element-wise op its own kernel
 // (RMSNorm, RoPE, SwiGLU in eager PyTorch); FSDP2's MixedPrecisionPolicy keeps bf16 parameters,
-// so no autocast. One backward per step: autograd's AccumulateGrad takes the gradient without
+// so no autocast; the loss is eager cross entropy on fp32 logits (compiled or not: torch.compile
+// wraps the blocks). One backward per step: autograd's AccumulateGrad takes the gradient without
 // an add, as grad_accumulation_fusion prices it.
 const std::vector<Setting> kTorchtitan{
     set("flash_attention", "true"),    set("attention_kernel", "flash2"),
     set("fused_elementwise", "false"), set("grad_accumulation_fusion", "true"),
-    set("autocast", "false"),          set("cuda_graphs", "false"),
-    set("fsdp_impl", "fsdp2")};
+    set("fused_loss", "false"),        set("autocast", "false"),
+    set("cuda_graphs", "false"),       set("fsdp_impl", "fsdp2")};
 
 // torchtitan with torch.compile on each block (`[compile] enable = true`): Inductor fuses the
 // element-wise work into Triton kernels; attention stays SDPA's flash backend.
 const std::vector<Setting> kTorchtitanCompile{
     set("flash_attention", "true"),   set("attention_kernel", "flash2"),
     set("fused_elementwise", "true"), set("grad_accumulation_fusion", "true"),
-    set("autocast", "false"),         set("cuda_graphs", "false"),
-    set("fsdp_impl", "fsdp2")};
+    set("fused_loss", "false"),       set("autocast", "false"),
+    set("cuda_graphs", "false"),      set("fsdp_impl", "fsdp2")};
 
 // NeMo AutoModel (NVIDIA-NeMo/Automodel): PyTorch FSDP2 around Transformer Engine layers (TE's
 // attention, norms and fused MLP kernels); gradients accumulate in the parameters' .grad across
@@ -59,8 +61,8 @@ const std::vector<Setting> kTorchtitanCompile{
 const std::vector<Setting> kNemoAutomodel{
     set("flash_attention", "true"),   set("attention_kernel", "auto"),
     set("fused_elementwise", "true"), set("grad_accumulation_fusion", "false"),
-    set("autocast", "false"),         set("cuda_graphs", "false"),
-    set("fsdp_impl", "fsdp2")};
+    set("fused_loss", "true"),        set("autocast", "false"),
+    set("cuda_graphs", "false"),      set("fsdp_impl", "fsdp2")};
 
 // llm-foundry as its 2023 MPT throughput benchmark ran it (scripts/train/benchmarking/
 // submit_benchmarks.py and sweep.sh @v0.2.0 and @v0.4.0; the model llmfoundry/models/mpt, the
@@ -79,8 +81,8 @@ const std::vector<Setting> kNemoAutomodel{
 const std::vector<Setting> kLlmFoundry{
     set("flash_attention", "true"),   set("attention_kernel", "triton"),
     set("fused_elementwise", "true"), set("grad_accumulation_fusion", "true"),
-    set("autocast", "true"),          set("cuda_graphs", "false"),
-    set("fsdp_impl", "fsdp1")};
+    set("fused_loss", "true"),        set("autocast", "true"),
+    set("cuda_graphs", "false"),      set("fsdp_impl", "fsdp1")};
 
 const std::vector<StackPreset>& presets() {
   static const std::vector<StackPreset> all{
@@ -160,6 +162,7 @@ std::string describe_stack(const Stack& stack, const DeviceSpec& device,
   }
   std::vector<std::string> parts{
       attention, stack.fused_elementwise ? "fused element-wise kernels" : "eager element-wise ops"};
+  if (stack.fused_elementwise && !stack.fused_loss) parts.emplace_back("eager loss");
   if (!stack.grad_accumulation_fusion) parts.emplace_back("gradients added apart");
   if (stack.autocast) parts.emplace_back("autocast");
   if (stack.cuda_graphs) parts.emplace_back("CUDA graphs");

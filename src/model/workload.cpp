@@ -212,7 +212,8 @@ std::vector<StageWork> stage_work(const ModelConfig& model, const Job& job, cons
       w.activation_bytes += heads * 4 * bs * (d.h + d.V) / d.t;
       // Eager PyTorch's loss (torchtitan: cross_entropy(pred.float(), labels)) keeps the 16-bit
       // logits, their fp32 copy and log-softmax's fp32 output: 10 bytes per logit, not 4.
-      if (!run.job.stack.fused_elementwise) w.activation_bytes += heads * 6 * bs * d.V / d.t;
+      if (!run.job.stack.fused_elementwise || !run.job.stack.fused_loss)
+        w.activation_bytes += heads * 6 * bs * d.V / d.t;
       // The output projection (split over the vocabulary: its own matrix, or the tied
       // embedding's copy) and the final LayerNorm (replicated).
       w.params += (embedding_copy ? d.V * d.h / d.t : 0.0) + 2 * d.h;

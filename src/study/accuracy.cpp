@@ -75,6 +75,9 @@ void predict_iteration(Prediction& p, const SystemConfig& system) {
   p.mfu = sim.metrics.mfu;
   p.regime = std::string(regime_of(setup));
   p.gpus = sim.metrics.gpus;
+  p.predicted_memory_bytes = sim.metrics.peak_memory_max();
+  if (run.measured_memory_bytes)
+    p.memory_error = p.predicted_memory_bytes / *run.measured_memory_bytes - 1.0;
 }
 
 }  // namespace
@@ -84,7 +87,7 @@ void summarize(AccuracyReport& report) {
   std::map<std::string, ErrorSummary> by_source;
   std::vector<std::string> order;
   ErrorSummary all{"all iterations"}, layers{"layers (forward and backward)"},
-      profiles{"profiles (each pass and send)"};
+      profiles{"profiles (each pass and send)"}, memory{"peak memory per GPU"};
   const auto add = [](ErrorSummary& s, double error) {
     ++s.count;
     s.mean_abs += std::abs(error);
@@ -108,12 +111,14 @@ void summarize(AccuracyReport& report) {
     }
     add(by_source[p.run.source], p.error);
     add(all, p.error);
+    if (p.memory_error) add(memory, *p.memory_error);
   }
   for (const auto& source : order)
     report.summaries.push_back(by_source[source]);
   report.summaries.push_back(all);
   if (layers.count > 0) report.summaries.push_back(layers);
   if (profiles.count > 0) report.summaries.push_back(profiles);
+  if (memory.count > 0) report.summaries.push_back(memory);
   for (auto& s : report.summaries)
     s.mean_abs = s.count > 0 ? s.mean_abs / s.count : 0.0;
 }
@@ -259,6 +264,18 @@ std::string accuracy_markdown(const AccuracyReport& r) {
     out += fmt::format("| {} | {} | {:.2f}% | {:.2f}% |\n", s.group, s.count, 100 * s.mean_abs,
                        100 * s.max_abs);
   }
+  // Peak memory where the source published it: the fullest GPU as predicted (the workload's
+  // allocations, no allocator reserve) against what the framework reported.
+  std::string memory;
+  for (const auto& p : r.predictions) {
+    if (!p.failure.empty() || !p.memory_error) continue;
+    memory += fmt::format("| {} | {:.1f} GiB | {:.1f} GiB | {} |\n", markdown_cell(p.run.id),
+                          *p.run.measured_memory_bytes / kGiB, p.predicted_memory_bytes / kGiB,
+                          percent(*p.memory_error));
+  }
+  if (!memory.empty()) {
+    out += "\n| run | measured peak memory | predicted | error |\n|---|---:|---:|---:|\n" + memory;
+  }
   return out;
 }
 
@@ -266,7 +283,7 @@ std::string accuracy_csv(const AccuracyReport& r) {
   std::string out =
       "id,source,kind,system,measured_s,predicted_s,error,measured_forward_s,predicted_forward_s,"
       "forward_error,measured_backward_s,predicted_backward_s,backward_error,mfu,regime,gpus,"
-      "stack,failure,parts\n";
+      "stack,measured_memory_gib,predicted_memory_gib,memory_error,failure,parts\n";
   const auto cell = [](const std::string& text) {
     std::string quoted = "\"";
     for (const char c : text)
@@ -294,7 +311,11 @@ std::string accuracy_csv(const AccuracyReport& r) {
         number(p.forward_error, ok && layer), number(run.measured_backward_s, layer),
         number(p.predicted_backward_s, ok && layer), number(p.backward_error, ok && layer),
         number(p.mfu.value_or(0.0), ok && p.mfu.has_value()), ok && iteration ? p.regime : "",
-        ok && iteration ? std::to_string(p.gpus) : "", cell(run.job.stack.name), cell(p.failure),
+        ok && iteration ? std::to_string(p.gpus) : "", cell(run.job.stack.name),
+        number(run.measured_memory_bytes.value_or(0.0) / kGiB,
+               run.measured_memory_bytes.has_value()),
+        number(p.predicted_memory_bytes / kGiB, ok && iteration),
+        number(p.memory_error.value_or(0.0), ok && p.memory_error.has_value()), cell(p.failure),
         cell(fmt::format("{}", fmt::join(parts, ";"))));
   }
   return out;
@@ -334,6 +355,9 @@ nlohmann::json to_json(const AccuracyReport& r) {
       j["regime"] = p.regime;
       j["gpus"] = p.gpus;
       j["stack"] = p.run.job.stack.name;
+      j["predicted_memory_bytes"] = p.predicted_memory_bytes;
+      if (p.run.measured_memory_bytes) j["measured_memory_bytes"] = *p.run.measured_memory_bytes;
+      if (p.memory_error) j["memory_error"] = *p.memory_error;
       if (p.run.measured_tflops_per_gpu)
         j["measured_tflops_per_gpu"] = *p.run.measured_tflops_per_gpu;
     }

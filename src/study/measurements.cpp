@@ -92,6 +92,7 @@ class MeasurementParser {
              "measured_tflops_per_gpu",
              "flops_count",
              "measured_tokens_per_s_per_gpu",
+             "measured_memory_gib",
              "measured_forward_ms",
              "measured_backward_ms",
              "stage_layers",
@@ -240,14 +241,14 @@ class MeasurementParser {
     if (kind == MeasurementKind::Profile) {
       refuse({"schedule", "devices", "microbatches", "chunks", "data_parallel", "runtime",
               "measured_iteration_s", "measured_tflops_per_gpu", "flops_count",
-              "measured_tokens_per_s_per_gpu"},
+              "measured_tokens_per_s_per_gpu", "measured_memory_gib"},
              "profile");
       return profile(run, t, raw, path);
     }
     if (kind == MeasurementKind::Layer) {
       refuse({"schedule", "devices", "microbatches", "chunks", "data_parallel", "runtime",
               "measured_iteration_s", "measured_tflops_per_gpu", "flops_count",
-              "measured_tokens_per_s_per_gpu"},
+              "measured_tokens_per_s_per_gpu", "measured_memory_gib"},
              "layer");
       run.measured_forward_s =
           r_.number(t, path, "measured_forward_ms", std::nullopt, kMinMs, kHuge, false) / 1e3;
@@ -334,6 +335,12 @@ class MeasurementParser {
       run.measured_s = flops / (*run.measured_tflops_per_gpu * 1e12 * gpus);
       require_time(t, path, "measured_tflops_per_gpu", *run.measured_tflops_per_gpu,
                    run.measured_s);
+    }
+    // The peak memory a GPU's framework reported, in GiB as torchtitan prints it (its
+    // "memory: X GiB", the caching allocator's peak reserved bytes).
+    if (t.get("measured_memory_gib") != nullptr) {
+      run.measured_memory_bytes =
+          r_.number(t, path, "measured_memory_gib", std::nullopt, 1e-3, 1e6, false) * kGiB;
     }
     return run;
   }

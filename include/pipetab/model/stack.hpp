@@ -28,6 +28,12 @@ struct Stack {
   /// Element-wise work in fused kernels (Megatron-LM's and Transformer Engine's, or
   /// torch.compile's); false: eager PyTorch, one kernel per op.
   bool fused_elementwise = true;
+  /// The loss's cross entropy in fused kernels that keep 4 bytes per logit (Megatron's
+  /// vocabulary-parallel cross entropy, flash-attn's xentropy); false: eager F.cross_entropy on
+  /// fp32 logits, 10 bytes per logit kept (torchtitan, compiled or not: torch.compile wraps the
+  /// transformer blocks, not the loss). Eager element-wise work (fused_elementwise false) runs
+  /// the loss eagerly too.
+  bool fused_loss = true;
   /// Weight-gradient GEMMs add into the main gradients themselves (Megatron-LM since late 2021);
   /// false: a separate `main_grad.add_`.
   bool grad_accumulation_fusion = true;

@@ -24,6 +24,9 @@ struct Prediction {
   std::optional<double> mfu;  ///< iterations: model FLOP/s utilization as predicted
   std::string regime;         ///< iterations: regime_of the run (sim/error_bar.hpp)
   std::int64_t gpus = 0;      ///< iterations: every GPU of the run
+  /// Iterations: the fullest GPU's predicted peak memory; its error where the run's was measured.
+  double predicted_memory_bytes = 0.0;
+  std::optional<double> memory_error;
   /// Profiles: each measured part (forward, backward, input_grad, weight_grad, p2p) predicted.
   struct Part {
     std::string name;

@@ -14,6 +14,9 @@
 
 namespace pipetab {
 
+/// Bytes in a GiB: frameworks report memory in GiB (torchtitan's "memory: X GiB").
+inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
 enum class MeasurementKind : std::uint8_t {
   Iteration,  ///< a whole training iteration
   Layer,      ///< one transformer layer's forward and backward ([[layer]])
@@ -43,6 +46,9 @@ struct MeasuredRun {
   double measured_s = 0.0;  ///< iteration time (from TF/s per GPU where that was published)
   std::optional<double> measured_tflops_per_gpu;        ///< as published (Narayanan et al. Eq. 3)
   std::optional<double> measured_tokens_per_s_per_gpu;  ///< as published (torchtitan, NeMo)
+  /// Iterations: the peak memory of a GPU as its framework reported it (bytes; the file gives
+  /// measured_memory_gib, torchtitan's peak reserved GiB).
+  std::optional<double> measured_memory_bytes;
   // Layers and profiles (a profile may give the backward as a whole, its halves, or both).
   double measured_forward_s = 0.0, measured_backward_s = 0.0;
   // Profiles.
