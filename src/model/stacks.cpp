@@ -48,12 +48,14 @@ const std::vector<Setting> kTorchtitan{
     set("cuda_graphs", "false"),       set("fsdp_impl", "fsdp2")};
 
 // torchtitan with torch.compile on each block (`[compile] enable = true`): Inductor fuses the
-// element-wise work into Triton kernels; attention stays SDPA's flash backend.
-const std::vector<Setting> kTorchtitanCompile{
-    set("flash_attention", "true"),   set("attention_kernel", "flash2"),
-    set("fused_elementwise", "true"), set("grad_accumulation_fusion", "true"),
-    set("fused_loss", "false"),       set("autocast", "false"),
-    set("cuda_graphs", "false"),      set("fsdp_impl", "fsdp2")};
+// element-wise work into Triton kernels; attention stays SDPA's flash backend, the loss eager.
+std::vector<Setting> compiled(std::vector<Setting> settings) {
+  for (auto& s : settings) {
+    if (s.key == "fused_elementwise") s.value = "true";
+  }
+  return settings;
+}
+const std::vector<Setting> kTorchtitanCompile = compiled(kTorchtitan);
 
 // NeMo AutoModel (NVIDIA-NeMo/Automodel): PyTorch FSDP2 around Transformer Engine layers (TE's
 // attention, norms and fused MLP kernels); gradients accumulate in the parameters' .grad across
@@ -121,6 +123,16 @@ const std::vector<StackPreset>& presets() {
 
 std::span<const StackPreset> stack_presets() {
   return presets();
+}
+
+std::span<const std::string_view> stack_names() {
+  static const std::vector<std::string_view> names = [] {
+    std::vector<std::string_view> out;
+    for (const auto& p : presets())
+      out.push_back(p.name);
+    return out;
+  }();
+  return names;
 }
 
 const StackPreset* find_stack_preset(std::string_view name) {

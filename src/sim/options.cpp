@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "pipetab/error.hpp"
+#include "pipetab/model/stack.hpp"
 #include "pipetab/names.hpp"
 #include "pipetab/numeric.hpp"
 
@@ -19,10 +20,6 @@ constexpr std::array<std::string_view, 5> kPrecisions{"fp32", "tf32", "fp16", "b
 constexpr std::array<std::string_view, 5> kAttentionKernelChoices{"auto", "flash2", "flash3",
                                                                   "cudnn", "triton"};
 static_assert(kAttentionKernels == 4, "kAttentionKernelChoices lists every kernel after auto");
-// The stack presets' names (model/stacks.cpp; checked against them in tests/test_stack.cpp).
-constexpr std::array<std::string_view, 6> kStackNames{"megatron-core", "megatron-lm",
-                                                      "torchtitan",    "torchtitan-compile",
-                                                      "llm-foundry",   "nemo-automodel"};
 constexpr std::array<std::string_view, 5> kRuntimes{"auto", "async", "megatron", "pytorch",
                                                     "dualpipe"};
 
@@ -276,7 +273,7 @@ const RunOption kOptions[] = {
     {"stack", "--stack", kJob, OptionType::Choice,
      "a named software stack (`pipetab list stacks`): sets the stack's options below, under any "
      "of them given beside it",
-     0, 0, kStackNames, true, 1, "", PIPETAB_FIELD(s.job.stack.name, v.text)},
+     0, 0, stack_names(), true, 1, "", PIPETAB_FIELD(s.job.stack.name, v.text)},
     {"flash_attention",
      "--flash-attention",
      kJob,

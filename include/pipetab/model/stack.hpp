@@ -59,6 +59,9 @@ struct StackPreset {
 /// Every named stack, in the order `pipetab list stacks` prints them.
 std::span<const StackPreset> stack_presets();
 
+/// Their names, in the same order (the `stack` option's choices).
+std::span<const std::string_view> stack_names();
+
 /// The named stack `name`, or null.
 const StackPreset* find_stack_preset(std::string_view name);
 
