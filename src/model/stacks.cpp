@@ -21,18 +21,20 @@ Setting set(std::string_view key, std::string_view value) {
 // fused norms, bias-GeLU/SwiGLU and RoPE and Megatron's fused cross entropy; weight-gradient
 // GEMMs accumulate into main_grad (--gradient-accumulation-fusion, on by default); no autocast:
 // Float16Module casts the model to bf16 itself. CUDA graphs are opt-in (--enable-cuda-graph).
-const std::vector<Setting> kMegatronCore{
-    set("flash_attention", "true"),   set("attention_kernel", "auto"),
-    set("fused_elementwise", "true"), set("grad_accumulation_fusion", "true"),
-    set("fused_loss", "true"),        set("autocast", "false"),
-    set("cuda_graphs", "false")};
+std::vector<Setting> megatron_core() {
+  return {set("flash_attention", "true"),   set("attention_kernel", "auto"),
+          set("fused_elementwise", "true"), set("grad_accumulation_fusion", "true"),
+          set("fused_loss", "true"),        set("autocast", "false"),
+          set("cuda_graphs", "false")};
+}
 
 // Megatron-LM before Transformer Engine (2021-2022, the Selene runs of data/published-runs.toml):
 // the math path for attention with its fused scale-mask-softmax kernel, fused bias-GeLU and
 // bias-dropout-add (megatron/model/fused_*.py), fp16/bf16 through Float16Module.
-const std::vector<Setting> kMegatronLm{set("flash_attention", "false"),
-                                       set("fused_elementwise", "true"), set("autocast", "false"),
-                                       set("fused_loss", "true"), set("cuda_graphs", "false")};
+std::vector<Setting> megatron_lm() {
+  return {set("flash_attention", "false"), set("fused_elementwise", "true"),
+          set("autocast", "false"), set("fused_loss", "true"), set("cuda_graphs", "false")};
+}
 
 // torchtitan without compile (parallelize_llama.py @9dec370): PyTorch's
 // scaled_dot_product_attention, whose flash backend runs FlashAttention-2's kernels and comes
@@ -41,30 +43,32 @@ const std::vector<Setting> kMegatronLm{set("flash_attention", "false"),
 // so no autocast; the loss is eager cross entropy on fp32 logits (compiled or not: torch.compile
 // wraps the blocks). One backward per step: autograd's AccumulateGrad takes the gradient without
 // an add, as grad_accumulation_fusion prices it.
-const std::vector<Setting> kTorchtitan{
-    set("flash_attention", "true"),    set("attention_kernel", "flash2"),
-    set("fused_elementwise", "false"), set("grad_accumulation_fusion", "true"),
-    set("fused_loss", "false"),        set("autocast", "false"),
-    set("cuda_graphs", "false"),       set("fsdp_impl", "fsdp2")};
+std::vector<Setting> torchtitan() {
+  return {set("flash_attention", "true"),    set("attention_kernel", "flash2"),
+          set("fused_elementwise", "false"), set("grad_accumulation_fusion", "true"),
+          set("fused_loss", "false"),        set("autocast", "false"),
+          set("cuda_graphs", "false"),       set("fsdp_impl", "fsdp2")};
+}
 
 // torchtitan with torch.compile on each block (`[compile] enable = true`): Inductor fuses the
 // element-wise work into Triton kernels; attention stays SDPA's flash backend, the loss eager.
-std::vector<Setting> compiled(std::vector<Setting> settings) {
+std::vector<Setting> torchtitan_compile() {
+  auto settings = torchtitan();
   for (auto& s : settings) {
     if (s.key == "fused_elementwise") s.value = "true";
   }
   return settings;
 }
-const std::vector<Setting> kTorchtitanCompile = compiled(kTorchtitan);
 
 // NeMo AutoModel (NVIDIA-NeMo/Automodel): PyTorch FSDP2 around Transformer Engine layers (TE's
 // attention, norms and fused MLP kernels); gradients accumulate in the parameters' .grad across
 // microbatches (FSDP2 without gradient sync), a separate add each.
-const std::vector<Setting> kNemoAutomodel{
-    set("flash_attention", "true"),   set("attention_kernel", "auto"),
-    set("fused_elementwise", "true"), set("grad_accumulation_fusion", "false"),
-    set("fused_loss", "true"),        set("autocast", "false"),
-    set("cuda_graphs", "false"),      set("fsdp_impl", "fsdp2")};
+std::vector<Setting> nemo_automodel() {
+  return {set("flash_attention", "true"),   set("attention_kernel", "auto"),
+          set("fused_elementwise", "true"), set("grad_accumulation_fusion", "false"),
+          set("fused_loss", "true"),        set("autocast", "false"),
+          set("cuda_graphs", "false"),      set("fsdp_impl", "fsdp2")};
+}
 
 // llm-foundry as its 2023 MPT throughput benchmark ran it (scripts/train/benchmarking/
 // submit_benchmarks.py and sweep.sh @v0.2.0 and @v0.4.0; the model llmfoundry/models/mpt, the
@@ -80,41 +84,45 @@ const std::vector<Setting> kNemoAutomodel{
 //  - FSDP1 (composer's FullyShardedDataParallel, FULL_SHARD, limit_all_gathers), which
 //    reduce-scatters after every microbatch (composer's no_sync is a no-op for FSDP) and adds
 //    into the sharded gradient, so no add over the whole parameters.
-const std::vector<Setting> kLlmFoundry{
-    set("flash_attention", "true"),   set("attention_kernel", "triton"),
-    set("fused_elementwise", "true"), set("grad_accumulation_fusion", "true"),
-    set("fused_loss", "true"),        set("autocast", "true"),
-    set("cuda_graphs", "false"),      set("fsdp_impl", "fsdp1")};
+std::vector<Setting> llm_foundry() {
+  return {set("flash_attention", "true"),   set("attention_kernel", "triton"),
+          set("fused_elementwise", "true"), set("grad_accumulation_fusion", "true"),
+          set("fused_loss", "true"),        set("autocast", "true"),
+          set("cuda_graphs", "false"),      set("fsdp_impl", "fsdp1")};
+}
 
+// Built on first use from the functions above, never from namespace-scope vectors: the option
+// table (sim/options.cpp) asks for stack_names() during static initialisation, before another
+// translation unit's globals are guaranteed to exist (the Python module saw empty stacks).
 const std::vector<StackPreset>& presets() {
   static const std::vector<StackPreset> all{
       {"megatron-core",
        "Megatron-Core with Transformer Engine (Megatron-LM, NeMo 2, Megatron-Bridge)",
        "Megatron-LM megatron/core (TE DotProductAttention, fused kernels, "
        "--gradient-accumulation-fusion); NeMo memory_optimizations.rst (TE's kernel choice)",
-       kMegatronCore},
+       megatron_core()},
       {"megatron-lm",
        "Megatron-LM before Transformer Engine (2021-2022): unfused attention, fused "
        "scale-mask-softmax",
        "Megatron-LM megatron/model/fused_softmax.py, fused_bias_gelu.py (2021-08..2022-06)",
-       kMegatronLm},
+       megatron_lm()},
       {"torchtitan",
        "torchtitan, eager: SDPA's flash backend (FlashAttention-2), unfused "
        "element-wise ops, FSDP2",
        "torchtitan parallelize_llama.py @9dec370; torch SDPA backend priority (2.5.1)",
-       kTorchtitan},
+       torchtitan()},
       {"torchtitan-compile",
        "torchtitan with torch.compile per block: fused element-wise work, "
        "SDPA's flash backend, FSDP2",
-       "torchtitan parallelize_llama.py @9dec370 ([compile] enable)", kTorchtitanCompile},
+       "torchtitan parallelize_llama.py @9dec370 ([compile] enable)", torchtitan_compile()},
       {"llm-foundry",
        "llm-foundry 2023 (MPT benchmark): Triton FlashAttention, autocast, "
        "FSDP1",
        "llm-foundry scripts/train/benchmarking @v0.2.0/@v0.4.0, llmfoundry/models/mpt; composer "
        "0.13-0.17 (FSDP, amp_bf16)",
-       kLlmFoundry},
+       llm_foundry()},
       {"nemo-automodel", "NeMo AutoModel: FSDP2 around Transformer Engine layers",
-       "NVIDIA-NeMo/Automodel (FSDP2 with TE modules)", kNemoAutomodel},
+       "NVIDIA-NeMo/Automodel (FSDP2 with TE modules)", nemo_automodel()},
   };
   return all;
 }

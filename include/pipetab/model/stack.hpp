@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "pipetab/attention_kernel.hpp"
 #include "pipetab/setting.hpp"
@@ -53,7 +54,7 @@ struct StackPreset {
   std::string_view source;       ///< the code and docs its settings are read from
   /// Settings of run options (sim/options.hpp), applied before any other setting of the same
   /// place; options outside the Stack too (fsdp_impl) where the framework fixes them.
-  std::span<const Setting> settings;
+  std::vector<Setting> settings;
 };
 
 /// Every named stack, in the order `pipetab list stacks` prints them.
