@@ -210,11 +210,16 @@ TEST(Fsdp, WithoutPipeliningEachOpGathersEveryBlock) {
     EXPECT_EQ(scatters, op + 1 == t.ops.size() ? blocks - 1 : 0) << "op " << op;
   }
   EXPECT_TRUE(sim.metrics.reshard_after_forward);
-  // The optimizer state sharded (12 B per parameter / 4), two blocks' 16-bit parameters, every
-  // block's fp32 gradients accumulating and one block's reduce-scatter input unsharded.
-  EXPECT_DOUBLE_EQ(
-      g.static_bytes[0],
-      params * 12 / 4 + params * 4 + (params * 2 * 2 + params * 4) / static_cast<double>(blocks));
+  // The optimizer state sharded (12 B per parameter / 4), every block's fp32 gradients
+  // accumulating, and unsharded: the root unit's and one block's 16-bit parameters and the root
+  // unit's reduce-scatter input in fp32. The root unit holds what is outside the blocks: GPT-3's
+  // tied word embedding (50,257 × 2,048), its learned positions (2,048 × 2,048) and the final
+  // LayerNorm (2 × 2,048) (Brown et al. 2020, Table 2.1), larger than a block.
+  const double root = 50257.0 * 2048 + 2048.0 * 2048 + 2 * 2048;
+  const double block = (params - root) / static_cast<double>(blocks);
+  ASSERT_GT(root, block);
+  EXPECT_NEAR(g.static_bytes[0], params * 12 / 4 + params * 4 + (root + block) * 2 + root * 4,
+              1e-9 * params);
 }
 
 // One device, two microbatches, FSDP over 4 ranks on a slow in-node link (1 GB/s): the run's
@@ -367,8 +372,11 @@ TEST(Fsdp, MemoryFollowsTheGradientSyncAndResharding) {
   EXPECT_EQ(step_name, "step");
   // ... which torchtitan does not (auto: every microbatch without pipelining) ...
   EXPECT_EQ(held(1, 8, Auto, std::nullopt), std::pair(each, std::string("microbatch")));
-  // ... and all but two of the 32 blocks' 16-bit parameters more keeping them gathered.
-  EXPECT_NEAR((held(1, 8, PerMicrobatch, false).first - each) / (2 * kParams * 30 / 32), 1.0,
+  // ... and every 16-bit parameter but the root unit's and one block's more keeping them
+  // gathered (the root: the 128,256 × 4,096 embedding and output layer and the final norm).
+  const double root = 2.0 * 128256 * 4096 + 4096;
+  const double block = (kParams - root) / 32;
+  EXPECT_NEAR((held(1, 8, PerMicrobatch, false).first - each) / (2 * (kParams - root - block)), 1.0,
               0.005);
   // One microbatch: per step is per microbatch.
   EXPECT_EQ(held(1, 1, PerStep, true).first, held(1, 1, PerMicrobatch, true).first);

@@ -350,9 +350,13 @@ TEST(Moe, FsdpShardsExpertsOverTheirOwnRanks) {
   const auto& w = work[0];
   const double state = w.grad_bytes + w.optimizer_bytes;
   const double experts = state * w.expert_params / w.params;
-  const double blocks = static_cast<double>(w.layers);
+  // Unsharded: the root unit's (embedding, output layer) and one block's parameters, and the
+  // larger unit's gradients.
+  const double block = (w.params - w.outer_params) / static_cast<double>(w.layers);
+  const double largest = std::max(block, w.outer_params);
   EXPECT_NEAR(static_memory(table, work, setup.model, setup.job, setup.layout)[0],
-              (state - experts) / 8 + experts / 2 + (2 * w.weight_bytes + w.grad_bytes) / blocks,
+              (state - experts) / 8 + experts / 2 +
+                  ((largest + block) * w.weight_bytes + largest * w.grad_bytes) / w.params,
               1e-9 * state);
   // The experts' gathers and reduce-scatters run over EDP: more bytes move than with EP 8, whose
   // EDP of 1 leaves each rank its experts whole.

@@ -194,6 +194,7 @@ std::vector<StageWork> stage_work(const ModelConfig& model, const Job& job, cons
     w.params = l * dense_params.total + e * moe_params.total + k * mtp_params;
     w.expert_params = e * moe_params.experts;
     w.message_bytes = w.output ? 0.0 : message * static_cast<double>(1 + mtp_before);
+    const double in_layers = w.params;
     if (w.mtp_layers > 0 && !w.embedding && !(w.output && m.tie_embeddings))
       w.params += d.V * d.h / d.t;  // the MTP modules' own copy of the word embedding
     if (copies > 1 && holds_embedding(s)) w.tied_embedding_grad_bytes = embedding_grad;
@@ -210,14 +211,26 @@ std::vector<StageWork> stage_work(const ModelConfig& model, const Job& job, cons
       w.input_grad_flops += heads * output[1];
       w.weight_grad_flops += heads * output[2];
       w.activation_bytes += heads * 4 * bs * (d.h + d.V) / d.t;
-      // Eager PyTorch's loss (torchtitan: cross_entropy(pred.float(), labels)) keeps the 16-bit
-      // logits, their fp32 copy and log-softmax's fp32 output: 10 bytes per logit, not 4.
-      if (!run.job.stack.fused_elementwise || !run.job.stack.fused_loss)
-        w.activation_bytes += heads * 6 * bs * d.V / d.t;
+      // Eager PyTorch's loss (torchtitan train.py @9dec370: cross_entropy(pred.float(), labels),
+      // then `del pred` before backward) keeps only log-softmax's fp32 output, the 4 bytes per
+      // logit above. Its forward holds the 16-bit logits and their fp32 copy beside it while
+      // log-softmax runs (6 bytes more per logit); both are freed before the backward, leaving a
+      // 6-byte hole below the saved output in the caching allocator's segment. The backward
+      // allocates nll_loss's dense fp32 gradient (into the hole, best fit, leaving 2 bytes) and
+      // log-softmax's input gradient (4 bytes that no longer fit: the segment grows), so the
+      // reserve the allocator reports (torchtitan logs reserved_bytes.all.peak, with
+      // expandable_segments, run_llama_train.sh @9dec370) rises 10 bytes per logit above the
+      // held activations, 8 of them allocated, with every layer's activations still held: the
+      // step's peak.
+      if (!run.job.stack.fused_elementwise || !run.job.stack.fused_loss) {
+        w.forward_working_bytes += heads * 6 * bs * d.V / d.t;
+        w.backward_working_bytes += heads * 10 * bs * d.V / d.t;
+      }
       // The output projection (split over the vocabulary: its own matrix, or the tied
       // embedding's copy) and the final LayerNorm (replicated).
       w.params += (embedding_copy ? d.V * d.h / d.t : 0.0) + 2 * d.h;
     }
+    w.outer_params = w.params - in_layers;
     w.weight_bytes = w.params * static_cast<double>(run.job.element_bytes());
     // FP8 training with Transformer Engine keeps each layer linear's FP8 copy of its weight
     // between microbatches (one byte per parameter; its transpose too with

@@ -165,10 +165,22 @@ std::vector<double> static_memory(const ScheduleTable& table, const std::vector<
       double bytes = w.weight_bytes + w.fp8_weight_copy_bytes + w.grad_bytes +
                      sharding.per_rank(w.optimizer_bytes, w);
       if (fsdp) {
-        const double units = pipelined ? 1.0 : std::max<double>(1.0, static_cast<double>(w.layers));
+        // Without pipelining each layer is a unit and the root unit holds the rest (the
+        // embedding, the output layer, the final norm: torchtitan's `fully_shard(model)`), the
+        // largest unit for most vocabularies. At the backward's start the root (gathered again
+        // for the output layer) and the last layer (never resharded) are unsharded; the
+        // reduce-scatter of the largest unit's gradients in the reduce dtype comes from the
+        // reduce-scatter stream's pool, which the caching allocator keeps apart from the compute
+        // stream's, so it adds to the reserve (PyTorch FSDP2 foreach_reduce, 2.4-2.5).
+        const double layers = std::max<double>(1.0, static_cast<double>(w.layers));
+        const double block = w.params > 0.0 ? (w.params - w.outer_params) / layers : 0.0;
+        const double largest = std::max(block, w.outer_params);
+        const double per_param = w.params > 0.0 ? 1.0 / w.params : 0.0;
+        const double units = pipelined ? 1.0 : layers;
         const double parameters =
-            pipelined || !reshard ? w.weight_bytes : 2.0 * w.weight_bytes / units;
-        const double one_unit_grads = pipelined ? w.weight_bytes : w.grad_bytes / units;
+            pipelined || !reshard ? w.weight_bytes : (largest + block) * per_param * w.weight_bytes;
+        const double one_unit_grads =
+            pipelined ? w.weight_bytes : largest * per_param * w.grad_bytes;
         const double gradients =
             accumulates ? w.grad_bytes + (pipelined ? 0.0 : one_unit_grads) : one_unit_grads;
         // The sharded gradients (grad_bytes / N) are made by the step's last reduce-scatter when
@@ -427,17 +439,21 @@ void Lowering::compute_nodes() {
         switch (pass.kind) {
           case PassKind::F:
             c = &stage.forward;
-            g_.alloc_bytes[n] += w.activation_bytes;
+            g_.alloc_bytes[n] += w.activation_bytes + w.forward_working_bytes;
+            g_.free_bytes[n] += w.forward_working_bytes;
             forward_op_[key(pass.microbatch, pass.stage)] = static_cast<std::int32_t>(i);
             break;
           case PassKind::B:
             c = &stage.backward;
-            g_.free_bytes[n] += w.activation_bytes;
+            g_.alloc_bytes[n] += w.backward_working_bytes;
+            g_.free_bytes[n] += w.activation_bytes + w.backward_working_bytes;
             backward_op_[key(pass.microbatch, pass.stage)] = static_cast<std::int32_t>(i);
             break;
           case PassKind::I:
             c = &stage.input_grad;
-            g_.free_bytes[n] += w.activation_bytes - w.activation_kept_for_weight_grad;
+            g_.alloc_bytes[n] += w.backward_working_bytes;
+            g_.free_bytes[n] +=
+                w.activation_bytes - w.activation_kept_for_weight_grad + w.backward_working_bytes;
             backward_op_[key(pass.microbatch, pass.stage)] = static_cast<std::int32_t>(i);
             break;
           case PassKind::W:

@@ -69,7 +69,15 @@ struct StageWork {
   double message_bytes = 0.0;     ///< sent to the next stage (forward) and back (backward)
   double activation_bytes = 0.0;  ///< allocated by F, freed by B (or by I and W)
   double activation_kept_for_weight_grad = 0.0;  ///< the part I leaves for W
-  double params = 0.0;                           ///< parameters per device
+  /// Transient working sets, reserved only while the pass runs, on top of what is held: eager
+  /// PyTorch's loss in fp32 (its forward's 16-bit and fp32 copies of the logits; its backward's
+  /// gradients of log-softmax's output and input and the part of the forward's hole they cannot
+  /// reuse). 0 where nothing beyond the kept activations is modelled.
+  double forward_working_bytes = 0.0, backward_working_bytes = 0.0;
+  double params = 0.0;  ///< parameters per device
+  /// Of them, those outside the transformer layers: the embedding, the output layer, the final
+  /// norm (FSDP wraps them in the root unit, torchtitan's `fully_shard(model)`).
+  double outer_params = 0.0;
   /// Of them, the routed experts' (reduced over the expert-data-parallel ranks, EDP, not DP × CP).
   double expert_params = 0.0;
   double weight_bytes = 0.0, grad_bytes = 0.0, optimizer_bytes = 0.0;
