@@ -323,6 +323,52 @@ TEST(Calibrate, RecoversKnownEfficiencies) {
   EXPECT_EQ(loo.summaries.back().count, 12);
 }
 
+// Two sources whose GEMMs ran at different efficiencies (0.7 and 0.5): leaving one run out still
+// fits on its source's other runs and predicts it well; leaving its source out fits on the other
+// source alone and shows the gap. Predictions keep the file's order; a fold with nothing left to
+// fit on is skipped.
+TEST(Calibrate, LeaveOneSourceOutFitsWithoutTheWholeSource) {
+  Measurements m;
+  m.file = "synthetic";
+  for (const auto& [source, efficiency] : {std::pair{"a", 0.7}, std::pair{"b", 0.5}}) {
+    auto truth = io::load_system("dgx-a100");
+    truth.device.gemm.max_efficiency = efficiency;
+    for (const auto h : {2048, 6144, 12288}) {
+      auto run = synthetic_run(MeasurementKind::Layer, 1, h, 4);
+      run.id = fmt::format("{}{}", source, h);
+      run.source = source;
+      const auto p = predict(Measurements{"x", {run}}, truth).predictions.front();
+      run.measured_forward_s = p.predicted_forward_s;
+      run.measured_backward_s = p.predicted_backward_s;
+      m.runs.push_back(run);
+    }
+  }
+  CalibrationOptions options;
+  options.fit = {"gemm.max_efficiency"};
+  options.threads = 1;
+  options.max_evaluations = 60;
+  options.leave_one_out = true;
+  options.leave_one_source_out = true;
+  const auto c = calibrate(m, io::load_system("dgx-a100"), options);
+  ASSERT_EQ(c.sources_left_out.predictions.size(), m.runs.size());
+  ASSERT_EQ(c.left_out.predictions.size(), m.runs.size());
+  for (std::size_t i = 0; i < m.runs.size(); ++i) {
+    const auto& source_out = c.sources_left_out.predictions[i];
+    EXPECT_EQ(source_out.run.id, m.runs[i].id);
+    // Fitted on the other source only: a's runs predicted at 0.5's speed are too slow, b's at
+    // 0.7's too fast, by more than with their siblings in the fit (which pull it their way).
+    EXPECT_GT(std::abs(source_out.forward_error),
+              1.3 * std::abs(c.left_out.predictions[i].forward_error))
+        << m.runs[i].id;
+    EXPECT_GT(source_out.forward_error * (m.runs[i].source == "a" ? 1 : -1), 0.05)
+        << m.runs[i].id;
+  }
+  // One source only: no fold has anything to fit on.
+  Measurements one_source{m.file, {m.runs.begin(), m.runs.begin() + 3}};
+  EXPECT_TRUE(calibrate(one_source, io::load_system("dgx-a100"), options)
+                  .sources_left_out.predictions.empty());
+}
+
 TEST(Measurements, ProfilesAndTheirErrors) {
   const std::string profile =
       "[[profile]]\nid = \"p\"\nsystem = \"dgx-a100\"\nmodels = [\"gpt\"]\nstage_layers = 2\n";
@@ -645,7 +691,10 @@ TEST(Measurements, PeakMemoryIsReadComparedAndSummarised) {
 }
 
 // torchtitan's loss is eager cross entropy on fp32 logits whether or not its blocks are
-// compiled: the compiled stack keeps the loss's 10 bytes per logit, not a fused loss's 4.
+// compiled: its backward holds the gradients of log-softmax's output and input in fp32 beside
+// the saved output, and one of them no longer fits where the forward's logits were: the reserve
+// rises 10 bytes per logit above a fused loss's while every layer's activations are still held
+// (the step's peak).
 TEST(Measurements, TorchtitansLossStaysEagerUnderCompile) {
   const auto peak = [](const std::vector<Setting>& settings) {
     SimulationSetup s = default_setup(io::load_model("llama3.1-8b"), io::load_system("dgx-h100"));
@@ -660,8 +709,41 @@ TEST(Measurements, TorchtitansLossStaysEagerUnderCompile) {
   const double compiled = peak(std::vector<Setting>{{"stack", "torchtitan-compile", ""}});
   const double fused =
       peak(std::vector<Setting>{{"stack", "torchtitan-compile", ""}, {"fused_loss", "true", ""}});
-  // 6 bytes per logit more: 8,192 tokens × 128,256 vocabulary.
-  EXPECT_NEAR(compiled - fused, 6.0 * 8192 * 128256, 1e6);
+  // 10 bytes per logit more: 8,192 tokens × 128,256 vocabulary.
+  EXPECT_NEAR(compiled - fused, 10.0 * 8192 * 128256, 1e6);
+}
+
+// The eager loss's working sets are held only while its pass runs: on one device, one
+// microbatch, the memory curve rises by the forward's 6 bytes per logit (16-bit logits and their
+// fp32 copy beside log-softmax's output) more than a fused loss's while the forward runs, and by
+// 10 while the backward runs (the gradients of log-softmax's output and input, 8, and the 2 of
+// the forward's hole they cannot use); both fall back.
+TEST(Measurements, EagerLossWorkingSetsAreHeldOnlyWhileTheirPassRuns) {
+  const auto curve = [](bool fused_loss) {
+    SimulationSetup s = default_setup(io::load_model("llama3.1-8b"), io::load_system("dgx-h100"));
+    s.job.seq_len = 8192;
+    apply_settings(s, std::vector<Setting>{{"stack", "torchtitan-compile", ""},
+                                           {"fused_loss", fused_loss ? "true" : "false", ""}});
+    s.options.record_memory = true;
+    s.lowering.iteration.optimizer = false;
+    const auto& info = find_schedule("1f1b");
+    ScheduleParams p;
+    p.devices = 1;
+    p.microbatches = 1;
+    const auto simulation = simulate_table(generate(info, p), s, info.name);
+    std::vector<double> bytes;
+    for (const auto& point : simulation.result.memory[0])
+      bytes.push_back(point.bytes);
+    return bytes;
+  };
+  // Points: F's start (at 0, where the curve starts), F's end where B starts, B's end.
+  const auto eager = curve(false), fused = curve(true);
+  ASSERT_EQ(eager.size(), 3U);
+  ASSERT_EQ(fused.size(), 3U);
+  const double logits = 8192.0 * 128256;
+  EXPECT_NEAR(eager[0] - fused[0], 6 * logits, 1e6);
+  EXPECT_NEAR(eager[1] - fused[1], 10 * logits, 1e6);
+  EXPECT_DOUBLE_EQ(eager[2], fused[2]);
 }
 
 }  // namespace

@@ -130,6 +130,7 @@ Subcommand add_calibrate(CLI::App& app) {
     std::vector<std::string> fit{"gemm.max_efficiency", "gemm.k_overhead", "memory_efficiency"};
     std::string fit_on = "all";
     bool leave_one_out = false;
+    bool leave_one_source_out = false;
     std::string output;
     std::string name;
     int max_evaluations = 400;
@@ -164,6 +165,9 @@ Subcommand add_calibrate(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--leave-one-out", o->leave_one_out,
                 "also refit without each run and report its error out of sample");
+  cmd->add_flag("--leave-one-source-out", o->leave_one_source_out,
+                "also refit without each source's runs (their `source`: one paper's table, one "
+                "framework's benchmark) and report their errors out of sample");
   cmd->add_option("-o,--output", o->output, "write the calibrated system file here");
   cmd->add_option("--name", o->name, "name of the calibrated system (default: the base's)");
   cmd->add_option("--max-evaluations", o->max_evaluations,
@@ -185,6 +189,7 @@ Subcommand add_calibrate(CLI::App& app) {
             options.fit = o->fit;
             options.fit_on = o->fit_on;
             options.leave_one_out = o->leave_one_out;
+            options.leave_one_source_out = o->leave_one_source_out;
             options.max_evaluations = o->max_evaluations;
             options.threads = o->threads;
             const auto c = calibrate(runs, base, options);
@@ -203,6 +208,12 @@ Subcommand add_calibrate(CLI::App& app) {
             if (!c.left_out.predictions.empty()) {
               report += "\nleave-one-out: each run predicted by a fit made without it\n\n" +
                         accuracy_markdown(c.left_out);
+            }
+            if (!c.sources_left_out.predictions.empty()) {
+              report +=
+                  "\nleave-one-source-out: each run predicted by a fit made without its "
+                  "source's runs\n\n" +
+                  accuracy_markdown(c.sources_left_out);
             }
             emit("", report);
             if (!o->output.empty()) {

@@ -1,6 +1,7 @@
 #include "pipetab/study/calibrate.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <numeric>
 
@@ -258,11 +259,13 @@ Fit fit(const Measurements& runs, const SystemConfig& base, const std::vector<st
   });
 }
 
-Measurements only(const Measurements& all, const std::string& fit_on, const std::string& without) {
+// The runs of `all` that `fit_on` selects and `keep` accepts.
+template <class Keep>
+Measurements only(const Measurements& all, const std::string& fit_on, Keep keep) {
   Measurements m;
   m.file = all.file;
   for (const auto& run : all.runs) {
-    if (run_selected(run, fit_on) && run.id != without) m.runs.push_back(run);
+    if (run_selected(run, fit_on) && keep(run)) m.runs.push_back(run);
   }
   return m;
 }
@@ -282,7 +285,7 @@ Calibration calibrate(const Measurements& measurements, const SystemConfig& base
                       const CalibrationOptions& options) {
   if (options.fit.empty()) throw Error("nothing to fit: name at least one parameter (--fit)");
   require_run_selector(options.fit_on, "--fit-on", &measurements);
-  const Measurements chosen = only(measurements, options.fit_on, "");
+  const Measurements chosen = only(measurements, options.fit_on, [](const auto&) { return true; });
   if (chosen.runs.empty()) {
     throw Error(fmt::format("{}: no measurements to fit on (--fit-on {})", measurements.file,
                             options.fit_on));
@@ -352,7 +355,8 @@ Calibration calibrate(const Measurements& measurements, const SystemConfig& base
   if (options.leave_one_out) {
     c.left_out.file = measurements.file;
     for (const auto& run : chosen.runs) {
-      const Measurements rest = only(measurements, options.fit_on, run.id);
+      const Measurements rest =
+          only(measurements, options.fit_on, [&](const auto& r) { return r.id != run.id; });
       if (rest.runs.empty()) continue;
       const Fit without = fit(rest, base, c.fitted, options);
       const Measurements one{measurements.file, {run}};
@@ -360,6 +364,37 @@ Calibration calibrate(const Measurements& measurements, const SystemConfig& base
           predict(one, without.system, options.threads).predictions.front());
     }
     summarize(c.left_out);
+  }
+  if (options.leave_one_source_out) {
+    // Each source once, in the order its first run comes; its runs predicted together by a fit
+    // on the other sources' runs.
+    c.sources_left_out.file = measurements.file;
+    std::vector<std::string> sources;
+    for (const auto& run : chosen.runs) {
+      if (std::find(sources.begin(), sources.end(), run.source) == sources.end())
+        sources.push_back(run.source);
+    }
+    std::vector<std::optional<Prediction>> slots(chosen.runs.size());  // kept in file order
+    for (const auto& source : sources) {
+      const Measurements rest =
+          only(measurements, options.fit_on, [&](const auto& r) { return r.source != source; });
+      if (rest.runs.empty()) continue;
+      const Fit without = fit(rest, base, c.fitted, options);
+      Measurements of_source{measurements.file, {}};
+      std::vector<std::size_t> at;
+      for (std::size_t i = 0; i < chosen.runs.size(); ++i) {
+        if (chosen.runs[i].source != source) continue;
+        of_source.runs.push_back(chosen.runs[i]);
+        at.push_back(i);
+      }
+      auto predicted = predict(of_source, without.system, options.threads).predictions;
+      for (std::size_t k = 0; k < at.size(); ++k)
+        slots[at[k]] = std::move(predicted[k]);
+    }
+    for (auto& p : slots) {
+      if (p) c.sources_left_out.predictions.push_back(std::move(*p));
+    }
+    summarize(c.sources_left_out);
   }
   return c;
 }

@@ -36,6 +36,10 @@ struct CalibrationOptions {
   std::string fit_on = "all";
   /// Also refit once per measured run without it and predict it (leave-one-out).
   bool leave_one_out = false;
+  /// Also refit once per source (Measurement::source, e.g. one paper's table) without that
+  /// source's runs and predict them: a source's runs share its cluster, stack and authors, so
+  /// leaving one run out still fits on its siblings; leaving the source out does not.
+  bool leave_one_source_out = false;
   int max_evaluations = 400;  ///< 0: no fit, the base's values and errors
   unsigned threads = 0;
 };
@@ -58,6 +62,8 @@ struct Calibration {
   AccuracyReport fit;  ///< every run of the file predicted with the fitted system
   /// With leave_one_out: each run fitted on, predicted by a fit made without it.
   AccuracyReport left_out;
+  /// With leave_one_source_out: each run fitted on, predicted by a fit made without its source.
+  AccuracyReport sources_left_out;
 };
 
 /// Fits `options.fit` of `base` to the chosen runs of `measurements` by least squares on the
