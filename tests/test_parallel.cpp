@@ -5,6 +5,7 @@
 #include "helpers.hpp"
 #include <gtest/gtest.h>
 
+#include "pipetab/io/config.hpp"
 #include "pipetab/parallel/collective.hpp"
 #include "pipetab/parallel/placement.hpp"
 #include "pipetab/sim/options.hpp"
@@ -106,6 +107,18 @@ TEST(CollectiveRule, RingInsideANode) {
   EXPECT_DOUBLE_EQ(f.local.step_bytes, 1e6);
   EXPECT_EQ(f.remote.bytes, 0.0);
   EXPECT_DOUBLE_EQ(collective_seconds(c, kIntra, kInter), 12e-6 + 6e6 / (400e9 * 0.8));
+}
+
+// The a100-pcie preset against published nccl-tests figures: all_reduce_perf on 8 A100 PCIe
+// GPUs reaches about 20 GB/s of bus bandwidth at 128 MB (NVIDIA/nccl#841's sweep tops out at 21,
+// NVIDIA/nccl-tests#178 gives 20 from three GPUs on): the preset's 8-GPU ring within 15%.
+TEST(CollectiveRule, A100PcieAllReduceWithinFifteenPercentOfNcclTests) {
+  const auto system = io::load_system("a100-pcie");
+  const double bytes = 128.0 * (1 << 20);
+  const Collective c{CollectiveKind::AllReduce, {8, 8}, bytes, CollectiveAlgorithm::Ring};
+  const double seconds = collective_seconds(c, system.intra, system.inter);
+  const double bus_bandwidth = bytes * 2 * 7 / 8 / seconds;  // nccl-tests PERFORMANCE.md
+  EXPECT_NEAR(bus_bandwidth / 20e9, 1.0, 0.15) << bus_bandwidth;
 }
 
 // Across nodes a ring's channels share the node's NICs: an all-gather over 16 ranks, 8 a node,
