@@ -224,7 +224,7 @@ TEST(ErrorBar, EverySimulationCarriesItsInterval) {
   EXPECT_EQ(m.runtime_interval->regime, "dense");
   const auto direct = runtime_interval(setup, m.runtime_s, m.gpus);
   EXPECT_EQ(direct.interval->low_s, m.runtime_interval->low_s);
-  EXPECT_EQ(m.runtime_interval->basis, "3 presets");  // dgx-h100's one dense run was fitted on
+  EXPECT_EQ(m.runtime_interval->basis, "4 presets");  // dgx-h100's one dense run was fitted on
   // With context parallelism its regime changes: six published runs on two presets, too few.
   setup.layout.cp = 2;
   const auto cp = simulate_table(generate(info, p), setup, info.name).metrics;
