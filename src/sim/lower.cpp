@@ -142,16 +142,16 @@ std::vector<double> static_memory(const ScheduleTable& table, const std::vector<
   // microbatch, 1/N of the gradients (torchtitan's 16 B per parameter / N), plus its unit's
   // unsharded working set (reference modern-runs.md §C.1; docs/simulation.md's table):
   // - parameters: pipelined, the whole stage's 16-bit parameters (gathered once per step);
-  //   without pipelining two blocks' (the one computing and the one prefetched) when resharding
-  //   after forward, and every block's when not (each is kept from its forward to its backward,
-  //   so all are held as the last forward ends, with the activations' peak);
+  //   without pipelining the root unit's and one block's when resharding after forward (below),
+  //   and every block's when not (each is kept from its forward to its backward, so all are held
+  //   as the last forward ends, with the activations' peak);
   // - gradients deferred to the step's last backward (more than one microbatch): the stage's,
   //   unsharded, in the reduce dtype (grad_bytes_per_param: FSDP2's to_accumulated_grad_if_needed
   //   upcasts them to MixedPrecisionPolicy.reduce_dtype, fp32 in torchtitan), and without
-  //   pipelining the reduce-scatter input of the block being reduced (pipelined, the stage's is
-  //   made after the last backward, when no activation is held);
+  //   pipelining the reduce-scatter input of the largest unit (pipelined, the stage's is made
+  //   after the last backward, when no activation is held);
   // - gradients synced every microbatch: one unit's before their reduce-scatter, the stage's
-  //   16-bit ones pipelined and one block's reduce-scatter input (reduce dtype) without.
+  //   16-bit ones pipelined and the largest unit's reduce-scatter input (reduce dtype) without.
   const detail::Sharding sharding(model, job, layout);
   const bool fsdp = sharding.fsdp;
   const bool pipelined = table.devices > 1;
