@@ -360,8 +360,7 @@ TEST(Calibrate, LeaveOneSourceOutFitsWithoutTheWholeSource) {
     EXPECT_GT(std::abs(source_out.forward_error),
               1.3 * std::abs(c.left_out.predictions[i].forward_error))
         << m.runs[i].id;
-    EXPECT_GT(source_out.forward_error * (m.runs[i].source == "a" ? 1 : -1), 0.05)
-        << m.runs[i].id;
+    EXPECT_GT(source_out.forward_error * (m.runs[i].source == "a" ? 1 : -1), 0.05) << m.runs[i].id;
   }
   // One source only: no fold has anything to fit on.
   Measurements one_source{m.file, {m.runs.begin(), m.runs.begin() + 3}};

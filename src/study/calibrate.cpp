@@ -1,9 +1,9 @@
 #include "pipetab/study/calibrate.hpp"
 
 #include <algorithm>
-#include <optional>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
