@@ -171,7 +171,8 @@ std::vector<double> static_memory(const ScheduleTable& table, const std::vector<
         // for the output layer) and the last layer (never resharded) are unsharded; the
         // reduce-scatter of the largest unit's gradients in the reduce dtype comes from the
         // reduce-scatter stream's pool, which the caching allocator keeps apart from the compute
-        // stream's, so it adds to the reserve (PyTorch FSDP2 foreach_reduce, 2.4-2.5).
+        // stream's, so it adds to the reserve (FSDP2 foreach_reduce allocates it under
+        // that stream in the 2024 code read; other versions allocate it on the compute stream).
         const double layers = std::max<double>(1.0, static_cast<double>(w.layers));
         const double block = w.params > 0.0 ? (w.params - w.outer_params) / layers : 0.0;
         const double largest = std::max(block, w.outer_params);
