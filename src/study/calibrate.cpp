@@ -270,6 +270,43 @@ Measurements only(const Measurements& all, const std::string& fit_on, Keep keep)
   return m;
 }
 
+// Each group of the chosen runs (those of one `key`: a run's id for leave-one-out, its source
+// for leave-one-source-out) predicted together by a fit made without the group, in file order;
+// a group with nothing left to fit on is skipped.
+template <class Key>
+AccuracyReport held_out(const Measurements& measurements, const Measurements& chosen,
+                        const SystemConfig& base, const std::vector<std::string>& names,
+                        const CalibrationOptions& options, Key key) {
+  AccuracyReport report;
+  report.file = measurements.file;
+  std::vector<std::optional<Prediction>> slots(chosen.runs.size());
+  std::vector<std::string> groups;
+  for (const auto& first : chosen.runs) {
+    const std::string& group = key(first);
+    if (std::find(groups.begin(), groups.end(), group) != groups.end()) continue;
+    groups.push_back(group);
+    const Measurements rest =
+        only(measurements, options.fit_on, [&](const MeasuredRun& r) { return key(r) != group; });
+    if (rest.runs.empty()) continue;
+    const Fit without = fit(rest, base, names, options);
+    Measurements members{measurements.file, {}};
+    std::vector<std::size_t> at;
+    for (std::size_t i = 0; i < chosen.runs.size(); ++i) {
+      if (key(chosen.runs[i]) != group) continue;
+      members.runs.push_back(chosen.runs[i]);
+      at.push_back(i);
+    }
+    auto predicted = predict(members, without.system, options.threads).predictions;
+    for (std::size_t k = 0; k < at.size(); ++k)
+      slots[at[k]] = std::move(predicted[k]);
+  }
+  for (auto& p : slots) {
+    if (p) report.predictions.push_back(std::move(*p));
+  }
+  summarize(report);
+  return report;
+}
+
 }  // namespace
 
 double parameter_value(const SystemConfig& system, std::string_view name) {
@@ -352,50 +389,12 @@ Calibration calibrate(const Measurements& measurements, const SystemConfig& base
   }
   (void)objective(predict(chosen, c.system, options.threads), &c.measurements);
   c.fit = predict(measurements, c.system, options.threads);
-  if (options.leave_one_out) {
-    c.left_out.file = measurements.file;
-    for (const auto& run : chosen.runs) {
-      const Measurements rest =
-          only(measurements, options.fit_on, [&](const auto& r) { return r.id != run.id; });
-      if (rest.runs.empty()) continue;
-      const Fit without = fit(rest, base, c.fitted, options);
-      const Measurements one{measurements.file, {run}};
-      c.left_out.predictions.push_back(
-          predict(one, without.system, options.threads).predictions.front());
-    }
-    summarize(c.left_out);
-  }
-  if (options.leave_one_source_out) {
-    // Each source once, in the order its first run comes; its runs predicted together by a fit
-    // on the other sources' runs.
-    c.sources_left_out.file = measurements.file;
-    std::vector<std::string> sources;
-    for (const auto& run : chosen.runs) {
-      if (std::find(sources.begin(), sources.end(), run.source) == sources.end())
-        sources.push_back(run.source);
-    }
-    std::vector<std::optional<Prediction>> slots(chosen.runs.size());  // kept in file order
-    for (const auto& source : sources) {
-      const Measurements rest =
-          only(measurements, options.fit_on, [&](const auto& r) { return r.source != source; });
-      if (rest.runs.empty()) continue;
-      const Fit without = fit(rest, base, c.fitted, options);
-      Measurements of_source{measurements.file, {}};
-      std::vector<std::size_t> at;
-      for (std::size_t i = 0; i < chosen.runs.size(); ++i) {
-        if (chosen.runs[i].source != source) continue;
-        of_source.runs.push_back(chosen.runs[i]);
-        at.push_back(i);
-      }
-      auto predicted = predict(of_source, without.system, options.threads).predictions;
-      for (std::size_t k = 0; k < at.size(); ++k)
-        slots[at[k]] = std::move(predicted[k]);
-    }
-    for (auto& p : slots) {
-      if (p) c.sources_left_out.predictions.push_back(std::move(*p));
-    }
-    summarize(c.sources_left_out);
-  }
+  const auto id = [](const MeasuredRun& r) -> const std::string& { return r.id; };
+  const auto source = [](const MeasuredRun& r) -> const std::string& { return r.source; };
+  if (options.leave_one_out)
+    c.left_out = held_out(measurements, chosen, base, c.fitted, options, id);
+  if (options.leave_one_source_out)
+    c.sources_left_out = held_out(measurements, chosen, base, c.fitted, options, source);
   return c;
 }
 
