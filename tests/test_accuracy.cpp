@@ -642,6 +642,7 @@ TEST(Config, SystemFilesRoundTrip) {
     EXPECT_EQ(back.intra, s.intra) << name;
     EXPECT_EQ(back.inter, s.inter) << name;
     EXPECT_EQ(back.devices_per_node, s.devices_per_node) << name;
+    EXPECT_EQ(back.devices_per_host, s.devices_per_host) << name;
     EXPECT_EQ(back.topology, s.topology) << name;
   }
 }

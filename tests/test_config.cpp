@@ -74,9 +74,10 @@ TEST(Presets, AllParseAndAreListed) {
                 "mpt-760m",    "mpt-7b",        "paper",        "qwen3-235b-a22b", "qwen3-30b-a3b",
                 "qwen3-32b"}));
   EXPECT_EQ(io::system_presets(),
-            (std::vector<std::string>{"a100-80gb", "a100-pcie", "balanced", "compute-bound",
-                                      "dgx-a100", "dgx-h100", "dgx-h200", "grand-teton-h100",
-                                      "h800", "ideal", "llama3-h100-roce", "network-bound"}));
+            (std::vector<std::string>{
+                "a100-40gb", "a100-80gb", "a100-pcie", "balanced", "compute-bound", "dgx-a100",
+                "dgx-b200", "dgx-b300", "dgx-h100", "dgx-h200", "gb200-nvl72", "gb300-nvl72",
+                "grand-teton-h100", "h800", "ideal", "llama3-h100-roce", "network-bound"}));
   for (const auto& name : io::model_presets())
     EXPECT_EQ(io::load_model(name).name, name);
   for (const auto& name : io::system_presets())
@@ -168,6 +169,64 @@ TEST(Presets, H100GemmModelIsTheFitToTheProbe) {
   }
 }
 
+// The Blackwell presets' GEMM models (experiments/blackwell-gemm-calibration): dgx-h100's
+// efficiency times the B200's MAMF row over the H100's, each row read by the model with one
+// parameter fitted (data/gpu/published-matmuls.csv); the other Blackwell presets share B200's.
+TEST(Presets, BlackwellGemmModelIsH100sScaledByTheirMatmulMaxima) {
+  const auto mamf = [](const SystemConfig& system, Precision p, double m, double n, double k,
+                       double tflops) {
+    // The FP8 rows run the BF16 machinery against the FP8 peak and GEMM model.
+    SystemConfig s = system;
+    if (p == Precision::FP8) {
+      s.device.peak_flops[static_cast<std::size_t>(Precision::BF16)] = s.device.peak(p);
+      s.device.gemm.max_efficiency = s.device.gemm_fp8.max_efficiency;
+      s.device.gemm.k_overhead = s.device.gemm_fp8.k_overhead;
+    }
+    io::GemmProbe probe;
+    probe.gemms.push_back({io::GemmLayout::Forward, {m, n, k}, 2.0 * m * n * k / (tflops * 1e12)});
+    GemmCalibrationOptions options;
+    options.fit = {"gemm.max_efficiency"};
+    const auto c = calibrate_gemm(probe, s, options);
+    EXPECT_EQ(c.system.device.gemm.k_overhead, s.device.gemm.k_overhead);  // not fitted
+    return c.system.device.gemm.max_efficiency;
+  };
+  const auto h100 = io::load_system("dgx-h100");
+  const auto b200 = io::load_system("dgx-b200");
+  // ml-engineering @744d01e's MAMF table: H100 794.5 and 1,402.6; B200 1,745.0 and 3,432.5.
+  const double bf16 = h100.device.gemm.max_efficiency *
+                      mamf(b200, Precision::BF16, 1792, 16128, 3072, 1745.0) /
+                      mamf(h100, Precision::BF16, 2048, 2048, 13312, 794.5);
+  const double fp8 = h100.device.gemm_fp8.max_efficiency *
+                     mamf(b200, Precision::FP8, 15360, 4096, 3072, 3432.5) /
+                     mamf(h100, Precision::FP8, 1024, 9216, 14336, 1402.6);
+  EXPECT_NEAR(b200.device.gemm.max_efficiency, bf16, 5e-4);
+  EXPECT_NEAR(b200.device.gemm_fp8.max_efficiency, fp8, 5e-4);
+  for (const char* name : {"dgx-b300", "gb200-nvl72", "gb300-nvl72"}) {
+    const auto s = io::load_system(name);
+    EXPECT_EQ(s.device.gemm, b200.device.gemm) << name;
+    EXPECT_EQ(s.device.gemm_fp8, b200.device.gemm_fp8) << name;
+    EXPECT_EQ(s.device.attention, b200.device.attention) << name;
+    // Each precision's peak doubles the one before, as Blackwell's datasheets give them.
+    EXPECT_EQ(s.device.peak(Precision::FP8), 2 * s.device.peak(Precision::BF16)) << name;
+  }
+  // The NVL72 racks: one NVLink domain of 18 trays of 4 GPUs.
+  for (const char* name : {"gb200-nvl72", "gb300-nvl72"}) {
+    const auto s = io::load_system(name);
+    EXPECT_EQ(s.devices_per_node, 72) << name;
+    EXPECT_EQ(s.host_size(), 4) << name;
+    EXPECT_EQ(s.intra.bandwidth, 900e9) << name;
+  }
+  // a100-40gb is dgx-a100 but for its memory (40 GB of HBM2 at 1,555 GB/s).
+  auto a100 = io::load_system("dgx-a100").device;
+  const auto small = io::load_system("a100-40gb").device;
+  EXPECT_EQ(small.memory_bytes, 40e9);
+  EXPECT_EQ(small.memory_bandwidth, 1.555e12);
+  a100.name = small.name;
+  a100.memory_bytes = small.memory_bytes;
+  a100.memory_bandwidth = small.memory_bandwidth;
+  EXPECT_EQ(a100, small);
+}
+
 // Systems that take their device from a preset get all of it, and keys they give override it.
 TEST(Presets, DeviceFromAPreset) {
   // The paper's regimes: dgx-h100's device without its overheads, at the efficiencies their
@@ -189,9 +248,10 @@ TEST(Presets, DeviceFromAPreset) {
   EXPECT_EQ(s.device.gemm.sms, 132);
   EXPECT_EQ(s.device.peak(Precision::BF16), 989.4e12);
   EXPECT_EQ(system_error("[device]\npreset = \"tpu\"\n[network]\n"),
-            "s.toml:2:10: key 'device.preset': 'tpu' is not a system preset (presets: a100-80gb, "
-            "a100-pcie, balanced, compute-bound, dgx-a100, dgx-h100, dgx-h200, grand-teton-h100, "
-            "h800, ideal, llama3-h100-roce, network-bound)");
+            "s.toml:2:10: key 'device.preset': 'tpu' is not a system preset (presets: a100-40gb, "
+            "a100-80gb, a100-pcie, balanced, compute-bound, dgx-a100, dgx-b200, dgx-b300, "
+            "dgx-h100, dgx-h200, gb200-nvl72, gb300-nvl72, grand-teton-h100, h800, ideal, "
+            "llama3-h100-roce, network-bound)");
 }
 
 TEST(Presets, RegimesHaveTheirRatio) {
@@ -379,6 +439,25 @@ TEST(Config, ErrorsNameFileLineAndKey) {
   EXPECT_EQ(system_error(text),
             "s.toml:11:1: key 'network.inter': a chain has one link class: "
             "give [network.intra] only");
+  // A node of several hosts (an NVL72 rack of trays): whole hosts, on a switched topology.
+  text = kSystem;
+  text.replace(text.find("devices_per_node = 4\n"), 21,
+               "devices_per_node = 4\ndevices_per_host = 3\n");
+  EXPECT_EQ(system_error(text),
+            "s.toml:9:20: key 'network.devices_per_host': a node of 4 GPUs is whole hosts: "
+            "devices_per_host must divide devices_per_node, got 3");
+  text = kSystem;
+  text.replace(text.find("devices_per_node = 4\n"), 21,
+               "devices_per_node = 4\ndevices_per_host = 8\n");
+  EXPECT_EQ(system_error(text),
+            "s.toml:9:20: key 'network.devices_per_host': 8 is out of range (1..4)");
+  text = kSystem;
+  const std::string switched = "topology = \"switched\"\ndevices_per_node = 4\n";
+  text.replace(text.find(switched), switched.size(),
+               "topology = \"chain\"\ndevices_per_host = 2\n");
+  EXPECT_EQ(system_error(text),
+            "s.toml:8:20: key 'network.devices_per_host': a chain has no nodes: leave "
+            "devices_per_host out");
   text = kSystem;
   EXPECT_EQ(
       system_error(text.replace(text.find("bandwidth = 4e11"), 16, "bandwidth = 0.5")),
@@ -597,9 +676,10 @@ TEST(Config, LoadByNameOrPath) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "--system nosuch: no such preset or file (presets: a100-80gb, a100-pcie, balanced, "
-              "compute-bound, dgx-a100, dgx-h100, dgx-h200, grand-teton-h100, h800, "
-              "ideal, llama3-h100-roce, network-bound; `pipetab list systems` describes them)");
+              "--system nosuch: no such preset or file (presets: a100-40gb, a100-80gb, a100-pcie, "
+              "balanced, compute-bound, dgx-a100, dgx-b200, dgx-b300, dgx-h100, dgx-h200, "
+              "gb200-nvl72, gb300-nvl72, grand-teton-h100, h800, ideal, llama3-h100-roce, "
+              "network-bound; `pipetab list systems` describes them)");
   }
   EXPECT_FALSE(io::preset_text("models", "paper").empty());
   EXPECT_TRUE(io::preset_text("models", "nosuch").empty());

@@ -464,9 +464,9 @@ TEST(Cost, TensorParallelOverNvlinkAndPcieDiffer) {
   const auto selene = io::load_system("dgx-a100");
   Layout tp;
   tp.tp = 8;
-  EXPECT_FALSE(group_of(tp, CollectiveGroup::Tensor, 0, node_size(selene)).spans_nodes());
+  EXPECT_FALSE(group_of(tp, CollectiveGroup::Tensor, 0, node_size(selene, tp)).spans_nodes());
   tp.tp = 16;
-  EXPECT_TRUE(group_of(tp, CollectiveGroup::Tensor, 0, node_size(selene)).spans_nodes());
+  EXPECT_TRUE(group_of(tp, CollectiveGroup::Tensor, 0, node_size(selene, tp)).spans_nodes());
 }
 
 // The cost of a stage of one layer of `m` under a TP overlap setting.

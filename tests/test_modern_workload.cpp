@@ -82,6 +82,65 @@ TEST(Fp8, TransformerEngineKeepsFp8WeightCopies) {
   EXPECT_DOUBLE_EQ(test::stage_work(fp8, one, 1)[0].fp8_weight_copy_bytes, 0.0);
 }
 
+// MXFP8 (Transformer Engine's MXFP8BlockScaling): block-scaled GEMMs on their own model, both
+// quantised copies with a scale byte per 32 elements each, both weight copies kept; refused where
+// the device has no block-scaled tensor cores.
+TEST(Fp8, Mxfp8RunsOnBlackwellsBlockScaledGemms) {
+  auto m = llama8b();
+  m.job.precision = Precision::FP8;
+  auto mx = m;
+  mx.job.fp8_recipe = Fp8Recipe::Mxfp8;
+  const auto ops = model_operators(workload(mx));
+  // qkv's input, s·h elements: read in 16 bits, written twice in FP8 with 1/32 B of scales each.
+  EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "qkv.quantize")->bytes,
+                   (4.0 + 2.0 / 32.0) * 8192 * 4096);
+  const auto system = io::load_system("dgx-b200");
+  ASSERT_TRUE(system.device.gemm_mxfp8);
+  const Operator& fc1 = *find_op(ops.layer.forward, "fc1");
+  EXPECT_DOUBLE_EQ(cost::operator_cost(fc1, workload(mx), system).efficiency,
+                   cost::gemm_efficiency(*system.device.gemm_mxfp8, fc1.gemm));
+  const auto tensorwise_ops = model_operators(workload(m));  // kept: the operator points into it
+  const Operator& fc1_tensorwise = *find_op(tensorwise_ops.layer.forward, "fc1");
+  EXPECT_DOUBLE_EQ(cost::operator_cost(fc1_tensorwise, workload(m), system).efficiency,
+                   cost::gemm_efficiency(system.device.gemm_fp8, fc1.gemm));
+  // 218,103,808 layer-linear parameters per layer, 32 layers: two copies of 1 + 1/32 B each.
+  const std::vector<std::int32_t> one{1};
+  EXPECT_DOUBLE_EQ(test::stage_work(mx, one, 1)[0].fp8_weight_copy_bytes,
+                   32.0 * 218103808 * 2 * (1 + 1.0 / 32));
+  // Hopper has none: refused with the rule.
+  const auto work = test::stage_work(mx, one, 1);
+  try {
+    (void)cost::stage_costs(mx.model, mx.job, mx.layout, work, io::load_system("dgx-h100"));
+    ADD_FAILURE();
+  } catch (const ParamError& e) {
+    EXPECT_NE(std::string(e.what()).find("fp8_recipe mxfp8: system 'dgx-h100' (H100 SXM5 80GB) "
+                                         "gives no MXFP8 GEMM model ([device.gemm_mxfp8])"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(cost::stage_costs(mx.model, mx.job, mx.layout, work, system));
+}
+
+// [device.gemm_mxfp8] is read, written back, inherited from a preset, and absent where no file
+// gives it.
+TEST(Fp8, SystemFilesTakeGemmMxfp8) {
+  const auto b200 = io::load_system("dgx-b200");
+  ASSERT_TRUE(b200.device.gemm_mxfp8);
+  EXPECT_EQ(b200.device.gemm_mxfp8->tiles, b200.device.gemm.tiles);
+  EXPECT_LT(b200.device.gemm_mxfp8->max_efficiency, b200.device.gemm_fp8.max_efficiency);
+  const auto again = io::parse_system(io::system_toml(b200, "x"), "again.toml");
+  EXPECT_EQ(again.device.gemm_mxfp8, b200.device.gemm_mxfp8);
+  const std::string based =
+      "name = \"b\"\n[device]\npreset = \"dgx-b200\"\n[device.gemm_mxfp8]\nmax_efficiency = 0.5\n"
+      "[network]\ndevices_per_node = 8\n[network.intra]\nlatency_s = 1e-6\nbandwidth = 9e11\n"
+      "[network.inter]\nlatency_s = 5e-6\nbandwidth = 5e10\n";
+  const auto b = io::parse_system(based, "b.toml");
+  ASSERT_TRUE(b.device.gemm_mxfp8);
+  EXPECT_EQ(b.device.gemm_mxfp8->max_efficiency, 0.5);
+  EXPECT_EQ(b.device.gemm_mxfp8->k_overhead, b200.device.gemm_mxfp8->k_overhead);
+  EXPECT_FALSE(io::load_system("dgx-h100").device.gemm_mxfp8);
+}
+
 TEST(Fp8, SystemFilesTakeGemmFp8) {
   const auto s = io::load_system("dgx-h100");
   EXPECT_EQ(s.device.gemm_fp8.tiles, s.device.gemm.tiles);

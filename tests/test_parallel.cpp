@@ -83,8 +83,58 @@ TEST(Placement, AChainIsOneNode) {
   SystemConfig chain;
   chain.topology = Topology::Chain;
   chain.devices_per_node = 8;
-  EXPECT_EQ(group_of(layout(16, 1, 1), CollectiveGroup::Tensor, 0, node_size(chain)),
-            (Group{16, 16}));
+  EXPECT_EQ(
+      group_of(layout(16, 1, 1), CollectiveGroup::Tensor, 0, node_size(chain, layout(16, 1, 1))),
+      (Group{16, 16}));
+}
+
+// A rack whose NVLink switches join 18 hosts of 4 GPUs (NVL72).
+SystemConfig rack_of_hosts() {
+  SystemConfig s;
+  s.devices_per_node = 72;
+  s.devices_per_host = 4;
+  return s;
+}
+
+// Over every job size in whole hosts: the job takes the fewest racks, whole hosts in each, as
+// evenly as whole hosts allow, never more than a rack; where a host is the node (a DGX), the job
+// fills whole nodes.
+TEST(Placement, AJobSpreadsEvenlyOverTheFewestMultiHostDomains) {
+  const SystemConfig rack = rack_of_hosts();
+  for (std::int64_t gpus = 4; gpus <= 4096; gpus += 4) {
+    const std::int64_t g = gpus_per_node(rack, gpus);
+    const std::int64_t racks = (gpus + 71) / 72;
+    EXPECT_EQ(g % 4, 0) << gpus;
+    EXPECT_LE(g, 72) << gpus;
+    EXPECT_EQ((gpus + g - 1) / g, racks) << gpus;  // the fewest racks
+    // As even as whole hosts allow: the last rack is short of the others by fewer hosts than
+    // there are racks.
+    EXPECT_GT(gpus - (racks - 1) * g, g - 4 * racks) << gpus;
+  }
+  EXPECT_EQ(gpus_per_node(rack, 256), 64);  // 4 racks of 16 trays
+  EXPECT_EQ(gpus_per_node(rack, 144), 72);
+  EXPECT_EQ(gpus_per_node(rack, 8), 8);
+  SystemConfig dgx;
+  dgx.devices_per_node = 8;
+  for (std::int64_t gpus = 1; gpus <= 1024; ++gpus) {
+    EXPECT_EQ(gpus_per_node(dgx, gpus), 8) << gpus;
+  }
+}
+
+// DeepSeek-V3 on 256 GB200s as Megatron-Bridge runs it (reference blackwell-runs.md B03: PP 4,
+// EP 64, DP 64): each stage's expert group is one rack's 64 GPUs, on NVLink. Had the job filled
+// the first rack's 72 GPUs, the second stage's group would straddle two racks.
+TEST(Placement, AnExpertGroupOf64StaysInItsRack) {
+  Layout l = layout(1, 1, 64, 64);
+  l.pp = 4;
+  const SystemConfig rack = rack_of_hosts();
+  for (std::int64_t stage = 0; stage < 4; ++stage) {
+    EXPECT_EQ(group_of(l, CollectiveGroup::Expert, stage, node_size(rack, l)), (Group{64, 64}))
+        << stage;
+  }
+  EXPECT_EQ(group_of(l, CollectiveGroup::Expert, 1, 72), (Group{64, 8}));
+  const Network network(rack, 4, 64);
+  EXPECT_EQ(network.node_of(3), 3);
 }
 
 LinkSpec link(double latency, double bandwidth, double efficiency) {

@@ -86,6 +86,7 @@ void calibrate_gemm_command(const Options& o) {
   GemmCalibrationOptions options;
   options.fit_on = o.fit_on;
   options.max_evaluations = o.max_evaluations;
+  options.fit = o.fit;
   const auto c = calibrate_gemm(probe, base, options);
   const auto fit_label = [&](const GemmErrorSummary& s) {
     return o.max_evaluations == 0 ? "not fitted" : s.fitted ? "fitted" : "out of sample";
@@ -180,7 +181,8 @@ Subcommand add_calibrate(CLI::App& app) {
                   "gemm.k_overhead, with the system's tiles and split-K) to a GPU probe's timed "
                   "matrix multiplies "
                   "(bench/gpu/run-device-probe; e.g. data/gpu/h100-sxm-probe.csv); --fit-on then "
-                  "takes all, forward, input_grad or weight_grad");
+                  "takes all, forward, input_grad or weight_grad, and --fit the GEMM parameters "
+                  "of its list (the others keep the system's values)");
   return {cmd, [o] {
             if (!o->gemm_probe.empty()) return calibrate_gemm_command(*o);
             const auto runs = select_runs(load_measurements(o->file), o->runs);

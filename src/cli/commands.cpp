@@ -275,7 +275,8 @@ std::string preset_listing(const std::string& kind, bool json) {
       row.update({{"gpu", d.name},
                   {"memory_bytes", d.memory_bytes},
                   {"peak_bf16_flops", d.peak(Precision::BF16)},
-                  {"devices_per_node", system.devices_per_node}});
+                  {"devices_per_node", system.devices_per_node},
+                  {"devices_per_host", system.host_size()}});
       out += aligned(
           fmt::format("{:<18}{:<22}{:>7.4g}{:>8.4g}{:>6}{:>11}{:>11}  ", name, d.name.substr(0, 21),
                       d.memory_bytes / 1e9, d.peak(Precision::BF16) / 1e12, system.devices_per_node,

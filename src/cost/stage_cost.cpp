@@ -16,7 +16,7 @@ Collective collective_of(const Operator& op, const Workload& run, const SystemCo
   c.kind = op.collective;
   // The group as pipeline device 0's first rank sees it: a stage is costed once for all its
   // devices.
-  c.group = group_of(run.layout, op.group, 0, node_size(system));
+  c.group = group_of(run.layout, op.group, 0, node_size(system, run.layout));
   c.bytes = op.collective_bytes;
   c.algorithm = op.algorithm;
   if (run.model.moe) {
@@ -36,6 +36,15 @@ void require_costable(const ModelConfig& model, const Job& job, const SystemConf
         "keeps attention, the output layer and the rest in BF16",
         system.name, model.name));
   }
+  // MXFP8's block-scaled GEMMs run only on tensor cores that scale blocks in hardware.
+  if (job.precision == Precision::FP8 && job.fp8_recipe == Fp8Recipe::Mxfp8 &&
+      !device.flat_efficiency && !device.gemm_mxfp8) {
+    throw ParamError(fmt::format(
+        "fp8_recipe mxfp8: system '{}' ({}) gives no MXFP8 GEMM model ([device.gemm_mxfp8]): "
+        "block-scaled MXFP8 GEMMs need Blackwell's tensor cores (compute capability 10.0 or "
+        "above, e.g. dgx-b200, gb200-nvl72); on Hopper use tensorwise, delayed or blockwise",
+        system.name, device.name));
+  }
   if (!(device.peak(job.precision) > 0.0)) {
     throw ParamError(fmt::format(
         "system '{}' gives no {} peak (device.peak_flops.{}) for model '{}', which trains in {}",
@@ -51,6 +60,13 @@ void require_costable(const ModelConfig& model, const Job& job, const SystemConf
 }
 
 namespace {
+
+// The GEMM model an operator runs on: BF16's, FP8's, or MXFP8's block-scaled one.
+const GemmModel& gemm_model(const DeviceSpec& device, const Job& job, bool fp8) {
+  if (!fp8) return device.gemm;
+  if (job.fp8_recipe == Fp8Recipe::Mxfp8 && device.gemm_mxfp8) return *device.gemm_mxfp8;
+  return device.gemm_fp8;
+}
 
 double memory_seconds(double bytes, const DeviceSpec& device) {
   if (!(device.memory_bandwidth > 0.0)) return 0.0;
@@ -76,7 +92,7 @@ OperatorCost operator_cost(const Operator& op, const Workload& run, const System
       }
       const double flops = executed_flops(op);
       if (op.kind == OperatorKind::Gemm) {
-        c.efficiency = gemm_efficiency(op.fp8 ? device.gemm_fp8 : device.gemm, op.gemm);
+        c.efficiency = gemm_efficiency(gemm_model(device, run.job, op.fp8), op.gemm);
       } else {
         // The stack's kernel, at the sequence each rank's calls see (its tokens: seq / CP).
         const AttentionKernel kernel = resolve_attention_kernel(run.job.stack, device, system.name);

@@ -251,8 +251,8 @@ void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int 
   r.only(device, "device",
          {"preset", "name", "peak_flops", "clock_scale", "efficiency", "memory_bytes",
           "memory_reserve", "memory_bandwidth", "memory_efficiency", "kernel_overhead_s",
-          "step_overhead_s", "host_launch_s", "comm_slowdown", "gemm", "gemm_fp8", "attention",
-          "compute_capability"});
+          "step_overhead_s", "host_launch_s", "comm_slowdown", "gemm", "gemm_fp8", "gemm_mxfp8",
+          "attention", "compute_capability"});
   bool based = false;
   if (const auto preset = r.string(device, "device", "preset")) {
     const auto text = detail::preset("systems", *preset);
@@ -314,26 +314,41 @@ void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int 
              "(sms, max_efficiency, ...), or give device.efficiency for the FLOP-proportional one");
     }
     const GemmModel base_fp8 = d.gemm_fp8;  // a preset's, when based on one
+    const std::optional<GemmModel> base_mxfp8 = d.gemm_mxfp8;
     if (gemm != nullptr) read_gemm(r, *gemm, d.gemm, based);
     // FP8 GEMMs: the BF16 model's tiles; the efficiency of [device.gemm_fp8], else the base
-    // preset's, else the BF16 model's.
+    // preset's, else the BF16 model's. MXFP8 GEMMs the same way, but a device has them only where
+    // a file (its own or its base preset's) gives [device.gemm_mxfp8].
     const GemmModel bf16 = d.gemm;
-    d.gemm_fp8 = bf16;
-    if (based) {
-      d.gemm_fp8.max_efficiency = base_fp8.max_efficiency;
-      d.gemm_fp8.k_overhead = base_fp8.k_overhead;
+    const auto read_efficiency = [&](std::string_view key, GemmModel& model) {
+      const toml::table* t = r.table(device, "device", std::string(key));
+      if (t == nullptr) return false;
+      const std::string p = "device." + std::string(key);
+      r.only(*t, p, {"max_efficiency", "k_overhead"});
+      model.max_efficiency =
+          r.number(*t, p, "max_efficiency", model.max_efficiency, 0.0, 1.0, true);
+      model.k_overhead = r.number(*t, p, "k_overhead", model.k_overhead, 0.0, 1e9, false);
+      return true;
+    };
+    const auto with_tiles = [&](const GemmModel& efficiencies) {
+      GemmModel m = bf16;
+      m.max_efficiency = efficiencies.max_efficiency;
+      m.k_overhead = efficiencies.k_overhead;
+      return m;
+    };
+    d.gemm_fp8 = based ? with_tiles(base_fp8) : bf16;
+    read_efficiency("gemm_fp8", d.gemm_fp8);
+    GemmModel mxfp8 = base_mxfp8 ? with_tiles(*base_mxfp8) : d.gemm_fp8;
+    const bool has_mxfp8 = read_efficiency("gemm_mxfp8", mxfp8);
+    d.gemm_mxfp8.reset();
+    if (has_mxfp8 || base_mxfp8) d.gemm_mxfp8 = mxfp8;
+  } else {
+    for (const char* key : {"gemm_fp8", "gemm_mxfp8"}) {
+      if (device.get(key) != nullptr) {
+        r.fail(device.get(key)->source(), fmt::format("device.{}", key),
+               "not with device.efficiency: the FLOP-proportional model has no GEMM model");
+      }
     }
-    if (const toml::table* fp8 = r.table(device, "device", "gemm_fp8")) {
-      const std::string p = "device.gemm_fp8";
-      r.only(*fp8, p, {"max_efficiency", "k_overhead"});
-      d.gemm_fp8.max_efficiency =
-          r.number(*fp8, p, "max_efficiency", d.gemm_fp8.max_efficiency, 0.0, 1.0, true);
-      d.gemm_fp8.k_overhead =
-          r.number(*fp8, p, "k_overhead", d.gemm_fp8.k_overhead, 0.0, 1e9, false);
-    }
-  } else if (device.get("gemm_fp8") != nullptr) {
-    r.fail(device.get("gemm_fp8")->source(), "device.gemm_fp8",
-           "not with device.efficiency: the FLOP-proportional model has no GEMM model");
   }
   read_attention(r, device, d, based);
 }
@@ -396,7 +411,8 @@ SystemConfig parse_system_at(std::string_view text, const std::string& file, int
   read_device(r, *device, s.device, depth);
   const auto* network = r.table(root, "", "network");
   if (network == nullptr) r.fail(root.source(), "network", "missing");
-  r.only(*network, "network", {"topology", "devices_per_node", "nodes", "intra", "inter"});
+  r.only(*network, "network",
+         {"topology", "devices_per_node", "devices_per_host", "nodes", "intra", "inter"});
   const auto topology =
       r.choice(*network, "network", "topology", "switched", {"switched", "chain"});
   s.topology = topology == "chain" ? Topology::Chain : Topology::Switched;
@@ -405,6 +421,20 @@ SystemConfig parse_system_at(std::string_view text, const std::string& file, int
   if (s.topology == Topology::Chain && network->get("devices_per_node") != nullptr) {
     r.fail(network->get("devices_per_node")->source(), "network.devices_per_node",
            "a chain has no nodes: leave devices_per_node out");
+  }
+  if (const auto* host = network->get("devices_per_host")) {
+    if (s.topology == Topology::Chain) {
+      r.fail(host->source(), "network.devices_per_host",
+             "a chain has no nodes: leave devices_per_host out");
+    }
+    s.devices_per_host = static_cast<std::int32_t>(
+        r.integer(*network, "network", "devices_per_host", 0, 1, s.devices_per_node));
+    if (s.devices_per_node % s.devices_per_host != 0) {
+      r.fail(host->source(), "network.devices_per_host",
+             fmt::format("a node of {} GPUs is whole hosts: devices_per_host must divide "
+                         "devices_per_node, got {}",
+                         s.devices_per_node, s.devices_per_host));
+    }
   }
   s.nodes = r.integer(*network, "network", "nodes", 0, 1, std::int64_t{1} << 40);
   if (s.topology == Topology::Chain && network->get("nodes") != nullptr) {
@@ -545,12 +575,17 @@ std::string system_toml(const SystemConfig& s, const std::string& comment) {
       out += fmt::format("\n[device.gemm_fp8]\nmax_efficiency = {}\nk_overhead = {}\n",
                          number(d.gemm_fp8.max_efficiency), number(d.gemm_fp8.k_overhead));
     }
+    if (d.gemm_mxfp8) {
+      out += fmt::format("\n[device.gemm_mxfp8]\nmax_efficiency = {}\nk_overhead = {}\n",
+                         number(d.gemm_mxfp8->max_efficiency), number(d.gemm_mxfp8->k_overhead));
+    }
     out += write_attention(d);
   }
   out += fmt::format("\n[network]\ntopology = \"{}\"\n",
                      s.topology == Topology::Chain ? "chain" : "switched");
   if (s.topology == Topology::Switched) {
     out += fmt::format("devices_per_node = {}\n", s.devices_per_node);
+    if (s.devices_per_host > 0) out += fmt::format("devices_per_host = {}\n", s.devices_per_host);
     if (s.nodes > 0) out += fmt::format("nodes = {}\n", s.nodes);
   }
   out += link_toml("intra", s.intra);

@@ -700,11 +700,6 @@ JobFile parse_megatron_args(std::string_view text, const std::string& file,
   if (fp8 != nullptr) {
     precision = "fp8";
     const std::string r = recipe != nullptr ? recipe->values[0] : "delayed";
-    if (r == "mxfp8") {
-      a.fail(recipe,
-             "mxfp8 (MXFP8 block scaling) is not modelled yet: use tensorwise, delayed "
-             "or blockwise");
-    }
     if (r == "custom") a.fail(recipe, "custom (a quantizer factory) is not modelled");
     out.set("fp8_recipe", r, line_of(recipe),
             origin(recipe, "--fp8-recipe", "Megatron-LM's default delayed"));

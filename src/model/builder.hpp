@@ -44,14 +44,15 @@ class Builder {
   // and writes it and its transpose in FP8 (Transformer Engine's fused cast-transpose, the scale
   // from the previous amax: e + 2 bytes per element, one kernel); eager torchao adds an amax pass
   // and casts the transpose apart (3e + 2 bytes, three kernels) and casts the weight every
-  // forward too.
+  // forward too. MXFP8 writes a scale byte per 32 elements beside each of the two copies.
   void linear(std::string_view name, std::string_view quantize, double m, double n, double k,
               bool weight_in_forward, double batch = 1.0) {
     if (fp8() && !quantize.empty()) {
       const bool fused = run_.job.stack.fused_elementwise;
       double elements = m * k * batch;
       if (!fused && weight_in_forward) elements += n * k * batch;
-      memory(quantize, (fused ? d_.e + 2 : 3 * d_.e + 2) * elements, fused ? 1 : 3);
+      const double scales = run_.job.fp8_recipe == Fp8Recipe::Mxfp8 ? 2 * kMxfp8ScaleBytes : 0.0;
+      memory(quantize, ((fused ? d_.e + 2 : 3 * d_.e + 2) + scales) * elements, fused ? 1 : 3);
     }
     gemm(name, m, n, k, batch);
     ops().back().fp8 = fp8();

@@ -235,8 +235,13 @@ std::vector<StageWork> stage_work(const ModelConfig& model, const Job& job, cons
     // FP8 training with Transformer Engine keeps each layer linear's FP8 copy of its weight
     // between microbatches (one byte per parameter; its transpose too with
     // keep_fp8_transpose_cache, not counted); eager torchao casts it anew each forward.
-    if (run.job.precision == Precision::FP8 && run.job.stack.fused_elementwise)
+    if (run.job.precision == Precision::FP8 && run.job.stack.fused_elementwise) {
       w.fp8_weight_copy_bytes = l * dense_params.linears + e * moe_params.linears;
+      // MXFP8 keeps both copies, along rows and along columns, each with its scales (a
+      // transposed block-scaled tensor is not the other copy: job.hpp).
+      if (run.job.fp8_recipe == Fp8Recipe::Mxfp8)
+        w.fp8_weight_copy_bytes *= 2 * (1 + kMxfp8ScaleBytes);
+    }
     w.grad_bytes = w.params * run.job.grad_bytes_per_param;
     w.optimizer_bytes = w.params * run.job.optimizer_bytes_per_param;
     w.optimizer_step_bytes = w.params * step_bytes;

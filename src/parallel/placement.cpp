@@ -5,9 +5,9 @@
 
 namespace pipetab {
 
-std::int64_t node_size(const SystemConfig& system) {
-  return system.topology == Topology::Switched ? std::max<std::int64_t>(1, system.devices_per_node)
-                                               : std::numeric_limits<std::int64_t>::max() / 4;
+std::int64_t node_size(const SystemConfig& system, const Layout& layout) {
+  if (system.topology != Topology::Switched) return std::numeric_limits<std::int64_t>::max() / 4;
+  return gpus_per_node(system, layout.tp * layout.cp * layout.dp * layout.pp);
 }
 
 GroupShape group_shape(const Layout& l, CollectiveGroup kind) {

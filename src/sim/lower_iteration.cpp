@@ -110,7 +110,7 @@ void Lowering::ring(TransferKind kind, int stage, const std::vector<std::int32_t
 // The group `kind` of pipeline device `device` (placement.hpp: its size, and how many of its
 // ranks share the device's first rank's node).
 Group Lowering::group(std::int32_t device, CollectiveGroup kind) const {
-  return group_of(layout_, kind, device, node_size(network_.system()));
+  return group_of(layout_, kind, device, node_size(network_.system(), layout_));
 }
 
 // A collective of the iteration (data-parallel, FSDP and HSDP reductions and gathers) over
@@ -259,8 +259,8 @@ void Lowering::end_of_iteration() {
   if (!optimizer_) return;
   const auto& system = network_.system();
   const double model_parallel = static_cast<double>(t_.devices) * static_cast<double>(layout_.tp);
-  const bool spans_nodes = network_.node_of(0) != network_.node_of(t_.devices - 1) ||
-                           layout_.tp > system.devices_per_node;
+  const bool spans_nodes =
+      network_.node_of(0) != network_.node_of(t_.devices - 1) || layout_.tp > network_.node_gpus();
   const double alpha = spans_nodes ? system.inter.latency_s : system.intra.latency_s;
   const double reductions = job_.precision == Precision::FP16 ? 2.0 : 1.0;
   const double hops = 2.0 * std::ceil(std::log2(std::max(2.0, model_parallel)));

@@ -455,9 +455,18 @@ GemmCalibration calibrate_gemm(const io::GemmProbe& probe, const SystemConfig& b
     throw Error(
         fmt::format("{}: no GEMM samples to fit on (--fit-on {})", probe.file, options.fit_on));
   }
+  std::vector<std::string> parameters;
+  for (const char* name : {"gemm.max_efficiency", "gemm.k_overhead"}) {
+    if (std::find(options.fit.begin(), options.fit.end(), name) != options.fit.end())
+      parameters.emplace_back(name);
+  }
+  if (parameters.empty()) {
+    throw Error(
+        "a GEMM probe fits gemm.max_efficiency, gemm.k_overhead or both: --fit names neither");
+  }
   GemmCalibration c;
   const Fit f = fit_parameters(
-      base, {"gemm.max_efficiency", "gemm.k_overhead"}, options.max_evaluations,
+      base, parameters, options.max_evaluations,
       [&](const SystemConfig& s) { return mean_square(gemm_log_errors(chosen, s)); });
   c.system = f.system;
   c.evaluations = f.evaluations;

@@ -26,8 +26,21 @@ namespace {
 constexpr std::int32_t kSwitchedLinksPerDevice = 4;
 }
 
+std::int64_t gpus_per_node(const SystemConfig& system, std::int64_t job_gpus) {
+  const std::int64_t node = std::max<std::int64_t>(1, system.devices_per_node);
+  const std::int64_t host = std::clamp<std::int64_t>(system.host_size(), 1, node);
+  if (host == node || job_gpus <= 0) return node;
+  const std::int64_t hosts = (job_gpus + host - 1) / host;
+  const std::int64_t hosts_per_node = node / host;
+  const std::int64_t nodes = (hosts + hosts_per_node - 1) / hosts_per_node;
+  return (hosts + nodes - 1) / nodes * host;
+}
+
 Network::Network(const SystemConfig& system, std::int32_t devices, std::int32_t gpus_per_device)
-    : system_(system), devices_(devices), gpus_per_device_(std::max(1, gpus_per_device)) {
+    : system_(system),
+      devices_(devices),
+      gpus_per_device_(std::max(1, gpus_per_device)),
+      node_gpus_(gpus_per_node(system, static_cast<std::int64_t>(devices) * gpus_per_device_)) {
   if (system.topology == Topology::Switched) {
     links_.reserve(static_cast<std::size_t>(devices) * kSwitchedLinksPerDevice);
     for (std::int32_t d = 0; d < devices; ++d) {
@@ -57,7 +70,7 @@ std::string Network::link_name(std::size_t link) const {
 
 std::int64_t Network::node_of(std::int32_t device) const {
   if (system_.topology != Topology::Switched) return 0;
-  return static_cast<std::int64_t>(device) * gpus_per_device_ / system_.devices_per_node;
+  return static_cast<std::int64_t>(device) * gpus_per_device_ / node_gpus_;
 }
 
 double Network::append_route(std::int32_t from, std::int32_t to,

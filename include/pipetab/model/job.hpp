@@ -79,14 +79,22 @@ constexpr std::optional<MoeDispatcher> parse_moe_dispatcher(std::string_view nam
 }
 
 /// How FP8 training scales its tensors (Transformer Engine's recipes: DelayedScaling from the
-/// amax history, Float8CurrentScaling per tensor, Float8BlockScaling per 1×128 / 128×128 block;
-/// torchao's tensorwise and rowwise). Carried with the job so that readers keep it and reports
-/// name it; the cost model prices every recipe alike today (its quantisation kernels are
-/// Transformer Engine's fused cast-transpose, or torchao's eager casts; model/builder.hpp).
-enum class Fp8Recipe : std::uint8_t { Tensorwise, Delayed, Rowwise, Blockwise };
+/// amax history, Float8CurrentScaling per tensor, Float8BlockScaling per 1×128 / 128×128 block,
+/// MXFP8BlockScaling per 1×32 block with E8M0 scales; torchao's tensorwise and rowwise). The
+/// cost model prices the per-tensor, per-row and 128-block recipes alike (their quantisation
+/// kernels are Transformer Engine's fused cast-transpose, or torchao's eager casts;
+/// model/builder.hpp). MXFP8 differs where the hardware does: its GEMMs are block-scaled ones
+/// that only Blackwell's tensor cores run ([device.gemm_mxfp8], their own efficiency), and each
+/// tensor is quantised twice, along rows and along columns, with a one-byte scale per 32
+/// elements each way, since a transpose needs its own blocks (Transformer Engine's MXFP8Tensor
+/// keeps rowwise and columnwise data; the OCP Microscaling Formats spec v1.0).
+enum class Fp8Recipe : std::uint8_t { Tensorwise, Delayed, Rowwise, Blockwise, Mxfp8 };
 
-inline constexpr std::array<std::string_view, 4> kFp8RecipeNames{"tensorwise", "delayed", "rowwise",
-                                                                 "blockwise"};
+inline constexpr std::array<std::string_view, 5> kFp8RecipeNames{"tensorwise", "delayed", "rowwise",
+                                                                 "blockwise", "mxfp8"};
+
+/// MXFP8's E8M0 scale bytes per element, one way (a byte per block of 32: OCP MX spec v1.0).
+inline constexpr double kMxfp8ScaleBytes = 1.0 / 32.0;
 
 constexpr std::string_view to_string(Fp8Recipe r) {
   return name_of(kFp8RecipeNames, r);

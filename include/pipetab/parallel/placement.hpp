@@ -49,9 +49,10 @@ struct Group {
   friend bool operator==(const Group&, const Group&) = default;
 };
 
-/// GPUs that share a node's switch: the system's devices per node on a switched topology; every
+/// GPUs of a job under `layout` that share a node's switch: gpus_per_node on a switched topology
+/// (system.hpp: a whole node, or the job's even share of a multi-host NVLink domain); every
 /// device on a chain (where nothing leaves "the node": links are point to point).
-std::int64_t node_size(const SystemConfig& system);
+std::int64_t node_size(const SystemConfig& system, const Layout& layout);
 
 /// The group `kind` of pipeline device `device`'s first rank (rank device × TP × CP × DP) under
 /// `layout`, on nodes of `gpus_per_node` GPUs.

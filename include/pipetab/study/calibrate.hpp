@@ -82,6 +82,9 @@ struct GemmCalibrationOptions {
   /// leaves the other two out of sample.
   std::string fit_on = "all";
   int max_evaluations = 400;  ///< 0: no fit, the base's errors
+  /// The parameters to fit, of gemm.max_efficiency and gemm.k_overhead (others are ignored):
+  /// a handful of published GEMMs fixes the first only, the rest keeps the base's.
+  std::vector<std::string> fit{"gemm.max_efficiency", "gemm.k_overhead"};
 };
 
 /// The error of the fitted model's predicted GEMM times on a group of samples.

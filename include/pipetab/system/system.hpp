@@ -128,6 +128,11 @@ struct DeviceSpec {
   /// and multiprocessors, their own max_efficiency and k_overhead ([device.gemm_fp8]; the BF16
   /// model's when not given).
   GemmModel gemm_fp8;
+  /// MXFP8 GEMMs (block-scaled: 1×32 blocks, E8M0 scales), against the FP8 peak, where the
+  /// device's tensor cores run them (Blackwell, compute capability 10.x): the same tiles, their
+  /// own max_efficiency and k_overhead ([device.gemm_mxfp8]). Empty: the device has none, and a
+  /// job with the mxfp8 recipe is refused.
+  std::optional<GemmModel> gemm_mxfp8;
   /// CUDA compute capability (8.0 A100, 9.0 H100/H200/H800); 0: not given. Stacks choose their
   /// attention kernel by it (model/stack.hpp: Transformer Engine prefers cuDNN from 9.0 on).
   double compute_capability = 0.0;
@@ -166,9 +171,27 @@ struct SystemConfig {
   /// Nodes in the cluster; 0 = as many as a run needs.
   std::int64_t nodes = 0;
   Topology topology = Topology::Switched;
+  /// GPUs per host (a server, or an NVL72 compute tray of 4 GPUs and 2 Grace CPUs) where one
+  /// node's switch joins several hosts: a node is then a scale-up domain (a rack of 18 trays
+  /// whose NVLink switches join its 72 GPUs). 0: one host per node (a DGX).
+  std::int32_t devices_per_host = 0;
   LinkSpec intra;  ///< within a node (Chain: every hop)
   LinkSpec inter;  ///< between nodes
+
+  /// GPUs per host: devices_per_host, or the node's where a host is the node.
+  std::int32_t host_size() const noexcept {
+    return devices_per_host > 0 ? devices_per_host : devices_per_node;
+  }
 };
+
+/// The GPUs of each node a job of `job_gpus` GPUs runs on (Switched). Where a node is one host,
+/// the job fills whole nodes in rank order: devices_per_node. Where a node's switch spans hosts
+/// (an NVL72 rack), the scheduler hands out whole hosts, spread evenly over the fewest nodes
+/// that hold them (Slurm's topology/block plugin, with which NVL72 clusters are scheduled: a job
+/// asks for segments of equal size inside one block, `--segment`): 256 GPUs on racks of 72 run
+/// as 4 × 64, so an expert-parallel group of 64 stays on NVLink, as the recipes that run them
+/// assume (reference blackwell-runs.md: EP 64 with NVLINK_DOMAIN_SIZE 72).
+std::int64_t gpus_per_node(const SystemConfig& system, std::int64_t job_gpus);
 
 /// One link of the network, one direction (its name: Network::link_name).
 struct NetworkLink {
@@ -179,7 +202,8 @@ struct NetworkLink {
 /// pipeline device is one tensor-parallel rank of a stage (its group's other ranks move their
 /// own equal shares in parallel over their own links). With `gpus_per_device` GPUs between
 /// consecutive pipeline devices (tensor × data parallel, in Megatron-LM's rank order: tensor
-/// fastest, then data, then pipeline), device d sits on node d·gpus_per_device / devices_per_node.
+/// fastest, then data, then pipeline), device d sits on node d·gpus_per_device / G, where G =
+/// gpus_per_node(system, devices · gpus_per_device).
 class Network {
  public:
   Network(const SystemConfig& system, std::int32_t devices, std::int32_t gpus_per_device = 1);
@@ -190,6 +214,8 @@ class Network {
   std::string link_name(std::size_t link) const;
   std::int32_t devices() const noexcept { return devices_; }
   const SystemConfig& system() const noexcept { return system_; }
+  /// The GPUs of each node the run occupies (gpus_per_node).
+  std::int64_t node_gpus() const noexcept { return node_gpus_; }
 
   /// The node a pipeline device is on (Switched; a chain has none: 0).
   std::int64_t node_of(std::int32_t device) const;
@@ -209,6 +235,7 @@ class Network {
   SystemConfig system_;
   std::int32_t devices_;
   std::int32_t gpus_per_device_;
+  std::int64_t node_gpus_;
   std::vector<NetworkLink> links_;
 };
 
