@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <set>
 
 #include "helpers.hpp"
 #include <gtest/gtest.h>
@@ -387,6 +388,29 @@ TEST(Plan, EveryLayoutMultipliesToTheGpusAndTheBatch) {
     // Tokens per iteration: the whole global batch.
     EXPECT_NEAR(*e.metrics.tokens_per_s * e.metrics.runtime_s, 64.0 * 2048, 1e-6 * 64 * 2048);
   }
+}
+
+// On an NVL72 rack NVLink spans 18 trays: tensor parallelism is searched past a tray's 4 GPUs and
+// a DGX's 8, over the divisors of the GPUs the job takes of a rack (all 32 here), as far as the
+// model's heads allow (GPT-3 1.3B's 16: TP 16, not 32), and every layout multiplies to the GPUs.
+TEST(Plan, TensorParallelismSpansAnNvl72Rack) {
+  auto q = request("gpt3-1.3b", 32, 64);
+  q.system = io::load_system("gb200-nvl72");
+  q.prune = false;
+  q.top = 100000;
+  q.space.schedules = {"1f1b"};
+  q.space.micro_batch = {1};
+  q.space.recompute = {Recompute::Full};
+  const auto r = plan(q);
+  std::set<std::int64_t> tps;
+  for (const auto& e : r.top) {
+    const auto& l = e.layout;
+    EXPECT_EQ(l.tensor_parallel * l.pipeline_parallel * l.data_parallel, 32);
+    EXPECT_EQ(32 % l.tensor_parallel, 0);
+    tps.insert(l.tensor_parallel);
+  }
+  EXPECT_TRUE(tps.contains(16));
+  EXPECT_FALSE(tps.contains(32));
 }
 
 TEST(Plan, AReferenceLayoutIsSimulatedAndRanked) {

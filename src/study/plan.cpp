@@ -516,7 +516,9 @@ Enumeration enumerate(const PlanRequest& r) {
   const PlanSpace s = without_repeats(r.space);
   // The units the pipeline splits: the layers, and the embedding and output when balanced.
   const std::int64_t layers = pipeline_units(r);
-  const std::int64_t node = std::max<std::int64_t>(1, r.system.devices_per_node);
+  // TP stays inside the GPUs of a node the job occupies: a DGX's 8, or its even share of NVL72
+  // racks (64 of 72 for 256 GPUs; system.hpp gpus_per_node).
+  const std::int64_t node = std::max<std::int64_t>(1, gpus_per_node(r.system, r.gpus));
   auto tps = s.tensor_parallel.empty() ? divisors(node) : s.tensor_parallel;
   // Registered schedules, then the authors' schedulers (no registry entry: null).
   std::vector<std::pair<std::string_view, const ScheduleInfo*>> schedules;
