@@ -440,22 +440,17 @@ TEST(Config, ErrorsNameFileLineAndKey) {
             "s.toml:11:1: key 'network.inter': a chain has one link class: "
             "give [network.intra] only");
   // A node of several hosts (an NVL72 rack of trays): whole hosts, on a switched topology.
-  text = kSystem;
-  text.replace(text.find("devices_per_node = 4\n"), 21,
-               "devices_per_node = 4\ndevices_per_host = 3\n");
-  EXPECT_EQ(system_error(text),
+  const auto with_network = [](const std::string& network) {
+    const std::string switched = "topology = \"switched\"\ndevices_per_node = 4\n";
+    std::string t = kSystem;
+    return system_error(t.replace(t.find(switched), switched.size(), network));
+  };
+  EXPECT_EQ(with_network("topology = \"switched\"\ndevices_per_node = 4\ndevices_per_host = 3\n"),
             "s.toml:9:20: key 'network.devices_per_host': a node of 4 GPUs is whole hosts: "
             "devices_per_host must divide devices_per_node, got 3");
-  text = kSystem;
-  text.replace(text.find("devices_per_node = 4\n"), 21,
-               "devices_per_node = 4\ndevices_per_host = 8\n");
-  EXPECT_EQ(system_error(text),
+  EXPECT_EQ(with_network("topology = \"switched\"\ndevices_per_node = 4\ndevices_per_host = 8\n"),
             "s.toml:9:20: key 'network.devices_per_host': 8 is out of range (1..4)");
-  text = kSystem;
-  const std::string switched = "topology = \"switched\"\ndevices_per_node = 4\n";
-  text.replace(text.find(switched), switched.size(),
-               "topology = \"chain\"\ndevices_per_host = 2\n");
-  EXPECT_EQ(system_error(text),
+  EXPECT_EQ(with_network("topology = \"chain\"\ndevices_per_host = 2\n"),
             "s.toml:8:20: key 'network.devices_per_host': a chain has no nodes: leave "
             "devices_per_host out");
   text = kSystem;
