@@ -397,7 +397,7 @@ TEST(Config, ErrorsNameFileLineAndKey) {
             "number from 1 to 1048576");
   EXPECT_EQ(model_error(head + "recompute = \"some\"\n"),
             "m.toml:7:13: key 'transformer.recompute': recompute = 'some': expected one of none, "
-            "selective, full, selective-op, every-other-layer");
+            "selective, full, selective-op, every-other-layer, lgd");
   EXPECT_EQ(
       model_error(head + "flash_attention = 1\n"),
       "m.toml:7:19: key 'transformer.flash_attention': expected true or false, got an integer");

@@ -249,6 +249,8 @@ class PlanOptions(TypedDict, total=False):
     moe_shared_expert_overlap: bool
     grad_bytes_per_param: float
     optimizer_bytes_per_param: float
+    offload_activations: float
+    offload_streams: int
     tp_overlap: Literal["none", "backward", "all"]
     dp_overlap: bool
     dp_bucket_bytes: float
@@ -289,7 +291,7 @@ class _TableRunOptions(PlanOptions, total=False):
 
     micro_batch: int
     global_batch: int
-    recompute: Literal["none", "selective", "full", "selective-op", "every-other-layer"]
+    recompute: Literal["none", "selective", "full", "selective-op", "every-other-layer", "lgd"]
     distributed_optimizer: bool
     a2a_overlap: bool
     tensor_parallel: int

@@ -170,8 +170,14 @@ std::string ranking(const PlanResult& r, bool wide) {
                        e.peak_memory_bytes / 1e9);
     for (const auto* c : shown)
       out += fmt::format(" {:>7}", fmt::format("{:.1f}%", 100 * c->share(b)));
-    out += wide ? "  " + describe(e.layout) + "\n"
-                : "\n" + wrap(describe(e.layout), kTextWidth, "      ", "        ");
+    // With activation offload, the host memory it takes (a host's, its GPUs' peaks summed).
+    const std::string host =
+        e.metrics.offload_activations > 0.0
+            ? fmt::format(", host {:.4g} GB of {:.4g}", e.metrics.host_peak_bytes / 1e9,
+                          e.metrics.host_memory_bytes / 1e9)
+            : "";
+    out += wide ? "  " + describe(e.layout) + host + "\n"
+                : "\n" + wrap(describe(e.layout) + host, kTextWidth, "      ", "        ");
   }
   std::vector<std::string> meanings;
   for (const auto* c : shown)

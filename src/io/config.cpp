@@ -401,7 +401,7 @@ namespace {
 SystemConfig parse_system_at(std::string_view text, const std::string& file, int depth) {
   const Reader r(text, file);
   const auto& root = r.root();
-  r.only(root, "", {"name", "description", "source", "device", "network"});
+  r.only(root, "", {"name", "description", "source", "device", "network", "host"});
   SystemConfig s;
   s.name = r.string(root, "", "name").value_or(default_name(file));
   s.description = r.string(root, "", "description").value_or("");
@@ -447,6 +447,20 @@ SystemConfig parse_system_at(std::string_view text, const std::string& file, int
   } else if (network->get("inter") != nullptr) {
     r.fail(network->get("inter")->source(), "network.inter",
            "a chain has one link class: give [network.intra] only");
+  }
+  if (const auto* host = r.table(root, "", "host")) {
+    r.only(*host, "host", {"memory_bytes", "bandwidth", "gpus_per_link", "latency_s"});
+    s.host.memory_bytes = r.number(*host, "host", "memory_bytes", std::nullopt, 0.0, 1e18, true);
+    s.host.bandwidth = r.number(*host, "host", "bandwidth", std::nullopt, 0.0, 1e15, true);
+    s.host.gpus_per_link =
+        static_cast<std::int32_t>(r.integer(*host, "host", "gpus_per_link", 1, 1, s.host_size()));
+    if (s.host_size() % s.host.gpus_per_link != 0) {
+      r.fail(host->get("gpus_per_link")->source(), "host.gpus_per_link",
+             fmt::format("a host of {} GPUs is whole host links: gpus_per_link must divide it, "
+                         "got {}",
+                         s.host_size(), s.host.gpus_per_link));
+    }
+    s.host.latency_s = r.number(*host, "host", "latency_s", 0.0, 0.0, 1.0, false);
   }
   return s;
 }
@@ -544,10 +558,12 @@ std::string system_toml(const SystemConfig& s, const std::string& comment) {
   out += fmt::format("memory_bytes = {}\n", number(d.memory_bytes));
   if (d.memory_reserve != DeviceSpec{}.memory_reserve)
     out += fmt::format("memory_reserve = {}\n", number(d.memory_reserve));
-  if (d.memory_bandwidth > 0.0)
-    out += fmt::format("memory_bandwidth = {}\n", number(d.memory_bandwidth));
-  out += fmt::format("memory_efficiency = {}\nkernel_overhead_s = {}\n",
-                     number(d.memory_efficiency), number(d.kernel_overhead_s));
+  // The efficiency only with the bandwidth it applies to (read_device refuses it alone).
+  if (d.memory_bandwidth > 0.0) {
+    out += fmt::format("memory_bandwidth = {}\nmemory_efficiency = {}\n",
+                       number(d.memory_bandwidth), number(d.memory_efficiency));
+  }
+  out += fmt::format("kernel_overhead_s = {}\n", number(d.kernel_overhead_s));
   if (d.step_overhead_s > 0.0)
     out += fmt::format("step_overhead_s = {}\n", number(d.step_overhead_s));
   if (d.host_launch_s > 0.0) out += fmt::format("host_launch_s = {}\n", number(d.host_launch_s));
@@ -590,6 +606,11 @@ std::string system_toml(const SystemConfig& s, const std::string& comment) {
   }
   out += link_toml("intra", s.intra);
   if (s.topology == Topology::Switched) out += link_toml("inter", s.inter);
+  if (s.host.modelled()) {
+    out += fmt::format("\n[host]\nmemory_bytes = {}\nbandwidth = {}\ngpus_per_link = {}\n",
+                       number(s.host.memory_bytes), number(s.host.bandwidth), s.host.gpus_per_link);
+    if (s.host.latency_s > 0.0) out += fmt::format("latency_s = {}\n", number(s.host.latency_s));
+  }
   return out;
 }
 

@@ -1141,9 +1141,10 @@ std::string megatron_arguments(const Job& job, const Layout& layout, std::int64_
       break;
     case Recompute::SelectiveOp:
     case Recompute::EveryOtherLayer:
+    case Recompute::Lgd:
       megatron_cannot(
-          fmt::format("recompute {}: torchtitan's; Megatron-LM recomputes whole layers (full) "
-                      "or modules (selective)",
+          fmt::format("recompute {}: torchtitan's or PipeOffload's; Megatron-LM recomputes whole "
+                      "layers (full) or modules (selective)",
                       to_string(job.recompute)));
   }
   if (job.moe.recompute == MoeRecompute::MoeAct) modules.push_back("moe_act");

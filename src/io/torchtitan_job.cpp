@@ -975,6 +975,11 @@ std::string torchtitan_job_toml(const Job& job, const Layout& layout, std::int64
       titan_cannot(
           "recompute selective (Megatron's attention-core recomputation): torchtitan has full, "
           "per-op (selective-op) and every-other-block (every-other-layer)");
+      break;
+    case Recompute::Lgd:
+      titan_cannot(
+          "recompute lgd (PipeOffload's LayerNorm, GeLU and dropout recomputation): torchtitan "
+          "has full, per-op (selective-op) and every-other-block (every-other-layer)");
   }
   if (job.moe.recompute != MoeRecompute::None)
     titan_cannot(fmt::format("moe_recompute {}: torchtitan has no MoE-only recomputation",

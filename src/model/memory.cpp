@@ -38,16 +38,19 @@ LayerActivation layer_activation_bytes(const Workload& run, const Dims& d) {
     return {a.total + mla, lse};
   }
   const bool per_op = run.job.recompute == Recompute::SelectiveOp;
+  const bool lgd = run.job.recompute == Recompute::Lgd;
   // Per-op recomputation (torchtitan) keeps the two residual-stream inputs the recomputed norms
-  // start from, instead of the norms' inputs and outputs.
-  const double unsplit = (m.dropout ? 2 : 0) * sbh + (per_op ? 4 : 8) * sbh;
+  // start from, instead of the norms' inputs and outputs; so does PipeOffload's LGD, which
+  // regenerates the dropout masks too.
+  const double unsplit = (m.dropout && !lgd ? 2 : 0) * sbh + (per_op || lgd ? 4 : 8) * sbh;
   // Q (2·s·b·q), K and V (2·s·b·kv each), the output-projection input (2·s·b·q); the MLP's
   // activation input and fc2 input (2·s·b·ffn each), a third for the gate. (q = h unless the
   // model sets head_dim.) Per-op recomputation keeps the outputs of wq, wv, attention and w1 and
   // recomputes K, the gate's other half and the product.
+  // LGD recomputes the activation's output (fc2's input) from its input.
   const double split = per_op ? 4 * d.s * d.b * d.q + 2 * d.s * d.b * d.kv + 2 * d.s * d.b * d.ffn
                               : 4 * d.s * d.b * d.q + 4 * d.s * d.b * d.kv +
-                                    (m.gated_mlp ? 6 : 4) * d.s * d.b * d.ffn;
+                                    ((m.gated_mlp ? 6 : 4) - (lgd ? 2 : 0)) * d.s * d.b * d.ffn;
   // Softmax output (2·a·s²·b), its dropout mask (a·s²·b), the dropout output (2·a·s²·b); with
   // FlashAttention only a row-wise log-sum-exp (fp32) per head; selective recomputation drops
   // the attention core altogether.

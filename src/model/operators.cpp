@@ -403,7 +403,16 @@ void recompute(PassOperators& layer, const Workload& run, const Dims& d, const L
   const TransformerConfig& m = run.model;
   if (run.job.recompute == Recompute::None) return;
   std::vector<Operator> head;
-  if (run.job.recompute == Recompute::SelectiveOp) {
+  if (run.job.recompute == Recompute::Lgd) {
+    // PipeOffload's LGD: the norms, the activation and the dropouts run again, taken as the
+    // forward's element-wise kernels.
+    for (const Operator& op : layer.forward) {
+      if (op.kind == OperatorKind::Memory) head.push_back(op);
+    }
+    for (auto& p : pending) {
+      if (p.pass == PassId::InputGrad) p.op += head.size();
+    }
+  } else if (run.job.recompute == Recompute::SelectiveOp) {
     for (const Operator& op : layer.forward) {
       if (op.kind == OperatorKind::Memory) head.push_back(op);
     }

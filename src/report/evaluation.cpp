@@ -36,7 +36,9 @@ ScheduleShape shape_of(const ScheduleTable& table, const ResolvedParams* params)
 
 Evaluation evaluate(const ScheduleTable& table, const ResolvedParams* params,
                     const std::string& name, const Costs& costs, const EvaluationOptions& options) {
-  const MemoryOptions& memory = options.memory;
+  MemoryOptions memory = options.memory;
+  // The run's activation offload reaches the table level too (the copies taken as on time).
+  if (options.simulation) memory.offload = options.simulation->job.offload_activations;
   Evaluation e;
   e.schedule = params ? params->schedule : name;
   e.shape = shape_of(table, params);

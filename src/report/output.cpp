@@ -92,7 +92,8 @@ json to_json(const Evaluation& e) {
                 {"busy", e.table.busy},
                 {"idle", e.table.idle},
                 {"ops", e.table.ops},
-                {"input_grad_frees", e.memory.input_grad_frees}};
+                {"input_grad_frees", e.memory.input_grad_frees},
+                {"offload_activations", e.memory.offload}};
   if (!e.table.activation_curves.empty()) {
     json curves = json::array();
     for (const auto& curve : e.table.activation_curves) {

@@ -77,6 +77,11 @@ nlohmann::json to_json(const SimulationMetrics& m) {
           {"over_capacity", m.over_capacity},
           {"memory_capacity_bytes", m.memory_capacity_bytes},
           {"device_memory_bytes", m.device_memory_bytes},
+          {"offload_activations", m.offload_activations},
+          {"peak_host_bytes", m.peak_host_bytes},
+          {"host_peak_bytes", m.host_peak_bytes},
+          {"host_memory_bytes", m.host_memory_bytes},
+          {"host_over_capacity", m.host_over_capacity},
           {"compute_s", m.compute_s},
           {"tp_comm_s", m.tp_comm_s},
           {"expert_comm_s", m.expert_comm_s},
@@ -217,7 +222,7 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
           100 * b.optimizer, m.overheads ? "" : " (overheads off)"),
       kTextWidth, "", "  ");
   out += '\n';
-  if (m.any_over_capacity()) {
+  if (std::find(m.over_capacity.begin(), m.over_capacity.end(), true) != m.over_capacity.end()) {
     // A run that cannot happen is said once, with what its memory is made of, before the rows
     // that mark each device.
     const auto over = std::count(m.over_capacity.begin(), m.over_capacity.end(), true);
@@ -243,6 +248,17 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
             m.static_bytes[worst] / 1e9,
             (m.peak_memory_bytes[worst] - m.static_bytes[worst]) / 1e9),
         kTextWidth, "", "  ");
+    out += '\n';
+  }
+  if (m.offload_activations > 0.0) {
+    out +=
+        wrap(fmt::format("activation offload {:.4g}: a host holds at most {:.4g} GB of its GPUs' "
+                         "activations (of {:.4g} GB){}",
+                         m.offload_activations, m.host_peak_bytes / 1e9, m.host_memory_bytes / 1e9,
+                         m.host_over_capacity ? ": over the host's memory, so this run does "
+                                                "not fit as configured"
+                                              : ""),
+             kTextWidth, "", "  ");
     out += '\n';
   }
   out +=

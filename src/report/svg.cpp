@@ -89,6 +89,10 @@ const char* collective_fill(TransferKind kind) {
       return "#d35400";
     case TransferKind::ContextExchange:
       return "#27ae60";
+    case TransferKind::HostOffload:
+      return "#7f8fa6";
+    case TransferKind::HostReload:
+      return "#40739e";
     default:
       break;
   }
@@ -183,12 +187,13 @@ std::string timeline_svg(const ScheduleTable& table, const Simulation& sim,
   }
   const bool draw_transfers = static_cast<double>(busiest) * 6.0 <= kPlotWidth;
   bool pipeline_transfers = false, optimizer = g.compute_nodes > g.table_ops;
-  std::array<bool, 8> collectives{};  // by collective_fill's kinds
+  std::array<bool, 10> collectives{};  // by collective_fill's kinds
   const TransferKind collective_kinds[] = {
       TransferKind::ReplicaAllReduce,   TransferKind::DataAllReduce,
       TransferKind::EmbeddingAllReduce, TransferKind::ParamAllGather,
       TransferKind::FsdpAllGather,      TransferKind::FsdpReduceScatter,
-      TransferKind::ExpertAllToAll,     TransferKind::ContextExchange};
+      TransferKind::ExpertAllToAll,     TransferKind::ContextExchange,
+      TransferKind::HostOffload,        TransferKind::HostReload};
   for (std::int64_t t = 0; t < g.transfers(); ++t) {
     const auto kind = g.kind[static_cast<std::size_t>(t)];
     if (is_pipeline(kind)) pipeline_transfers = draw_transfers;

@@ -46,7 +46,9 @@ DeviceBounds device_bounds(const ExecGraph& g) {
   b.busy_s.assign(devices, 0.0);
   b.peak_memory_bytes.assign(devices, 0.0);
   std::vector<double> ends(g.steps.empty() ? 0 : static_cast<std::size_t>(g.transfers()));
-  // Memory, stream by stream.
+  // Memory, stream by stream; offloaded activations away from their forward's end to their
+  // backward's start (copies on time: a lower bound where they are not).
+  const bool offload = !g.offloaded_bytes.empty();
   for (std::size_t d = 0; d < devices; ++d) {
     double memory = g.static_bytes.empty() ? 0.0 : g.static_bytes[d];
     double peak = memory;
@@ -54,9 +56,9 @@ DeviceBounds device_bounds(const ExecGraph& g) {
     for (auto i = g.stream_begin[d]; i < g.stream_begin[d + 1]; ++i) {
       const auto n = static_cast<std::size_t>(g.stream[static_cast<std::size_t>(i)]);
       busy += shortest(g, n, ends);
-      memory += g.alloc_bytes[n];
+      memory += g.alloc_bytes[n] + (offload ? g.reloaded_bytes[n] : 0.0);
       peak = std::max(peak, memory);
-      memory -= g.free_bytes[n];
+      memory -= g.free_bytes[n] + (offload ? g.offloaded_bytes[n] : 0.0);
     }
     b.busy_s[d] = busy;
     b.peak_memory_bytes[d] = peak;

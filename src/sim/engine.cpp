@@ -150,6 +150,7 @@ class Engine {
     work_since_.assign(devices, 0.0);
     compute_version_.assign(devices, 0);
     memory_.assign(g.static_bytes.begin(), g.static_bytes.end());
+    host_.assign(memory_.size(), 0.0);
     for (std::size_t c = 0; c < 2; ++c) {
       in_flight_[c].assign(devices, 0);
       comm_since_[c].assign(devices, 0.0);
@@ -432,7 +433,8 @@ class Engine {
     if (busy && communicating_now(dev) != before) schedule_compute_end(dev);
   }
   void communicating(std::size_t t, std::int32_t sender, int delta) {
-    if (g_.kind[t] == TransferKind::Sync) return;
+    // Copies to and from host memory run on the copy engines: no SMs taken, no network.
+    if (g_.kind[t] == TransferKind::Sync || is_host_copy(g_.kind[t])) return;
     const auto c = is_pipeline(g_.kind[t]) ? kPipelineComm : kCollectiveComm;
     communicating_in(c, sender, delta);
     if (g_.receiver[t] != sender) communicating_in(c, g_.receiver[t], delta);
@@ -440,9 +442,25 @@ class Engine {
 
   // A transfer's inputs are in: it is issued now and starts moving data after its latency.
 
+  // Activation offload's memory: a reload allocates its bytes on the device as it is issued, an
+  // offload holds them in host memory from then on; each is freed where the other copy ends.
+  void host_copy(std::size_t t, std::int32_t d, bool issued) {
+    const auto dev = static_cast<std::size_t>(d);
+    const bool offload = g_.kind[t] == TransferKind::HostOffload;
+    if (offload == issued) {
+      host_[dev] += issued ? g_.bytes[t] : -g_.bytes[t];
+      auto& peak = result_.devices[dev].peak_host_bytes;
+      peak = std::max(peak, host_[dev]);
+    } else {
+      memory_[dev] += issued ? g_.bytes[t] : -g_.bytes[t];
+      record_memory(d);
+    }
+  }
+
   void issue(std::int32_t node) {
     const auto t = transfer(node);
     result_.start[static_cast<std::size_t>(node)] = now_;
+    if (is_host_copy(g_.kind[t])) host_copy(t, g_.device[static_cast<std::size_t>(node)], true);
     communicating(t, g_.device[static_cast<std::size_t>(node)], +1);
     if (g_.latency_s[t] > 0.0) {
       push(now_ + g_.latency_s[t], EventType::LatencyDone, node);
@@ -515,6 +533,7 @@ class Engine {
   void finish_transfer(std::int32_t node) {
     const auto t = transfer(node);
     result_.end[static_cast<std::size_t>(node)] = now_;
+    if (is_host_copy(g_.kind[t])) host_copy(t, g_.device[static_cast<std::size_t>(node)], false);
     communicating(t, g_.device[static_cast<std::size_t>(node)], -1);
     ++version_[t];  // no later completion event of this transfer counts
     for (const auto l : route(t)) {
@@ -815,6 +834,7 @@ class Engine {
   std::vector<std::uint8_t> transfer_done_;
   std::vector<std::uint32_t> compute_version_;
   std::vector<double> memory_;
+  std::vector<double> host_;  // activation offload: bytes in host memory, per device
   std::array<std::vector<std::int32_t>, 2> in_flight_;  // per communication class, per device
   std::array<std::vector<double>, 2> comm_since_;
   std::array<std::vector<Intervals>, 2> comm_;

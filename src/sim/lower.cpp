@@ -41,6 +41,10 @@ const char* to_string(TransferKind kind) {
       return "expert all-to-all";
     case TransferKind::ContextExchange:
       return "context-parallel exchange";
+    case TransferKind::HostOffload:
+      return "activation offload";
+    case TransferKind::HostReload:
+      return "activation reload";
     case TransferKind::Sync:
       return "synchronisation";
   }
@@ -219,6 +223,7 @@ Lowering::Lowering(const ScheduleTable& t, const ModelConfig& model, const Job& 
 ExecGraph Lowering::run() && {
   compute_part();
   pipeline_transfers();
+  offload_transfers();
   fsdp_gathers();
   collectives();
   end_of_iteration();
@@ -285,6 +290,7 @@ void Lowering::compute_part() {
   g_.compute_nodes = g_.table_ops + (optimizer_ ? t_.devices : 0);
   g_.comm_slowdown = overheads_ ? network_.system().device.comm_slowdown : 0.0;
   compute_nodes();
+  offload_plan();
 }
 
 // The run must fit in the cluster when the system states its node count.
@@ -592,6 +598,18 @@ void require_supported(const SystemConfig& system, const Job& job, const Layout&
   if (!(options.collective_scale > 0.0 && options.collective_scale <= 1e6)) {
     throw ParamError(fmt::format("collective scale {} is out of range: expected above 0, up to 1e6",
                                  options.collective_scale));
+  }
+  if (!(job.offload_activations >= 0.0 && job.offload_activations <= 1.0)) {
+    throw ParamError(fmt::format(
+        "--offload-activations {} is out of range: expected a share of the activations, 0 to 1",
+        job.offload_activations));
+  }
+  if (job.offload_activations > 0.0 && !system.host.modelled()) {
+    throw ParamError(fmt::format(
+        "--offload-activations needs the host memory and host link the activations go to, and "
+        "system '{}' has none: give its file a [host] section (memory_bytes, bandwidth, "
+        "gpus_per_link; docs/simulation.md)",
+        system.name));
   }
   if (!(job.dp_bucket_bytes >= 1e3 && job.dp_bucket_bytes <= 1e15)) {
     throw ParamError(

@@ -22,6 +22,7 @@
 #include "pipetab/parallel/layout.hpp"
 #include "pipetab/sim/graph.hpp"
 #include "pipetab/table/comm_order.hpp"
+#include "pipetab/table/offload.hpp"
 
 namespace pipetab::detail {
 
@@ -158,6 +159,10 @@ class Lowering {
   std::int64_t leading_receive(std::int32_t producer, std::int32_t from, std::int32_t to) const;
   void pipeline_transfers();
   void pytorch_order();
+  // Activation offload (lower_offload.cpp).
+  std::int32_t runner(std::int32_t op) const;
+  void offload_plan();
+  void offload_transfers();
   double transfer_bytes(std::int32_t transfer) const;
   bool eager(std::int32_t transfer) const;
 
@@ -301,7 +306,9 @@ class Lowering {
   std::vector<double> folded_waits_;  // folded: per table op, its single pass's waits
   std::vector<std::array<std::int32_t, 2>> flows_scratch_;  // lower_programs
   std::vector<std::int32_t> program_of_;
-  bool compute_only_ = false;    // lower_compute: no transfers
+  bool compute_only_ = false;          // lower_compute: no transfers
+  OffloadPlan plan_;                   // activation offload (empty: none)
+  std::vector<double> offload_bytes_;  // per table op: its forward's bytes offloaded
   bool layer_programs_ = false;  // some stage's layers run exchanges inside their passes (costs)
   std::vector<std::int32_t> merged_into_;  // per table op: the op that runs it (-1: itself)
   std::vector<std::pair<std::int32_t, std::int32_t>> edges_;

@@ -51,8 +51,34 @@ double SimulationMetrics::peak_activation_max_bytes() const {
 }
 
 bool SimulationMetrics::any_over_capacity() const {
-  return std::find(over_capacity.begin(), over_capacity.end(), true) != over_capacity.end();
+  return host_over_capacity ||
+         std::find(over_capacity.begin(), over_capacity.end(), true) != over_capacity.end();
 }
+
+namespace {
+
+// Activation offload's host memory: a host of host_size() GPUs holds the offloaded activations
+// of its GPUs (a pipeline device stands for gpus_per_device GPUs, each holding what it does).
+void host_memory(const Simulation& s, const SimulationSetup& setup, SimulationMetrics& m) {
+  m.offload_activations = setup.job.offload_activations;
+  if (!(m.offload_activations > 0.0)) return;
+  const auto& system = setup.system;
+  m.host_memory_bytes = system.host.memory_bytes;
+  const std::int64_t g = gpus_per_device(setup.layout);
+  const std::int64_t host = std::max<std::int32_t>(1, system.host_size());
+  std::vector<double> per_host;
+  for (std::size_t d = 0; d < s.result.devices.size(); ++d) {
+    const double peak = s.result.devices[d].peak_host_bytes;
+    m.peak_host_bytes.push_back(peak);
+    const auto h = static_cast<std::size_t>(static_cast<std::int64_t>(d) * g / host);
+    if (per_host.size() <= h) per_host.resize(h + 1, 0.0);
+    per_host[h] += static_cast<double>(std::min(g, host)) * peak;
+  }
+  m.host_peak_bytes = per_host.empty() ? 0.0 : *std::max_element(per_host.begin(), per_host.end());
+  m.host_over_capacity = m.host_peak_bytes > m.host_memory_bytes;
+}
+
+}  // namespace
 
 Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& setup,
                           std::string_view schedule) {
@@ -124,6 +150,7 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
   }
   m.memory_capacity_bytes = setup.system.device.usable_memory_bytes();
   m.device_memory_bytes = setup.system.device.memory_bytes;
+  host_memory(s, setup, m);
   m.contention = setup.options.contention;
   m.blocking_send = setup.options.blocking_send;
   m.runtime = to_string(lowering.runtime);

@@ -1080,6 +1080,8 @@ PlanResult plan(const PlanRequest& request) {
           entry.metrics = simulate_table(shared ? *shared->table : *own,
                                          layout_setup(request, c.layout), c.layout.schedule)
                               .metrics;
+          // The simulated peak: the bound's, or more where offload's copies come late.
+          entry.peak_memory_bytes = std::max(c.peak_memory_bytes, entry.metrics.peak_memory_max());
           entries[i] = std::move(entry);
         } catch (const ParamError& error) {
           failures[i] = error.what();
@@ -1092,6 +1094,18 @@ PlanResult plan(const PlanRequest& request) {
           continue;
         }
         ++result.simulated;
+        // Activation offload: its copies, timed, may leave more on the device than the bound
+        // (which takes them as on time) or more in a host than it has.
+        if (entries[i]->metrics.any_over_capacity()) {
+          const auto& m = entries[i]->metrics;
+          reject("memory: over the device or the host once offload's copies are timed",
+                 describe(batch[i]->layout) +
+                     fmt::format(": {:.4g} GB of {:.4g} GB usable, {:.4g} GB of a host's {:.4g} GB",
+                                 m.peak_memory_max() / 1e9, m.memory_capacity_bytes / 1e9,
+                                 m.host_peak_bytes / 1e9, m.host_memory_bytes / 1e9),
+                 1);
+          continue;
+        }
         faster_than.push_back(entries[i]->metrics.runtime_s);
         top.push_back(std::move(*entries[i]));
       }

@@ -55,9 +55,33 @@ Network::Network(const SystemConfig& system, std::int32_t devices, std::int32_t 
       links_.push_back({system.intra.bandwidth});
     }
   }
+  if (system.host.modelled()) {
+    // Host links after the others (no other link's index moves): a pair per link, out then in.
+    const std::int32_t shared = std::max(1, system.host.gpus_per_link);
+    const std::int32_t g = gpus_per_device_;
+    devices_per_host_link_ = g >= shared ? 1 : (shared + g - 1) / g;
+    // One modelled GPU's copies: alone on a link of its siblings (bandwidth / shared each), or
+    // beside the other devices' GPUs on the link (bandwidth / g each, the devices sharing it).
+    const double bandwidth = system.host.bandwidth / std::min(shared, g);
+    host_base_ = static_cast<std::int32_t>(links_.size());
+    const std::int32_t count = (devices + devices_per_host_link_ - 1) / devices_per_host_link_;
+    for (std::int32_t k = 0; k < 2 * count; ++k)
+      links_.push_back({bandwidth});
+  }
 }
 
 std::string Network::link_name(std::size_t link) const {
+  if (host_base_ >= 0 && link >= static_cast<std::size_t>(host_base_)) {
+    const std::size_t k = (link - static_cast<std::size_t>(host_base_)) / 2;
+    const std::size_t first = k * static_cast<std::size_t>(devices_per_host_link_);
+    const std::size_t last = std::min(first + static_cast<std::size_t>(devices_per_host_link_),
+                                      static_cast<std::size_t>(devices_)) -
+                             1;
+    const auto who =
+        first == last ? fmt::format("dev{}", first) : fmt::format("dev{}-{}", first, last);
+    return fmt::format("{} host {}", who,
+                       link % 2 == static_cast<std::size_t>(host_base_) % 2 ? "out" : "in");
+  }
   if (system_.topology == Topology::Switched) {
     constexpr auto per_device = static_cast<std::size_t>(kSwitchedLinksPerDevice);
     static constexpr const char* kPorts[per_device] = {"up", "down", "nic out", "nic in"};
@@ -108,6 +132,12 @@ std::int32_t Network::nic_out(std::int32_t device) const {
 }
 std::int32_t Network::nic_in(std::int32_t device) const {
   return device * kSwitchedLinksPerDevice + 3;
+}
+std::int32_t Network::host_out(std::int32_t device) const {
+  return host_base_ < 0 ? -1 : host_base_ + 2 * (device / devices_per_host_link_);
+}
+std::int32_t Network::host_in(std::int32_t device) const {
+  return host_base_ < 0 ? -1 : host_out(device) + 1;
 }
 
 }  // namespace pipetab

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "pipetab/error.hpp"
+#include "pipetab/table/offload.hpp"
 
 namespace pipetab {
 namespace {
@@ -25,7 +26,18 @@ class LiveMemory {
       : t_(t),
         frees_(options.input_grad_frees),
         devices_(static_cast<double>(t.devices)),
-        model_units_(static_cast<double>(t.model_units())) {}
+        model_units_(static_cast<double>(t.model_units())) {
+    const OffloadPlan plan = offload_plan(t, options.offload);
+    if (plan.empty()) return;
+    gone_.assign(t.ops.size(), 0.0);
+    back_.assign(t.ops.size(), 0.0);
+    for (std::size_t i = 0; i < t.ops.size(); ++i) {
+      if (!(plan.out[i] > 0.0)) continue;
+      const double units = plan.out[i] * static_cast<double>(delta(t.ops[i]).alloc);
+      gone_[i] = units;
+      back_[static_cast<std::size_t>(plan.back_at[i])] += units;
+    }
+  }
 
   Delta delta(const Op& op) const {
     Delta d;
@@ -65,9 +77,17 @@ class LiveMemory {
     allocated_ -= d.release;
     pending_ += d.pending;
   }
-  // In M_a: one rounding of units · S / model units when f is 0 or 1.
+  // Offloaded units: away after op i ends, back as the op before their backward starts.
+  void start(std::size_t i) {
+    if (!back_.empty()) away_ -= back_[i];
+  }
+  void end(std::size_t i) {
+    if (!gone_.empty()) away_ += gone_[i];
+  }
+  // In M_a: one rounding of units · S / model units when f is 0 or 1 and nothing is offloaded.
   double value() const {
-    const double units = static_cast<double>(allocated_) - frees_ * static_cast<double>(pending_);
+    const double units =
+        static_cast<double>(allocated_) - frees_ * static_cast<double>(pending_) - away_;
     return units * devices_ / model_units_;
   }
 
@@ -78,6 +98,8 @@ class LiveMemory {
   double model_units_;
   std::int64_t allocated_ = 0;
   std::int64_t pending_ = 0;
+  std::vector<double> gone_, back_;  // per op, offloaded units (empty: none offloaded)
+  double away_ = 0.0;
 };
 
 }  // namespace
@@ -92,11 +114,14 @@ std::vector<double> activation_peaks(const ScheduleTable& table, const MemoryOpt
   for (std::int32_t d = 0; d < table.devices; ++d) {
     LiveMemory live(table, options);
     double peak = 0.0;
-    for (const Op& op : table.row(d)) {
-      const Delta delta = live.delta(op);
+    for (auto i = static_cast<std::size_t>(table.row_begin[static_cast<std::size_t>(d)]);
+         i < static_cast<std::size_t>(table.row_begin[static_cast<std::size_t>(d) + 1]); ++i) {
+      const Delta delta = live.delta(table.ops[i]);
       live.start(delta);
+      live.start(i);
       peak = std::max(peak, live.value());
       live.end(delta);
+      live.end(i);
     }
     peaks[static_cast<std::size_t>(d)] = peak;
   }
@@ -121,14 +146,12 @@ std::vector<MemorySample> activation_curve(const ScheduleTable& table, const Tim
   const auto e = static_cast<std::size_t>(table.row_begin[static_cast<std::size_t>(device) + 1]);
   for (auto i = b; i < e; ++i) {
     const Delta delta = live.delta(table.ops[i]);
-    if (delta.alloc != 0) {
-      live.start(delta);
-      record(timing.start[i]);
-    }
-    if (delta.release != 0 || delta.pending != 0) {
-      live.end(delta);
-      record(timing.end[i]);
-    }
+    live.start(i);
+    live.start(delta);
+    record(timing.start[i]);
+    live.end(delta);
+    live.end(i);
+    record(timing.end[i]);
   }
   return curve;
 }

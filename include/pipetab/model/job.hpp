@@ -23,13 +23,16 @@ namespace pipetab {
 /// layer. SelectiveOp and EveryOtherLayer as torchtitan does them (parallelize_llama.py @9dec370,
 /// `mode = "selective"`): its per-op policy keeps the outputs of attention and of every other
 /// matrix multiply and recomputes the rest (selective_ac_option = "op"), or it checkpoints every
-/// other block whole (option "2").
-enum class Recompute : std::uint8_t { None, Selective, Full, SelectiveOp, EveryOtherLayer };
+/// other block whole (option "2"). Lgd as PipeOffload does it (Wan et al. 2025, arXiv
+/// 2503.01328 §4, `--recompute-lgd`): LayerNorm, the MLP's activation (GeLU) and dropout are
+/// recomputed, cutting a GPT layer's 34·sbh to 20·sbh (the norms' outputs, the activation's
+/// output and the dropout masks are not kept).
+enum class Recompute : std::uint8_t { None, Selective, Full, SelectiveOp, EveryOtherLayer, Lgd };
 
-/// "none", "selective", "full", "selective-op", "every-other-layer": the names model files, job
-/// files and the CLI use.
-inline constexpr std::array<std::string_view, 5> kRecomputeNames{
-    "none", "selective", "full", "selective-op", "every-other-layer"};
+/// "none", "selective", "full", "selective-op", "every-other-layer", "lgd": the names model
+/// files, job files and the CLI use.
+inline constexpr std::array<std::string_view, 6> kRecomputeNames{
+    "none", "selective", "full", "selective-op", "every-other-layer", "lgd"};
 
 constexpr std::string_view to_string(Recompute r) {
   return name_of(kRecomputeNames, r);
@@ -176,6 +179,15 @@ struct Job {
   /// Megatron-Core's --overlap-grad-reduce), of dp_bucket_bytes each.
   bool dp_overlap = false;
   double dp_bucket_bytes = 25e6;  ///< torch DDP's default bucket_cap_mb = 25
+  /// The share of each device's activations copied to host memory after their forward and back
+  /// before their backward (PipeOffload, arXiv 2503.01328): over the device's stages, the ones
+  /// whose activations live longest first, whole stages and the rest of one (its selective
+  /// offload); a forward whose backward is the device's next op is not offloaded. 0: none.
+  double offload_activations = 0.0;
+  /// Copy streams per device for the offload's copies: 2, one each way (Megatron-Core's
+  /// d2h_stream and h2d_stream), or 1, both ways on one in the order they are issued
+  /// (PipeOffload's runtime, which found separate streams' latency unstable, §4).
+  std::int64_t offload_streams = 2;
   /// How the software stack runs the layers (model/stack.hpp).
   Stack stack;
 

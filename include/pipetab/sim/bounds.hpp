@@ -1,6 +1,6 @@
 // What a lowered graph guarantees before it is simulated: a lower bound on its runtime and its
-// devices' exact memory peaks. `pipetab plan` uses them to reject and skip layouts without
-// running the engine (branch and bound).
+// devices' memory peaks (exact, or a lower bound with activation offload). `pipetab plan` uses them
+// to reject and skip layouts without running the engine (branch and bound).
 #pragma once
 
 #include <vector>
@@ -19,7 +19,9 @@ struct GraphBounds {
   double runtime_lower_bound_s = 0.0;
   /// Per device: static bytes plus the peak of activation memory, walking its stream in order
   /// (each node allocates when it starts and frees when it ends, as the engine does): what the
-  /// simulation reports as peak_memory_bytes.
+  /// simulation reports as peak_memory_bytes. With activation offload, a lower bound: the
+  /// copies taken as on time (offloaded bytes gone when their forward ends, reloaded ones back
+  /// when their backward starts), where the simulation reloads an op ahead and waits for copies.
   std::vector<double> peak_memory_bytes;
 };
 

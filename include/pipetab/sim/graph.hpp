@@ -37,17 +37,25 @@ enum class TransferKind : std::uint8_t {
   FsdpReduceScatter,   ///< ring step of FSDP's reduce-scatter of a unit's gradients
   ExpertAllToAll,      ///< one side of an expert all-to-all, inside the op that waits for it
   ContextExchange,     ///< one side of a context-parallel exchange, inside its op
-  Sync,                ///< end-of-iteration synchronisation of all stages: latency, no bytes
+  HostOffload,  ///< a forward's offloaded activations, device to host memory (frees them there)
+  HostReload,   ///< the same activations back before their backward (allocated as it starts)
+  Sync,         ///< end-of-iteration synchronisation of all stages: latency, no bytes
 };
 
 /// "activation", "gradient", "replica all-reduce", "data-parallel reduction", "embedding
 /// all-reduce", "parameter all-gather", "FSDP all-gather", "FSDP reduce-scatter", "expert
-/// all-to-all", "context-parallel exchange", "synchronisation".
+/// all-to-all", "context-parallel exchange", "activation offload", "activation reload",
+/// "synchronisation".
 const char* to_string(TransferKind kind);
 
 /// Pipeline traffic (activations and gradients) as opposed to collectives and the sync.
 constexpr bool is_pipeline(TransferKind kind) {
   return kind == TransferKind::Activation || kind == TransferKind::Gradient;
+}
+
+/// A copy between a device and its host memory (activation offload).
+constexpr bool is_host_copy(TransferKind kind) {
+  return kind == TransferKind::HostOffload || kind == TransferKind::HostReload;
 }
 
 /// How a runtime waits on pipeline transfers (docs/design.md §6).
@@ -188,6 +196,12 @@ struct ExecGraph {
   std::vector<double> overhead_s;     ///< of the duration, the host's time per pipeline step
   std::vector<double> alloc_bytes;    ///< activation allocated when it starts
   std::vector<double> free_bytes;     ///< activation freed when it ends
+  /// Activation offload: of free_bytes' activation, what a forward's HostOffload copy frees
+  /// when it ends (offloaded_bytes), and what a backward's HostReload allocates when it starts
+  /// (reloaded_bytes), counted on the compute node for bounds that take the copies as on time
+  /// (device_bounds); the engine moves them with the copies. Empty: nothing is offloaded.
+  std::vector<double> offloaded_bytes;
+  std::vector<double> reloaded_bytes;
   /// Ops with communication inside (expert all-to-alls, context-parallel exchanges): compute
   /// node n runs steps[step_begin[n] .. step_begin[n+1])
   /// in order, the device's stream held from its start to its last step, instead of one block of

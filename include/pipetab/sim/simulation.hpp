@@ -56,6 +56,14 @@ struct SimulationMetrics {
   std::vector<bool> over_capacity;
   double memory_capacity_bytes = 0.0;  ///< usable: the device's less its reserve
   double device_memory_bytes = 0.0;
+  /// Activation offload (Job::offload_activations, 0: none): per device, the most of its GPU's
+  /// activations in host memory at once; the most one host holds (the peaks of its GPUs
+  /// summed, which need not fall at one time: an upper bound); the host's memory; whether that
+  /// is over it (the run does not fit in host memory).
+  double offload_activations = 0.0;
+  std::vector<double> peak_host_bytes;
+  double host_peak_bytes = 0.0, host_memory_bytes = 0.0;
+  bool host_over_capacity = false;
   bool contention = true;
   bool blocking_send = false;
   std::string runtime = "async";  ///< Runtime
@@ -112,6 +120,7 @@ struct SimulationMetrics {
   /// do not change during a run).
   std::vector<double> peak_activation_bytes() const;
   double peak_activation_max_bytes() const;
+  /// A device over its usable memory, or a host over its memory (activation offload).
   bool any_over_capacity() const;
 };
 

@@ -161,6 +161,25 @@ enum class Topology {
   Chain,
 };
 
+/// The host memory GPUs offload activations to, and the link a copy crosses: PCIe through a
+/// switch shared by a pair of GPUs on x86 servers (DGX A100/H100/B200), NVLink-C2C to a Grace CPU
+/// shared by its two GPUs on GB200/GB300 trays. Copies are cudaMemcpyAsync between device memory
+/// and pinned host memory, run by the copy engines (no SMs taken).
+struct HostSpec {
+  /// Host memory per host (SystemConfig::host_size() GPUs); 0: not modelled, and a job that
+  /// offloads is refused on this system.
+  double memory_bytes = 0.0;
+  /// Bytes per second one host link carries in each direction, as pinned copies achieve it
+  /// (device-to-host and host-to-device run over separate directions of the link).
+  double bandwidth = 0.0;
+  /// GPUs behind one host link (its bandwidth is shared among their copies).
+  std::int32_t gpus_per_link = 1;
+  double latency_s = 0.0;  ///< per copy (the driver's and the copy engine's start)
+  friend bool operator==(const HostSpec&, const HostSpec&) = default;
+
+  bool modelled() const noexcept { return memory_bytes > 0.0 && bandwidth > 0.0; }
+};
+
 /// A modelled cluster.
 struct SystemConfig {
   std::string name;
@@ -177,6 +196,7 @@ struct SystemConfig {
   std::int32_t devices_per_host = 0;
   LinkSpec intra;  ///< within a node (Chain: every hop)
   LinkSpec inter;  ///< between nodes
+  HostSpec host;   ///< what activation offload copies to ([host]; not modelled by default)
 
   /// GPUs per host: devices_per_host, or the node's where a host is the node.
   std::int32_t host_size() const noexcept {
@@ -230,6 +250,13 @@ class Network {
   std::int32_t port_down(std::int32_t device) const;
   std::int32_t nic_out(std::int32_t device) const;
   std::int32_t nic_in(std::int32_t device) const;
+  /// A device's link to its host memory and back (where the system models a host: -1 else),
+  /// after every other link. A device stands for gpus_per_device GPUs: where they fill whole
+  /// host links, its copies share its own link with its siblings' (HostSpec::bandwidth /
+  /// gpus_per_link each); where a link is shared by several devices' GPUs (pure pipeline
+  /// parallelism: consecutive stages behind one PCIe switch), those devices share one link.
+  std::int32_t host_out(std::int32_t device) const;
+  std::int32_t host_in(std::int32_t device) const;
 
  private:
   SystemConfig system_;
@@ -237,6 +264,8 @@ class Network {
   std::int32_t gpus_per_device_;
   std::int64_t node_gpus_;
   std::vector<NetworkLink> links_;
+  std::int32_t host_base_ = -1;  // the first host link (-1: none)
+  std::int32_t devices_per_host_link_ = 1;
 };
 
 }  // namespace pipetab

@@ -15,6 +15,10 @@ namespace pipetab {
 /// liveness analysis do (reference schedules.md §15.1).
 struct MemoryOptions {
   double input_grad_frees = 0.0;  ///< in [0, 1]
+  /// Activation offload (offload.hpp's plan for this ratio): an offloaded forward's share of
+  /// its activation leaves when it ends and is back when the op before its backward starts
+  /// (copies on time). 0: none.
+  double offload = 0.0;
 };
 
 /// Peak activation memory of every device, in M_a. It depends only on the order: a device runs

@@ -1,0 +1,250 @@
+// Activation offload (PipeOffload, arXiv 2503.01328): the table's plan and peaks, the copies in
+// the simulation, the host section of system files, and LGD recomputation's bytes.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "helpers.hpp"
+#include <gtest/gtest.h>
+
+#include "pipetab/error.hpp"
+#include "pipetab/io/config.hpp"
+#include "pipetab/sim/simulation.hpp"
+#include "pipetab/table/memory.hpp"
+#include "pipetab/table/offload.hpp"
+
+namespace pipetab {
+namespace {
+
+// Tables of one and of several stages per device, split backward or not.
+std::vector<std::pair<std::string, ScheduleParams>> offload_tables() {
+  std::vector<std::pair<std::string, ScheduleParams>> out;
+  for (const int S : {2, 4, 8}) {
+    for (const int M : {S, 2 * S, 3 * S}) {
+      for (const std::string name : {"gpipe", "1f1b", "zb-h1", "interleaved"}) {
+        auto p = test::sm(S, M);
+        if (name == "interleaved") p.chunks = 2;
+        out.emplace_back(name, p);
+      }
+    }
+  }
+  return out;
+}
+
+// A fast or a slow host (bytes per second each way), one GPU per link.
+SimulationSetup offload_setup(double host_bandwidth, double ratio) {
+  SimulationSetup setup;
+  setup.model = test::explicit_model(1.0, 1.0, 1.0, 1e6);
+  setup.system = test::system_with(Topology::Switched, {1e-6, 1e10}, {1e-6, 1e10});
+  setup.system.host = {1e12, host_bandwidth, 1, 0.0};
+  setup.lowering.runtime = Runtime::Async;
+  setup.job.offload_activations = ratio;
+  return setup;
+}
+
+TEST(Offload, PlanTakesTheLongestLivedStagesFirst) {
+  for (const auto& [name, p] : offload_tables()) {
+    const auto t = test::make(name, p);
+    EXPECT_TRUE(offload_plan(t, 0.0).empty());
+    const auto full = offload_plan(t, 1.0);
+    ASSERT_EQ(full.out.size(), t.ops.size());
+    for (std::size_t i = 0; i < t.ops.size(); ++i) {
+      const bool forward = t.ops[i].first().kind == PassKind::F && !t.ops[i].is_pair();
+      if (!forward) {
+        EXPECT_EQ(full.out[i], 0.0);
+        continue;
+      }
+      // Offloaded whole unless its backward is the device's next op; back one op ahead.
+      const Pass f = t.ops[i].first();
+      std::int64_t b = -1;
+      for (auto j = static_cast<std::int64_t>(i) + 1;
+           b < 0 && j < t.row_begin[static_cast<std::size_t>(t.device_of(f)) + 1]; ++j)
+        for (const Pass& q : t.ops[static_cast<std::size_t>(j)].passes())
+          if ((q.kind == PassKind::B || q.kind == PassKind::I) && q.microbatch == f.microbatch &&
+              q.stage == f.stage)
+            b = j;
+      ASSERT_GE(b, 0) << name;
+      const bool away = b - static_cast<std::int64_t>(i) >= 2;
+      EXPECT_EQ(full.out[i], away ? 1.0 : 0.0) << name << " op " << i;
+      EXPECT_EQ(full.back_at[i], away ? b - 1 : -1) << name << " op " << i;
+    }
+  }
+  // Interleaved, half: each device offloads its first chunk (the longer-lived) whole and keeps
+  // its second (PipeOffload's PO-H offloads ⌈v/2⌉ stages).
+  const auto t = test::make("interleaved", [] {
+    auto p = test::sm(4, 8);
+    p.chunks = 2;
+    return p;
+  }());
+  const auto half = offload_plan(t, 0.5);
+  for (std::size_t i = 0; i < t.ops.size(); ++i) {
+    const Pass f = t.ops[i].first();
+    if (f.kind != PassKind::F || half.back_at[i] < 0) continue;
+    EXPECT_EQ(half.out[i], f.stage < 4 ? 1.0 : 0.0) << "stage " << f.stage;
+  }
+  EXPECT_NE(test::param_error([&] { offload_plan(t, 1.5); }).find("0 to 1"), std::string::npos);
+}
+
+TEST(Offload, TablePeaksFallWithTheRatioAndOneF1BHoldsTwo) {
+  for (const auto& [name, p] : offload_tables()) {
+    const auto t = test::make(name, p);
+    std::vector<double> before = activation_peaks(t);
+    for (const double r : {0.25, 0.5, 0.75, 1.0}) {
+      MemoryOptions options;
+      options.offload = r;
+      const auto peaks = activation_peaks(t, options);
+      for (std::size_t d = 0; d < peaks.size(); ++d) {
+        EXPECT_LE(peaks[d], before[d] + 1e-12) << name << " r " << r << " device " << d;
+        EXPECT_GE(peaks[d], 0.0);
+      }
+      before = peaks;
+    }
+  }
+  // 1F1B fully offloaded: the forward running and the microbatch reloaded for the next
+  // backward (PipeOffload Table 1: PO-F holds O(M/(vd)), constant in the depth); the last
+  // device runs each backward right after its forward and offloads nothing.
+  for (const int S : {2, 4, 8, 16}) {
+    const auto t = test::make("1f1b", test::sm(S, 4 * S));
+    MemoryOptions options;
+    options.offload = 1.0;
+    const auto peaks = activation_peaks(t, options);
+    for (int d = 0; d < S; ++d)
+      EXPECT_DOUBLE_EQ(peaks[static_cast<std::size_t>(d)], d + 1 < S ? 2.0 : 1.0) << S << " " << d;
+  }
+}
+
+// Under every runtime that runs the table (the engine's, and the table's own: Megatron-LM's
+// or PyTorch's).
+TEST(Offload, FastCopiesGiveTheTablesPeaksAndCostNothing) {
+  for (const auto& [name, p] : offload_tables())
+    for (const Runtime runtime : {Runtime::Async, Runtime::Auto}) {
+      const auto t = test::make(name, p);
+      auto setup = offload_setup(1e18, 0.0);
+      setup.lowering.runtime = runtime;
+      const auto base = simulate_table(t, setup, name).metrics;
+      for (const double r : {0.5, 1.0}) {
+        setup.job.offload_activations = r;
+        const auto m = simulate_table(t, setup, name).metrics;
+        MemoryOptions options;
+        options.offload = r;
+        options.input_grad_frees = 0.2;  // I frees the 20 of 100 bytes W does not keep
+        const auto peaks = activation_peaks(t, options);
+        EXPECT_NEAR(m.runtime_s, base.runtime_s, 1e-9 * base.runtime_s) << name;
+        // 100 bytes of activations per device share and microbatch (test::explicit_model): the
+        // table's unit, M_a.
+        for (std::size_t d = 0; d < peaks.size(); ++d) {
+          EXPECT_NEAR(m.peak_activation_bytes()[d], 100.0 * peaks[d], 1e-6)
+              << name << " S " << p.devices << " M " << p.microbatches << " r " << r << " dev "
+              << d;
+        }
+        EXPECT_FALSE(m.host_over_capacity);
+      }
+    }
+}
+
+TEST(Offload, SlowCopiesMakeBackwardsWaitAndFillTheHost) {
+  const auto t = test::make("1f1b", test::sm(4, 8));
+  const auto base = simulate_table(t, offload_setup(1e18, 0.0), "1f1b");
+  // 100 bytes at 50 B/s: two seconds each way against a one-second forward.
+  const auto slow = simulate_table(t, offload_setup(50.0, 1.0), "1f1b");
+  EXPECT_GT(slow.metrics.runtime_s, base.metrics.runtime_s + 1.0);
+  // Every offloaded forward's bytes go out and come back over the device's host links.
+  const auto plan = offload_plan(t, 1.0);
+  double offloaded = 0.0;
+  for (const double share : plan.out)
+    offloaded += 100.0 * share;
+  double moved = 0.0;
+  for (std::size_t l = 0; l < slow.result.links.size(); ++l)
+    if (slow.network.link_name(l).find("host") != std::string::npos)
+      moved += slow.result.links[l].bytes;
+  EXPECT_DOUBLE_EQ(moved, 2 * offloaded);
+  // Copies run one at a time per stream: device 0 holds its warm-up's forwards.
+  EXPECT_GT(slow.metrics.peak_host_bytes[0], 100.0);
+  EXPECT_LE(slow.metrics.peak_host_bytes[0], 400.0);
+  EXPECT_GT(slow.metrics.host_peak_bytes, 0.0);
+  // A host too small for them: the run does not fit.
+  auto small = offload_setup(50.0, 1.0);
+  small.system.host.memory_bytes = 150.0;
+  const auto over = simulate_table(t, small, "1f1b").metrics;
+  EXPECT_TRUE(over.host_over_capacity);
+  EXPECT_TRUE(over.any_over_capacity());
+  // One copy stream for both ways (PipeOffload's runtime) is no faster than two.
+  auto one = offload_setup(50.0, 1.0);
+  one.job.offload_streams = 1;
+  EXPECT_GE(simulate_table(t, one, "1f1b").metrics.runtime_s, slow.metrics.runtime_s);
+}
+
+TEST(Offload, HostLinksAreSharedByTheGpusBehindThem) {
+  SystemConfig s = test::system_with(Topology::Switched, {1e-6, 1e10}, {1e-6, 1e10});
+  s.host = {1e12, 64e9, 2, 0.0};
+  // Pure pipeline parallelism: devices 0-1, 2-3 share a link at its full bandwidth.
+  const Network one(s, 4, 1);
+  EXPECT_EQ(one.host_out(0), one.host_out(1));
+  EXPECT_NE(one.host_out(1), one.host_out(2));
+  EXPECT_EQ(one.links()[static_cast<std::size_t>(one.host_out(0))].bandwidth, 64e9);
+  EXPECT_EQ(one.link_name(static_cast<std::size_t>(one.host_in(2))), "dev2-3 host in");
+  // Each device stands for 4 GPUs (TP 4): its own link, half the bandwidth (two of its GPUs
+  // share each of their links).
+  const Network four(s, 4, 4);
+  EXPECT_NE(four.host_out(0), four.host_out(1));
+  EXPECT_EQ(four.links()[static_cast<std::size_t>(four.host_in(3))].bandwidth, 32e9);
+  // No host: no links, and offloading is refused with the rule.
+  SystemConfig none = s;
+  none.host = {};
+  EXPECT_EQ(Network(none, 4, 1).host_out(0), -1);
+  auto setup = offload_setup(1e9, 0.5);
+  setup.system.host = {};
+  const auto t = test::make("1f1b", test::sm(4, 8));
+  EXPECT_NE(test::param_error([&] { simulate_table(t, setup, "1f1b"); }).find("[host]"),
+            std::string::npos);
+}
+
+TEST(Offload, SystemFilesTakeAHostSection) {
+  const std::string base =
+      "name = \"h\"\n[device]\npeak_flops = 1e15\nefficiency = 0.5\nmemory_bytes = 8e10\n"
+      "[network]\ndevices_per_node = 8\n[network.intra]\nlatency_s = 1e-6\nbandwidth = 4e11\n"
+      "[network.inter]\nlatency_s = 5e-6\nbandwidth = 5e10\n";
+  const auto s = io::parse_system(
+      base + "[host]\nmemory_bytes = 2e12\nbandwidth = 5.5e10\ngpus_per_link = 2\n", "h.toml");
+  EXPECT_EQ(s.host, (HostSpec{2e12, 5.5e10, 2, 0.0}));
+  EXPECT_EQ(io::parse_system(io::system_toml(s, "again"), "again.toml").host, s.host);
+  const auto error = [&](const std::string& host) {
+    try {
+      io::parse_system(base + host, "h.toml");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_NE(error("[host]\nbandwidth = 5e10\n").find("memory_bytes"), std::string::npos);
+  EXPECT_NE(error("[host]\nmemory_bytes = 1e12\nbandwidth = 5e10\ngpus_per_link = 3\n")
+                .find("must divide"),
+            std::string::npos);
+  EXPECT_NE(error("[host]\nmemory_bytes = 1e12\nbandwidth = 5e10\nlanes = 16\n").find("lanes"),
+            std::string::npos);
+  EXPECT_NE(error("[host]\nmemory_bytes = 1e12\nbandwidth = -1\n").find("out of range"),
+            std::string::npos);
+}
+
+TEST(Recompute, LgdKeepsTwentyOfThirtyFour) {
+  // PipeOffload §4: recomputing LayerNorm, GeLU and dropout cuts a GPT layer's 34·sbh to 20·sbh
+  // (with FlashAttention's log-sum-exp beside it either way).
+  test::ModelRun model = io::load_model("gpt3-13b");
+  model.job.stack.flash_attention = true;
+  const double s = 2048, b = 1, h = 5120, a = 40;
+  const std::vector<std::int32_t> units(40, 1);
+  model.job.recompute = Recompute::Lgd;
+  auto work = test::stage_work(model, units, 40);
+  EXPECT_DOUBLE_EQ(work[5].activation_bytes, 20 * s * b * h + 4 * a * s * b);
+  // Its recomputed kernels are element-wise: more time in the backward, no more FLOPs of note.
+  const auto none = [&] {
+    auto m = model;
+    m.job.recompute = Recompute::None;
+    return test::stage_work(m, units, 40);
+  }();
+  EXPECT_DOUBLE_EQ(work[5].input_grad_flops, none[5].input_grad_flops);
+}
+
+}  // namespace
+}  // namespace pipetab
