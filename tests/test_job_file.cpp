@@ -746,6 +746,27 @@ TEST(JobFileMegatron, RefusesWhatItCannotModel) {
       std::string::npos);
 }
 
+// Transformer Engine's CPU offload of whole layers, as Megatron-Bridge's GB200 and GB300 Llama 3
+// 70B recipes run it (reference blackwell-runs.md B33, B37), read and written back.
+TEST(JobFileMegatron, CpuOffloadingReadsToOffloadLayers) {
+  const auto f =
+      io::parse_megatron_args("--cpu-offloading\n--cpu-offloading-num-layers 40\n", "run.args", 8);
+  EXPECT_EQ(values_of(f).at("offload_layers"), "40");
+  EXPECT_EQ(origin_of(f, "offload_layers"), "run.args:2: --cpu-offloading-num-layers");
+  EXPECT_NE(megatron_error("--cpu-offloading\n").find("without --cpu-offloading-num-layers"),
+            std::string::npos);
+  Job job;
+  job.seq_len = 8192;
+  job.global_batch = 8;
+  job.offload_layers = 20;
+  const auto args = io::megatron_arguments(job, Layout{}, 1, "offload");
+  EXPECT_NE(args.find("--cpu-offloading-num-layers 20"), std::string::npos) << args;
+  EXPECT_EQ(values_of(io::parse_megatron_args(args, "w.args", 1)).at("offload_layers"), "20");
+  job.offload_layers = 0;
+  job.offload_activations = 0.5;
+  EXPECT_THROW(io::megatron_arguments(job, Layout{}, 1, "offload"), Error);
+}
+
 TEST(JobFileMegatron, LayoutAndOtherMappings) {
   const auto f = io::parse_megatron_args(
       "--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout 'Et|(tt|)*2tL'\n"

@@ -8,6 +8,7 @@
 #include "helpers.hpp"
 #include <gtest/gtest.h>
 
+#include "pipetab/cost/layer_offload.hpp"
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
 #include "pipetab/sim/simulation.hpp"
@@ -244,6 +245,73 @@ TEST(Recompute, LgdKeepsTwentyOfThirtyFour) {
     return test::stage_work(m, units, 40);
   }();
   EXPECT_DOUBLE_EQ(work[5].input_grad_flops, none[5].input_grad_flops);
+}
+
+}  // namespace
+}  // namespace pipetab
+
+namespace pipetab {
+namespace {
+
+// Transformer Engine's layer offload, layer by layer by hand: 10 layers of 1 s forward and 1 s
+// backward each, 4 offloaded, each copy 5 s. Forward: copy j leaves as layer j ends, one at a
+// time; layer j + 2 waits for copy j (two buffers): layers 3-6 start at 6, 11, 16, 21, so the
+// forward ends at 26, 16 s late (N (c − t) as long as N + 2 ≤ L). Backward from the forward's
+// end: layers 10-5 run from 0 to 6; reload 4 is issued as layer 5 starts (5) and lands at 10,
+// reloads 3, 2, 1 follow at 15, 20, 25, and layer 1 ends at 26: 16 s late too.
+TEST(LayerOffload, SlowCopiesStallEachPassByHand) {
+  const auto c = cost::layer_offload(10, 4, 5.0, 10.0, 10.0, 1.0, 0.0);
+  EXPECT_EQ(c.layers, 4);
+  EXPECT_DOUBLE_EQ(c.bytes, 20.0);
+  EXPECT_DOUBLE_EQ(c.window_bytes, 10.0);
+  EXPECT_DOUBLE_EQ(c.forward_stall_s, 16.0);
+  EXPECT_DOUBLE_EQ(c.backward_stall_s, 16.0);
+}
+
+TEST(LayerOffload, FastCopiesCostNothingAndTheLastLayerStays) {
+  for (const std::int64_t layers : {2, 8, 80})
+    for (const std::int64_t n : {1, 4, 40, 200}) {
+      // A copy takes half a layer's time: never waited for.
+      const auto c = cost::layer_offload(layers, n, 1.0, layers * 1.0, layers * 2.0, 2.0, 0.0);
+      EXPECT_EQ(c.layers, std::min(n, layers - 1)) << layers << " " << n;
+      EXPECT_DOUBLE_EQ(c.forward_stall_s, 0.0);
+      EXPECT_DOUBLE_EQ(c.backward_stall_s, 0.0);
+    }
+  EXPECT_EQ(cost::layer_offload(1, 5, 1.0, 1.0, 2.0, 1.0, 0.0).layers, 0);
+  EXPECT_EQ(cost::layer_offload(8, 0, 1.0, 1.0, 2.0, 1.0, 0.0).bytes, 0.0);
+  // Slower copies never make a pass faster.
+  double last = 0.0;
+  for (const double bandwidth : {100.0, 10.0, 1.0, 0.5, 0.1}) {
+    const auto c = cost::layer_offload(16, 8, 1.0, 16.0, 32.0, bandwidth, 1e-3);
+    EXPECT_GE(c.forward_stall_s + c.backward_stall_s, last);
+    last = c.forward_stall_s + c.backward_stall_s;
+  }
+}
+
+// On one device (FSDP without pipelining, as Megatron-Bridge's GB200 Llama 3 70B recipe runs
+// it): the peak keeps the layers not offloaded and a two-layer window; the host holds the rest.
+TEST(LayerOffload, OneDeviceKeepsTheLayersNotOffloaded) {
+  auto setup = test::preset_setup("llama3.1-8b", "gb200-nvl72");
+  setup.job.seq_len = 8192;
+  const auto t = test::make("1f1b", test::sm(1, 2));
+  const auto base = simulate_table(t, setup, "1f1b").metrics;
+  setup.job.offload_layers = 8;
+  const auto m = simulate_table(t, setup, "1f1b").metrics;
+  const auto work = table_work(t, setup.model, setup.job, setup.layout);
+  const double layer = work[0].layer_activation_bytes / static_cast<double>(work[0].layers);
+  EXPECT_NEAR(m.peak_activation_bytes()[0], base.peak_activation_bytes()[0] - 6 * layer,
+              1e-6 * layer);
+  EXPECT_NEAR(m.peak_host_bytes[0], 8 * layer, 1e-6 * layer);
+  EXPECT_GE(m.runtime_s, base.runtime_s);
+  EXPECT_EQ(m.offload_layers, 8);
+  // One offload at a time; a split backward is refused with its reason.
+  setup.job.offload_activations = 0.5;
+  EXPECT_NE(test::param_error([&] { simulate_table(t, setup, "1f1b"); }).find("one offload"),
+            std::string::npos);
+  setup.job.offload_activations = 0.0;
+  const auto zb = test::make("zb-h1", test::sm(2, 4));
+  EXPECT_NE(test::param_error([&] { simulate_table(zb, setup, "zb-h1"); }).find("split backward"),
+            std::string::npos);
 }
 
 }  // namespace

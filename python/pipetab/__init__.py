@@ -250,6 +250,7 @@ class PlanOptions(TypedDict, total=False):
     grad_bytes_per_param: float
     optimizer_bytes_per_param: float
     offload_activations: float
+    offload_layers: int
     offload_streams: int
     tp_overlap: Literal["none", "backward", "all"]
     dp_overlap: bool

@@ -207,6 +207,8 @@ constexpr FlagSpec kFlags[] = {
     {"--use-distributed-optimizer", Kind::Switch},
     {"--overlap-grad-reduce", Kind::Switch},
     {"--ddp-bucket-size", Kind::Int},
+    {"--cpu-offloading", Kind::Switch},
+    {"--cpu-offloading-num-layers", Kind::Int},
     {"--tp-comm-overlap", Kind::Switch},
     {"--use-flash-attn", Kind::Switch},
     {"--attention-backend", Kind::Text, kAttention},
@@ -930,6 +932,14 @@ JobFile parse_megatron_args(std::string_view text, const std::string& file,
             fsdp ? "the run is not FP8" : "FP8 parameter all-gather outside FSDP: not modelled");
     }
   }
+  // Transformer Engine's CPU offload of whole layers (transformer_config.py's cpu_offloading,
+  // cpu_offloading_num_layers; the activations only, as the Blackwell recipes run it).
+  if (const auto* layers = a.use("--cpu-offloading-num-layers")) {
+    out.set("offload_layers", layers->integer, layers->line, "--cpu-offloading-num-layers");
+    a.use("--cpu-offloading");
+  } else if (const auto* offload = a.use("--cpu-offloading")) {
+    a.fail(offload, "without --cpu-offloading-num-layers: how many layers to offload");
+  }
   out.set("distributed_optimizer", distributed_optimizer, line_of(distributed_o),
           origin(distributed_o,
                  distributed_o != nullptr ? distributed_o->flag : "--use-distributed-optimizer",
@@ -1200,6 +1210,15 @@ std::string megatron_arguments(const Job& job, const Layout& layout, std::int64_
     add("--fp8-param-gather");
   }
   if (job.distributed_optimizer) add("--use-distributed-optimizer");
+  if (job.offload_layers > 0) {
+    add("--cpu-offloading");
+    add(fmt::format("--cpu-offloading-num-layers {}", job.offload_layers));
+  }
+  if (job.offload_activations > 0.0) {
+    megatron_cannot(
+        "offload_activations: PipeOffload's share of each stage's activations; Megatron-LM's "
+        "fine-grained offload names modules instead");
+  }
   if (job.dp_overlap) {
     add("--overlap-grad-reduce");
     // Buckets of fp32 gradients, counted in parameters.

@@ -190,6 +190,7 @@ std::vector<StageWork> stage_work(const ModelConfig& model, const Job& job, cons
     w.input_grad_flops = l * layer[1] + e * moe_layer[1] + k * mtp[1];
     w.weight_grad_flops = l * layer[2] + e * moe_layer[2] + k * mtp[2];
     w.activation_bytes = l * dense_act.total + e * moe_act.total + k * mtp_act;
+    w.layer_activation_bytes = w.activation_bytes;
     w.activation_kept_for_weight_grad = l * kept(dense_act) + e * kept(moe_act) + k * mtp_act;
     w.params = l * dense_params.total + e * moe_params.total + k * mtp_params;
     w.expert_params = e * moe_params.experts;

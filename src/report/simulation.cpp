@@ -78,6 +78,7 @@ nlohmann::json to_json(const SimulationMetrics& m) {
           {"memory_capacity_bytes", m.memory_capacity_bytes},
           {"device_memory_bytes", m.device_memory_bytes},
           {"offload_activations", m.offload_activations},
+          {"offload_layers", m.offload_layers},
           {"peak_host_bytes", m.peak_host_bytes},
           {"host_peak_bytes", m.host_peak_bytes},
           {"host_memory_bytes", m.host_memory_bytes},
@@ -250,15 +251,17 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
         kTextWidth, "", "  ");
     out += '\n';
   }
-  if (m.offload_activations > 0.0) {
-    out +=
-        wrap(fmt::format("activation offload {:.4g}: a host holds at most {:.4g} GB of its GPUs' "
-                         "activations (of {:.4g} GB){}",
-                         m.offload_activations, m.host_peak_bytes / 1e9, m.host_memory_bytes / 1e9,
-                         m.host_over_capacity ? ": over the host's memory, so this run does "
-                                                "not fit as configured"
-                                              : ""),
-             kTextWidth, "", "  ");
+  if (m.offload_activations > 0.0 || m.offload_layers > 0) {
+    const auto what = m.offload_layers > 0
+                          ? fmt::format("offload of {} layers per stage", m.offload_layers)
+                          : fmt::format("activation offload {:.4g}", m.offload_activations);
+    out += wrap(fmt::format("{}: a host holds at most {:.4g} GB of its GPUs' activations (of "
+                            "{:.4g} GB){}",
+                            what, m.host_peak_bytes / 1e9, m.host_memory_bytes / 1e9,
+                            m.host_over_capacity ? ": over the host's memory, so this run does "
+                                                   "not fit as configured"
+                                                 : ""),
+                kTextWidth, "", "  ");
     out += '\n';
   }
   out +=

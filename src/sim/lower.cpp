@@ -604,12 +604,17 @@ void require_supported(const SystemConfig& system, const Job& job, const Layout&
         "--offload-activations {} is out of range: expected a share of the activations, 0 to 1",
         job.offload_activations));
   }
-  if (job.offload_activations > 0.0 && !system.host.modelled()) {
+  if (job.offload_activations > 0.0 && job.offload_layers > 0) {
+    throw ParamError(
+        "--offload-activations and --offload-layers: one offload at a time (PipeOffload's or "
+        "Megatron-Core's per-stage offload, or Transformer Engine's of whole layers)");
+  }
+  if ((job.offload_activations > 0.0 || job.offload_layers > 0) && !system.host.modelled()) {
     throw ParamError(fmt::format(
-        "--offload-activations needs the host memory and host link the activations go to, and "
-        "system '{}' has none: give its file a [host] section (memory_bytes, bandwidth, "
-        "gpus_per_link; docs/simulation.md)",
-        system.name));
+        "--offload-{} needs the host memory and host link the activations go to, and system "
+        "'{}' has none: give its file a [host] section (memory_bytes, bandwidth, gpus_per_link; "
+        "docs/simulation.md)",
+        job.offload_layers > 0 ? "layers" : "activations", system.name));
   }
   if (!(job.dp_bucket_bytes >= 1e3 && job.dp_bucket_bytes <= 1e15)) {
     throw ParamError(

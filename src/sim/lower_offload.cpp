@@ -9,6 +9,9 @@
 
 #include "lowering.hpp"
 
+#include "pipetab/cost/layer_offload.hpp"
+#include "pipetab/error.hpp"
+#include "pipetab/table/memory.hpp"
 #include "pipetab/table/offload.hpp"
 
 namespace pipetab::detail {
@@ -23,6 +26,7 @@ std::int32_t Lowering::runner(std::int32_t op) const {
 // What each forward offloads (table/offload.hpp: PipeOffload's selective offload), in bytes of
 // its stage's activations, on its compute node (offloaded) and its backward's (reloaded).
 void Lowering::offload_plan() {
+  layer_offload();
   plan_ = pipetab::offload_plan(t_, job_.offload_activations);
   if (plan_.empty()) return;
   const auto nodes = static_cast<std::size_t>(g_.compute_nodes);
@@ -93,6 +97,62 @@ void Lowering::offload_transfers() {
     const auto backward = runner(static_cast<std::int32_t>(plan_.back_at[c.op]) + 1);
     start_edge(backward - 1, copy, 0.0);
     edge(copy, backward);
+  }
+}
+
+// Transformer Engine's offload of whole layers (Job::offload_layers), priced per stage by
+// cost::layer_offload: the forward holds the offloaded layers' bytes only in a window of two
+// layers, the backward a window of two reloaded layers, and each waits for its copies where they fall behind
+// (the stage's own share of its host link; the engine does not move these copies).
+void Lowering::layer_offload() {
+  if (job_.offload_layers <= 0 || options_.costs) return;
+  for (const Op& op : t_.ops)
+    for (const Pass& p : op.passes())
+      if (p.kind == PassKind::I) {
+        throw ParamError(
+            "--offload-layers with a split backward (I and W passes): the weight-gradient pass "
+            "needs the layer inputs the offload reloads for the input gradient, which is not "
+            "modelled; use a schedule with whole backwards");
+      }
+  const auto& host = network_.system().host;
+  std::vector<cost::LayerOffload> stage(work_.size());
+  for (std::size_t i = 0; i < work_.size(); ++i) {
+    const StageWork& w = work_[i];
+    if (w.layers < 1) continue;
+    const auto d = t_.placement.device[i];
+    const double bandwidth =
+        network_.links()[static_cast<std::size_t>(network_.host_out(d))].bandwidth /
+        network_.devices_per_host_link();
+    stage[i] = cost::layer_offload(
+        w.layers, job_.offload_layers, w.layer_activation_bytes / static_cast<double>(w.layers),
+        cost_[i].forward.seconds, cost_[i].backward.seconds, bandwidth, host.latency_s);
+  }
+  for (std::size_t n = 0; n < t_.ops.size(); ++n) {
+    for (const Pass& p : t_.ops[n].passes()) {
+      const auto& c = stage[index(p)];
+      if (c.layers == 0) continue;
+      if (p.kind == PassKind::F) {
+        // The offloaded layers never pile up: at most the window is on the device at once, and
+        // it drains as the forward ends.
+        g_.alloc_bytes[n] += c.window_bytes - c.bytes;
+        g_.free_bytes[n] += c.window_bytes;
+        lengthen(n, c.forward_stall_s);
+      } else if (p.kind == PassKind::B) {
+        g_.alloc_bytes[n] += c.window_bytes;
+        g_.free_bytes[n] += c.window_bytes - c.bytes;
+        lengthen(n, c.backward_stall_s);
+      }
+    }
+  }
+  // Host memory: each stage's offloaded bytes per microbatch in flight, at the table's peak
+  // (in device shares: a device's v stages make one).
+  const auto peaks = activation_peaks(t_);
+  g_.layer_offload_host_bytes.assign(static_cast<std::size_t>(t_.devices), 0.0);
+  for (std::size_t i = 0; i < work_.size(); ++i) {
+    const auto d = static_cast<std::size_t>(t_.placement.device[i]);
+    g_.layer_offload_host_bytes[d] = std::max(
+        g_.layer_offload_host_bytes[d], peaks[d] * stage[i].bytes * static_cast<double>(t_.stages) /
+                                            static_cast<double>(t_.devices));
   }
 }
 

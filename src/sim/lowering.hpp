@@ -163,6 +163,7 @@ class Lowering {
   std::int32_t runner(std::int32_t op) const;
   void offload_plan();
   void offload_transfers();
+  void layer_offload();
   double transfer_bytes(std::int32_t transfer) const;
   bool eager(std::int32_t transfer) const;
 

@@ -61,14 +61,17 @@ namespace {
 // of its GPUs (a pipeline device stands for gpus_per_device GPUs, each holding what it does).
 void host_memory(const Simulation& s, const SimulationSetup& setup, SimulationMetrics& m) {
   m.offload_activations = setup.job.offload_activations;
-  if (!(m.offload_activations > 0.0)) return;
+  m.offload_layers = setup.job.offload_layers;
+  if (!(m.offload_activations > 0.0) && m.offload_layers <= 0) return;
   const auto& system = setup.system;
   m.host_memory_bytes = system.host.memory_bytes;
   const std::int64_t g = gpus_per_device(setup.layout);
   const std::int64_t host = std::max<std::int32_t>(1, system.host_size());
   std::vector<double> per_host;
   for (std::size_t d = 0; d < s.result.devices.size(); ++d) {
-    const double peak = s.result.devices[d].peak_host_bytes;
+    const double peak = s.graph.layer_offload_host_bytes.empty()
+                            ? s.result.devices[d].peak_host_bytes
+                            : s.graph.layer_offload_host_bytes[d];
     m.peak_host_bytes.push_back(peak);
     const auto h = static_cast<std::size_t>(static_cast<std::int64_t>(d) * g / host);
     if (per_host.size() <= h) per_host.resize(h + 1, 0.0);

@@ -184,6 +184,10 @@ struct Job {
   /// whose activations live longest first, whole stages and the rest of one (its selective
   /// offload); a forward whose backward is the device's next op is not offloaded. 0: none.
   double offload_activations = 0.0;
+  /// Transformer Engine's CPU offload of whole layers (Megatron-LM's --cpu-offloading-num-layers):
+  /// the activations of each stage's first N layers go to host memory layer by layer inside the
+  /// passes (cost/layer_offload.hpp). 0: none. Exclusive with offload_activations.
+  std::int64_t offload_layers = 0;
   /// Copy streams per device for the offload's copies: 2, one each way (Megatron-Core's
   /// d2h_stream and h2d_stream), or 1, both ways on one in the order they are issued
   /// (PipeOffload's runtime, which found separate streams' latency unstable, §4).

@@ -69,6 +69,9 @@ struct StageWork {
   double message_bytes = 0.0;     ///< sent to the next stage (forward) and back (backward)
   double activation_bytes = 0.0;  ///< allocated by F, freed by B (or by I and W)
   double activation_kept_for_weight_grad = 0.0;  ///< the part I leaves for W
+  /// Of activation_bytes, the transformer layers' (without the embedding's and the output
+  /// layer's): what offloading whole layers moves, layer_activation_bytes / layers each.
+  double layer_activation_bytes = 0.0;
   /// Transient working sets, reserved only while the pass runs, on top of what is held: eager
   /// PyTorch's loss in fp32 (its forward's 16-bit and fp32 copies of the logits; its backward's
   /// gradients of log-softmax's output and input and the part of the forward's hole they cannot

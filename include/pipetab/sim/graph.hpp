@@ -202,6 +202,10 @@ struct ExecGraph {
   /// (device_bounds); the engine moves them with the copies. Empty: nothing is offloaded.
   std::vector<double> offloaded_bytes;
   std::vector<double> reloaded_bytes;
+  /// Per device: the activations whole-layer offload (Job::offload_layers) holds in host memory
+  /// at its peak, one GPU's (its stages' offloaded bytes times the table's peak in flight);
+  /// empty without it (activation offload's copies are counted by the engine).
+  std::vector<double> layer_offload_host_bytes;
   /// Ops with communication inside (expert all-to-alls, context-parallel exchanges): compute
   /// node n runs steps[step_begin[n] .. step_begin[n+1])
   /// in order, the device's stream held from its start to its last step, instead of one block of

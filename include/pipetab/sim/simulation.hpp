@@ -61,6 +61,7 @@ struct SimulationMetrics {
   /// summed, which need not fall at one time: an upper bound); the host's memory; whether that
   /// is over it (the run does not fit in host memory).
   double offload_activations = 0.0;
+  std::int64_t offload_layers = 0;  ///< whole-layer offload (Job::offload_layers; 0: none)
   std::vector<double> peak_host_bytes;
   double host_peak_bytes = 0.0, host_memory_bytes = 0.0;
   bool host_over_capacity = false;

@@ -257,6 +257,8 @@ class Network {
   /// parallelism: consecutive stages behind one PCIe switch), those devices share one link.
   std::int32_t host_out(std::int32_t device) const;
   std::int32_t host_in(std::int32_t device) const;
+  /// Pipeline devices whose copies share one host link (1 where each has its own).
+  std::int32_t devices_per_host_link() const noexcept { return devices_per_host_link_; }
 
  private:
   SystemConfig system_;
