@@ -20,24 +20,21 @@ struct Delta {
   std::int64_t pending = 0;  // P += at end (+ for I, − for W)
 };
 
+// Offloaded units per op (empty: none offloaded): away after op i ends (gone), back as op i
+// starts (back). Made once per table, shared by its devices.
+struct OffloadedUnits {
+  std::vector<double> gone, back;
+};
+
 class LiveMemory {
  public:
-  LiveMemory(const ScheduleTable& t, const MemoryOptions& options)
+  LiveMemory(const ScheduleTable& t, const MemoryOptions& options, const OffloadedUnits& offloaded)
       : t_(t),
         frees_(options.input_grad_frees),
         devices_(static_cast<double>(t.devices)),
-        model_units_(static_cast<double>(t.model_units())) {
-    const OffloadPlan plan = offload_plan(t, options.offload);
-    if (plan.empty()) return;
-    gone_.assign(t.ops.size(), 0.0);
-    back_.assign(t.ops.size(), 0.0);
-    for (std::size_t i = 0; i < t.ops.size(); ++i) {
-      if (!(plan.out[i] > 0.0)) continue;
-      const double units = plan.out[i] * static_cast<double>(delta(t.ops[i]).alloc);
-      gone_[i] = units;
-      back_[static_cast<std::size_t>(plan.back_at[i])] += units;
-    }
-  }
+        model_units_(static_cast<double>(t.model_units())),
+        gone_(offloaded.gone),
+        back_(offloaded.back) {}
 
   Delta delta(const Op& op) const {
     Delta d;
@@ -77,7 +74,7 @@ class LiveMemory {
     allocated_ -= d.release;
     pending_ += d.pending;
   }
-  // Offloaded units: away after op i ends, back as the op before their backward starts.
+  // OffloadedUnits units: away after op i ends, back as the op before their backward starts.
   void start(std::size_t i) {
     if (!back_.empty()) away_ -= back_[i];
   }
@@ -98,9 +95,31 @@ class LiveMemory {
   double model_units_;
   std::int64_t allocated_ = 0;
   std::int64_t pending_ = 0;
-  std::vector<double> gone_, back_;  // per op, offloaded units (empty: none offloaded)
+  const std::vector<double>& gone_;
+  const std::vector<double>& back_;
   double away_ = 0.0;
 };
+
+OffloadedUnits offloaded_units(const ScheduleTable& t, const MemoryOptions& options) {
+  OffloadedUnits out;
+  const OffloadPlan plan = offload_plan(t, options.offload);
+  if (plan.empty()) return out;
+  const OffloadedUnits none;
+  const LiveMemory units(t, options, none);
+  out.gone.assign(t.ops.size(), 0.0);
+  out.back.assign(t.ops.size(), 0.0);
+  for (std::size_t i = 0; i < t.ops.size(); ++i) {
+    if (!(plan.out[i] > 0.0)) continue;
+    const double u = plan.out[i] * static_cast<double>(units.delta(t.ops[i]).alloc);
+    out.gone[i] = u;
+    out.back[static_cast<std::size_t>(plan.back_at[i])] += u;
+  }
+  return out;
+}
+
+// Device d's activation curve, the offload made once by the caller.
+std::vector<MemorySample> device_curve(const ScheduleTable& table, const Timing& timing, int device,
+                                       const MemoryOptions& options, const OffloadedUnits& offload);
 
 }  // namespace
 
@@ -111,8 +130,9 @@ std::vector<double> activation_peaks(const ScheduleTable& table, const MemoryOpt
                                  options.input_grad_frees));
   }
   std::vector<double> peaks(static_cast<std::size_t>(table.devices), 0.0);
+  const OffloadedUnits offload = offloaded_units(table, options);
   for (std::int32_t d = 0; d < table.devices; ++d) {
-    LiveMemory live(table, options);
+    LiveMemory live(table, options, offload);
     double peak = 0.0;
     for (auto i = static_cast<std::size_t>(table.row_begin[static_cast<std::size_t>(d)]);
          i < static_cast<std::size_t>(table.row_begin[static_cast<std::size_t>(d) + 1]); ++i) {
@@ -130,7 +150,15 @@ std::vector<double> activation_peaks(const ScheduleTable& table, const MemoryOpt
 
 std::vector<MemorySample> activation_curve(const ScheduleTable& table, const Timing& timing,
                                            int device, const MemoryOptions& options) {
-  LiveMemory live(table, options);
+  return device_curve(table, timing, device, options, offloaded_units(table, options));
+}
+
+namespace {
+
+std::vector<MemorySample> device_curve(const ScheduleTable& table, const Timing& timing, int device,
+                                       const MemoryOptions& options,
+                                       const OffloadedUnits& offload) {
+  LiveMemory live(table, options, offload);
   std::vector<MemorySample> curve{{0.0, 0.0}};
   auto record = [&](double time) {
     const double value = live.value();
@@ -156,11 +184,14 @@ std::vector<MemorySample> activation_curve(const ScheduleTable& table, const Tim
   return curve;
 }
 
+}  // namespace
+
 std::vector<double> activation_peak_times(const ScheduleTable& table, const Timing& timing,
                                           const MemoryOptions& options) {
   std::vector<double> times(static_cast<std::size_t>(table.devices), 0.0);
+  const OffloadedUnits offload = offloaded_units(table, options);
   for (std::int32_t d = 0; d < table.devices; ++d) {
-    const auto curve = activation_curve(table, timing, d, options);
+    const auto curve = device_curve(table, timing, d, options, offload);
     const auto peak = std::max_element(
         curve.begin(), curve.end(), [](const auto& a, const auto& b) { return a.value < b.value; });
     times[static_cast<std::size_t>(d)] = peak->time;
