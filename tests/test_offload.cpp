@@ -272,7 +272,8 @@ TEST(LayerOffload, FastCopiesCostNothingAndTheLastLayerStays) {
   for (const std::int64_t layers : {2, 8, 80})
     for (const std::int64_t n : {1, 4, 40, 200}) {
       // A copy takes half a layer's time: never waited for.
-      const auto c = cost::layer_offload(layers, n, 1.0, layers * 1.0, layers * 2.0, 2.0, 0.0);
+      const auto l = static_cast<double>(layers);
+      const auto c = cost::layer_offload(layers, n, 1.0, l, 2.0 * l, 2.0, 0.0);
       EXPECT_EQ(c.layers, std::min(n, layers - 1)) << layers << " " << n;
       EXPECT_DOUBLE_EQ(c.forward_stall_s, 0.0);
       EXPECT_DOUBLE_EQ(c.backward_stall_s, 0.0);

@@ -94,6 +94,19 @@ std::vector<Config> grid(const std::string& name) {
           if (M % std::max(1, M / S) == 0) add(S, M, [v](ScheduleParams& p) { p.chunks = v; });
         }
       }
+    } else if (name == "gis" || name == "gis-h") {
+      // PipeOffload's groups: ⌈S/2⌉ <= g <= S (gis-h: g = ⌈S/2⌉), M a multiple of g.
+      const int least = (S + 1) / 2;
+      for (int v = 1; v <= 4; ++v) {
+        for (int g = least; g <= (name == "gis" ? S : least); ++g) {
+          for (int M = g; M <= kMaxMicrobatches; M += g) {
+            add(S, M, [v, g, &name](ScheduleParams& p) {
+              p.chunks = v;
+              if (name == "gis") p.group_size = g;
+            });
+          }
+        }
+      }
     } else if (name == "chimera" || name == "chimera-asym") {
       if (S % 2) continue;
       const std::vector<std::string> splits =
@@ -325,6 +338,12 @@ TEST(Grid, Interleaved) {
       ASSERT_EQ(forwards, expected) << c.label() << " device " << d;
     }
   });
+}
+
+// PipeOffload's GIS and GIS-H (tests/test_gis.cpp checks their orders and closed forms).
+TEST(Grid, Gis) {
+  check_grid("gis");
+  check_grid("gis-h");
 }
 
 TEST(Grid, InterleavedZb) {

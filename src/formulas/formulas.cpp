@@ -186,6 +186,43 @@ Formula interleaved_zb(const ResolvedParams& p, const Costs& c) {
   return f;
 }
 
+// PipeOffload's GIS and GIS-H (Wan et al., ICML 2025 §3.1 and Table 1; schedules/gis.cpp), groups
+// of g: device d holds g(v − 1) + S − d stage activations at its peak (its warm-up and one more),
+// (g(v − 1) + S − d)/v M_a; GIS (g = S) adds (S − 1)(F + I)/v of bubble to the work, GIS-H (g =
+// S/2, S even) (v − 1)·S/2·(F + I − W)/v more (Table 1, per-stage times F/v, I/v, W/v).
+Formula gis_formula(const ResolvedParams& p, const Costs& c, std::int64_t group) {
+  Formula f;
+  const double S = p.devices, M = p.microbatches, v = p.chunks, g = static_cast<double>(group);
+  f.source = "Wan et al., PipeOffload (ICML 2025) §3.1, Table 1";
+  std::vector<double> peaks;
+  for (std::int32_t d = 0; d < p.devices; ++d)
+    peaks.push_back(std::min(v * M, g * (v - 1) + S - d) / v);
+  f.peak_activation = std::move(peaks);
+  if (M < S) {
+    f.note = "no closed makespan for M < S";
+    return f;
+  }
+  const double work = M * split_work(c);
+  if (g == S) {
+    set_makespan(f, work + (S - 1) * (c.F + c.I) / v, work);
+  } else if (2 * g == S && c.F <= c.I && c.W <= c.F + c.I) {
+    set_makespan(f, work + (S - 1) * (c.F + c.I) / v + (v - 1) * g * (c.F + c.I - c.W) / v, work);
+  } else if (2 * g == S) {
+    f.note = "GIS-H's closed makespan holds where F <= I and W <= F + I (checked over the grid)";
+  } else {
+    f.note = "no closed makespan for groups other than S and S/2 (the paper's GIS and GIS-H)";
+  }
+  return f;
+}
+
+Formula gis(const ResolvedParams& p, const Costs& c) {
+  return gis_formula(p, c, p.group_size > 0 ? p.group_size : p.devices);
+}
+
+Formula gis_h(const ResolvedParams& p, const Costs& c) {
+  return gis_formula(p, c, (p.devices + 1) / 2);
+}
+
 // ZB-H2 (Qi et al., ICLR 2024 §2.2): with F = I = W and M ≥ 2S−1, every device is busy without a
 // gap from its first forward to its last W (zero span bubble, Def-A); the makespan keeps the
 // start-up skew, 3M·F + (S−1)F. Peak 2S−1 microbatches on every device. Outside those
@@ -425,6 +462,8 @@ constexpr Entry kFormulas[] = {
     {"v-half", v_half, {}},
     {"v-min", v_min, {}},
     {"interleaved-zb", interleaved_zb, {}},
+    {"gis", gis, {}},
+    {"gis-h", gis_h, {}},
     {"v-1f1b", nullptr,
      "its order is the authors' slot plan with a greedy warm-up (docs/schedules.md); no closed "
      "form is known"},

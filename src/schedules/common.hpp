@@ -79,6 +79,9 @@ struct InterleavedOrder {
   /// backward is I, and from device d's (d+1)-th I on each I is followed by the W of the oldest
   /// I without one; the remaining W end the row.
   bool split_backward = false;
+  /// With split_backward: each W right after its own I (PipeOffload's GIS, which does not delay
+  /// W, §3.1) instead of ZB1P's delayed W.
+  bool weight_after_input = false;
 };
 
 /// The interleaved order on the looping placement (device d holds stages d, d+S, ..): device d

@@ -61,7 +61,7 @@ ScheduleTable interleaved_table(const ResolvedParams& p, const InterleavedOrder&
         return;
       }
       table.push(PassKind::I, e.microbatch, stage(mirrored, d));
-      if (k < d) return;  // device d runs its first d backwards as in 1F1B, W delayed
+      if (!order.weight_after_input && k < d) return;  // the first d backwards' W delayed
       const auto& w = entries[static_cast<std::size_t>(next_weight++)];
       table.push(PassKind::W, w.microbatch, stage(static_cast<std::int32_t>(v - 1 - w.chunk), d));
     };
