@@ -16,9 +16,9 @@
 namespace pipetab::io {
 namespace {
 
-class CsvReader {
+class PytorchCsvReader {
  public:
-  CsvReader(std::string_view text, const std::string& file) : text_(text), file_(file) {}
+  PytorchCsvReader(std::string_view text, const std::string& file) : text_(text), file_(file) {}
 
   detail::Cells read() && {
     pos_ = line_start_ = detail::byte_order_mark(text_);
@@ -184,7 +184,7 @@ void reject_legacy_grammar(const ScheduleTable& t, const std::vector<detail::Cel
 }  // namespace
 
 ScheduleTable read_pytorch_csv(std::string_view text, const std::string& file) {
-  auto cells = CsvReader(text, file).read();
+  auto cells = PytorchCsvReader(text, file).read();
   const auto where = cells.where;
   const auto comm_where = cells.comm_where;
   const auto first_idle = cells.first_idle;
