@@ -290,6 +290,7 @@ void Lowering::compute_part() {
   g_.compute_nodes = g_.table_ops + (optimizer_ ? t_.devices : 0);
   g_.comm_slowdown = overheads_ ? network_.system().device.comm_slowdown : 0.0;
   compute_nodes();
+  layer_offload();
   offload_plan();
 }
 
@@ -598,11 +599,6 @@ void require_supported(const SystemConfig& system, const Job& job, const Layout&
   if (!(options.collective_scale > 0.0 && options.collective_scale <= 1e6)) {
     throw ParamError(fmt::format("collective scale {} is out of range: expected above 0, up to 1e6",
                                  options.collective_scale));
-  }
-  if (!(job.offload_activations >= 0.0 && job.offload_activations <= 1.0)) {
-    throw ParamError(fmt::format(
-        "--offload-activations {} is out of range: expected a share of the activations, 0 to 1",
-        job.offload_activations));
   }
   if (job.offload_activations > 0.0 && job.offload_layers > 0) {
     throw ParamError(

@@ -26,19 +26,16 @@ std::int32_t Lowering::runner(std::int32_t op) const {
 // What each forward offloads (table/offload.hpp: PipeOffload's selective offload), in bytes of
 // its stage's activations, on its compute node (offloaded) and its backward's (reloaded).
 void Lowering::offload_plan() {
-  layer_offload();
   plan_ = pipetab::offload_plan(t_, job_.offload_activations);
   if (plan_.empty()) return;
   const auto nodes = static_cast<std::size_t>(g_.compute_nodes);
   g_.offloaded_bytes.assign(nodes, 0.0);
   g_.reloaded_bytes.assign(nodes, 0.0);
-  offload_bytes_.assign(t_.ops.size(), 0.0);
   for (std::size_t i = 0; i < t_.ops.size(); ++i) {
     if (!(plan_.out[i] > 0.0)) continue;
     for (const Pass& p : t_.ops[i].passes()) {
       if (p.kind != PassKind::F) continue;
       const double bytes = plan_.out[i] * work(p).activation_bytes;
-      offload_bytes_[i] = bytes;
       g_.offloaded_bytes[i] += bytes;
       g_.reloaded_bytes[static_cast<std::size_t>(backward_op_[key(p.microbatch, p.stage)])] +=
           bytes;
@@ -66,7 +63,7 @@ void Lowering::offload_transfers() {
   };
   std::vector<Copy> copies;
   for (std::size_t i = 0; i < t_.ops.size(); ++i) {
-    if (!(offload_bytes_[i] > 0.0)) continue;
+    if (!(g_.offloaded_bytes[i] > 0.0)) continue;
     copies.push_back({2 * static_cast<std::int64_t>(i) + 1, true, i});
     copies.push_back({2 * plan_.back_at[i], false, i});
   }
@@ -81,7 +78,7 @@ void Lowering::offload_transfers() {
       last[0] = last[1] = -1;
     }
     const auto kind = c.out ? TransferKind::HostOffload : TransferKind::HostReload;
-    const auto copy = add_transfer(kind, t_.ops[c.op].first().stage, d, offload_bytes_[c.op],
+    const auto copy = add_transfer(kind, t_.ops[c.op].first().stage, d, g_.offloaded_bytes[c.op],
                                    {c.out ? network_.host_out(d) : network_.host_in(d)}, latency);
     auto& before = last[one_stream || c.out ? 0 : 1];
     if (before >= 0) edge(before, copy);
@@ -102,8 +99,8 @@ void Lowering::offload_transfers() {
 
 // Transformer Engine's offload of whole layers (Job::offload_layers), priced per stage by
 // cost::layer_offload: the forward holds the offloaded layers' bytes only in a window of two
-// layers, the backward a window of two reloaded layers, and each waits for its copies where they fall behind
-// (the stage's own share of its host link; the engine does not move these copies).
+// layers, the backward a window of two reloaded layers, and each waits for its copies where they
+// fall behind (the stage's own share of its host link; the engine does not move these copies).
 void Lowering::layer_offload() {
   if (job_.offload_layers <= 0 || options_.costs) return;
   for (const Op& op : t_.ops)

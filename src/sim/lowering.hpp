@@ -307,9 +307,8 @@ class Lowering {
   std::vector<double> folded_waits_;  // folded: per table op, its single pass's waits
   std::vector<std::array<std::int32_t, 2>> flows_scratch_;  // lower_programs
   std::vector<std::int32_t> program_of_;
-  bool compute_only_ = false;          // lower_compute: no transfers
-  OffloadPlan plan_;                   // activation offload (empty: none)
-  std::vector<double> offload_bytes_;  // per table op: its forward's bytes offloaded
+  bool compute_only_ = false;    // lower_compute: no transfers
+  OffloadPlan plan_;             // activation offload (empty: none)
   bool layer_programs_ = false;  // some stage's layers run exchanges inside their passes (costs)
   std::vector<std::int32_t> merged_into_;  // per table op: the op that runs it (-1: itself)
   std::vector<std::pair<std::int32_t, std::int32_t>> edges_;
