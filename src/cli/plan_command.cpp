@@ -390,10 +390,10 @@ Subcommand add_plan(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--micro-batch", s->space.micro_batch, "micro-batch sizes (default: 1,2,4,8,16)")
       ->delimiter(',');
-  cmd->add_option(
-         "--schedules", s->space.schedules,
-         "schedules to try (default: every registered one, and zb-authors and zb-authors-v: the "
-         "zero-bubble authors' schedulers planned for each layout)")
+  cmd->add_option("--schedules", s->space.schedules,
+                  "schedules to try (default: every registered one but gis and gis-h, and "
+                  "zb-authors and zb-authors-v: the "
+                  "zero-bubble authors' schedulers planned for each layout)")
       ->delimiter(',');
   cmd->add_option(
          "--chunks", s->space.chunks,

@@ -48,6 +48,7 @@ extern const ScheduleInfo kGis{
     .default_chunks = 2,
     .takes_group_size = true,
     .generate = generate_gis,
+    .planned_by_default = false,
 };
 
 extern const ScheduleInfo kGisH{
@@ -57,6 +58,7 @@ extern const ScheduleInfo kGisH{
     .constraints = "M a multiple of ⌈S/2⌉",
     .default_chunks = 2,
     .generate = generate_gis_h,
+    .planned_by_default = false,
 };
 
 }  // namespace pipetab::schedules

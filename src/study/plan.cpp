@@ -524,7 +524,7 @@ Enumeration enumerate(const PlanRequest& r) {
   std::vector<std::pair<std::string_view, const ScheduleInfo*>> schedules;
   if (s.schedules.empty()) {
     for (const auto* info : all_schedules())
-      schedules.emplace_back(info->name, info);
+      if (info->planned_by_default) schedules.emplace_back(info->name, info);
     schedules.emplace_back(kAuthors, nullptr);
     schedules.emplace_back(kAuthorsV, nullptr);
   } else {

@@ -33,7 +33,13 @@ struct ScheduleInfo {
   std::span<const std::string_view> variants{};  ///< first is the default; empty: no --variant
   std::string_view default_split{};              ///< empty: the schedule does not take --split
   Generator generate = nullptr;
-  BlockFn block = nullptr;  ///< null: the schedule is not built from a repeated building block
+  BlockFn block = nullptr;
+  /// Tried by `plan` when --schedules is not given. PipeOffload's GIS and GIS-H are not: they
+  /// trade bubble for memory where offload or GIS-H's groups are the point, and their tables
+  /// took a third more of the largest plans' time (the plan of 262,144 microbatches on 8 GPUs,
+  /// 27 s to 32 s); --schedules gis gis-h adds them.
+  bool planned_by_default =
+      true;  ///< null: the schedule is not built from a repeated building block
 };
 
 /// Every registered schedule, in registration order.
