@@ -430,7 +430,7 @@ TEST_F(Cli, BadUsageIsExitTwoWithOneLine) {
   expect_usage_error("frobnicate",
                      "unknown subcommand 'frobnicate' (expected one of: list, show, analyze, "
                      "simulate, compare, validate, convert, plot, sweep, sensitivity, tune, "
-                     "accuracy, calibrate, cost, plan)");
+                     "accuracy, calibrate, cost, plan, collective)");
   expect_usage_error("analyze", "give a schedule name (see pipetab list) or --table FILE");
   expect_usage_error("analyze nosuch", "unknown schedule 'nosuch'");
   expect_usage_error("analyze gpipe -v 2",

@@ -656,6 +656,24 @@ TEST(Config, OperatorLevelKeysAreChecked) {
                                       "bandwidth = 1e9\ncollective_efficiency = 0")),
             "s.toml:13:25: key 'network.intra.collective_efficiency': 0 is out of range (above 0 "
             ".. 1)");
+  // NCCL's medium and NVLS: named choices, on the node's links only, read back as written.
+  text = roofline + network;
+  EXPECT_EQ(system_error(text.replace(text.find("bandwidth = 1e9"), 15,
+                                      "bandwidth = 1e9\nmedium = \"ib\"")),
+            "s.toml:13:10: key 'network.intra.medium': 'ib' is not one of: nvlink, pcie");
+  text = roofline + network;
+  EXPECT_EQ(system_error(text.replace(text.find("bandwidth = 1e9"), 15,
+                                      "bandwidth = 1e9\nnvls_efficiency = 0.5")),
+            "s.toml:13:19: key 'network.intra.nvls_efficiency': NVLink SHARP runs in an NVSwitch: "
+            "give medium = \"nvlink\" with it");
+  text = roofline + network;
+  const auto nvls = io::parse_system(
+      text.replace(text.find("bandwidth = 1e9"), 15,
+                   "bandwidth = 1e9\nmedium = \"nvlink\"\nnvls_efficiency = 0.5"),
+      "s.toml");
+  EXPECT_EQ(nvls.intra.medium, LinkMedium::NvLink);
+  EXPECT_EQ(nvls.intra.nvls_efficiency, 0.5);
+  EXPECT_EQ(io::parse_system(io::system_toml(nvls), "back.toml").intra, nvls.intra);
   text = roofline + network;
   EXPECT_EQ(system_error(text.replace(text.find("[network]\n"), 10, "[network]\nnodes = 0\n")),
             "s.toml:10:9: key 'network.nodes': 0 is out of range (1..1099511627776)");

@@ -39,7 +39,8 @@ Subcommand add_tune(CLI::App& app);         // tune_command.cpp
 Subcommand add_accuracy(CLI::App& app);     // accuracy_commands.cpp
 Subcommand add_calibrate(CLI::App& app);    // accuracy_commands.cpp
 Subcommand add_cost(CLI::App& app);         // accuracy_commands.cpp
-Subcommand add_plan(CLI::App& app);         // plan_command.cpp
+Subcommand add_plan(CLI::App& app);
+Subcommand add_collective(CLI::App& app);  // collective_command.cpp         // plan_command.cpp
 
 /// A run stopped by the user (Ctrl-C) or a scheduler (SIGTERM) after keeping its results: the
 /// message says what was kept and how to go on; exit code 130.

@@ -251,7 +251,7 @@ int pipetab::cli::run(int argc, char** argv) {
       add_list(app),      add_show(app),        add_analyze(app), add_simulate(app),
       add_compare(app),   add_validate(app),    add_convert(app), add_plot(app),
       add_sweep(app),     add_sensitivity(app), add_tune(app),    add_accuracy(app),
-      add_calibrate(app), add_cost(app),        add_plan(app)};
+      add_calibrate(app), add_cost(app),        add_plan(app),    add_collective(app)};
 
   // CLI11 reports a mistyped subcommand as "A subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {

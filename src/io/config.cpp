@@ -67,9 +67,25 @@ LinkSpec read_link(const Reader& r, const toml::table& parent, const std::string
   const std::string p = Reader::join(prefix, key);
   const toml::table* t = r.table(parent, prefix, key);
   if (t == nullptr) r.fail(parent.source(), p, "missing");
-  r.only(*t, p,
-         {"latency_s", "bandwidth", "collective_efficiency", "p2p_latency_s", "p2p_efficiency"});
+  // The medium and NVLS are the node's: NCCL's network hops have constants of their own.
+  if (key == "intra") {
+    r.only(*t, p,
+           {"latency_s", "bandwidth", "collective_efficiency", "p2p_latency_s", "p2p_efficiency",
+            "medium", "nvls_efficiency"});
+  } else {
+    r.only(*t, p,
+           {"latency_s", "bandwidth", "collective_efficiency", "p2p_latency_s", "p2p_efficiency"});
+  }
   LinkSpec link;
+  if (t->get("medium") != nullptr) {
+    link.medium = r.choice(*t, p, "medium", "", {"nvlink", "pcie"}) == "pcie" ? LinkMedium::Pcie
+                                                                              : LinkMedium::NvLink;
+  }
+  link.nvls_efficiency = r.number(*t, p, "nvls_efficiency", 0.0, 0.0, 1.0, false);
+  if (link.nvls_efficiency > 0.0 && link.medium != LinkMedium::NvLink) {
+    r.fail(t->get("nvls_efficiency")->source(), Reader::join(p, "nvls_efficiency"),
+           "NVLink SHARP runs in an NVSwitch: give medium = \"nvlink\" with it");
+  }
   link.latency_s = r.number(*t, p, "latency_s", std::nullopt, 0.0, 1e3, false);
   link.bandwidth = r.number(*t, p, "bandwidth", std::nullopt, 1.0, kHuge, false, true);
   link.collective_efficiency = r.number(*t, p, "collective_efficiency", 1.0, 0.0, 1.0, true);
@@ -502,6 +518,10 @@ std::string link_toml(const char* name, const LinkSpec& link) {
   if (link.p2p_latency_s) out += fmt::format("p2p_latency_s = {}\n", number(*link.p2p_latency_s));
   if (link.p2p_efficiency != 1.0)
     out += fmt::format("p2p_efficiency = {}\n", number(link.p2p_efficiency));
+  if (link.medium)
+    out += fmt::format("medium = \"{}\"\n", *link.medium == LinkMedium::Pcie ? "pcie" : "nvlink");
+  if (link.nvls_efficiency > 0.0)
+    out += fmt::format("nvls_efficiency = {}\n", number(link.nvls_efficiency));
   return out;
 }
 

@@ -19,6 +19,98 @@ const char* to_string(CollectiveKind kind) {
   return "";
 }
 
+namespace {
+
+// NCCL's tuning model's constants (NVIDIA/nccl src/graph/tuning.cc, ncclTunerConstantsDefaults
+// and treeCorrectionFactor, at commit 5067397 of June 2026), in µs. Protocols in this file's order
+// (Simple, LL128, LL); algorithms [tree, ring].
+constexpr double kBaseUs[2][3] = {{8.4, 14.0, 6.8}, {8.4, 14.0, 6.6}};
+// A hop's latency: [NVLink, PCIe, network][tree, ring][protocol].
+constexpr double kHopUs[3][2][3] = {{{4.0, 1.25, 0.6}, {3.4, 1.9, 0.6}},
+                                    {{4.0, 1.9, 1.0}, {5.7, 2.5, 1.0}},
+                                    {{14.0, 8.5, 5.0}, {14.0, 4.0, 2.7}}};
+// NVLS's latency is its NVLink hop alone (hwLat[NVLINK][NVLS][Simple]; no base latency).
+constexpr double kNvlsUs = 25.0;
+// What nccl-tests measures against NCCL's model, fitted on the two published single-node
+// all_reduce_perf sweeps of data/nccl-tests (an A100 NVSwitch node, a PCIe Gen4 server; each fit
+// alone, experiments/nccl-tests, docs/simulation.md "Collectives as NCCL runs them"). LL's
+// latency is NCCL's as it stands (the multi-node sweeps, one process per GPU, held out, land on
+// it: 25.0 µs measured for 16 H100s where the model says 25.2); Simple's and LL128's come out
+// longer, ×1.8 over NVLink and ×1.2 over PCIe; LL and LL128 reach less bandwidth than NCCL's
+// 0.5 and 0.92: [NVLink, PCIe].
+constexpr double kPipelinedLatencyScale[2] = {1.8, 1.2};
+constexpr double kRingLlShare[2] = {0.15, 0.36};
+constexpr double kRingLl128Share = 0.70;
+// A ring step that crosses nodes costs the host's network post at least (getNetOverhead: 1 µs on
+// Intel hosts, 2 on AMD; three posts for Simple). Intel's is taken.
+constexpr double kNetOverheadUs = 1.0;
+// "Trees are not perfectly sticking to the model for medium sizes": NCCL scales a tree
+// all-reduce's bandwidth by size, 64 B to 256 MB in powers of two (index log2(bytes / 64)).
+constexpr double kTreeCorrection[3][23] = {
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9},
+    {1, 1, 1, 1, 1, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1, 1},
+    {1, 1, 1, 1, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1, 1, 1, 1}};
+
+std::size_t index(CollectiveProtocol p) { return static_cast<std::size_t>(p); }
+
+std::size_t hop_row(LinkMedium m) { return m == LinkMedium::Pcie ? 1 : 0; }
+
+// Of the algorithm's bus bandwidth, what the protocol carries: on a ring as fitted above; on a
+// tree NCCL's model (tuning.cc's "model refinements": LL 1/3.8, LL128 7/9 inside one node and
+// 120/128 across nodes, and its correction by size), which no published sweep here tells apart.
+double protocol_share(const Collective& c, double nodes, LinkMedium medium) {
+  const auto p = c.protocol;
+  if (c.algorithm == CollectiveAlgorithm::Tree) {
+    double share = p == CollectiveProtocol::LL      ? 1.0 / 3.8
+                   : p == CollectiveProtocol::LL128 ? (nodes <= 1.0 ? 7.0 / 9.0 : 120.0 / 128.0)
+                                                    : 1.0;
+    const double units = std::floor(c.bytes / 64.0);
+    if (units >= 1.0) {
+      const auto log_size = static_cast<std::size_t>(std::floor(std::log2(units)));
+      if (log_size < 23) share *= kTreeCorrection[index(p)][log_size];
+    }
+    return share;
+  }
+  if (c.algorithm == CollectiveAlgorithm::Nvls) return 1.0;
+  return p == CollectiveProtocol::LL      ? kRingLlShare[hop_row(medium)]
+         : p == CollectiveProtocol::LL128 ? kRingLl128Share
+                                          : 1.0;
+}
+
+}  // namespace
+
+double nccl_latency_s(const Collective& c, const LinkSpec& intra) {
+  const auto p = static_cast<double>(c.group.ranks);
+  if (p <= 1.0 || !intra.medium) return 0.0;
+  const double per_node = std::clamp(static_cast<double>(c.group.per_node), 1.0, p);
+  const double nodes = p / per_node;
+  const std::size_t proto = index(c.protocol);
+  const std::size_t row = hop_row(*intra.medium);
+  // LL as NCCL models it; the others as measured (above).
+  const double scale =
+      c.protocol == CollectiveProtocol::LL ? 1.0 : kPipelinedLatencyScale[hop_row(*intra.medium)];
+  if (c.algorithm == CollectiveAlgorithm::Nvls) return scale * kNvlsUs * 1e-6;
+  if (c.algorithm == CollectiveAlgorithm::Tree && nodes > 1.0) {
+    const double depth = std::floor(std::log2(nodes));  // NCCL's log2i
+    return scale *
+           (kBaseUs[0][proto] +
+            2.0 * ((per_node - 1.0) * kHopUs[row][0][proto] + depth * kHopUs[2][0][proto])) *
+           1e-6;
+  }
+  // A ring (and a tree inside one node, which NCCL runs as its chain: the ring's steps).
+  const double steps = collective_steps(c.kind, p);
+  const double inter_steps = nodes > 1.0 ? collective_steps(c.kind, nodes) : 0.0;
+  double intra_hop = kHopUs[row][1][proto];
+  if (nodes > 1.0) {
+    const double posts = c.protocol == CollectiveProtocol::Simple ? 3.0 : 1.0;
+    intra_hop = std::max(intra_hop, posts * kNetOverheadUs);
+  }
+  return scale *
+         (kBaseUs[1][proto] + (steps - inter_steps) * intra_hop +
+          inter_steps * kHopUs[2][1][proto]) *
+         1e-6;
+}
+
 double collective_steps(CollectiveKind kind, double ranks) {
   return (kind == CollectiveKind::AllReduce ? 2.0 : 1.0) * (ranks - 1.0);
 }
@@ -48,10 +140,15 @@ CollectiveFlows collective_flows(const Collective& c, const LinkSpec& intra,
       const double inter_steps = !spans ? 0.0
                                  : ring ? collective_steps(c.kind, p / per_node)
                                         : steps;
+      // On a system whose links name their medium, NCCL's own model prices the ring: its
+      // latency and its protocol's share of the bandwidth (as bytes more to move).
+      const bool nccl = ring && intra.medium.has_value();
       const double latency =
-          (steps - inter_steps) * intra.latency_s + inter_steps * inter.latency_s;
-      (spans ? f.remote : f.local) = {steps * buffer / p * share, latency, steps,
-                                      buffer / p * share, latency / steps};
+          nccl ? nccl_latency_s(c, intra)
+               : (steps - inter_steps) * intra.latency_s + inter_steps * inter.latency_s;
+      const double step_bytes = buffer / p * share / (nccl ? protocol_share(c, p / per_node, *intra.medium) : 1.0);
+      (spans ? f.remote : f.local) = {steps * step_bytes, latency, steps, step_bytes,
+                                      latency / steps};
       return f;
     }
     case CollectiveAlgorithm::Direct:
@@ -79,16 +176,35 @@ CollectiveFlows collective_flows(const Collective& c, const LinkSpec& intra,
       // per_node of them sharing it, at 92 % of the ring's rate; one step, its latency the
       // chain's hops inside the node and the tree's between nodes, both ways. Within one node
       // NCCL's tree is its chain (the ring's step count at a lower rate): a ring.
-      if (!spans) {
+      if (!spans || c.kind != CollectiveKind::AllReduce) {
         Collective ring = c;
         ring.algorithm = CollectiveAlgorithm::Ring;
         return collective_flows(ring, intra, inter);
       }
       const double nodes = p / per_node;
       const double depth = std::floor(std::log2(nodes));  // NCCL's log2i
-      const double latency = 2.0 * ((per_node - 1.0) * intra.latency_s + depth * inter.latency_s);
-      const double bytes = 2.0 * c.bytes / per_node / kTreeBandwidthShare;
+      const bool nccl = intra.medium.has_value();
+      const double latency =
+          nccl ? nccl_latency_s(c, intra)
+               : 2.0 * ((per_node - 1.0) * intra.latency_s + depth * inter.latency_s);
+      const double bytes = 2.0 * c.bytes / per_node / kTreeBandwidthShare /
+                           (nccl ? protocol_share(c, nodes, *intra.medium) : 1.0);
       f.remote = {bytes, latency, 1.0, bytes, latency};
+      return f;
+    }
+    case CollectiveAlgorithm::Nvls: {
+      if (spans || c.kind != CollectiveKind::AllReduce || !(intra.nvls_efficiency > 0.0)) {
+        Collective ring = c;
+        ring.algorithm = CollectiveAlgorithm::Ring;
+        return collective_flows(ring, intra, inter);
+      }
+      // (p − 1)/p of the buffer each way at nvls_efficiency of the link, carried as bytes at the
+      // ring's rate (collective_efficiency), so that under either CollectiveRate NVLS stands to
+      // the ring as NCCL's bus bandwidths do.
+      const double bytes =
+          c.bytes * (p - 1.0) / p * intra.collective_efficiency / intra.nvls_efficiency;
+      const double latency = intra.medium ? nccl_latency_s(c, intra) : intra.latency_s;
+      f.local = {bytes, latency, 1.0, bytes, latency};
       return f;
     }
   }
@@ -109,13 +225,44 @@ double collective_seconds(const Collective& c, const LinkSpec& intra, const Link
 }
 
 Collective nccl_algorithm(Collective c, const LinkSpec& intra, const LinkSpec& inter) {
-  // NCCL's tree serves all-reduces only; other collectives keep the algorithm their use gives.
-  if (c.kind != CollectiveKind::AllReduce || c.algorithm != CollectiveAlgorithm::Ring ||
-      !c.group.spans_nodes())
-    return c;
-  Collective tree = c;
-  tree.algorithm = CollectiveAlgorithm::Tree;
-  return collective_seconds(tree, intra, inter) < collective_seconds(c, intra, inter) ? tree : c;
+  // Only NCCL's ring collectives have a choice; the others keep what their use gives.
+  if (c.algorithm != CollectiveAlgorithm::Ring || c.group.ranks <= 1) return c;
+  const bool all_reduce = c.kind == CollectiveKind::AllReduce;
+  const bool spans = c.group.spans_nodes();
+  // NCCL's tree and NVLS serve all-reduces only (NVLS inside one node: across nodes it needs
+  // CollNet or NVLS-Tree, not modelled); LL128 runs only where the node's links are NVLink
+  // (tuning.cc: typeIntra ≤ PATH_NVB); protocols only where the links name their medium.
+  std::array<CollectiveAlgorithm, 3> algorithms{};
+  std::size_t n_algorithms = 0;
+  algorithms[n_algorithms++] = CollectiveAlgorithm::Ring;
+  if (all_reduce && spans) algorithms[n_algorithms++] = CollectiveAlgorithm::Tree;
+  if (all_reduce && !spans && intra.nvls_efficiency > 0.0)
+    algorithms[n_algorithms++] = CollectiveAlgorithm::Nvls;
+  std::array<CollectiveProtocol, 3> protocols{};
+  std::size_t n_protocols = 0;
+  protocols[n_protocols++] = CollectiveProtocol::Simple;
+  if (intra.medium) {
+    if (*intra.medium == LinkMedium::NvLink) protocols[n_protocols++] = CollectiveProtocol::LL128;
+    protocols[n_protocols++] = CollectiveProtocol::LL;
+  }
+  Collective best = c;
+  best.protocol = CollectiveProtocol::Simple;
+  double best_s = collective_seconds(best, intra, inter);
+  for (std::size_t a = 0; a < n_algorithms; ++a) {
+    for (std::size_t p = 0; p < n_protocols; ++p) {
+      if (algorithms[a] == CollectiveAlgorithm::Nvls && protocols[p] != CollectiveProtocol::Simple)
+        continue;
+      Collective candidate = c;
+      candidate.algorithm = algorithms[a];
+      candidate.protocol = protocols[p];
+      const double s = collective_seconds(candidate, intra, inter);
+      if (s < best_s) {
+        best = candidate;
+        best_s = s;
+      }
+    }
+  }
+  return best;
 }
 
 }  // namespace pipetab

@@ -53,10 +53,29 @@ enum class CollectiveAlgorithm : std::uint8_t {
   /// node's NICs carrying 2·bytes among them, at 92 % of the ring's bus bandwidth (NCCL's
   /// `busBw * .92` for a tree all-reduce). NCCL picks it where it is the faster (nccl_algorithm).
   Tree,
+  /// NCCL's NVLink SHARP all-reduce inside one node (NCCL 2.17; NVSwitch 3 and later): the
+  /// switch reduces and multicasts, so each rank sends and receives (p − 1)/p of the buffer once
+  /// where a ring moves it twice, at the link's `nvls_efficiency`; NCCL's model gives it a fixed
+  /// 25 µs latency and no protocol but Simple. Only where the node's links offer it.
+  Nvls,
 };
 
-inline constexpr std::array<std::string_view, 5> kCollectiveAlgorithmNames{
-    "ring", "neighbour", "direct", "node-dedup", "tree"};
+inline constexpr std::array<std::string_view, 6> kCollectiveAlgorithmNames{
+    "ring", "neighbour", "direct", "node-dedup", "tree", "nvls"};
+
+/// NCCL's protocols (tuning.cc; NCCL's "LL128" design notes in src/device/prims_ll128.h): LL
+/// sends 8-byte lines of 4 data and 4 flag bytes, at half the bandwidth but the least latency;
+/// LL128 128-byte lines of 120 data bytes, only over NVLink; Simple whole chunks behind a memory
+/// fence, the full bandwidth and the most latency. NCCL picks, per call, the algorithm and
+/// protocol its model says is the fastest for the message size (nccl_algorithm).
+enum class CollectiveProtocol : std::uint8_t { Simple, LL128, LL };
+
+inline constexpr std::array<std::string_view, 3> kCollectiveProtocolNames{"simple", "ll128",
+                                                                          "ll"};
+
+constexpr std::string_view to_string(CollectiveProtocol p) {
+  return name_of(kCollectiveProtocolNames, p);
+}
 
 /// The share of the ring's bus bandwidth NCCL's tuning model gives a tree all-reduce
 /// (src/graph/tuning.cc: `busBw = std::min(busBw*.92, …)` for NCCL_ALGO_TREE, ncclFuncAllReduce).
@@ -82,6 +101,8 @@ struct Collective {
   double bytes = 0.0;
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::Ring;
   CollectiveRate rate = CollectiveRate::Achieved;
+  /// Used by Ring, Tree and Nvls where the node's links name their medium (LinkSpec::medium).
+  CollectiveProtocol protocol = CollectiveProtocol::Simple;
   double top_k = 1.0;       ///< NodeDedup: rows per token
   double node_limit = 0.0;  ///< NodeDedup: at most this many nodes per token (0: no limit)
 };
@@ -117,10 +138,26 @@ double collective_rate(const Collective& c, const LinkSpec& link);
 /// bytes at its rate.
 double collective_seconds(const Collective& c, const LinkSpec& intra, const LinkSpec& inter);
 
-/// NCCL's choice between its algorithms, as its tuning model makes it (the one with the least
-/// latency plus bytes over bandwidth): a ring all-reduce across nodes becomes a tree where the
-/// tree is the faster — small buffers, many nodes (a 25 MB bucket over 1,024 ranks pays a ring's
-/// 2,046 latencies, a tree's 2·(7 + 7)). Every other collective is returned as it is.
+/// NCCL's choice of algorithm and protocol for a ring collective, as its tuning model makes it
+/// (the one with the least latency plus bytes over bandwidth): a ring all-reduce across nodes
+/// becomes a tree where the tree is the faster — small buffers, many nodes (a 25 MB bucket over
+/// 1,024 ranks pays a ring's 2,046 latencies, a tree's 2·(7 + 7)); an all-reduce inside an
+/// NVSwitch node with SHARP becomes NVLS where that is the faster (large buffers); and where the
+/// node's links name their medium, the protocol by message size (LL for a few kilobytes, LL128
+/// over NVLink in between, Simple for large buffers). Every other collective is returned as it is.
 Collective nccl_algorithm(Collective c, const LinkSpec& intra, const LinkSpec& inter);
+
+/// nccl-tests run with -g N drives N GPUs from one thread, which launches each call's kernels one
+/// GPU after the other: the last starts (N − 1) launches late. Fitted with NCCL's latencies on the
+/// two published single-process sweeps of data/nccl-tests (2.4 µs per GPU on the A100 node, 2.8 on
+/// the PCIe server; experiments/nccl-tests). Training runs a process per GPU and never pays it:
+/// `pipetab collective -g N` adds it to compare with such a sweep.
+inline constexpr double kNcclTestsLaunchPerGpuS = 2.6e-6;
+
+/// NCCL's latency of `c` by its tuning model (tuning.cc, ncclTopoTuneModel and
+/// ncclTopoGetAlgoTime), in seconds: the algorithm's and protocol's base latency plus a hop's
+/// for each step — the intra medium's hops within the node, the network's for each node boundary
+/// a chunk crosses. For Ring, Tree and Nvls where `intra.medium` is set.
+double nccl_latency_s(const Collective& c, const LinkSpec& intra);
 
 }  // namespace pipetab

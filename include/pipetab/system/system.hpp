@@ -14,6 +14,11 @@
 
 namespace pipetab {
 
+/// What a node's links are, as NCCL's tuning model tells them apart (src/graph/tuning.cc, its
+/// hwLat rows): NVLink (through NVSwitch or bridges) or PCIe. Between nodes it is always the
+/// network.
+enum class LinkMedium : std::uint8_t { NvLink, Pcie };
+
 /// A link class: latency α (seconds) and bandwidth β (bytes per second, per direction).
 struct LinkSpec {
   double latency_s = 0.0;
@@ -29,6 +34,15 @@ struct LinkSpec {
   /// Unset latency: latency_s.
   std::optional<double> p2p_latency_s{};
   double p2p_efficiency = 1.0;
+  /// Within a node: the hardware NCCL runs over. Set, the node's ring and tree collectives take
+  /// NCCL's own latency model and its protocols (LL, LL128, Simple) by message size
+  /// (parallel/collective.hpp); unset (the paper's synthetic systems), a collective is the plain
+  /// α-β ring. Read only on the `intra` link class.
+  std::optional<LinkMedium> medium{};
+  /// Within a node: of the bandwidth, what NCCL's NVLink SHARP all-reduce (NVLS: the NVSwitch
+  /// reduces, each rank sends and receives (p−1)/p of the buffer once) reaches; 0 where the
+  /// switch has no SHARP (before NVSwitch 3, Hopper) or NCCL does not use it.
+  double nvls_efficiency = 0.0;
   friend bool operator==(const LinkSpec&, const LinkSpec&) = default;
 
   double p2p_latency() const noexcept { return p2p_latency_s.value_or(latency_s); }
