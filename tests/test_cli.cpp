@@ -1288,6 +1288,49 @@ TEST_F(Cli, PlanRanksLayoutsAndWritesTheBest) {
   expect_usage_error("plan --gpus 8 --global-batch 8 --system tiny.toml", "tiny.toml");
 }
 
+TEST_F(Cli, CollectivePrintsASweepInNcclTestsColumns) {
+  // 8 B to 128 MB by doubling on a100-pcie: 25 rows; each row's busbw is algbw × 2(p − 1)/p and
+  // algbw the size over the time; LL first, Simple last, never LL128 over PCIe.
+  auto r = run("collective --system a100-pcie --format csv");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream in(r.out);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "bytes,time_us,algbw_gbs,busbw_gbs,algorithm,protocol");
+  std::vector<std::vector<std::string>> rows;
+  while (std::getline(in, line)) {
+    std::vector<std::string> cells;
+    std::istringstream cell(line);
+    std::string c;
+    while (std::getline(cell, c, ','))
+      cells.push_back(c);
+    ASSERT_EQ(cells.size(), 6U) << line;
+    const double bytes = std::stod(cells[0]), us = std::stod(cells[1]);
+    EXPECT_NEAR(std::stod(cells[2]), bytes / us / 1e3, 1e-4 * std::stod(cells[2]) + 1e-9);
+    EXPECT_NEAR(std::stod(cells[3]), std::stod(cells[2]) * 2 * 7 / 8,
+                1e-4 * std::stod(cells[3]) + 1e-9);
+    EXPECT_NE(cells[5], "ll128") << line;
+    rows.push_back(cells);
+  }
+  ASSERT_EQ(rows.size(), 25U);
+  EXPECT_EQ(rows.front()[0], "8");
+  EXPECT_EQ(rows.back()[0], "134217728");
+  EXPECT_EQ(rows.front()[5], "ll");
+  EXPECT_EQ(rows.back()[5], "simple");
+  // nccl-tests' -g: a launch per GPU after the first, 2.6 µs each.
+  const auto one = run("collective --system dgx-a100 -b 8 -e 8 --format json");
+  const auto eight = run("collective --system dgx-a100 -b 8 -e 8 -g 8 --format json");
+  ASSERT_EQ(eight.code, 0) << eight.err;
+  EXPECT_NEAR(nlohmann::json::parse(eight.out)["rows"][0]["time_us"].get<double>() -
+                  nlohmann::json::parse(one.out)["rows"][0]["time_us"].get<double>(),
+              7 * 2.6, 1e-9);
+  expect_usage_error("collective -b 12Q", "--min-bytes '12Q': expected a size in bytes");
+  expect_usage_error("collective -b 1M -e 1K", "--max-bytes 1K is below --min-bytes 1M");
+  expect_usage_error("collective -n 12 --per-node 8", "--per-node 8 must divide --ranks 12");
+  expect_usage_error("collective -n 16 --per-node 16",
+                     "--per-node 16: a node of system 'dgx-a100' holds 8 GPUs");
+}
+
 TEST_F(Cli, TuneWritesATableOthersRead) {
   const auto table = (dir_ / "best.csv").string();
   const auto r = run("tune -S 4 -M 8 --system network-bound --memory-limit 6 -t " + table);

@@ -614,9 +614,9 @@ TEST(Config, OperatorLevelKeysAreChecked) {
                          network),
             "s.toml:1:1: key 'device': missing key 'memory_bandwidth'");
   std::string text = roofline + network;
-  EXPECT_EQ(system_error(text.replace(text.find("bf16"), 4, "fp4")),
-            "s.toml:5:1: key 'device.peak_flops.fp4': unknown key (expected: fp32, tf32, fp16, "
-            "bf16, fp8)");
+  EXPECT_EQ(system_error(text.replace(text.find("bf16"), 4, "fp6")),
+            "s.toml:5:1: key 'device.peak_flops.fp6': unknown key (expected: fp32, tf32, fp16, "
+            "bf16, fp8, fp4)");
   text = roofline + network;
   EXPECT_EQ(system_error(text.replace(text.find("sms = 100"), 9, "sms = 0")),
             "s.toml:7:7: key 'device.gemm.sms': 0 is out of range (1..1048576)");
@@ -658,8 +658,8 @@ TEST(Config, OperatorLevelKeysAreChecked) {
             ".. 1)");
   // NCCL's medium and NVLS: named choices, on the node's links only, read back as written.
   text = roofline + network;
-  EXPECT_EQ(system_error(text.replace(text.find("bandwidth = 1e9"), 15,
-                                      "bandwidth = 1e9\nmedium = \"ib\"")),
+  EXPECT_EQ(system_error(
+                text.replace(text.find("bandwidth = 1e9"), 15, "bandwidth = 1e9\nmedium = \"ib\"")),
             "s.toml:13:10: key 'network.intra.medium': 'ib' is not one of: nvlink, pcie");
   text = roofline + network;
   EXPECT_EQ(system_error(text.replace(text.find("bandwidth = 1e9"), 15,
@@ -667,10 +667,10 @@ TEST(Config, OperatorLevelKeysAreChecked) {
             "s.toml:13:19: key 'network.intra.nvls_efficiency': NVLink SHARP runs in an NVSwitch: "
             "give medium = \"nvlink\" with it");
   text = roofline + network;
-  const auto nvls = io::parse_system(
-      text.replace(text.find("bandwidth = 1e9"), 15,
-                   "bandwidth = 1e9\nmedium = \"nvlink\"\nnvls_efficiency = 0.5"),
-      "s.toml");
+  const auto nvls =
+      io::parse_system(text.replace(text.find("bandwidth = 1e9"), 15,
+                                    "bandwidth = 1e9\nmedium = \"nvlink\"\nnvls_efficiency = 0.5"),
+                       "s.toml");
   EXPECT_EQ(nvls.intra.medium, LinkMedium::NvLink);
   EXPECT_EQ(nvls.intra.nvls_efficiency, 0.5);
   EXPECT_EQ(io::parse_system(io::system_toml(nvls), "back.toml").intra, nvls.intra);

@@ -207,8 +207,10 @@ TEST(ErrorBar, TheBuiltInResidualsAreThePublishedRunsOnPresets) {
   for (const auto& c : checks) {
     EXPECT_LE(c.covered, c.runs);
     if (c.high_factor == 0) continue;  // too few presets to carry an interval
-    EXPECT_LT(c.low_factor, 1.0 + 1e-9);
-    EXPECT_GT(c.high_factor, 1.0);
+    // An interval need not hold 1: every dense gb200-nvl72 run is predicted too fast, and its
+    // interval lies above the prediction (× 1.05 to × 1.36).
+    EXPECT_GT(c.low_factor, 0.0);
+    EXPECT_LT(c.low_factor, c.high_factor);
   }
 }
 

@@ -706,6 +706,14 @@ TEST(JobFileMegatron, RefusesWhatItCannotModel) {
       "mxfp8");
   EXPECT_NE(megatron_error("--fp8-format hybrid\n--fp8-recipe custom\n").find("custom"),
             std::string::npos);
+  // FP4: Transformer Engine's NVFP4, carried as the FP8 job's nvfp4 recipe; not beside FP8.
+  const auto fp4 = values_of(io::parse_megatron_args("--bf16\n--fp4-format e2m1\n", "run.args", 8));
+  EXPECT_EQ(fp4.at("fp8_recipe"), "nvfp4");
+  EXPECT_EQ(fp4.at("precision"), "fp8");
+  EXPECT_NE(megatron_error("--fp8-format hybrid\n--fp4-format e2m1\n").find("beside --fp8-format"),
+            std::string::npos);
+  EXPECT_NE(megatron_error("--fp4-format e2m1\n--fp4-recipe custom\n").find("custom"),
+            std::string::npos);
   EXPECT_NE(megatron_error("--moe-token-dispatcher-type allgather\n").find("allgather dispatcher"),
             std::string::npos);
   // Megatron-LM's default dispatcher, for a file that names experts.

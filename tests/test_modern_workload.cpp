@@ -121,6 +121,52 @@ TEST(Fp8, Mxfp8RunsOnBlackwellsBlockScaledGemms) {
   EXPECT_NO_THROW(cost::stage_costs(mx.model, mx.job, mx.layout, work, system));
 }
 
+// NVFP4 (Transformer Engine's NVFP4BlockScaling): the layer linears' GEMMs on the FP4 peak and
+// their own model, the quantisation at NVFP4's measured cost, both weight copies at half a byte
+// and a scale byte per 16; refused where the device has no FP4 tensor cores.
+TEST(Fp8, Nvfp4RunsOnBlackwellsFp4TensorCores) {
+  auto m = llama8b();
+  m.job.precision = Precision::FP8;
+  m.job.fp8_recipe = Fp8Recipe::Nvfp4;
+  const auto ops = model_operators(workload(m));
+  // MXFP8's 4 + 2/32 bytes per element times 2.689 / 1.823 ms (the B300's measured overheads).
+  EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "qkv.quantize")->bytes,
+                   (4.0 + 2.0 / 32.0) * 2.689 / 1.823 * 8192 * 4096);
+  const auto system = io::load_system("gb200-nvl72");
+  ASSERT_TRUE(system.device.gemm_nvfp4);
+  EXPECT_EQ(system.device.peak(Precision::FP4), 2 * system.device.peak(Precision::FP8));
+  const Operator& fc1 = *find_op(ops.layer.forward, "fc1");
+  const auto c = cost::operator_cost(fc1, workload(m), system);
+  EXPECT_DOUBLE_EQ(c.efficiency, cost::gemm_efficiency(*system.device.gemm_nvfp4, fc1.gemm));
+  // At the FP4 peak: the same GEMM under MXFP8 takes longer, by at most the peaks' and models'
+  // ratio (the kernel's launch, alike in both, takes some of it).
+  auto mx = m;
+  mx.job.fp8_recipe = Fp8Recipe::Mxfp8;
+  const auto mx_ops = model_operators(workload(mx));
+  const auto mx_cost =
+      cost::operator_cost(*find_op(mx_ops.layer.forward, "fc1"), workload(mx), system);
+  EXPECT_GT(mx_cost.seconds / c.seconds, 1.8);
+  EXPECT_LE(mx_cost.seconds / c.seconds, 2 * c.efficiency / mx_cost.efficiency * (1 + 1e-12));
+  const std::vector<std::int32_t> one{1};
+  EXPECT_DOUBLE_EQ(test::stage_work(m, one, 1)[0].fp8_weight_copy_bytes,
+                   32.0 * 218103808 * 2 * (0.5 + 1.0 / 16));
+  const auto work = test::stage_work(m, one, 1);
+  try {
+    (void)cost::stage_costs(m.model, m.job, m.layout, work, io::load_system("dgx-h100"));
+    ADD_FAILURE();
+  } catch (const ParamError& e) {
+    EXPECT_NE(std::string(e.what()).find("fp8_recipe nvfp4: system 'dgx-h100' (H100 SXM5 80GB) "
+                                         "gives no fp4 peak (device.peak_flops.fp4)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(cost::stage_costs(m.model, m.job, m.layout, work, system));
+  // Read and written back.
+  const auto back = io::parse_system(io::system_toml(system), "back.toml");
+  EXPECT_EQ(back.device.gemm_nvfp4, system.device.gemm_nvfp4);
+  EXPECT_EQ(back.device.peak(Precision::FP4), system.device.peak(Precision::FP4));
+}
+
 // [device.gemm_mxfp8] is read, written back, inherited from a preset, and absent where no file
 // gives it.
 TEST(Fp8, SystemFilesTakeGemmMxfp8) {

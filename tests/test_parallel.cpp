@@ -372,7 +372,9 @@ namespace pipetab {
 namespace {
 
 // The links of a node as NCCL sees them: `medium` set, the presets' rates.
-SystemConfig nccl_system(const char* preset) { return io::load_system(preset); }
+SystemConfig nccl_system(const char* preset) {
+  return io::load_system(preset);
+}
 
 double chosen_seconds(const Collective& c, const SystemConfig& s) {
   return collective_seconds(nccl_algorithm(c, s.intra, s.inter), s.intra, s.inter);
@@ -411,15 +413,15 @@ TEST(NcclModel, TheChoiceIsTheFastestCandidateAndGrowsWithSize) {
   for (const char* preset : {"dgx-a100", "a100-pcie", "dgx-h100", "gb200-nvl72"}) {
     const auto s = nccl_system(preset);
     for (const Group g : {Group{8, 8}, Group{4, 4}, Group{16, 8}, Group{64, 8}}) {
-      for (const auto kind : {CollectiveKind::AllReduce, CollectiveKind::ReduceScatter,
-                              CollectiveKind::AllGather}) {
+      for (const auto kind :
+           {CollectiveKind::AllReduce, CollectiveKind::ReduceScatter, CollectiveKind::AllGather}) {
         double previous = 0.0;
         for (double bytes = 8; bytes <= 8e9; bytes *= 2) {
           const Collective c{kind, g, bytes};
           const Collective chosen = nccl_algorithm(c, s.intra, s.inter);
           const double t = collective_seconds(chosen, s.intra, s.inter);
-          for (const auto a : {CollectiveAlgorithm::Ring, CollectiveAlgorithm::Tree,
-                               CollectiveAlgorithm::Nvls}) {
+          for (const auto a :
+               {CollectiveAlgorithm::Ring, CollectiveAlgorithm::Tree, CollectiveAlgorithm::Nvls}) {
             for (const auto p : {CollectiveProtocol::Simple, CollectiveProtocol::LL}) {
               Collective other = c;
               other.algorithm = a;
@@ -431,14 +433,19 @@ TEST(NcclModel, TheChoiceIsTheFastestCandidateAndGrowsWithSize) {
           }
           EXPECT_GE(t, previous) << preset << " " << g.ranks << " " << bytes;
           previous = t;
-          if (*s.intra.medium == LinkMedium::Pcie)
+          if (*s.intra.medium == LinkMedium::Pcie) {
             EXPECT_NE(chosen.protocol, CollectiveProtocol::LL128);
+          }
           if (chosen.algorithm == CollectiveAlgorithm::Nvls) {
             EXPECT_EQ(kind, CollectiveKind::AllReduce);
             EXPECT_FALSE(g.spans_nodes());
           }
-          if (bytes == 8) EXPECT_EQ(chosen.protocol, CollectiveProtocol::LL) << preset;
-          if (bytes > 4e9) EXPECT_EQ(chosen.protocol, CollectiveProtocol::Simple) << preset;
+          if (bytes == 8) {
+            EXPECT_EQ(chosen.protocol, CollectiveProtocol::LL) << preset;
+          }
+          if (bytes > 4e9) {
+            EXPECT_EQ(chosen.protocol, CollectiveProtocol::Simple) << preset;
+          }
         }
       }
     }
@@ -466,8 +473,9 @@ TEST(NcclModel, WithoutAMediumTheRingIsPlainAlphaBeta) {
   const Collective chosen = nccl_algorithm(c, s.intra, s.inter);
   EXPECT_EQ(chosen.protocol, CollectiveProtocol::Simple);
   EXPECT_EQ(chosen.algorithm, CollectiveAlgorithm::Ring);
-  EXPECT_DOUBLE_EQ(collective_seconds(chosen, s.intra, s.inter),
-                   6 * s.intra.latency_s + 6 * 2.0 / (s.intra.bandwidth * s.intra.collective_efficiency));
+  EXPECT_DOUBLE_EQ(
+      collective_seconds(chosen, s.intra, s.inter),
+      6 * s.intra.latency_s + 6 * 2.0 / (s.intra.bandwidth * s.intra.collective_efficiency));
 }
 
 // One published all_reduce_perf sweep (data/nccl-tests/NAME.csv): size and out-of-place time.

@@ -40,11 +40,11 @@ double parse_size(const std::string& text, const char* option) {
   }
   const double bytes = value * scale;
   if (!(bytes >= 1.0) || !std::isfinite(bytes) || bytes > 1e15) {
-    throw ParamError(fmt::format("{} '{}': expected a size from 1 byte to 1e15 bytes", option, text));
+    throw ParamError(
+        fmt::format("{} '{}': expected a size from 1 byte to 1e15 bytes", option, text));
   }
   return std::floor(bytes);
 }
-
 
 // nccl-tests' bus bandwidth factor (PERFORMANCE.md): what each rank's link carries per byte of
 // the buffer.
@@ -105,9 +105,9 @@ Subcommand add_collective(CLI::App& app) {
         c.group.ranks = s->ranks > 0 ? s->ranks : std::min<std::int64_t>(node, 1 << 30);
         c.group.per_node = s->per_node > 0 ? s->per_node : std::min(c.group.ranks, node);
         if (c.group.per_node > c.group.ranks || c.group.ranks % c.group.per_node != 0) {
-          throw ParamError(fmt::format(
-              "--per-node {} must divide --ranks {} (a group is whole nodes' shares)",
-              c.group.per_node, c.group.ranks));
+          throw ParamError(
+              fmt::format("--per-node {} must divide --ranks {} (a group is whole nodes' shares)",
+                          c.group.per_node, c.group.ranks));
         }
         if (c.group.per_node > node) {
           throw ParamError(fmt::format("--per-node {}: a node of system '{}' holds {} GPUs",
@@ -116,8 +116,8 @@ Subcommand add_collective(CLI::App& app) {
         const auto p = static_cast<double>(c.group.ranks);
         nlohmann::json rows = nlohmann::json::array();
         std::string text = fmt::format(
-            "{} over {} GPUs ({} per node) on {}{}\n{:>14} {:>12} {:>10} {:>10}  {}\n",
-            s->op, c.group.ranks, c.group.per_node, system.name,
+            "{} over {} GPUs ({} per node) on {}{}\n{:>14} {:>12} {:>10} {:>10}  {}\n", s->op,
+            c.group.ranks, c.group.per_node, system.name,
             system.intra.medium ? "" : " (no link medium: plain ring, no NCCL protocols)",
             "size (B)", "time (us)", "algbw", "busbw", "algorithm/protocol");
         std::string csv = "bytes,time_us,algbw_gbs,busbw_gbs,algorithm,protocol\n";
@@ -130,9 +130,9 @@ Subcommand add_collective(CLI::App& app) {
                   kNcclTestsLaunchPerGpuS;
           const double algbw = seconds > 0.0 ? bytes / seconds / 1e9 : 0.0;
           const double busbw = algbw * bus_factor(c.kind, p);
-          text += fmt::format("{:>14.0f} {:>12.2f} {:>10.2f} {:>10.2f}  {}/{}\n", bytes,
-                              seconds * 1e6, algbw, busbw, to_string(chosen.algorithm),
-                              to_string(chosen.protocol));
+          text +=
+              fmt::format("{:>14.0f} {:>12.2f} {:>10.2f} {:>10.2f}  {}/{}\n", bytes, seconds * 1e6,
+                          algbw, busbw, to_string(chosen.algorithm), to_string(chosen.protocol));
           csv += fmt::format("{:.0f},{:.6g},{:.6g},{:.6g},{},{}\n", bytes, seconds * 1e6, algbw,
                              busbw, to_string(chosen.algorithm), to_string(chosen.protocol));
           rows.push_back({{"bytes", bytes},

@@ -45,6 +45,20 @@ void require_costable(const ModelConfig& model, const Job& job, const SystemConf
         "above, e.g. dgx-b200, gb200-nvl72); on Hopper use tensorwise, delayed or blockwise",
         system.name, device.name));
   }
+  // NVFP4's GEMMs run on the FP4 tensor cores: the FP4 peak and their own model.
+  if (job.precision == Precision::FP8 && job.fp8_recipe == Fp8Recipe::Nvfp4) {
+    if (!(device.peak(Precision::FP4) > 0.0)) {
+      throw ParamError(fmt::format(
+          "fp8_recipe nvfp4: system '{}' ({}) gives no fp4 peak (device.peak_flops.fp4): NVFP4 "
+          "GEMMs need Blackwell's FP4 tensor cores (e.g. dgx-b200, gb200-nvl72)",
+          system.name, device.name));
+    }
+    if (!device.flat_efficiency && !device.gemm_nvfp4) {
+      throw ParamError(fmt::format(
+          "fp8_recipe nvfp4: system '{}' ({}) gives no NVFP4 GEMM model ([device.gemm_nvfp4])",
+          system.name, device.name));
+    }
+  }
   if (!(device.peak(job.precision) > 0.0)) {
     throw ParamError(fmt::format(
         "system '{}' gives no {} peak (device.peak_flops.{}) for model '{}', which trains in {}",
@@ -65,6 +79,7 @@ namespace {
 const GemmModel& gemm_model(const DeviceSpec& device, const Job& job, bool fp8) {
   if (!fp8) return device.gemm;
   if (job.fp8_recipe == Fp8Recipe::Mxfp8 && device.gemm_mxfp8) return *device.gemm_mxfp8;
+  if (job.fp8_recipe == Fp8Recipe::Nvfp4 && device.gemm_nvfp4) return *device.gemm_nvfp4;
   return device.gemm_fp8;
 }
 
@@ -77,8 +92,8 @@ double memory_seconds(double bytes, const DeviceSpec& device) {
 
 OperatorCost operator_cost(const Operator& op, const Workload& run, const SystemConfig& system) {
   const DeviceSpec& device = system.device;
-  const double peak =
-      device.peak(op.fp8 ? Precision::FP8 : compute_precision(run.job)) * device.clock_scale;
+  const double peak = device.peak(op.fp8 ? low_precision(run.job) : compute_precision(run.job)) *
+                      device.clock_scale;
   const double launches = op.kernels * device.kernel_overhead_s;
   OperatorCost c;
   switch (op.kind) {

@@ -114,7 +114,7 @@ void read_peaks(const Reader& r, const toml::table& device, DeviceSpec& spec, bo
   if (node == nullptr) node = &r.require(device, "device", "peak_flops");
   if (const auto* table = node->as_table()) {
     const std::string p = "device.peak_flops";
-    r.only(*table, p, {"fp32", "tf32", "fp16", "bf16", "fp8"});
+    r.only(*table, p, {"fp32", "tf32", "fp16", "bf16", "fp8", "fp4"});
     if (table->empty()) r.fail(table->source(), p, "expected at least one precision");
     for (std::size_t i = 0; i < kPrecisions; ++i) {
       spec.peak_flops[i] = r.number(*table, p, kPrecisionNames[i], 0.0, 1.0, kHuge, false);
@@ -268,7 +268,7 @@ void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int 
          {"preset", "name", "peak_flops", "clock_scale", "efficiency", "memory_bytes",
           "memory_reserve", "memory_bandwidth", "memory_efficiency", "kernel_overhead_s",
           "step_overhead_s", "host_launch_s", "comm_slowdown", "gemm", "gemm_fp8", "gemm_mxfp8",
-          "attention", "compute_capability"});
+          "gemm_nvfp4", "attention", "compute_capability"});
   bool based = false;
   if (const auto preset = r.string(device, "device", "preset")) {
     const auto text = detail::preset("systems", *preset);
@@ -331,6 +331,7 @@ void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int 
     }
     const GemmModel base_fp8 = d.gemm_fp8;  // a preset's, when based on one
     const std::optional<GemmModel> base_mxfp8 = d.gemm_mxfp8;
+    const std::optional<GemmModel> base_nvfp4 = d.gemm_nvfp4;
     if (gemm != nullptr) read_gemm(r, *gemm, d.gemm, based);
     // FP8 GEMMs: the BF16 model's tiles; the efficiency of [device.gemm_fp8], else the base
     // preset's, else the BF16 model's. MXFP8 GEMMs the same way, but a device has them only where
@@ -358,8 +359,12 @@ void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int 
     const bool has_mxfp8 = read_efficiency("gemm_mxfp8", mxfp8);
     d.gemm_mxfp8.reset();
     if (has_mxfp8 || base_mxfp8) d.gemm_mxfp8 = mxfp8;
+    GemmModel nvfp4 = base_nvfp4 ? with_tiles(*base_nvfp4) : d.gemm_fp8;
+    const bool has_nvfp4 = read_efficiency("gemm_nvfp4", nvfp4);
+    d.gemm_nvfp4.reset();
+    if (has_nvfp4 || base_nvfp4) d.gemm_nvfp4 = nvfp4;
   } else {
-    for (const char* key : {"gemm_fp8", "gemm_mxfp8"}) {
+    for (const char* key : {"gemm_fp8", "gemm_mxfp8", "gemm_nvfp4"}) {
       if (device.get(key) != nullptr) {
         r.fail(device.get(key)->source(), fmt::format("device.{}", key),
                "not with device.efficiency: the FLOP-proportional model has no GEMM model");
@@ -614,6 +619,10 @@ std::string system_toml(const SystemConfig& s, const std::string& comment) {
     if (d.gemm_mxfp8) {
       out += fmt::format("\n[device.gemm_mxfp8]\nmax_efficiency = {}\nk_overhead = {}\n",
                          number(d.gemm_mxfp8->max_efficiency), number(d.gemm_mxfp8->k_overhead));
+    }
+    if (d.gemm_nvfp4) {
+      out += fmt::format("\n[device.gemm_nvfp4]\nmax_efficiency = {}\nk_overhead = {}\n",
+                         number(d.gemm_nvfp4->max_efficiency), number(d.gemm_nvfp4->k_overhead));
     }
     out += write_attention(d);
   }

@@ -154,6 +154,8 @@ constexpr std::string_view kGranularity[] = {"full", "selective"};
 constexpr std::string_view kMethod[] = {"uniform", "block"};
 constexpr std::string_view kFp8Format[] = {"e4m3", "hybrid"};
 constexpr std::string_view kFp8Recipe[] = {"tensorwise", "delayed", "mxfp8", "blockwise", "custom"};
+constexpr std::string_view kFp4Format[] = {"e2m1"};
+constexpr std::string_view kFp4Recipe[] = {"nvfp4", "custom"};
 constexpr std::string_view kDispatcher[] = {"allgather", "alltoall", "flex"};
 constexpr std::string_view kFlexBackend[] = {"deepep", "hybridep"};
 constexpr std::string_view kAttention[] = {"flash", "fused", "unfused", "local", "auto"};
@@ -194,7 +196,8 @@ constexpr FlagSpec kFlags[] = {
     {"--fp16", Kind::Switch},
     {"--fp8-format", Kind::Text, kFp8Format},
     {"--fp8-recipe", Kind::Text, kFp8Recipe},
-    {"--fp4-format", Kind::Text},
+    {"--fp4-format", Kind::Text, kFp4Format},
+    {"--fp4-recipe", Kind::Text, kFp4Recipe},
     {"--fp8-param-gather", Kind::Switch},
     {"--grad-reduce-in-bf16", Kind::Switch},
     {"--moe-token-dispatcher-type", Kind::Text, kDispatcher},
@@ -696,10 +699,22 @@ JobFile parse_megatron_args(std::string_view text, const std::string& file,
   const auto* fp16 = a.use("--fp16");
   const auto* fp8 = a.use("--fp8-format");
   const auto* recipe = a.use("--fp8-recipe");
-  if (const auto* o = a.use("--fp4-format")) a.fail(o, "FP4 training (NVFP4) is not modelled");
+  // FP4 (arguments.py: --fp4-format e2m1, --fp4-recipe nvfp4 by default): Transformer Engine's
+  // NVFP4 recipe, which pipetab carries as the FP8 job's nvfp4 recipe (model/job.hpp).
+  const auto* fp4 = a.use("--fp4-format");
+  const auto* fp4_recipe = a.use("--fp4-recipe");
+  if (fp4 != nullptr && fp8 != nullptr)
+    a.fail(fp4, "beside --fp8-format: give one (a layer runs one recipe)");
+  if (fp4_recipe != nullptr && fp4 == nullptr)
+    a.why("--fp4-recipe", "no --fp4-format: the run is not FP4");
+  if (fp4_recipe != nullptr && fp4_recipe->values[0] == "custom")
+    a.fail(fp4_recipe, "custom (a quantizer factory) is not modelled");
   if (bf16 != nullptr && fp16 != nullptr) a.fail(fp16, "beside --bf16: give one (arguments.py)");
   std::string precision = "fp32";
-  if (fp8 != nullptr) {
+  if (fp4 != nullptr) {
+    precision = "fp8";
+    out.set("fp8_recipe", "nvfp4", line_of(fp4), "--fp4-format (Transformer Engine's NVFP4)");
+  } else if (fp8 != nullptr) {
     precision = "fp8";
     const std::string r = recipe != nullptr ? recipe->values[0] : "delayed";
     if (r == "custom") a.fail(recipe, "custom (a quantizer factory) is not modelled");
@@ -711,7 +726,10 @@ JobFile parse_megatron_args(std::string_view text, const std::string& file,
     if (fp16 != nullptr) precision = "fp16";
   }
   {
-    const Occurrence* from = fp8 != nullptr ? fp8 : bf16 != nullptr ? bf16 : fp16;
+    const Occurrence* from = fp4 != nullptr    ? fp4
+                             : fp8 != nullptr  ? fp8
+                             : bf16 != nullptr ? bf16
+                                               : fp16;
     out.set("precision", precision, line_of(from),
             from != nullptr ? from->flag : "--bf16 (neither it nor --fp16 given: fp32)");
   }
@@ -1125,11 +1143,19 @@ std::string megatron_arguments(const Job& job, const Layout& layout, std::int64_
             "fp8_recipe rowwise: Transformer Engine's recipes are tensorwise, delayed and "
             "blockwise");
       add("--bf16");
+      if (job.fp8_recipe == Fp8Recipe::Nvfp4) {
+        add("--fp4-format e2m1");
+        add("--fp4-recipe nvfp4");
+        break;
+      }
       add("--fp8-format hybrid");
       add(fmt::format("--fp8-recipe {}", to_string(job.fp8_recipe)));
       break;
     case Precision::TF32:
       megatron_cannot("precision tf32: Megatron-LM trains in fp32, bf16, fp16 or FP8");
+      break;
+    case Precision::FP4:
+      megatron_cannot("precision fp4: FP4 is the nvfp4 recipe of an fp8 job");
   }
 
   std::vector<std::string> modules;

@@ -52,7 +52,10 @@ class Builder {
       double elements = m * k * batch;
       if (!fused && weight_in_forward) elements += n * k * batch;
       const double scales = run_.job.fp8_recipe == Fp8Recipe::Mxfp8 ? 2 * kMxfp8ScaleBytes : 0.0;
-      memory(quantize, ((fused ? d_.e + 2 : 3 * d_.e + 2) + scales) * elements, fused ? 1 : 3);
+      const double per_element = run_.job.fp8_recipe == Fp8Recipe::Nvfp4
+                                     ? kNvfp4QuantizeBytes
+                                     : (fused ? d_.e + 2 : 3 * d_.e + 2) + scales;
+      memory(quantize, per_element * elements, fused ? 1 : 3);
     }
     gemm(name, m, n, k, batch);
     ops().back().fp8 = fp8();

@@ -242,6 +242,8 @@ std::vector<StageWork> stage_work(const ModelConfig& model, const Job& job, cons
       // transposed block-scaled tensor is not the other copy: job.hpp).
       if (run.job.fp8_recipe == Fp8Recipe::Mxfp8)
         w.fp8_weight_copy_bytes *= 2 * (1 + kMxfp8ScaleBytes);
+      // NVFP4 too, at half a byte and a scale byte per 16 each way.
+      if (run.job.fp8_recipe == Fp8Recipe::Nvfp4) w.fp8_weight_copy_bytes *= 2 * kNvfp4Bytes;
     }
     w.grad_bytes = w.params * run.job.grad_bytes_per_param;
     w.optimizer_bytes = w.params * run.job.optimizer_bytes_per_param;

@@ -51,9 +51,13 @@ constexpr double kTreeCorrection[3][23] = {
     {1, 1, 1, 1, 1, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1, 1},
     {1, 1, 1, 1, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1, 1, 1, 1}};
 
-std::size_t index(CollectiveProtocol p) { return static_cast<std::size_t>(p); }
+std::size_t index(CollectiveProtocol p) {
+  return static_cast<std::size_t>(p);
+}
 
-std::size_t hop_row(LinkMedium m) { return m == LinkMedium::Pcie ? 1 : 0; }
+std::size_t hop_row(LinkMedium m) {
+  return m == LinkMedium::Pcie ? 1 : 0;
+}
 
 // Of the algorithm's bus bandwidth, what the protocol carries: on a ring as fitted above; on a
 // tree NCCL's model (tuning.cc's "model refinements": LL 1/3.8, LL128 7/9 inside one node and
@@ -146,7 +150,8 @@ CollectiveFlows collective_flows(const Collective& c, const LinkSpec& intra,
       const double latency =
           nccl ? nccl_latency_s(c, intra)
                : (steps - inter_steps) * intra.latency_s + inter_steps * inter.latency_s;
-      const double step_bytes = buffer / p * share / (nccl ? protocol_share(c, p / per_node, *intra.medium) : 1.0);
+      const double step_bytes =
+          buffer / p * share / (nccl ? protocol_share(c, p / per_node, *intra.medium) : 1.0);
       (spans ? f.remote : f.local) = {steps * step_bytes, latency, steps, step_bytes,
                                       latency / steps};
       return f;

@@ -90,14 +90,31 @@ constexpr std::optional<MoeDispatcher> parse_moe_dispatcher(std::string_view nam
 /// that only Blackwell's tensor cores run ([device.gemm_mxfp8], their own efficiency), and each
 /// tensor is quantised twice, along rows and along columns, with a one-byte scale per 32
 /// elements each way, since a transpose needs its own blocks (Transformer Engine's MXFP8Tensor
-/// keeps rowwise and columnwise data; the OCP Microscaling Formats spec v1.0).
-enum class Fp8Recipe : std::uint8_t { Tensorwise, Delayed, Rowwise, Blockwise, Mxfp8 };
+/// keeps rowwise and columnwise data; the OCP Microscaling Formats spec v1.0). NVFP4
+/// (Transformer Engine's NVFP4BlockScaling, passed to fp8_autocast like the others) runs the
+/// layer linears' GEMMs on Blackwell's FP4 tensor cores: E2M1 elements with an E4M3 scale per
+/// 16 and an FP32 scale per tensor, two copies each way as MXFP8 ([device.gemm_nvfp4], the FP4
+/// peak), and heavier quantisation (the per-tensor amax first, a Hadamard transform and
+/// stochastic rounding where the recipe asks).
+enum class Fp8Recipe : std::uint8_t { Tensorwise, Delayed, Rowwise, Blockwise, Mxfp8, Nvfp4 };
 
-inline constexpr std::array<std::string_view, 5> kFp8RecipeNames{"tensorwise", "delayed", "rowwise",
-                                                                 "blockwise", "mxfp8"};
+inline constexpr std::array<std::string_view, 6> kFp8RecipeNames{"tensorwise", "delayed", "rowwise",
+                                                                 "blockwise",  "mxfp8",   "nvfp4"};
 
 /// MXFP8's E8M0 scale bytes per element, one way (a byte per block of 32: OCP MX spec v1.0).
 inline constexpr double kMxfp8ScaleBytes = 1.0 / 32.0;
+
+/// NVFP4's bytes per element, one way: half a byte of E2M1 and an E4M3 scale byte per 16
+/// (NVIDIA's NVFP4 format; the per-tensor FP32 scale is negligible).
+inline constexpr double kNvfp4Bytes = 0.5 + 1.0 / 16.0;
+
+/// Quantising one element to NVFP4, as bytes of memory traffic: MXFP8's fused cast (2 bytes read,
+/// two 1-byte copies, their scales: 4.0625) times what NVFP4's quantisation took over MXFP8's on
+/// the same GEMMs of a 5B model's layer on a B300 — autocast less pre-quantised GEMM time, 2.689
+/// against 1.823 ms (NVIDIA/TransformerEngine docs/examples/gemm_profiling/gemm_profiling.rst
+/// @d0067d0): the amax pass its per-tensor scale needs, the Hadamard transform and stochastic
+/// rounding make it heavier than its smaller output suggests.
+inline constexpr double kNvfp4QuantizeBytes = (2.0 + 2.0 + 2.0 * kMxfp8ScaleBytes) * 2.689 / 1.823;
 
 constexpr std::string_view to_string(Fp8Recipe r) {
   return name_of(kFp8RecipeNames, r);
@@ -207,6 +224,11 @@ struct Job {
 /// (Transformer Engine, torchao) keeps attention, the output layer and the rest in BF16.
 constexpr Precision compute_precision(const Job& job) {
   return job.precision == Precision::FP8 ? Precision::BF16 : job.precision;
+}
+
+/// The peak an FP8 job's layer linears run at: FP8's, or FP4's under the NVFP4 recipe.
+constexpr Precision low_precision(const Job& job) {
+  return job.fp8_recipe == Fp8Recipe::Nvfp4 ? Precision::FP4 : Precision::FP8;
 }
 
 }  // namespace pipetab

@@ -70,8 +70,7 @@ inline constexpr std::array<std::string_view, 6> kCollectiveAlgorithmNames{
 /// protocol its model says is the fastest for the message size (nccl_algorithm).
 enum class CollectiveProtocol : std::uint8_t { Simple, LL128, LL };
 
-inline constexpr std::array<std::string_view, 3> kCollectiveProtocolNames{"simple", "ll128",
-                                                                          "ll"};
+inline constexpr std::array<std::string_view, 3> kCollectiveProtocolNames{"simple", "ll128", "ll"};
 
 constexpr std::string_view to_string(CollectiveProtocol p) {
   return name_of(kCollectiveProtocolNames, p);

@@ -147,6 +147,10 @@ struct DeviceSpec {
   /// own max_efficiency and k_overhead ([device.gemm_mxfp8]). Empty: the device has none, and a
   /// job with the mxfp8 recipe is refused.
   std::optional<GemmModel> gemm_mxfp8;
+  /// NVFP4 GEMMs (E2M1 with an E4M3 scale per 16 elements), against the FP4 peak, where the
+  /// device's tensor cores run them (Blackwell): the same tiles, their own max_efficiency and
+  /// k_overhead ([device.gemm_nvfp4]). Empty: a job with the nvfp4 recipe is refused.
+  std::optional<GemmModel> gemm_nvfp4;
   /// CUDA compute capability (8.0 A100, 9.0 H100/H200/H800); 0: not given. Stacks choose their
   /// attention kernel by it (model/stack.hpp: Transformer Engine prefers cuDNN from 9.0 on).
   double compute_capability = 0.0;
