@@ -1289,9 +1289,17 @@ TEST_F(Cli, PlanRanksLayoutsAndWritesTheBest) {
 }
 
 TEST_F(Cli, CollectivePrintsASweepInNcclTestsColumns) {
-  // 8 B to 128 MB by doubling on a100-pcie: 25 rows; each row's busbw is algbw × 2(p − 1)/p and
-  // algbw the size over the time; LL first, Simple last, never LL128 over PCIe.
-  auto r = run("collective --system a100-pcie --format csv");
+  // 8 B to 128 MB by doubling on a100-pcie's links named PCIe: 25 rows; each row's busbw is
+  // algbw × 2(p − 1)/p and algbw the size over the time; LL first, Simple last, never LL128.
+  const std::string network =
+      "[network]\ndevices_per_node = 8\n[network.intra]\nlatency_s = 5e-6\nbandwidth = 32e9\n"
+      "collective_efficiency = 0.625\nmedium = \"{}\"\n[network.inter]\nlatency_s = 5e-6\n"
+      "bandwidth = 12.5e9\n";
+  const auto pcie = file("pcie.toml", "name = \"pcie\"\n[device]\npreset = \"a100-pcie\"\n" +
+                                          fmt::format(fmt::runtime(network), "pcie"));
+  const auto nvlink = file("nvlink.toml", "name = \"nvlink\"\n[device]\npreset = \"dgx-a100\"\n" +
+                                              fmt::format(fmt::runtime(network), "nvlink"));
+  auto r = run("collective --system " + pcie + " --format csv");
   ASSERT_EQ(r.code, 0) << r.err;
   std::istringstream in(r.out);
   std::string line;
@@ -1318,8 +1326,8 @@ TEST_F(Cli, CollectivePrintsASweepInNcclTestsColumns) {
   EXPECT_EQ(rows.front()[5], "ll");
   EXPECT_EQ(rows.back()[5], "simple");
   // nccl-tests' -g: a launch per GPU after the first, 2.6 µs each.
-  const auto one = run("collective --system dgx-a100 -b 8 -e 8 --format json");
-  const auto eight = run("collective --system dgx-a100 -b 8 -e 8 -g 8 --format json");
+  const auto one = run("collective --system " + nvlink + " -b 8 -e 8 --format json");
+  const auto eight = run("collective --system " + nvlink + " -b 8 -e 8 -g 8 --format json");
   ASSERT_EQ(eight.code, 0) << eight.err;
   EXPECT_NEAR(nlohmann::json::parse(eight.out)["rows"][0]["time_us"].get<double>() -
                   nlohmann::json::parse(one.out)["rows"][0]["time_us"].get<double>(),

@@ -82,17 +82,9 @@ TEST(Fsdp, PipelinedGathersEachStageOnceAndScattersOnce) {
   const double params = work[0].params + work[1].params;
   EXPECT_EQ(of_kind(g, TransferKind::FsdpAllGather).size(), 2U);
   EXPECT_EQ(of_kind(g, TransferKind::FsdpReduceScatter).size(), 2U);
-  // The three steps' latency in one transfer: NCCL's model's for the ring's protocol (Simple at
-  // these sizes) on the preset's NVLink.
-  const auto h100 = io::load_system("dgx-h100");
-  const auto rule_latency = [&](CollectiveKind kind, double bytes) {
-    const Collective c{kind, Group{4, 4}, bytes, CollectiveAlgorithm::Ring, CollectiveRate::Link};
-    const Collective chosen = nccl_algorithm(c, h100.intra, h100.inter);
-    EXPECT_EQ(chosen.protocol, CollectiveProtocol::Simple);
-    return nccl_latency_s(chosen, h100.intra);
-  };
+  // The three steps' latency in one transfer.
   EXPECT_DOUBLE_EQ(g.latency_s[of_kind(g, TransferKind::FsdpAllGather)[0]],
-                   rule_latency(CollectiveKind::AllGather, work[0].params * 2));
+                   3 * io::load_system("dgx-h100").intra.latency_s);
   EXPECT_TRUE(of_kind(g, TransferKind::DataAllReduce).empty());
   EXPECT_TRUE(of_kind(g, TransferKind::ParamAllGather).empty());
   EXPECT_DOUBLE_EQ(bytes_of(g, TransferKind::FsdpAllGather), 3 * params * 2 / 4);
@@ -114,9 +106,8 @@ TEST(Fsdp, PipelinedGathersEachStageOnceAndScattersOnce) {
   for (const auto i : of_kind(g, TransferKind::FsdpReduceScatter)) {
     const auto d =
         static_cast<std::size_t>(g.device[static_cast<std::size_t>(g.compute_nodes) + i]);
-    EXPECT_DOUBLE_EQ(g.latency_s[i],
-                     rule_latency(CollectiveKind::ReduceScatter, work[d].params * 4) +
-                         cost::copy_seconds(work[d].params * (2 + 4), device));
+    EXPECT_DOUBLE_EQ(g.latency_s[i], 3 * io::load_system("dgx-h100").intra.latency_s +
+                                         cost::copy_seconds(work[d].params * (2 + 4), device));
   }
   for (std::size_t d = 0; d < 2; ++d) {
     const auto first = static_cast<std::size_t>(t.row_begin[d]);
@@ -244,9 +235,6 @@ struct SlowLink {
 SlowLink slow_link() {
   auto system = io::load_system("dgx-h100");
   system.intra.bandwidth = 1e9;
-  // The plain α-β ring of the hand formulas below: no NCCL latency model or protocols.
-  system.intra.medium.reset();
-  system.intra.nvls_efficiency = 0.0;
   const auto t = test::make("1f1b", test::sm(1, 2));  // F0 B0 F1 B1
   SimulationSetup setup = test::setup_of(io::load_model("gpt3-1.3b"), system);
   setup.lowering.overheads = false;
@@ -413,11 +401,7 @@ TEST(Fsdp, HybridShardingAllReducesTheShardOverReplicas) {
   EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpAllGather).size(), 2U);
   EXPECT_EQ(of_kind(sim.graph, TransferKind::FsdpReduceScatter).size(), 2U);
   EXPECT_EQ(of_kind(sim.graph, TransferKind::DataAllReduce).size(), 2U);
-  // Inside the node NCCL's NVLS all-reduce: (p − 1)/p = 1/2 of the shard once, at NVLS's share
-  // of the link, carried as bytes at the ring's (parallel/collective.hpp).
-  const auto& intra = io::load_system("dgx-h100").intra;
-  EXPECT_DOUBLE_EQ(bytes_of(sim.graph, TransferKind::DataAllReduce),
-                   params * 4 / 2 / 2 * intra.collective_efficiency / intra.nvls_efficiency);
+  EXPECT_DOUBLE_EQ(bytes_of(sim.graph, TransferKind::DataAllReduce), 2 * params * 4 / 2 / 2);
   EXPECT_EQ(sim.metrics.fsdp_shard, 2);
 }
 
@@ -439,11 +423,7 @@ TEST(Fsdp, HybridShardingShardsTheExpertsWithinEachReplica) {
     const double experts = w.grad_bytes * w.expert_params / w.params;
     shards += (w.grad_bytes - experts) / 4 + experts / 2;
   }
-  // Over the 2 replicas inside the node: NCCL's NVLS all-reduce, 1/2 of each shard once at
-  // NVLS's share of the link, carried as bytes at the ring's (parallel/collective.hpp).
-  const auto& intra = io::load_system("dgx-h100").intra;
-  EXPECT_DOUBLE_EQ(bytes_of(sim.graph, TransferKind::DataAllReduce),
-                   shards / 2 * intra.collective_efficiency / intra.nvls_efficiency);
+  EXPECT_DOUBLE_EQ(bytes_of(sim.graph, TransferKind::DataAllReduce), 2 * shards / 2);
   const auto& w = work[0];
   // The sync is deferred (pipelined, M = 2): the optimizer state sharded, no sharded gradients.
   const double state = w.optimizer_bytes;
@@ -670,8 +650,7 @@ TEST(ContextParallel, GradientsAreReducedOverDpTimesCp) {
   l.cp = 2;
   const auto t = test::make("1f1b", test::sm(2, 2));
   const auto sim = simulate_with(t, "llama2-7b", "dgx-h100", l);
-  // One transfer per device: NCCL's NVLS all-reduce inside an H100 node.
-  EXPECT_EQ(of_kind(sim.graph, TransferKind::DataAllReduce).size(), 2U * 1);
+  EXPECT_EQ(of_kind(sim.graph, TransferKind::DataAllReduce).size(), 2U * 2);
   EXPECT_EQ(sim.metrics.gpus, 4);
   EXPECT_EQ(sim.metrics.context_parallel, 2);
   // Half the tokens per rank: half the activations and messages of CP 1.

@@ -1072,10 +1072,9 @@ TEST(Iteration, DistributedOptimizerShardsTheStep) {
   test::ModelRun sharded = plain;
   sharded.job.distributed_optimizer = true;
   const auto a = run(t, plain, system), b = run(t, sharded, system);
-  // Reduce-scatter (R−1 steps) instead of all-reduce per stage (one step: inside an H100 node
-  // NCCL's NVLS all-reduce, parallel/collective.hpp); an all-gather of the 16-bit weights after
-  // the step (R−1 steps per device).
-  EXPECT_EQ(transfers_of(a.graph, TransferKind::DataAllReduce).size(), 2U * 1);
+  // Reduce-scatter (R−1 steps) instead of all-reduce (2(R−1)) per stage; an all-gather of the
+  // 16-bit weights after the step (R−1 steps per device).
+  EXPECT_EQ(transfers_of(a.graph, TransferKind::DataAllReduce).size(), 2U * 6);
   EXPECT_EQ(transfers_of(b.graph, TransferKind::DataAllReduce).size(), 2U * 3);
   EXPECT_EQ(transfers_of(b.graph, TransferKind::ParamAllGather).size(), 2U * 3);
   const auto work = table_work(t, sharded.model, sharded.job, sharded.layout);
