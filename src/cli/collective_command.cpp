@@ -1,6 +1,7 @@
 // `pipetab collective`: one collective over a size sweep as the model prices it, in nccl-tests'
 // columns (size, time, algbw, busbw), with the algorithm and protocol NCCL's choice gives — so a
 // system file's links can be checked against an all_reduce_perf run of the same cluster.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
@@ -121,7 +122,9 @@ Subcommand add_collective(CLI::App& app) {
             system.intra.medium ? "" : " (no link medium: plain ring, no NCCL protocols)",
             "size (B)", "time (us)", "algbw", "busbw", "algorithm/protocol");
         std::string csv = "bytes,time_us,algbw_gbs,busbw_gbs,algorithm,protocol\n";
-        for (double bytes = min; bytes <= max; bytes = std::floor(bytes * s->factor)) {
+        // Each size at least a byte above the one before (a factor near 1 on a few bytes).
+        for (double bytes = min; bytes <= max;
+             bytes = std::max(bytes + 1.0, std::floor(bytes * s->factor))) {
           c.bytes = bytes;
           const Collective chosen = nccl_algorithm(c, system.intra, system.inter);
           const double seconds =
