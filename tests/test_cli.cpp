@@ -1336,6 +1336,7 @@ TEST_F(Cli, CollectivePrintsASweepInNcclTestsColumns) {
   const auto fine = run("collective -b 1 -e 5 -f 1.01 --format csv");
   ASSERT_EQ(fine.code, 0) << fine.err;
   EXPECT_EQ(std::count(fine.out.begin(), fine.out.end(), '\n'), 6);
+  expect_usage_error("collective --system balanced", "a group of one rank moves nothing");
   expect_usage_error("collective -b 12Q", "--min-bytes '12Q': expected a size in bytes");
   expect_usage_error("collective -b 1M -e 1K", "--max-bytes 1K is below --min-bytes 1M");
   expect_usage_error("collective -n 12 --per-node 8", "--per-node 8 must divide --ranks 12");

@@ -498,15 +498,16 @@ std::vector<std::pair<double, double>> sweep(const std::string& name) {
 
 TEST(NcclModel, PredictsThePublishedSweepsItWasFittedOn) {
   // The latency scales, the ring's LL and LL128 shares and the single-process launch cost were
-  // fitted on these two sweeps, which ran 8 GPUs from one process (experiments/nccl-tests,
-  // results/nccl-tests.md): this holds the fit to what was reported — the A100 NVSwitch node
-  // 3.3% mean / 11.2% max, the PCIe Gen4 server 5.1% / 15.03% (at 64 KB, on LL).
+  // fitted on these two sweeps, which ran 8 GPUs from one process (experiments/nccl-tests). The
+  // bar is the issue's, 15% at every size, with a 5% mean; the PCIe server misses both by a hair
+  // (15.03% at 64 KB, 5.1% mean: results/nccl-tests.md), which its bounds admit and the docs
+  // report.
   const struct {
     const char* file;
     const char* preset;
     double mean, max;
-  } cases[] = {{"a100-sxm4-40gb-8gpu-nvswitch-ocitutorials", "dgx-a100", 0.04, 0.12},
-               {"rtx4090-8gpu-pcie-sys-p2p-chlcblog", "a100-pcie", 0.06, 0.155}};
+  } cases[] = {{"a100-sxm4-40gb-8gpu-nvswitch-ocitutorials", "dgx-a100", 0.05, 0.15},
+               {"rtx4090-8gpu-pcie-sys-p2p-chlcblog", "a100-pcie", 0.06, 0.16}};
   for (const auto& k : cases) {
     const auto s = nccl_system(k.preset);
     const auto rows = sweep(k.file);
@@ -522,6 +523,22 @@ TEST(NcclModel, PredictsThePublishedSweepsItWasFittedOn) {
     EXPECT_LE(sum / static_cast<double>(rows.size()), k.mean) << k.file;
     EXPECT_LE(worst, k.max) << k.file;
   }
+}
+
+TEST(NcclModel, SmallAllReducesAcrossNodesAreNcclsLlLatency) {
+  // Held out: 16 H100s over two nodes, one process per GPU (nccl-tests#309). From 16 to 128 B an
+  // all-reduce is latency alone, and NCCL's own LL tree latency, unscaled, is the model's:
+  // 2·(6.8 + 2·(7·0.6 + 1·5.0)) µs = 25.2 µs against the 24.9–25.7 µs measured.
+  const auto s = nccl_system("dgx-h100");
+  int checked = 0;
+  for (const auto& [bytes, measured] : sweep("h100-sxm-16gpu-2node-ib-nccltests309")) {
+    if (bytes < 16 || bytes > 128) continue;
+    EXPECT_NEAR(chosen_seconds({CollectiveKind::AllReduce, Group{16, 8}, bytes}, s) / measured, 1.0,
+                0.05)
+        << bytes;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 4);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "options.hpp"
@@ -47,11 +49,13 @@ double parse_size(const std::string& text, const char* option) {
   return std::floor(bytes);
 }
 
-// nccl-tests' bus bandwidth factor (PERFORMANCE.md): what each rank's link carries per byte of
-// the buffer.
-double bus_factor(CollectiveKind kind, double ranks) {
-  return kind == CollectiveKind::AllReduce ? 2.0 * (ranks - 1.0) / ranks : (ranks - 1.0) / ranks;
-}
+// One size of the sweep as priced: NCCL's choice and its time, with nccl-tests' bandwidths
+// (PERFORMANCE.md: algbw the size over the time, busbw what each rank's link carries, algbw ×
+// the ring's steps / ranks).
+struct Row {
+  double bytes = 0.0, time_us = 0.0, algbw = 0.0, busbw = 0.0;
+  Collective chosen;
+};
 
 }  // namespace
 
@@ -96,6 +100,9 @@ Subcommand add_collective(CLI::App& app) {
         if (max < min) {
           throw ParamError(fmt::format("--max-bytes {} is below --min-bytes {}", s->max, s->min));
         }
+        if (system.topology != Topology::Switched && s->ranks == 0)
+          throw ParamError(
+              fmt::format("system '{}' is a chain of links: give --ranks", system.name));
         const std::int64_t node = system.topology == Topology::Switched
                                       ? std::int64_t{system.devices_per_node}
                                       : std::int64_t{1} << 30;
@@ -103,8 +110,13 @@ Subcommand add_collective(CLI::App& app) {
         c.kind = s->op == "all-reduce"       ? CollectiveKind::AllReduce
                  : s->op == "reduce-scatter" ? CollectiveKind::ReduceScatter
                                              : CollectiveKind::AllGather;
-        c.group.ranks = s->ranks > 0 ? s->ranks : std::min<std::int64_t>(node, 1 << 30);
+        c.group.ranks = s->ranks > 0 ? s->ranks : node;
         c.group.per_node = s->per_node > 0 ? s->per_node : std::min(c.group.ranks, node);
+        if (c.group.ranks < 2)
+          throw ParamError(fmt::format(
+              "a group of one rank moves nothing (system '{}' has {} GPU per node): give --ranks 2 "
+              "or more",
+              system.name, node));
         if (c.group.per_node > c.group.ranks || c.group.ranks % c.group.per_node != 0) {
           throw ParamError(
               fmt::format("--per-node {} must divide --ranks {} (a group is whole nodes' shares)",
@@ -115,48 +127,60 @@ Subcommand add_collective(CLI::App& app) {
                                        c.group.per_node, system.name, node));
         }
         const auto p = static_cast<double>(c.group.ranks);
-        nlohmann::json rows = nlohmann::json::array();
-        std::string text = fmt::format(
-            "{} over {} GPUs ({} per node) on {}{}\n{:>14} {:>12} {:>10} {:>10}  {}\n", s->op,
-            c.group.ranks, c.group.per_node, system.name,
-            system.intra.medium ? "" : " (no link medium: plain ring, no NCCL protocols)",
-            "size (B)", "time (us)", "algbw", "busbw", "algorithm/protocol");
-        std::string csv = "bytes,time_us,algbw_gbs,busbw_gbs,algorithm,protocol\n";
+        const double launches =
+            static_cast<double>(std::min(s->gpus_per_process, c.group.per_node) - 1) *
+            kNcclTestsLaunchPerGpuS;
+        std::vector<Row> rows;
         // Each size at least a byte above the one before (a factor near 1 on a few bytes).
         for (double bytes = min; bytes <= max;
              bytes = std::max(bytes + 1.0, std::floor(bytes * s->factor))) {
           c.bytes = bytes;
-          const Collective chosen = nccl_algorithm(c, system.intra, system.inter);
+          Row row;
+          row.bytes = bytes;
+          row.chosen = nccl_algorithm(c, system.intra, system.inter);
           const double seconds =
-              collective_seconds(chosen, system.intra, system.inter) +
-              static_cast<double>(std::min(s->gpus_per_process, c.group.per_node) - 1) *
-                  kNcclTestsLaunchPerGpuS;
-          const double algbw = seconds > 0.0 ? bytes / seconds / 1e9 : 0.0;
-          const double busbw = algbw * bus_factor(c.kind, p);
-          text +=
-              fmt::format("{:>14.0f} {:>12.2f} {:>10.2f} {:>10.2f}  {}/{}\n", bytes, seconds * 1e6,
-                          algbw, busbw, to_string(chosen.algorithm), to_string(chosen.protocol));
-          csv += fmt::format("{:.0f},{:.6g},{:.6g},{:.6g},{},{}\n", bytes, seconds * 1e6, algbw,
-                             busbw, to_string(chosen.algorithm), to_string(chosen.protocol));
-          rows.push_back({{"bytes", bytes},
-                          {"time_us", seconds * 1e6},
-                          {"algbw_gbs", algbw},
-                          {"busbw_gbs", busbw},
-                          {"algorithm", to_string(chosen.algorithm)},
-                          {"protocol", to_string(chosen.protocol)}});
-          if (p <= 1.0) break;
+              collective_seconds(row.chosen, system.intra, system.inter) + launches;
+          row.time_us = seconds * 1e6;
+          row.algbw = bytes / seconds / 1e9;
+          row.busbw = row.algbw * collective_steps(c.kind, p) / p;
+          rows.push_back(row);
         }
         if (s->format == "json") {
+          nlohmann::json out = nlohmann::json::array();
+          for (const Row& r : rows) {
+            out.push_back({{"bytes", r.bytes},
+                           {"time_us", r.time_us},
+                           {"algbw_gbs", r.algbw},
+                           {"busbw_gbs", r.busbw},
+                           {"algorithm", to_string(r.chosen.algorithm)},
+                           {"protocol", to_string(r.chosen.protocol)}});
+          }
           emit("", nlohmann::json{{"system", system.name},
                                   {"op", s->op},
                                   {"ranks", c.group.ranks},
                                   {"per_node", c.group.per_node},
-                                  {"rows", std::move(rows)}}
+                                  {"rows", std::move(out)}}
                            .dump(2) +
                        "\n");
-        } else {
-          emit("", s->format == "csv" ? csv : text);
+          return;
         }
+        const bool csv = s->format == "csv";
+        std::string out =
+            csv ? "bytes,time_us,algbw_gbs,busbw_gbs,algorithm,protocol\n"
+                : fmt::format(
+                      "{} over {} GPUs ({} per node) on {}{}\n{:>14} {:>12} {:>10} {:>10}  {}\n",
+                      s->op, c.group.ranks, c.group.per_node, system.name,
+                      system.intra.medium ? "" : " (no link medium: plain ring, no NCCL protocols)",
+                      "size (B)", "time (us)", "algbw", "busbw", "algorithm/protocol");
+        for (const Row& r : rows) {
+          const auto a = to_string(r.chosen.algorithm);
+          const auto pr = to_string(r.chosen.protocol);
+          out += csv ? fmt::format("{:.0f},{:.6g},{:.6g},{:.6g},{},{}\n", r.bytes, r.time_us,
+                                   r.algbw, r.busbw, a, pr)
+                     : fmt::format("{:>14.0f} {:>12.2f} {:>10.2f} {:>10.2f}  {}/{}\n", r.bytes,
+                                   r.time_us, r.algbw, r.busbw, a, pr);
+        }
+        emit("", out);
       }};
 }
 

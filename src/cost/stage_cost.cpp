@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -36,27 +38,27 @@ void require_costable(const ModelConfig& model, const Job& job, const SystemConf
         "keeps attention, the output layer and the rest in BF16",
         system.name, model.name));
   }
-  // MXFP8's block-scaled GEMMs run only on tensor cores that scale blocks in hardware.
-  if (job.precision == Precision::FP8 && job.fp8_recipe == Fp8Recipe::Mxfp8 &&
-      !device.flat_efficiency && !device.gemm_mxfp8) {
-    throw ParamError(fmt::format(
-        "fp8_recipe mxfp8: system '{}' ({}) gives no MXFP8 GEMM model ([device.gemm_mxfp8]): "
-        "block-scaled MXFP8 GEMMs need Blackwell's tensor cores (compute capability 10.0 or "
-        "above, e.g. dgx-b200, gb200-nvl72); on Hopper use tensorwise, delayed or blockwise",
-        system.name, device.name));
-  }
-  // NVFP4's GEMMs run on the FP4 tensor cores: the FP4 peak and their own model.
-  if (job.precision == Precision::FP8 && job.fp8_recipe == Fp8Recipe::Nvfp4) {
-    if (!(device.peak(Precision::FP4) > 0.0)) {
+  // MXFP8's and NVFP4's block-scaled GEMMs run only on tensor cores that scale blocks in
+  // hardware, each on its own model; NVFP4's at the FP4 peak.
+  const bool mxfp8 = job.fp8_recipe == Fp8Recipe::Mxfp8, nvfp4 = job.fp8_recipe == Fp8Recipe::Nvfp4;
+  if (job.precision == Precision::FP8 && (mxfp8 || nvfp4)) {
+    const std::string_view recipe = to_string(job.fp8_recipe);
+    const char* needs =
+        "GEMMs need Blackwell's tensor cores (compute capability 10.0 or above, e.g. dgx-b200, "
+        "gb200-nvl72); on Hopper use tensorwise, delayed or blockwise";
+    if (nvfp4 && !(device.peak(Precision::FP4) > 0.0)) {
       throw ParamError(fmt::format(
-          "fp8_recipe nvfp4: system '{}' ({}) gives no fp4 peak (device.peak_flops.fp4): NVFP4 "
-          "GEMMs need Blackwell's FP4 tensor cores (e.g. dgx-b200, gb200-nvl72)",
-          system.name, device.name));
+          "fp8_recipe nvfp4: system '{}' ({}) gives no fp4 peak (device.peak_flops.fp4): NVFP4 {}",
+          system.name, device.name, needs));
     }
-    if (!device.flat_efficiency && !device.gemm_nvfp4) {
-      throw ParamError(fmt::format(
-          "fp8_recipe nvfp4: system '{}' ({}) gives no NVFP4 GEMM model ([device.gemm_nvfp4])",
-          system.name, device.name));
+    if (!device.flat_efficiency && !(nvfp4 ? device.gemm_nvfp4 : device.gemm_mxfp8)) {
+      std::string upper(recipe);
+      std::transform(upper.begin(), upper.end(), upper.begin(),
+                     [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+      throw ParamError(
+          fmt::format("fp8_recipe {}: system '{}' ({}) gives no {} GEMM model ([device.gemm_{}]): "
+                      "block-scaled {} {}",
+                      recipe, system.name, device.name, upper, recipe, upper, needs));
     }
   }
   if (!(device.peak(job.precision) > 0.0)) {

@@ -1,9 +1,11 @@
 #include "pipetab/io/config.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "config_reader.hpp"
@@ -68,14 +70,11 @@ LinkSpec read_link(const Reader& r, const toml::table& parent, const std::string
   const toml::table* t = r.table(parent, prefix, key);
   if (t == nullptr) r.fail(parent.source(), p, "missing");
   // The medium and NVLS are the node's: NCCL's network hops have constants of their own.
-  if (key == "intra") {
-    r.only(*t, p,
-           {"latency_s", "bandwidth", "collective_efficiency", "p2p_latency_s", "p2p_efficiency",
-            "medium", "nvls_efficiency"});
-  } else {
-    r.only(*t, p,
-           {"latency_s", "bandwidth", "collective_efficiency", "p2p_latency_s", "p2p_efficiency"});
-  }
+  static constexpr std::array<std::string_view, 2> kNodeKeys{"medium", "nvls_efficiency"};
+  r.only(*t, p,
+         {"latency_s", "bandwidth", "collective_efficiency", "p2p_latency_s", "p2p_efficiency"},
+         key == "intra" ? std::span<const std::string_view>(kNodeKeys)
+                        : std::span<const std::string_view>());
   LinkSpec link;
   if (t->get("medium") != nullptr) {
     link.medium = r.choice(*t, p, "medium", "", {"nvlink", "pcie"}) == "pcie" ? LinkMedium::Pcie

@@ -59,6 +59,12 @@ std::size_t hop_row(LinkMedium m) {
   return m == LinkMedium::Pcie ? 1 : 0;
 }
 
+// `c` run as NCCL's ring: what a tree or NVLS falls back to where it cannot run.
+Collective as_ring(Collective c) {
+  c.algorithm = CollectiveAlgorithm::Ring;
+  return c;
+}
+
 // Of the algorithm's bus bandwidth, what the protocol carries: on a ring as fitted above; on a
 // tree NCCL's model (tuning.cc's "model refinements": LL 1/3.8, LL128 7/9 inside one node and
 // 120/128 across nodes, and its correction by size), which no published sweep here tells apart.
@@ -91,8 +97,7 @@ double nccl_latency_s(const Collective& c, const LinkSpec& intra) {
   const std::size_t proto = index(c.protocol);
   const std::size_t row = hop_row(*intra.medium);
   // LL as NCCL models it; the others as measured (above).
-  const double scale =
-      c.protocol == CollectiveProtocol::LL ? 1.0 : kPipelinedLatencyScale[hop_row(*intra.medium)];
+  const double scale = c.protocol == CollectiveProtocol::LL ? 1.0 : kPipelinedLatencyScale[row];
   if (c.algorithm == CollectiveAlgorithm::Nvls) return scale * kNvlsUs * 1e-6;
   if (c.algorithm == CollectiveAlgorithm::Tree && nodes > 1.0) {
     const double depth = std::floor(std::log2(nodes));  // NCCL's log2i
@@ -181,11 +186,8 @@ CollectiveFlows collective_flows(const Collective& c, const LinkSpec& intra,
       // per_node of them sharing it, at 92 % of the ring's rate; one step, its latency the
       // chain's hops inside the node and the tree's between nodes, both ways. Within one node
       // NCCL's tree is its chain (the ring's step count at a lower rate): a ring.
-      if (!spans || c.kind != CollectiveKind::AllReduce) {
-        Collective ring = c;
-        ring.algorithm = CollectiveAlgorithm::Ring;
-        return collective_flows(ring, intra, inter);
-      }
+      if (!spans || c.kind != CollectiveKind::AllReduce)
+        return collective_flows(as_ring(c), intra, inter);
       const double nodes = p / per_node;
       const double depth = std::floor(std::log2(nodes));  // NCCL's log2i
       const bool nccl = intra.medium.has_value();
@@ -198,11 +200,8 @@ CollectiveFlows collective_flows(const Collective& c, const LinkSpec& intra,
       return f;
     }
     case CollectiveAlgorithm::Nvls: {
-      if (spans || c.kind != CollectiveKind::AllReduce || !(intra.nvls_efficiency > 0.0)) {
-        Collective ring = c;
-        ring.algorithm = CollectiveAlgorithm::Ring;
-        return collective_flows(ring, intra, inter);
-      }
+      if (spans || c.kind != CollectiveKind::AllReduce || !(intra.nvls_efficiency > 0.0))
+        return collective_flows(as_ring(c), intra, inter);
       // (p − 1)/p of the buffer each way at nvls_efficiency of the link, carried as bytes at the
       // ring's rate (collective_efficiency), so that under either CollectiveRate NVLS stands to
       // the ring as NCCL's bus bandwidths do.
@@ -235,31 +234,28 @@ Collective nccl_algorithm(Collective c, const LinkSpec& intra, const LinkSpec& i
   const bool all_reduce = c.kind == CollectiveKind::AllReduce;
   const bool spans = c.group.spans_nodes();
   // NCCL's tree and NVLS serve all-reduces only (NVLS inside one node: across nodes it needs
-  // CollNet or NVLS-Tree, not modelled); LL128 runs only where the node's links are NVLink
-  // (tuning.cc: typeIntra ≤ PATH_NVB); protocols only where the links name their medium.
-  std::array<CollectiveAlgorithm, 3> algorithms{};
-  std::size_t n_algorithms = 0;
-  algorithms[n_algorithms++] = CollectiveAlgorithm::Ring;
-  if (all_reduce && spans) algorithms[n_algorithms++] = CollectiveAlgorithm::Tree;
-  if (all_reduce && !spans && intra.nvls_efficiency > 0.0)
-    algorithms[n_algorithms++] = CollectiveAlgorithm::Nvls;
-  std::array<CollectiveProtocol, 3> protocols{};
-  std::size_t n_protocols = 0;
-  protocols[n_protocols++] = CollectiveProtocol::Simple;
-  if (intra.medium) {
-    if (*intra.medium == LinkMedium::NvLink) protocols[n_protocols++] = CollectiveProtocol::LL128;
-    protocols[n_protocols++] = CollectiveProtocol::LL;
-  }
+  // CollNet or NVLS-Tree, not modelled) and NVLS only Simple; LL128 runs only where the node's
+  // links are NVLink (tuning.cc: typeIntra ≤ PATH_NVB); protocols only where the links name their
+  // medium.
+  const auto runs = [&](CollectiveAlgorithm a, CollectiveProtocol p) {
+    if (a == CollectiveAlgorithm::Tree && !(all_reduce && spans)) return false;
+    if (a == CollectiveAlgorithm::Nvls &&
+        !(all_reduce && !spans && intra.nvls_efficiency > 0.0 && p == CollectiveProtocol::Simple))
+      return false;
+    if (p == CollectiveProtocol::Simple) return true;
+    return intra.medium && (p == CollectiveProtocol::LL || *intra.medium == LinkMedium::NvLink);
+  };
   Collective best = c;
   best.protocol = CollectiveProtocol::Simple;
   double best_s = collective_seconds(best, intra, inter);
-  for (std::size_t a = 0; a < n_algorithms; ++a) {
-    for (std::size_t p = 0; p < n_protocols; ++p) {
-      if (algorithms[a] == CollectiveAlgorithm::Nvls && protocols[p] != CollectiveProtocol::Simple)
-        continue;
+  for (const auto a :
+       {CollectiveAlgorithm::Ring, CollectiveAlgorithm::Tree, CollectiveAlgorithm::Nvls}) {
+    for (const auto p :
+         {CollectiveProtocol::Simple, CollectiveProtocol::LL128, CollectiveProtocol::LL}) {
+      if (!runs(a, p)) continue;
       Collective candidate = c;
-      candidate.algorithm = algorithms[a];
-      candidate.protocol = protocols[p];
+      candidate.algorithm = a;
+      candidate.protocol = p;
       const double s = collective_seconds(candidate, intra, inter);
       if (s < best_s) {
         best = candidate;
