@@ -56,6 +56,19 @@ void BM_Plan70BOn1024(benchmark::State& state) {
 
 BENCHMARK(BM_Plan70BOn1024)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// Many microbatches: GPT-3 1.3B on one DGX H100 with a global batch of 262,144 sequences, the
+// default space (tables of up to 4 million ops; phase 1 bounds every layout over its table:
+// issue 41's adversarial pass timed out on it).
+void BM_PlanManyMicrobatches(benchmark::State& state) {
+  PlanRequest q = request_for("gpt3-1.3b", "dgx-h100");
+  q.gpus = 8;
+  q.global_batch = 262144;
+  q.threads = 2;
+  run(state, q);
+}
+
+BENCHMARK(BM_PlanManyMicrobatches)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+
 // Llama 3.1 405B on 16,384 H100s (Llama 3's RoCE cluster) at 2 threads, with these CP degrees
 // and FSDP on and off in the search: issue 24's setting.
 PlanRequest llama405b_on_16384(std::int64_t global_batch, std::vector<std::int64_t> cp) {

@@ -17,10 +17,10 @@ PlanBounds plan_bounds(const ScheduleTable& table, const SimulationSetup& s) {
   const Network network(s.system, table.devices, gpus_per_device(s.layout));
   auto folded = s.lowering;
   folded.inner_transfers = false;
-  return {device_bounds(lower_compute(table, s.model, s.job, s.layout, network, s.lowering), table)
-              .runtime_lower_bound_s(),
-          graph_bounds(lower(table, s.model, s.job, s.layout, network, folded), network)
-              .runtime_lower_bound_s};
+  return {
+      compute_bounds(table, s.model, s.job, s.layout, network, s.lowering).runtime_lower_bound_s(),
+      graph_bounds(lower(table, s.model, s.job, s.layout, network, folded), network)
+          .runtime_lower_bound_s};
 }
 
 ModelRun::ModelRun(ModelConfig m) {

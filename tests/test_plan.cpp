@@ -245,6 +245,54 @@ TEST(Plan, ComputePartBoundsTheWholeGraph) {
   EXPECT_GT(checked, 40);
 }
 
+// compute_bounds, what phase 1 checks every layout by, is device_bounds of lower_compute's graph
+// with the table, to the bit: straight from the stages' costs where it can (with and without the
+// host's overheads, recomputation, two pipelines), through the graph where an op runs steps (CP),
+// offloads, or merges (--a2a-overlap needs interleaving: refused alike elsewhere).
+TEST(Plan, ComputeBoundsAreTheComputeGraphsBounds) {
+  test::ModelRun model = io::load_model("llama3.1-8b");
+  std::get<TransformerConfig>(model.model.spec).layers = 8;
+  model.job.seq_len = 4096;
+  const SystemConfig system = io::load_system("dgx-h100");  // with a host, for offload
+  int compared = 0, refused = 0;
+  for (const auto& [name, table] : tables_of_eight_layers()) {
+    for (const int variant : {0, 1, 2, 3, 4, 5}) {
+      test::ModelRun mv = model;
+      mv.layout.dp = 2;
+      mv.layout.cp = variant == 2 ? 2 : 1;
+      mv.job.recompute = variant == 1 ? Recompute::Full : Recompute::None;
+      if (variant == 3) mv.job.offload_activations = 0.5;
+      mv.job.a2a_overlap = variant == 4;
+      LoweringOptions o;
+      o.overheads = variant != 5;
+      const Network network(system, table->devices, gpus_per_device(mv.layout));
+      SCOPED_TRACE(name + " variant " + std::to_string(variant));
+      std::optional<DeviceBounds> graph;
+      std::string graph_error, direct_error;
+      try {
+        graph =
+            device_bounds(lower_compute(*table, mv.model, mv.job, mv.layout, network, o), *table);
+      } catch (const ParamError& e) {
+        graph_error = e.what();
+      }
+      try {
+        const DeviceBounds b = compute_bounds(*table, mv.model, mv.job, mv.layout, network, o);
+        ASSERT_TRUE(graph.has_value()) << graph_error;
+        EXPECT_EQ(b.busy_s, graph->busy_s);
+        EXPECT_EQ(b.peak_memory_bytes, graph->peak_memory_bytes);
+        EXPECT_EQ(b.compute_path_s, graph->compute_path_s);
+        EXPECT_GT(b.runtime_lower_bound_s(), 0.0);
+        ++compared;
+      } catch (const ParamError& e) {
+        EXPECT_EQ(e.what(), graph_error);
+        ++refused;
+      }
+    }
+  }
+  EXPECT_GT(compared, 60);
+  EXPECT_GT(refused, 0);
+}
+
 // A PyTorch order derived once per table (pytorch_runtime_order, what plan shares between the
 // layouts of one table) lowers every table as deriving it each time does: the same graph, or the
 // same error, with messages within NCCL's buffer and above it.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <stdexcept>
 
 namespace pipetab {
@@ -66,8 +67,6 @@ DeviceBounds device_bounds(const ExecGraph& g) {
   return b;
 }
 
-namespace {
-
 // The bound for any order of a table's passes on its devices. Whatever the order, a device's
 // first op is a forward (every other pass of a stage needs its forward, on the same device), and
 // the forward of stage s of a microbatch starts no earlier than the forwards of stages 0..s-1 take
@@ -76,8 +75,8 @@ namespace {
 // the device's optimizer step). So each device ends no earlier than head + its busy time, nor
 // than head + its table ops + tail; each pass at its (pipeline, stage, kind)'s least duration
 // over the microbatches, a stage whose pass only runs inside pairs counting nothing.
-double any_order_path(const ScheduleTable& table, const std::vector<double>& durations,
-                      const std::vector<double>& busy) {
+double any_order_path_s(const ScheduleTable& table, std::span<const double> durations,
+                        std::span<const double> busy) {
   const auto stages = static_cast<std::size_t>(table.stages);
   const auto pipelines = static_cast<std::size_t>(table.pipelines());
   constexpr double kNone = std::numeric_limits<double>::infinity();
@@ -124,8 +123,6 @@ double any_order_path(const ScheduleTable& table, const std::vector<double>& dur
   return path;
 }
 
-}  // namespace
-
 DeviceBounds device_bounds(const ExecGraph& g, const ScheduleTable& table) {
   DeviceBounds b = device_bounds(g);
   if (g.table_ops != static_cast<std::int64_t>(table.ops.size()))
@@ -134,7 +131,7 @@ DeviceBounds device_bounds(const ExecGraph& g, const ScheduleTable& table) {
   std::vector<double> durations(table.ops.size());
   for (std::size_t n = 0; n < durations.size(); ++n)
     durations[n] = shortest(g, n, ends);
-  b.compute_path_s = any_order_path(table, durations, b.busy_s);
+  b.compute_path_s = any_order_path_s(table, durations, b.busy_s);
   return b;
 }
 

@@ -239,8 +239,77 @@ ExecGraph Lowering::compute_only() && {
   return std::move(g_);
 }
 
+// The compute nodes' bounds (compute_bounds): where no op runs steps, merges with another or
+// offloads, each op's duration and memory straight from its stages' costs, one pass over the
+// table and no graph (plan bounds every layout by it, a table of 500,000 ops each time);
+// otherwise those of the compute nodes, lowered.
+DeviceBounds Lowering::bounds() && {
+  compute_only_ = true;
+  checks_and_costs();
+  if (options_.costs || layer_programs_ || job_.a2a_overlap || job_.offload_layers > 0 ||
+      job_.offload_activations > 0.0) {
+    compute_nodes_and_offload();
+    g_.static_bytes = static_memory(t_, work_, model_, job_, layout_);
+    return device_bounds(g_, t_);
+  }
+  DeviceBounds b;
+  b.busy_s.assign(static_cast<std::size_t>(t_.devices), 0.0);
+  b.peak_memory_bytes = static_memory(t_, work_, model_, job_, layout_);
+  std::vector<double> durations(t_.ops.size());
+  // An op of one pass (all but pairs) is its stage's pass: its effect and duration once per
+  // stage and kind, the first time one is met.
+  constexpr std::size_t kKinds = 4;
+  std::vector<OpEffect> single(work_.size() * kKinds);
+  std::vector<double> single_s(single.size(), -1.0);
+  for (std::size_t d = 0; d < b.busy_s.size(); ++d) {
+    double memory = b.peak_memory_bytes[d], peak = memory, busy = 0.0;
+    for (auto i = t_.row_begin[d]; i < t_.row_begin[d + 1]; ++i) {
+      const auto n = static_cast<std::size_t>(i);
+      const Op& op = t_.ops[n];
+      OpEffect e;
+      if (op.is_pair() || op.first().kind == PassKind::None) {
+        e = op_effect(op);
+        durations[n] = op_seconds(e.cost);
+      } else {
+        const std::size_t slot =
+            index(op.first()) * kKinds + static_cast<std::size_t>(op.first().kind);
+        if (single_s[slot] < 0.0) {
+          single[slot] = op_effect(op);
+          single_s[slot] = op_seconds(single[slot].cost);
+        }
+        e = single[slot];
+        durations[n] = single_s[slot];
+      }
+      busy += durations[n];
+      memory += e.alloc_bytes;
+      peak = std::max(peak, memory);
+      memory -= e.free_bytes;
+    }
+    b.busy_s[d] = busy;
+    b.peak_memory_bytes[d] = peak;
+  }
+  b.compute_path_s = any_order_path_s(t_, durations, b.busy_s);
+  return b;
+}
+
 // The checks, the stages' costs and the compute nodes.
 void Lowering::compute_part() {
+  checks_and_costs();
+  compute_nodes_and_offload();
+}
+
+void Lowering::compute_nodes_and_offload() {
+  g_.devices = t_.devices;
+  g_.table_ops = static_cast<std::int64_t>(t_.ops.size());
+  g_.compute_nodes = g_.table_ops + (optimizer_ ? t_.devices : 0);
+  g_.comm_slowdown = overheads_ ? network_.system().device.comm_slowdown : 0.0;
+  compute_nodes();
+  layer_offload();
+  offload_plan();
+}
+
+// The layout's rules against the system and the graph's size; the stages' costs.
+void Lowering::checks_and_costs() {
   require_supported(network_.system(), job_, layout_, options_);
   if (!options_.costs) cost::require_costable(model_, job_, network_.system());
   if (gradient_ranks() > 1 && network_.system().topology != Topology::Switched) {
@@ -285,13 +354,6 @@ void Lowering::compute_part() {
   require_gpus();
   require_size();
   costs();
-  g_.devices = t_.devices;
-  g_.table_ops = static_cast<std::int64_t>(t_.ops.size());
-  g_.compute_nodes = g_.table_ops + (optimizer_ ? t_.devices : 0);
-  g_.comm_slowdown = overheads_ ? network_.system().device.comm_slowdown : 0.0;
-  compute_nodes();
-  layer_offload();
-  offload_plan();
 }
 
 // The run must fit in the cluster when the system states its node count.
@@ -407,6 +469,56 @@ void Lowering::costs() {
   }
 }
 
+// What an op's passes cost together and the bytes it allocates when it starts and frees when
+// it ends: per pass its stage's cost and work, computed once per stage (costs, table_work).
+Lowering::OpEffect Lowering::op_effect(const Op& op) const {
+  OpEffect e;
+  for (const Pass& pass : op.passes()) {
+    const StageWork& w = work(pass);
+    const auto& stage = options_.costs ? none_ : cost_[index(pass)];
+    const cost::PassCost* c = nullptr;
+    switch (pass.kind) {
+      case PassKind::F:
+        c = &stage.forward;
+        e.alloc_bytes += w.activation_bytes + w.forward_working_bytes;
+        e.free_bytes += w.forward_working_bytes;
+        break;
+      case PassKind::B:
+        c = &stage.backward;
+        e.alloc_bytes += w.backward_working_bytes;
+        e.free_bytes += w.activation_bytes + w.backward_working_bytes;
+        break;
+      case PassKind::I:
+        c = &stage.input_grad;
+        e.alloc_bytes += w.backward_working_bytes;
+        e.free_bytes +=
+            w.activation_bytes - w.activation_kept_for_weight_grad + w.backward_working_bytes;
+        break;
+      case PassKind::W:
+        c = &stage.weight_grad;
+        e.free_bytes += w.activation_kept_for_weight_grad;
+        break;
+      case PassKind::None:
+        break;
+    }
+    if (c == nullptr) continue;
+    e.cost.seconds += c->seconds;
+    e.cost.tp_comm_s += c->tp_comm_s;
+    e.cost.expert_comm_s += c->expert_comm_s;
+    e.cost.kernels += c->kernels;
+  }
+  return e;
+}
+
+// An op's duration from its passes' cost: with the overheads, the host issues the op's kernels
+// after the step's synchronisation, so the op lasts at least as long as that takes, and the
+// step's own host time comes on top.
+double Lowering::op_seconds(const cost::PassCost& c) const {
+  if (!overheads_) return c.seconds;
+  const auto& device = network_.system().device;
+  return cost::host_bound_seconds(c, device, job_.stack) + device.step_overhead_s;
+}
+
 // Durations, memory deltas, devices, streams; and where each pass runs.
 void Lowering::compute_nodes() {
   const auto nodes = static_cast<std::size_t>(g_.compute_nodes);
@@ -438,47 +550,16 @@ void Lowering::compute_nodes() {
       const auto n = static_cast<std::size_t>(i);
       g_.device[n] = d;
       g_.stream.push_back(static_cast<std::int32_t>(i));
-      const cost::PassCost* halves[2] = {nullptr, nullptr};
-      std::size_t half = 0;
+      const OpEffect e = op_effect(t_.ops[n]);
+      g_.alloc_bytes[n] = e.alloc_bytes;
+      g_.free_bytes[n] = e.free_bytes;
+      op_cost_[n] = e.cost;
       for (const Pass& pass : t_.ops[n].passes()) {
-        const StageWork& w = work(pass);
-        const cost::PassCost* c = nullptr;
-        const auto& stage = options_.costs ? none_ : cost_[index(pass)];
-        switch (pass.kind) {
-          case PassKind::F:
-            c = &stage.forward;
-            g_.alloc_bytes[n] += w.activation_bytes + w.forward_working_bytes;
-            g_.free_bytes[n] += w.forward_working_bytes;
-            forward_op_[key(pass.microbatch, pass.stage)] = static_cast<std::int32_t>(i);
-            break;
-          case PassKind::B:
-            c = &stage.backward;
-            g_.alloc_bytes[n] += w.backward_working_bytes;
-            g_.free_bytes[n] += w.activation_bytes + w.backward_working_bytes;
-            backward_op_[key(pass.microbatch, pass.stage)] = static_cast<std::int32_t>(i);
-            break;
-          case PassKind::I:
-            c = &stage.input_grad;
-            g_.alloc_bytes[n] += w.backward_working_bytes;
-            g_.free_bytes[n] +=
-                w.activation_bytes - w.activation_kept_for_weight_grad + w.backward_working_bytes;
-            backward_op_[key(pass.microbatch, pass.stage)] = static_cast<std::int32_t>(i);
-            break;
-          case PassKind::W:
-            c = &stage.weight_grad;
-            g_.free_bytes[n] += w.activation_kept_for_weight_grad;
-            break;
-          case PassKind::None:
-            break;
+        if (pass.kind == PassKind::F) {
+          forward_op_[key(pass.microbatch, pass.stage)] = static_cast<std::int32_t>(i);
+        } else if (is_input_backward(pass.kind)) {
+          backward_op_[key(pass.microbatch, pass.stage)] = static_cast<std::int32_t>(i);
         }
-        if (c != nullptr) halves[half++] = c;
-      }
-      op_cost_[n] = {};
-      for (std::size_t k = 0; k < half; ++k) {
-        op_cost_[n].seconds += halves[k]->seconds;
-        op_cost_[n].tp_comm_s += halves[k]->tp_comm_s;
-        op_cost_[n].expert_comm_s += halves[k]->expert_comm_s;
-        op_cost_[n].kernels += halves[k]->kernels;
       }
       if (programs) plan_exchanges(n);
     }
@@ -487,19 +568,10 @@ void Lowering::compute_nodes() {
          i < t_.row_begin[static_cast<std::size_t>(d) + 1]; ++i) {
       const auto n = static_cast<std::size_t>(i);
       const auto& c = op_cost_[n];
-      g_.duration[n] = c.seconds;
       g_.tp_comm_s[n] = c.tp_comm_s;
       g_.expert_comm_s[n] = c.expert_comm_s;
-      if (options_.costs) {
-        g_.duration[n] = explicit_costs[n];
-      } else if (overheads_) {
-        // The host issues the op's kernels after the step's synchronisation: the op lasts
-        // at least as long as that takes, and the step's own host time comes on top.
-        const auto& device = network_.system().device;
-        const double gpu = g_.duration[n];
-        g_.duration[n] = cost::host_bound_seconds(c, device, job_.stack) + device.step_overhead_s;
-        g_.overhead_s[n] = g_.duration[n] - gpu;
-      }
+      g_.duration[n] = options_.costs ? explicit_costs[n] : op_seconds(c);
+      if (!options_.costs) g_.overhead_s[n] = g_.duration[n] - c.seconds;
     }
     if (optimizer_) {
       const auto n = static_cast<std::size_t>(g_.table_ops + d);
@@ -645,6 +717,12 @@ ExecGraph lower_compute(const ScheduleTable& table, const ModelConfig& model, co
                         const Layout& layout, const Network& network,
                         const LoweringOptions& options) {
   return detail::Lowering(table, model, job, layout, network, options).compute_only();
+}
+
+DeviceBounds compute_bounds(const ScheduleTable& table, const ModelConfig& model, const Job& job,
+                            const Layout& layout, const Network& network,
+                            const LoweringOptions& options) {
+  return detail::Lowering(table, model, job, layout, network, options).bounds();
 }
 
 }  // namespace pipetab

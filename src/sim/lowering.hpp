@@ -20,6 +20,7 @@
 
 #include "pipetab/parallel/collective.hpp"
 #include "pipetab/parallel/layout.hpp"
+#include "pipetab/sim/bounds.hpp"
 #include "pipetab/sim/graph.hpp"
 #include "pipetab/table/comm_order.hpp"
 #include "pipetab/table/offload.hpp"
@@ -90,11 +91,14 @@ class Lowering {
   // lower.cpp: the whole graph (lower), or the compute nodes alone (lower_compute).
   ExecGraph run() &&;
   ExecGraph compute_only() &&;
+  DeviceBounds bounds() &&;
 
  private:
   // The checks, the stages' costs and the compute nodes; the graph's transfers, edges and
   // successors (lower.cpp).
   void compute_part();
+  void checks_and_costs();
+  void compute_nodes_and_offload();
 
   std::int64_t tensor_parallel() const { return layout_.tp; }
   std::int64_t context_parallel() const { return layout_.cp; }
@@ -122,6 +126,13 @@ class Lowering {
            static_cast<std::size_t>(microbatch);
   }
 
+  struct OpEffect {
+    cost::PassCost cost;  // its passes' costs summed, before overheads
+    double alloc_bytes = 0.0;
+    double free_bytes = 0.0;
+  };
+  OpEffect op_effect(const Op& op) const;
+  double op_seconds(const cost::PassCost& c) const;
   void compute_nodes();
   std::int32_t add_transfer(TransferKind kind, int stage, std::int32_t from, std::int32_t to,
                             double bytes);

@@ -124,10 +124,21 @@ struct TableKey {
 
 struct BuiltTable {
   std::optional<ScheduleTable> table;
-  std::string error;                    // the schedule's rule that rejects the layout
-  Runtime runtime = Runtime::Auto;      // the runtime that runs it (resolve_runtime)
-  std::optional<std::string> refused;   // why --runnable-by's runtime cannot run it
-  std::optional<PyTorchOrder> pytorch;  // under PyTorch's runtime, its order, derived once
+  std::string error;                   // the schedule's rule that rejects the layout
+  Runtime runtime = Runtime::Auto;     // the runtime that runs it (resolve_runtime)
+  std::optional<std::string> refused;  // why --runnable-by's runtime cannot run it
+  // Under PyTorch's runtime, its order: derived once, when a first layout of the table is
+  // lowered whole (it walks every op twice, and most tables' layouts are rejected or bounded
+  // out before).
+  const PyTorchOrder* pytorch() const {
+    if (runtime != Runtime::PyTorch || !table) return nullptr;
+    std::call_once(pytorch_once_, [this] { pytorch_ = pytorch_runtime_order(*table); });
+    return &*pytorch_;
+  }
+
+ private:
+  mutable std::once_flag pytorch_once_;
+  mutable std::optional<PyTorchOrder> pytorch_;
 };
 
 // The table a layout's memory is checked on before anything is lowered: its own, or for the
@@ -156,7 +167,6 @@ std::shared_ptr<const BuiltTable> build_table(const PlanRequest& request, const 
   built->runtime = resolve_runtime(request.lowering.runtime, *built->table, key.schedule).runtime;
   if (request.runnable_by)
     built->refused = runtime_refuses(*built->table, key.schedule, *request.runnable_by);
-  if (built->runtime == Runtime::PyTorch) built->pytorch = pytorch_runtime_order(*built->table);
   return built;
 }
 
@@ -346,7 +356,7 @@ bool follows_rules(const PlanRequest& request, Checked& c) {
 
 // Phase 1 for a layout that follows the rules, without lowering it whole: the table's rules and
 // stage count, the weights, gradients and optimizer state against the memory (most layouts of a
-// large model on many GPUs fail there), then the compute nodes (lower_compute) for the memory
+// large model on many GPUs fail there), then the compute nodes (compute_bounds) for the memory
 // peak with the schedule's activations and the busiest device's time, a first lower bound.
 // The authors' schedulers' own order is planned in phase 2: their memory is checked there.
 void check(const PlanRequest& request, const TableCache& tables, Checked& c) {
@@ -371,11 +381,10 @@ void check(const PlanRequest& request, const TableCache& tables, Checked& c) {
     const Network network(setup.system, shape->table->devices, gpus_per_device(setup.layout));
     LoweringOptions lowering = setup.lowering;
     lowering.runtime = shape->runtime;
-    const ExecGraph part =
-        lower_compute(*shape->table, setup.model, setup.job, setup.layout, network, lowering);
     // The bound holds for any order of the table's passes: the authors' layouts run their own
     // order of the shape table's.
-    const DeviceBounds bounds = device_bounds(part, *shape->table);
+    const DeviceBounds bounds =
+        compute_bounds(*shape->table, setup.model, setup.job, setup.layout, network, lowering);
     c.compute_bound_s = bounds.runtime_lower_bound_s();
     if (authors(l)) return;
     c.peak_memory_bytes =
@@ -418,11 +427,10 @@ void lower_and_bound(const PlanRequest& request, const TableCache& tables, Check
   const ScheduleTable& table = own ? *own : *shared->table;
   try {
     const Network network(setup.system, table.devices, gpus_per_device(setup.layout));
+    const PyTorchOrder* order = shared ? shared->pytorch() : nullptr;
     const ExecGraph graph =
-        shared && shared->pytorch
-            ? lower(table, setup.model, setup.job, setup.layout, network, lowering,
-                    *shared->pytorch)
-            : lower(table, setup.model, setup.job, setup.layout, network, lowering);
+        order ? lower(table, setup.model, setup.job, setup.layout, network, lowering, *order)
+              : lower(table, setup.model, setup.job, setup.layout, network, lowering);
     const GraphBounds bounds = graph_bounds(graph, network);
     c.lower_bound_s = std::max(bounds.runtime_lower_bound_s, c.compute_bound_s);
     c.peak_memory_bytes =
@@ -1004,7 +1012,7 @@ PlanResult plan(const PlanRequest& request) {
   }
 
   // Phase 1: the rules; the tables the layouts that follow them need, each built once; then every
-  // such layout checked against the memory and bounded by its busiest device (lower_compute),
+  // such layout checked against the memory and bounded by its busiest device (compute_bounds),
   // in blocks so that progress is reported from this thread.
   std::vector<TableKey> keys;
   for (auto& c : layouts) {
@@ -1112,8 +1120,11 @@ PlanResult plan(const PlanRequest& request) {
       std::sort(top.begin(), top.end(), faster);
       if (top.size() > k) top.resize(k);
     } else {
+      // Blocks grow from a batch's size: the first simulations set the threshold that prunes
+      // most of the rest, before many whole graphs are lowered for nothing.
+      const std::size_t block = std::clamp(next, kBatch, kBlock);
       std::size_t n = 0;
-      while (n < kBlock && next + n < candidates.size() &&
+      while (n < block && next + n < candidates.size() &&
              candidates[next + n]->compute_bound_s <= threshold)
         ++n;
       detail::parallel_for(n, request.threads, [&](std::size_t i) {

@@ -3,6 +3,7 @@
 // to reject and skip layouts without running the engine (branch and bound).
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "pipetab/sim/graph.hpp"
@@ -50,6 +51,19 @@ DeviceBounds device_bounds(const ExecGraph& graph);
 /// the same passes on the same devices in another order (its compute nodes [0, table_ops) are
 /// the table's ops).
 DeviceBounds device_bounds(const ExecGraph& graph, const ScheduleTable& table);
+
+/// device_bounds(lower_compute(...), table), the same numbers, without the graph where it can:
+/// where no op runs steps (exchanges inside its layers), merges with another (--a2a-overlap) or
+/// offloads, each op's duration and memory come from its stages' costs in one pass over the
+/// table (O(ops), one array). What `plan` checks and orders every layout by.
+DeviceBounds compute_bounds(const ScheduleTable& table, const ModelConfig& model, const Job& job,
+                            const Layout& layout, const Network& network,
+                            const LoweringOptions& options = {});
+
+/// The compute path of DeviceBounds: `durations` per table op (the shortest each can take),
+/// `busy` per device.
+double any_order_path_s(const ScheduleTable& table, std::span<const double> durations,
+                        std::span<const double> busy);
 
 /// Computes the bounds in one pass over the graph (O(nodes + edges)).
 GraphBounds graph_bounds(const ExecGraph& graph, const Network& network);

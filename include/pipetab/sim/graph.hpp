@@ -301,7 +301,7 @@ ExecGraph lower(const ScheduleTable& table, const ModelConfig& model, const Job&
 /// and memory, the optimizer step's node (its duration still 0), each device's stream and static
 /// bytes; no transfers, collectives or edges. Every duration lower() gives a node is at least
 /// this one's, so a device's stream sum bounds the runtime from below (device_bounds) at a
-/// fraction of lowering's cost: what `plan` orders its search by.
+/// fraction of lowering's cost (compute_bounds: what `plan` orders its search by).
 ExecGraph lower_compute(const ScheduleTable& table, const ModelConfig& model, const Job& job,
                         const Layout& layout, const Network& network,
                         const LoweringOptions& options = {});
