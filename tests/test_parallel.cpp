@@ -371,14 +371,21 @@ TEST(CollectiveRule, TheSimulatedReductionIsTheClosedForm) {
 namespace pipetab {
 namespace {
 
-// A preset's links as NCCL sees them: its medium named (PCIe on a100-pcie, NVLink elsewhere), and
-// on dgx-h100 NVLink SHARP at the share nccl-tests#309 gives (482.12 GB/s of bus bandwidth:
-// experiments/nccl-tests names the same).
+// A preset's links as NCCL sees them: a100-pcie names its medium (PCIe) itself; the calibrated
+// presets are given NVLink here, and dgx-h100 NVLink SHARP at the share nccl-tests#309 gives
+// (482.12 GB/s of bus bandwidth: experiments/nccl-tests names the same).
 SystemConfig nccl_system(const std::string& preset) {
   SystemConfig s = io::load_system(preset);
-  s.intra.medium = preset == "a100-pcie" ? LinkMedium::Pcie : LinkMedium::NvLink;
+  if (!s.intra.medium) s.intra.medium = LinkMedium::NvLink;
   if (preset == "dgx-h100") s.intra.nvls_efficiency = 0.536;
   return s;
+}
+
+// The preset a user names is what the sweep was checked on: `pipetab collective --system
+// a100-pcie` takes NCCL's model over PCIe with no file of its own.
+TEST(NcclModel, A100PcieNamesItsLinksPcie) {
+  EXPECT_EQ(io::load_system("a100-pcie").intra.medium, LinkMedium::Pcie);
+  EXPECT_FALSE(io::load_system("dgx-a100").intra.medium.has_value());  // until refitted under it
 }
 
 double chosen_seconds(const Collective& c, const SystemConfig& s) {
