@@ -1336,6 +1336,20 @@ TEST_F(Cli, CollectivePrintsASweepInNcclTestsColumns) {
   const auto fine = run("collective -b 1 -e 5 -f 1.01 --format csv");
   ASSERT_EQ(fine.code, 0) << fine.err;
   EXPECT_EQ(std::count(fine.out.begin(), fine.out.end(), '\n'), 6);
+  // An all-to-all as NCCL runs it for a dispatcher: grouped sends to every peer at once. Over two
+  // nodes of 8 each rank sends 7/16 of its buffer over its node's PCIe (20 GB/s achieved) and 8/16
+  // over its NIC (12.5 GB/s × 0.8), one latency each: the NIC's side, 5 µs + 0.5 GiB / 10 GB/s;
+  // busbw algbw × 15/16 (nccl-tests' alltoall_perf).
+  const auto two_nodes = file("two.toml", "name = \"two\"\n[device]\npreset = \"a100-pcie\"\n" +
+                                              fmt::format(fmt::runtime(network), "pcie") +
+                                              "collective_efficiency = 0.8\n");
+  const auto a2a = run("collective --system " + two_nodes +
+                       " --op all-to-all -n 16 --per-node 8 -b 1G -e 1G --format json");
+  ASSERT_EQ(a2a.code, 0) << a2a.err;
+  const auto row = nlohmann::json::parse(a2a.out)["rows"][0];
+  EXPECT_NEAR(row["time_us"].get<double>(), 5.0 + 0.5 * 1073741824.0 / 10e9 * 1e6, 1e-6);
+  EXPECT_NEAR(row["busbw_gbs"].get<double>(), row["algbw_gbs"].get<double>() * 15 / 16, 1e-9);
+  EXPECT_EQ(row["algorithm"], "direct");
   expect_usage_error("collective --system balanced", "a group of one rank moves nothing");
   expect_usage_error("collective -b 12Q", "--min-bytes '12Q': expected a size in bytes");
   expect_usage_error("collective -b 1M -e 1K", "--max-bytes 1K is below --min-bytes 1M");

@@ -72,7 +72,7 @@ Subcommand add_collective(CLI::App& app) {
   auto s = std::make_shared<State>();
   cmd->add_option("--system", s->system, "system preset or TOML file")->capture_default_str();
   cmd->add_option("--op", s->op, "the collective")
-      ->check(CLI::IsMember({"all-reduce", "reduce-scatter", "all-gather"}))
+      ->check(CLI::IsMember({"all-reduce", "reduce-scatter", "all-gather", "all-to-all"}))
       ->capture_default_str();
   cmd->add_option("-n,--ranks", s->ranks, "GPUs in the group (default: one node's)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30));
@@ -109,7 +109,11 @@ Subcommand add_collective(CLI::App& app) {
         Collective c;
         c.kind = s->op == "all-reduce"       ? CollectiveKind::AllReduce
                  : s->op == "reduce-scatter" ? CollectiveKind::ReduceScatter
-                                             : CollectiveKind::AllGather;
+                 : s->op == "all-gather"     ? CollectiveKind::AllGather
+                                             : CollectiveKind::AllToAll;
+        // NCCL's all-to-all is grouped sends and receives to every peer at once (the MoE
+        // dispatcher's), its size one rank's buffer as nccl-tests' alltoall_perf gives it.
+        if (c.kind == CollectiveKind::AllToAll) c.algorithm = CollectiveAlgorithm::Direct;
         c.group.ranks = s->ranks > 0 ? s->ranks : node;
         c.group.per_node = s->per_node > 0 ? s->per_node : std::min(c.group.ranks, node);
         if (c.group.ranks < 2)
@@ -170,7 +174,9 @@ Subcommand add_collective(CLI::App& app) {
                 : fmt::format(
                       "{} over {} GPUs ({} per node) on {}{}\n{:>14} {:>12} {:>10} {:>10}  {}\n",
                       s->op, c.group.ranks, c.group.per_node, system.name,
-                      system.intra.medium ? "" : " (no link medium: plain ring, no NCCL protocols)",
+                      system.intra.medium || c.kind == CollectiveKind::AllToAll
+                          ? ""
+                          : " (no link medium: plain ring, no NCCL protocols)",
                       "size (B)", "time (us)", "algbw", "busbw", "algorithm/protocol");
         for (const Row& r : rows) {
           const auto a = to_string(r.chosen.algorithm);
