@@ -225,18 +225,32 @@ TEST(CollectiveRule, DirectAllToAllSplitsByWhereThePeersAre) {
 
 // DeepEP over 4 nodes of 8, top-8: a token reaches 4·(1 − (3/4)^8) distinct nodes, 3/4 of them
 // remote; what crosses the NIC is forwarded inside the node, so 7/8 of the rows cross NVLink.
-TEST(CollectiveRule, NodeDedupSendsATokenOncePerNode) {
+// DeepEP by hand: 8 MB of top-8 rows (1 MB of tokens) over 32 ranks, 8 a node. A token reaches
+// 4·(1 − 0.75⁸) distinct nodes, 3/4 of them remote, and 32·(1 − (31/32)⁸) distinct GPUs, each
+// once (not once per expert), 7/8 of them over NVLink.
+TEST(CollectiveRule, NodeDedupSendsATokenOncePerNodeAndOncePerGpu) {
   Collective c{CollectiveKind::AllToAll, {32, 8}, 8e6, CollectiveAlgorithm::NodeDedup};
   c.top_k = 8;
-  const double distinct = 4 * (1 - std::pow(0.75, 8));
+  const double nodes = 4 * (1 - std::pow(0.75, 8));
+  const double gpus = 32 * (1 - std::pow(31.0 / 32, 8));
   const auto f = collective_flows(c, kIntra, kInter);
-  EXPECT_DOUBLE_EQ(f.remote.bytes, 8e6 / 8 * distinct * 0.75);
-  EXPECT_DOUBLE_EQ(f.local.bytes, 8e6 * 7 / 8);
-  c.node_limit = 2;  // DeepSeek-V3's node-limited routing bounds the nodes a token reaches
-  EXPECT_DOUBLE_EQ(collective_flows(c, kIntra, kInter).remote.bytes, 8e6 / 8 * 2 * 0.75);
-  // Inside one node it is an all-to-all: nothing over the NIC.
+  EXPECT_DOUBLE_EQ(f.remote.bytes, 8e6 / 8 * nodes * 0.75);
+  EXPECT_DOUBLE_EQ(f.local.bytes, 8e6 / 8 * gpus * 7 / 8);
+  EXPECT_LT(f.local.bytes, 8e6 * 7 / 8);  // less than NCCL's all-to-all of every row
+  // DeepSeek-V3's node-limited routing bounds the nodes a token reaches, and so the GPUs.
+  c.node_limit = 2;
+  const auto limited = collective_flows(c, kIntra, kInter);
+  EXPECT_DOUBLE_EQ(limited.remote.bytes, 8e6 / 8 * 2 * 0.75);
+  EXPECT_DOUBLE_EQ(limited.local.bytes, 8e6 / 8 * 16 * (1 - std::pow(15.0 / 16, 8)) * 7 / 8);
+  // Inside one node: nothing over the NIC; each of the node's GPUs once, 7/8 of them peers.
   c.group = {8, 8};
-  EXPECT_EQ(collective_flows(c, kIntra, kInter).remote.bytes, 0.0);
+  c.node_limit = 0;
+  const auto one_node = collective_flows(c, kIntra, kInter);
+  EXPECT_EQ(one_node.remote.bytes, 0.0);
+  EXPECT_DOUBLE_EQ(one_node.local.bytes, 8e6 / 8 * 8 * (1 - std::pow(7.0 / 8, 8)) * 7 / 8);
+  // One row a token (top-1): the same bytes as NCCL's all-to-all.
+  c.top_k = 1;
+  EXPECT_DOUBLE_EQ(collective_flows(c, kIntra, kInter).local.bytes, 8e6 * 7 / 8);
 }
 
 TEST(CollectiveRule, OneRankRunsNothingAndAnEmptyRingItsLatencies) {

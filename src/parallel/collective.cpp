@@ -166,14 +166,25 @@ CollectiveFlows collective_flows(const Collective& c, const LinkSpec& intra,
       f.local = {c.bytes * (per_node - 1.0) / p, intra.latency_s, 1.0, 0.0, intra.latency_s};
       f.remote = {c.bytes * (p - per_node) / p, inter.latency_s, 1.0, 0.0, inter.latency_s};
       const double nodes = p / per_node;
-      if (c.algorithm == CollectiveAlgorithm::NodeDedup && nodes > 1.0) {
-        // ranks_nodes·(1 − (1 − 1/nodes)^k) distinct nodes per token, at most node_limit, of which
-        // (nodes − 1)/nodes remote; every row not the receiver's own crosses its node's NVLink
-        // once: from a peer of its node, or forwarded from the GPU whose NIC took it in.
-        double distinct = nodes * (1.0 - std::pow(1.0 - 1.0 / nodes, c.top_k));
-        if (c.node_limit > 0.0) distinct = std::min(distinct, c.node_limit);
-        f.remote.bytes = c.bytes / c.top_k * distinct * (nodes - 1.0) / nodes;
-        f.local.bytes = c.bytes * (per_node - 1.0) / per_node;
+      if (c.algorithm == CollectiveAlgorithm::NodeDedup) {
+        // DeepEP sends a token once to each GPU that holds any of its experts, not once per
+        // expert (deepseek-ai/DeepEP get_dispatch_layout: num_tokens_per_rank, is_token_in_rank;
+        // the combine returns one row per token and GPU): of a token's top_k rows over experts
+        // spread evenly, reach·(1 − (1 − 1/reach)^k) distinct GPUs, reach the group's ranks or
+        // those of the node_limit nodes it may use. Each crosses its node's NVLink unless it is
+        // the GPU that holds the token there (1 in per_node): its sender, or the GPU whose NIC
+        // took it in.
+        const double reach = c.node_limit > 0.0 ? std::min(p, c.node_limit * per_node) : p;
+        const double k = std::max(c.top_k, 1.0);
+        const double per_gpu = c.bytes / k * reach * (1.0 - std::pow(1.0 - 1.0 / reach, k));
+        f.local.bytes = per_gpu * (per_node - 1.0) / per_node;
+        if (nodes > 1.0) {
+          // And the network once per destination node: nodes·(1 − (1 − 1/nodes)^k) distinct
+          // nodes per token, at most node_limit, of which (nodes − 1)/nodes remote.
+          double distinct = nodes * (1.0 - std::pow(1.0 - 1.0 / nodes, k));
+          if (c.node_limit > 0.0) distinct = std::min(distinct, c.node_limit);
+          f.remote.bytes = c.bytes / k * distinct * (nodes - 1.0) / nodes;
+        }
       }
       f.local.step_bytes = f.local.bytes;
       f.remote.step_bytes = f.remote.bytes;

@@ -134,8 +134,10 @@ const RunOption kOptions[] = {
      "mlp",
      0, 0, kMoeRecomputeNames, true, 1, "", PIPETAB_ENUM(s.job.moe.recompute, parse_moe_recompute)},
     {"moe_dispatcher", "--moe-dispatcher", kJob, OptionType::Choice,
-     "how tokens reach their experts: alltoall (NCCL) or deepep (once per node, then NVLink)", 0, 0,
-     kMoeDispatcherNames, true, 1, "", PIPETAB_ENUM(s.job.moe.dispatcher, parse_moe_dispatcher)},
+     "how tokens reach their experts: alltoall (NCCL, a row per expert) or deepep (once per node "
+     "and GPU, then NVLink)",
+     0, 0, kMoeDispatcherNames, true, 1, "",
+     PIPETAB_ENUM(s.job.moe.dispatcher, parse_moe_dispatcher)},
     {"moe_capacity_factor",
      "--moe-capacity-factor",
      kJob,

@@ -44,7 +44,8 @@ enum class CollectiveAlgorithm : std::uint8_t {
   Direct,
   /// DeepEP's dispatch (DeepSeek-V3 report §3.2.2; deepseek-ai/DeepEP): as Direct, but a token
   /// crosses the network once per destination node (of `top_k` rows, to at most `node_limit`
-  /// nodes), and what arrives over the NIC is forwarded to the node's GPUs over NVLink.
+  /// nodes), what arrives over the NIC is forwarded to the node's GPUs over NVLink, and each GPU
+  /// receives a token once however many of its experts the token chose.
   NodeDedup,
   /// NCCL's double binary tree for an all-reduce across nodes (NCCL 2.4; src/graph/tuning.cc,
   /// ncclTopoTuneModel): a chain of the node's per_node ranks, then a tree over the nodes,
