@@ -427,6 +427,9 @@ TEST(Config, ErrorsNameFileLineAndKey) {
   std::string text = kSystem;
   EXPECT_EQ(system_error(text.replace(text.find("efficiency = 0.5"), 16, "efficiency = 1.5")),
             "s.toml:4:14: key 'device.efficiency': 1.5 is out of range (above 0 .. 1)");
+  EXPECT_EQ(system_error("[device]\npreset = \"dgx-h100\"\ngemm_memory_efficiency = 1.2\n"
+                         "[network]\npreset = \"dgx-h100\"\n"),
+            "s.toml:3:26: key 'device.gemm_memory_efficiency': 1.2 is out of range (above 0 .. 1)");
   text = kSystem;
   EXPECT_EQ(system_error(text.replace(text.find("\"switched\""), 10, "\"torus\"")),
             "s.toml:7:12: key 'network.topology': 'torus' is not one of: switched, chain");

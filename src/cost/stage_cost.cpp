@@ -85,9 +85,10 @@ const GemmModel& gemm_model(const DeviceSpec& device, const Job& job, bool fp8) 
   return device.gemm_fp8;
 }
 
-double memory_seconds(double bytes, const DeviceSpec& device) {
+double memory_seconds(double bytes, const DeviceSpec& device, bool gemm = false) {
   if (!(device.memory_bandwidth > 0.0)) return 0.0;
-  return bytes / (device.memory_bandwidth * device.memory_efficiency);
+  return bytes /
+         (device.memory_bandwidth * (gemm ? device.gemm_streaming() : device.memory_efficiency));
 }
 
 }  // namespace
@@ -119,7 +120,11 @@ OperatorCost operator_cost(const Operator& op, const Workload& run, const System
             device.attention_of(kernel).at(seq, op.kind == OperatorKind::FusedAttentionBackward);
       }
       const double compute = flops / (peak * c.efficiency);
-      const double memory = memory_seconds(op.bytes, device);
+      // The experts' grouped GEMMs stream their operands at their own measured share; every
+      // other GEMM at the element-wise kernels' (the dense GEMM model was fitted so:
+      // experiments/gemm-calibration).
+      const double memory =
+          memory_seconds(op.bytes, device, op.kind == OperatorKind::Gemm && op.gemm.grouped);
       c.memory_bound = memory > compute;
       c.seconds = std::max(compute, memory) + launches;
       return c;

@@ -264,10 +264,26 @@ SystemConfig parse_system_at(std::string_view text, const std::string& file, int
 // [device]. With `preset = "NAME"` every key defaults to that system preset's device.
 void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int depth) {
   r.only(device, "device",
-         {"preset", "name", "peak_flops", "clock_scale", "efficiency", "memory_bytes",
-          "memory_reserve", "memory_bandwidth", "memory_efficiency", "kernel_overhead_s",
-          "step_overhead_s", "host_launch_s", "comm_slowdown", "gemm", "gemm_fp8", "gemm_mxfp8",
-          "gemm_nvfp4", "attention", "compute_capability"});
+         {"preset",
+          "name",
+          "peak_flops",
+          "clock_scale",
+          "efficiency",
+          "memory_bytes",
+          "memory_reserve",
+          "memory_bandwidth",
+          "memory_efficiency",
+          "gemm_memory_efficiency",
+          "kernel_overhead_s",
+          "step_overhead_s",
+          "host_launch_s",
+          "comm_slowdown",
+          "gemm",
+          "gemm_fp8",
+          "gemm_mxfp8",
+          "gemm_nvfp4",
+          "attention",
+          "compute_capability"});
   bool based = false;
   if (const auto preset = r.string(device, "device", "preset")) {
     const auto text = detail::preset("systems", *preset);
@@ -315,6 +331,8 @@ void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int 
            fmt::format("{:g} leaves {:g} B/s of the memory bandwidth: expected at least 1 B/s",
                        d.memory_efficiency, d.memory_bandwidth * d.memory_efficiency));
   }
+  d.gemm_memory_efficiency = r.number(device, "device", "gemm_memory_efficiency",
+                                      d.gemm_memory_efficiency, 0.0, 1.0, true);
   d.kernel_overhead_s =
       r.number(device, "device", "kernel_overhead_s", d.kernel_overhead_s, 0.0, 1.0, false);
   d.step_overhead_s =
@@ -586,6 +604,8 @@ std::string system_toml(const SystemConfig& s, const std::string& comment) {
   if (d.memory_bandwidth > 0.0) {
     out += fmt::format("memory_bandwidth = {}\nmemory_efficiency = {}\n",
                        number(d.memory_bandwidth), number(d.memory_efficiency));
+    if (d.gemm_memory_efficiency > 0.0)
+      out += fmt::format("gemm_memory_efficiency = {}\n", number(d.gemm_memory_efficiency));
   }
   out += fmt::format("kernel_overhead_s = {}\n", number(d.kernel_overhead_s));
   if (d.step_overhead_s > 0.0)

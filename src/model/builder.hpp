@@ -64,6 +64,19 @@ class Builder {
           gemm_operator(name, {m, n, k, batch}, 1.0).bytes + m * n * batch * (d_.e - 1);
   }
 
+  // The experts' linear and weight-gradient GEMM over their `experts` local groups, one kernel.
+  void grouped_linear(std::string_view name, std::string_view quantize, double m, double n,
+                      double k, bool weight_in_forward, double experts) {
+    linear(name, quantize, m, n, k, weight_in_forward, experts);
+    ops().back().gemm.grouped = true;
+  }
+  void grouped_weight_gemm(std::string_view name, std::string_view accumulate, double m, double n,
+                           double k, double experts) {
+    const std::size_t at = ops().size();  // the GEMM, before its accumulation's kernel
+    weight_gemm(name, accumulate, m, n, k, experts);
+    ops()[at].gemm.grouped = true;
+  }
+
   // A weight-gradient GEMM dW[m×n] = Xᵀ[m×k]·dY[k×n]. Megatron-LM adds each microbatch's
   // gradient into the main gradient: fused into the GEMM (it reads and writes the accumulator),
   // or (before late 2021, v2.5) as a separate `main_grad.add_` over the parameters.

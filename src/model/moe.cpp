@@ -135,11 +135,12 @@ void moe_forward(Builder& f, const Workload& run, const Dims& d, const LayerSize
                     s.gathered * d.h * d.e, "");
   if (s.sort) f.memory("moe.sort_chunks", 2 * d.e * s.gathered * d.h);
   // With FP8 dispatch the rows arrive quantised: no cast before the first grouped GEMM.
-  f.linear("experts.fc1", run.job.moe.fp8_dispatch ? "" : "experts.fc1.quantize", s.rows_per_expert,
-           s.up, d.h, true, s.local);
+  f.grouped_linear("experts.fc1", run.job.moe.fp8_dispatch ? "" : "experts.fc1.quantize",
+                   s.rows_per_expert, s.up, d.h, true, s.local);
   f.memory("experts.activation", activation_bytes(run, d, false) * s.gathered * s.width,
            activation_kernels(run, false));
-  f.linear("experts.fc2", "experts.fc2.quantize", s.rows_per_expert, d.h, s.width, true, s.local);
+  f.grouped_linear("experts.fc2", "experts.fc2.quantize", s.rows_per_expert, d.h, s.width, true,
+                   s.local);
   if (s.sort) f.memory("moe.unsort_chunks", 2 * d.e * s.gathered * d.h);
   f.expert_exchange("moe.etp_reduce_scatter", CollectiveGroup::ExpertTensor,
                     CollectiveKind::ReduceScatter, s.gathered * d.h * d.e, "");
@@ -161,16 +162,16 @@ void moe_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerS
   i.expert_exchange("moe.etp_reduce_scatter.backward", CollectiveGroup::ExpertTensor,
                     CollectiveKind::AllGather, s.gathered * d.h * d.e, "");
   if (s.sort) i.memory("moe.unsort_chunks.backward", 2 * d.e * s.gathered * d.h);
-  i.linear("experts.fc2.input_grad", "experts.fc2.quantize_grad", s.rows_per_expert, s.width, d.h,
-           false, s.local);
+  i.grouped_linear("experts.fc2.input_grad", "experts.fc2.quantize_grad", s.rows_per_expert,
+                   s.width, d.h, false, s.local);
   if (run.job.moe.recompute == MoeRecompute::MoeAct) {
     i.memory("experts.activation.recompute", activation_bytes(run, d, false) * s.gathered * s.width,
              activation_kernels(run, false));
   }
   i.memory("experts.activation.backward", activation_bytes(run, d, true) * s.gathered * s.width,
            activation_kernels(run, true));
-  i.linear("experts.fc1.input_grad", "experts.fc1.quantize_grad", s.rows_per_expert, d.h, s.up,
-           false, s.local);
+  i.grouped_linear("experts.fc1.input_grad", "experts.fc1.quantize_grad", s.rows_per_expert, d.h,
+                   s.up, false, s.local);
   if (s.sort) i.memory("moe.sort_chunks.backward", 2 * d.e * s.gathered * d.h);
   i.expert_exchange("moe.etp_all_gather.backward", CollectiveGroup::ExpertTensor,
                     CollectiveKind::ReduceScatter, s.gathered * d.h * d.e, "");
@@ -189,10 +190,10 @@ void moe_weight_grad(Builder& w, const Workload& run, const Dims& d, const Layer
   }
   w.weight_gemm("router.weight_grad", "router.weight_grad.accumulate", d.h, s.experts, s.tokens);
   w.fp8_weight_grads(true);
-  w.weight_gemm("experts.fc1.weight_grad", "experts.fc1.weight_grad.accumulate", d.h, s.up,
-                s.rows_per_expert, s.local);
-  w.weight_gemm("experts.fc2.weight_grad", "experts.fc2.weight_grad.accumulate", s.width, d.h,
-                s.rows_per_expert, s.local);
+  w.grouped_weight_gemm("experts.fc1.weight_grad", "experts.fc1.weight_grad.accumulate", d.h, s.up,
+                        s.rows_per_expert, s.local);
+  w.grouped_weight_gemm("experts.fc2.weight_grad", "experts.fc2.weight_grad.accumulate", s.width,
+                        d.h, s.rows_per_expert, s.local);
   if (s.shared > 0) {
     w.weight_gemm("shared_expert.fc1.weight_grad", "shared_expert.fc1.weight_grad.accumulate", d.h,
                   s.shared_up, z.T);

@@ -33,6 +33,9 @@ enum class PassId : std::uint8_t { Forward, InputGrad, WeightGrad };
 /// C[m×n] = A[m×k]·B[k×n], `batch` independent products.
 struct GemmShape {
   double m = 0.0, n = 0.0, k = 0.0, batch = 1.0;
+  /// The experts' grouped GEMM: `batch` groups, each its own expert's weight, in one kernel
+  /// (torch._grouped_mm, Transformer Engine's GroupedLinear).
+  bool grouped = false;
 };
 
 struct Operator {

@@ -120,6 +120,14 @@ struct DeviceSpec {
   double memory_reserve = 0.05;
   double memory_bandwidth = 0.0;   ///< HBM bytes/s; 0 = not given (flat model only)
   double memory_efficiency = 1.0;  ///< achieved fraction of memory_bandwidth when streaming
+  /// The fraction the experts' grouped GEMMs reach where their operands' traffic bounds them (few
+  /// rows per expert against its weight): measured on torch._grouped_mm, closer to the peak than
+  /// element-wise kernels stream. 0 = memory_efficiency. Other GEMMs keep memory_efficiency,
+  /// which the dense GEMM model was fitted with.
+  double gemm_memory_efficiency = 0.0;
+  double gemm_streaming() const noexcept {
+    return gemm_memory_efficiency > 0.0 ? gemm_memory_efficiency : memory_efficiency;
+  }
   double kernel_overhead_s = 0.0;  ///< added to every kernel launch
   /// Host time per pipeline step (one op of the table) that no kernel carries: the runtime's
   /// schedule loop, building and posting the step's sends and receives, and the launch gap
