@@ -247,8 +247,8 @@ TEST(Plan, ComputePartBoundsTheWholeGraph) {
 
 // compute_bounds, what phase 1 checks every layout by, is device_bounds of lower_compute's graph
 // with the table, to the bit: straight from the stages' costs where it can (with and without the
-// host's overheads, recomputation, two pipelines), through the graph where an op runs steps (CP),
-// offloads, or merges (--a2a-overlap needs interleaving: refused alike elsewhere).
+// host's overheads, recomputation, FSDP, two pipelines), through the graph where an op runs steps
+// (CP), offloads, or merges (--a2a-overlap needs interleaving: refused alike elsewhere).
 TEST(Plan, ComputeBoundsAreTheComputeGraphsBounds) {
   test::ModelRun model = io::load_model("llama3.1-8b");
   std::get<TransformerConfig>(model.model.spec).layers = 8;
@@ -256,10 +256,11 @@ TEST(Plan, ComputeBoundsAreTheComputeGraphsBounds) {
   const SystemConfig system = io::load_system("dgx-h100");  // with a host, for offload
   int compared = 0, refused = 0;
   for (const auto& [name, table] : tables_of_eight_layers()) {
-    for (const int variant : {0, 1, 2, 3, 4, 5}) {
+    for (const int variant : {0, 1, 2, 3, 4, 5, 6}) {
       test::ModelRun mv = model;
       mv.layout.dp = 2;
       mv.layout.cp = variant == 2 ? 2 : 1;
+      mv.layout.fsdp.enabled = variant == 6 && table->pipelines() == 1;
       mv.job.recompute = variant == 1 ? Recompute::Full : Recompute::None;
       if (variant == 3) mv.job.offload_activations = 0.5;
       mv.job.a2a_overlap = variant == 4;
