@@ -234,7 +234,13 @@ ExecGraph Lowering::run() && {
 // The compute nodes alone (lower_compute): durations, memory, streams and static bytes.
 ExecGraph Lowering::compute_only() && {
   compute_only_ = true;
-  compute_part();
+  checks_and_costs();
+  return compute_graph();
+}
+
+// The compute nodes and static bytes, after the checks and costs (compute_only, bounds).
+ExecGraph Lowering::compute_graph() {
+  compute_nodes_and_offload();
   g_.static_bytes = static_memory(t_, work_, model_, job_, layout_);
   return std::move(g_);
 }
@@ -248,9 +254,7 @@ DeviceBounds Lowering::bounds() && {
   checks_and_costs();
   if (options_.costs || layer_programs_ || job_.a2a_overlap || job_.offload_layers > 0 ||
       job_.offload_activations > 0.0) {
-    compute_nodes_and_offload();
-    g_.static_bytes = static_memory(t_, work_, model_, job_, layout_);
-    return device_bounds(g_, t_);
+    return device_bounds(compute_graph(), t_);
   }
   DeviceBounds b;
   b.busy_s.assign(static_cast<std::size_t>(t_.devices), 0.0);

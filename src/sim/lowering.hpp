@@ -99,6 +99,7 @@ class Lowering {
   void compute_part();
   void checks_and_costs();
   void compute_nodes_and_offload();
+  ExecGraph compute_graph();
 
   std::int64_t tensor_parallel() const { return layout_.tp; }
   std::int64_t context_parallel() const { return layout_.cp; }
