@@ -1,6 +1,7 @@
 #include "pipetab/table/offload.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -52,7 +53,10 @@ OffloadPlan offload_plan(const ScheduleTable& table, double ratio) {
     std::stable_sort(list.begin(), list.end(), [&](std::size_t a, std::size_t b) {
       return span[a] * count[b] > span[b] * count[a];
     });
+    // A ratio meant as whole stages (PO-H's ⌈v/2⌉ of v: 3/5 = 0.6) covers them exactly, not a
+    // rounding error's share of the next.
     double left = ratio * static_cast<double>(list.size());
+    if (std::abs(left - std::round(left)) < 1e-9) left = std::round(left);
     for (const auto s : list) {
       share[s] = std::min(1.0, left);
       left = std::max(0.0, left - 1.0);
