@@ -107,6 +107,11 @@ std::vector<Config> grid(const std::string& name) {
           }
         }
       }
+    } else if (name == "po") {
+      for (int v = 1; v <= 4; ++v) {
+        for (int M = 1; M <= kMaxMicrobatches; ++M)
+          add(S, M, [v](ScheduleParams& p) { p.chunks = v; });
+      }
     } else if (name == "chimera" || name == "chimera-asym") {
       if (S % 2) continue;
       const std::vector<std::string> splits =
@@ -340,10 +345,12 @@ TEST(Grid, Interleaved) {
   });
 }
 
-// PipeOffload's GIS and GIS-H (tests/test_gis.cpp checks their orders and closed forms).
+// PipeOffload's GIS, GIS-H and PO (tests/test_gis.cpp and test_po.cpp check their orders, closed
+// forms and Table 1's bounds).
 TEST(Grid, Gis) {
   check_grid("gis");
   check_grid("gis-h");
+  check_grid("po");
 }
 
 TEST(Grid, InterleavedZb) {

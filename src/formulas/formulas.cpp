@@ -467,6 +467,9 @@ constexpr Entry kFormulas[] = {
     {"v-1f1b", nullptr,
      "its order is the authors' slot plan with a greedy warm-up (docs/schedules.md); no closed "
      "form is known"},
+    {"po", nullptr,
+     "PipeOffload's Table 1 bounds it (peak about GIS-H's (v+1)/(2v)·S M_a, 2/v with every stage "
+     "offloaded; bubble below 1F1B's, docs/schedules.md); no closed form is known"},
 };
 
 }  // namespace

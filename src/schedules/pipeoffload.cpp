@@ -92,8 +92,7 @@ ScheduleTable generate_po(const ResolvedParams& p) {
 extern const ScheduleInfo kPo{
     .name = "po",
     .title =
-        "PO (PipeOffload): GIS-H's building block repeated uniformly; PO-H and PO-F with "
-        "--offload-activations 0.5 and 1",
+        "PO (PipeOffload): GIS-H's block repeated uniformly; PO-H, PO-F: --offload-activations",
     .source =
         "Wan et al., ICML 2025 (PipeOffload) §2-3.2, Table 1; sail-sg group_interleaved_1f1b.py",
     .constraints = "none (one microbatch every 3v slots)",
