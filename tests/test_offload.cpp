@@ -201,6 +201,46 @@ TEST(Offload, HostLinksAreSharedByTheGpusBehindThem) {
             std::string::npos);
 }
 
+// Where the host link is the GPU's own PCIe port (x86 DGX nodes), the GPU's traffic to other
+// nodes crosses it too (HostSpec::carries_nic): a send between nodes takes the sender's host
+// link out and the receiver's in, beside its NICs, and shares them with the offload copies.
+TEST(Offload, NicTrafficCrossesTheHostLinkThatCarriesIt) {
+  SystemConfig s = test::system_with(Topology::Switched, {1e-6, 1e10}, {1e-6, 100.0});
+  s.devices_per_node = 1;  // every pipeline device on its own node
+  s.host = {1e12, 100.0, 1, 0.0};
+  const Network plain(s, 2, 1);
+  std::vector<std::int32_t> route;
+  plain.append_route(0, 1, route);
+  EXPECT_EQ(route, (std::vector<std::int32_t>{plain.nic_out(0), plain.nic_in(1)}));
+  s.host.carries_nic = true;
+  const Network shared(s, 2, 1);
+  route.clear();
+  shared.append_route(0, 1, route);
+  EXPECT_EQ(route, (std::vector<std::int32_t>{shared.nic_out(0), shared.nic_in(1),
+                                              shared.host_out(0), shared.host_in(1)}));
+  // 1F1B over two nodes, fully offloaded: 100-byte activations and 100-byte messages at
+  // 100 B/s, a second each, against one-second passes. Sharing the host link slows the run, and
+  // the host links carry every byte the NICs do beside the copies.
+  const auto t = test::make("1f1b", test::sm(2, 8));
+  auto setup = offload_setup(100.0, 1.0);
+  setup.model = test::explicit_model(1.0, 1.0, 1.0, 100.0);
+  setup.system = s;
+  setup.system.host.carries_nic = false;
+  const auto apart = simulate_table(t, setup, "1f1b");
+  setup.system.host.carries_nic = true;
+  const auto together = simulate_table(t, setup, "1f1b");
+  EXPECT_GT(together.metrics.runtime_s, apart.metrics.runtime_s + 0.1);
+  const auto bytes_on = [](const auto& run, const char* what) {
+    double sum = 0.0;
+    for (std::size_t l = 0; l < run.result.links.size(); ++l)
+      if (run.network.link_name(l).find(what) != std::string::npos)
+        sum += run.result.links[l].bytes;
+    return sum;
+  };
+  EXPECT_GT(bytes_on(apart, "nic"), 0.0);
+  EXPECT_DOUBLE_EQ(bytes_on(together, "host") - bytes_on(apart, "host"), bytes_on(apart, "nic"));
+}
+
 TEST(Offload, SystemFilesTakeAHostSection) {
   const std::string base =
       "name = \"h\"\n[device]\npeak_flops = 1e15\nefficiency = 0.5\nmemory_bytes = 8e10\n"
@@ -225,6 +265,18 @@ TEST(Offload, SystemFilesTakeAHostSection) {
   EXPECT_NE(error("[host]\nmemory_bytes = 1e12\nbandwidth = 5e10\nlanes = 16\n").find("lanes"),
             std::string::npos);
   EXPECT_NE(error("[host]\nmemory_bytes = 1e12\nbandwidth = -1\n").find("out of range"),
+            std::string::npos);
+  // NIC traffic crosses a GPU's own port: a link shared by two GPUs is refused with the rule.
+  const auto nic = io::parse_system(
+      base + "[host]\nmemory_bytes = 2e12\nbandwidth = 5.5e10\ncarries_nic = true\n", "h.toml");
+  EXPECT_TRUE(nic.host.carries_nic);
+  EXPECT_EQ(io::parse_system(io::system_toml(nic, "again"), "again.toml").host, nic.host);
+  EXPECT_NE(error("[host]\nmemory_bytes = 1e12\nbandwidth = 5e10\ngpus_per_link = 2\n"
+                  "carries_nic = true\n")
+                .find("set gpus_per_link = 1 or carries_nic = false"),
+            std::string::npos);
+  EXPECT_NE(error("[host]\nmemory_bytes = 1e12\nbandwidth = 5e10\ncarries_nic = 1\n")
+                .find("expected true or false"),
             std::string::npos);
 }
 

@@ -487,7 +487,8 @@ SystemConfig parse_system_at(std::string_view text, const std::string& file, int
            "a chain has one link class: give [network.intra] only");
   }
   if (const auto* host = r.table(root, "", "host")) {
-    r.only(*host, "host", {"memory_bytes", "bandwidth", "gpus_per_link", "latency_s"});
+    r.only(*host, "host",
+           {"memory_bytes", "bandwidth", "gpus_per_link", "latency_s", "carries_nic"});
     s.host.memory_bytes = r.number(*host, "host", "memory_bytes", std::nullopt, 0.0, 1e18, true);
     s.host.bandwidth = r.number(*host, "host", "bandwidth", std::nullopt, 0.0, 1e15, true);
     s.host.gpus_per_link =
@@ -499,6 +500,15 @@ SystemConfig parse_system_at(std::string_view text, const std::string& file, int
                          s.host_size(), s.host.gpus_per_link));
     }
     s.host.latency_s = r.number(*host, "host", "latency_s", 0.0, 0.0, 1.0, false);
+    s.host.carries_nic = r.boolean(*host, "host", "carries_nic", false);
+    if (s.host.carries_nic && s.host.gpus_per_link != 1) {
+      r.fail(host->get("carries_nic")->source(), "host.carries_nic",
+             fmt::format("NIC traffic crosses a GPU's own PCIe port, a host link of one GPU; "
+                         "with gpus_per_link = {} the link is the GPUs' switch uplink to the "
+                         "CPU, which GPUDirect RDMA does not cross: set gpus_per_link = 1 or "
+                         "carries_nic = false",
+                         s.host.gpus_per_link));
+    }
   }
   return s;
 }
@@ -658,6 +668,7 @@ std::string system_toml(const SystemConfig& s, const std::string& comment) {
     out += fmt::format("\n[host]\nmemory_bytes = {}\nbandwidth = {}\ngpus_per_link = {}\n",
                        number(s.host.memory_bytes), number(s.host.bandwidth), s.host.gpus_per_link);
     if (s.host.latency_s > 0.0) out += fmt::format("latency_s = {}\n", number(s.host.latency_s));
+    if (s.host.carries_nic) out += "carries_nic = true\n";
   }
   return out;
 }

@@ -610,6 +610,19 @@ std::int32_t Lowering::add_transfer(TransferKind kind, int stage, std::int32_t d
   return close_transfer(kind, stage, device, device, bytes, latency);
 }
 
+// One side of a ring step or exchange of `device`: out of and into it over its switch ports, or
+// over its NIC (and the host links that carry NIC traffic, Network::append_nic).
+std::int32_t Lowering::add_port_transfer(TransferKind kind, int stage, std::int32_t device,
+                                         double bytes, bool nic, double latency) {
+  if (nic) {
+    network_.append_nic(device, device, g_.route);
+  } else {
+    g_.route.push_back(network_.port_up(device));
+    g_.route.push_back(network_.port_down(device));
+  }
+  return close_transfer(kind, stage, device, device, bytes, latency);
+}
+
 // Adds the transfer node whose route was just appended.
 std::int32_t Lowering::close_transfer(TransferKind kind, int stage, std::int32_t from,
                                       std::int32_t to, double bytes, double latency) {

@@ -140,10 +140,8 @@ void Lowering::lower_programs() {
           const cost::Flow& f = x.flows[k];
           if (!(f.bytes > 0.0)) continue;
           const LinkSpec& link = f.nic ? system.inter : system.intra;
-          const auto t = add_transfer(transfer_kind(x.kind), stage_of(node), d, f.bytes,
-                                      {f.nic ? network_.nic_out(d) : network_.port_up(d),
-                                       f.nic ? network_.nic_in(d) : network_.port_down(d)},
-                                      f.latency_s);
+          const auto t = add_port_transfer(transfer_kind(x.kind), stage_of(node), d, f.bytes, f.nic,
+                                           f.latency_s);
           if (f.capped) g_.rate_cap.back() = link.bandwidth * link.collective_efficiency;
           g_.preds[static_cast<std::size_t>(t)] = 1;  // its Issue step
           // After the exchange before it on its stream (FSDP's one reduce-scatter stream).

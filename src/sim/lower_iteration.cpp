@@ -123,18 +123,17 @@ Collective Lowering::nccl_collective(CollectiveKind kind, const Group& g, double
 }
 
 // One device's side of ring `c` by the rule (Side, lowering.hpp).
-Lowering::Side Lowering::side(std::int32_t device, const Collective& c) const {
+Lowering::Side Lowering::side(const Collective& c) const {
   const auto& system = network_.system();
   const CollectiveFlows f = collective_flows(c, system.intra, system.inter);
   const bool nic = f.remote.steps > 0.0;
-  return {nic ? f.remote : f.local, nic ? network_.nic_out(device) : network_.port_up(device),
-          nic ? network_.nic_in(device) : network_.port_down(device), nic};
+  return {nic ? f.remote : f.local, nic};
 }
 
 // Device 0's side of ring `c` as one flow of an op's program (FSDP's per-block collectives).
 cost::Flow Lowering::ring_flow(const Collective& c) const {
   if (!(c.bytes > 0.0)) return {};
-  const Side s = side(0, c);
+  const Side s = side(c);
   return {s.flow.bytes, s.flow.latency_s, s.nic, false};
 }
 
@@ -143,11 +142,11 @@ cost::Flow Lowering::ring_flow(const Collective& c) const {
 // `after` (-1: free to start at once); returns the last step.
 std::int32_t Lowering::ring_side(TransferKind kind, int stage, std::int32_t device,
                                  const Collective& c, std::int64_t steps, std::int32_t after) {
-  const Side s = side(device, c);
+  const Side s = side(c);
   std::int32_t chain = after;
   for (std::int64_t step = 0; step < steps; ++step) {
     const auto transfer =
-        add_transfer(kind, stage, device, s.flow.step_bytes, {s.out, s.in}, s.flow.step_latency_s);
+        add_port_transfer(kind, stage, device, s.flow.step_bytes, s.nic, s.flow.step_latency_s);
     if (chain >= 0) edge(chain, transfer);
     chain = transfer;
   }
@@ -161,9 +160,9 @@ std::int32_t Lowering::ring_side(TransferKind kind, int stage, std::int32_t devi
 // ranks).
 std::int32_t Lowering::collective_side(TransferKind kind, int stage, std::int32_t device,
                                        const Collective& c, std::int32_t after) {
-  const Side s = side(device, c);
+  const Side s = side(c);
   const auto transfer =
-      add_transfer(kind, stage, device, s.flow.bytes, {s.out, s.in}, s.flow.latency_s);
+      add_port_transfer(kind, stage, device, s.flow.bytes, s.nic, s.flow.latency_s);
   if (after >= 0) edge(after, transfer);
   return transfer;
 }
@@ -185,7 +184,7 @@ void Lowering::data_parallel(int stage, std::int32_t device, double bytes, std::
   const double n = buckets_on ? std::max(1.0, std::ceil(bytes / job_.dp_bucket_bytes)) : 1.0;
   const Collective bucket = nccl_collective(kind, g, bytes / n);
   // A ring's 2(R−1) steps (R−1 for a reduce-scatter); a tree's one.
-  const auto steps = static_cast<std::int64_t>(side(device, bucket).flow.steps);
+  const auto steps = static_cast<std::int64_t>(side(bucket).flow.steps);
   const std::int32_t last_backward = done;
   std::int32_t previous = -1;
   for (double j = 0; j < n; ++j) {

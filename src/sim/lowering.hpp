@@ -139,6 +139,8 @@ class Lowering {
                             double bytes);
   std::int32_t add_transfer(TransferKind kind, int stage, std::int32_t device, double bytes,
                             std::initializer_list<std::int32_t> links, double latency);
+  std::int32_t add_port_transfer(TransferKind kind, int stage, std::int32_t device, double bytes,
+                                 bool nic, double latency);
   std::int32_t close_transfer(TransferKind kind, int stage, std::int32_t from, std::int32_t to,
                               double bytes, double latency);
 
@@ -203,10 +205,9 @@ class Lowering {
   // spans nodes — and those links.
   struct Side {
     CollectiveFlow flow;
-    std::int32_t out = 0, in = 0;
-    bool nic = false;
+    bool nic = false;  ///< over the device's NIC, else its switch ports
   };
-  Side side(std::int32_t device, const Collective& c) const;
+  Side side(const Collective& c) const;
   cost::Flow ring_flow(const Collective& c) const;
   std::int32_t ring_side(TransferKind kind, int stage, std::int32_t device, const Collective& c,
                          std::int64_t steps, std::int32_t after);

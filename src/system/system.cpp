@@ -105,8 +105,7 @@ double Network::append_route(std::int32_t from, std::int32_t to,
       links.push_back(port_down(to));
       return system_.intra.latency_s;
     }
-    links.push_back(nic_out(from));
-    links.push_back(nic_in(to));
+    append_nic(from, to, links);
     return system_.inter.latency_s;
   }
   const std::int32_t step = to > from ? 1 : -1;
@@ -133,6 +132,16 @@ std::int32_t Network::nic_out(std::int32_t device) const {
 std::int32_t Network::nic_in(std::int32_t device) const {
   return device * kSwitchedLinksPerDevice + 3;
 }
+void Network::append_nic(std::int32_t from, std::int32_t to,
+                         std::vector<std::int32_t>& links) const {
+  links.push_back(nic_out(from));
+  links.push_back(nic_in(to));
+  if (system_.host.carries_nic && host_base_ >= 0) {
+    links.push_back(host_out(from));
+    links.push_back(host_in(to));
+  }
+}
+
 std::int32_t Network::host_out(std::int32_t device) const {
   return host_base_ < 0 ? -1 : host_base_ + 2 * (device / devices_per_host_link_);
 }

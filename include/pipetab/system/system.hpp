@@ -201,6 +201,13 @@ struct HostSpec {
   /// GPUs behind one host link (its bandwidth is shared among their copies).
   std::int32_t gpus_per_link = 1;
   double latency_s = 0.0;  ///< per copy (the driver's and the copy engine's start)
+  /// The GPU's traffic to other nodes crosses its host link too: GPUDirect RDMA moves it between
+  /// GPU memory and the NIC through the GPU's own PCIe port, the port its copies cross where one
+  /// GPU stands behind each link (x86 DGX nodes, a NIC beside each GPU: DGX H100 User Guide
+  /// §1.2.3, Table 6). So offload copies and inter-node sends share it (PipeOffload §4.4). Only
+  /// with gpus_per_link = 1: a link shared by GPUs is their switch's uplink to the CPU, which
+  /// GPU-to-NIC traffic does not cross.
+  bool carries_nic = false;
   friend bool operator==(const HostSpec&, const HostSpec&) = default;
 
   bool modelled() const noexcept { return memory_bytes > 0.0 && bandwidth > 0.0; }
@@ -276,6 +283,10 @@ class Network {
   std::int32_t port_down(std::int32_t device) const;
   std::int32_t nic_out(std::int32_t device) const;
   std::int32_t nic_in(std::int32_t device) const;
+  /// Appends the links of traffic between nodes sent by `from` and received by `to` (one device
+  /// for one side of a ring step): the sender's NIC out and the receiver's NIC in, and their
+  /// host links in the same directions where those carry NIC traffic (HostSpec::carries_nic).
+  void append_nic(std::int32_t from, std::int32_t to, std::vector<std::int32_t>& links) const;
   /// A device's link to its host memory and back (where the system models a host: -1 else),
   /// after every other link. A device stands for gpus_per_device GPUs: where they fill whole
   /// host links, its copies share its own link with its siblings' (HostSpec::bandwidth /
