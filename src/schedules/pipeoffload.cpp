@@ -22,7 +22,8 @@
 //     F of chunk c-1 and device 0's F of chunk c): the slack the wrap-around leaves spreads the
 //     first devices' forwards two slots apart, and their backwards in step (I on device d+1
 //     two slots before device d's, W between).
-// Each device runs its passes in slot order.
+// Each device runs its passes in slot order, which the period makes a walk over the block's
+// passes once per period.
 #include <algorithm>
 #include <numeric>
 #include <stdexcept>
@@ -34,11 +35,11 @@
 namespace pipetab::schedules {
 namespace {
 
-// A pass of one device at its slot; ordered by slot.
-struct SlotPass {
+// A pass of the block on one device: its slot for microbatch 0, and what it runs.
+struct BlockSlot {
   std::int64_t slot;
   PassKind kind;
-  std::int32_t microbatch, chunk;
+  std::int32_t chunk;
 };
 
 ScheduleTable generate_po(const ResolvedParams& p) {
@@ -57,31 +58,39 @@ ScheduleTable generate_po(const ResolvedParams& p) {
 
   TableBuilder table(p.devices, static_cast<int>(stages), p.microbatches,
                      looping_placement(p.devices, static_cast<int>(stages)), 3 * stages * M);
-  std::vector<SlotPass> row;
-  row.reserve(static_cast<std::size_t>(3 * v * M));
+  std::vector<BlockSlot> block;
+  block.reserve(static_cast<std::size_t>(period));
   for (std::int64_t d = 0; d < S; ++d) {
-    row.clear();
+    block.clear();
     const std::int64_t shift = std::min(d, shift_limit);
     const std::int64_t first_backward = forward_slot(v - 1, d) + 3 * (S - 1 - d) + 1;
-    for (std::int64_t k = 0; k < M; ++k) {
-      const std::int64_t start = shift + period * k;
-      const auto micro = static_cast<std::int32_t>(k);
-      for (std::int64_t c = 0; c < v; ++c) {
-        row.push_back(
-            {start + forward_slot(c, d), PassKind::F, micro, static_cast<std::int32_t>(c)});
-        const std::int64_t input = start + first_backward + 3 * m * c + 3 * (c / q);
-        const auto back = static_cast<std::int32_t>(v - 1 - c);
-        row.push_back({input, PassKind::I, micro, back});
-        row.push_back({input + 1, PassKind::W, micro, back});
+    for (std::int64_t c = 0; c < v; ++c) {
+      block.push_back({shift + forward_slot(c, d), PassKind::F, static_cast<std::int32_t>(c)});
+      const std::int64_t input = shift + first_backward + 3 * m * c + 3 * (c / q);
+      const auto back = static_cast<std::int32_t>(v - 1 - c);
+      block.push_back({input, PassKind::I, back});
+      block.push_back({input + 1, PassKind::W, back});
+    }
+    // Microbatch k's copy of a pass sits at slot + period·k: write slot = period·r + o
+    // (0 <= o < period), and the device's passes in slot order are, for r = 0, 1, ..., the
+    // block's passes in order of o whose microbatch k = r − ⌊slot/period⌋ exists. Linear in the
+    // passes and the block's span, where sorting every pass took 17 times GIS-H's time.
+    std::sort(block.begin(), block.end(), [&](const BlockSlot& a, const BlockSlot& b) {
+      return a.slot % period < b.slot % period;
+    });
+    std::int64_t rounds = 0;
+    for (std::size_t i = 0; i < block.size(); ++i) {
+      if (i > 0 && block[i].slot % period == block[i - 1].slot % period)
+        throw std::logic_error("po: two passes share a slot");
+      rounds = std::max(rounds, block[i].slot / period);
+    }
+    for (std::int64_t r = 0; r < rounds + M; ++r) {
+      for (const BlockSlot& pass : block) {
+        const std::int64_t k = r - pass.slot / period;
+        if (k >= 0 && k < M)
+          table.push(pass.kind, static_cast<std::int32_t>(k), static_cast<int>(pass.chunk * S + d));
       }
     }
-    std::sort(row.begin(), row.end(),
-              [](const SlotPass& a, const SlotPass& b) { return a.slot < b.slot; });
-    for (std::size_t i = 1; i < row.size(); ++i) {
-      if (row[i].slot == row[i - 1].slot) throw std::logic_error("po: two passes share a slot");
-    }
-    for (const SlotPass& pass : row)
-      table.push(pass.kind, pass.microbatch, static_cast<int>(pass.chunk * S + d));
     table.end_row();
   }
   return std::move(table).finish();
