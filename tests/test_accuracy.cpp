@@ -1,6 +1,8 @@
 // Measured runs, predictions against them, and calibration (README "Accuracy").
 #include <cmath>
 #include <map>
+#include <sstream>
+#include <string>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -675,7 +677,8 @@ TEST(Measurements, PeakMemoryIsReadComparedAndSummarised) {
   EXPECT_EQ(memory.count, 1);
   EXPECT_DOUBLE_EQ(memory.mean_abs, std::abs(*p.memory_error));
   EXPECT_NE(accuracy_markdown(report).find("| a | 8.0 GiB |"), std::string::npos);
-  EXPECT_NE(accuracy_csv(report).find("measured_memory_gib,predicted_memory_gib,memory_error"),
+  EXPECT_NE(accuracy_csv(report).find(
+                "measured_memory_gib,predicted_memory_gib,memory_error,over_capacity"),
             std::string::npos);
   // Without it: no memory summary.
   EXPECT_EQ(predict(parse_measurements(model + run, "runs.toml")).summaries.back().group,
@@ -688,6 +691,52 @@ TEST(Measurements, PeakMemoryIsReadComparedAndSummarised) {
     EXPECT_NE(std::string(e.what()).find("key 'run[0].measured_memory_gib'"), std::string::npos)
         << e.what();
   }
+}
+
+// Every published run ran: one the model puts over its GPUs' memory is counted as a miss in the
+// text, flagged in the CSV and JSON; one that fits is not.
+TEST(Measurements, RunsPredictedOverTheirMemoryAreNamed) {
+  const std::string model =
+      "[models.gpt]\nlayers = 8\nhidden = 4096\nheads = 32\nseq_len = 4096\nvocab = 51200\n"
+      "[models.huge]\nlayers = 96\nhidden = 12288\nheads = 96\nseq_len = 4096\nvocab = 51200\n";
+  const std::string runs =
+      "[[run]]\nid = \"fits\"\nsystem = \"dgx-a100\"\nmodels = [\"gpt\"]\nschedule = \"1f1b\"\n"
+      "devices = 2\nmicrobatches = 4\nmeasured_iteration_s = 1.0\n"
+      "[[run]]\nid = \"too big\"\nsystem = \"dgx-a100\"\nmodels = [\"huge\"]\n"
+      "schedule = \"1f1b\"\ndevices = 2\nmicrobatches = 4\nmeasured_iteration_s = 1.0\n";
+  const auto report = predict(parse_measurements(model + runs, "runs.toml"));
+  ASSERT_EQ(report.predictions.size(), 2u);
+  EXPECT_FALSE(report.predictions[0].over_capacity);
+  EXPECT_TRUE(report.predictions[1].over_capacity);
+  EXPECT_NE(accuracy_markdown(report).find(
+                "Predicted over a GPU's usable memory or its host's, though every run ran: 1 of 2 "
+                "iterations (too big)."),
+            std::string::npos);
+  const std::string csv = accuracy_csv(report);
+  EXPECT_NE(csv.find(",false,\"\""), std::string::npos);
+  EXPECT_NE(csv.find(",true,\"\""), std::string::npos);
+  EXPECT_EQ(to_json(report)["predictions"][1]["over_capacity"], true);
+  // Every row has the header's columns (commas outside quotes).
+  const auto columns = [](std::string_view line) {
+    std::size_t n = 1;
+    bool quoted = false;
+    for (const char c : line) {
+      if (c == '"') quoted = !quoted;
+      if (c == ',' && !quoted) ++n;
+    }
+    return n;
+  };
+  std::istringstream lines(csv);
+  std::string header, row;
+  std::getline(lines, header);
+  int rows = 0;
+  for (; std::getline(lines, row); ++rows)
+    EXPECT_EQ(columns(row), columns(header)) << row;
+  EXPECT_EQ(rows, 2);
+  // None over: no such line.
+  const auto fits =
+      predict(parse_measurements(model + runs.substr(0, runs.find("[[run]]", 1)), "runs.toml"));
+  EXPECT_EQ(accuracy_markdown(fits).find("Predicted over"), std::string::npos);
 }
 
 // torchtitan's loss is eager cross entropy on fp32 logits whether or not its blocks are

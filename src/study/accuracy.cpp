@@ -76,6 +76,7 @@ void predict_iteration(Prediction& p, const SystemConfig& system) {
   p.regime = std::string(regime_of(setup));
   p.gpus = sim.metrics.gpus;
   p.predicted_memory_bytes = sim.metrics.peak_memory_max();
+  p.over_capacity = sim.metrics.any_over_capacity();
   if (run.measured_memory_bytes)
     p.memory_error = p.predicted_memory_bytes / *run.measured_memory_bytes - 1.0;
 }
@@ -276,6 +277,20 @@ std::string accuracy_markdown(const AccuracyReport& r) {
   if (!memory.empty()) {
     out += "\n| run | measured peak memory | predicted | error |\n|---|---:|---:|---:|\n" + memory;
   }
+  // Every published run ran: one predicted over a device's memory (or its host's) is a miss.
+  std::vector<std::string> over;
+  std::int32_t iterations = 0;
+  for (const auto& p : r.predictions) {
+    if (!p.failure.empty() || p.run.kind != MeasurementKind::Iteration) continue;
+    ++iterations;
+    if (p.over_capacity) over.push_back(markdown_cell(p.run.id));
+  }
+  if (!over.empty()) {
+    out += fmt::format(
+        "\nPredicted over a GPU's usable memory or its host's, though every run ran: {} of {} "
+        "iterations ({}).\n",
+        over.size(), iterations, fmt::join(over, "; "));
+  }
   return out;
 }
 
@@ -283,7 +298,7 @@ std::string accuracy_csv(const AccuracyReport& r) {
   std::string out =
       "id,source,kind,system,measured_s,predicted_s,error,measured_forward_s,predicted_forward_s,"
       "forward_error,measured_backward_s,predicted_backward_s,backward_error,mfu,regime,gpus,"
-      "stack,measured_memory_gib,predicted_memory_gib,memory_error,failure,parts\n";
+      "stack,measured_memory_gib,predicted_memory_gib,memory_error,over_capacity,failure,parts\n";
   const auto cell = [](const std::string& text) {
     std::string quoted = "\"";
     for (const char c : text)
@@ -303,20 +318,34 @@ std::string accuracy_csv(const AccuracyReport& r) {
     const auto number = [&](double value, bool shown) {
       return shown ? fmt::format("{:.6g}", value) : std::string();
     };
-    out += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", cell(run.id),
-        cell(run.source), to_string(run.kind), cell(p.system), number(run.measured_s, iteration),
-        number(p.predicted_s, ok && iteration), number(p.error, ok && iteration),
-        number(run.measured_forward_s, layer), number(p.predicted_forward_s, ok && layer),
-        number(p.forward_error, ok && layer), number(run.measured_backward_s, layer),
-        number(p.predicted_backward_s, ok && layer), number(p.backward_error, ok && layer),
-        number(p.mfu.value_or(0.0), ok && p.mfu.has_value()), ok && iteration ? p.regime : "",
-        ok && iteration ? std::to_string(p.gpus) : "", cell(run.job.stack.name),
+    // One field per header column, joined: a count that cannot drift from the header's (a
+    // format string with fewer placeholders than arguments drops the last silently).
+    const std::vector<std::string> fields{
+        cell(run.id),
+        cell(run.source),
+        std::string(to_string(run.kind)),
+        cell(p.system),
+        number(run.measured_s, iteration),
+        number(p.predicted_s, ok && iteration),
+        number(p.error, ok && iteration),
+        number(run.measured_forward_s, layer),
+        number(p.predicted_forward_s, ok && layer),
+        number(p.forward_error, ok && layer),
+        number(run.measured_backward_s, layer),
+        number(p.predicted_backward_s, ok && layer),
+        number(p.backward_error, ok && layer),
+        number(p.mfu.value_or(0.0), ok && p.mfu.has_value()),
+        ok && iteration ? p.regime : "",
+        ok && iteration ? std::to_string(p.gpus) : "",
+        cell(run.job.stack.name),
         number(run.measured_memory_bytes.value_or(0.0) / kGiB,
                run.measured_memory_bytes.has_value()),
         number(p.predicted_memory_bytes / kGiB, ok && iteration),
-        number(p.memory_error.value_or(0.0), ok && p.memory_error.has_value()), cell(p.failure),
-        cell(fmt::format("{}", fmt::join(parts, ";"))));
+        number(p.memory_error.value_or(0.0), ok && p.memory_error.has_value()),
+        ok && iteration ? (p.over_capacity ? "true" : "false") : "",
+        cell(p.failure),
+        cell(fmt::format("{}", fmt::join(parts, ";")))};
+    out += fmt::format("{}\n", fmt::join(fields, ","));
   }
   return out;
 }
@@ -358,6 +387,7 @@ nlohmann::json to_json(const AccuracyReport& r) {
       j["predicted_memory_bytes"] = p.predicted_memory_bytes;
       if (p.run.measured_memory_bytes) j["measured_memory_bytes"] = *p.run.measured_memory_bytes;
       if (p.memory_error) j["memory_error"] = *p.memory_error;
+      j["over_capacity"] = p.over_capacity;
       if (p.run.measured_tflops_per_gpu)
         j["measured_tflops_per_gpu"] = *p.run.measured_tflops_per_gpu;
     }

@@ -27,6 +27,9 @@ struct Prediction {
   /// Iterations: the fullest GPU's predicted peak memory; its error where the run's was measured.
   double predicted_memory_bytes = 0.0;
   std::optional<double> memory_error;
+  /// Iterations: predicted over a GPU's usable memory or its host's, though every published run
+  /// ran: a miss of the memory model whether or not the source gave the peak.
+  bool over_capacity = false;
   /// Profiles: each measured part (forward, backward, input_grad, weight_grad, p2p) predicted.
   struct Part {
     std::string name;
