@@ -323,6 +323,19 @@ TEST(Workload, TransformerLayerFormulas) {
   work = test::stage_work(model, units, 40);
   EXPECT_DOUBLE_EQ(work[5].activation_bytes, 34 * s * b * h + 4 * a * s * b);
   EXPECT_DOUBLE_EQ(work[5].input_grad_flops, 24 * b * s * h * h + 10 * b * s * s * h);
+  // FP8 with Transformer Engine (fp8_saved_inputs): the normalised inputs of QKV and fc1 and
+  // fc2's input (the GeLU's output, 4h wide) kept in one byte, an FP8 copy of the attention's
+  // output beside the 16-bit one its fused backward reads: 34 − 1 − 1 − 4 + 1 = 29 sbh. On the
+  // math path the copy replaces it (27 sbh); torchao's Float8Linear (off) keeps 16 bits (34).
+  model.job.precision = Precision::FP8;
+  work = test::stage_work(model, units, 40);
+  EXPECT_DOUBLE_EQ(work[5].activation_bytes, 29 * s * b * h + 4 * a * s * b);
+  model.job.stack.flash_attention = false;
+  work = test::stage_work(model, units, 40);
+  EXPECT_DOUBLE_EQ(work[5].activation_bytes, 27 * s * b * h + 5 * a * s * s * b);
+  model.job.stack.fp8_saved_inputs = false;
+  work = test::stage_work(model, units, 40);
+  EXPECT_DOUBLE_EQ(work[5].activation_bytes, 34 * s * b * h + 5 * a * s * s * b);
 }
 
 TEST(Workload, Partition) {

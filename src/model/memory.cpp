@@ -63,8 +63,25 @@ LayerActivation layer_activation_bytes(const Workload& run, const Dims& d) {
     // per score) beside the 16-bit copy the ·V product keeps.
     if (run.job.stack.autocast) attention += 4 * d.a * d.s * d.s * d.b;
   }
-  if (run.layout.sequence_parallel) return {(unsplit + split + attention) / d.t, attention / d.t};
-  return {unsplit + (split + attention) / d.t, attention / d.t};
+  // Under FP8 with Transformer Engine (Stack::fp8_saved_inputs) a GEMM keeps the input its
+  // weight gradient needs in FP8, one byte where the accounting above has two: the normalised
+  // inputs of QKV and fc1 (unless per-op or LGD recomputation recomputes the norms; fc1's only
+  // where the layer has a dense MLP, as a MoE layer's router reads it in 16 bits) and fc2's, the
+  // activation's output (unless LGD recomputes it, or per-op recomputation the product). The
+  // output projection keeps an FP8 copy of the attention's output: beside the 16-bit one the
+  // fused attention's backward reads, or instead of it on the math path.
+  double unsplit_fp8 = unsplit, split_fp8 = split;
+  if (run.job.precision == Precision::FP8 && run.job.stack.fp8_saved_inputs) {
+    const double sb = d.s * d.b;
+    if (!per_op && !lgd) {
+      unsplit_fp8 -= (d.ffn > 0 ? 2 : 1) * sbh;
+      split_fp8 -= sb * d.ffn;
+    }
+    split_fp8 += (run.job.stack.flash_attention ? 1 : -1) * sb * d.q;
+  }
+  if (run.layout.sequence_parallel)
+    return {(unsplit_fp8 + split_fp8 + attention) / d.t, attention / d.t};
+  return {unsplit_fp8 + (split_fp8 + attention) / d.t, attention / d.t};
 }
 
 LayerActivation moe_layer_activation_bytes(const Workload& run) {
@@ -89,12 +106,18 @@ LayerActivation moe_layer_activation_bytes(const Workload& run) {
   // fp32 probabilities of every expert (the router's backward), the routed rows the combine
   // weighted (the probabilities' gradient), the gathered rows fc1 read, fc1's output, and the
   // activation's output fc2 read unless moe_act recomputes it.
+  // Under FP8 with Transformer Engine the grouped GEMMs keep their inputs (the gathered rows,
+  // the activation's output) in FP8, one byte each; so do the shared experts' fc2, and their
+  // fc1 an FP8 copy of the MLP's input.
+  const bool fp8 = run.job.precision == Precision::FP8 && run.job.stack.fp8_saved_inputs;
+  const double fp8_e = fp8 ? 1.0 : d.e;
+  const bool act_kept = run.job.moe.recompute != MoeRecompute::MoeAct;
   double bytes = 4 * tokens * static_cast<double>(moe.experts) + d.e * tokens * k * d.h;
-  bytes +=
-      d.e * rows * etp * (d.h + up + (run.job.moe.recompute == MoeRecompute::MoeAct ? 0 : width));
+  bytes += rows * etp * (fp8_e * d.h + d.e * up + (act_kept ? fp8_e * width : 0.0));
   // The shared experts as a dense MLP: fc1's output and the activation's output, split by TP.
   const double shared = static_cast<double>(moe.shared_ffn());
-  bytes += d.e * d.s * d.b * ((m.gated_mlp ? 2 : 1) * shared + shared) / t;
+  bytes += d.s * d.b * (d.e * (m.gated_mlp ? 2 : 1) * shared + fp8_e * shared) / t;
+  if (fp8 && shared > 0) bytes += d.s * d.b * d.h / (run.layout.sequence_parallel ? t : 1.0);
   a.total += half * bytes;
   return a;
 }

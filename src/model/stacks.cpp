@@ -21,11 +21,13 @@ Setting set(std::string_view key, std::string_view value) {
 // fused norms, bias-GeLU/SwiGLU and RoPE and Megatron's fused cross entropy; weight-gradient
 // GEMMs accumulate into main_grad (--gradient-accumulation-fusion, on by default); no autocast:
 // Float16Module casts the model to bf16 itself. CUDA graphs are opt-in (--enable-cuda-graph).
+// Under FP8, TE's linear modules save their quantised inputs for the weight gradient
+// (transformer_engine/pytorch/module/linear.py, `saved_inputmat`).
 std::vector<Setting> megatron_core() {
   return {set("flash_attention", "true"),   set("attention_kernel", "auto"),
           set("fused_elementwise", "true"), set("grad_accumulation_fusion", "true"),
           set("fused_loss", "true"),        set("autocast", "false"),
-          set("cuda_graphs", "false")};
+          set("cuda_graphs", "false"),      set("fp8_saved_inputs", "true")};
 }
 
 // Megatron-LM before Transformer Engine (2021-2022, the Selene runs of data/published-runs.toml):
@@ -42,12 +44,15 @@ std::vector<Setting> megatron_lm() {
 // (RMSNorm, RoPE, SwiGLU in eager PyTorch); FSDP2's MixedPrecisionPolicy keeps bf16 parameters,
 // so no autocast; the loss is eager cross entropy on fp32 logits (compiled or not: torch.compile
 // wraps the blocks). One backward per step: autograd's AccumulateGrad takes the gradient without
-// an add, as grad_accumulation_fusion prices it.
+// an add, as grad_accumulation_fusion prices it. Float8 is torchao's, whose Float8Linear saves
+// the 16-bit input and casts it again in the backward (float8_linear.py,
+// matmul_with_hp_or_float8_args: save_for_backward(input_hp, weight_hp_t)).
 std::vector<Setting> torchtitan() {
   return {set("flash_attention", "true"),    set("attention_kernel", "flash2"),
           set("fused_elementwise", "false"), set("grad_accumulation_fusion", "true"),
           set("fused_loss", "false"),        set("autocast", "false"),
-          set("cuda_graphs", "false"),       set("fsdp_impl", "fsdp2")};
+          set("cuda_graphs", "false"),       set("fsdp_impl", "fsdp2"),
+          set("fp8_saved_inputs", "false")};
 }
 
 // torchtitan with torch.compile on each block (`[compile] enable = true`): Inductor fuses the
@@ -62,12 +67,14 @@ std::vector<Setting> torchtitan_compile() {
 
 // NeMo AutoModel (NVIDIA-NeMo/Automodel): PyTorch FSDP2 around Transformer Engine layers (TE's
 // attention, norms and fused MLP kernels); gradients accumulate in the parameters' .grad across
-// microbatches (FSDP2 without gradient sync), a separate add each.
+// microbatches (FSDP2 without gradient sync), a separate add each. TE's modules save their FP8
+// inputs, as under Megatron-Core.
 std::vector<Setting> nemo_automodel() {
   return {set("flash_attention", "true"),   set("attention_kernel", "auto"),
           set("fused_elementwise", "true"), set("grad_accumulation_fusion", "false"),
           set("fused_loss", "true"),        set("autocast", "false"),
-          set("cuda_graphs", "false"),      set("fsdp_impl", "fsdp2")};
+          set("cuda_graphs", "false"),      set("fsdp_impl", "fsdp2"),
+          set("fp8_saved_inputs", "true")};
 }
 
 // llm-foundry as its 2023 MPT throughput benchmark ran it (scripts/train/benchmarking/

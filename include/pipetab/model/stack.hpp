@@ -41,6 +41,11 @@ struct Stack {
   /// torch.autocast around the model: norms and softmax run in fp32 (autocast's fp32 op list),
   /// their outputs written in fp32 and cast back to 16 bits by the next matrix multiply.
   bool autocast = false;
+  /// Under an FP8 recipe the GEMMs keep the inputs their weight gradients need in FP8, one byte
+  /// per value, as they multiplied them (Transformer Engine's Linear, LayerNormLinear,
+  /// LayerNormMLP and GroupedLinear save the quantised input, `saved_inputmat`); false: in 16
+  /// bits, cast again in the backward (torchao's Float8Linear saves `input_hp`).
+  bool fp8_saved_inputs = true;
   /// The passes replayed as CUDA graphs: the host issues a graph, not each kernel, so it never
   /// holds the GPU back (Megatron-Core's --enable-cuda-graph, torch.compile's reduce-overhead).
   bool cuda_graphs = false;
