@@ -956,6 +956,7 @@ std::vector<Case> titan_grid() {
     j.stack.flash_attention = true;
     j.stack.attention_kernel = AttentionKernel::Flash2;
     j.stack.fused_loss = false;
+    j.stack.fp8_saved_inputs = false;  // torchao's Float8Linear
     cases.push_back({j, l, l.tp * l.pp * l.cp * l.dp});
   };
   Job eager = base_job();
@@ -1244,6 +1245,7 @@ TEST(JobFileRoundTrip, WritersRefuseWhatTheToolCannotRun) {
   j.tp_overlap = Overlap::Never;
   j.stack.flash_attention = true;  // torchtitan's SDPA (its writer refuses the math path)
   j.stack.fused_loss = false;      // and its eager loss
+  j.stack.fp8_saved_inputs = false;  // and torchao's Float8Linear
   auto ulysses = layout(1, 1, 4, 2);
   ulysses.fsdp.enabled = true;
   ulysses.cp_method = CpMethod::AllToAll;
@@ -1281,6 +1283,10 @@ TEST(JobFileRoundTrip, WritersRefuseWhatTheToolCannotRun) {
   Job cudnn = j;
   cudnn.stack.attention_kernel = AttentionKernel::Cudnn;
   EXPECT_NE(titan(cudnn, layout(1, 1, 1, 1)).find("attention_kernel cudnn"), std::string::npos);
+  Job te_fp8 = j;  // Transformer Engine's FP8, its inputs saved in FP8: not torchao's
+  te_fp8.precision = Precision::FP8;
+  te_fp8.stack.fp8_saved_inputs = true;
+  EXPECT_NE(titan(te_fp8, layout(1, 1, 1, 1)).find("fp8_saved_inputs"), std::string::npos);
   const auto args = [](const Job& job) {
     return io::megatron_arguments(job, layout(1, 1, 1, 1), 1, "");
   };
