@@ -200,9 +200,9 @@ class Lowering {
   Group group(std::int32_t device, CollectiveGroup kind) const;
   Collective nccl_collective(CollectiveKind kind, const Group& g, double bytes) const;
 
-  // One device's side of ring `c` by the rule: its one flow — over its switch ports while the
-  // group fits in its node, over its NIC (shared with its node's members of the group) when it
-  // spans nodes — and those links.
+  // A device's side of ring `c` by the rule (the same on every device): its one flow — over its
+  // switch ports while the group fits in its node, over its NIC (shared with its node's members
+  // of the group) when it spans nodes; add_port_transfer routes it.
   struct Side {
     CollectiveFlow flow;
     bool nic = false;  ///< over the device's NIC, else its switch ports
