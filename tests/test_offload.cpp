@@ -241,6 +241,25 @@ TEST(Offload, NicTrafficCrossesTheHostLinkThatCarriesIt) {
   EXPECT_DOUBLE_EQ(bytes_on(together, "host") - bytes_on(apart, "host"), bytes_on(apart, "nic"));
 }
 
+// A reload from host memory slows the compute beside it (HostSpec::h2d_slowdown, measured 8.79%
+// on an H200): a run whose reloads overlap its passes takes longer by at most that share of its
+// compute; without offload nothing changes.
+TEST(Offload, ReloadsSlowTheComputeBesideThem) {
+  const auto t = test::make("1f1b", test::sm(4, 8));
+  auto setup = offload_setup(200.0, 1.0);  // 100 bytes at 200 B/s: half a pass each way
+  const auto base = simulate_table(t, setup, "1f1b").metrics;
+  setup.system.host.h2d_slowdown = 0.5;
+  const auto slowed = simulate_table(t, setup, "1f1b").metrics;
+  EXPECT_GT(slowed.runtime_s, base.runtime_s + 0.1);
+  // Never more than every pass of a device slowed throughout: 3 passes of 1 s per microbatch.
+  EXPECT_LE(slowed.runtime_s, base.runtime_s + 0.5 * 3 * 8);
+  setup.job.offload_activations = 0.0;
+  auto none = setup;
+  none.system.host.h2d_slowdown = 0.0;
+  EXPECT_DOUBLE_EQ(simulate_table(t, setup, "1f1b").metrics.runtime_s,
+                   simulate_table(t, none, "1f1b").metrics.runtime_s);
+}
+
 TEST(Offload, SystemFilesTakeAHostSection) {
   const std::string base =
       "name = \"h\"\n[device]\npeak_flops = 1e15\nefficiency = 0.5\nmemory_bytes = 8e10\n"
@@ -270,6 +289,13 @@ TEST(Offload, SystemFilesTakeAHostSection) {
   const auto nic = io::parse_system(
       base + "[host]\nmemory_bytes = 2e12\nbandwidth = 5.5e10\ncarries_nic = true\n", "h.toml");
   EXPECT_TRUE(nic.host.carries_nic);
+  const auto slow = io::parse_system(
+      base + "[host]\nmemory_bytes = 2e12\nbandwidth = 5.5e10\nh2d_slowdown = 0.0879\n", "h.toml");
+  EXPECT_DOUBLE_EQ(slow.host.h2d_slowdown, 0.0879);
+  EXPECT_EQ(io::parse_system(io::system_toml(slow, "again"), "again.toml").host, slow.host);
+  EXPECT_NE(error("[host]\nmemory_bytes = 1e12\nbandwidth = 5e10\nh2d_slowdown = -1\n")
+                .find("out of range"),
+            std::string::npos);
   EXPECT_EQ(io::parse_system(io::system_toml(nic, "again"), "again.toml").host, nic.host);
   EXPECT_NE(error("[host]\nmemory_bytes = 1e12\nbandwidth = 5e10\ngpus_per_link = 2\n"
                   "carries_nic = true\n")

@@ -487,8 +487,9 @@ SystemConfig parse_system_at(std::string_view text, const std::string& file, int
            "a chain has one link class: give [network.intra] only");
   }
   if (const auto* host = r.table(root, "", "host")) {
-    r.only(*host, "host",
-           {"memory_bytes", "bandwidth", "gpus_per_link", "latency_s", "carries_nic"});
+    r.only(
+        *host, "host",
+        {"memory_bytes", "bandwidth", "gpus_per_link", "latency_s", "carries_nic", "h2d_slowdown"});
     s.host.memory_bytes = r.number(*host, "host", "memory_bytes", std::nullopt, 0.0, 1e18, true);
     s.host.bandwidth = r.number(*host, "host", "bandwidth", std::nullopt, 0.0, 1e15, true);
     s.host.gpus_per_link =
@@ -501,6 +502,7 @@ SystemConfig parse_system_at(std::string_view text, const std::string& file, int
     }
     s.host.latency_s = r.number(*host, "host", "latency_s", 0.0, 0.0, 1.0, false);
     s.host.carries_nic = r.boolean(*host, "host", "carries_nic", false);
+    s.host.h2d_slowdown = r.number(*host, "host", "h2d_slowdown", 0.0, 0.0, 10.0, false);
     if (s.host.carries_nic && s.host.gpus_per_link != 1) {
       r.fail(host->get("carries_nic")->source(), "host.carries_nic",
              fmt::format("NIC traffic crosses a GPU's own PCIe port, a host link of one GPU; "
@@ -669,6 +671,8 @@ std::string system_toml(const SystemConfig& s, const std::string& comment) {
                        number(s.host.memory_bytes), number(s.host.bandwidth), s.host.gpus_per_link);
     if (s.host.latency_s > 0.0) out += fmt::format("latency_s = {}\n", number(s.host.latency_s));
     if (s.host.carries_nic) out += "carries_nic = true\n";
+    if (s.host.h2d_slowdown > 0.0)
+      out += fmt::format("h2d_slowdown = {}\n", number(s.host.h2d_slowdown));
   }
   return out;
 }

@@ -151,6 +151,7 @@ class Engine {
     compute_version_.assign(devices, 0);
     memory_.assign(g.static_bytes.begin(), g.static_bytes.end());
     host_.assign(memory_.size(), 0.0);
+    reloads_.assign(devices, 0);
     for (std::size_t c = 0; c < 2; ++c) {
       in_flight_[c].assign(devices, 0);
       comm_since_[c].assign(devices, 0.0);
@@ -245,15 +246,18 @@ class Engine {
   }
 
   // Compute slowed by communication: a device's running node progresses at 1 / (1 +
-  // comm_slowdown) while a transfer or collective of the device is in flight; each change of
-  // speed reschedules its end, and only the latest of its completion events counts.
-  bool slowing() const noexcept { return g_.comm_slowdown > 0.0; }
+  // comm_slowdown) while a transfer or collective of the device is in flight, and at 1 / (1 +
+  // h2d_slowdown) while a reload from host memory runs (the larger where both do); each change
+  // of speed reschedules its end, and only the latest of its completion events counts.
+  bool slowing() const noexcept { return g_.comm_slowdown > 0.0 || g_.h2d_slowdown > 0.0; }
   bool communicating_now(std::size_t dev) const noexcept {
     return in_flight_[kPipelineComm][dev] + in_flight_[kCollectiveComm][dev] > 0;
   }
-  double speed(std::size_t dev) const noexcept {
-    return communicating_now(dev) ? 1.0 / (1.0 + g_.comm_slowdown) : 1.0;
+  double slowdown(std::size_t dev) const noexcept {
+    return std::max(communicating_now(dev) ? g_.comm_slowdown : 0.0,
+                    reloads_[dev] > 0 ? g_.h2d_slowdown : 0.0);
   }
+  double speed(std::size_t dev) const noexcept { return 1.0 / (1.0 + slowdown(dev)); }
   bool current(const Event& e) const noexcept {
     return !slowing() || e.version == compute_version_[static_cast<std::size_t>(
                                           g_.device[static_cast<std::size_t>(e.node)])];
@@ -424,16 +428,27 @@ class Engine {
   // kept as sorted disjoint intervals while the simulation runs. The sync is not traffic.
   void communicating_in(std::size_t c, std::int32_t d, int delta) {
     const auto dev = static_cast<std::size_t>(d);
-    const bool before = communicating_now(dev);
+    const double before = slowdown(dev);
     const bool busy = slowing() && computing_[dev];
     if (busy) progress(dev);
     if (delta > 0 && in_flight_[c][dev]++ == 0) comm_since_[c][dev] = now_;
     if (delta < 0 && --in_flight_[c][dev] == 0 && now_ > comm_since_[c][dev])
       comm_[c][dev].emplace_back(comm_since_[c][dev], now_);
-    if (busy && communicating_now(dev) != before) schedule_compute_end(dev);
+    if (busy && slowdown(dev) != before) schedule_compute_end(dev);
+  }
+  // A reload from host memory starting (delta 1) or ending on device d.
+  void reloading(std::int32_t d, int delta) {
+    const auto dev = static_cast<std::size_t>(d);
+    const double before = slowdown(dev);
+    const bool busy = slowing() && computing_[dev];
+    if (busy) progress(dev);
+    reloads_[dev] += delta;
+    if (busy && slowdown(dev) != before) schedule_compute_end(dev);
   }
   void communicating(std::size_t t, std::int32_t sender, int delta) {
-    // Copies to and from host memory run on the copy engines: no SMs taken, no network.
+    // Copies to and from host memory run on the copy engines: no SMs taken, no network; a
+    // reload still slows the compute beside it (h2d_slowdown).
+    if (g_.kind[t] == TransferKind::HostReload && g_.h2d_slowdown > 0.0) reloading(sender, delta);
     if (g_.kind[t] == TransferKind::Sync || is_host_copy(g_.kind[t])) return;
     const auto c = is_pipeline(g_.kind[t]) ? kPipelineComm : kCollectiveComm;
     communicating_in(c, sender, delta);
@@ -834,7 +849,8 @@ class Engine {
   std::vector<std::uint8_t> transfer_done_;
   std::vector<std::uint32_t> compute_version_;
   std::vector<double> memory_;
-  std::vector<double> host_;  // activation offload: bytes in host memory, per device
+  std::vector<double> host_;           // activation offload: bytes in host memory, per device
+  std::vector<std::int32_t> reloads_;  // activation offload: reloads running, per device
   std::array<std::vector<std::int32_t>, 2> in_flight_;  // per communication class, per device
   std::array<std::vector<double>, 2> comm_since_;
   std::array<std::vector<Intervals>, 2> comm_;

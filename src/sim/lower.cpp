@@ -307,6 +307,7 @@ void Lowering::compute_nodes_and_offload() {
   g_.table_ops = static_cast<std::int64_t>(t_.ops.size());
   g_.compute_nodes = g_.table_ops + (optimizer_ ? t_.devices : 0);
   g_.comm_slowdown = overheads_ ? network_.system().device.comm_slowdown : 0.0;
+  g_.h2d_slowdown = overheads_ ? network_.system().host.h2d_slowdown : 0.0;
   compute_nodes();
   layer_offload();
   offload_plan();

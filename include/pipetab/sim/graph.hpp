@@ -237,6 +237,9 @@ struct ExecGraph {
   /// Compute runs 1 + comm_slowdown times longer while a transfer or collective of its device
   /// is in flight (DeviceSpec::comm_slowdown; 0 when overheads are off).
   double comm_slowdown = 0.0;
+  /// Compute runs 1 + h2d_slowdown times longer while a HostReload of its device runs
+  /// (HostSpec::h2d_slowdown; 0 when overheads are off). With communication too, the larger.
+  double h2d_slowdown = 0.0;
 
   // Per device.
   std::vector<double> static_bytes;  ///< weights + gradients + optimizer state of its stages

@@ -208,6 +208,11 @@ struct HostSpec {
   /// with gpus_per_link = 1: a link shared by GPUs is their switch's uplink to the CPU, which
   /// GPU-to-NIC traffic does not cross.
   bool carries_nic = false;
+  /// Compute on the device runs 1 + h2d_slowdown times longer while a copy from host memory to
+  /// it runs (the copy engine's writes contend with the SMs for the memory system): 0.0879 for
+  /// a BF16 GEMM beside a 1 GiB pinned copy on an H200, 0.0031 the other way, which is left out
+  /// (data/gpu/h200-sxm-hostlink.csv). 0: not modelled.
+  double h2d_slowdown = 0.0;
   friend bool operator==(const HostSpec&, const HostSpec&) = default;
 
   bool modelled() const noexcept { return memory_bytes > 0.0 && bandwidth > 0.0; }
