@@ -1243,8 +1243,8 @@ TEST(JobFileRoundTrip, WritersRefuseWhatTheToolCannotRun) {
   };
   Job j = base_job();
   j.tp_overlap = Overlap::Never;
-  j.stack.flash_attention = true;  // torchtitan's SDPA (its writer refuses the math path)
-  j.stack.fused_loss = false;      // and its eager loss
+  j.stack.flash_attention = true;    // torchtitan's SDPA (its writer refuses the math path)
+  j.stack.fused_loss = false;        // and its eager loss
   j.stack.fp8_saved_inputs = false;  // and torchao's Float8Linear
   auto ulysses = layout(1, 1, 4, 2);
   ulysses.fsdp.enabled = true;
