@@ -2,6 +2,7 @@
 // the simulation, the host section of system files, and LGD recomputation's bytes.
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,24 @@ TEST(Offload, PlanTakesTheLongestLivedStagesFirst) {
     EXPECT_EQ(half.out[i], f.stage < 4 ? 1.0 : 0.0) << "stage " << f.stage;
   }
   EXPECT_NE(test::param_error([&] { offload_plan(t, 1.5); }).find("0 to 1"), std::string::npos);
+}
+
+// A ratio meant as whole stages covers exactly those: 7 of 25 (7/25 · 25 is 7.000000000000001 in
+// binary, which left a rounding error's share of an eighth stage offloaded).
+TEST(Offload, AWholeStageRatioCoversItsStagesExactly) {
+  auto p = test::sm(2, 4);
+  p.chunks = 25;
+  const auto t = test::make("po", p);
+  const auto plan = offload_plan(t, 7.0 / 25.0);
+  std::vector<std::set<std::int32_t>> stages(2);
+  for (std::size_t i = 0; i < t.ops.size(); ++i) {
+    if (plan.out[i] == 0.0) continue;
+    EXPECT_EQ(plan.out[i], 1.0) << "op " << i;
+    const Pass f = t.ops[i].first();
+    stages[static_cast<std::size_t>(t.device_of(f))].insert(f.stage);
+  }
+  for (const auto& own : stages)
+    EXPECT_EQ(own.size(), 7u);
 }
 
 TEST(Offload, TablePeaksFallWithTheRatioAndOneF1BHoldsTwo) {

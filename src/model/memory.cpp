@@ -14,6 +14,12 @@ namespace detail {
 // QKV and fc1 inputs, two dropout masks) and the rest that it does. `attention` is the part of
 // the attention core (softmax and its dropout, or FlashAttention's log-sum-exp). Without
 // dropout the masks (2·sbh and a·s²·b) and the dropout's output (2·a·s²·b) are not kept.
+// Under FP8 with Transformer Engine (Stack::fp8_saved_inputs) the GEMMs keep the inputs their
+// weight gradients need in FP8, one byte per value.
+static bool fp8_saved_inputs(const Workload& run) {
+  return run.job.precision == Precision::FP8 && run.job.stack.fp8_saved_inputs;
+}
+
 LayerActivation layer_activation_bytes(const Workload& run, const Dims& d) {
   const TransformerConfig& m = run.model;
   const double sbh = d.sbh();
@@ -71,7 +77,7 @@ LayerActivation layer_activation_bytes(const Workload& run, const Dims& d) {
   // output projection keeps an FP8 copy of the attention's output: beside the 16-bit one the
   // fused attention's backward reads, or instead of it on the math path.
   double unsplit_fp8 = unsplit, split_fp8 = split;
-  if (run.job.precision == Precision::FP8 && run.job.stack.fp8_saved_inputs) {
+  if (fp8_saved_inputs(run)) {
     const double sb = d.s * d.b;
     if (!per_op && !lgd) {
       unsplit_fp8 -= (d.ffn > 0 ? 2 : 1) * sbh;
@@ -109,7 +115,7 @@ LayerActivation moe_layer_activation_bytes(const Workload& run) {
   // Under FP8 with Transformer Engine the grouped GEMMs keep their inputs (the gathered rows,
   // the activation's output) in FP8, one byte each; so do the shared experts' fc2, and their
   // fc1 an FP8 copy of the MLP's input.
-  const bool fp8 = run.job.precision == Precision::FP8 && run.job.stack.fp8_saved_inputs;
+  const bool fp8 = fp8_saved_inputs(run);
   const double fp8_e = fp8 ? 1.0 : d.e;
   const bool act_kept = run.job.moe.recompute != MoeRecompute::MoeAct;
   double bytes = 4 * tokens * static_cast<double>(moe.experts) + d.e * tokens * k * d.h;

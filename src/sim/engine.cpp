@@ -427,22 +427,24 @@ class Engine {
   // Communication of a device, per class: the union of the transfers it sends or receives,
   // kept as sorted disjoint intervals while the simulation runs. The sync is not traffic.
   void communicating_in(std::size_t c, std::int32_t d, int delta) {
-    const auto dev = static_cast<std::size_t>(d);
-    const double before = slowdown(dev);
-    const bool busy = slowing() && computing_[dev];
-    if (busy) progress(dev);
-    if (delta > 0 && in_flight_[c][dev]++ == 0) comm_since_[c][dev] = now_;
-    if (delta < 0 && --in_flight_[c][dev] == 0 && now_ > comm_since_[c][dev])
-      comm_[c][dev].emplace_back(comm_since_[c][dev], now_);
-    if (busy && slowdown(dev) != before) schedule_compute_end(dev);
+    changing_speed(static_cast<std::size_t>(d), [&](std::size_t dev) {
+      if (delta > 0 && in_flight_[c][dev]++ == 0) comm_since_[c][dev] = now_;
+      if (delta < 0 && --in_flight_[c][dev] == 0 && now_ > comm_since_[c][dev])
+        comm_[c][dev].emplace_back(comm_since_[c][dev], now_);
+    });
   }
   // A reload from host memory starting (delta 1) or ending on device d.
   void reloading(std::int32_t d, int delta) {
-    const auto dev = static_cast<std::size_t>(d);
+    changing_speed(static_cast<std::size_t>(d), [&](std::size_t dev) { reloads_[dev] += delta; });
+  }
+  // Applies `change` to what slows device dev's compute: its running op's work so far is
+  // counted at the old speed, and its end is rescheduled where the speed changed.
+  template <class Change>
+  void changing_speed(std::size_t dev, const Change& change) {
     const double before = slowdown(dev);
     const bool busy = slowing() && computing_[dev];
     if (busy) progress(dev);
-    reloads_[dev] += delta;
+    change(dev);
     if (busy && slowdown(dev) != before) schedule_compute_end(dev);
   }
   void communicating(std::size_t t, std::int32_t sender, int delta) {
