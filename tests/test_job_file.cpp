@@ -454,6 +454,7 @@ TEST(JobFileMegatron, Llama3EightBFp8ReadsToItsSettings) {
                                   {"global_batch", "128"},
                                   {"precision", "fp8"},
                                   {"fp8_recipe", "delayed"},
+                                  {"fp8_params", "true"},
                                   {"recompute", "none"},
                                   {"moe_recompute", "none"},
                                   {"moe_shared_expert_overlap", "false"},
@@ -473,8 +474,9 @@ TEST(JobFileMegatron, Llama3EightBFp8ReadsToItsSettings) {
                                               line_of(text, "--nproc_per_node")));
   EXPECT_TRUE(has_entry(f.ignored, "--hidden-size: the model comes from --model"))
       << all(f.ignored);
-  EXPECT_TRUE(has_entry(f.ignored, "--fp8-param-gather: FP8 parameter all-gather outside FSDP"))
-      << all(f.ignored);
+  EXPECT_FALSE(has_entry(f.ignored, "--fp8-param-gather")) << all(f.ignored);
+  EXPECT_EQ(origin_of(f, "fp8_params"),
+            fmt::format("{}:{}: --fp8-param-gather", path, line_of(text, "--fp8-param-gather")));
   EXPECT_TRUE(has_entry(f.ignored, "--lr")) << all(f.ignored);
   EXPECT_TRUE(has_entry(f.ignored, "'torchrun' (a word before any flag)")) << all(f.ignored);
   EXPECT_FALSE(has_entry(f.ignored, "--seq-length")) << all(f.ignored);
@@ -905,7 +907,10 @@ Values megatron_values(const Case& c) {
            {"fused_elementwise", text(j.stack.fused_elementwise)},
            {"grad_accumulation_fusion", text(j.stack.grad_accumulation_fusion)},
            {"stack", j.stack.name}};
-  if (j.precision == Precision::FP8) v["fp8_recipe"] = to_string(j.fp8_recipe);
+  if (j.precision == Precision::FP8) {
+    v["fp8_recipe"] = to_string(j.fp8_recipe);
+    v["fp8_params"] = text(j.fp8_params);
+  }
   if (l.tp > 1) {
     v["sequence_parallel"] = text(l.sequence_parallel == true);
     v["tp_overlap"] = to_string(j.tp_overlap);
@@ -1042,6 +1047,8 @@ std::vector<Case> megatron_grid() {
   fp8.precision = Precision::FP8;
   fp8.fp8_recipe = Fp8Recipe::Blockwise;
   fp8.recompute = Recompute::Full;
+  Job fp8_params = fp8;  // Megatron-Bridge's FP8 recipes: FP8 weights alone
+  fp8_params.fp8_params = true;
   Job old = plain;
   old.precision = Precision::FP16;
   old.stack.flash_attention = false;
@@ -1050,7 +1057,7 @@ std::vector<Case> megatron_grid() {
   Job fp32 = plain;
   fp32.precision = Precision::FP32;
   fp32.stack.flash_attention = false;
-  for (const auto& j : {plain, tuned, fp8, old, fp32}) {
+  for (const auto& j : {plain, tuned, fp8, fp8_params, old, fp32}) {
     add(j, layout(8, 1, 1, 4));
     // 1F1B and interleaved with 2 and 4 chunks.
     auto p = layout(4, 4, 1, 2);
@@ -1104,6 +1111,7 @@ std::vector<Case> megatron_grid() {
     f.distributed_optimizer = false;
     l.fsdp.reshard_after_forward.reset();
     l.fsdp.fp8_all_gather = true;
+    f.fp8_params = true;  // --fp8-param-gather does both
     add(f, l);
     Job m = tuned;
     auto ml = layout(2, 1, 1, 8);

@@ -82,6 +82,43 @@ TEST(Fp8, TransformerEngineKeepsFp8WeightCopies) {
   EXPECT_DOUBLE_EQ(test::stage_work(fp8, one, 1)[0].fp8_weight_copy_bytes, 0.0);
 }
 
+// FP8 weights alone (Megatron-Core's --fp8-param-gather, Megatron-Bridge's FP8 recipes): the
+// layer linears' 16-bit copy goes, and the distributed optimizer all-gathers them in FP8, except
+// MXFP8's, gathered in BF16 and quantised after (reuse_grad_buf_for_mxfp8_param_ag).
+TEST(Fp8, Fp8ParamsKeepTheFp8WeightsAlone) {
+  constexpr double linears = 32.0 * 218103808;  // Llama 3.1 8B's 32 layers, as above
+  auto base = llama8b();
+  base.job.precision = Precision::FP8;
+  auto alone = base;
+  alone.job.fp8_params = true;
+  const std::vector<std::int32_t> one{1};
+  const auto a = test::stage_work(base, one, 1)[0];
+  const auto b = test::stage_work(alone, one, 1)[0];
+  EXPECT_DOUBLE_EQ(a.weight_bytes - b.weight_bytes, 2.0 * linears);
+  EXPECT_DOUBLE_EQ(b.fp8_weight_copy_bytes, a.fp8_weight_copy_bytes);
+  EXPECT_DOUBLE_EQ(a.param_gather_bytes, a.weight_bytes);
+  EXPECT_DOUBLE_EQ(a.param_gather_bytes - b.param_gather_bytes, linears);  // 2 bytes become 1
+  auto mx = alone;
+  mx.job.fp8_recipe = Fp8Recipe::Mxfp8;
+  const auto c = test::stage_work(mx, one, 1)[0];
+  EXPECT_DOUBLE_EQ(c.weight_bytes, b.weight_bytes);
+  EXPECT_DOUBLE_EQ(c.param_gather_bytes, a.weight_bytes);
+  // Without FP8, or where torchao casts 16-bit weights each forward, it is refused by name.
+  auto bf16 = llama8b();
+  bf16.job.fp8_params = true;
+  for (const auto* run : {&bf16, &alone}) {
+    auto r = *run;
+    if (run == &alone) r.job.stack.fused_elementwise = false;
+    try {
+      require_runnable(r.model, r.job, r.layout);
+      ADD_FAILURE();
+    } catch (const OptionError& e) {
+      EXPECT_EQ(e.key(), "fp8_params");
+    }
+  }
+  EXPECT_NO_THROW(require_runnable(alone.model, alone.job, alone.layout));
+}
+
 // MXFP8 (Transformer Engine's MXFP8BlockScaling): block-scaled GEMMs on their own model, both
 // quantised copies with a scale byte per 32 elements each, both weight copies kept; refused where
 // the device has no block-scaled tensor cores.

@@ -1087,6 +1087,33 @@ TEST(Iteration, DistributedOptimizerShardsTheStep) {
   }
 }
 
+// With FP8 weights alone (Megatron-Core's --fp8-param-gather) the all-gather after the step moves
+// the layer linears in FP8: their two bytes become one (model/job.hpp fp8_params).
+TEST(Iteration, Fp8ParamsAllGatherOneByteALinearWeight) {
+  const auto system = io::load_system("dgx-h100");
+  test::ModelRun sixteen = io::load_model("gpt3-1.3b");
+  const auto t = test::make("1f1b", test::sm(2, 4));
+  sixteen.layout.dp = 4;
+  sixteen.job.distributed_optimizer = true;
+  sixteen.job.precision = Precision::FP8;
+  test::ModelRun eight = sixteen;
+  eight.job.fp8_params = true;
+  const auto gathered = [&](const test::ModelRun& m) {
+    const auto r = run(t, m, system);
+    double bytes = 0.0;
+    for (const auto k : transfers_of(r.graph, TransferKind::ParamAllGather))
+      bytes += r.graph.bytes[static_cast<std::size_t>(k)];
+    return bytes;
+  };
+  const auto work = table_work(t, sixteen.model, sixteen.job, sixteen.layout);
+  double linears = 0.0;  // the FP8 copies' bytes: one per layer-linear parameter
+  for (const auto& w : work)
+    linears += w.fp8_weight_copy_bytes;
+  ASSERT_GT(linears, 0.0);
+  // Each device's ring sends (R−1)/R of its stage's gathered bytes: 3/4 of them.
+  EXPECT_NEAR(gathered(sixteen) - gathered(eight), 0.75 * linears, 1e-6 * linears);
+}
+
 TEST(Iteration, RunsNeedTheGpusTheSystemHas) {
   auto system = io::load_system("dgx-h100");
   system.nodes = 1;

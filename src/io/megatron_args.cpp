@@ -941,13 +941,17 @@ JobFile parse_megatron_args(std::string_view text, const std::string& file,
       if (strategy != nullptr) a.why(strategy->flag, "no --use-megatron-fsdp");
       if (keep != nullptr) a.why(keep->flag, "no --use-torch-fsdp2");
     }
+    // --fp8-param-gather keeps the FP8 weights alone (model/job.hpp fp8_params) and gathers
+    // them in FP8, through FSDP's all-gathers or the distributed optimizer's.
     const auto* fp8_gather = a.use("--fp8-param-gather");
-    if (fsdp && fp8 != nullptr) {
-      out.set("fsdp_fp8_all_gather", fp8_gather != nullptr, line_of(fp8_gather),
+    if (fp8 != nullptr) {
+      out.set("fp8_params", fp8_gather != nullptr, line_of(fp8_gather),
               origin(fp8_gather, "--fp8-param-gather", "not given"));
+      if (fsdp)
+        out.set("fsdp_fp8_all_gather", fp8_gather != nullptr, line_of(fp8_gather),
+                origin(fp8_gather, "--fp8-param-gather", "not given"));
     } else if (fp8_gather != nullptr) {
-      a.why("--fp8-param-gather",
-            fsdp ? "the run is not FP8" : "FP8 parameter all-gather outside FSDP: not modelled");
+      a.why("--fp8-param-gather", "the run is not FP8");
     }
   }
   // Transformer Engine's CPU offload of whole layers (transformer_config.py's cpu_offloading,
@@ -1230,11 +1234,16 @@ std::string megatron_arguments(const Job& job, const Layout& layout, std::int64_
       add("--data-parallel-sharding-strategy optim_grads_params");
     }
   }
-  if (layout.fsdp.fp8_all_gather) {
-    if (!layout.fsdp.enabled || job.precision != Precision::FP8)
-      megatron_cannot("fsdp_fp8_all_gather without fsdp and fp8");
-    add("--fp8-param-gather");
+  if (layout.fsdp.fp8_all_gather && (!layout.fsdp.enabled || job.precision != Precision::FP8))
+    megatron_cannot("fsdp_fp8_all_gather without fsdp and fp8");
+  // One flag does both: Megatron-FSDP's FP8 all-gather comes with FP8 weights.
+  if (layout.fsdp.fp8_all_gather != (job.fp8_params && layout.fsdp.enabled)) {
+    megatron_cannot(layout.fsdp.fp8_all_gather
+                        ? "fsdp_fp8_all_gather without fp8_params: --fp8-param-gather does both"
+                        : "fp8_params with FSDP but not fsdp_fp8_all_gather: --fp8-param-gather "
+                          "does both");
   }
+  if (job.fp8_params) add("--fp8-param-gather");
   if (job.distributed_optimizer) add("--use-distributed-optimizer");
   if (job.offload_layers > 0) {
     add("--cpu-offloading");

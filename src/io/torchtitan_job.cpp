@@ -1011,6 +1011,7 @@ std::string torchtitan_job_toml(const Job& job, const Layout& layout, std::int64
   if (job.stack.fused_loss)
     titan_cannot("fused_loss: torchtitan's loss is eager cross entropy on fp32 logits");
   if (job.stack.cuda_graphs) titan_cannot("cuda_graphs: torchtitan does not capture graphs");
+  if (job.fp8_params) titan_cannot("fp8_params: torchao's Float8Linear keeps 16-bit weights");
   if (job.precision == Precision::FP8 && job.stack.fp8_saved_inputs)
     titan_cannot("fp8_saved_inputs: torchao's Float8Linear saves the 16-bit input");
   const bool async_tp = layout.tp > 1 && job.tp_overlap == Overlap::All;

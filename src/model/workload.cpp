@@ -33,6 +33,7 @@ std::vector<StageWork> explicit_work(const ExplicitWorkload& e, std::span<const 
     w.activation_bytes = e.activation_bytes * share;
     w.activation_kept_for_weight_grad = e.activation_kept_for_weight_grad * share;
     w.weight_bytes = e.weight_bytes * share;
+    w.param_gather_bytes = w.weight_bytes;
     w.grad_bytes = e.grad_bytes * share;
     w.optimizer_bytes = e.optimizer_bytes * share;
   }
@@ -52,6 +53,15 @@ void require_runnable(const ModelConfig& model, const Job& job, const Layout& la
         "fsdp",
         "--fsdp and --distributed-optimizer: FSDP already shards the optimizer state (and the "
         "parameters and gradients) over the data-parallel ranks; give one of them");
+  }
+  // FP8 parameters are Transformer Engine's (fp8_model_init): torchao's Float8Linear keeps the
+  // 16-bit weight and casts it each forward.
+  if (job.fp8_params && (job.precision != Precision::FP8 || !job.stack.fused_elementwise)) {
+    throw OptionError("fp8_params",
+                      job.precision != Precision::FP8
+                          ? "fp8_params: the layer linears' weights in FP8 need --precision fp8"
+                          : "fp8_params: FP8 weights are Transformer Engine's (fp8_model_init); "
+                            "this stack casts 16-bit weights each forward (fused_elementwise off)");
   }
   // FSDP's options without FSDP would be dropped without a word.
   if (!layout.fsdp.enabled) {
@@ -236,14 +246,24 @@ std::vector<StageWork> stage_work(const ModelConfig& model, const Job& job, cons
     // FP8 training with Transformer Engine keeps each layer linear's FP8 copy of its weight
     // between microbatches (one byte per parameter; its transpose too with
     // keep_fp8_transpose_cache, not counted); eager torchao casts it anew each forward.
+    w.param_gather_bytes = w.weight_bytes;
     if (run.job.precision == Precision::FP8 && run.job.stack.fused_elementwise) {
-      w.fp8_weight_copy_bytes = l * dense_params.linears + e * moe_params.linears;
+      const double fp8_linears = l * dense_params.linears + e * moe_params.linears;
+      w.fp8_weight_copy_bytes = fp8_linears;
       // MXFP8 keeps both copies, along rows and along columns, each with its scales (a
       // transposed block-scaled tensor is not the other copy: job.hpp).
       if (run.job.fp8_recipe == Fp8Recipe::Mxfp8)
         w.fp8_weight_copy_bytes *= 2 * (1 + kMxfp8ScaleBytes);
       // NVFP4 too, at half a byte and a scale byte per 16 each way.
       if (run.job.fp8_recipe == Fp8Recipe::Nvfp4) w.fp8_weight_copy_bytes *= 2 * kNvfp4Bytes;
+      if (run.job.fp8_params) {
+        // The FP8 copy is the weight: no 16-bit one of the linears (model/job.hpp).
+        const double sixteen_bit = fp8_linears * static_cast<double>(run.job.element_bytes());
+        w.weight_bytes -= sixteen_bit;
+        const bool block_scaled =
+            run.job.fp8_recipe == Fp8Recipe::Mxfp8 || run.job.fp8_recipe == Fp8Recipe::Nvfp4;
+        if (!block_scaled) w.param_gather_bytes -= sixteen_bit - fp8_linears;
+      }
     }
     w.grad_bytes = w.params * run.job.grad_bytes_per_param;
     w.optimizer_bytes = w.params * run.job.optimizer_bytes_per_param;

@@ -279,8 +279,8 @@ void Lowering::end_of_iteration() {
       const auto d = static_cast<std::size_t>(t_.placement.device_of(p, s));
       const auto& w = work_[index(p, s)];
       step_bytes[d] += sharding_.per_rank(w.optimizer_step_bytes, w);
-      const double experts = w.params > 0 ? w.weight_bytes * w.expert_params / w.params : 0.0;
-      params[d] += w.weight_bytes - experts;
+      const double experts = w.params > 0 ? w.param_gather_bytes * w.expert_params / w.params : 0.0;
+      params[d] += w.param_gather_bytes - experts;
       expert_params[d] += experts;
     }
   }
@@ -290,7 +290,8 @@ void Lowering::end_of_iteration() {
         cost::optimizer_step_seconds(step_bytes[static_cast<std::size_t>(d)], system.device);
     edge(sync, node);
     if (job_.distributed_optimizer && gradient_ranks() > 1) {
-      // All-gather of the updated 16-bit weights: R−1 ring steps of 1/R each.
+      // All-gather of the updated weights (16-bit, or FP8: StageWork::param_gather_bytes): R−1
+      // ring steps of 1/R each.
       ring_side(TransferKind::ParamAllGather, -1, d,
                 nccl_collective(CollectiveKind::AllGather, group(d, CollectiveGroup::Gradient),
                                 params[static_cast<std::size_t>(d)]),

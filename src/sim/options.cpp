@@ -113,6 +113,20 @@ const RunOption kOptions[] = {
      "how FP8 scales its tensors (Transformer Engine's delayed, tensorwise (current) or blockwise; "
      "torchao's tensorwise or rowwise); carried and reported, priced alike today",
      0, 0, kFp8RecipeNames, true, 1, "", PIPETAB_ENUM(s.job.fp8_recipe, parse_fp8_recipe)},
+    {"fp8_params",
+     "--fp8-params",
+     kJob,
+     OptionType::Boolean,
+     "keep the layer linears' weights in FP8 only (Megatron-Core's --fp8-param-gather, Transformer "
+     "Engine's fp8_model_init): no 16-bit copy, and the distributed optimizer all-gathers them in "
+     "FP8 (MXFP8, NVFP4: in BF16, then quantised)",
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.job.fp8_params, v.boolean)},
     {"dtype_bytes",
      "--dtype-bytes",
      kJob,

@@ -177,6 +177,14 @@ struct Job {
   /// rest in BF16 (compute_precision).
   Precision precision = Precision::BF16;
   Fp8Recipe fp8_recipe = Fp8Recipe::Tensorwise;
+  /// The layer linears' weights kept in FP8 only (Megatron-Core's --fp8-param-gather, Transformer
+  /// Engine's fp8_model_init; every FP8 recipe of Megatron-Bridge sets it, and its NVFP4 one
+  /// fp4_param_gather from v0.5.0): no 16-bit copy of them, the FP8 copy (fp8_weight_copy_bytes)
+  /// is the weight. The distributed optimizer all-gathers them in FP8, one byte each, except
+  /// under MXFP8 and NVFP4, whose blocks along rows and columns are made from a BF16 all-gather
+  /// into the gradient buffer (Megatron-Bridge requires reuse_grad_buf_for_mxfp8_param_ag with
+  /// MXFP8 parameters, training/mixed_precision.py; NVFP4 assumed the same).
+  bool fp8_params = false;
   /// Bytes of activations, weights and messages; 0: the precision's (2 for FP8, whose training
   /// keeps them in 16 bits: Transformer Engine).
   std::int64_t dtype_bytes = 0;

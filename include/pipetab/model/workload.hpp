@@ -85,8 +85,12 @@ struct StageWork {
   double expert_params = 0.0;
   double weight_bytes = 0.0, grad_bytes = 0.0, optimizer_bytes = 0.0;
   /// FP8 training's cached FP8 copy of the layer linears' weights (Transformer Engine), held
-  /// beside the 16-bit weights.
+  /// beside the 16-bit weights (with Job::fp8_params, instead of theirs: weight_bytes leaves
+  /// them out).
   double fp8_weight_copy_bytes = 0.0;
+  /// Bytes of the weights the distributed optimizer all-gathers after its step: weight_bytes,
+  /// or with Job::fp8_params the FP8 linears' one byte each (MXFP8, NVFP4: their 16 bits).
+  double param_gather_bytes = 0.0;
   /// Bytes the optimizer step reads and writes per iteration (optimizer_step_bytes_per_param).
   double optimizer_step_bytes = 0.0;
   /// The gradient of the stage's copy of the word embedding, all-reduced over the stages that
