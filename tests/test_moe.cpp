@@ -162,19 +162,29 @@ TEST(Moe, AllToAllBytesAreTheBusiestRanksRows) {
   m.job.moe.capacity_factor = 1.25;
   EXPECT_DOUBLE_EQ(bytes(m, PassId::InputGrad, "moe.combine.backward"), 1.25 * 1024.0 * 256 * 2);
   // Four all-to-alls per layer and microbatch (two each way); six with the MLP recomputed.
-  auto count = [](const test::ModelRun& model) {
+  // Before each forward dispatch, the alltoall dispatcher all-gathers every rank's int64 count
+  // per expert: 16 experts × 8 bytes × EP 4, on NCCL's ring; DeepEP counts inside its kernel.
+  auto count = [](const test::ModelRun& model, CollectiveKind kind) {
     const auto ops = model_operators(workload(model));
     std::int64_t n = 0;
     for (const auto pass : {PassId::Forward, PassId::InputGrad, PassId::WeightGrad}) {
       for (const auto& op : ops.moe_layer.pass(pass))
-        n += op.group == CollectiveGroup::Expert;
+        n += op.group == CollectiveGroup::Expert && op.collective == kind;
     }
     return n;
   };
-  EXPECT_EQ(count(m), 4);
+  EXPECT_EQ(count(m, CollectiveKind::AllToAll), 4);
+  EXPECT_EQ(count(m, CollectiveKind::AllGather), 1);
+  EXPECT_DOUBLE_EQ(bytes(m, PassId::Forward, "moe.token_counts"), 16.0 * 8 * 4);
+  EXPECT_EQ(find_op(model_operators(workload(m)).moe_layer.forward, "moe.token_counts")->algorithm,
+            CollectiveAlgorithm::Ring);
   m.job.moe.recompute = MoeRecompute::Mlp;
-  EXPECT_EQ(count(m), 6);
-  EXPECT_EQ(count(moe_model(16, 4, 128, 1)), 0);  // EP 1: no exchange
+  EXPECT_EQ(count(m, CollectiveKind::AllToAll), 6);
+  EXPECT_EQ(count(m, CollectiveKind::AllGather), 2);  // the forward recomputed, its counts too
+  m.job.moe.dispatcher = MoeDispatcher::DeepEp;
+  EXPECT_EQ(count(m, CollectiveKind::AllGather), 0);
+  EXPECT_EQ(count(moe_model(16, 4, 128, 1), CollectiveKind::AllToAll), 0);  // EP 1: no exchange
+  EXPECT_EQ(count(moe_model(16, 4, 128, 1), CollectiveKind::AllGather), 0);
 }
 
 TEST(Moe, AllToAllTimesByHand) {
@@ -426,8 +436,9 @@ TEST(Moe, AnAllToAllAloneOnItsLinksTakesWhatTheCostModelPrices) {
       std::int64_t exchanges = 0;
       for (const auto kind : r.graph.kind)
         exchanges += kind == TransferKind::ExpertAllToAll;
-      // 2 layers × (dispatch, combine) × (forward, backward) × (NVLink, NIC).
-      EXPECT_EQ(exchanges, 2 * 2 * 2 * 2) << name;
+      // 2 layers × (dispatch, combine) × (forward, backward) × (NVLink, NIC), and each
+      // layer's token counts before its dispatch (alltoall dispatcher), one flow.
+      EXPECT_EQ(exchanges, 2 * 2 * 2 * 2 + 2) << name;
     }
   }
 }

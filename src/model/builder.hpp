@@ -158,6 +158,15 @@ class Builder {
     push_collective(name, group, kind, bytes, pass_, hidden_by);
   }
 
+  // The alltoall dispatcher's token counts: every rank's count per expert, all-gathered over the
+  // expert-parallel ranks on NCCL's ring (a plain all-gather, whatever carries the tokens).
+  // No-op without expert parallelism.
+  void token_counts(std::string_view name, double bytes) {
+    if (run_.layout.ep <= 1) return;
+    push_collective(name, CollectiveGroup::Expert, CollectiveKind::AllGather, bytes, pass_, "")
+        .algorithm = CollectiveAlgorithm::Ring;
+  }
+
   // A context-parallel exchange of keys and values (or, for Ulysses, of Q, K, V and the output)
   // over the CP group, running beside `hidden_by` of this pass for `fraction` of its time ("":
   // exposed). No-op without context parallelism.

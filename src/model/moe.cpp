@@ -127,6 +127,14 @@ void moe_forward(Builder& f, const Workload& run, const Dims& d, const LayerSize
   f.gemm("router", s.tokens, s.experts, d.h);
   f.memory("router.topk", router_bytes(d, s), 3);
   f.memory("moe.permute", permute_bytes(run, d, s));
+  // The alltoall dispatcher's preprocessing (Megatron-Core token_dispatcher.py,
+  // MoEAlltoAllTokenDispatcher.preprocess @60e0396): each rank's token count per expert, int64,
+  // all-gathered (gather_from_sequence_parallel_region over the TP × EP ranks, priced over the
+  // EP ranks) for the all-to-all's splits, which wait for it. DeepEP exchanges its counts inside
+  // its dispatch kernel (notify_dispatch). The host synchronisation that follows (the splits
+  // copied to the host) is not priced: docs/simulation.md, "The MoE layer, piece by piece".
+  if (run.job.moe.dispatcher == MoeDispatcher::AllToAll)
+    f.token_counts("moe.token_counts", 8.0 * s.experts * static_cast<double>(run.layout.ep));
   // Megatron-Core's --moe-shared-expert-overlap: the shared experts' fc1 under the dispatch, fc2
   // under the combine.
   f.expert_exchange("moe.dispatch", CollectiveGroup::Expert, CollectiveKind::AllToAll,
