@@ -628,6 +628,7 @@ TEST(JobFileMegatron, DeepSeekV3FsdpRefusesHybridEpAndReadsWithDeepEp) {
                                   {"precision", "bf16"},
                                   {"recompute", "none"},
                                   {"moe_recompute", "mlp"},
+                                  {"moe_recompute_norm", "true"},
                                   {"moe_dispatcher", "deepep"},
                                   {"moe_shared_expert_overlap", "false"},
                                   {"a2a_overlap", "false"},
@@ -641,6 +642,9 @@ TEST(JobFileMegatron, DeepSeekV3FsdpRefusesHybridEpAndReadsWithDeepEp) {
                                   {"stack", "megatron-core"},
                                   {"grad_accumulation_fusion", "false"}}));
   EXPECT_TRUE(has_entry(f.notes, "--recompute-modules mla_up_proj: not modelled")) << all(f.notes);
+  EXPECT_FALSE(has_entry(f.notes, "--recompute-modules layernorm")) << all(f.notes);
+  EXPECT_EQ(origin_of(f, "moe_recompute_norm"),
+            fmt::format("{}:{}: --recompute-modules", path, line_of(text, "--recompute-modules")));
   EXPECT_TRUE(has_entry(f.notes, "--use-distributed-optimizer is given twice")) << all(f.notes);
   EXPECT_TRUE(has_entry(f.ignored, "--moe-router-topk: the model comes from --model"))
       << all(f.ignored);
@@ -917,6 +921,7 @@ Values megatron_values(const Case& c) {
   }
   if (l.cp > 1) v["cp_method"] = to_string(l.cp_method);
   if (j.moe.capacity_factor) v["moe_capacity_factor"] = text(*j.moe.capacity_factor);
+  if (j.moe.recompute_norm) v["moe_recompute_norm"] = "true";
   if (j.dp_overlap) v["dp_bucket_bytes"] = text(j.dp_bucket_bytes);
   if (l.fsdp.enabled) {
     v["fsdp_impl"] = to_string(l.fsdp.impl);
@@ -1079,6 +1084,7 @@ std::vector<Case> megatron_grid() {
     j.moe.dispatcher = MoeDispatcher::DeepEp;
     j.moe.capacity_factor = 1.25;
     j.moe.recompute = MoeRecompute::MoeAct;
+    j.moe.recompute_norm = true;  // --recompute-modules moe_act layernorm
     j.moe.shared_expert_overlap = true;
     j.a2a_overlap = true;
     auto l = layout(2, 2, 1, 8);

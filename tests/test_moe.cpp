@@ -187,6 +187,39 @@ TEST(Moe, AllToAllBytesAreTheBusiestRanksRows) {
   EXPECT_EQ(count(moe_model(16, 4, 128, 1), CollectiveKind::AllGather), 0);
 }
 
+// Megatron-Core's recompute module `layernorm` (moe_recompute_norm): the pre-MLP norm's output,
+// the MLP's input of s·b·h 16-bit values, goes from what each MoE layer keeps, and the norm's
+// forward runs again at the start of the layer's input-gradient pass.
+TEST(Moe, RecomputedNormKeepsTheMlpInputOut) {
+  auto m = moe_model(16, 4, 128, 4);  // 4 layers, s = 128, b = 2, h = 256
+  auto norm = m;
+  norm.job.moe.recompute_norm = true;
+  const std::vector<std::int32_t> one{1};
+  const auto kept = [&](const test::ModelRun& r) {
+    return test::stage_work(r, one, 1)[0].activation_bytes;
+  };
+  EXPECT_DOUBLE_EQ(kept(m) - kept(norm), 4 * 2.0 * 128 * 2 * 256);
+  const auto ops = model_operators(workload(norm));
+  const auto& i = ops.moe_layer.input_grad;
+  const auto at = [&](std::string_view name) {
+    return std::find_if(i.begin(), i.end(), [&](const Operator& op) { return op.name == name; });
+  };
+  ASSERT_NE(at("layernorm2.recompute"), i.end());
+  EXPECT_LT(at("layernorm2.recompute"), at("moe.unpermute.backward"));
+  EXPECT_DOUBLE_EQ(at("layernorm2.recompute")->bytes,
+                   find_op(ops.moe_layer.forward, "layernorm2")->bytes);
+  EXPECT_EQ(find_op(model_operators(workload(m)).moe_layer.input_grad, "layernorm2.recompute"),
+            nullptr);
+  // Full recomputation recomputes the norm already: refused by name.
+  norm.job.recompute = Recompute::Full;
+  try {
+    require_runnable(norm.model, norm.job, norm.layout);
+    ADD_FAILURE();
+  } catch (const OptionError& e) {
+    EXPECT_EQ(e.key(), "moe_recompute_norm");
+  }
+}
+
 TEST(Moe, AllToAllTimesByHand) {
   const LinkSpec intra{2e-6, 450e9, 0.8}, inter{5e-6, 50e9, 0.9};
   const double bytes = 64e6;

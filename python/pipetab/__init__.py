@@ -248,6 +248,7 @@ class PlanOptions(TypedDict, total=False):
     moe_imbalance: float
     moe_fp8_dispatch: bool
     moe_shared_expert_overlap: bool
+    moe_recompute_norm: bool
     grad_bytes_per_param: float
     optimizer_bytes_per_param: float
     offload_activations: float

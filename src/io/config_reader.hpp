@@ -92,7 +92,7 @@ std::vector<Setting> transformer_settings(const Reader& r, const Table& t, const
 }
 
 /// The keys of a [moe] table, for the callers' checks of unknown keys.
-inline constexpr std::array<std::string_view, 14> kMoeKeys{"experts",
+inline constexpr std::array<std::string_view, 15> kMoeKeys{"experts",
                                                            "top_k",
                                                            "expert_ffn_hidden",
                                                            "shared_experts",
@@ -105,16 +105,18 @@ inline constexpr std::array<std::string_view, 14> kMoeKeys{"experts",
                                                            "node_limit",
                                                            "fp8_dispatch",
                                                            "shared_expert_overlap",
-                                                           "recompute"};
+                                                           "recompute",
+                                                           "recompute_norm"};
 
 /// The keys of a [moe] table that are the job's, and the options they set.
-inline constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kMoeJobKeys{{
+inline constexpr std::array<std::pair<std::string_view, std::string_view>, 7> kMoeJobKeys{{
     {"capacity_factor", "moe_capacity_factor"},
     {"imbalance", "moe_imbalance"},
     {"dispatcher", "moe_dispatcher"},
     {"fp8_dispatch", "moe_fp8_dispatch"},
     {"shared_expert_overlap", "moe_shared_expert_overlap"},
     {"recompute", "moe_recompute"},
+    {"recompute_norm", "moe_recompute_norm"},
 }};
 
 /// [moe]: the experts that replace a transformer's MLP (MoeConfig), of `model`, whose keys are

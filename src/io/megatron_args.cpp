@@ -807,8 +807,11 @@ JobFile parse_megatron_args(std::string_view text, const std::string& file,
       } else if (has("moe_act")) {
         moe = "moe_act";
       }
+      // transformer_layer.py: "layernorm" recomputes the norms that are modules of their own,
+      // under Transformer Engine the MoE layers' pre-MLP norm (model/job.hpp).
+      if (has("layernorm")) out.set("moe_recompute_norm", true, line_of(modules), modules->flag);
       for (const auto& m : names) {
-        if (m == "layernorm" || m == "mla_up_proj" || m == "shared_experts") {
+        if (m == "mla_up_proj" || m == "shared_experts") {
           out.note(
               fmt::format("--recompute-modules {}: not modelled (the simulation keeps what "
                           "it would recompute)",
@@ -1188,6 +1191,7 @@ std::string megatron_arguments(const Job& job, const Layout& layout, std::int64_
                       to_string(job.recompute)));
   }
   if (job.moe.recompute == MoeRecompute::MoeAct) modules.push_back("moe_act");
+  if (job.moe.recompute_norm) modules.push_back("layernorm");
   if (job.moe.recompute == MoeRecompute::Mlp) {
     modules.push_back("mlp");
     modules.push_back("moe");

@@ -99,6 +99,11 @@ LayerActivation moe_layer_activation_bytes(const Workload& run) {
   attention_dims.ffn = 0.0;
   LayerActivation a = layer_activation_bytes(run, attention_dims);
   if (run.job.recompute == Recompute::Full || !m.moe) return a;
+  // Megatron-Core's recompute module `layernorm` discards the pre-MLP norm's output (the MLP's
+  // input above, 2·sbh, split by SP) and recomputes it in the backward (require_runnable keeps
+  // it to recompute none or selective, where that output is among the kept).
+  if (run.job.moe.recompute_norm)
+    a.total -= 2 * d.sbh() / (run.layout.sequence_parallel ? d.t : 1.0);
   const MoeConfig& moe = *m.moe;
   const double half = run.job.recompute == Recompute::EveryOtherLayer ? 0.5 : 1.0;
   if (run.job.moe.recompute == MoeRecompute::Mlp) return a;

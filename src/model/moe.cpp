@@ -160,6 +160,9 @@ void moe_forward(Builder& f, const Workload& run, const Dims& d, const LayerSize
 
 void moe_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerSizes& z) {
   const MoeSizes s = moe_sizes(run, d, z);
+  // The pre-MLP norm's output, discarded after the forward (MoeJob::recompute_norm), is made
+  // again before the experts' backward needs it.
+  if (run.job.moe.recompute_norm) i.norm("layernorm2.recompute", z.x, false);
   if (run.job.moe.recompute == MoeRecompute::Mlp) moe_forward(i, run, d, z);
   shared_input_grad(i, run, d, z, s);
   i.memory("moe.unpermute.backward", permute_bytes(run, d, s));

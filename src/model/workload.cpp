@@ -63,6 +63,15 @@ void require_runnable(const ModelConfig& model, const Job& job, const Layout& la
                           : "fp8_params: FP8 weights are Transformer Engine's (fp8_model_init); "
                             "this stack casts 16-bit weights each forward (fused_elementwise off)");
   }
+  // Megatron-Core recomputes modules only under selective recomputation (or none); the others
+  // recompute the norm already, or the layer.
+  if (job.moe.recompute_norm && job.recompute != Recompute::None &&
+      job.recompute != Recompute::Selective) {
+    throw OptionError("moe_recompute_norm",
+                      fmt::format("moe_recompute_norm with recompute {}: Megatron-Core's "
+                                  "recompute modules go with recompute none or selective",
+                                  to_string(job.recompute)));
+  }
   // FSDP's options without FSDP would be dropped without a word.
   if (!layout.fsdp.enabled) {
     const FsdpOptions& f = layout.fsdp;

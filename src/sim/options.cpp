@@ -147,6 +147,19 @@ const RunOption kOptions[] = {
      "what a mixture of experts recomputes (Megatron-Core's --recompute-modules): none, moe_act, "
      "mlp",
      0, 0, kMoeRecomputeNames, true, 1, "", PIPETAB_ENUM(s.job.moe.recompute, parse_moe_recompute)},
+    {"moe_recompute_norm",
+     "--moe-recompute-norm",
+     kJob,
+     OptionType::Boolean,
+     "recompute the norm before the experts in the backward instead of keeping its output "
+     "(Megatron-Core's --recompute-modules layernorm; with recompute none or selective)",
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.job.moe.recompute_norm, v.boolean)},
     {"moe_dispatcher", "--moe-dispatcher", kJob, OptionType::Choice,
      "how tokens reach their experts: alltoall (NCCL, a row per expert) or deepep (once per node "
      "and GPU, then NVLink)",

@@ -156,6 +156,12 @@ struct MoeJob {
   /// does (Megatron-Core's --moe-shared-expert-overlap).
   bool shared_expert_overlap = false;
   MoeRecompute recompute = MoeRecompute::None;
+  /// The norm before the experts recomputed in the backward instead of its output kept
+  /// (Megatron-Core's recompute module `layernorm`, transformer_layer.py: it recomputes the norms
+  /// that are modules of their own; under Transformer Engine's layer spec a dense layer's norms
+  /// are fused into LayerNormLinear and LayerNormMLP, so the MoE layers' pre-MLP norm is the one
+  /// it touches). With recompute none or selective.
+  bool recompute_norm = false;
 
   /// The tokens an expert-parallel rank's experts take, over the balanced share: the capacity
   /// (padded to it) when tokens are dropped, the imbalance when none is.
