@@ -1273,6 +1273,15 @@ TEST(JobFileRoundTrip, WritersRefuseWhatTheToolCannotRun) {
   Job selective = j;
   selective.recompute = Recompute::Selective;
   EXPECT_NE(titan(selective, layout(1, 1, 1, 1)).find("recompute selective"), std::string::npos);
+  Job full_norm = j;  // --recompute-modules goes with selective granularity, not full
+  full_norm.recompute = Recompute::Full;
+  full_norm.moe.recompute_norm = true;
+  EXPECT_NE(megatron(full_norm, layout(1, 1, 1, 1)).find("moe_recompute_norm with full"),
+            std::string::npos);
+  Job te_weights = j;  // FP8 weights alone are Transformer Engine's
+  te_weights.precision = Precision::FP8;
+  te_weights.fp8_params = true;
+  EXPECT_NE(titan(te_weights, layout(1, 1, 1, 1)).find("fp8_params"), std::string::npos);
   Job op = j;
   op.recompute = Recompute::SelectiveOp;
   EXPECT_NE(megatron(op, layout(1, 1, 1, 1)).find("recompute selective-op"), std::string::npos);

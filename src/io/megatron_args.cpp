@@ -1178,6 +1178,10 @@ std::string megatron_arguments(const Job& job, const Layout& layout, std::int64_
             fmt::format("moe_recompute {} with full recomputation, which recomputes the MoE "
                         "blocks already",
                         to_string(job.moe.recompute)));
+      if (job.moe.recompute_norm)
+        megatron_cannot(
+            "moe_recompute_norm with full recomputation, which recomputes the norms "
+            "already");
       add("--recompute-granularity full");
       add("--recompute-method uniform");
       add("--recompute-num-layers 1");
