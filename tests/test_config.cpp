@@ -65,14 +65,15 @@ TEST(Presets, MptSevenBHasItsParameters) {
 }
 
 TEST(Presets, AllParseAndAreListed) {
-  EXPECT_EQ(io::model_presets(),
-            (std::vector<std::string>{
-                "deepseek-v3", "gpt-oss-120b",  "gpt3-1.3b",    "gpt3-13b",        "gpt3-175b",
-                "llama2-13b",  "llama2-70b",    "llama2-7b",    "llama3.1-405b",   "llama3.1-70b",
-                "llama3.1-8b", "mixtral-8x22b", "mixtral-8x7b", "mpt-125m",        "mpt-13b",
-                "mpt-1b",      "mpt-30b",       "mpt-350m",     "mpt-3b",          "mpt-70b",
-                "mpt-760m",    "mpt-7b",        "paper",        "qwen3-235b-a22b", "qwen3-30b-a3b",
-                "qwen3-32b"}));
+  EXPECT_EQ(
+      io::model_presets(),
+      (std::vector<std::string>{
+          "deepseek-v3",   "gpt-oss-120b",  "gpt3-1.3b",       "gpt3-13b",      "gpt3-175b",
+          "llama2-13b",    "llama2-70b",    "llama2-7b",       "llama3.1-405b", "llama3.1-70b",
+          "llama3.1-8b",   "mixtral-8x22b", "mixtral-8x7b",    "mpt-125m",      "mpt-13b",
+          "mpt-1b",        "mpt-30b",       "mpt-350m",        "mpt-3b",        "mpt-70b",
+          "mpt-760m",      "mpt-7b",        "nemotron-3-nano", "paper",         "qwen3-235b-a22b",
+          "qwen3-30b-a3b", "qwen3-32b"}));
   EXPECT_EQ(io::system_presets(),
             (std::vector<std::string>{
                 "a100-40gb", "a100-80gb", "a100-pcie", "balanced", "compute-bound", "dgx-a100",
@@ -393,14 +394,15 @@ TEST(Config, ReadsAModelAndASystem) {
 TEST(Config, ErrorsNameFileLineAndKey) {
   const std::string head =
       "[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\nvocab = 100\n";
-  EXPECT_EQ(model_error(head + "colour = 3\n"),
-            "m.toml:7:1: key 'transformer.colour': unknown key (expected: layers, hidden, heads, "
-            "kv_heads, head_dim, ffn_hidden, vocab, gated_mlp, learned_positions, dropout, "
-            "tie_embeddings, mtp_layers, attention, q_lora_rank, kv_lora_rank, "
-            "qk_rope_head_dim, v_head_dim, seq_len, micro_batch, precision, dtype_bytes, "
-            "tensor_parallel, sequence_parallel, recompute, flash_attention, fused_elementwise, "
-            "balance_embedding, grad_accumulation_fusion, grad_bytes_per_param, "
-            "optimizer_bytes_per_param)");
+  EXPECT_EQ(
+      model_error(head + "colour = 3\n"),
+      "m.toml:7:1: key 'transformer.colour': unknown key (expected: layers, hidden, heads, "
+      "kv_heads, head_dim, ffn_hidden, vocab, gated_mlp, learned_positions, dropout, "
+      "tie_embeddings, mtp_layers, attention, q_lora_rank, kv_lora_rank, "
+      "qk_rope_head_dim, v_head_dim, hybrid_pattern, seq_len, micro_batch, precision, dtype_bytes, "
+      "tensor_parallel, sequence_parallel, recompute, flash_attention, fused_elementwise, "
+      "balance_embedding, grad_accumulation_fusion, grad_bytes_per_param, "
+      "optimizer_bytes_per_param)");
   EXPECT_EQ(model_error("[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\n"),
             "m.toml:1:1: key 'transformer': missing key 'vocab'");
   EXPECT_EQ(model_error(head + "micro_batch = \"two\"\n"),

@@ -1,5 +1,9 @@
 #include "pipetab/cost/breakdown.hpp"
 
+#include <array>
+#include <iterator>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "pipetab/error.hpp"
@@ -38,8 +42,10 @@ const char* kind_name(const Operator& op) {
 // only, with no layers).
 StageCost part_cost(const ModelConfig& model, const Job& job, const Layout& layout,
                     const SystemConfig& system, std::int64_t layers, bool embedding, bool output,
-                    std::int64_t moe_layers = 0, std::int64_t mtp_layers = 0) {
+                    std::int64_t moe_layers = 0, std::int64_t mtp_layers = 0,
+                    std::array<std::int64_t, kBlockKinds> blocks = {}) {
   StageWork w;
+  w.blocks = blocks;
   w.layers = layers;
   w.moe_layers = moe_layers;
   w.mtp_layers = mtp_layers;
@@ -57,7 +63,7 @@ Breakdown operator_breakdown(const ModelConfig& model, const Job& job, const Lay
     throw ParamError(
         fmt::format("model '{}' gives op times directly: it has no operators", model.name));
   require_costable(model, job, system);
-  Breakdown b{model.name, system.name, {}, {}, {}, {}, {}, {}};
+  Breakdown b{model.name, system.name, {}, {}, {}, {}, {}, {}, {}};
   const Workload run{*m, job, layout};
   const ModelOperators ops = model_operators(run);
   const std::pair<const char*, const PassOperators*> parts[] = {{"layer", &ops.layer},
@@ -65,14 +71,31 @@ Breakdown operator_breakdown(const ModelConfig& model, const Job& job, const Lay
                                                                 {"embedding", &ops.embedding},
                                                                 {"output", &ops.output},
                                                                 {"mtp", &ops.mtp}};
-  for (const auto& [part, passes] : parts) {
+  // A hybrid model's kinds of layer (BlockKind order).
+  static constexpr std::array<const char*, kBlockKinds> kBlockNames{"mamba", "attention", "mlp",
+                                                                    "moe"};
+  std::vector<std::pair<const char*, const PassOperators*>> all(std::begin(parts), std::end(parts));
+  for (std::size_t k = 0; k < kBlockKinds; ++k)
+    all.insert(all.begin() + static_cast<std::ptrdiff_t>(k), {kBlockNames[k], &ops.blocks[k]});
+  for (const auto& [part, passes] : all) {
     for (const auto pass : {PassId::Forward, PassId::InputGrad, PassId::WeightGrad}) {
       for (const Operator& op : passes->pass(pass))
         b.rows.push_back({part, pass, op, operator_cost(op, run, system)});
     }
   }
-  b.layer = part_cost(model, job, layout, system, 1, false, false);
-  if (m->moe) b.moe_layer = part_cost(model, job, layout, system, 1, false, false, 1);
+  if (m->hybrid()) {
+    for (std::size_t k = 0; k < kBlockKinds; ++k) {
+      if (ops.blocks[k].forward.empty()) continue;
+      std::array<std::int64_t, kBlockKinds> one{};
+      one[k] = 1;
+      const std::int64_t moe = k == static_cast<std::size_t>(BlockKind::Moe) ? 1 : 0;
+      b.blocks.emplace_back(kBlockNames[k],
+                            part_cost(model, job, layout, system, 1, false, false, moe, 0, one));
+    }
+  } else {
+    b.layer = part_cost(model, job, layout, system, 1, false, false);
+    if (m->moe) b.moe_layer = part_cost(model, job, layout, system, 1, false, false, 1);
+  }
   b.embedding = part_cost(model, job, layout, system, 0, true, false);
   // The output layer and loss once (a stage that holds them runs them once more per MTP module).
   ModelConfig once = model;
@@ -106,7 +129,9 @@ std::string breakdown_text(const Breakdown& b) {
         1e3 * c.input_grad.tp_comm_s, 1e3 * c.weight_grad.seconds, 1e3 * c.weight_grad.tp_comm_s,
         1e3 * c.backward.seconds, 1e3 * c.backward.tp_comm_s);
   };
-  line("layer", b.layer);
+  if (b.blocks.empty()) line("layer", b.layer);
+  for (const auto& [name, cost] : b.blocks)
+    line(name.c_str(), cost);
   if (b.moe_layer) line("moe_layer", *b.moe_layer);
   line("embedding", b.embedding);
   line("output", b.output);
@@ -146,6 +171,13 @@ nlohmann::json to_json(const Breakdown& b) {
                         {"output", stage(b.output)}};
   if (b.moe_layer) out["moe_layer"] = stage(*b.moe_layer);
   if (b.mtp) out["mtp"] = stage(*b.mtp);
+  // A hybrid model's layers by kind; "layer" is then a stage of no layer.
+  if (!b.blocks.empty()) {
+    nlohmann::json blocks = nlohmann::json::object();
+    for (const auto& [name, cost] : b.blocks)
+      blocks[name] = stage(cost);
+    out["blocks"] = blocks;
+  }
   return out;
 }
 

@@ -385,8 +385,10 @@ std::vector<StageCost> stage_costs(const ModelConfig& model, const Job& job, con
   };
   StageCost layer, moe_layer;
   std::shared_ptr<const LayerPasses> dense_programs, moe_programs;
-  layer_kind(ops.layer, layer, dense_programs);
-  if (m->moe) layer_kind(ops.moe_layer, moe_layer, moe_programs);
+  if (!m->hybrid()) {
+    layer_kind(ops.layer, layer, dense_programs);
+    if (m->moe) layer_kind(ops.moe_layer, moe_layer, moe_programs);
+  }
   const StageCost embedding =
       stage_cost_of(ops.embedding, timed(ops.embedding, run, system), overlap, flows);
   const StageCost output =
@@ -394,7 +396,29 @@ std::vector<StageCost> stage_costs(const ModelConfig& model, const Job& job, con
   const StageCost mtp = m->mtp_layers > 0
                             ? stage_cost_of(ops.mtp, timed(ops.mtp, run, system), overlap, flows)
                             : StageCost{};
+  // A hybrid model's kinds of layer: the E layers' programs carry their all-to-alls; the others
+  // have no exchange (hybrid models take no context parallelism).
+  std::array<StageCost, kBlockKinds> blocks;
+  std::shared_ptr<const LayerPasses> moe_block_programs;
+  if (m->hybrid()) {
+    for (std::size_t k = 0; k < kBlockKinds; ++k) {
+      std::shared_ptr<const LayerPasses> programs;
+      if (ops.blocks[k].forward.empty()) continue;
+      layer_kind(ops.blocks[k], blocks[k], programs);
+      if (k == static_cast<std::size_t>(BlockKind::Moe)) moe_block_programs = programs;
+    }
+  }
   for (std::size_t s = 0; s < work.size(); ++s) {
+    if (m->hybrid()) {
+      for (std::size_t k = 0; k < kBlockKinds; ++k)
+        add(costs[s], blocks[k], static_cast<double>(work[s].blocks[k]));
+      const auto experts =
+          static_cast<double>(work[s].blocks[static_cast<std::size_t>(BlockKind::Moe)]);
+      if (experts > 0.0 && moe_block_programs) costs[s].layers[1] = {experts, moe_block_programs};
+      if (work[s].embedding) add(costs[s], embedding, 1.0);
+      if (work[s].output) add(costs[s], output, 1.0);
+      continue;
+    }
     const auto dense = static_cast<double>(work[s].layers - work[s].moe_layers);
     const auto experts = static_cast<double>(work[s].moe_layers);
     add(costs[s], layer, dense);

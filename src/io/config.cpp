@@ -39,7 +39,7 @@ void only_transformer_keys(const Reader& r, const toml::table& t, const std::str
   r.only(t, p,
          {"layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab", "gated_mlp",
           "learned_positions", "dropout", "tie_embeddings", "mtp_layers", "attention",
-          "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim"},
+          "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim", "hybrid_pattern"},
          allowed);
 }
 
@@ -396,7 +396,7 @@ void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int 
 ModelConfig parse_model(std::string_view text, const std::string& file) {
   const Reader r(text, file);
   const auto& root = r.root();
-  r.only(root, "", {"name", "description", "source", "transformer", "explicit", "moe"});
+  r.only(root, "", {"name", "description", "source", "transformer", "explicit", "moe", "mamba"});
   ModelConfig model;
   model.name = r.string(root, "", "name").value_or(default_name(file));
   model.description = r.string(root, "", "description").value_or("");
@@ -416,6 +416,18 @@ ModelConfig parse_model(std::string_view text, const std::string& file) {
       const auto more = moe_settings(r, *moe, "moe");
       model.defaults.insert(model.defaults.end(), more.begin(), more.end());
     }
+    if (const auto* mamba = r.table(root, "", "mamba")) {
+      r.only(*mamba, "mamba", {}, kMambaKeys);
+      t.mamba = read_mamba(r, *mamba, "mamba", t, mamba->source());
+    } else if (block_counts(t.hybrid_pattern, 0, t.layers)[0] > 0) {
+      r.fail(transformer->get("hybrid_pattern")->source(), "transformer.hybrid_pattern",
+             "Mamba layers (M) need their mixer: give a [mamba] table (heads, head_dim, state, "
+             "groups, conv_kernel, chunk)");
+    }
+    if (block_counts(t.hybrid_pattern, 0, t.layers)[3] > 0 && !t.moe) {
+      r.fail(transformer->get("hybrid_pattern")->source(), "transformer.hybrid_pattern",
+             "mixture-of-experts layers (E) need their experts: give a [moe] table");
+    }
     if (!model.defaults.empty()) {
       std::string keys;
       for (const auto& d : model.defaults)
@@ -428,6 +440,9 @@ ModelConfig parse_model(std::string_view text, const std::string& file) {
     model.spec = std::move(t);
   } else if (const auto* moe = root.get("moe")) {
     r.fail(moe->source(), "moe", "experts replace a transformer's MLP: [moe] needs [transformer]");
+  } else if (const auto* mamba = root.get("mamba")) {
+    r.fail(mamba->source(), "mamba",
+           "a Mamba mixer is a hybrid transformer's: [mamba] needs [transformer]");
   } else {
     model.spec = read_explicit(r, *explicit_costs);
   }

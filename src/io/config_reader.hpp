@@ -78,7 +78,52 @@ TransformerConfig read_transformer(const Reader& r, const Table& t, const std::s
     r.fail(t.get("kv_heads")->source(), Reader::join(p, "kv_heads"),
            fmt::format("heads = {} is not a multiple of {}", m.heads, m.kv_heads));
   }
+  // A hybrid model's layers, one of Megatron-Core's symbols each (kBlockSymbols).
+  if (const auto pattern = r.string(t, p, "hybrid_pattern")) {
+    const auto* node = t.get("hybrid_pattern");
+    const std::string key = Reader::join(p, "hybrid_pattern");
+    if (static_cast<std::int64_t>(pattern->size()) != m.layers) {
+      r.fail(node->source(), key,
+             fmt::format("{} symbols for layers = {}: expected one symbol per layer",
+                         pattern->size(), m.layers));
+    }
+    if (const auto bad = pattern->find_first_not_of(kBlockSymbols); bad != std::string::npos) {
+      r.fail(node->source(), key,
+             fmt::format("'{}' at layer {}: expected M (Mamba), * (attention), - (MLP) or E "
+                         "(mixture of experts), Megatron-Core's hybrid symbols",
+                         (*pattern)[bad], bad));
+    }
+    m.hybrid_pattern = *pattern;
+  }
   return m;
+}
+
+/// The keys of a [mamba] table: a hybrid model's Mamba-2 mixer (MambaConfig).
+inline constexpr std::array<std::string_view, 6> kMambaKeys{"heads",  "head_dim",    "state",
+                                                            "groups", "conv_kernel", "chunk"};
+
+/// [mamba]: the mixer of `model`'s M layers, whose keys are reported as `p.key`.
+template <class Table>
+MambaConfig read_mamba(const Reader& r, const Table& t, const std::string& p,
+                       const TransformerConfig& model, const toml::source_region& where) {
+  if (block_counts(model.hybrid_pattern, 0, model.layers)[0] == 0) {
+    r.fail(where, p,
+           "a Mamba mixer needs Mamba layers: give the transformer a hybrid_pattern with M");
+  }
+  MambaConfig x;
+  x.heads = r.integer(t, p, "heads", std::nullopt, 1, 1 << 20);
+  x.head_dim = r.integer(t, p, "head_dim", x.head_dim, 1, 1 << 16);
+  x.state = r.integer(t, p, "state", x.state, 1, 1 << 16);
+  x.groups = r.integer(t, p, "groups", x.groups, 1, x.heads);
+  x.conv_kernel = r.integer(t, p, "conv_kernel", x.conv_kernel, 1, 1 << 10);
+  x.chunk = r.integer(t, p, "chunk", x.chunk, 1, 1 << 16);
+  if (x.heads % x.groups != 0) {
+    r.fail(t.get("groups")->source(), Reader::join(p, "groups"),
+           fmt::format("{} groups for heads = {}: the heads share B and C by group, and the "
+                       "groups must divide them",
+                       x.groups, x.heads));
+  }
+  return x;
 }
 
 /// The job and layout keys of `t` (kTransformerJobKeys) as settings, in that order.

@@ -295,6 +295,12 @@ void mtp_forward(Builder& f, const Workload& run, const Dims& d, const LayerSize
 void mtp_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerSizes& z);
 void mtp_weight_grad(Builder& w, const Dims& d, const LayerSizes& z);
 
+// A hybrid model's Mamba-2 layer (mamba.cpp): its operators per pass; its parameters and
+// activation bytes in memory.hpp.
+void mamba_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z);
+void mamba_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerSizes& z);
+void mamba_weight_grad(Builder& w, const Workload& run, const Dims& d, const LayerSizes& z);
+
 /// Bytes of the fused bias-dropout-add after attention and after the MLP, or of its backward.
 double dropout_add_bytes(const Workload& run, const Dims& d, const LayerSizes& z, bool backward);
 

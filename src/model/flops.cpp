@@ -17,6 +17,13 @@ double microbatch_flops(const Workload& run) {
   const auto all = [](const PassOperators& p) {
     return executed_flops(p.forward) + executed_flops(p.input_grad) + executed_flops(p.weight_grad);
   };
+  if (m.hybrid()) {
+    const auto counts = block_counts(m.hybrid_pattern, 0, m.layers);
+    double layers = 0.0;
+    for (std::size_t k = 0; k < kBlockKinds; ++k)
+      layers += static_cast<double>(counts[k]) * all(ops.blocks[k]);
+    return layers + all(ops.embedding) + all(ops.output);
+  }
   double dense = static_cast<double>(m.moe ? m.moe->dense_layers : m.layers);
   double moe = static_cast<double>(m.layers) - dense;
   // Each MTP module: its own operators, a transformer layer of the last layer's kind, and the
@@ -94,7 +101,28 @@ double transformer_flops(const Workload& run, double sequences, double square, b
   // Each MTP module's transformer layer is of the last layer's kind.
   const double mtp = d(m.mtp_layers);
   (mtp_layer_is_moe(m) ? moe_layers : dense_layers) += mtp;
-  const double attention_layers = d(m.layers) + mtp;
+  double attention_layers = d(m.layers) + mtp;
+  // A hybrid model: each kind's layers as its pattern has them, and the Mamba layers as
+  // Megatron-LM counts them (num_floating_point_operations' mamba_layer_flops: in_proj, 7·d·N for
+  // the scan, out_proj), with the mixer's width heads × head_dim where Megatron-LM's counter
+  // takes 2·h (`pad_vocab`: Megatron-LM's own count).
+  double mamba = 0;
+  if (m.hybrid()) {
+    const auto counts = block_counts(m.hybrid_pattern, 0, m.layers);
+    const auto count = [&](BlockKind k) { return d(counts[static_cast<std::size_t>(k)]); };
+    attention_layers = count(BlockKind::Attention);
+    dense_layers = count(BlockKind::Mlp);
+    moe_layers = count(BlockKind::Moe);
+    if (m.mamba && count(BlockKind::Mamba) > 0) {
+      const auto& x = *m.mamba;
+      const double inner = pad_vocab ? 2 * h : d(x.inner());
+      const double state = d(x.state);
+      mamba = count(BlockKind::Mamba) *
+              (2 * h * (2 * inner + 2 * d(x.groups) * state + d(x.heads)) + 7 * inner * state +
+               2 * inner * h) *
+              3;
+    }
+  }
 
   double attention = 0;
   if (m.attention == AttentionKind::Latent) {
@@ -116,7 +144,7 @@ double transformer_flops(const Workload& run, double sequences, double square, b
   const double multiple = 128 * z.t;
   const double vocab = pad_vocab ? std::ceil(d(m.vocab) / multiple) * multiple : d(m.vocab);
   const double logits = kPasses * h * vocab * (mtp + 1);
-  return sequences * s * (mlp + attention * attention_layers + mtp_extra + logits);
+  return sequences * s * (mlp + attention * attention_layers + mamba + mtp_extra + logits);
 }
 
 }  // namespace

@@ -106,6 +106,70 @@ void require_expert_layout(const TransformerConfig& m, const Job& job, const Lay
   }
 }
 
+// A hybrid model's pattern and what pipetab models of it (docs/simulation.md, "Hybrid models").
+void require_hybrid(const TransformerConfig& m, const Job& job, const Layout& l) {
+  const std::string& p = m.hybrid_pattern;
+  if (static_cast<std::int64_t>(p.size()) != m.layers) {
+    throw OptionError("hybrid_pattern",
+                      fmt::format("the hybrid pattern has {} symbols and the model {} layers: "
+                                  "expected one symbol per layer",
+                                  p.size(), m.layers));
+  }
+  if (const auto bad = p.find_first_not_of(kBlockSymbols); bad != std::string::npos) {
+    throw OptionError(
+        "hybrid_pattern",
+        fmt::format("symbol '{}' at layer {} of the hybrid pattern: expected M (Mamba), * "
+                    "(attention), - (MLP) or E (mixture of experts), Megatron-Core's symbols",
+                    p[bad], bad));
+  }
+  const auto counts = block_counts(p, 0, m.layers);
+  if (counts[static_cast<std::size_t>(BlockKind::Mamba)] > 0) {
+    if (!m.mamba) {
+      throw OptionError("hybrid_pattern",
+                        "the hybrid pattern has Mamba layers (M) and the model no [mamba] table");
+    }
+    const MambaConfig& x = *m.mamba;
+    for (const auto& [what, v] :
+         {std::pair{"heads", x.heads}, std::pair{"head_dim", x.head_dim},
+          std::pair{"state", x.state}, std::pair{"groups", x.groups},
+          std::pair{"conv_kernel", x.conv_kernel}, std::pair{"chunk", x.chunk}}) {
+      if (v < 1)
+        throw OptionError(fmt::format("mamba.{}", what),
+                          fmt::format("mamba {} = {}: expected 1 or more", what, v));
+    }
+    if (x.heads % x.groups != 0) {
+      throw OptionError("mamba.groups",
+                        fmt::format("mamba groups = {}: the {} heads share B and C by group, and "
+                                    "the groups must divide them",
+                                    x.groups, x.heads));
+    }
+  }
+  if (counts[static_cast<std::size_t>(BlockKind::Moe)] > 0 && !m.moe) {
+    throw OptionError("hybrid_pattern",
+                      "the hybrid pattern has mixture-of-experts layers (E) and the model no "
+                      "[moe] table");
+  }
+  if (m.mtp_layers > 0) {
+    throw OptionError("mtp_layers",
+                      "multi-token prediction of a hybrid model (Megatron-Core's "
+                      "mtp_hybrid_override_pattern) is not modelled");
+  }
+  if (l.cp > 1) {
+    throw OptionError("context_parallel",
+                      fmt::format("--cp {}: context parallelism of a hybrid model (its Mamba "
+                                  "layers' state passed between ranks) is not modelled",
+                                  l.cp));
+  }
+  if (job.recompute != Recompute::None && job.recompute != Recompute::Selective &&
+      job.recompute != Recompute::Full) {
+    throw OptionError(
+        "recompute",
+        fmt::format("recompute = {}: a hybrid model is Megatron-Core's; it recomputes none, "
+                    "selective (the attention layers' core) or full",
+                    to_string(job.recompute)));
+  }
+}
+
 }  // namespace
 
 void require_trainable(const TransformerConfig& m, const Job& job, const Layout& l) {
@@ -176,6 +240,7 @@ void require_trainable(const TransformerConfig& m, const Job& job, const Layout&
       }
     }
   }
+  if (m.hybrid()) require_hybrid(m, job, l);
   require_expert_layout(m, job, l);
   // A pipeline layout must parse and hold the model's layers; that it names the table's stages
   // is checked where the model is cut into them (partition_layers).

@@ -168,6 +168,54 @@ LayerParams moe_layer_params(const Workload& run) {
   return {linears + router + 4 * d.h, experts, linears};
 }
 
+std::array<LayerActivation, kBlockKinds> block_activation_bytes(const Workload& run) {
+  const TransformerConfig& m = run.model;
+  std::array<LayerActivation, kBlockKinds> out{};
+  const auto at = [](BlockKind k) { return static_cast<std::size_t>(k); };
+  if (m.mamba) out[at(BlockKind::Mamba)] = mamba_block_activation_bytes(run);
+  const TransformerConfig dense = dense_layer_model(m);
+  const Workload dense_run{dense, run.job, run.layout};
+  const Dims d = dims(dense_run);
+  const double unsplit_t = run.layout.sequence_parallel ? d.t : 1.0;
+  if (run.job.recompute == Recompute::Full) {
+    // Every layer keeps its input alone.
+    for (const BlockKind k : {BlockKind::Attention, BlockKind::Mlp, BlockKind::Moe})
+      out[at(k)] = {2 * d.sbh() / unsplit_t, 0.0};
+    if (!m.moe) out[at(BlockKind::Moe)] = {};
+    return out;
+  }
+  // The dense accounting's unsplit part keeps, for the MLP half, the pre-MLP norm's input and
+  // the MLP's input (2·sbh each) and its dropout mask.
+  Dims attention_dims = d;
+  attention_dims.ffn = 0.0;
+  LayerActivation attention = layer_activation_bytes(dense_run, attention_dims);
+  attention.total -= (4 + (m.dropout ? 1 : 0)) * d.sbh() / unsplit_t;
+  out[at(BlockKind::Attention)] = attention;
+  out[at(BlockKind::Mlp)] = {layer_activation_bytes(dense_run, d).total - attention.total, 0.0};
+  if (m.moe)
+    out[at(BlockKind::Moe)] = {moe_layer_activation_bytes(run).total - attention.total, 0.0};
+  return out;
+}
+
+std::array<LayerParams, kBlockKinds> block_params(const Workload& run) {
+  const TransformerConfig& m = run.model;
+  std::array<LayerParams, kBlockKinds> out{};
+  const auto at = [](BlockKind k) { return static_cast<std::size_t>(k); };
+  const Dims d = dims(run);
+  // Each layer's one norm, replicated (2h, as the dense layer counts each of its two).
+  const double attention = attention_params(run, d);
+  const LayerParams a{attention + 2 * d.h, 0.0, attention};
+  out[at(BlockKind::Attention)] = a;
+  const LayerParams dense = dense_layer_params(run);
+  out[at(BlockKind::Mlp)] = {dense.total - a.total, 0.0, dense.linears - a.linears};
+  if (m.moe) {
+    const LayerParams moe = moe_layer_params(run);
+    out[at(BlockKind::Moe)] = {moe.total - a.total, moe.experts, moe.linears - a.linears};
+  }
+  if (m.mamba) out[at(BlockKind::Mamba)] = mamba_block_params(run);
+  return out;
+}
+
 }  // namespace detail
 
 double layer_params(const Workload& run) {
@@ -182,6 +230,14 @@ double total_params(const Workload& run) {
   const Layout none;  // no parallelism: every parameter once
   const Workload whole{m, run.job, none};
   const double layers = static_cast<double>(m.layers);
+  if (m.hybrid()) {
+    const auto counts = block_counts(m.hybrid_pattern, 0, m.layers);
+    const auto params = detail::block_params(whole);
+    double total = outside;
+    for (std::size_t k = 0; k < kBlockKinds; ++k)
+      total += static_cast<double>(counts[k]) * params[k].total;
+    return total;
+  }
   if (!m.moe) return layers * detail::dense_layer_params(whole).total + outside;
   const double dense = static_cast<double>(m.moe->dense_layers);
   return dense * detail::dense_layer_params(whole).total +

@@ -1,6 +1,8 @@
 // Activation bytes of a transformer layer (Korthikanti et al. 2022). Internal to model/.
 #pragma once
 
+#include <array>
+
 #include "dims.hpp"
 
 namespace pipetab::detail {
@@ -19,6 +21,15 @@ LayerActivation moe_layer_activation_bytes(const Workload& run);
 /// Parameters of a dense layer of `m` (its dense_layer_model), and of a mixture-of-experts layer.
 LayerParams dense_layer_params(const Workload& run);
 LayerParams moe_layer_params(const Workload& run);
+
+/// A hybrid model's layers by kind (BlockKind order; zeros for kinds the model lacks): an
+/// attention layer is the dense layer's attention half with its norm and residual (without the
+/// pre-MLP norm's input and the MLP's input), an MLP layer the rest of the dense layer, an E layer
+/// the MoE layer less that attention half, an M layer the Mamba mixer's own (mamba.cpp).
+std::array<LayerActivation, kBlockKinds> block_activation_bytes(const Workload& run);
+std::array<LayerParams, kBlockKinds> block_params(const Workload& run);
+LayerActivation mamba_block_activation_bytes(const Workload& run);
+LayerParams mamba_block_params(const Workload& run);
 
 /// An MTP module's own parameters per device (eh_proj and its three norms; mtp.cpp), and the
 /// activation bytes they keep for one microbatch; its transformer layer is counted apart.

@@ -199,6 +199,10 @@ void moe_weight_grad(Builder& w, const Workload& run, const Dims& d, const Layer
     w.collective("shared_expert.all_gather.regather", CollectiveKind::AllGather, d.e * z.full,
                  Overlap::Backward, PassId::InputGrad, "shared_expert.fc1.input_grad");
   }
+  // The router is not an FP8 linear (Megatron-Core's TopKRouter is a plain GEMM, in fp32 with
+  // --moe-router-dtype fp32): its weight gradient stays 16-bit even after the attention's FP8
+  // ones in the same pass.
+  w.fp8_weight_grads(false);
   w.weight_gemm("router.weight_grad", "router.weight_grad.accumulate", d.h, s.experts, s.tokens);
   w.fp8_weight_grads(true);
   w.grouped_weight_gemm("experts.fc1.weight_grad", "experts.fc1.weight_grad.accumulate", d.h, s.up,

@@ -92,7 +92,10 @@ AttentionInside attention_inside(const Workload& run, const Dims& d) {
   return {"qkv", "qkv.input_grad", "qkv.weight_grad", d.q / d.t};
 }
 
-void attention_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z) {
+// `mlp_norm`: the pre-MLP norm after the residual add, as a layer of attention and an MLP has it
+// (a hybrid model's attention layer has none: its MLP is a layer of its own, with its own norm).
+void attention_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z,
+                       bool mlp_norm = true) {
   const TransformerConfig& m = run.model;
   const AttentionInside in = attention_inside(run, d);
   const bool sp = run.layout.sequence_parallel;
@@ -112,7 +115,7 @@ void attention_forward(Builder& f, const Workload& run, const Dims& d, const Lay
                sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, d.e * z.full,
                Overlap::All, PassId::Forward, "projection");
   f.memory("attention.dropout_add", dropout_add_bytes(run, d, z, false));
-  f.norm("layernorm2", z.x, false);
+  if (mlp_norm) f.norm("layernorm2", z.x, false);
 }
 
 }  // namespace
@@ -255,11 +258,12 @@ void mlp_weight_grad(Builder& w, const Workload& run, const Dims& d, const Layer
 
 namespace {
 
-void attention_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerSizes& z) {
+void attention_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerSizes& z,
+                          bool mlp_norm = true) {
   const TransformerConfig& m = run.model;
   const AttentionInside in = attention_inside(run, d);
   const bool sp = run.layout.sequence_parallel;
-  i.norm("layernorm2.backward", z.x, true);
+  if (mlp_norm) i.norm("layernorm2.backward", z.x, true);
   i.memory("attention.dropout_add.backward", dropout_add_bytes(run, d, z, true));
   if (sp)
     i.collective("attention.reduce_scatter.backward", CollectiveKind::AllGather, d.e * z.full,
@@ -398,10 +402,13 @@ void output(PassOperators& out, const Workload& run, const Dims& d, const LayerS
 // (wq, wk, wv, wo, w1, w3, w2 gated; wq, wk, wv, wo, w1, w2 not: the second, fourth and sixth),
 // never attention nor the collectives; every-other-layer recomputation is a full one for half
 // the layers, so each layer carries half of it.
+// `attention`: whether the layer has attention (a hybrid model's M, - and E layers do not, and
+// selective recomputation leaves them alone).
 void recompute(PassOperators& layer, const Workload& run, const Dims& d, const LayerSizes& z,
-               bool experts, std::vector<Pending>& pending) {
+               bool experts, std::vector<Pending>& pending, bool attention = true) {
   const TransformerConfig& m = run.model;
   if (run.job.recompute == Recompute::None) return;
+  if (run.job.recompute == Recompute::Selective && !attention) return;
   std::vector<Operator> head;
   if (run.job.recompute == Recompute::Lgd) {
     // PipeOffload's LGD: the norms, the activation and the dropouts run again, taken as the
@@ -483,6 +490,74 @@ void resolve(PassOperators& ops, const std::vector<Pending>& pending) {
   }
 }
 
+// A hybrid model's layers, one of each kind it has (docs/simulation.md, "Hybrid models"):
+// Megatron-Core's MambaLayer, and TransformerLayers with attention alone, an MLP alone, or the
+// experts alone, each with its own pre-norm and residual add.
+void build_blocks(ModelOperators& out, const Workload& run, const Dims& d, const LayerSizes& z) {
+  const TransformerConfig& m = run.model;
+  using Pass = void (*)(Builder&, const Workload&, const Dims&, const LayerSizes&);
+  const auto block = [&](BlockKind kind, const Workload& r, const Dims& bd, const LayerSizes& bz,
+                         Pass forward, Pass input_grad, Pass weight_grad, bool experts,
+                         bool attention) {
+    PassOperators& ops = out.blocks[static_cast<std::size_t>(kind)];
+    std::vector<Pending> pending;
+    Builder f(r, ops, PassId::Forward, pending);
+    forward(f, r, bd, bz);
+    Builder i(r, ops, PassId::InputGrad, pending);
+    input_grad(i, r, bd, bz);
+    Builder w(r, ops, PassId::WeightGrad, pending);
+    weight_grad(w, r, bd, bz);
+    recompute(ops, r, bd, bz, experts, pending, attention);
+    resolve(ops, pending);
+  };
+  const auto counts = block_counts(m.hybrid_pattern, 0, m.layers);
+  const auto has = [&](BlockKind k) { return counts[static_cast<std::size_t>(k)] > 0; };
+  if (has(BlockKind::Mamba) && m.mamba) {
+    block(BlockKind::Mamba, run, d, z, detail::mamba_forward, detail::mamba_input_grad,
+          detail::mamba_weight_grad, false, false);
+  }
+  if (has(BlockKind::Attention)) {
+    block(
+        BlockKind::Attention, run, d, z,
+        [](Builder& f, const Workload& r, const Dims& bd, const LayerSizes& bz) {
+          attention_forward(f, r, bd, bz, false);
+        },
+        [](Builder& i, const Workload& r, const Dims& bd, const LayerSizes& bz) {
+          attention_input_grad(i, r, bd, bz, false);
+        },
+        attention_weight_grad, false, true);
+  }
+  // The MLP layers and the experts: the pre-MLP norm, the MLP, the residual add.
+  const auto mlp_block = [&](BlockKind kind, const Workload& r, const Dims& bd,
+                             const LayerSizes& bz, const MlpPasses& mlp, bool experts) {
+    PassOperators& ops = out.blocks[static_cast<std::size_t>(kind)];
+    std::vector<Pending> pending;
+    Builder f(r, ops, PassId::Forward, pending);
+    f.norm("layernorm2", bz.x, false);
+    mlp.forward(f, r, bd, bz);
+    f.memory("mlp.dropout_add", dropout_add_bytes(r, bd, bz, false));
+    Builder i(r, ops, PassId::InputGrad, pending);
+    i.memory("mlp.dropout_add.backward", dropout_add_bytes(r, bd, bz, true));
+    mlp.input_grad(i, r, bd, bz);
+    i.norm("layernorm2.backward", bz.x, true);
+    Builder w(r, ops, PassId::WeightGrad, pending);
+    mlp.weight_grad(w, r, bd, bz);
+    recompute(ops, r, bd, bz, experts, pending, false);
+    resolve(ops, pending);
+  };
+  if (has(BlockKind::Mlp)) {
+    const TransformerConfig dense = detail::dense_layer_model(m);
+    const Workload dense_run{dense, run.job, run.layout};
+    const Dims dense_d = detail::dims(dense_run);
+    mlp_block(BlockKind::Mlp, dense_run, dense_d, sizes(dense_run, dense_d),
+              {detail::mlp_forward, detail::mlp_input_grad, detail::mlp_weight_grad}, false);
+  }
+  if (has(BlockKind::Moe) && m.moe) {
+    mlp_block(BlockKind::Moe, run, d, z,
+              {detail::moe_forward, detail::moe_input_grad, detail::moe_weight_grad}, true);
+  }
+}
+
 }  // namespace
 
 Operator gemm_operator(std::string_view name, const GemmShape& shape, double element_bytes) {
@@ -502,21 +577,25 @@ ModelOperators model_operators(const Workload& run) {
   const LayerSizes z = sizes(run, d);
   ModelOperators out;
   std::vector<Pending> pending;
-  // A mixture of experts' dense layers have their own MLP width.
-  const TransformerConfig dense = detail::dense_layer_model(m);
-  const Workload dense_run{dense, run.job, run.layout};
-  const Dims dense_d = detail::dims(dense_run);
-  const LayerSizes dense_z = sizes(dense_run, dense_d);
-  build_layer(out.layer, dense_run, dense_d, dense_z,
-              {detail::mlp_forward, detail::mlp_input_grad, detail::mlp_weight_grad}, pending);
-  recompute(out.layer, dense_run, dense_d, dense_z, false, pending);
-  resolve(out.layer, pending);
-  if (m.moe) {
-    pending.clear();
-    build_layer(out.moe_layer, run, d, z,
-                {detail::moe_forward, detail::moe_input_grad, detail::moe_weight_grad}, pending);
-    recompute(out.moe_layer, run, d, z, true, pending);
-    resolve(out.moe_layer, pending);
+  if (m.hybrid()) {
+    build_blocks(out, run, d, z);
+  } else {
+    // A mixture of experts' dense layers have their own MLP width.
+    const TransformerConfig dense = detail::dense_layer_model(m);
+    const Workload dense_run{dense, run.job, run.layout};
+    const Dims dense_d = detail::dims(dense_run);
+    const LayerSizes dense_z = sizes(dense_run, dense_d);
+    build_layer(out.layer, dense_run, dense_d, dense_z,
+                {detail::mlp_forward, detail::mlp_input_grad, detail::mlp_weight_grad}, pending);
+    recompute(out.layer, dense_run, dense_d, dense_z, false, pending);
+    resolve(out.layer, pending);
+    if (m.moe) {
+      pending.clear();
+      build_layer(out.moe_layer, run, d, z,
+                  {detail::moe_forward, detail::moe_input_grad, detail::moe_weight_grad}, pending);
+      recompute(out.moe_layer, run, d, z, true, pending);
+      resolve(out.moe_layer, pending);
+    }
   }
 
   pending.clear();

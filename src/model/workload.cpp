@@ -188,6 +188,18 @@ std::vector<StageWork> stage_work(const ModelConfig& model, const Job& job, cons
     copies += holds_embedding(s) ? 1U : 0U;
   const double embedding_grad = d.V * d.h / d.t * run.job.grad_bytes_per_param;
 
+  // A hybrid model's layers by kind (docs/simulation.md, "Hybrid models"): each kind's FLOPs,
+  // activations and parameters; a stage sums them over the pattern's layers it holds.
+  std::array<std::array<double, 3>, kBlockKinds> block_flops{};
+  std::array<detail::LayerActivation, kBlockKinds> block_act{};
+  std::array<detail::LayerParams, kBlockKinds> block_params{};
+  if (m.hybrid()) {
+    for (std::size_t k = 0; k < kBlockKinds; ++k)
+      block_flops[k] = flops(ops.blocks[k]);
+    block_act = detail::block_activation_bytes(run);
+    block_params = detail::block_params(run);
+  }
+
   std::vector<StageWork> work(n);
   std::int64_t before = 0;  // layers on the stages before, in model order
   for (std::size_t s = 0; s < n; ++s) {
@@ -195,6 +207,10 @@ std::vector<StageWork> stage_work(const ModelConfig& model, const Job& job, cons
     w.layers = layers[s];
     w.moe_layers = std::max<std::int64_t>(
         0, before + layers[s] - std::max<std::int64_t>(before, dense_layers));
+    if (m.hybrid()) {
+      w.blocks = block_counts(m.hybrid_pattern, before, before + layers[s]);
+      w.moe_layers = w.blocks[static_cast<std::size_t>(BlockKind::Moe)];
+    }
     before += layers[s];
     w.mtp_layers = mtp_layers[s];
     mtp_before += w.mtp_layers;
@@ -205,14 +221,30 @@ std::vector<StageWork> stage_work(const ModelConfig& model, const Job& job, cons
     const auto k = static_cast<double>(w.mtp_layers);
     w.embedding = s == 0;
     w.output = s + 1 == n;
-    w.forward_flops = l * layer[0] + e * moe_layer[0] + k * mtp[0];
-    w.input_grad_flops = l * layer[1] + e * moe_layer[1] + k * mtp[1];
-    w.weight_grad_flops = l * layer[2] + e * moe_layer[2] + k * mtp[2];
-    w.activation_bytes = l * dense_act.total + e * moe_act.total + k * mtp_act;
+    double linears = 0.0;  // the layer linears' parameters (FP8 training caches their FP8 copy)
+    if (m.hybrid()) {
+      for (std::size_t b = 0; b < kBlockKinds; ++b) {
+        const auto c = static_cast<double>(w.blocks[b]);
+        w.forward_flops += c * block_flops[b][0];
+        w.input_grad_flops += c * block_flops[b][1];
+        w.weight_grad_flops += c * block_flops[b][2];
+        w.activation_bytes += c * block_act[b].total;
+        w.activation_kept_for_weight_grad += c * kept(block_act[b]);
+        w.params += c * block_params[b].total;
+        w.expert_params += c * block_params[b].experts;
+        linears += c * block_params[b].linears;
+      }
+    } else {
+      w.forward_flops = l * layer[0] + e * moe_layer[0] + k * mtp[0];
+      w.input_grad_flops = l * layer[1] + e * moe_layer[1] + k * mtp[1];
+      w.weight_grad_flops = l * layer[2] + e * moe_layer[2] + k * mtp[2];
+      w.activation_bytes = l * dense_act.total + e * moe_act.total + k * mtp_act;
+      w.activation_kept_for_weight_grad = l * kept(dense_act) + e * kept(moe_act) + k * mtp_act;
+      w.params = l * dense_params.total + e * moe_params.total + k * mtp_params;
+      w.expert_params = e * moe_params.experts;
+      linears = l * dense_params.linears + e * moe_params.linears;
+    }
     w.layer_activation_bytes = w.activation_bytes;
-    w.activation_kept_for_weight_grad = l * kept(dense_act) + e * kept(moe_act) + k * mtp_act;
-    w.params = l * dense_params.total + e * moe_params.total + k * mtp_params;
-    w.expert_params = e * moe_params.experts;
     w.message_bytes = w.output ? 0.0 : message * static_cast<double>(1 + mtp_before);
     const double in_layers = w.params;
     if (w.mtp_layers > 0 && !w.embedding && !(w.output && m.tie_embeddings))
@@ -257,7 +289,7 @@ std::vector<StageWork> stage_work(const ModelConfig& model, const Job& job, cons
     // keep_fp8_transpose_cache, not counted); eager torchao casts it anew each forward.
     w.param_gather_bytes = w.weight_bytes;
     if (run.job.precision == Precision::FP8 && run.job.stack.fused_elementwise) {
-      const double fp8_linears = l * dense_params.linears + e * moe_params.linears;
+      const double fp8_linears = linears;
       w.fp8_weight_copy_bytes = fp8_linears;
       // MXFP8 keeps both copies, along rows and along columns, each with its scales (a
       // transposed block-scaled tensor is not the other copy: job.hpp).

@@ -53,8 +53,9 @@ class MeasurementParser {
     if (const auto* models = r_.table(root, "", "models")) {
       for (auto&& [name, node] : *models) {
         const auto* t = r_.table(*models, "models", name.str());
-        // A fragment may carry its experts as [models.NAME.moe].
-        static constexpr std::array<std::string_view, 1> kMoe{"moe"};
+        // A fragment may carry its experts as [models.NAME.moe], a hybrid model's mixer as
+        // [models.NAME.mamba].
+        static constexpr std::array<std::string_view, 2> kMoe{"moe", "mamba"};
         io::only_transformer_keys(r_, *t, Reader::join("models", name.str()), kMoe);
         models_.emplace(std::string(name.str()), t);
       }
@@ -175,8 +176,17 @@ class MeasurementParser {
         moe.layers.push_back(table);
       }
     }
+    io::LayeredTable mamba{{}, &raw.source()};
+    for (const auto* layer : m.layers) {
+      if (const auto* table = layer->get_as<toml::table>("mamba")) {
+        r_.only(*table, Reader::join(path, "model.mamba"), {}, io::kMambaKeys);
+        mamba.layers.push_back(table);
+      }
+    }
     ModelConfig out;
     auto arch = io::read_transformer(r_, m, Reader::join(path, "model"));
+    if (!mamba.layers.empty())
+      arch.mamba = io::read_mamba(r_, mamba, Reader::join(path, "model.mamba"), arch, raw.source());
     out.defaults = io::transformer_settings(r_, m, Reader::join(path, "model"));
     if (!moe.layers.empty()) {
       arch.moe = io::read_moe(r_, moe, Reader::join(path, "model.moe"), arch);

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -27,6 +28,9 @@ struct Breakdown {
   StageCost layer, embedding, output;
   std::optional<StageCost> moe_layer;  ///< a mixture of experts' layer with experts
   std::optional<StageCost> mtp;        ///< an MTP module's own operators (without its layer)
+  /// A hybrid model's layers, one of each kind it has, by name ("mamba", "attention", "mlp",
+  /// "moe"); `layer` and `moe_layer` then stand for nothing and are not printed.
+  std::vector<std::pair<std::string, StageCost>> blocks;
 };
 
 /// Every operator of `model` (a transformer) run by `job` under `layout` on `system`. Throws

@@ -9,6 +9,7 @@
 // norms and dropouts run on 1/t of the sequence.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -94,6 +95,9 @@ struct ModelOperators {
   /// output layer it shares: the next tokens' embedding, the norms, eh_proj, the final norm.
   /// Empty without mtp_layers.
   PassOperators mtp;
+  /// A hybrid model's layers, one of each kind (BlockKind order), each with its own norm and
+  /// residual add; `layer` and `moe_layer` are then empty. Empty for other models.
+  std::array<PassOperators, kBlockKinds> blocks;
 };
 
 /// The kind of an MTP module's transformer layer: the model's last layer's (Megatron-Core's

@@ -55,6 +55,40 @@ struct LatentAttention {
   std::int64_t v_head_dim = 0;
 };
 
+/// Mamba-2's selective state-space mixer (Dao and Gu, "Transformers are SSMs", ICML 2024, arXiv
+/// 2405.21060, §7; Megatron-Core's MambaMixer, megatron/core/ssm/mamba_mixer.py): the layer's
+/// input projected to z, x, B, C and the step dt (h → 2·inner + 2·groups·state + heads), x, B and C
+/// through a causal depthwise convolution of conv_kernel taps, the state-space dual (SSD) over
+/// chunks of `chunk` tokens, a gated RMSNorm by z, and the output projection (inner → h). Tensor
+/// parallelism splits the heads and the groups, as attention's.
+struct MambaConfig {
+  std::int64_t heads = 0;        ///< mamba_num_heads
+  std::int64_t head_dim = 64;    ///< mamba_head_dim: P
+  std::int64_t state = 128;      ///< mamba_state_dim (d_state): N
+  std::int64_t groups = 8;       ///< mamba_num_groups: the heads of a group share B and C
+  std::int64_t conv_kernel = 4;  ///< d_conv
+  std::int64_t chunk = 128;      ///< mamba_chunk_size: SSD's chunk length Q
+  std::int64_t inner() const { return heads * head_dim; }
+};
+
+/// A hybrid model's kinds of layer, each its own pre-norm, mixer or MLP, and residual add, in the
+/// symbols of Megatron-Core's hybrid pattern (megatron/core/ssm/mamba_hybrid_layer_allocation.py,
+/// Symbols): M a Mamba mixer, * self-attention, - an MLP, E a mixture of experts.
+enum class BlockKind : std::uint8_t { Mamba, Attention, Mlp, Moe };
+inline constexpr std::size_t kBlockKinds = 4;
+inline constexpr std::string_view kBlockSymbols = "M*-E";  ///< in BlockKind order
+
+/// Each kind's layers among the hybrid pattern's [begin, end) (BlockKind order).
+constexpr std::array<std::int64_t, kBlockKinds> block_counts(std::string_view pattern,
+                                                             std::int64_t begin, std::int64_t end) {
+  std::array<std::int64_t, kBlockKinds> counts{};
+  for (auto i = begin; i < end && i < static_cast<std::int64_t>(pattern.size()); ++i) {
+    const auto at = kBlockSymbols.find(pattern[static_cast<std::size_t>(i)]);
+    if (at != std::string_view::npos) ++counts[at];
+  }
+  return counts;
+}
+
 /// Defaults of 0 mean "derived": kv_heads = heads, ffn_hidden = 4·hidden, head_dim = hidden /
 /// heads.
 struct TransformerConfig {
@@ -84,6 +118,11 @@ struct TransformerConfig {
   AttentionKind attention = AttentionKind::MultiHead;
   LatentAttention latent;        ///< attention = Latent only
   std::optional<MoeConfig> moe;  ///< a mixture of experts ([moe]); none: a dense MLP
+  /// A hybrid model (Nemotron-H, Nemotron 3): one symbol of kBlockSymbols per layer, `layers` of
+  /// them (Megatron-Core's --hybrid-override-pattern); empty: every layer attention and an MLP.
+  std::string hybrid_pattern;
+  std::optional<MambaConfig> mamba;  ///< the M layers' mixer ([mamba])
+  bool hybrid() const { return !hybrid_pattern.empty(); }
 };
 
 /// Tensor parallelism splits the heads, the key-value groups and the MLP over its ranks, and
@@ -101,6 +140,10 @@ constexpr std::optional<TensorParallelMisfit> tensor_parallel_misfit(const Trans
   if (m.heads % tp != 0) return TensorParallelMisfit{"heads", m.heads};
   if (kv % tp != 0) return TensorParallelMisfit{"kv_heads", kv};
   if (m.ffn_hidden % tp != 0) return TensorParallelMisfit{"ffn_hidden", m.ffn_hidden};
+  if (m.mamba && m.mamba->heads % tp != 0)
+    return TensorParallelMisfit{"mamba heads", m.mamba->heads};
+  if (m.mamba && m.mamba->groups % tp != 0)
+    return TensorParallelMisfit{"mamba groups", m.mamba->groups};
   return std::nullopt;
 }
 

@@ -4,6 +4,7 @@
 // into time. Facts: reference schedules.md §12–§14.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -62,8 +63,11 @@ struct StageWork {
   std::int64_t layers = 0;
   std::int64_t moe_layers = 0;  ///< of them, mixture-of-experts layers (the rest are dense)
   std::int64_t mtp_layers = 0;  ///< MTP modules on the stage (each adds one of `layers`)
-  bool embedding = false;       ///< holds the input embedding (first stage)
-  bool output = false;          ///< holds the output layer and the loss (last stage)
+  /// A hybrid model's layers on the stage by kind (BlockKind order, Σ = layers; the E ones are
+  /// also moe_layers); zeros for other models.
+  std::array<std::int64_t, kBlockKinds> blocks{};
+  bool embedding = false;  ///< holds the input embedding (first stage)
+  bool output = false;     ///< holds the output layer and the loss (last stage)
   double forward_flops = 0.0, input_grad_flops = 0.0, weight_grad_flops = 0.0;
   double forward_s = 0.0, input_grad_s = 0.0, weight_grad_s = 0.0;  ///< explicit workloads
   double message_bytes = 0.0;     ///< sent to the next stage (forward) and back (backward)
