@@ -11,10 +11,12 @@
 #include "helpers.hpp"
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "pipetab/cost/stage_cost.hpp"
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
+#include "pipetab/io/hf_config.hpp"
 #include "pipetab/model/flops.hpp"
 #include "pipetab/model/operators.hpp"
 #include "pipetab/model/workload.hpp"
@@ -349,6 +351,98 @@ TEST(Hybrid, ModelFilesNameTheFieldThatIsWrong) {
   EXPECT_EQ(error(head + "hybrid_pattern = \"M*-*\"\n[mamba]\nheads = 4\nwidth = 2\n"),
             "h.toml:10:1: key 'mamba.width': unknown key (expected: heads, head_dim, state, "
             "groups, conv_kernel, chunk)");
+}
+
+// A Nemotron-H config.json as transformers' NemotronHConfig names its fields, written here with
+// Nemotron 3 Nano's values (Megatron-Bridge's recipe and NemotronH bridge test @v0.6.0).
+nlohmann::json nano_config() {
+  return {{"architectures", {"NemotronHForCausalLM"}},
+          {"model_type", "nemotron_h"},
+          {"hybrid_override_pattern", "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"},
+          {"num_hidden_layers", 52},
+          {"hidden_size", 2688},
+          {"num_attention_heads", 32},
+          {"num_key_value_heads", 2},
+          {"head_dim", 128},
+          {"intermediate_size", 1856},
+          {"vocab_size", 131072},
+          {"mlp_hidden_act", "relu2"},
+          {"mamba_num_heads", 64},
+          {"mamba_head_dim", 64},
+          {"ssm_state_size", 128},
+          {"n_groups", 8},
+          {"conv_kernel", 4},
+          {"chunk_size", 128},
+          {"expand", 2},
+          {"n_routed_experts", 128},
+          {"num_experts_per_tok", 6},
+          {"moe_intermediate_size", 1856},
+          {"moe_shared_expert_intermediate_size", 3712},
+          {"n_shared_experts", 1},
+          {"tie_word_embeddings", false},
+          {"attention_dropout", 0.0},
+          {"hidden_dropout", 0.0}};
+}
+
+std::string hf_error(const nlohmann::json& doc) {
+  try {
+    (void)io::parse_hf_config(doc.dump(2), "c.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Hybrid, ConfigJsonIsThePreset) {
+  const test::ModelRun preset = io::load_model("nemotron-3-nano");
+  const TransformerConfig& p = preset.transformer();
+  for (const bool as_list : {false, true}) {
+    nlohmann::json doc = nano_config();
+    if (as_list) {
+      // Later NemotronHConfig versions give the kinds by name (layers_block_type).
+      nlohmann::json kinds = nlohmann::json::array();
+      for (const char c : p.hybrid_pattern)
+        kinds.push_back(c == 'M' ? "mamba" : c == '*' ? "attention" : c == '-' ? "mlp" : "moe");
+      doc.erase("hybrid_override_pattern");
+      doc["layers_block_type"] = kinds;
+    }
+    const test::ModelRun read = io::parse_hf_config(doc.dump(2), "nano/config.json");
+    const TransformerConfig& m = read.transformer();
+    EXPECT_EQ(m.hybrid_pattern, p.hybrid_pattern);
+    EXPECT_EQ(m.layers, p.layers);
+    ASSERT_TRUE(m.mamba && m.moe);
+    EXPECT_EQ(m.mamba->heads, p.mamba->heads);
+    EXPECT_EQ(m.mamba->groups, p.mamba->groups);
+    EXPECT_EQ(m.moe->shared_expert_ffn_hidden, p.moe->shared_expert_ffn_hidden);
+    EXPECT_FALSE(m.gated_mlp);
+    EXPECT_EQ(m.head_dim, p.head_dim);
+    EXPECT_DOUBLE_EQ(total_params(workload(read)), total_params(workload(preset)));
+  }
+}
+
+TEST(Hybrid, ConfigJsonRefusesWhatItCannotRead) {
+  nlohmann::json doc = nano_config();
+  doc["num_hidden_layers"] = 50;
+  EXPECT_NE(hf_error(doc).find("num_hidden_layers: 50 layers, and the hybrid pattern has 52"),
+            std::string::npos)
+      << hf_error(doc);
+  doc = nano_config();
+  doc["moe_latent_size"] = 1024;
+  EXPECT_NE(hf_error(doc).find("moe_latent_size: LatentMoE"), std::string::npos) << hf_error(doc);
+  doc = nano_config();
+  doc["hybrid_override_pattern"] = "MEM/";
+  EXPECT_NE(hf_error(doc).find("hybrid_override_pattern: '/' at layer 3"), std::string::npos)
+      << hf_error(doc);
+  doc = nano_config();
+  doc["mtp_hybrid_override_pattern"] = "*E";
+  EXPECT_NE(hf_error(doc).find("multi-token prediction of a hybrid model"), std::string::npos)
+      << hf_error(doc);
+  doc = nano_config();
+  doc.erase("mamba_num_heads");
+  EXPECT_NE(hf_error(doc).find("missing: a NemotronHForCausalLM config.json gives the Mamba "
+                               "layers' heads"),
+            std::string::npos)
+      << hf_error(doc);
 }
 
 TEST(Hybrid, SimulatesDeterministicallyWithExpertParallelism) {

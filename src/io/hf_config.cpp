@@ -62,6 +62,7 @@ enum class Arch : std::uint8_t {
   Mixtral,
   DeepseekV3,
   GptOss,
+  NemotronH,  // hybrid Mamba-2, attention and experts (NemotronHForCausalLM)
   Mpt,        // transformers' port (MptForCausalLM, modeling_mpt.py)
   MptRemote,  // MosaicML's own code (MPTForCausalLM, trust_remote_code; llm-foundry)
 };
@@ -74,7 +75,7 @@ struct Known {
 
 // `architectures[0]` and `model_type` as transformers' auto classes name them. A model_type
 // alone picks the first row with it (AutoConfig maps "mpt" to transformers' MptConfig).
-constexpr std::array<Known, 9> kKnown{{
+constexpr std::array<Known, 10> kKnown{{
     {"LlamaForCausalLM", "llama", Arch::Llama},
     {"Qwen2ForCausalLM", "qwen2", Arch::Qwen2},
     {"Qwen3ForCausalLM", "qwen3", Arch::Qwen3},
@@ -82,6 +83,7 @@ constexpr std::array<Known, 9> kKnown{{
     {"MixtralForCausalLM", "mixtral", Arch::Mixtral},
     {"DeepseekV3ForCausalLM", "deepseek_v3", Arch::DeepseekV3},
     {"GptOssForCausalLM", "gpt_oss", Arch::GptOss},
+    {"NemotronHForCausalLM", "nemotron_h", Arch::NemotronH},
     {"MptForCausalLM", "mpt", Arch::Mpt},
     {"MPTForCausalLM", "mpt", Arch::MptRemote},
 }};
@@ -116,6 +118,8 @@ class HfReader {
     TransformerConfig m;
     if (arch_ == Arch::Mpt || arch_ == Arch::MptRemote) {
       read_mpt(m);
+    } else if (arch_ == Arch::NemotronH) {
+      read_nemotron_h(m);
     } else {
       read_decoder(m);
     }
@@ -664,6 +668,133 @@ class HfReader {
           "which is the layout's choice (the deepseek-v3 preset leaves node_limit at 0 too)",
           file_, *groups, *chosen, *chosen, *groups));
     }
+  }
+
+  // --- Nemotron-H ---
+
+  // NemotronHConfig [T] (transformers' models/nemotron_h; NVIDIA's remote code for Nemotron 3
+  // Nano has the same fields): a hybrid pattern of Mamba-2 (M), attention (*), MLP (-) and MoE
+  // (E) layers, as hybrid_override_pattern or, in later versions, layers_block_type.
+  void read_nemotron_h(TransformerConfig& m) {
+    const HfField pattern = field("hybrid_override_pattern");
+    const HfField types = field("layers_block_type");
+    if (pattern.given() && types.given()) {
+      fail(types, "given with hybrid_override_pattern: they are one field, give it once");
+    }
+    if (pattern.given()) {
+      m.hybrid_pattern = *string(pattern);
+      if (const auto bad = m.hybrid_pattern.find_first_not_of(kBlockSymbols);
+          bad != std::string::npos) {
+        fail(pattern, fmt::format("'{}' at layer {}: expected M (Mamba), * (attention), - (MLP) "
+                                  "or E (mixture of experts)",
+                                  m.hybrid_pattern[bad], bad));
+      }
+    } else if (types.given()) {
+      if (!types.value->is_array()) {
+        fail(types, fmt::format("expected an array of \"mamba\", \"attention\", \"mlp\" and "
+                                "\"moe\", got {}",
+                                detail::json_type_name(*types.value)));
+      }
+      static constexpr std::array<std::string_view, kBlockKinds> kNames{"mamba", "attention", "mlp",
+                                                                        "moe"};
+      for (std::size_t i = 0; i < types.value->size(); ++i) {
+        const json& t = (*types.value)[i];
+        const auto at =
+            t.is_string() ? std::find(kNames.begin(), kNames.end(), t.get_ref<const std::string&>())
+                          : kNames.end();
+        if (at == kNames.end()) {
+          JsonPath path = types.path;
+          path.push_back(JsonStep{{}, static_cast<std::int64_t>(i)});
+          fail(HfField{path, &t}, fmt::format("expected \"mamba\", \"attention\", \"mlp\" or "
+                                              "\"moe\", got {}",
+                                              t.dump()));
+        }
+        m.hybrid_pattern += kBlockSymbols[static_cast<std::size_t>(at - kNames.begin())];
+      }
+    } else {
+      missing(pattern, "its layers' kinds (hybrid_override_pattern or layers_block_type)");
+    }
+    if (m.hybrid_pattern.empty()) fail(pattern.given() ? pattern : types, "no layers");
+    m.layers = static_cast<std::int64_t>(m.hybrid_pattern.size());
+    const HfField layers = field("num_hidden_layers");
+    if (const auto n = optional_integer(layers, 1, kMaxLayers); n && *n != m.layers) {
+      fail(layers, fmt::format("{} layers, and the hybrid pattern has {}: expected one kind per "
+                               "layer",
+                               *n, m.layers));
+    }
+    m.hidden = integer(field("hidden_size"), 1, kMaxHidden, "the hidden size");
+    m.heads = integer(field("num_attention_heads"), 1, kMaxHeads, "the number of attention heads");
+    m.kv_heads = integer(field("num_key_value_heads"), 1, m.heads, "the number of key-value heads");
+    // head_dim (Megatron-Bridge's exports: attention_head_dim) [T].
+    const auto head_dim = integer(either("head_dim", "attention_head_dim"), 1, kMaxHeadDim,
+                                  "the width of an attention head");
+    if (m.hidden % m.heads != 0 || head_dim != m.hidden / m.heads) m.head_dim = head_dim;
+    m.ffn_hidden = integer(field("intermediate_size"), 1, kMaxFfn, "the MLP width");
+    m.vocab = integer(field("vocab_size"), 1, kMaxVocab, "the vocabulary size");
+    // NemotronHMLP is down(act(up(x))), not gated, whatever its activation (mlp_hidden_act,
+    // squared ReLU "relu2" by default) [T].
+    (void)string(field("mlp_hidden_act"));
+    (void)string(field("hidden_act"));
+    m.gated_mlp = false;
+    // Its attention layers have no position embedding (NemotronHAttention applies none) [T].
+    m.learned_positions = false;
+    m.dropout =
+        probability(field("attention_dropout")) > 0.0 || probability(field("hidden_dropout")) > 0.0;
+    m.tie_embeddings = boolean(field("tie_word_embeddings"), false);
+    const auto counts = block_counts(m.hybrid_pattern, 0, m.layers);
+    if (counts[static_cast<std::size_t>(BlockKind::Mamba)] > 0) {
+      // The mixer: mamba_num_heads of mamba_head_dim, ssm_state_size, n_groups, conv_kernel,
+      // chunk_size (defaults 64, 128, 8, 4 and 128 [T]); `expand` is not its width, heads ×
+      // head_dim is.
+      MambaConfig x;
+      x.heads = integer(field("mamba_num_heads"), 1, kMaxHeads, "the Mamba layers' heads");
+      x.head_dim = optional_integer(field("mamba_head_dim"), 1, kMaxHeadDim).value_or(x.head_dim);
+      x.state = optional_integer(field("ssm_state_size"), 1, kMaxHeadDim).value_or(x.state);
+      const HfField groups = field("n_groups");
+      x.groups = optional_integer(groups, 1, x.heads).value_or(x.groups);
+      x.conv_kernel = optional_integer(field("conv_kernel"), 1, 1 << 10).value_or(x.conv_kernel);
+      x.chunk = optional_integer(field("chunk_size"), 1, 1 << 16).value_or(x.chunk);
+      (void)field("expand");
+      if (x.heads % x.groups != 0) {
+        fail(groups, fmt::format("{} groups for mamba_num_heads = {}: the heads share B and C by "
+                                 "group, and the groups must divide them",
+                                 x.groups, x.heads));
+      }
+      m.mamba = x;
+    }
+    if (counts[static_cast<std::size_t>(BlockKind::Moe)] > 0) {
+      // n_routed_experts of moe_intermediate_size, num_experts_per_tok of them per token, and
+      // n_shared_experts (default 1) as one MLP of moe_shared_expert_intermediate_size [T].
+      const HfField latent = field("moe_latent_size");
+      if (latent.given()) {
+        fail(latent,
+             "LatentMoE (the experts in a latent width: Nemotron 3 Super and Ultra) is "
+             "not modelled");
+      }
+      const auto experts =
+          integer(field("n_routed_experts"), 1, kMaxExperts, "the number of routed experts");
+      const auto width = integer(field("moe_intermediate_size"), 1, kMaxFfn, "the experts' width");
+      m.moe = moe_defaults(m, width);
+      m.moe->experts = experts;
+      m.moe->top_k = integer(field("num_experts_per_tok"), 1, experts, "the experts per token");
+      m.moe->shared_experts =
+          optional_integer(field("n_shared_experts"), 0, kMaxSharedExperts).value_or(1);
+      if (m.moe->shared_experts > 0) {
+        const auto shared =
+            optional_integer(field("moe_shared_expert_intermediate_size"), 1, kMaxFfn)
+                .value_or(width);
+        // One MLP of that width, whatever n_shared_experts says (NemotronHMOE [T]).
+        m.moe->shared_experts = 1;
+        m.moe->shared_expert_ffn_hidden = shared;
+      }
+    }
+    // Multi-token prediction of a hybrid model (Nemotron 3 Super's) is not modelled.
+    for (const char* key : {"mtp_hybrid_override_pattern", "num_nextn_predict_layers"}) {
+      const HfField mtp = field(key);
+      if (mtp.given() && !(mtp.value->is_number_integer() && mtp.value->get<std::int64_t>() == 0))
+        fail(mtp, "multi-token prediction of a hybrid model is not modelled");
+    }
+    check_heads(m);
   }
 
   // --- MPT ---
