@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "pipetab/cost/breakdown.hpp"
 #include "pipetab/cost/stage_cost.hpp"
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
@@ -300,6 +301,9 @@ TEST(Hybrid, RefusesWhatItDoesNotModel) {
   r.transformer().mtp_layers = 1;
   EXPECT_EQ(key(r), "mtp_layers");
   r = mamba_model();
+  r.transformer().moe->dense_layers = 1;
+  EXPECT_EQ(key(r), "moe.dense_layers");
+  r = mamba_model();
   r.job.recompute = Recompute::SelectiveOp;
   EXPECT_EQ(key(r), "recompute");
   r = mamba_model();
@@ -443,6 +447,34 @@ TEST(Hybrid, ConfigJsonRefusesWhatItCannotRead) {
                                "layers' heads"),
             std::string::npos)
       << hf_error(doc);
+}
+
+TEST(Hybrid, CostListsOneLayerOfEachKind) {
+  test::ModelRun nano = io::load_model("nemotron-3-nano");
+  nano.layout.ep = 8;
+  nano.layout.dp = 8;
+  const auto b =
+      cost::operator_breakdown(nano.model, nano.job, nano.layout, io::load_system("gb200-nvl72"));
+  std::vector<std::string> kinds;
+  for (const auto& [name, cost] : b.blocks) {
+    kinds.push_back(name);
+    EXPECT_GT(cost.forward.seconds, 0.0) << name;
+  }
+  // Nemotron 3 Nano has no MLP layer (-).
+  EXPECT_EQ(kinds, (std::vector<std::string>{"mamba", "attention", "moe"}));
+  const auto has = [&](std::string_view part, std::string_view op) {
+    return std::any_of(b.rows.begin(), b.rows.end(),
+                       [&](const auto& r) { return r.part == part && r.op.name == op; });
+  };
+  EXPECT_TRUE(has("mamba", "mamba.ssd.chunk_scan"));
+  EXPECT_TRUE(has("attention", "attention.flash"));
+  EXPECT_TRUE(has("moe", "moe.dispatch"));
+  EXPECT_FALSE(has("attention", "layernorm2"));  // the MoE layer's norm, not attention's
+  EXPECT_TRUE(has("moe", "layernorm2"));
+  const std::string text = cost::breakdown_text(b);
+  EXPECT_NE(text.find("  mamba      F "), std::string::npos) << text;
+  EXPECT_EQ(text.find("  layer      F "), std::string::npos) << text;
+  EXPECT_TRUE(cost::to_json(b).contains("blocks"));
 }
 
 TEST(Hybrid, SimulatesDeterministicallyWithExpertParallelism) {

@@ -149,6 +149,12 @@ void require_hybrid(const TransformerConfig& m, const Job& job, const Layout& l)
                       "the hybrid pattern has mixture-of-experts layers (E) and the model no "
                       "[moe] table");
   }
+  if (m.moe && m.moe->dense_layers > 0) {
+    throw OptionError("moe.dense_layers",
+                      fmt::format("dense_layers = {} in a hybrid model: its pattern places the MLP "
+                                  "(-) and expert (E) layers; leave dense_layers out",
+                                  m.moe->dense_layers));
+  }
   if (m.mtp_layers > 0) {
     throw OptionError("mtp_layers",
                       "multi-token prediction of a hybrid model (Megatron-Core's "

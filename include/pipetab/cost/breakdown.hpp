@@ -14,7 +14,8 @@
 namespace pipetab::cost {
 
 struct OperatorRow {
-  std::string part;  ///< "layer", "moe_layer", "embedding", "output"
+  std::string part;  ///< "layer", "moe_layer", "embedding", "output", "mtp"; a hybrid model's
+                     ///< "mamba", "attention", "mlp", "moe"
   PassId pass = PassId::Forward;
   Operator op;
   OperatorCost cost;
