@@ -12,6 +12,7 @@
 #include "pipetab/io/config.hpp"
 #include "pipetab/io/gemm_probe.hpp"
 #include "pipetab/model/flops.hpp"
+#include "pipetab/model/workload.hpp"
 #include "pipetab/schedules/registry.hpp"
 #include "pipetab/sim/options.hpp"
 #include "pipetab/study/accuracy.hpp"
@@ -793,6 +794,30 @@ TEST(Measurements, EagerLossWorkingSetsAreHeldOnlyWhileTheirPassRuns) {
   EXPECT_NEAR(eager[0] - fused[0], 6 * logits, 1e6);
   EXPECT_NEAR(eager[1] - fused[1], 10 * logits, 1e6);
   EXPECT_DOUBLE_EQ(eager[2], fused[2]);
+}
+
+// With tensor parallelism torchtitan's loss is loss_parallel: DTensor's decomposed log-softmax
+// holds the 16-bit logits, their fp32 copy, x - max and its exp at once (10 bytes per logit of the
+// rank's vocabulary share above the kept output, against the local loss's 6), and the fused
+// nll-and-log-softmax backward's zeros, exp and their sum outgrow the forward's 10-byte hole by 4
+// (14 against 10). Megatron-Core's vocabulary-parallel loss is fused: neither.
+TEST(Measurements, LossParallelHoldsFourBytesALogitMoreThanTheLocalLoss) {
+  const auto work = [](const std::string& stack, std::int64_t tp) {
+    SimulationSetup s = default_setup(io::load_model("llama3.1-8b"), io::load_system("dgx-h100"));
+    s.job.seq_len = 8192;
+    apply_settings(s, std::vector<Setting>{{"stack", stack, ""}});
+    s.layout.tp = tp;
+    s.layout.sequence_parallel = tp > 1;
+    const std::vector<std::int32_t> units{1};
+    return stage_work(s.model, s.job, s.layout, units, 1).front();
+  };
+  const double logits = 8192.0 * 128256;
+  const StageWork local = work("torchtitan", 1), parallel = work("torchtitan", 4);
+  EXPECT_NEAR(local.forward_working_bytes, 6 * logits, 1e3);
+  EXPECT_NEAR(local.backward_working_bytes, 10 * logits, 1e3);
+  EXPECT_NEAR(parallel.forward_working_bytes, 10 * logits / 4, 1e3);
+  EXPECT_NEAR(parallel.backward_working_bytes, 14 * logits / 4, 1e3);
+  EXPECT_EQ(work("megatron-core", 4).backward_working_bytes, 0.0);
 }
 
 }  // namespace

@@ -274,9 +274,20 @@ std::vector<StageWork> stage_work(const ModelConfig& model, const Job& job, cons
       // expandable_segments, run_llama_train.sh @9dec370) rises 10 bytes per logit above the
       // held activations, 8 of them allocated, with every layer's activations still held: the
       // step's peak.
+      //
+      // With tensor parallelism torchtitan computes the loss in loss_parallel: the logits stay
+      // split over the vocabulary, and DTensor's handlers (torch/distributed/tensor/parallel/
+      // loss.py, _log_softmax and _nll_loss_and_log_softmax_backward) run the decomposed ops
+      // eagerly, each its own fp32 tensor. The forward holds the 16-bit logits, their fp32 copy,
+      // x - max and its exp at once (14 bytes per logit, 10 above the output kept); the four
+      // blocks lie in one segment in that order, so the backward finds the first three freed
+      // and merged, a 10-byte hole. Its zeros_like (the one-hot gradient) and exp(output) fill 8
+      // of it; their sum does not fit the 2 left and the segment grows by 4; the product reuses
+      // the exp's block: 14 bytes per logit above the kept output, 4 more than the local loss.
       if (!run.job.stack.fused_elementwise || !run.job.stack.fused_loss) {
-        w.forward_working_bytes += heads * 6 * bs * d.V / d.t;
-        w.backward_working_bytes += heads * 10 * bs * d.V / d.t;
+        const bool loss_parallel = run.layout.tp > 1;
+        w.forward_working_bytes += heads * (loss_parallel ? 10 : 6) * bs * d.V / d.t;
+        w.backward_working_bytes += heads * (loss_parallel ? 14 : 10) * bs * d.V / d.t;
       }
       // The output projection (split over the vocabulary: its own matrix, or the tied
       // embedding's copy) and the final LayerNorm (replicated).
