@@ -763,16 +763,22 @@ TEST(Plan, SearchRefusesWhatItCannotSearch) {
 // `--search KEY=A,B` as plan's flag and Python's keyword give it.
 TEST(Plan, SearchesContextParallelismWhereTheSequenceAllowsAndFsdpBothWays) {
   // Defaults: CP 1 and each power of two leaving every rank 2,048 tokens or more (splitting the
-  // sequence into 2·CP chunks), up to the GPUs; FSDP off and on.
-  EXPECT_EQ(default_context_parallel(8192, 64), (std::vector<std::int64_t>{1, 2, 4}));
-  EXPECT_EQ(default_context_parallel(4096, 1024), (std::vector<std::int64_t>{1, 2}));
-  EXPECT_EQ(default_context_parallel(2048, 1024), (std::vector<std::int64_t>{1}));
-  EXPECT_EQ(default_context_parallel(131072, 16), (std::vector<std::int64_t>{1, 2, 4, 8, 16}));
-  EXPECT_EQ(default_context_parallel(131072, 16384).back(), 64);
-  EXPECT_EQ(default_context_parallel(6144, 64),
+  // sequence into 2·CP chunks), up to the GPUs; FSDP off and on. A hybrid model (Mamba layers)
+  // takes none.
+  TransformerConfig dense;
+  TransformerConfig hybrid;
+  hybrid.hybrid_pattern = "M*";
+  EXPECT_EQ(default_context_parallel(dense, 8192, 64), (std::vector<std::int64_t>{1, 2, 4}));
+  EXPECT_EQ(default_context_parallel(dense, 4096, 1024), (std::vector<std::int64_t>{1, 2}));
+  EXPECT_EQ(default_context_parallel(dense, 2048, 1024), (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(default_context_parallel(dense, 131072, 16),
+            (std::vector<std::int64_t>{1, 2, 4, 8, 16}));
+  EXPECT_EQ(default_context_parallel(dense, 131072, 16384).back(), 64);
+  EXPECT_EQ(default_context_parallel(dense, 6144, 64),
             (std::vector<std::int64_t>{1, 2}));  // 6144/4 < 2048
+  EXPECT_EQ(default_context_parallel(hybrid, 131072, 16), (std::vector<std::int64_t>{1}));
   for (std::int64_t seq = 1; seq <= 1 << 17; seq = seq * 3 / 2 + 1) {
-    for (const auto cp : default_context_parallel(seq, 1 << 14)) {
+    for (const auto cp : default_context_parallel(dense, seq, 1 << 14)) {
       EXPECT_EQ(seq % (2 * cp) == 0 || cp == 1, true) << seq << " " << cp;
       EXPECT_TRUE(cp == 1 || seq / cp >= kMinTokensPerCpRank) << seq << " " << cp;
     }

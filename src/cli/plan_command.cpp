@@ -79,7 +79,7 @@ std::string header(const PlanRequest& q, const PlanResult& r, double seconds, st
   // What the space held beyond TP, PP, micro batch, schedule, recomputation, SP and the
   // distributed optimizer, and what it did not: a user sees what a better layout could need.
   const auto& s = q.space;
-  const auto cps = s.context_parallel.empty() ? default_context_parallel(q.job.seq_len, q.gpus)
+  const auto cps = s.context_parallel.empty() ? default_context_parallel(m, q.job.seq_len, q.gpus)
                                               : s.context_parallel;
   const auto both = [](const std::vector<bool>& v) {
     return v.size() > 1 ? std::string("off and on") : v.front() ? "on" : "off";

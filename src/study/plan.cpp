@@ -569,9 +569,10 @@ Enumeration enumerate(const PlanRequest& r) {
           only_on(s.fsdp),
           !s.expert_parallel.empty() || !s.expert_tensor_parallel.empty(),
           only_on(s.a2a_overlap)};
-  const std::vector<std::int64_t> cps = s.context_parallel.empty()
-                                            ? default_context_parallel(r.job.seq_len, r.gpus)
-                                            : s.context_parallel;
+  const std::vector<std::int64_t> cps =
+      s.context_parallel.empty()
+          ? default_context_parallel(*r.model.transformer(), r.job.seq_len, r.gpus)
+          : s.context_parallel;
   // Expert parallelism: the powers of two dividing the experts (1 alone for a dense model).
   std::vector<std::int64_t> eps = s.expert_parallel;
   if (eps.empty()) {
@@ -1392,8 +1393,10 @@ void keep_reference_options(PlanRequest& request) {
   request.space.options.clear();  // the run's own values of every other option
 }
 
-std::vector<std::int64_t> default_context_parallel(std::int64_t seq_len, std::int64_t gpus) {
+std::vector<std::int64_t> default_context_parallel(const TransformerConfig& model,
+                                                   std::int64_t seq_len, std::int64_t gpus) {
   std::vector<std::int64_t> cps{1};
+  if (model.hybrid()) return cps;
   for (std::int64_t cp = 2; cp <= gpus && seq_len / cp >= kMinTokensPerCpRank; cp *= 2) {
     if (seq_len % (2 * cp) == 0) cps.push_back(cp);
   }

@@ -239,8 +239,10 @@ std::vector<bool> parse_on_off_both(const std::string& flag, const std::string& 
 /// The context-parallel sizes plan tries by default: 1 and each power of two up to the GPUs
 /// that leaves every rank at least kMinTokensPerCpRank tokens of the sequence (and splits it
 /// into 2·CP chunks). At 8K that is 1, 2 and 4: Llama 3.1 70B on 64 H100s runs fastest at CP 4
-/// (issue 41), which CP 1 alone missed by 8.5%.
-std::vector<std::int64_t> default_context_parallel(std::int64_t seq_len, std::int64_t gpus);
+/// (issue 41), which CP 1 alone missed by 8.5%. A hybrid model takes none (its Mamba layers'
+/// context parallelism is not modelled: require_trainable refuses it): 1 alone.
+std::vector<std::int64_t> default_context_parallel(const TransformerConfig& model,
+                                                   std::int64_t seq_len, std::int64_t gpus);
 /// Below this many tokens per rank a ring's KV exchange has too little attention to hide under,
 /// and no published run goes there (Llama 3 keeps 8K per rank at 128K with CP 16, Llama Team,
 /// arXiv 2407.21783 §3.3.2; torchtitan's CP sweep 32K per GPU).
