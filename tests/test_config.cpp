@@ -65,15 +65,15 @@ TEST(Presets, MptSevenBHasItsParameters) {
 }
 
 TEST(Presets, AllParseAndAreListed) {
-  EXPECT_EQ(
-      io::model_presets(),
-      (std::vector<std::string>{
-          "deepseek-v3",   "gpt-oss-120b",  "gpt3-1.3b",       "gpt3-13b",      "gpt3-175b",
-          "llama2-13b",    "llama2-70b",    "llama2-7b",       "llama3.1-405b", "llama3.1-70b",
-          "llama3.1-8b",   "mixtral-8x22b", "mixtral-8x7b",    "mpt-125m",      "mpt-13b",
-          "mpt-1b",        "mpt-30b",       "mpt-350m",        "mpt-3b",        "mpt-70b",
-          "mpt-760m",      "mpt-7b",        "nemotron-3-nano", "paper",         "qwen3-235b-a22b",
-          "qwen3-30b-a3b", "qwen3-32b"}));
+  EXPECT_EQ(io::model_presets(),
+            (std::vector<std::string>{
+                "deepseek-v3",   "gpt-oss-120b",    "gpt3-1.3b",       "gpt3-13b",
+                "gpt3-175b",     "llama2-13b",      "llama2-70b",      "llama2-7b",
+                "llama3.1-405b", "llama3.1-70b",    "llama3.1-8b",     "mixtral-8x22b",
+                "mixtral-8x7b",  "mpt-125m",        "mpt-13b",         "mpt-1b",
+                "mpt-30b",       "mpt-350m",        "mpt-3b",          "mpt-70b",
+                "mpt-760m",      "mpt-7b",          "nemotron-3-nano", "nemotron-nano-9b-v2",
+                "paper",         "qwen3-235b-a22b", "qwen3-30b-a3b",   "qwen3-32b"}));
   EXPECT_EQ(io::system_presets(),
             (std::vector<std::string>{
                 "a100-40gb", "a100-80gb", "a100-pcie", "balanced", "compute-bound", "dgx-a100",

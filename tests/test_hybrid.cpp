@@ -203,6 +203,22 @@ TEST(Hybrid, NemotronNanoHasItsPublishedParameters) {
   EXPECT_EQ(m.layers, 52);
 }
 
+TEST(Hybrid, NemotronNano9bV2HasItsFourAttentionLayersAndItsMlps) {
+  // The model card: Mamba-2 and MLP layers with just four attention layers; 9 billion parameters
+  // (NVIDIA's announcement; no finer published count was found).
+  test::ModelRun run = io::load_model("nemotron-nano-9b-v2");
+  const auto counts = block_counts(run.transformer().hybrid_pattern, 0, run.transformer().layers);
+  EXPECT_EQ(counts, (std::array<std::int64_t, kBlockKinds>{27, 4, 25, 0}));
+  EXPECT_NEAR(total_params(workload(run)) / 1e9, 9.0, 0.15);
+  // The recipe's TP 2 with sequence parallelism: every MLP layer on the stage, split.
+  run.layout.tp = 2;
+  run.layout.sequence_parallel = true;
+  require_runnable(run.model, run.job, run.layout);
+  const auto work = test::stage_work(run, std::vector<std::int32_t>{1}, 1);
+  EXPECT_EQ(work[0].blocks[static_cast<std::size_t>(BlockKind::Mlp)], 25);
+  EXPECT_EQ(work[0].moe_layers, 0);
+}
+
 TEST(Hybrid, MambaLayersProductsAreTheSsdsBlocks) {
   test::ModelRun run = mamba_model();
   const Workload w = workload(run);
