@@ -18,6 +18,7 @@
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
 #include "pipetab/io/hf_config.hpp"
+#include "pipetab/io/job_file.hpp"
 #include "pipetab/model/flops.hpp"
 #include "pipetab/model/operators.hpp"
 #include "pipetab/model/workload.hpp"
@@ -491,6 +492,23 @@ TEST(Hybrid, CostListsOneLayerOfEachKind) {
   EXPECT_NE(text.find("  mamba      F "), std::string::npos) << text;
   EXPECT_EQ(text.find("  layer      F "), std::string::npos) << text;
   EXPECT_TRUE(cost::to_json(b).contains("blocks"));
+}
+
+TEST(Hybrid, MegatronArgumentsLeaveTheHybridToTheModel) {
+  // pretrain_mamba.py's model flags are the model file's (hybrid_pattern, [mamba]), as every
+  // other architecture flag is: listed as ignored, with the reason.
+  const auto f = io::parse_megatron_args(
+      "--tensor-model-parallel-size 1 --micro-batch-size 2 --global-batch-size 64 "
+      "--seq-length 8192 --bf16 --is-hybrid-model --hybrid-override-pattern MEMEM*E "
+      "--mamba-num-heads 64 --mamba-head-dim 64 --mamba-state-dim 128 --mamba-num-groups 8\n",
+      "nano.args", 8);
+  for (const char* flag : {"--is-hybrid-model", "--hybrid-override-pattern", "--mamba-num-heads",
+                           "--mamba-head-dim", "--mamba-state-dim", "--mamba-num-groups"}) {
+    const std::string entry = std::string(flag) + ": the model comes from --model";
+    EXPECT_TRUE(std::any_of(f.ignored.begin(), f.ignored.end(), [&](const std::string& e) {
+      return e.find(entry) != std::string::npos;
+    })) << flag;
+  }
 }
 
 TEST(Hybrid, SimulatesDeterministicallyWithExpertParallelism) {

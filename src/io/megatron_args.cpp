@@ -276,6 +276,17 @@ constexpr std::string_view kModelFlags[] = {
     "--encoder-num-layers",
     "--decoder-num-layers",
     "--num-layers-per-stage",
+    // A hybrid model's (pretrain_mamba.py, megatron/training/arguments.py): its model file's
+    // hybrid_pattern and [mamba] table.
+    "--is-hybrid-model",
+    "--hybrid-override-pattern",
+    "--hybrid-layer-pattern",
+    "--hybrid-attention-ratio",
+    "--hybrid-mlp-ratio",
+    "--mamba-state-dim",
+    "--mamba-head-dim",
+    "--mamba-num-groups",
+    "--mamba-num-heads",
 };
 
 const FlagSpec* spec_of(std::string_view name) {
