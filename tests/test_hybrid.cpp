@@ -276,6 +276,9 @@ TEST(Hybrid, MambaLayerSplitsOverTensorParallelRanks) {
   const StageWork m1 = mamba_only(one), m2 = mamba_only(two);
   EXPECT_NEAR(m2.layer_activation_bytes, m1.layer_activation_bytes / 2,
               1e-9 * m1.layer_activation_bytes);
+  // After the input gradient a Mamba layer's weight gradients need in_proj's input (2·sbh) and
+  // out_proj's (2·T·inner) alone: 6 layers of T = 512 tokens, h = inner = 256.
+  EXPECT_DOUBLE_EQ(m1.activation_kept_for_weight_grad, 6 * (2.0 * 512 * 256 + 2.0 * 512 * 256));
   // Its parameters too, but for each layer's pre-norm and the final norm (2h each, replicated);
   // the embedding and the output layer split over the vocabulary.
   const double replicated = (6 + 1) * 2 * 256.0;

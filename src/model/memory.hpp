@@ -10,6 +10,10 @@ namespace pipetab::detail {
 struct LayerActivation {
   double total = 0.0;      ///< bytes one layer holds for one microbatch, per device
   double attention = 0.0;  ///< of which the attention core (freed by the input gradient)
+  /// Of `total`, what the weight gradients need once the input gradient has run, where the
+  /// layer's accounting knows it (a Mamba layer's two projections' inputs); < 0: a GPT layer's
+  /// share (stage_work's `kept`).
+  double weight_inputs = -1.0;
 };
 
 LayerActivation layer_activation_bytes(const Workload& run, const Dims& d);

@@ -145,7 +145,9 @@ std::vector<StageWork> stage_work(const ModelConfig& model, const Job& job, cons
   // frees the attention core and 2/34 of the rest; with full recomputation W needs all of the
   // layer's input.
   const auto kept = [&](const detail::LayerActivation& a) {
-    return run.job.recompute == Recompute::Full ? a.total : (a.total - a.attention) * 32.0 / 34.0;
+    if (run.job.recompute == Recompute::Full) return a.total;
+    if (a.weight_inputs >= 0.0) return a.weight_inputs;  // a Mamba layer's projections' inputs
+    return (a.total - a.attention) * 32.0 / 34.0;
   };
   // A mixture of experts' dense layers; with `mlp` recomputation their MLP keeps only its input.
   const TransformerConfig dense = detail::dense_layer_model(m);
