@@ -304,6 +304,34 @@ TEST(Hybrid, ModelFlopsAreMegatronsHybridCount) {
   EXPECT_LE(relative(megatron_flops(w, 1.0, CausalCount::Half), s * per_token), 1e-12);
 }
 
+TEST(Hybrid, ConventionsCountTheAttentionLayersAndTheScan) {
+  // PaLM's 6N + 12·L·h·s with L the attention layers, and each Mamba layer's SSD products (Dao
+  // and Gu 2024, §6), per token and head 2·N·P for the state, 2·N·P for its output and 2·Q·P
+  // for the chunk's own, per group 2·Q·N for C·Bᵀ, three times (forward and backward): what runs,
+  // less the backward's recomputation. Nemotron Nano 9B v2: 27 Mamba layers of 128 heads of 80,
+  // state 128 in 8 groups, chunk 128; 4 attention layers of 40 × 128.
+  test::ModelRun r = io::load_model("nemotron-nano-9b-v2");
+  const TransformerConfig& m = r.transformer();
+  const double s = static_cast<double>(r.job.seq_len), tokens = 3 * s;
+  const double h = 4480, V = 131072;
+  // Every parameter a GEMM multiplies: all but the input embedding, the norms and the mixer's
+  // convolution taps, A, D and dt's bias (under 0.1%).
+  const double matmul = total_params(workload(r)) - V * h;
+  const double square = 4 * 40 * 128 * s;
+  const double ssd = 128 * (4 * 128 * 80 + 2 * 128 * 80) + 8 * 2 * 128 * 128;
+  const double palm = (6 * matmul + 12 * square + 27 * 3 * ssd) * tokens;
+  const auto count = [&](FlopCount c) { return iteration_flops(workload(r), 3, c).model; };
+  EXPECT_NEAR(count(FlopCount::Palm), palm, 1e-3 * palm);
+  EXPECT_NEAR(count(FlopCount::Palm) - count(FlopCount::Causal), 6 * square * tokens, 1e-9 * palm);
+  // Never more than the GPUs execute (MFU at most 1), whatever the job recomputes.
+  for (const auto recompute : {Recompute::None, Recompute::Full}) {
+    r.job.recompute = recompute;
+    const auto c = iteration_flops(workload(r), 3, FlopCount::Causal);
+    EXPECT_LE(c.model, c.hardware);
+  }
+  EXPECT_EQ(m.layers, 56);
+}
+
 TEST(Hybrid, RefusesWhatItDoesNotModel) {
   const auto key = [](test::ModelRun run) -> std::string {
     try {

@@ -102,10 +102,13 @@ double transformer_flops(const Workload& run, double sequences, double square, b
   const double mtp = d(m.mtp_layers);
   (mtp_layer_is_moe(m) ? moe_layers : dense_layers) += mtp;
   double attention_layers = d(m.layers) + mtp;
-  // A hybrid model: each kind's layers as its pattern has them, and the Mamba layers as
-  // Megatron-LM counts them (num_floating_point_operations' mamba_layer_flops: in_proj, 7·d·N for
-  // the scan, out_proj), with the mixer's width heads × head_dim where Megatron-LM's counter
-  // takes 2·h (`pad_vocab`: Megatron-LM's own count).
+  // A hybrid model: each kind's layers as its pattern has them, and a Mamba layer's in_proj and
+  // out_proj at the mixer's width heads × head_dim, and its scan as the SSD's chunked products
+  // (Dao and Gu 2024, §6: per token and head the state Bᵀx and C·state, 2·N·P each, and the
+  // chunk's own output, 2·Q·P; per group C·Bᵀ, 2·Q·N), forward and backward, the backward's
+  // recomputation left out: never more than the GPUs run. Megatron-LM's own count (`pad_vocab`;
+  // num_floating_point_operations' mamba_layer_flops) takes the width as 2·h and the scan as
+  // 7·d·N, which can exceed the SSD's products (head_dim 80: Nemotron Nano 9B v2).
   double mamba = 0;
   if (m.hybrid()) {
     const auto counts = block_counts(m.hybrid_pattern, 0, m.layers);
@@ -116,11 +119,11 @@ double transformer_flops(const Workload& run, double sequences, double square, b
     if (m.mamba && count(BlockKind::Mamba) > 0) {
       const auto& x = *m.mamba;
       const double inner = pad_vocab ? 2 * h : d(x.inner());
-      const double state = d(x.state);
+      const double N = d(x.state), P = d(x.head_dim), Q = d(x.chunk), groups = d(x.groups);
+      const double scan =
+          pad_vocab ? 7 * inner * N : d(x.heads) * (4 * N * P + 2 * Q * P) + groups * 2 * Q * N;
       mamba = count(BlockKind::Mamba) *
-              (2 * h * (2 * inner + 2 * d(x.groups) * state + d(x.heads)) + 7 * inner * state +
-               2 * inner * h) *
-              3;
+              (2 * h * (2 * inner + 2 * groups * N + d(x.heads)) + scan + 2 * inner * h) * 3;
     }
   }
 
