@@ -164,8 +164,8 @@ LayerActivation mamba_block_activation_bytes(const Workload& run) {
   // the scan's output y (the gated norm keeps it), the norm's rstd per group, and out_proj's
   // input.
   const double out_proj_input = (fp8 ? 1.0 : d.e) * T * s.inner;
-  const double split = d.e * T * (s.in_out + s.conv + s.inner) + 8 * T * s.heads +
-                       4 * T * s.groups + out_proj_input;
+  const double split =
+      d.e * T * (s.in_out + s.conv + s.inner) + 8 * T * s.heads + 4 * T * s.groups + out_proj_input;
   // The weight gradients need in_proj's and out_proj's inputs alone.
   const double in_proj_input = (fp8 ? 1.0 : 2.0) * d.sbh() / unsplit_t;
   return {unsplit / unsplit_t + split, 0.0, in_proj_input + out_proj_input};
