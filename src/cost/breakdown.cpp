@@ -88,7 +88,7 @@ Breakdown operator_breakdown(const ModelConfig& model, const Job& job, const Lay
       if (ops.blocks[k].forward.empty()) continue;
       std::array<std::int64_t, kBlockKinds> one{};
       one[k] = 1;
-      const std::int64_t moe = k == static_cast<std::size_t>(BlockKind::Moe) ? 1 : 0;
+      const std::int64_t moe = k == index(BlockKind::Moe) ? 1 : 0;
       b.blocks.emplace_back(kBlockNames[k],
                             part_cost(model, job, layout, system, 1, false, false, moe, 0, one));
     }

@@ -405,15 +405,14 @@ std::vector<StageCost> stage_costs(const ModelConfig& model, const Job& job, con
       std::shared_ptr<const LayerPasses> programs;
       if (ops.blocks[k].forward.empty()) continue;
       layer_kind(ops.blocks[k], blocks[k], programs);
-      if (k == static_cast<std::size_t>(BlockKind::Moe)) moe_block_programs = programs;
+      if (k == index(BlockKind::Moe)) moe_block_programs = programs;
     }
   }
   for (std::size_t s = 0; s < work.size(); ++s) {
     if (m->hybrid()) {
       for (std::size_t k = 0; k < kBlockKinds; ++k)
         add(costs[s], blocks[k], static_cast<double>(work[s].blocks[k]));
-      const auto experts =
-          static_cast<double>(work[s].blocks[static_cast<std::size_t>(BlockKind::Moe)]);
+      const auto experts = static_cast<double>(work[s].blocks[index(BlockKind::Moe)]);
       if (experts > 0.0 && moe_block_programs) costs[s].layers[1] = {experts, moe_block_programs};
       if (work[s].embedding) add(costs[s], embedding, 1.0);
       if (work[s].output) add(costs[s], output, 1.0);

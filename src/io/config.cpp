@@ -419,12 +419,12 @@ ModelConfig parse_model(std::string_view text, const std::string& file) {
     if (const auto* mamba = r.table(root, "", "mamba")) {
       r.only(*mamba, "mamba", {}, kMambaKeys);
       t.mamba = read_mamba(r, *mamba, "mamba", t, mamba->source());
-    } else if (block_counts(t.hybrid_pattern, 0, t.layers)[0] > 0) {
+    } else if (block_counts(t.hybrid_pattern, 0, t.layers)[index(BlockKind::Mamba)] > 0) {
       r.fail(transformer->get("hybrid_pattern")->source(), "transformer.hybrid_pattern",
              "Mamba layers (M) need their mixer: give a [mamba] table (heads, head_dim, state, "
              "groups, conv_kernel, chunk)");
     }
-    if (block_counts(t.hybrid_pattern, 0, t.layers)[3] > 0 && !t.moe) {
+    if (block_counts(t.hybrid_pattern, 0, t.layers)[index(BlockKind::Moe)] > 0 && !t.moe) {
       r.fail(transformer->get("hybrid_pattern")->source(), "transformer.hybrid_pattern",
              "mixture-of-experts layers (E) need their experts: give a [moe] table");
     }

@@ -82,17 +82,8 @@ TransformerConfig read_transformer(const Reader& r, const Table& t, const std::s
   if (const auto pattern = r.string(t, p, "hybrid_pattern")) {
     const auto* node = t.get("hybrid_pattern");
     const std::string key = Reader::join(p, "hybrid_pattern");
-    if (static_cast<std::int64_t>(pattern->size()) != m.layers) {
-      r.fail(node->source(), key,
-             fmt::format("{} symbols for layers = {}: expected one symbol per layer",
-                         pattern->size(), m.layers));
-    }
-    if (const auto bad = pattern->find_first_not_of(kBlockSymbols); bad != std::string::npos) {
-      r.fail(node->source(), key,
-             fmt::format("'{}' at layer {}: expected M (Mamba), * (attention), - (MLP) or E "
-                         "(mixture of experts), Megatron-Core's hybrid symbols",
-                         (*pattern)[bad], bad));
-    }
+    if (const auto misfit = hybrid_pattern_misfit(*pattern, m.layers))
+      r.fail(node->source(), key, *misfit);
     m.hybrid_pattern = *pattern;
   }
   return m;
@@ -106,7 +97,7 @@ inline constexpr std::array<std::string_view, 6> kMambaKeys{"heads",  "head_dim"
 template <class Table>
 MambaConfig read_mamba(const Reader& r, const Table& t, const std::string& p,
                        const TransformerConfig& model, const toml::source_region& where) {
-  if (block_counts(model.hybrid_pattern, 0, model.layers)[0] == 0) {
+  if (block_counts(model.hybrid_pattern, 0, model.layers)[index(BlockKind::Mamba)] == 0) {
     r.fail(where, p,
            "a Mamba mixer needs Mamba layers: give the transformer a hybrid_pattern with M");
   }

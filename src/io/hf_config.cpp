@@ -683,12 +683,10 @@ class HfReader {
     }
     if (pattern.given()) {
       m.hybrid_pattern = *string(pattern);
-      if (const auto bad = m.hybrid_pattern.find_first_not_of(kBlockSymbols);
-          bad != std::string::npos) {
-        fail(pattern, fmt::format("'{}' at layer {}: expected M (Mamba), * (attention), - (MLP) "
-                                  "or E (mixture of experts)",
-                                  m.hybrid_pattern[bad], bad));
-      }
+      // Its length is the layers' count here (num_hidden_layers is checked against it below).
+      if (const auto misfit = hybrid_pattern_misfit(
+              m.hybrid_pattern, static_cast<std::int64_t>(m.hybrid_pattern.size())))
+        fail(pattern, *misfit);
     } else if (types.given()) {
       if (!types.value->is_array()) {
         fail(types, fmt::format("expected an array of \"mamba\", \"attention\", \"mlp\" and "
@@ -742,7 +740,7 @@ class HfReader {
         probability(field("attention_dropout")) > 0.0 || probability(field("hidden_dropout")) > 0.0;
     m.tie_embeddings = boolean(field("tie_word_embeddings"), false);
     const auto counts = block_counts(m.hybrid_pattern, 0, m.layers);
-    if (counts[static_cast<std::size_t>(BlockKind::Mamba)] > 0) {
+    if (counts[index(BlockKind::Mamba)] > 0) {
       // The mixer: mamba_num_heads of mamba_head_dim, ssm_state_size, n_groups, conv_kernel,
       // chunk_size (defaults 64, 128, 8, 4 and 128 [T]); `expand` is not its width, heads ×
       // head_dim is.
@@ -762,7 +760,7 @@ class HfReader {
       }
       m.mamba = x;
     }
-    if (counts[static_cast<std::size_t>(BlockKind::Moe)] > 0) {
+    if (counts[index(BlockKind::Moe)] > 0) {
       // n_routed_experts of moe_intermediate_size, num_experts_per_tok of them per token, and
       // n_shared_experts (default 1) as one MLP of moe_shared_expert_intermediate_size [T].
       const HfField latent = field("moe_latent_size");

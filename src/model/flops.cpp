@@ -112,7 +112,7 @@ double transformer_flops(const Workload& run, double sequences, double square, b
   double mamba = 0;
   if (m.hybrid()) {
     const auto counts = block_counts(m.hybrid_pattern, 0, m.layers);
-    const auto count = [&](BlockKind k) { return d(counts[static_cast<std::size_t>(k)]); };
+    const auto count = [&](BlockKind k) { return d(counts[index(k)]); };
     attention_layers = count(BlockKind::Attention);
     dense_layers = count(BlockKind::Mlp);
     moe_layers = count(BlockKind::Moe);

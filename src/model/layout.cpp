@@ -106,24 +106,31 @@ void require_expert_layout(const TransformerConfig& m, const Job& job, const Lay
   }
 }
 
+}  // namespace
+
+std::optional<std::string> hybrid_pattern_misfit(std::string_view pattern, std::int64_t layers) {
+  if (static_cast<std::int64_t>(pattern.size()) != layers) {
+    return fmt::format("{} symbols for layers = {}: expected one symbol per layer", pattern.size(),
+                       layers);
+  }
+  if (const auto bad = pattern.find_first_not_of(kBlockSymbols); bad != std::string_view::npos) {
+    return fmt::format(
+        "'{}' at layer {}: expected M (Mamba), * (attention), - (MLP) or E "
+        "(mixture of experts), Megatron-Core's hybrid symbols",
+        pattern[bad], bad);
+  }
+  return std::nullopt;
+}
+
+namespace {
+
 // A hybrid model's pattern and what pipetab models of it (docs/simulation.md, "Hybrid models").
 void require_hybrid(const TransformerConfig& m, const Job& job, const Layout& l) {
   const std::string& p = m.hybrid_pattern;
-  if (static_cast<std::int64_t>(p.size()) != m.layers) {
-    throw OptionError("hybrid_pattern",
-                      fmt::format("the hybrid pattern has {} symbols and the model {} layers: "
-                                  "expected one symbol per layer",
-                                  p.size(), m.layers));
-  }
-  if (const auto bad = p.find_first_not_of(kBlockSymbols); bad != std::string::npos) {
-    throw OptionError(
-        "hybrid_pattern",
-        fmt::format("symbol '{}' at layer {} of the hybrid pattern: expected M (Mamba), * "
-                    "(attention), - (MLP) or E (mixture of experts), Megatron-Core's symbols",
-                    p[bad], bad));
-  }
+  if (const auto misfit = hybrid_pattern_misfit(p, m.layers))
+    throw OptionError("hybrid_pattern", "hybrid pattern: " + *misfit);
   const auto counts = block_counts(p, 0, m.layers);
-  if (counts[static_cast<std::size_t>(BlockKind::Mamba)] > 0) {
+  if (counts[index(BlockKind::Mamba)] > 0) {
     if (!m.mamba) {
       throw OptionError("hybrid_pattern",
                         "the hybrid pattern has Mamba layers (M) and the model no [mamba] table");
@@ -144,7 +151,7 @@ void require_hybrid(const TransformerConfig& m, const Job& job, const Layout& l)
                                     x.groups, x.heads));
     }
   }
-  if (counts[static_cast<std::size_t>(BlockKind::Moe)] > 0 && !m.moe) {
+  if (counts[index(BlockKind::Moe)] > 0 && !m.moe) {
     throw OptionError("hybrid_pattern",
                       "the hybrid pattern has mixture-of-experts layers (E) and the model no "
                       "[moe] table");

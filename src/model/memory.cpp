@@ -171,8 +171,7 @@ LayerParams moe_layer_params(const Workload& run) {
 std::array<LayerActivation, kBlockKinds> block_activation_bytes(const Workload& run) {
   const TransformerConfig& m = run.model;
   std::array<LayerActivation, kBlockKinds> out{};
-  const auto at = [](BlockKind k) { return static_cast<std::size_t>(k); };
-  if (m.mamba) out[at(BlockKind::Mamba)] = mamba_block_activation_bytes(run);
+  if (m.mamba) out[index(BlockKind::Mamba)] = mamba_block_activation_bytes(run);
   const TransformerConfig dense = dense_layer_model(m);
   const Workload dense_run{dense, run.job, run.layout};
   const Dims d = dims(dense_run);
@@ -180,8 +179,8 @@ std::array<LayerActivation, kBlockKinds> block_activation_bytes(const Workload& 
   if (run.job.recompute == Recompute::Full) {
     // Every layer keeps its input alone.
     for (const BlockKind k : {BlockKind::Attention, BlockKind::Mlp, BlockKind::Moe})
-      out[at(k)] = {2 * d.sbh() / unsplit_t, 0.0};
-    if (!m.moe) out[at(BlockKind::Moe)] = {};
+      out[index(k)] = {2 * d.sbh() / unsplit_t, 0.0};
+    if (!m.moe) out[index(BlockKind::Moe)] = {};
     return out;
   }
   // The dense accounting's unsplit part keeps, for the MLP half, the pre-MLP norm's input and
@@ -190,29 +189,28 @@ std::array<LayerActivation, kBlockKinds> block_activation_bytes(const Workload& 
   attention_dims.ffn = 0.0;
   LayerActivation attention = layer_activation_bytes(dense_run, attention_dims);
   attention.total -= (4 + (m.dropout ? 1 : 0)) * d.sbh() / unsplit_t;
-  out[at(BlockKind::Attention)] = attention;
-  out[at(BlockKind::Mlp)] = {layer_activation_bytes(dense_run, d).total - attention.total, 0.0};
+  out[index(BlockKind::Attention)] = attention;
+  out[index(BlockKind::Mlp)] = {layer_activation_bytes(dense_run, d).total - attention.total, 0.0};
   if (m.moe)
-    out[at(BlockKind::Moe)] = {moe_layer_activation_bytes(run).total - attention.total, 0.0};
+    out[index(BlockKind::Moe)] = {moe_layer_activation_bytes(run).total - attention.total, 0.0};
   return out;
 }
 
 std::array<LayerParams, kBlockKinds> block_params(const Workload& run) {
   const TransformerConfig& m = run.model;
   std::array<LayerParams, kBlockKinds> out{};
-  const auto at = [](BlockKind k) { return static_cast<std::size_t>(k); };
   const Dims d = dims(run);
   // Each layer's one norm, replicated (2h, as the dense layer counts each of its two).
   const double attention = attention_params(run, d);
   const LayerParams a{attention + 2 * d.h, 0.0, attention};
-  out[at(BlockKind::Attention)] = a;
+  out[index(BlockKind::Attention)] = a;
   const LayerParams dense = dense_layer_params(run);
-  out[at(BlockKind::Mlp)] = {dense.total - a.total, 0.0, dense.linears - a.linears};
+  out[index(BlockKind::Mlp)] = {dense.total - a.total, 0.0, dense.linears - a.linears};
   if (m.moe) {
     const LayerParams moe = moe_layer_params(run);
-    out[at(BlockKind::Moe)] = {moe.total - a.total, moe.experts, moe.linears - a.linears};
+    out[index(BlockKind::Moe)] = {moe.total - a.total, moe.experts, moe.linears - a.linears};
   }
-  if (m.mamba) out[at(BlockKind::Mamba)] = mamba_block_params(run);
+  if (m.mamba) out[index(BlockKind::Mamba)] = mamba_block_params(run);
   return out;
 }
 

@@ -499,7 +499,7 @@ void build_blocks(ModelOperators& out, const Workload& run, const Dims& d, const
   const auto block = [&](BlockKind kind, const Workload& r, const Dims& bd, const LayerSizes& bz,
                          Pass forward, Pass input_grad, Pass weight_grad, bool experts,
                          bool attention) {
-    PassOperators& ops = out.blocks[static_cast<std::size_t>(kind)];
+    PassOperators& ops = out.blocks[index(kind)];
     std::vector<Pending> pending;
     Builder f(r, ops, PassId::Forward, pending);
     forward(f, r, bd, bz);
@@ -511,7 +511,7 @@ void build_blocks(ModelOperators& out, const Workload& run, const Dims& d, const
     resolve(ops, pending);
   };
   const auto counts = block_counts(m.hybrid_pattern, 0, m.layers);
-  const auto has = [&](BlockKind k) { return counts[static_cast<std::size_t>(k)] > 0; };
+  const auto has = [&](BlockKind k) { return counts[index(k)] > 0; };
   if (has(BlockKind::Mamba) && m.mamba) {
     block(BlockKind::Mamba, run, d, z, detail::mamba_forward, detail::mamba_input_grad,
           detail::mamba_weight_grad, false, false);
@@ -530,7 +530,7 @@ void build_blocks(ModelOperators& out, const Workload& run, const Dims& d, const
   // The MLP layers and the experts: the pre-MLP norm, the MLP, the residual add.
   const auto mlp_block = [&](BlockKind kind, const Workload& r, const Dims& bd,
                              const LayerSizes& bz, const MlpPasses& mlp, bool experts) {
-    PassOperators& ops = out.blocks[static_cast<std::size_t>(kind)];
+    PassOperators& ops = out.blocks[index(kind)];
     std::vector<Pending> pending;
     Builder f(r, ops, PassId::Forward, pending);
     f.norm("layernorm2", bz.x, false);

@@ -211,7 +211,7 @@ std::vector<StageWork> stage_work(const ModelConfig& model, const Job& job, cons
         0, before + layers[s] - std::max<std::int64_t>(before, dense_layers));
     if (m.hybrid()) {
       w.blocks = block_counts(m.hybrid_pattern, before, before + layers[s]);
-      w.moe_layers = w.blocks[static_cast<std::size_t>(BlockKind::Moe)];
+      w.moe_layers = w.blocks[index(BlockKind::Moe)];
     }
     before += layers[s];
     w.mtp_layers = mtp_layers[s];

@@ -77,6 +77,14 @@ struct MambaConfig {
 enum class BlockKind : std::uint8_t { Mamba, Attention, Mlp, Moe };
 inline constexpr std::size_t kBlockKinds = 4;
 inline constexpr std::string_view kBlockSymbols = "M*-E";  ///< in BlockKind order
+constexpr std::size_t index(BlockKind k) {
+  return static_cast<std::size_t>(k);
+}
+
+/// What is wrong with a hybrid pattern for a model of `layers` layers, as a sentence ("3 symbols
+/// for layers = 4: ..."), or nullopt when each layer has one of kBlockSymbols. The model readers
+/// (which add the file's place) and require_trainable apply this one rule.
+std::optional<std::string> hybrid_pattern_misfit(std::string_view pattern, std::int64_t layers);
 
 /// Each kind's layers among the hybrid pattern's [begin, end) (BlockKind order).
 constexpr std::array<std::int64_t, kBlockKinds> block_counts(std::string_view pattern,
