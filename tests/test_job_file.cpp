@@ -455,6 +455,7 @@ TEST(JobFileMegatron, Llama3EightBFp8ReadsToItsSettings) {
                                   {"precision", "fp8"},
                                   {"fp8_recipe", "delayed"},
                                   {"fp8_params", "true"},
+                                  {"fp8_attention", "false"},
                                   {"recompute", "none"},
                                   {"moe_recompute", "none"},
                                   {"moe_shared_expert_overlap", "false"},
@@ -914,6 +915,7 @@ Values megatron_values(const Case& c) {
   if (j.precision == Precision::FP8) {
     v["fp8_recipe"] = to_string(j.fp8_recipe);
     v["fp8_params"] = text(j.fp8_params);
+    v["fp8_attention"] = text(j.fp8_attention);
   }
   if (l.tp > 1) {
     v["sequence_parallel"] = text(l.sequence_parallel == true);
@@ -1054,6 +1056,9 @@ std::vector<Case> megatron_grid() {
   fp8.recompute = Recompute::Full;
   Job fp8_params = fp8;  // Megatron-Bridge's FP8 recipes: FP8 weights alone
   fp8_params.fp8_params = true;
+  Job fp8_attention = fp8_params;  // and attention in FP8 (--fp8-dot-product-attention)
+  fp8_attention.fp8_recipe = Fp8Recipe::Tensorwise;
+  fp8_attention.fp8_attention = true;
   Job old = plain;
   old.precision = Precision::FP16;
   old.stack.flash_attention = false;
@@ -1062,7 +1067,7 @@ std::vector<Case> megatron_grid() {
   Job fp32 = plain;
   fp32.precision = Precision::FP32;
   fp32.stack.flash_attention = false;
-  for (const auto& j : {plain, tuned, fp8, fp8_params, old, fp32}) {
+  for (const auto& j : {plain, tuned, fp8, fp8_params, fp8_attention, old, fp32}) {
     add(j, layout(8, 1, 1, 4));
     // 1F1B and interleaved with 2 and 4 chunks.
     auto p = layout(4, 4, 1, 2);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "helpers.hpp"
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "pipetab/cost/gemm.hpp"
@@ -202,6 +203,137 @@ TEST(Fp8, Nvfp4RunsOnBlackwellsFp4TensorCores) {
   const auto back = io::parse_system(io::system_toml(system), "back.toml");
   EXPECT_EQ(back.device.gemm_nvfp4, system.device.gemm_nvfp4);
   EXPECT_EQ(back.device.peak(Precision::FP4), system.device.peak(Precision::FP4));
+}
+
+// FP8 attention (Transformer Engine's fp8_dpa): cuDNN's kernel at the device's FP8 speed-up over
+// its BF16 one, Q, K, V (and dO) quantised first, and the saved tensors as TE keeps them.
+TEST(Fp8, Fp8AttentionRunsCudnnsKernelAtItsSpeedup) {
+  auto bf16_attention = llama8b();  // seq 8192, q = 4096, kv = 1024 (8 heads of 128)
+  bf16_attention.job.precision = Precision::FP8;
+  auto m = bf16_attention;
+  m.job.fp8_attention = true;
+  const auto system = io::load_system("dgx-h100");
+  const auto ops = model_operators(workload(m));
+  const auto plain = model_operators(workload(bf16_attention));
+  const Operator& fwd = *find_op(ops.layer.forward, "attention.flash");
+  const Operator& bwd = *find_op(ops.layer.input_grad, "attention.flash.backward");
+  EXPECT_TRUE(fwd.fp8);
+  EXPECT_TRUE(bwd.fp8);
+  EXPECT_FALSE(find_op(plain.layer.forward, "attention.flash")->fp8);
+  EXPECT_EQ(find_op(plain.layer.forward, "attention.quantize"), nullptr);
+  // At 8192 the forward runs 971/600 = 1.618 times as fast (dgx-h100's cudnn_fp8), the backward
+  // as in BF16; the launch is the same kernel's.
+  const double launch = system.device.kernel_overhead_s;
+  const auto time = [&](const ModelOperators& p, bool backward, const test::ModelRun& r) {
+    const auto& pass = backward ? p.layer.input_grad : p.layer.forward;
+    return cost::operator_cost(
+               *find_op(pass, backward ? "attention.flash.backward" : "attention.flash"),
+               workload(r), system)
+               .seconds -
+           launch;
+  };
+  EXPECT_NEAR(time(ops, false, m), time(plain, false, bf16_attention) / 1.618, 1e-12);
+  EXPECT_NEAR(time(ops, true, m), time(plain, true, bf16_attention), 1e-12);
+  // Current scaling quantises Q, K, V (8192 · 6144 values) with an amax pass first: read 2,
+  // read 2 and write 1 byte each; dO (8192 · 4096) likewise in the backward.
+  EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.quantize")->bytes, 5.0 * 8192 * 6144);
+  EXPECT_DOUBLE_EQ(find_op(ops.layer.input_grad, "attention.quantize_grad")->bytes,
+                   5.0 * 8192 * 4096);
+  auto delayed = m, mx = m;
+  delayed.job.fp8_recipe = Fp8Recipe::Delayed;
+  mx.job.fp8_recipe = Fp8Recipe::Mxfp8;
+  EXPECT_DOUBLE_EQ(
+      find_op(model_operators(workload(delayed)).layer.forward, "attention.quantize")->bytes,
+      3.0 * 8192 * 6144);
+  EXPECT_DOUBLE_EQ(
+      find_op(model_operators(workload(mx)).layer.forward, "attention.quantize")->bytes,
+      (2.0 + 2 * (1 + 1.0 / 32)) * 8192 * 6144);
+  // Kept for the backward, per layer (32 of them): Q, K, V in one byte instead of two under
+  // current scaling; the output in one too under delayed; under MXFP8 both copies of Q, K, V.
+  const std::vector<std::int32_t> one{1};
+  const double base = test::stage_work(bf16_attention, one, 1)[0].activation_bytes;
+  EXPECT_DOUBLE_EQ(test::stage_work(m, one, 1)[0].activation_bytes - base, -32.0 * 8192 * 6144);
+  EXPECT_DOUBLE_EQ(test::stage_work(delayed, one, 1)[0].activation_bytes - base,
+                   -32.0 * 8192 * (6144 + 4096));
+  EXPECT_DOUBLE_EQ(test::stage_work(mx, one, 1)[0].activation_bytes - base,
+                   32.0 * 8192 * 6144 * (2.0 / 32));
+}
+
+// FP8 attention where Transformer Engine does not run it is refused with the rule.
+TEST(Fp8, Fp8AttentionIsRefusedWhereTransformerEngineDoesNotRunIt) {
+  const auto refused = [](test::ModelRun r, std::string_view why) {
+    try {
+      require_runnable(r.model, r.job, r.layout);
+      ADD_FAILURE() << why;
+    } catch (const OptionError& e) {
+      EXPECT_EQ(e.key(), "fp8_attention");
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  auto m = llama8b();
+  m.job.fp8_attention = true;
+  refused(m, "needs --precision fp8");
+  m.job.precision = Precision::FP8;
+  EXPECT_NO_THROW(require_runnable(m.model, m.job, m.layout));
+  for (const Fp8Recipe r : {Fp8Recipe::Blockwise, Fp8Recipe::Rowwise, Fp8Recipe::Nvfp4}) {
+    auto other = m;
+    other.job.fp8_recipe = r;
+    refused(other, fmt::format("fp8_recipe {}: Transformer Engine runs", to_string(r)));
+  }
+  auto eager = m;
+  eager.job.stack.fused_elementwise = false;
+  refused(eager, "this stack runs eager element-wise kernels");
+  // A system whose kernel is not cuDNN's, or that gives no FP8 figures for it.
+  const std::vector<std::int32_t> one{1};
+  const auto work = test::stage_work(m, one, 1);
+  const auto cost_error = [&](const test::ModelRun& r, const SystemConfig& system) {
+    try {
+      (void)cost::stage_costs(r.model, r.job, r.layout, work, system);
+    } catch (const ParamError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  auto flash3 = m;
+  flash3.job.stack.attention_kernel = AttentionKernel::Flash3;
+  EXPECT_NE(cost_error(flash3, io::load_system("dgx-h100")).find("this job runs flash3"),
+            std::string::npos);
+  auto h100 = io::load_system("dgx-h100");
+  EXPECT_EQ(cost_error(m, h100), "");
+  h100.device.cudnn_fp8_speedup = {};
+  EXPECT_NE(cost_error(m, h100).find("gives no FP8 attention figures "
+                                     "([device.attention.cudnn_fp8]"),
+            std::string::npos);
+}
+
+// [device.attention.cudnn_fp8] is read, written back, and bounded by FP8's peak over BF16's.
+TEST(Fp8, SystemFilesTakeCudnnFp8Speedups) {
+  for (const char* name : {"dgx-h100", "dgx-h200", "h800", "gb200-nvl72", "dgx-b200"}) {
+    const auto s = io::load_system(name);
+    EXPECT_TRUE(s.device.cudnn_fp8_speedup.given()) << name;
+    const auto again = io::parse_system(io::system_toml(s, "x"), "again.toml");
+    EXPECT_EQ(again.device.cudnn_fp8_speedup, s.device.cudnn_fp8_speedup) << name;
+    EXPECT_EQ(again.device.attention, s.device.attention) << name;
+  }
+  EXPECT_FALSE(io::load_system("dgx-a100").device.cudnn_fp8_speedup.given());
+  const std::string head =
+      "name = \"b\"\n[device]\npreset = \"dgx-h100\"\n[device.attention.cudnn_fp8]\n";
+  const std::string net =
+      "[network]\ndevices_per_node = 8\n[network.intra]\nlatency_s = 1e-6\nbandwidth = 9e11\n"
+      "[network.inter]\nlatency_s = 5e-6\nbandwidth = 5e10\n";
+  const auto flat =
+      io::parse_system(head + "forward_speedup = 1.5\nbackward_speedup = 1.25\n" + net, "b.toml");
+  EXPECT_DOUBLE_EQ(flat.device.cudnn_fp8_speedup.at(4096, false), 1.5);
+  EXPECT_DOUBLE_EQ(flat.device.cudnn_fp8_speedup.at(4096, true), 1.25);
+  try {
+    (void)io::parse_system(head + "forward_speedup = 2.5\nbackward_speedup = 1\n" + net, "b.toml");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("b.toml:5"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("device.attention.cudnn_fp8.forward_speedup"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // [device.gemm_mxfp8] is read, written back, inherited from a preset, and absent where no file

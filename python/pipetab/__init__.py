@@ -242,6 +242,7 @@ class PlanOptions(TypedDict, total=False):
     precision: Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
     fp8_recipe: Literal["tensorwise", "delayed", "rowwise", "blockwise", "mxfp8", "nvfp4"]
     fp8_params: bool
+    fp8_attention: bool
     dtype_bytes: int
     moe_dispatcher: Literal["alltoall", "deepep"]
     moe_capacity_factor: float

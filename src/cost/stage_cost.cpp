@@ -73,6 +73,23 @@ void require_costable(const ModelConfig& model, const Job& job, const SystemConf
         "device.efficiency for the FLOP-proportional one)",
         system.name));
   }
+  // FP8 attention runs cuDNN's kernel (Transformer Engine's FusedAttention FP8 backend), priced
+  // as the device's BF16 cuDNN kernel times its FP8 speed-up.
+  if (job.fp8_attention && !device.flat_efficiency) {
+    const AttentionKernel kernel = resolve_attention_kernel(job.stack, device, system.name);
+    if (kernel != AttentionKernel::Cudnn) {
+      throw ParamError(fmt::format(
+          "fp8_attention: Transformer Engine runs FP8 attention in cuDNN's fused kernel, and "
+          "this job runs {} on system '{}' (--attention-kernel cudnn)",
+          to_string(kernel), system.name));
+    }
+    if (!device.cudnn_fp8_speedup.given()) {
+      throw ParamError(
+          fmt::format("fp8_attention: system '{}' ({}) gives no FP8 attention figures "
+                      "([device.attention.cudnn_fp8] forward_speedup and backward_speedup)",
+                      system.name, device.name));
+    }
+  }
 }
 
 namespace {
@@ -116,8 +133,13 @@ OperatorCost operator_cost(const Operator& op, const Workload& run, const System
         const AttentionKernel kernel = resolve_attention_kernel(run.job.stack, device, system.name);
         const double seq =
             static_cast<double>(run.job.seq_len) / static_cast<double>(run.layout.cp);
-        c.efficiency =
-            device.attention_of(kernel).at(seq, op.kind == OperatorKind::FusedAttentionBackward);
+        const bool backward = op.kind == OperatorKind::FusedAttentionBackward;
+        c.efficiency = device.attention_of(kernel).at(seq, backward);
+        // In FP8: the BF16 kernel's throughput times its speed-up, against the FP8 peak.
+        if (op.fp8) {
+          c.efficiency *= device.cudnn_fp8_speedup.at(seq, backward) *
+                          device.peak(compute_precision(run.job)) / device.peak(Precision::FP8);
+        }
       }
       const double compute = flops / (peak * c.efficiency);
       // The experts' grouped GEMMs stream their operands at their own measured share; every

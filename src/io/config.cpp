@@ -180,26 +180,53 @@ void read_gemm(const Reader& r, const toml::table& t, GemmModel& g, bool based) 
   g.k_overhead = r.number(t, p, "k_overhead", g.k_overhead, 0.0, 1e9, false);
 }
 
-// `key` of [device.attention.KERNEL]: one number, or with `seq` an array of one per length.
+// `key` of [device.attention.KERNEL]: one number, or with `seq` an array of one per length, each
+// in (0, `max`] (efficiencies: 1; cudnn_fp8's speed-ups: 4).
 std::vector<double> read_efficiencies(const Reader& r, const toml::table& t, const std::string& p,
-                                      std::string_view key, std::size_t points) {
+                                      std::string_view key, std::size_t points, double max = 1.0) {
   const std::string path = p + "." + std::string(key);
   const toml::node& node = r.require(t, p, key);
-  if (points == 0) return {r.number(t, p, key, std::nullopt, 0.0, 1.0, true)};
+  if (points == 0) return {r.number(t, p, key, std::nullopt, 0.0, max, true)};
   const auto* array = node.as_array();
   if (array == nullptr || array->size() != points) {
     r.fail(node.source(), path,
-           fmt::format("expected an array of {} efficiencies, one per length of seq", points));
+           fmt::format("expected an array of {} numbers, one per length of seq", points));
   }
   std::vector<double> out;
   for (const auto& item : *array) {
     const auto v = item.value<double>();
-    if (!v || !(*v > 0.0) || *v > 1.0) {
-      r.fail(item.source(), path, "each efficiency is a number in (0, 1]");
+    if (!v || !(*v > 0.0) || *v > max) {
+      r.fail(item.source(), path, fmt::format("each is a number in (0, {:g}]", max));
     }
     out.push_back(*v);
   }
   return out;
+}
+
+// A [device.attention.KERNEL] table: `seq` (optional, ascending) and one figure per length under
+// `forward_key` and `backward_key`.
+AttentionCurve read_curve(const Reader& r, const toml::table& t, const std::string& p,
+                          std::string_view forward_key, std::string_view backward_key, double max) {
+  r.only(t, p, {"seq", forward_key, backward_key});
+  AttentionCurve curve;
+  if (const toml::node* seq = t.get("seq")) {
+    const auto* array = seq->as_array();
+    if (array == nullptr || array->size() < 2) {
+      r.fail(seq->source(), p + ".seq",
+             "expected an array of at least two sequence lengths (one point: leave seq out)");
+    }
+    for (const auto& item : *array) {
+      const auto v = item.value<double>();
+      if (!v || !(*v >= 1.0) || *v > 1e9 || (!curve.seq.empty() && !(*v > curve.seq.back()))) {
+        r.fail(item.source(), p + ".seq",
+               "sequence lengths are numbers in 1 .. 1e9, strictly ascending");
+      }
+      curve.seq.push_back(*v);
+    }
+  }
+  curve.forward = read_efficiencies(r, t, p, forward_key, curve.seq.size(), max);
+  curve.backward = read_efficiencies(r, t, p, backward_key, curve.seq.size(), max);
+  return curve;
 }
 
 // [device.attention]: forward_efficiency and backward_efficiency for every fused kernel alike
@@ -213,7 +240,8 @@ void read_attention(const Reader& r, const toml::table& device, DeviceSpec& d, b
   if (attention == nullptr) return;
   const std::string p = "device.attention";
   r.only(*attention, p,
-         {"forward_efficiency", "backward_efficiency", "flash2", "flash3", "cudnn", "triton"});
+         {"forward_efficiency", "backward_efficiency", "flash2", "flash3", "cudnn", "triton",
+          "cudnn_fp8"});
   const bool flat = attention->get("forward_efficiency") != nullptr ||
                     attention->get("backward_efficiency") != nullptr;
   if (flat) {
@@ -236,26 +264,13 @@ void read_attention(const Reader& r, const toml::table& device, DeviceSpec& d, b
     }
     if (!any_kernel && !based) d.attention.fill({});  // the kernels a file names are all it has
     any_kernel = true;
-    r.only(*t, kp, {"seq", "forward_efficiency", "backward_efficiency"});
-    AttentionCurve curve;
-    if (const toml::node* seq = t->get("seq")) {
-      const auto* array = seq->as_array();
-      if (array == nullptr || array->size() < 2) {
-        r.fail(seq->source(), kp + ".seq",
-               "expected an array of at least two sequence lengths (one point: leave seq out)");
-      }
-      for (const auto& item : *array) {
-        const auto v = item.value<double>();
-        if (!v || !(*v >= 1.0) || *v > 1e9 || (!curve.seq.empty() && !(*v > curve.seq.back()))) {
-          r.fail(item.source(), kp + ".seq",
-                 "sequence lengths are numbers in 1 .. 1e9, strictly ascending");
-        }
-        curve.seq.push_back(*v);
-      }
-    }
-    curve.forward = read_efficiencies(r, *t, kp, "forward_efficiency", curve.seq.size());
-    curve.backward = read_efficiencies(r, *t, kp, "backward_efficiency", curve.seq.size());
+    AttentionCurve curve = read_curve(r, *t, kp, "forward_efficiency", "backward_efficiency", 1.0);
     d.attention[k] = std::move(curve);
+  }
+  // FP8 attention as a speed-up over cuDNN's BF16 kernel: at most FP8's peak over BF16's, twice.
+  if (const toml::table* t = r.table(*attention, p, "cudnn_fp8")) {
+    d.cudnn_fp8_speedup =
+        read_curve(r, *t, p + ".cudnn_fp8", "forward_speedup", "backward_speedup", 2.0);
   }
 }
 
@@ -575,16 +590,13 @@ std::string link_toml(const char* name, const LinkSpec& link) {
 }
 
 // [device.attention]: one pair when every kernel has the same flat figures, else a table per
-// kernel the device gives (read back by read_attention to the same curves).
+// kernel the device gives, and cuDNN's FP8 speed-ups where given (read back by read_attention to
+// the same curves).
 std::string write_attention(const DeviceSpec& d) {
   const AttentionCurve& first = d.attention.front();
   const bool uniform = first.given() && first.seq.empty() &&
                        std::all_of(d.attention.begin(), d.attention.end(),
                                    [&](const AttentionCurve& c) { return c == first; });
-  if (uniform) {
-    return fmt::format("\n[device.attention]\nforward_efficiency = {}\nbackward_efficiency = {}\n",
-                       number(first.forward.front()), number(first.backward.front()));
-  }
   const auto values = [](const AttentionCurve& c, const std::vector<double>& v) {
     if (c.seq.empty()) return number(v.front());
     std::vector<std::string> out;
@@ -593,14 +605,23 @@ std::string write_attention(const DeviceSpec& d) {
     return fmt::format("[{}]", fmt::join(out, ", "));
   };
   std::string out;
-  for (std::size_t k = 0; k < kAttentionKernels; ++k) {
-    const AttentionCurve& c = d.attention[k];
-    if (!c.given()) continue;
-    out += fmt::format("\n[device.attention.{}]\n", kAttentionKernelNames[k]);
+  const auto table = [&](std::string_view name, const AttentionCurve& c, std::string_view forward,
+                         std::string_view backward) {
+    out += fmt::format("\n[device.attention.{}]\n", name);
     if (!c.seq.empty()) out += fmt::format("seq = {}\n", values(c, c.seq));
-    out += fmt::format("forward_efficiency = {}\nbackward_efficiency = {}\n", values(c, c.forward),
+    out += fmt::format("{} = {}\n{} = {}\n", forward, values(c, c.forward), backward,
                        values(c, c.backward));
+  };
+  if (uniform) {
+    out = fmt::format("\n[device.attention]\nforward_efficiency = {}\nbackward_efficiency = {}\n",
+                      number(first.forward.front()), number(first.backward.front()));
   }
+  for (std::size_t k = 0; k < kAttentionKernels && !uniform; ++k) {
+    if (d.attention[k].given())
+      table(kAttentionKernelNames[k], d.attention[k], "forward_efficiency", "backward_efficiency");
+  }
+  if (d.cudnn_fp8_speedup.given())
+    table("cudnn_fp8", d.cudnn_fp8_speedup, "forward_speedup", "backward_speedup");
   return out;
 }
 

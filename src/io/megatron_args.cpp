@@ -199,6 +199,7 @@ constexpr FlagSpec kFlags[] = {
     {"--fp4-format", Kind::Text, kFp4Format},
     {"--fp4-recipe", Kind::Text, kFp4Recipe},
     {"--fp8-param-gather", Kind::Switch},
+    {"--fp8-dot-product-attention", Kind::Switch},
     {"--grad-reduce-in-bf16", Kind::Switch},
     {"--moe-token-dispatcher-type", Kind::Text, kDispatcher},
     {"--moe-enable-deepep", Kind::Switch},
@@ -967,6 +968,14 @@ JobFile parse_megatron_args(std::string_view text, const std::string& file,
     } else if (fp8_gather != nullptr) {
       a.why("--fp8-param-gather", "the run is not FP8");
     }
+    // --fp8-dot-product-attention: Transformer Engine's fp8_dpa (model/job.hpp fp8_attention).
+    const auto* fp8_dpa = a.use("--fp8-dot-product-attention");
+    if (fp8 != nullptr) {
+      out.set("fp8_attention", fp8_dpa != nullptr, line_of(fp8_dpa),
+              origin(fp8_dpa, "--fp8-dot-product-attention", "not given"));
+    } else if (fp8_dpa != nullptr) {
+      a.why("--fp8-dot-product-attention", "the run is not FP8");
+    }
   }
   // Transformer Engine's CPU offload of whole layers (transformer_config.py's cpu_offloading,
   // cpu_offloading_num_layers; the activations only, as the Blackwell recipes run it).
@@ -1263,6 +1272,7 @@ std::string megatron_arguments(const Job& job, const Layout& layout, std::int64_
                           "does both");
   }
   if (job.fp8_params) add("--fp8-param-gather");
+  if (job.fp8_attention) add("--fp8-dot-product-attention");
   if (job.distributed_optimizer) add("--use-distributed-optimizer");
   if (job.offload_layers > 0) {
     add("--cpu-offloading");

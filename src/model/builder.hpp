@@ -129,13 +129,37 @@ class Builder {
     ops().push_back(op);
   }
 
+  // A fused attention kernel, in FP8 under Job::fp8_attention (its bytes counted as 16-bit
+  // reads: the kernel is bound by its FLOPs either way).
   void fused_attention(std::string_view name, OperatorKind kind, double flops, double bytes) {
     Operator op;
     op.name = name;
     op.kind = kind;
     op.flops = flops;
     op.bytes = bytes;
+    op.fp8 = run_.job.fp8_attention;
     ops().push_back(op);
+  }
+
+  // Under Job::fp8_attention, the quantisation of `elements` 16-bit values before the FP8
+  // attention kernel (Q, K and V forward; dO backward), as Transformer Engine's quantizers run
+  // it (DotProductAttention's get_attention_quantizers and combine_and_quantize, TE @d0067d0):
+  // delayed scaling casts with the previous amax (read e, write 1 byte); current scaling finds
+  // the amax first (one more read, two kernels); MXFP8 writes a row-wise and a column-wise copy,
+  // each with a scale byte per 32 values. No-op otherwise.
+  void attention_quantize(std::string_view name, double elements) {
+    if (!run_.job.fp8_attention) return;
+    switch (run_.job.fp8_recipe) {
+      case Fp8Recipe::Delayed:
+        memory(name, (d_.e + 1) * elements);
+        return;
+      case Fp8Recipe::Mxfp8:
+        memory(name, (d_.e + 2 * (1 + kMxfp8ScaleBytes)) * elements);
+        return;
+      default:
+        memory(name, (2 * d_.e + 1) * elements, 2);
+        return;
+    }
   }
 
   // A tensor-parallel collective over the full [s, b, h] buffer (e bytes per element). No-op

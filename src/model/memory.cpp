@@ -20,6 +20,19 @@ static bool fp8_saved_inputs(const Workload& run) {
   return run.job.precision == Precision::FP8 && run.job.stack.fp8_saved_inputs;
 }
 
+// What Transformer Engine's FusedAttnFunc saves for an FP8 backward (backends.py @d0067d0): Q, K
+// and V as quantised — one byte each under tensorwise or delayed scaling; under MXFP8 a row-wise
+// and a column-wise copy, each with a scale byte per 32 values — and the output in 16 bits,
+// except under delayed scaling, which keeps its FP8 copy (current scaling keeps the 16-bit one:
+// NVTE_DPA_FP8CS_O_in_F16 defaults to 1).
+double fp8_attention_saved_delta(const Workload& run, double e, double qkv, double out) {
+  if (!run.job.fp8_attention) return 0.0;
+  const Fp8Recipe r = run.job.fp8_recipe;
+  const double qkv_bytes = r == Fp8Recipe::Mxfp8 ? 2 * (1 + kMxfp8ScaleBytes) : 1.0;
+  const double out_bytes = r == Fp8Recipe::Delayed ? 1.0 : e;
+  return (qkv_bytes - e) * qkv + (out_bytes - e) * out;
+}
+
 LayerActivation layer_activation_bytes(const Workload& run, const Dims& d) {
   const TransformerConfig& m = run.model;
   const double sbh = d.sbh();
@@ -85,6 +98,7 @@ LayerActivation layer_activation_bytes(const Workload& run, const Dims& d) {
     }
     split_fp8 += (run.job.stack.flash_attention ? 1 : -1) * sb * d.q;
   }
+  split_fp8 += fp8_attention_saved_delta(run, d.e, d.s * d.b * (d.q + 2 * d.kv), d.s * d.b * d.q);
   if (run.layout.sequence_parallel)
     return {(unsplit_fp8 + split_fp8 + attention) / d.t, attention / d.t};
   return {unsplit_fp8 + (split_fp8 + attention) / d.t, attention / d.t};

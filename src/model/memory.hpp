@@ -18,6 +18,11 @@ struct LayerActivation {
 
 LayerActivation layer_activation_bytes(const Workload& run, const Dims& d);
 
+/// Under Job::fp8_attention, the bytes the FP8 attention kernel's saved tensors add against their
+/// 16-bit copies (`e` bytes each; < 0: fewer), for `qkv` elements of Q, K and V and `out` of its
+/// output. 0 otherwise.
+double fp8_attention_saved_delta(const Workload& run, double e, double qkv, double out);
+
 /// The same for a mixture-of-experts layer: the dense layer's attention part, the router's
 /// probabilities, the busiest rank's dispatched rows and expert intermediates, the shared experts'.
 LayerActivation moe_layer_activation_bytes(const Workload& run);

@@ -7,6 +7,7 @@
 // by all (it comes out of the key-value down-projection), applied inside the fused kernels (not
 // counted).
 #include "builder.hpp"
+#include "memory.hpp"
 
 namespace pipetab::detail {
 namespace {
@@ -45,6 +46,7 @@ AttentionWidths context_widths(const MlaSizes& s) {
 void mla_core_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z) {
   const MlaSizes s = mla_sizes(run, d);
   context_exchange_forward(f, run, d, context_widths(s));
+  f.attention_quantize("attention.quantize", z.T * s.heads * (2 * s.qk + s.v));
   // QKᵀ over head width qk and ·V over v: 2·T·keys·heads·(qk + v) FLOPs; reads Q, K, V, writes
   // the output.
   f.fused_attention("attention.flash", OperatorKind::FusedAttention,
@@ -71,6 +73,7 @@ void mla_projections_input_grad(Builder& i, const Workload& run, const Dims& d,
                                 const LayerSizes& z) {
   const MlaSizes s = mla_sizes(run, d);
   context_exchange_backward(i, run, d, context_widths(s));
+  i.attention_quantize("attention.quantize_grad", z.T * s.heads * s.v);
   // Recomputes QKᵀ: five products against the forward's two (Dao 2023).
   i.fused_attention(
       "attention.flash.backward", OperatorKind::FusedAttentionBackward,
@@ -125,7 +128,8 @@ double mla_activation_bytes(const Workload& run, const Dims& d) {
   const double T = d.s * d.b;
   const double latents = 2 * s.q_lora + (s.kv_lora + s.rope) + s.kv_lora;
   const double heads = s.heads * (2 * s.qk + 2 * s.v);
-  return d.e * T * (latents + heads) + 4 * s.heads * T;
+  return d.e * T * (latents + heads) + 4 * s.heads * T +
+         fp8_attention_saved_delta(run, d.e, T * s.heads * (2 * s.qk + s.v), T * s.heads * s.v);
 }
 
 }  // namespace pipetab::detail

@@ -54,6 +54,7 @@ void attention_core_forward(Builder& f, const Workload& run, const Dims& d, cons
     // context parallelism the device's s/cp queries attend over all s keys.
     const detail::AttentionWidths w{d.q / d.t, d.kv / d.t, d.kv / d.t, d.q / d.t};
     detail::context_exchange_forward(f, run, d, w);
+    f.attention_quantize("attention.quantize", z.T * (d.q + 2 * d.kv) / d.t);
     f.fused_attention("attention.flash", OperatorKind::FusedAttention, 4 * z.T * d.keys * d.q / d.t,
                       d.e * (z.T * 2 * d.q + d.b * d.keys * 2 * d.kv) / d.t);
     detail::context_output_forward(f, run, d, w);
@@ -275,6 +276,7 @@ void attention_input_grad(Builder& i, const Workload& run, const Dims& d, const 
     if (run.job.stack.flash_attention) {
       // Recomputes QKᵀ and the softmax: five products against the forward's two (Dao 2023).
       detail::context_exchange_backward(i, run, d, {d.q / d.t, d.kv / d.t, d.kv / d.t, d.q / d.t});
+      i.attention_quantize("attention.quantize_grad", z.T * d.q / d.t);
       i.fused_attention("attention.flash.backward", OperatorKind::FusedAttentionBackward,
                         10 * z.T * d.keys * d.q / d.t,
                         d.e * (z.T * 4 * d.q + d.b * d.keys * 4 * d.kv) / d.t);

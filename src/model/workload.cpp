@@ -63,6 +63,27 @@ void require_runnable(const ModelConfig& model, const Job& job, const Layout& la
                           : "fp8_params: FP8 weights are Transformer Engine's (fp8_model_init); "
                             "this stack casts 16-bit weights each forward (fused_elementwise off)");
   }
+  // FP8 attention is Transformer Engine's (fp8_dpa) in cuDNN's fused kernel. Its recipes refuse
+  // it under Float8BlockScaling ("FP8 attention is not supported", common/recipe @d0067d0) and
+  // leave attention unquantised under NVFP4BlockScaling; torchao has no FP8 attention.
+  if (job.fp8_attention) {
+    const Fp8Recipe r = job.fp8_recipe;
+    std::string why;
+    if (job.precision != Precision::FP8) {
+      why = "the fused attention in FP8 needs --precision fp8";
+    } else if (r != Fp8Recipe::Tensorwise && r != Fp8Recipe::Delayed && r != Fp8Recipe::Mxfp8) {
+      why = fmt::format(
+          "fp8_recipe {}: Transformer Engine runs attention in FP8 under its tensorwise (current), "
+          "delayed and mxfp8 recipes only (blockwise refuses it, nvfp4 keeps attention in BF16, "
+          "torchao's rowwise has none)",
+          to_string(r));
+    } else if (!job.stack.flash_attention || !job.stack.fused_elementwise) {
+      why = "FP8 attention is Transformer Engine's fused kernel (cuDNN): this stack runs " +
+            std::string(job.stack.flash_attention ? "eager element-wise kernels"
+                                                  : "attention by the math path");
+    }
+    if (!why.empty()) throw OptionError("fp8_attention", "fp8_attention: " + why);
+  }
   // Megatron-Core recomputes modules only under selective recomputation (or none); the others
   // recompute the norm already, or the layer.
   if (job.moe.recompute_norm && job.recompute != Recompute::None &&

@@ -179,8 +179,8 @@ struct Job {
   /// Sequences per iteration over all data-parallel replicas; 0: the schedule's microbatches ×
   /// micro_batch × data-parallel replicas (a command given both checks that they agree).
   std::int64_t global_batch = 0;
-  /// The matrix multiplies' format (device peak); FP8 keeps attention, the output layer and the
-  /// rest in BF16 (compute_precision).
+  /// The matrix multiplies' format (device peak); FP8 keeps attention (unless fp8_attention), the
+  /// output layer and the rest in BF16 (compute_precision).
   Precision precision = Precision::BF16;
   Fp8Recipe fp8_recipe = Fp8Recipe::Tensorwise;
   /// The layer linears' weights kept in FP8 only (Megatron-Core's --fp8-param-gather, Transformer
@@ -191,6 +191,12 @@ struct Job {
   /// into the gradient buffer (Megatron-Bridge requires reuse_grad_buf_for_mxfp8_param_ag with
   /// MXFP8 parameters, training/mixed_precision.py; NVFP4 assumed the same).
   bool fp8_params = false;
+  /// The fused attention in FP8 too (Transformer Engine's fp8_dpa: Megatron-Core's
+  /// --fp8-dot-product-attention, Megatron-Bridge's mixed_precision.fp8_dot_product_attention):
+  /// Q, K and V quantised to E4M3 before cuDNN's FP8 kernel, dO before its backward
+  /// (DotProductAttention's FusedAttnFunc, TE @d0067d0). With Transformer Engine's tensorwise,
+  /// delayed or MXFP8 recipe, under a stack that runs cuDNN's kernel.
+  bool fp8_attention = false;
   /// Bytes of activations, weights and messages; 0: the precision's (2 for FP8, whose training
   /// keeps them in 16 bits: Transformer Engine).
   std::int64_t dtype_bytes = 0;

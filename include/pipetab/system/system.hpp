@@ -165,6 +165,12 @@ struct DeviceSpec {
   /// Each fused attention kernel's throughput on this device (AttentionKernel order); a kernel
   /// the device gives no figure for cannot run on it.
   std::array<AttentionCurve, kAttentionKernels> attention{};
+  /// cuDNN's fused attention in FP8 (Transformer Engine's fp8_dpa: Q, K, V and the backward's
+  /// dO in E4M3) against the same kernel in BF16 on this device: the ratio of their throughputs,
+  /// forward and backward, by sequence length ([device.attention.cudnn_fp8] forward_speedup and
+  /// backward_speedup). Empty: the device gives no figure, and a job with fp8_attention is
+  /// refused.
+  AttentionCurve cudnn_fp8_speedup;
   friend bool operator==(const DeviceSpec&, const DeviceSpec&) = default;
 
   /// Dense peak in `p` (0 if the device has none).
