@@ -10,6 +10,8 @@
 #include "helpers.hpp"
 #include <gtest/gtest.h>
 
+#include "pipetab/cost/attention.hpp"
+#include "pipetab/cost/stage_cost.hpp"
 #include "pipetab/error.hpp"
 #include "pipetab/io/config.hpp"
 #include "pipetab/model/stack.hpp"
@@ -161,6 +163,47 @@ TEST(Stack, H100KernelsAreTheMeasuredOnes) {
   // And the same die under another name carries the same kernels.
   EXPECT_EQ(io::load_system("h800").device.attention, d.attention);
   EXPECT_EQ(io::load_system("grand-teton-h100").device.attention, d.attention);
+}
+
+// A head narrower or wider than 128 runs at the FlashAttention-3 paper's ratio of the bars (H100,
+// BF16, no causal mask): cuDNN at head dim 64 408 against 609 TFLOP/s at 4K, at 256 581; the
+// ratio at the bars' lengths and head dims, halfway between them in log2, flat beyond.
+TEST(Stack, HeadWidthScalesAttentionAsThePapersBars) {
+  using cost::attention_head_dim_scale;
+  const auto cudnn = AttentionKernel::Cudnn, fa2 = AttentionKernel::Flash2,
+             fa3 = AttentionKernel::Flash3;
+  EXPECT_DOUBLE_EQ(attention_head_dim_scale(cudnn, 64, 4096), 408.0 / 609);
+  EXPECT_DOUBLE_EQ(attention_head_dim_scale(cudnn, 256, 4096), 581.0 / 609);
+  EXPECT_DOUBLE_EQ(attention_head_dim_scale(fa2, 64, 16384), 324.0 / 370);
+  EXPECT_DOUBLE_EQ(attention_head_dim_scale(fa3, 256, 1024), 639.0 / 565);
+  // Halfway in log2(seq) between 4K and 8K, and in log2(head dim) between 64 and 128.
+  EXPECT_NEAR(attention_head_dim_scale(cudnn, 64, std::sqrt(4096.0 * 8192)),
+              (408.0 / 609 + 412.0 / 600) / 2, 1e-12);
+  EXPECT_NEAR(attention_head_dim_scale(cudnn, std::sqrt(64.0 * 128), 4096), (408.0 / 609 + 1) / 2,
+              1e-12);
+  // Flat beyond the bars: below 1K, above 16K, below 64, above 256.
+  EXPECT_DOUBLE_EQ(attention_head_dim_scale(cudnn, 64, 256), 373.0 / 574);
+  EXPECT_DOUBLE_EQ(attention_head_dim_scale(cudnn, 64, 1 << 20), 413.0 / 595);
+  EXPECT_DOUBLE_EQ(attention_head_dim_scale(cudnn, 32, 4096), 408.0 / 609);
+  EXPECT_DOUBLE_EQ(attention_head_dim_scale(cudnn, 512, 4096), 581.0 / 609);
+  for (const auto k : {cudnn, fa2, fa3, AttentionKernel::Triton}) {
+    for (double s = 256; s <= 1 << 20; s *= 2)
+      EXPECT_DOUBLE_EQ(attention_head_dim_scale(k, 128, s), 1.0) << to_string(k);
+  }
+  EXPECT_DOUBLE_EQ(attention_head_dim_scale(AttentionKernel::Triton, 64, 4096), 1.0);
+  // A model of 64-wide heads (gpt-oss-120b) pays it in its attention ops: the same operator at
+  // 128 takes 609 / 408 less time, less its launch, on a dgx-h100 at 4,096 tokens.
+  const auto run = io::load_model("gpt-oss-120b");
+  const Workload w = test::workload(run);
+  ASSERT_EQ(w.job.seq_len, 4096);
+  const auto ops = model_operators(w);
+  const auto system = io::load_system("dgx-h100");
+  Operator op = *test::find_op(ops.moe_layer.forward, "attention.flash");
+  EXPECT_EQ(op.head_dim, 64.0);
+  const double launch = system.device.kernel_overhead_s;
+  const double narrow = cost::operator_cost(op, w, system).seconds - launch;
+  op.head_dim = 128;
+  EXPECT_NEAR(narrow, (cost::operator_cost(op, w, system).seconds - launch) * 609 / 408, 1e-12);
 }
 
 double iteration_s(SimulationSetup s, const std::vector<Setting>& settings) {

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "pipetab/cost/attention.hpp"
 #include "pipetab/cost/gemm.hpp"
 #include "pipetab/error.hpp"
 
@@ -134,7 +135,8 @@ OperatorCost operator_cost(const Operator& op, const Workload& run, const System
         const double seq =
             static_cast<double>(run.job.seq_len) / static_cast<double>(run.layout.cp);
         const bool backward = op.kind == OperatorKind::FusedAttentionBackward;
-        c.efficiency = device.attention_of(kernel).at(seq, backward);
+        c.efficiency = device.attention_of(kernel).at(seq, backward) *
+                       attention_head_dim_scale(kernel, op.head_dim, seq);
         // In FP8: the BF16 kernel's throughput times its speed-up, against the FP8 peak.
         if (op.fp8) {
           c.efficiency *= device.cudnn_fp8_speedup.at(seq, backward) *

@@ -129,14 +129,16 @@ class Builder {
     ops().push_back(op);
   }
 
-  // A fused attention kernel, in FP8 under Job::fp8_attention (its bytes counted as 16-bit
-  // reads: the kernel is bound by its FLOPs either way).
-  void fused_attention(std::string_view name, OperatorKind kind, double flops, double bytes) {
+  // A fused attention kernel over heads `head_dim` wide, in FP8 under Job::fp8_attention (its
+  // bytes counted as 16-bit reads: the kernel is bound by its FLOPs either way).
+  void fused_attention(std::string_view name, OperatorKind kind, double flops, double bytes,
+                       double head_dim) {
     Operator op;
     op.name = name;
     op.kind = kind;
     op.flops = flops;
     op.bytes = bytes;
+    op.head_dim = head_dim;
     op.fp8 = run_.job.fp8_attention;
     ops().push_back(op);
   }

@@ -51,7 +51,8 @@ void mla_core_forward(Builder& f, const Workload& run, const Dims& d, const Laye
   // the output.
   f.fused_attention("attention.flash", OperatorKind::FusedAttention,
                     2 * z.T * d.keys * s.heads * (s.qk + s.v),
-                    d.e * (z.T * s.heads * (s.qk + s.v) + d.b * d.keys * s.heads * (s.qk + s.v)));
+                    d.e * (z.T * s.heads * (s.qk + s.v) + d.b * d.keys * s.heads * (s.qk + s.v)),
+                    (s.qk + s.v) / 2);
   context_output_forward(f, run, d, context_widths(s));
 }
 
@@ -78,7 +79,8 @@ void mla_projections_input_grad(Builder& i, const Workload& run, const Dims& d,
   i.fused_attention(
       "attention.flash.backward", OperatorKind::FusedAttentionBackward,
       5 * z.T * d.keys * s.heads * (s.qk + s.v),
-      2 * d.e * (z.T * s.heads * (s.qk + s.v) + d.b * d.keys * s.heads * (s.qk + s.v)));
+      2 * d.e * (z.T * s.heads * (s.qk + s.v) + d.b * d.keys * s.heads * (s.qk + s.v)),
+      (s.qk + s.v) / 2);
   i.linear("mla.kv_up.input_grad", "mla.kv_up.quantize_grad", z.T, s.kv_lora,
            s.heads * (d.head_dim() + s.v), false);
   i.norm("mla.kv_norm.backward", z.T * s.kv_lora, true);

@@ -56,7 +56,7 @@ void attention_core_forward(Builder& f, const Workload& run, const Dims& d, cons
     detail::context_exchange_forward(f, run, d, w);
     f.attention_quantize("attention.quantize", z.T * (d.q + 2 * d.kv) / d.t);
     f.fused_attention("attention.flash", OperatorKind::FusedAttention, 4 * z.T * d.keys * d.q / d.t,
-                      d.e * (z.T * 2 * d.q + d.b * d.keys * 2 * d.kv) / d.t);
+                      d.e * (z.T * 2 * d.q + d.b * d.keys * 2 * d.kv) / d.t, z.head_dim);
     detail::context_output_forward(f, run, d, w);
     return;
   }
@@ -279,7 +279,7 @@ void attention_input_grad(Builder& i, const Workload& run, const Dims& d, const 
       i.attention_quantize("attention.quantize_grad", z.T * d.q / d.t);
       i.fused_attention("attention.flash.backward", OperatorKind::FusedAttentionBackward,
                         10 * z.T * d.keys * d.q / d.t,
-                        d.e * (z.T * 4 * d.q + d.b * d.keys * 4 * d.kv) / d.t);
+                        d.e * (z.T * 4 * d.q + d.b * d.keys * 4 * d.kv) / d.t, z.head_dim);
     } else {
       i.gemm("attention.values.input_grad", d.s, d.s, z.head_dim, z.heads);  // dP = dO·Vᵀ
       i.gemm("attention.values.value_grad", d.s, z.head_dim, d.s, z.heads);  // dV = Pᵀ·dO

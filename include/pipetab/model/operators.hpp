@@ -46,11 +46,16 @@ struct Operator {
   double flops = 0.0;  ///< matrix-multiply FLOPs: 2·m·n·k·batch, or the fused attention's
   /// A transformer layer's linear in FP8 (precision = "fp8"): it runs at the device's FP8 peak
   /// with its FP8 GEMM model; every other GEMM and attention stay in BF16, as Transformer
-  /// Engine's and torchao's FP8 recipes keep them.
+  /// Engine's and torchao's FP8 recipes keep them, except the fused attention under
+  /// Job::fp8_attention.
   bool fp8 = false;
   /// Bytes to and from device memory: what a memory-bound kernel reads and writes; a GEMM's
   /// operands and result; the fused attention's inputs and outputs.
   double bytes = 0.0;
+  /// A fused attention's head width, which its kernel's efficiency depends on
+  /// (cost/attention.hpp): head_dim, or latent attention's mean of its query-key and value
+  /// widths (the kernel's FLOPs split evenly between QKᵀ and ·V). 0 for other operators.
+  double head_dim = 0.0;
   CollectiveKind collective = CollectiveKind::AllReduce;
   /// The buffer as parallel/collective.hpp counts it: all ranks' parts together; for an
   /// all-to-all one rank's buffer, its own part included (the busiest rank's for the experts).
