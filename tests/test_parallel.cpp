@@ -491,6 +491,75 @@ TEST(NcclModel, NvlsWhereTheSwitchReducesAndItIsTheFaster) {
   EXPECT_EQ(nccl_algorithm(c, a100.intra, a100.inter).algorithm, CollectiveAlgorithm::Ring);
 }
 
+// An NVL72 rack: NCCL's channels reach collective_nics of its 72 NICs, so a ring or tree across
+// racks puts 1/collective_nics of the node's traffic on each; where the rack runs NVLS and the
+// channels bound it, its tree across racks is NVLS-Tree, which NCCL's model doubles at two nodes
+// (tuning.cc).
+TEST(NcclModel, AcrossRacksTheChannelsReachCollectiveNicsOfTheNode) {
+  const auto gb200 = io::load_system("gb200-nvl72");
+  ASSERT_EQ(gb200.inter.collective_nics, 9.0);
+  const Collective ring{CollectiveKind::ReduceScatter, Group{288, 72}, 72e9,
+                        CollectiveAlgorithm::Ring};
+  EXPECT_DOUBLE_EQ(collective_flows(ring, gb200.intra, gb200.inter).remote.bytes,
+                   287 * 72e9 / 288 / 9);
+  auto all_nics = gb200;
+  all_nics.inter.collective_nics = 0.0;  // every GPU's NIC, as on a DGX node
+  EXPECT_DOUBLE_EQ(collective_flows(ring, all_nics.intra, all_nics.inter).remote.bytes,
+                   287 * 72e9 / 288 / 72);
+  // More NICs than GPUs per node reach no further than the GPUs.
+  auto many = gb200;
+  many.inter.collective_nics = 1000.0;
+  EXPECT_DOUBLE_EQ(collective_flows(ring, many.intra, many.inter).remote.bytes,
+                   287 * 72e9 / 288 / 72);
+  // A tree (Simple, 16 GiB: no size correction) over 4 racks and over 2.
+  Collective tree{CollectiveKind::AllReduce, Group{288, 72}, 17179869184.0,
+                  CollectiveAlgorithm::Tree};
+  EXPECT_DOUBLE_EQ(collective_flows(tree, gb200.intra, gb200.inter).remote.bytes,
+                   2 * 17179869184.0 / 9 / 0.92);
+  tree.group = Group{144, 72};
+  EXPECT_DOUBLE_EQ(collective_flows(tree, gb200.intra, gb200.inter).remote.bytes,
+                   17179869184.0 / 9 / 0.92);
+  auto no_nvls = gb200;
+  no_nvls.intra.nvls_efficiency = 0.0;
+  EXPECT_DOUBLE_EQ(collective_flows(tree, no_nvls.intra, no_nvls.inter).remote.bytes,
+                   2 * 17179869184.0 / 9 / 0.92);
+  // Where every GPU's NIC carries it (a DGX node), the NICs bound it: not doubled.
+  auto every_nic = gb200;
+  every_nic.inter.collective_nics = 0.0;
+  EXPECT_DOUBLE_EQ(collective_flows(tree, every_nic.intra, every_nic.inter).remote.bytes,
+                   2 * 17179869184.0 / 72 / 0.92);
+  // A rack's own all-reduce runs NVLS at its fitted share: 834.57 GB/s of bus bandwidth at 8 GiB.
+  const Collective rack{CollectiveKind::AllReduce, Group{72, 72}, 8589934592.0};
+  const Collective chosen = nccl_algorithm(rack, gb200.intra, gb200.inter);
+  EXPECT_EQ(chosen.algorithm, CollectiveAlgorithm::Nvls);
+  const double busbw =
+      8589934592.0 / collective_seconds(chosen, gb200.intra, gb200.inter) * 2 * 71 / 72 / 1e9;
+  EXPECT_NEAR(busbw, 834.57, 834.57 * 0.01);
+}
+
+// The system files take collective_nics on [network.inter] alone, and write it back.
+TEST(NcclModel, CollectiveNicsIsTheNetworksKey) {
+  const auto gb200 = io::load_system("gb200-nvl72");
+  const auto again = io::parse_system(io::system_toml(gb200, "x"), "again.toml");
+  EXPECT_EQ(again.inter.collective_nics, 9.0);
+  EXPECT_EQ(again.intra.nvls_efficiency, gb200.intra.nvls_efficiency);
+  const std::string head =
+      "name = \"n\"\n[device]\npreset = \"dgx-h100\"\n[network]\ndevices_per_node = 8\n"
+      "[network.intra]\nlatency_s = 1e-6\nbandwidth = 9e11\n";
+  const std::string inter = "[network.inter]\nlatency_s = 5e-6\nbandwidth = 5e10\n";
+  for (const auto& [text, field] :
+       {std::pair<std::string, std::string>{head + "collective_nics = 4\n" + inter,
+                                            "network.intra.collective_nics"},
+        {head + inter + "collective_nics = 0.5\n", "network.inter.collective_nics"}}) {
+    try {
+      (void)io::parse_system(text, "n.toml");
+      ADD_FAILURE() << field;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(NcclModel, WithoutAMediumTheRingIsPlainAlphaBeta) {
   // The paper's synthetic systems: no protocols, no NCCL latencies.
   const auto s = io::load_system("balanced");

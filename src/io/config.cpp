@@ -70,11 +70,13 @@ LinkSpec read_link(const Reader& r, const toml::table& parent, const std::string
   const toml::table* t = r.table(parent, prefix, key);
   if (t == nullptr) r.fail(parent.source(), p, "missing");
   // The medium and NVLS are the node's: NCCL's network hops have constants of their own.
+  // How many NICs a collective spreads over is the network's.
   static constexpr std::array<std::string_view, 2> kNodeKeys{"medium", "nvls_efficiency"};
+  static constexpr std::array<std::string_view, 1> kNetworkKeys{"collective_nics"};
   r.only(*t, p,
          {"latency_s", "bandwidth", "collective_efficiency", "p2p_latency_s", "p2p_efficiency"},
          key == "intra" ? std::span<const std::string_view>(kNodeKeys)
-                        : std::span<const std::string_view>());
+                        : std::span<const std::string_view>(kNetworkKeys));
   LinkSpec link;
   if (t->get("medium") != nullptr) {
     link.medium = r.choice(*t, p, "medium", "", {"nvlink", "pcie"}) == "pcie" ? LinkMedium::Pcie
@@ -84,6 +86,11 @@ LinkSpec read_link(const Reader& r, const toml::table& parent, const std::string
   if (link.nvls_efficiency > 0.0 && link.medium != LinkMedium::NvLink) {
     r.fail(t->get("nvls_efficiency")->source(), Reader::join(p, "nvls_efficiency"),
            "NVLink SHARP runs in an NVSwitch: give medium = \"nvlink\" with it");
+  }
+  link.collective_nics = r.number(*t, p, "collective_nics", 0.0, 0.0, 1e6, false);
+  if (link.collective_nics > 0.0 && link.collective_nics < 1.0) {
+    r.fail(t->get("collective_nics")->source(), Reader::join(p, "collective_nics"),
+           "a collective reaches at least one NIC of a node (0: every GPU's)");
   }
   link.latency_s = r.number(*t, p, "latency_s", std::nullopt, 0.0, 1e3, false);
   link.bandwidth = r.number(*t, p, "bandwidth", std::nullopt, 1.0, kHuge, false, true);
@@ -586,6 +593,8 @@ std::string link_toml(const char* name, const LinkSpec& link) {
     out += fmt::format("medium = \"{}\"\n", *link.medium == LinkMedium::Pcie ? "pcie" : "nvlink");
   if (link.nvls_efficiency > 0.0)
     out += fmt::format("nvls_efficiency = {}\n", number(link.nvls_efficiency));
+  if (link.collective_nics > 0.0)
+    out += fmt::format("collective_nics = {}\n", number(link.collective_nics));
   return out;
 }
 

@@ -131,6 +131,10 @@ CollectiveFlows collective_flows(const Collective& c, const LinkSpec& intra,
   if (p <= 1.0 || !(c.bytes >= 0.0)) return {};
   const double per_node = std::clamp(static_cast<double>(c.group.per_node), 1.0, p);
   const bool spans = per_node < p;
+  // The NICs of a node a ring or tree spreads over (LinkSpec::collective_nics): each GPU's NIC
+  // is priced with that share of the node's traffic.
+  const double nics =
+      inter.collective_nics > 0.0 ? std::min(per_node, inter.collective_nics) : per_node;
   CollectiveFlows f;
   switch (c.algorithm) {
     case CollectiveAlgorithm::Ring:
@@ -140,7 +144,7 @@ CollectiveFlows collective_flows(const Collective& c, const LinkSpec& intra,
       // nodes the ring's channels share the node's NICs, a neighbour exchange does not.
       const double buffer = c.kind == CollectiveKind::AllToAll ? c.bytes / p : c.bytes;
       const bool ring = c.algorithm == CollectiveAlgorithm::Ring;
-      const double share = spans && ring ? 1.0 / per_node : 1.0;
+      const double share = spans && ring ? 1.0 / nics : 1.0;
       // A chunk's path around NCCL's ring leaves each node once: of its steps, only one per node
       // boundary crossed (2(nodes − 1) for an all-reduce) pays the network's latency, the others
       // NVLink's (NCCL's tuning model, src/graph/tuning.cc: (nsteps − nInterSteps)·intraLat +
@@ -205,7 +209,14 @@ CollectiveFlows collective_flows(const Collective& c, const LinkSpec& intra,
       const double latency =
           nccl ? nccl_latency_s(c, intra)
                : 2.0 * ((per_node - 1.0) * intra.latency_s + depth * inter.latency_s);
-      const double bytes = 2.0 * c.bytes / per_node / kTreeBandwidthShare /
+      // Where the node runs NVLS, NCCL's tree across nodes is NVLS-Tree, whose network bandwidth
+      // its model doubles at two nodes (tuning.cc: interBw × 2 when nNodes ≤ 2). That holds where
+      // NCCL's channels, not the NICs, bound it: two GB200 racks reach 810 GB/s of bus bandwidth
+      // where twenty reach 406 (data/nccl-tests); two DGX H100 nodes, every NIC in use, stay near
+      // what their NICs carry one way (468 GB/s measured, about 700 doubled).
+      const double nvls_pair =
+          intra.nvls_efficiency > 0.0 && nodes <= 2.0 && nics < per_node ? 2.0 : 1.0;
+      const double bytes = 2.0 * c.bytes / nics / kTreeBandwidthShare / nvls_pair /
                            (nccl ? protocol_share(c, nodes, *intra.medium) : 1.0);
       f.remote = {bytes, latency, 1.0, bytes, latency};
       return f;

@@ -172,7 +172,8 @@ std::int32_t Lowering::collective_side(TransferKind kind, int stage, std::int32_
 // distributed optimizer's reduce-scatter) sends bytes/R out of the device and receives as
 // much: over its NIC when the group spans nodes — where the group's `per_node` members on a
 // node share the node's NICs, each carrying 1/per_node of the traffic (NCCL's rings over
-// one NIC per GPU) — or over its switch ports when the group fits in the node. Where NCCL
+// one NIC per GPU), or 1/collective_nics where the node has more NICs than NCCL's channels
+// reach — or over its switch ports when the group fits in the node. Where NCCL
 // would run its tree instead (nccl_collective), the reduction is one step. In buckets
 // (dp_overlap), bucket j is ready (j+1)/n of the way through the stage's last backward and
 // waits for bucket j−1 (one communicator runs them in order).

@@ -43,6 +43,12 @@ struct LinkSpec {
   /// reduces, each rank sends and receives (p−1)/p of the buffer once) reaches; 0 where the
   /// switch has no SHARP (before NVSwitch 3, Hopper) or NCCL does not use it.
   double nvls_efficiency = 0.0;
+  /// Across nodes: of a node's NICs, how many one ring or tree collective's channels spread its
+  /// traffic over. NCCL builds a bounded number of channels, and a 72-GPU NVLink domain has more
+  /// NICs than they reach (GB200 NVL72: 9, fitted on a 20-rack all-reduce; docs/simulation.md
+  /// "Collectives as NCCL runs them"). Priced as each GPU's NIC carrying a 1/collective_nics
+  /// share. 0: every GPU's NIC of the node. Read only on the `inter` link class.
+  double collective_nics = 0.0;
   friend bool operator==(const LinkSpec&, const LinkSpec&) = default;
 
   double p2p_latency() const noexcept { return p2p_latency_s.value_or(latency_s); }
