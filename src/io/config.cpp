@@ -188,7 +188,7 @@ void read_gemm(const Reader& r, const toml::table& t, GemmModel& g, bool based) 
 }
 
 // `key` of [device.attention.KERNEL]: one number, or with `seq` an array of one per length, each
-// in (0, `max`] (efficiencies: 1; cudnn_fp8's speed-ups: 4).
+// in (0, `max`] (efficiencies: 1; cudnn_fp8's speed-ups: 2).
 std::vector<double> read_efficiencies(const Reader& r, const toml::table& t, const std::string& p,
                                       std::string_view key, std::size_t points, double max = 1.0) {
   const std::string path = p + "." + std::string(key);
@@ -271,8 +271,7 @@ void read_attention(const Reader& r, const toml::table& device, DeviceSpec& d, b
     }
     if (!any_kernel && !based) d.attention.fill({});  // the kernels a file names are all it has
     any_kernel = true;
-    AttentionCurve curve = read_curve(r, *t, kp, "forward_efficiency", "backward_efficiency", 1.0);
-    d.attention[k] = std::move(curve);
+    d.attention[k] = read_curve(r, *t, kp, "forward_efficiency", "backward_efficiency", 1.0);
   }
   // FP8 attention as a speed-up over cuDNN's BF16 kernel: at most FP8's peak over BF16's, twice.
   if (const toml::table* t = r.table(*attention, p, "cudnn_fp8")) {
