@@ -193,7 +193,7 @@ TEST(Stack, HeadWidthScalesAttentionAsThePapersBars) {
   EXPECT_DOUBLE_EQ(attention_head_dim_scale(AttentionKernel::Triton, 64, 4096), 1.0);
   // A model of 64-wide heads (gpt-oss-120b) pays it in its attention ops: the same operator at
   // 128 takes 609 / 408 less time, less its launch, on a dgx-h100 at 4,096 tokens.
-  const auto run = io::load_model("gpt-oss-120b");
+  const test::ModelRun run = io::load_model("gpt-oss-120b");  // kept: the workload refers to it
   const Workload w = test::workload(run);
   ASSERT_EQ(w.job.seq_len, 4096);
   const auto ops = model_operators(w);
