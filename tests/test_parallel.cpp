@@ -498,36 +498,29 @@ TEST(NcclModel, NvlsWhereTheSwitchReducesAndItIsTheFaster) {
 TEST(NcclModel, AcrossRacksTheChannelsReachCollectiveNicsOfTheNode) {
   const auto gb200 = io::load_system("gb200-nvl72");
   ASSERT_EQ(gb200.inter.collective_nics, 9.0);
+  // The NIC traffic of `c` on the rack with collective_nics `nics` and NVLS on or off.
+  const auto remote = [&](const Collective& c, double nics, bool nvls) {
+    auto s = gb200;
+    s.inter.collective_nics = nics;
+    if (!nvls) s.intra.nvls_efficiency = 0.0;
+    return collective_flows(c, s.intra, s.inter).remote.bytes;
+  };
+  // A ring over 4 racks: 1/9 of the node's traffic a NIC; with every GPU's NIC (0, as on a DGX
+  // node) 1/72; more NICs than GPUs reach no further than the GPUs.
   const Collective ring{CollectiveKind::ReduceScatter, Group{288, 72}, 72e9,
                         CollectiveAlgorithm::Ring};
-  EXPECT_DOUBLE_EQ(collective_flows(ring, gb200.intra, gb200.inter).remote.bytes,
-                   287 * 72e9 / 288 / 9);
-  auto all_nics = gb200;
-  all_nics.inter.collective_nics = 0.0;  // every GPU's NIC, as on a DGX node
-  EXPECT_DOUBLE_EQ(collective_flows(ring, all_nics.intra, all_nics.inter).remote.bytes,
-                   287 * 72e9 / 288 / 72);
-  // More NICs than GPUs per node reach no further than the GPUs.
-  auto many = gb200;
-  many.inter.collective_nics = 1000.0;
-  EXPECT_DOUBLE_EQ(collective_flows(ring, many.intra, many.inter).remote.bytes,
-                   287 * 72e9 / 288 / 72);
-  // A tree (Simple, 16 GiB: no size correction) over 4 racks and over 2.
-  Collective tree{CollectiveKind::AllReduce, Group{288, 72}, 17179869184.0,
-                  CollectiveAlgorithm::Tree};
-  EXPECT_DOUBLE_EQ(collective_flows(tree, gb200.intra, gb200.inter).remote.bytes,
-                   2 * 17179869184.0 / 9 / 0.92);
-  tree.group = Group{144, 72};
-  EXPECT_DOUBLE_EQ(collective_flows(tree, gb200.intra, gb200.inter).remote.bytes,
-                   17179869184.0 / 9 / 0.92);
-  auto no_nvls = gb200;
-  no_nvls.intra.nvls_efficiency = 0.0;
-  EXPECT_DOUBLE_EQ(collective_flows(tree, no_nvls.intra, no_nvls.inter).remote.bytes,
-                   2 * 17179869184.0 / 9 / 0.92);
-  // Where every GPU's NIC carries it (a DGX node), the NICs bound it: not doubled.
-  auto every_nic = gb200;
-  every_nic.inter.collective_nics = 0.0;
-  EXPECT_DOUBLE_EQ(collective_flows(tree, every_nic.intra, every_nic.inter).remote.bytes,
-                   2 * 17179869184.0 / 72 / 0.92);
+  EXPECT_DOUBLE_EQ(remote(ring, 9, true), 287 * 72e9 / 288 / 9);
+  EXPECT_DOUBLE_EQ(remote(ring, 0, true), 287 * 72e9 / 288 / 72);
+  EXPECT_DOUBLE_EQ(remote(ring, 1000, true), 287 * 72e9 / 288 / 72);
+  // A tree (Simple, 16 GiB: no size correction): over 4 racks up and down; over 2 racks halved,
+  // but only where NVLS runs and the channels, not the NICs, bound it.
+  constexpr double b = 17179869184.0;
+  const Collective four{CollectiveKind::AllReduce, Group{288, 72}, b, CollectiveAlgorithm::Tree};
+  const Collective two{CollectiveKind::AllReduce, Group{144, 72}, b, CollectiveAlgorithm::Tree};
+  EXPECT_DOUBLE_EQ(remote(four, 9, true), 2 * b / 9 / 0.92);
+  EXPECT_DOUBLE_EQ(remote(two, 9, true), b / 9 / 0.92);
+  EXPECT_DOUBLE_EQ(remote(two, 9, false), 2 * b / 9 / 0.92);
+  EXPECT_DOUBLE_EQ(remote(two, 0, true), 2 * b / 72 / 0.92);
   // A rack's own all-reduce runs NVLS at its fitted share: 834.57 GB/s of bus bandwidth at 8 GiB.
   const Collective rack{CollectiveKind::AllReduce, Group{72, 72}, 8589934592.0};
   const Collective chosen = nccl_algorithm(rack, gb200.intra, gb200.inter);
