@@ -630,6 +630,7 @@ TEST(JobFileMegatron, DeepSeekV3FsdpRefusesHybridEpAndReadsWithDeepEp) {
                                   {"recompute", "none"},
                                   {"moe_recompute", "mlp"},
                                   {"moe_recompute_norm", "true"},
+                                  {"mla_recompute_up_proj", "true"},
                                   {"moe_dispatcher", "deepep"},
                                   {"moe_shared_expert_overlap", "false"},
                                   {"a2a_overlap", "false"},
@@ -642,7 +643,9 @@ TEST(JobFileMegatron, DeepSeekV3FsdpRefusesHybridEpAndReadsWithDeepEp) {
                                   {"fused_elementwise", "true"},
                                   {"stack", "megatron-core"},
                                   {"grad_accumulation_fusion", "false"}}));
-  EXPECT_TRUE(has_entry(f.notes, "--recompute-modules mla_up_proj: not modelled")) << all(f.notes);
+  EXPECT_FALSE(has_entry(f.notes, "--recompute-modules mla_up_proj")) << all(f.notes);
+  EXPECT_EQ(origin_of(f, "mla_recompute_up_proj"),
+            fmt::format("{}:{}: --recompute-modules", path, line_of(text, "--recompute-modules")));
   EXPECT_FALSE(has_entry(f.notes, "--recompute-modules layernorm")) << all(f.notes);
   EXPECT_EQ(origin_of(f, "moe_recompute_norm"),
             fmt::format("{}:{}: --recompute-modules", path, line_of(text, "--recompute-modules")));
@@ -924,6 +927,7 @@ Values megatron_values(const Case& c) {
   if (l.cp > 1) v["cp_method"] = to_string(l.cp_method);
   if (j.moe.capacity_factor) v["moe_capacity_factor"] = text(*j.moe.capacity_factor);
   if (j.moe.recompute_norm) v["moe_recompute_norm"] = "true";
+  if (j.mla_recompute_up_proj) v["mla_recompute_up_proj"] = "true";
   if (j.dp_overlap) v["dp_bucket_bytes"] = text(j.dp_bucket_bytes);
   if (l.fsdp.enabled) {
     v["fsdp_impl"] = to_string(l.fsdp.impl);
@@ -1089,7 +1093,8 @@ std::vector<Case> megatron_grid() {
     j.moe.dispatcher = MoeDispatcher::DeepEp;
     j.moe.capacity_factor = 1.25;
     j.moe.recompute = MoeRecompute::MoeAct;
-    j.moe.recompute_norm = true;  // --recompute-modules moe_act layernorm
+    j.moe.recompute_norm = true;  // --recompute-modules moe_act layernorm mla_up_proj
+    j.mla_recompute_up_proj = true;
     j.moe.shared_expert_overlap = true;
     j.a2a_overlap = true;
     auto l = layout(2, 2, 1, 8);

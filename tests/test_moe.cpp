@@ -220,6 +220,64 @@ TEST(Moe, RecomputedNormKeepsTheMlpInputOut) {
   }
 }
 
+// Megatron-Core's recompute module `mla_up_proj` (mla_recompute_up_proj): the heads' 16-bit Q, K
+// and V, T · heads/t · (2·(head_dim + rope) + v) values, go from what each latent-attention layer
+// keeps, and the query and key-value up-projections run again, as in the forward, before the
+// attention's backward. FP8 attention keeps its quantised copies, which the recompute does not
+// free (Transformer Engine's FusedAttnFunc saves them).
+TEST(Moe, MlaUpProjectionRecomputeFreesTheHeadsQueriesKeysAndValues) {
+  auto m = moe_model(16, 4, 128);  // 4 layers, s = 128, b = 2, h = 256, 4 heads
+  auto& t = m.transformer();
+  t.attention = AttentionKind::Latent;
+  t.head_dim = 64;
+  t.latent = {96, 64, 32, 48};  // q_lora, kv_lora, qk_rope_head_dim, v_head_dim
+  m.layout.tp = 2;
+  m.layout.sequence_parallel = true;
+  auto up = m;
+  up.job.mla_recompute_up_proj = true;
+  require_runnable(up.model, up.job, up.layout);
+  const std::vector<std::int32_t> one{1};
+  const auto kept = [&](const test::ModelRun& r) {
+    return test::stage_work(r, one, 1)[0].activation_bytes;
+  };
+  // 2 bytes × 256 tokens × 2 heads a rank × (2 · (64 + 32) + 48), in each of 4 layers.
+  EXPECT_DOUBLE_EQ(kept(m) - kept(up), 4 * 2.0 * 256 * 2 * (2 * (64 + 32) + 48));
+  const auto ops = model_operators(workload(up));
+  const auto& i = ops.moe_layer.input_grad;
+  const auto at = [&](std::string_view name) {
+    return std::find_if(i.begin(), i.end(), [&](const Operator& op) { return op.name == name; });
+  };
+  for (const auto& [again, forward] : {std::pair{"mla.q_up.recompute", "mla.q_up"},
+                                       std::pair{"mla.kv_up.recompute", "mla.kv_up"}}) {
+    ASSERT_NE(at(again), i.end()) << again;
+    EXPECT_LT(at(again), at("attention.flash.backward")) << again;
+    EXPECT_DOUBLE_EQ(at(again)->flops, find_op(ops.moe_layer.forward, forward)->flops) << again;
+  }
+  EXPECT_EQ(find_op(model_operators(workload(m)).moe_layer.input_grad, "mla.kv_up.recompute"),
+            nullptr);
+  // Under FP8 attention the quantised copies stay: nothing is freed.
+  for (auto* r : {&m, &up}) {
+    r->job.precision = Precision::FP8;
+    r->job.fp8_attention = true;
+  }
+  EXPECT_DOUBLE_EQ(kept(m), kept(up));
+  // Refused by name: with full recomputation, and on a model without latent attention.
+  const auto refused = [](const test::ModelRun& r) {
+    try {
+      require_runnable(r.model, r.job, r.layout);
+    } catch (const OptionError& e) {
+      return std::string(e.key());
+    }
+    return std::string("accepted");
+  };
+  auto full = up;
+  full.job.recompute = Recompute::Full;
+  EXPECT_EQ(refused(full), "mla_recompute_up_proj");
+  auto dense_attention = moe_model(16, 4, 128);
+  dense_attention.job.mla_recompute_up_proj = true;
+  EXPECT_EQ(refused(dense_attention), "mla_recompute_up_proj");
+}
+
 TEST(Moe, AllToAllTimesByHand) {
   const LinkSpec intra{2e-6, 450e9, 0.8}, inter{5e-6, 50e9, 0.9};
   const double bytes = 64e6;

@@ -250,6 +250,7 @@ class PlanOptions(TypedDict, total=False):
     moe_fp8_dispatch: bool
     moe_shared_expert_overlap: bool
     moe_recompute_norm: bool
+    mla_recompute_up_proj: bool
     grad_bytes_per_param: float
     optimizer_bytes_per_param: float
     offload_activations: float

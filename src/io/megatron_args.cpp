@@ -822,8 +822,11 @@ JobFile parse_megatron_args(std::string_view text, const std::string& file,
       // transformer_layer.py: "layernorm" recomputes the norms that are modules of their own,
       // under Transformer Engine the MoE layers' pre-MLP norm (model/job.hpp).
       if (has("layernorm")) out.set("moe_recompute_norm", true, line_of(modules), modules->flag);
+      // multi_latent_attention.py: the up-projections and RoPE, their outputs freed.
+      if (has("mla_up_proj"))
+        out.set("mla_recompute_up_proj", true, line_of(modules), modules->flag);
       for (const auto& m : names) {
-        if (m == "mla_up_proj" || m == "shared_experts") {
+        if (m == "shared_experts") {
           out.note(
               fmt::format("--recompute-modules {}: not modelled (the simulation keeps what "
                           "it would recompute)",
@@ -1202,6 +1205,10 @@ std::string megatron_arguments(const Job& job, const Layout& layout, std::int64_
         megatron_cannot(
             "moe_recompute_norm with full recomputation, which recomputes the norms "
             "already");
+      if (job.mla_recompute_up_proj)
+        megatron_cannot(
+            "mla_recompute_up_proj with full recomputation, which recomputes the "
+            "up-projections already");
       add("--recompute-granularity full");
       add("--recompute-method uniform");
       add("--recompute-num-layers 1");
@@ -1216,6 +1223,7 @@ std::string megatron_arguments(const Job& job, const Layout& layout, std::int64_
   }
   if (job.moe.recompute == MoeRecompute::MoeAct) modules.push_back("moe_act");
   if (job.moe.recompute_norm) modules.push_back("layernorm");
+  if (job.mla_recompute_up_proj) modules.push_back("mla_up_proj");
   if (job.moe.recompute == MoeRecompute::Mlp) {
     modules.push_back("mlp");
     modules.push_back("moe");

@@ -73,6 +73,20 @@ void mla_projections_forward(Builder& f, const Workload& run, const Dims& d, con
 void mla_projections_input_grad(Builder& i, const Workload& run, const Dims& d,
                                 const LayerSizes& z) {
   const MlaSizes s = mla_sizes(run, d);
+  if (run.job.mla_recompute_up_proj) {
+    // Megatron-Core's mla_up_proj: the freed Q, K and V made again when the backward reaches the
+    // attention's output, the up-projections rerun (quantised again in FP8: the checkpoint
+    // reruns them under the forward's recipe) and RoPE applied in the fused kernels (not
+    // counted, as in the forward).
+    if (s.q_lora > 0) {
+      i.linear("mla.q_up.recompute", "mla.q_up.recompute.quantize", z.T, s.heads * s.qk, s.q_lora,
+               true);
+    } else {
+      i.linear("mla.q.recompute", "mla.q.recompute.quantize", z.T, s.heads * s.qk, d.h, true);
+    }
+    i.linear("mla.kv_up.recompute", "mla.kv_up.recompute.quantize", z.T,
+             s.heads * (d.head_dim() + s.v), s.kv_lora, true);
+  }
   context_exchange_backward(i, run, d, context_widths(s));
   i.attention_quantize("attention.quantize_grad", z.T * s.heads * s.v);
   // Recomputes QKᵀ: five products against the forward's two (Dao 2023).
@@ -124,14 +138,19 @@ double mla_params(const Workload& run, const Dims& d) {
 
 // Activation bytes of the attention per device: the latents and their normed copies (whole), the
 // heads' Q, K, V and output (split), and FlashAttention's log-sum-exp; the layer's input and
-// the residual path are the dense accounting's.
+// the residual path are the dense accounting's. Under mla_recompute_up_proj the 16-bit Q, K and
+// V are freed after the forward (CheckpointWithoutOutput's discard_output_and_register_recompute);
+// the checkpoint keeps the normed latents, which the up-projections kept already. FP8 attention
+// keeps its own quantised copies of them (TE's FusedAttnFunc), which the discard does not free.
 double mla_activation_bytes(const Workload& run, const Dims& d) {
   const MlaSizes s = mla_sizes(run, d);
   const double T = d.s * d.b;
   const double latents = 2 * s.q_lora + (s.kv_lora + s.rope) + s.kv_lora;
-  const double heads = s.heads * (2 * s.qk + 2 * s.v);
+  const double qkv = s.heads * (2 * s.qk + s.v);
+  const bool qkv_freed = run.job.mla_recompute_up_proj && !run.job.fp8_attention;
+  const double heads = (qkv_freed ? 0.0 : qkv) + s.heads * s.v;
   return d.e * T * (latents + heads) + 4 * s.heads * T +
-         fp8_attention_saved_delta(run, d.e, T * s.heads * (2 * s.qk + s.v), T * s.heads * s.v);
+         fp8_attention_saved_delta(run, d.e, T * qkv, T * s.heads * s.v);
 }
 
 }  // namespace pipetab::detail

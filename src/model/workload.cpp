@@ -93,6 +93,23 @@ void require_runnable(const ModelConfig& model, const Job& job, const Layout& la
                                   "recompute modules go with recompute none or selective",
                                   to_string(job.recompute)));
   }
+  if (job.mla_recompute_up_proj) {
+    const TransformerConfig* t = model.transformer();
+    if (t == nullptr || t->attention != AttentionKind::Latent) {
+      // transformer_config.py: "mla_up_proj in recompute_modules is only supported with
+      // multi-latent attention".
+      throw OptionError("mla_recompute_up_proj",
+                        fmt::format("mla_recompute_up_proj: model '{}' has no latent attention "
+                                    "(Megatron-LM refuses mla_up_proj without it)",
+                                    model.name));
+    }
+    if (job.recompute != Recompute::None && job.recompute != Recompute::Selective) {
+      throw OptionError("mla_recompute_up_proj",
+                        fmt::format("mla_recompute_up_proj with recompute {}: Megatron-Core's "
+                                    "recompute modules go with recompute none or selective",
+                                    to_string(job.recompute)));
+    }
+  }
   // FSDP's options without FSDP would be dropped without a word.
   if (!layout.fsdp.enabled) {
     const FsdpOptions& f = layout.fsdp;

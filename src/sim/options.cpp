@@ -157,6 +157,20 @@ const RunOption kOptions[] = {
      "activation recomputation: none, selective (the attention core), full (the layer), "
      "selective-op and every-other-layer (torchtitan's)",
      0, 0, kRecomputeNames, true, 1, "", PIPETAB_ENUM(s.job.recompute, parse_recompute)},
+    {"mla_recompute_up_proj",
+     "--mla-recompute-up-proj",
+     kJob,
+     OptionType::Boolean,
+     "recompute latent attention's up-projections in the backward instead of keeping the heads' "
+     "Q, K and V (Megatron-Core's --recompute-modules mla_up_proj; with recompute none or "
+     "selective)",
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.job.mla_recompute_up_proj, v.boolean)},
     {"moe_recompute", "--moe-recompute", kJob, OptionType::Choice,
      "what a mixture of experts recomputes (Megatron-Core's --recompute-modules): none, moe_act, "
      "mlp",

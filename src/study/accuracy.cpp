@@ -131,9 +131,17 @@ std::string configuration(const MeasuredRun& run) {
   const auto& m = *run.model.transformer();
   const Job& j = run.job;
   const Layout& l = run.layout;
-  const std::string recompute = j.recompute == Recompute::None
-                                    ? std::string("no recompute")
-                                    : fmt::format("{} recompute", to_string(j.recompute));
+  // Megatron-Core's recompute modules beside the granularity: "recompute moe_act, layernorm".
+  std::vector<std::string_view> modules;
+  if (j.mla_recompute_up_proj) modules.emplace_back("mla_up_proj");
+  if (j.moe.recompute != MoeRecompute::None) modules.push_back(to_string(j.moe.recompute));
+  if (j.moe.recompute_norm) modules.emplace_back("layernorm");
+  std::string recompute = j.recompute == Recompute::None
+                              ? std::string(modules.empty() ? "no recompute" : "recompute")
+                              : fmt::format("{} recompute", to_string(j.recompute));
+  if (!modules.empty())
+    recompute += fmt::format("{} {}", j.recompute == Recompute::None ? "" : " +",
+                             fmt::join(modules, ", "));
   if (run.kind == MeasurementKind::Layer) {
     return fmt::format("h {}, TP {}, micro batch {}, {}{}", m.hidden, l.tp, j.micro_batch,
                        recompute, l.sequence_parallel ? " + SP" : "");

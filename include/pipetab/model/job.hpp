@@ -201,6 +201,12 @@ struct Job {
   /// keeps them in 16 bits: Transformer Engine).
   std::int64_t dtype_bytes = 0;
   Recompute recompute = Recompute::None;
+  /// Latent attention's up-projections run again in the backward instead of their outputs kept
+  /// (Megatron-Core's recompute module `mla_up_proj`, multi_latent_attention.py: the query and
+  /// key-value up-projections and RoPE run under CheckpointWithoutOutput, whose outputs, the
+  /// heads' Q, K and V, are freed once the fused attention has run and made again when the
+  /// backward reaches it). With recompute none or selective, on a latent-attention model.
+  bool mla_recompute_up_proj = false;
   MoeJob moe;
   /// The optimizer's state and gradients per parameter (Megatron's fp32 main gradients, fp32
   /// master weights and Adam moments).
