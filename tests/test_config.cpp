@@ -176,8 +176,10 @@ TEST(Presets, H100GemmModelIsTheFitToTheProbe) {
 TEST(Presets, BlackwellGemmModelIsH100sScaledByTheirMatmulMaxima) {
   const auto mamf = [](const SystemConfig& system, Precision p, double m, double n, double k,
                        double tflops) {
-    // The FP8 rows run the BF16 machinery against the FP8 peak and GEMM model.
+    // The FP8 rows run the BF16 machinery against the FP8 peak and GEMM model. MAMF's short
+    // search holds the boost clock: read at clock_scale 1 (a training step's is the preset's).
     SystemConfig s = system;
+    s.device.clock_scale = 1.0;
     if (p == Precision::FP8) {
       s.device.peak_flops[static_cast<std::size_t>(Precision::BF16)] = s.device.peak(p);
       s.device.gemm.max_efficiency = s.device.gemm_fp8.max_efficiency;
