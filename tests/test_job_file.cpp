@@ -702,6 +702,29 @@ TEST(JobFileMegatron, BadFlagsNameFileLineAndFlag) {
   EXPECT_EQ(megatron_error("--seq-length '4096\n"), "run.args:1:14: a ' quote is not closed");
 }
 
+// Megatron-Core's recompute modules mlp, moe and moe_act (transformer_layer.py): mlp is the dense
+// layers' MLP alone, moe the MoE blocks (pipetab's moe_recompute mlp, which takes the dense MLPs
+// along), and they combine with moe_act as NVIDIA's DeepSeek-V3 GB200 run does.
+TEST(JobFileMegatron, RecomputeModulesMlpMoeAndMoeAct) {
+  const auto read = [](const std::string& modules) {
+    return values_of(io::parse_megatron_args(
+        "--recompute-granularity selective\n--recompute-modules " + modules + "\n", "run.args", 8));
+  };
+  auto v = read("mlp moe_act");
+  EXPECT_EQ(v.at("dense_mlp_recompute"), "true");
+  EXPECT_EQ(v.at("moe_recompute"), "moe_act");
+  v = read("mlp");
+  EXPECT_EQ(v.at("dense_mlp_recompute"), "true");
+  EXPECT_EQ(v.at("moe_recompute"), "none");
+  v = read("mlp moe");
+  EXPECT_EQ(v.count("dense_mlp_recompute"), 0U);
+  EXPECT_EQ(v.at("moe_recompute"), "mlp");
+  const auto moe = io::parse_megatron_args(
+      "--recompute-granularity selective\n--recompute-modules moe\n", "run.args", 8);
+  EXPECT_EQ(values_of(moe).at("moe_recompute"), "mlp");
+  EXPECT_TRUE(has_entry(moe.notes, "recomputes the dense layers' MLP too")) << all(moe.notes);
+}
+
 TEST(JobFileMegatron, RefusesWhatItCannotModel) {
   EXPECT_NE(megatron_error("--context-parallel-size 2 --cp-comm-type a2a+p2p\n").find("a2a+p2p"),
             std::string::npos);
@@ -928,6 +951,7 @@ Values megatron_values(const Case& c) {
   if (j.moe.capacity_factor) v["moe_capacity_factor"] = text(*j.moe.capacity_factor);
   if (j.moe.recompute_norm) v["moe_recompute_norm"] = "true";
   if (j.mla_recompute_up_proj) v["mla_recompute_up_proj"] = "true";
+  if (j.dense_mlp_recompute) v["dense_mlp_recompute"] = "true";
   if (j.dp_overlap) v["dp_bucket_bytes"] = text(j.dp_bucket_bytes);
   if (l.fsdp.enabled) {
     v["fsdp_impl"] = to_string(l.fsdp.impl);
@@ -1071,7 +1095,9 @@ std::vector<Case> megatron_grid() {
   Job fp32 = plain;
   fp32.precision = Precision::FP32;
   fp32.stack.flash_attention = false;
-  for (const auto& j : {plain, tuned, fp8, fp8_params, fp8_attention, old, fp32}) {
+  Job dense_mlp = tuned;  // --recompute-modules core_attn mlp
+  dense_mlp.dense_mlp_recompute = true;
+  for (const auto& j : {plain, tuned, fp8, fp8_params, fp8_attention, old, fp32, dense_mlp}) {
     add(j, layout(8, 1, 1, 4));
     // 1F1B and interleaved with 2 and 4 chunks.
     auto p = layout(4, 4, 1, 2);

@@ -278,6 +278,53 @@ TEST(Moe, MlaUpProjectionRecomputeFreesTheHeadsQueriesKeysAndValues) {
   EXPECT_EQ(refused(dense_attention), "mla_recompute_up_proj");
 }
 
+// Megatron-Core's recompute module `mlp` (dense_mlp_recompute): the dense layers' MLP runs again
+// at the start of their input-gradient pass and keeps only its input, 6·s·b·ffn bytes less a
+// gated layer (fc1's two halves and the activation's output, 16 bits); the MoE blocks are left
+// as they are (their all-to-alls not repeated), unlike moe_recompute mlp.
+TEST(Moe, DenseMlpRecomputeLeavesTheExpertsAlone) {
+  auto m = dense_model(1024);  // 4 layers, s = 128, b = 2, h = 256, ffn 1,024
+  auto mlp = m;
+  mlp.job.dense_mlp_recompute = true;
+  require_runnable(mlp.model, mlp.job, mlp.layout);
+  const std::vector<std::int32_t> one{1};
+  const auto kept = [&](const test::ModelRun& r) {
+    return test::stage_work(r, one, 1)[0].activation_bytes;
+  };
+  EXPECT_DOUBLE_EQ(kept(m) - kept(mlp), 4 * 6.0 * 256 * 1024);
+  const auto names = [](const std::vector<Operator>& ops) {
+    std::vector<std::string> out;
+    for (const auto& op : ops) out.emplace_back(op.name);
+    return out;
+  };
+  const auto i = names(model_operators(workload(mlp)).layer.input_grad);
+  const auto fc1 = std::find(i.begin(), i.end(), "fc1");
+  ASSERT_NE(fc1, i.end());
+  EXPECT_LT(fc1, std::find(i.begin(), i.end(), "fc2.input_grad"));
+  EXPECT_EQ(find_op(model_operators(workload(m)).layer.input_grad, "fc1"), nullptr);
+  // A mixture of experts with a dense first layer: that layer's MLP as moe_recompute mlp
+  // recomputes it, the MoE layers' backward unchanged.
+  auto moe = moe_model(16, 4, 128, 4);
+  moe.transformer().moe->dense_layers = 1;
+  moe.transformer().moe->dense_ffn_hidden = 1024;
+  auto dense_only = moe, block = moe;
+  dense_only.job.dense_mlp_recompute = true;
+  block.job.moe.recompute = MoeRecompute::Mlp;
+  const auto a = model_operators(workload(dense_only)), b = model_operators(workload(block)),
+             c = model_operators(workload(moe));
+  EXPECT_EQ(names(a.layer.input_grad), names(b.layer.input_grad));
+  EXPECT_EQ(names(a.moe_layer.input_grad), names(c.moe_layer.input_grad));
+  EXPECT_NE(names(b.moe_layer.input_grad), names(c.moe_layer.input_grad));
+  // Refused by name with full recomputation, which recomputes the MLP already.
+  mlp.job.recompute = Recompute::Full;
+  try {
+    require_runnable(mlp.model, mlp.job, mlp.layout);
+    ADD_FAILURE();
+  } catch (const OptionError& e) {
+    EXPECT_EQ(e.key(), "dense_mlp_recompute");
+  }
+}
+
 TEST(Moe, AllToAllTimesByHand) {
   const LinkSpec intra{2e-6, 450e9, 0.8}, inter{5e-6, 50e9, 0.9};
   const double bytes = 64e6;

@@ -251,6 +251,7 @@ class PlanOptions(TypedDict, total=False):
     moe_shared_expert_overlap: bool
     moe_recompute_norm: bool
     mla_recompute_up_proj: bool
+    dense_mlp_recompute: bool
     grad_bytes_per_param: float
     optimizer_bytes_per_param: float
     offload_activations: float

@@ -806,18 +806,19 @@ JobFile parse_megatron_args(std::string_view text, const std::string& file,
         return std::find(names.begin(), names.end(), m) != names.end();
       };
       if (has("core_attn")) recompute = "selective";
-      // transformer_layer.py: "mlp" recomputes the dense layers' MLP, "moe" the MoE layers'.
-      if (has("mlp") || has("moe")) {
+      // transformer_layer.py: "mlp" recomputes the dense layers' MLP (every layer's in a dense
+      // model), "moe" the MoE layers' block: pipetab's dense_mlp_recompute and moe_recompute mlp,
+      // which recomputes the dense layers' MLP too.
+      if (has("moe")) {
         moe = "mlp";
-        if (has("mlp") != has("moe")) {
+        if (!has("mlp")) {
           out.note(
-              fmt::format("--recompute-modules {}: Megatron-LM recomputes only the {} "
-                          "layers' MLP; pipetab's moe_recompute mlp recomputes both the "
-                          "dense MLPs and the MoE blocks",
-                          has("mlp") ? "mlp" : "moe", has("mlp") ? "dense" : "MoE"));
+              "--recompute-modules moe: Megatron-LM recomputes only the MoE layers' block; "
+              "pipetab's moe_recompute mlp recomputes the dense layers' MLP too");
         }
-      } else if (has("moe_act")) {
-        moe = "moe_act";
+      } else {
+        if (has("moe_act")) moe = "moe_act";
+        if (has("mlp")) out.set("dense_mlp_recompute", true, line_of(modules), modules->flag);
       }
       // transformer_layer.py: "layernorm" recomputes the norms that are modules of their own,
       // under Transformer Engine the MoE layers' pre-MLP norm (model/job.hpp).
@@ -1205,6 +1206,9 @@ std::string megatron_arguments(const Job& job, const Layout& layout, std::int64_
         megatron_cannot(
             "moe_recompute_norm with full recomputation, which recomputes the norms "
             "already");
+      if (job.dense_mlp_recompute)
+        megatron_cannot(
+            "dense_mlp_recompute with full recomputation, which recomputes the MLPs already");
       if (job.mla_recompute_up_proj)
         megatron_cannot(
             "mla_recompute_up_proj with full recomputation, which recomputes the "
@@ -1224,6 +1228,7 @@ std::string megatron_arguments(const Job& job, const Layout& layout, std::int64_
   if (job.moe.recompute == MoeRecompute::MoeAct) modules.push_back("moe_act");
   if (job.moe.recompute_norm) modules.push_back("layernorm");
   if (job.mla_recompute_up_proj) modules.push_back("mla_up_proj");
+  if (job.dense_mlp_recompute && job.moe.recompute != MoeRecompute::Mlp) modules.push_back("mlp");
   if (job.moe.recompute == MoeRecompute::Mlp) {
     modules.push_back("mlp");
     modules.push_back("moe");

@@ -984,6 +984,8 @@ std::string torchtitan_job_toml(const Job& job, const Layout& layout, std::int64
   if (job.moe.recompute != MoeRecompute::None)
     titan_cannot(fmt::format("moe_recompute {}: torchtitan has no MoE-only recomputation",
                              to_string(job.moe.recompute)));
+  if (job.dense_mlp_recompute)
+    titan_cannot("dense_mlp_recompute: Megatron-Core's recompute module (mlp)");
   if (job.mla_recompute_up_proj)
     titan_cannot("mla_recompute_up_proj: Megatron-Core's recompute module (mla_up_proj)");
   if (job.moe.capacity_factor)

@@ -93,6 +93,22 @@ void require_runnable(const ModelConfig& model, const Job& job, const Layout& la
                                   "recompute modules go with recompute none or selective",
                                   to_string(job.recompute)));
   }
+  if (job.dense_mlp_recompute) {
+    const TransformerConfig* t = model.transformer();
+    if (t == nullptr || t->hybrid()) {
+      throw OptionError("dense_mlp_recompute",
+                        fmt::format("dense_mlp_recompute: model '{}' is {}; the dense MLP's "
+                                    "recomputation is modelled for transformer layers",
+                                    model.name,
+                                    t == nullptr ? "given by its costs" : "a hybrid pattern"));
+    }
+    if (job.recompute != Recompute::None && job.recompute != Recompute::Selective) {
+      throw OptionError("dense_mlp_recompute",
+                        fmt::format("dense_mlp_recompute with recompute {}: Megatron-Core's "
+                                    "recompute modules go with recompute none or selective",
+                                    to_string(job.recompute)));
+    }
+  }
   if (job.mla_recompute_up_proj) {
     const TransformerConfig* t = model.transformer();
     if (t == nullptr || t->attention != AttentionKind::Latent) {
@@ -187,11 +203,13 @@ std::vector<StageWork> stage_work(const ModelConfig& model, const Job& job, cons
     if (a.weight_inputs >= 0.0) return a.weight_inputs;  // a Mamba layer's projections' inputs
     return (a.total - a.attention) * 32.0 / 34.0;
   };
-  // A mixture of experts' dense layers; with `mlp` recomputation their MLP keeps only its input.
+  // The dense layers (a mixture of experts' first ones, or every layer of a dense model); with
+  // their MLP recomputed it keeps only its input.
   const TransformerConfig dense = detail::dense_layer_model(m);
   const Workload dense_run{dense, job, layout};
   detail::Dims dense_dims = detail::dims(dense_run);
-  if (m.moe && job.moe.recompute == MoeRecompute::Mlp) dense_dims.ffn = 0.0;
+  if (job.dense_mlp_recompute || (m.moe && job.moe.recompute == MoeRecompute::Mlp))
+    dense_dims.ffn = 0.0;
   const auto dense_act = detail::layer_activation_bytes(dense_run, dense_dims);
   const auto moe_act = m.moe ? detail::moe_layer_activation_bytes(run) : detail::LayerActivation{};
   const auto dense_params = detail::dense_layer_params(run);

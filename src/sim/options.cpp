@@ -171,6 +171,20 @@ const RunOption kOptions[] = {
      1,
      "",
      PIPETAB_FIELD(s.job.mla_recompute_up_proj, v.boolean)},
+    {"dense_mlp_recompute",
+     "--dense-mlp-recompute",
+     kJob,
+     OptionType::Boolean,
+     "recompute the dense layers' MLP in the backward (Megatron-Core's --recompute-modules mlp: "
+     "every layer of a dense model, a mixture of experts' dense layers; with recompute none or "
+     "selective)",
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.job.dense_mlp_recompute, v.boolean)},
     {"moe_recompute", "--moe-recompute", kJob, OptionType::Choice,
      "what a mixture of experts recomputes (Megatron-Core's --recompute-modules): none, moe_act, "
      "mlp",

@@ -134,6 +134,7 @@ std::string configuration(const MeasuredRun& run) {
   // Megatron-Core's recompute modules beside the granularity: "recompute moe_act, layernorm".
   std::vector<std::string_view> modules;
   if (j.mla_recompute_up_proj) modules.emplace_back("mla_up_proj");
+  if (j.dense_mlp_recompute) modules.emplace_back("dense mlp");
   if (j.moe.recompute != MoeRecompute::None) modules.push_back(to_string(j.moe.recompute));
   if (j.moe.recompute_norm) modules.emplace_back("layernorm");
   std::string recompute = j.recompute == Recompute::None

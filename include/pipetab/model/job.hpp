@@ -207,6 +207,11 @@ struct Job {
   /// heads' Q, K and V, are freed once the fused attention has run and made again when the
   /// backward reaches it). With recompute none or selective, on a latent-attention model.
   bool mla_recompute_up_proj = false;
+  /// The dense layers' MLP run again in the backward instead of its insides kept (Megatron-Core's
+  /// recompute module `mlp`, transformer_layer.py: every layer's MLP in a dense model; in a
+  /// mixture of experts only the dense layers', the MoE blocks being the module `moe`, which is
+  /// MoeJob::recompute mlp). With recompute none or selective; not for hybrid models.
+  bool dense_mlp_recompute = false;
   MoeJob moe;
   /// The optimizer's state and gradients per parameter (Megatron's fp32 main gradients, fp32
   /// master weights and Adam moments).
