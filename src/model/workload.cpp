@@ -85,46 +85,35 @@ void require_runnable(const ModelConfig& model, const Job& job, const Layout& la
     if (!why.empty()) throw OptionError("fp8_attention", "fp8_attention: " + why);
   }
   // Megatron-Core recomputes modules only under selective recomputation (or none); the others
-  // recompute the norm already, or the layer.
-  if (job.moe.recompute_norm && job.recompute != Recompute::None &&
-      job.recompute != Recompute::Selective) {
-    throw OptionError("moe_recompute_norm",
-                      fmt::format("moe_recompute_norm with recompute {}: Megatron-Core's "
-                                  "recompute modules go with recompute none or selective",
-                                  to_string(job.recompute)));
-  }
-  if (job.dense_mlp_recompute) {
-    const TransformerConfig* t = model.transformer();
-    if (t == nullptr || t->hybrid()) {
-      throw OptionError("dense_mlp_recompute",
-                        fmt::format("dense_mlp_recompute: model '{}' is {}; the dense MLP's "
-                                    "recomputation is modelled for transformer layers",
-                                    model.name,
-                                    t == nullptr ? "given by its costs" : "a hybrid pattern"));
-    }
-    if (job.recompute != Recompute::None && job.recompute != Recompute::Selective) {
-      throw OptionError("dense_mlp_recompute",
-                        fmt::format("dense_mlp_recompute with recompute {}: Megatron-Core's "
-                                    "recompute modules go with recompute none or selective",
-                                    to_string(job.recompute)));
+  // recompute the norm, the MLP or the up-projections already, or the layer.
+  if (job.recompute != Recompute::None && job.recompute != Recompute::Selective) {
+    const std::pair<bool, std::string_view> modules[] = {
+        {job.moe.recompute_norm, "moe_recompute_norm"},
+        {job.dense_mlp_recompute, "dense_mlp_recompute"},
+        {job.mla_recompute_up_proj, "mla_recompute_up_proj"}};
+    for (const auto& [on, key] : modules) {
+      if (!on) continue;
+      throw OptionError(std::string(key),
+                        fmt::format("{} with recompute {}: Megatron-Core's recompute modules go "
+                                    "with recompute none or selective",
+                                    key, to_string(job.recompute)));
     }
   }
-  if (job.mla_recompute_up_proj) {
-    const TransformerConfig* t = model.transformer();
-    if (t == nullptr || t->attention != AttentionKind::Latent) {
-      // transformer_config.py: "mla_up_proj in recompute_modules is only supported with
-      // multi-latent attention".
-      throw OptionError("mla_recompute_up_proj",
-                        fmt::format("mla_recompute_up_proj: model '{}' has no latent attention "
-                                    "(Megatron-LM refuses mla_up_proj without it)",
-                                    model.name));
-    }
-    if (job.recompute != Recompute::None && job.recompute != Recompute::Selective) {
-      throw OptionError("mla_recompute_up_proj",
-                        fmt::format("mla_recompute_up_proj with recompute {}: Megatron-Core's "
-                                    "recompute modules go with recompute none or selective",
-                                    to_string(job.recompute)));
-    }
+  const TransformerConfig* t = model.transformer();
+  if (job.dense_mlp_recompute && (t == nullptr || t->hybrid())) {
+    throw OptionError("dense_mlp_recompute",
+                      fmt::format("dense_mlp_recompute: model '{}' is {}; the dense MLP's "
+                                  "recomputation is modelled for transformer layers",
+                                  model.name,
+                                  t == nullptr ? "given by its costs" : "a hybrid pattern"));
+  }
+  // transformer_config.py: "mla_up_proj in recompute_modules is only supported with multi-latent
+  // attention".
+  if (job.mla_recompute_up_proj && (t == nullptr || t->attention != AttentionKind::Latent)) {
+    throw OptionError("mla_recompute_up_proj",
+                      fmt::format("mla_recompute_up_proj: model '{}' has no latent attention "
+                                  "(Megatron-LM refuses mla_up_proj without it)",
+                                  model.name));
   }
   // FSDP's options without FSDP would be dropped without a word.
   if (!layout.fsdp.enabled) {
