@@ -285,7 +285,8 @@ TEST(Moe, DenseMlpRecomputeLeavesTheExpertsAlone) {
   EXPECT_DOUBLE_EQ(kept_bytes(m) - kept_bytes(mlp), 4 * 6.0 * 256 * 1024);
   const auto names = [](const std::vector<Operator>& ops) {
     std::vector<std::string> out;
-    for (const auto& op : ops) out.emplace_back(op.name);
+    for (const auto& op : ops)
+      out.emplace_back(op.name);
     return out;
   };
   const auto i = names(model_operators(workload(mlp)).layer.input_grad);

@@ -101,11 +101,11 @@ void require_runnable(const ModelConfig& model, const Job& job, const Layout& la
   }
   const TransformerConfig* t = model.transformer();
   if (job.dense_mlp_recompute && (t == nullptr || t->hybrid())) {
-    throw OptionError("dense_mlp_recompute",
-                      fmt::format("dense_mlp_recompute: model '{}' is {}; the dense MLP's "
-                                  "recomputation is modelled for transformer layers",
-                                  model.name,
-                                  t == nullptr ? "given by its costs" : "a hybrid pattern"));
+    throw OptionError(
+        "dense_mlp_recompute",
+        fmt::format("dense_mlp_recompute: model '{}' is {}; the dense MLP's "
+                    "recomputation is modelled for transformer layers",
+                    model.name, t == nullptr ? "given by its costs" : "a hybrid pattern"));
   }
   // transformer_config.py: "mla_up_proj in recompute_modules is only supported with multi-latent
   // attention".

@@ -141,8 +141,8 @@ std::string configuration(const MeasuredRun& run) {
                               ? std::string(modules.empty() ? "no recompute" : "recompute")
                               : fmt::format("{} recompute", to_string(j.recompute));
   if (!modules.empty())
-    recompute += fmt::format("{} {}", j.recompute == Recompute::None ? "" : " +",
-                             fmt::join(modules, ", "));
+    recompute +=
+        fmt::format("{} {}", j.recompute == Recompute::None ? "" : " +", fmt::join(modules, ", "));
   if (run.kind == MeasurementKind::Layer) {
     return fmt::format("h {}, TP {}, micro batch {}, {}{}", m.hidden, l.tp, j.micro_batch,
                        recompute, l.sequence_parallel ? " + SP" : "");
