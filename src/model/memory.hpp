@@ -18,6 +18,13 @@ struct LayerActivation {
 
 LayerActivation layer_activation_bytes(const Workload& run, const Dims& d);
 
+/// Whether the dense layers' MLP runs again in the backward: Job::dense_mlp_recompute (Megatron's
+/// module mlp), or a mixture of experts' moe_recompute mlp, which takes the dense MLPs along.
+inline bool dense_mlp_recomputed(const Workload& run) {
+  return run.job.dense_mlp_recompute ||
+         (run.model.moe && run.job.moe.recompute == MoeRecompute::Mlp);
+}
+
 /// Under Job::fp8_attention, the bytes the FP8 attention kernel's saved tensors add against their
 /// 16-bit copies (`e` bytes each; < 0: fewer), for `qkv` elements of Q, K and V and `out` of its
 /// output. 0 otherwise.

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "builder.hpp"
+#include "memory.hpp"
 #include <fmt/format.h>
 
 #include "pipetab/error.hpp"
@@ -220,8 +221,7 @@ void mlp_forward(Builder& f, const Workload& run, const Dims& d, const LayerSize
 void mlp_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerSizes& z) {
   const TransformerConfig& m = run.model;
   const bool sp = run.layout.sequence_parallel;
-  if (run.job.dense_mlp_recompute || (m.moe && run.job.moe.recompute == MoeRecompute::Mlp))
-    mlp_forward(i, run, d, z);
+  if (dense_mlp_recomputed(run)) mlp_forward(i, run, d, z);
   if (sp)
     i.collective("mlp.reduce_scatter.backward", CollectiveKind::AllGather, d.e * z.full,
                  Overlap::All, PassId::InputGrad, "fc2.input_grad");

@@ -197,8 +197,7 @@ std::vector<StageWork> stage_work(const ModelConfig& model, const Job& job, cons
   const TransformerConfig dense = detail::dense_layer_model(m);
   const Workload dense_run{dense, job, layout};
   detail::Dims dense_dims = detail::dims(dense_run);
-  if (job.dense_mlp_recompute || (m.moe && job.moe.recompute == MoeRecompute::Mlp))
-    dense_dims.ffn = 0.0;
+  if (detail::dense_mlp_recomputed(run)) dense_dims.ffn = 0.0;
   const auto dense_act = detail::layer_activation_bytes(dense_run, dense_dims);
   const auto moe_act = m.moe ? detail::moe_layer_activation_bytes(run) : detail::LayerActivation{};
   const auto dense_params = detail::dense_layer_params(run);
