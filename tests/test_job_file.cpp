@@ -1314,6 +1314,17 @@ TEST(JobFileRoundTrip, WritersRefuseWhatTheToolCannotRun) {
   full_norm.moe.recompute_norm = true;
   EXPECT_NE(megatron(full_norm, layout(1, 1, 1, 1)).find("moe_recompute_norm with full"),
             std::string::npos);
+  Job full_mlp = j;
+  full_mlp.recompute = Recompute::Full;
+  full_mlp.dense_mlp_recompute = true;
+  EXPECT_NE(megatron(full_mlp, layout(1, 1, 1, 1)).find("recomputes the MLPs already"),
+            std::string::npos);
+  Job full_mla = j;
+  full_mla.recompute = Recompute::Full;
+  full_mla.mla_recompute_up_proj = true;
+  EXPECT_NE(megatron(full_mla, layout(1, 1, 1, 1)).find("recomputes the up-projections already"),
+            std::string::npos);
+  EXPECT_NE(titan(full_mla, layout(1, 1, 1, 1)).find("mla_recompute_up_proj"), std::string::npos);
   Job te_weights = j;  // FP8 weights alone are Transformer Engine's
   te_weights.precision = Precision::FP8;
   te_weights.fp8_params = true;

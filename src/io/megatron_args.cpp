@@ -19,6 +19,7 @@
 #include <map>
 #include <set>
 #include <span>
+#include <tuple>
 
 #include "job_file_common.hpp"
 #include "text.hpp"
@@ -1202,17 +1203,15 @@ std::string megatron_arguments(const Job& job, const Layout& layout, std::int64_
             fmt::format("moe_recompute {} with full recomputation, which recomputes the MoE "
                         "blocks already",
                         to_string(job.moe.recompute)));
-      if (job.moe.recompute_norm)
-        megatron_cannot(
-            "moe_recompute_norm with full recomputation, which recomputes the norms "
-            "already");
-      if (job.dense_mlp_recompute)
-        megatron_cannot(
-            "dense_mlp_recompute with full recomputation, which recomputes the MLPs already");
-      if (job.mla_recompute_up_proj)
-        megatron_cannot(
-            "mla_recompute_up_proj with full recomputation, which recomputes the "
-            "up-projections already");
+      // The recompute modules: what full recomputation recomputes already.
+      for (const auto& [on, key, what] :
+           {std::tuple{job.moe.recompute_norm, "moe_recompute_norm", "the norms"},
+            std::tuple{job.dense_mlp_recompute, "dense_mlp_recompute", "the MLPs"},
+            std::tuple{job.mla_recompute_up_proj, "mla_recompute_up_proj", "the up-projections"}}) {
+        if (on)
+          megatron_cannot(
+              fmt::format("{} with full recomputation, which recomputes {} already", key, what));
+      }
       add("--recompute-granularity full");
       add("--recompute-method uniform");
       add("--recompute-num-layers 1");
