@@ -808,6 +808,42 @@ TEST(JobFileMegatron, CpuOffloadingReadsToOffloadLayers) {
   EXPECT_THROW(io::megatron_arguments(job, Layout{}, 1, "offload"), Error);
 }
 
+// Megatron-Core's fine-grained activation offload (docs/user-guide/features/
+// fine_grained_activation_offloading.md's example), read, refused where pipetab does not model
+// it, and written back.
+TEST(JobFileMegatron, FineGrainedOffloadReadsToOffloadModules) {
+  const auto f = io::parse_megatron_args(
+      "--fine-grained-activation-offloading\n--offload-modules core_attn attn_proj expert_fc1\n",
+      "run.args", 8);
+  EXPECT_EQ(values_of(f).at("offload_modules"), "core_attn+attn_proj+expert_fc1");
+  EXPECT_EQ(origin_of(f, "offload_modules"), "run.args:2: --offload-modules");
+  EXPECT_NE(
+      megatron_error("--fine-grained-activation-offloading\n").find("without --offload-modules"),
+      std::string::npos);
+  EXPECT_NE(megatron_error("--fine-grained-activation-offloading --offload-modules moe_act\n"
+                           "--activation-offload-fraction 0.5\n")
+                .find("not modelled"),
+            std::string::npos);
+  EXPECT_NE(megatron_error("--offload-modules moe_act --min-offloaded-tensor-size 0 "
+                           "--fine-grained-activation-offloading\n")
+                .find("0 elements: not modelled"),
+            std::string::npos);
+  EXPECT_NE(megatron_error("--offload-modules bogus\n").find("bogus"), std::string::npos);
+  // Without the switch Megatron-LM offloads nothing: the modules are ignored, with the reason.
+  const auto off = io::parse_megatron_args("--offload-modules core_attn\n", "run.args", 8);
+  EXPECT_EQ(values_of(off).count("offload_modules"), 0U);
+  EXPECT_TRUE(has_entry(off.ignored, "--offload-modules")) << all(off.ignored);
+  Job job;
+  job.seq_len = 8192;
+  job.global_batch = 8;
+  job.offload_modules = offload_bit(OffloadModule::MoeAct) | offload_bit(OffloadModule::QkvLinear);
+  const auto args = io::megatron_arguments(job, Layout{}, 1, "offload");
+  EXPECT_NE(args.find("--fine-grained-activation-offloading"), std::string::npos) << args;
+  EXPECT_NE(args.find("--offload-modules qkv_linear moe_act"), std::string::npos) << args;
+  EXPECT_EQ(values_of(io::parse_megatron_args(args, "w.args", 1)).at("offload_modules"),
+            "qkv_linear+moe_act");
+}
+
 TEST(JobFileMegatron, LayoutAndOtherMappings) {
   const auto f = io::parse_megatron_args(
       "--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout 'Et|(tt|)*2tL'\n"

@@ -360,7 +360,8 @@ TEST(LayerOffload, SlowCopiesStallEachPassByHand) {
   const auto c = cost::layer_offload(10, 4, 5.0, 10.0, 10.0, 1.0, 0.0);
   EXPECT_EQ(c.layers, 4);
   EXPECT_DOUBLE_EQ(c.bytes, 20.0);
-  EXPECT_DOUBLE_EQ(c.window_bytes, 10.0);
+  EXPECT_DOUBLE_EQ(c.forward_window_bytes, 10.0);
+  EXPECT_DOUBLE_EQ(c.backward_window_bytes, 10.0);
   EXPECT_DOUBLE_EQ(c.forward_stall_s, 16.0);
   EXPECT_DOUBLE_EQ(c.backward_stall_s, 16.0);
 }

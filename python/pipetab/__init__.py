@@ -256,6 +256,7 @@ class PlanOptions(TypedDict, total=False):
     optimizer_bytes_per_param: float
     offload_activations: float
     offload_layers: int
+    offload_modules: str
     offload_streams: int
     tp_overlap: Literal["none", "backward", "all"]
     dp_overlap: bool

@@ -172,7 +172,7 @@ std::string ranking(const PlanResult& r, bool wide) {
       out += fmt::format(" {:>7}", fmt::format("{:.1f}%", 100 * c->share(b)));
     // With activation offload, the host memory it takes (a host's, its GPUs' peaks summed).
     const std::string host =
-        e.metrics.offload_activations > 0.0 || e.metrics.offload_layers > 0
+        e.metrics.offloads()
             ? fmt::format(", host {:.4g} GB of {:.4g}", e.metrics.host_peak_bytes / 1e9,
                           e.metrics.host_memory_bytes / 1e9)
             : "";

@@ -28,6 +28,7 @@
 
 #include "pipetab/error.hpp"
 #include "pipetab/io/job_file.hpp"
+#include "pipetab/model/offload_groups.hpp"
 #include "pipetab/numeric.hpp"
 #include "pipetab/schedules/registry.hpp"
 
@@ -164,6 +165,11 @@ constexpr std::string_view kSharding[] = {"no_shard", "optim", "optim_grads", "o
 constexpr std::string_view kCpComm[] = {"p2p", "all_gather", "a2a", "a2a+p2p"};
 constexpr std::string_view kModules[] = {"core_attn", "moe_act", "layernorm",     "mla_up_proj",
                                          "mlp",       "moe",     "shared_experts"};
+// Megatron-Core's fine-grained offload modules (arguments.py @d98e8a64), fused_group_mlp among
+// them so that it is refused by name.
+constexpr std::string_view kOffloadModules[] = {"attn_norm", "qkv_linear",     "core_attn",
+                                                "attn_proj", "mlp_norm",       "expert_fc1",
+                                                "moe_act",   "fused_group_mlp"};
 
 // The flags this reader uses, with what argparse takes after each (arguments.py @67f3515).
 constexpr FlagSpec kFlags[] = {
@@ -214,6 +220,11 @@ constexpr FlagSpec kFlags[] = {
     {"--ddp-bucket-size", Kind::Int},
     {"--cpu-offloading", Kind::Switch},
     {"--cpu-offloading-num-layers", Kind::Int},
+    {"--fine-grained-activation-offloading", Kind::Switch},
+    {"--offload-modules", Kind::AnyList, kOffloadModules},
+    {"--min-offloaded-tensor-size", Kind::Int, {}, 0},
+    {"--activation-offload-fraction", Kind::Float},
+    {"--delta-offload-bytes-across-pp-ranks", Kind::Int, {}, 0},
     {"--tp-comm-overlap", Kind::Switch},
     {"--use-flash-attn", Kind::Switch},
     {"--attention-backend", Kind::Text, kAttention},
@@ -990,6 +1001,41 @@ JobFile parse_megatron_args(std::string_view text, const std::string& file,
   } else if (const auto* offload = a.use("--cpu-offloading")) {
     a.fail(offload, "without --cpu-offloading-num-layers: how many layers to offload");
   }
+  // Megatron-Core's fine-grained offload (transformer_config.py's
+  // fine_grained_activation_offloading, offload_modules): every group of the modules, as its
+  // defaults run it.
+  {
+    const auto* on = a.use("--fine-grained-activation-offloading");
+    const auto* modules = a.use("--offload-modules");
+    const auto* min_size = a.use("--min-offloaded-tensor-size");
+    const auto* fraction = a.use("--activation-offload-fraction");
+    const auto* delta = a.use("--delta-offload-bytes-across-pp-ranks");
+    if (on != nullptr) {
+      if (modules == nullptr || modules->values.empty())
+        a.fail(on, "without --offload-modules: which modules to offload");
+      out.set("offload_modules", fmt::format("{}", fmt::join(modules->values, "+")), modules->line,
+              modules->flag);
+      if (min_size != nullptr && static_cast<double>(min_size->integer) != kMinOffloadedElements) {
+        a.fail(min_size, fmt::format("{} elements: not modelled (pipetab skips tensors under "
+                                     "Megatron-Core's default, {:.0f})",
+                                     min_size->integer, kMinOffloadedElements));
+      }
+      if (fraction != nullptr && fraction->number != 1.0) {
+        a.fail(fraction,
+               "not modelled: pipetab offloads every group of the modules (Megatron-"
+               "Core's default fraction, 1)");
+      }
+      if (delta != nullptr && delta->integer != 0) {
+        a.fail(delta,
+               "not modelled: pipetab offloads the same bytes on every pipeline rank "
+               "(Megatron-Core's default, 0)");
+      }
+    } else {
+      for (const auto* o : {modules, min_size, fraction, delta}) {
+        if (o != nullptr) a.why(o->flag, "no --fine-grained-activation-offloading");
+      }
+    }
+  }
   out.set("distributed_optimizer", distributed_optimizer, line_of(distributed_o),
           origin(distributed_o,
                  distributed_o != nullptr ? distributed_o->flag : "--use-distributed-optimizer",
@@ -1289,6 +1335,12 @@ std::string megatron_arguments(const Job& job, const Layout& layout, std::int64_
   if (job.offload_layers > 0) {
     add("--cpu-offloading");
     add(fmt::format("--cpu-offloading-num-layers {}", job.offload_layers));
+  }
+  if (job.offload_modules != 0) {
+    add("--fine-grained-activation-offloading");
+    std::string names = offload_modules_text(job.offload_modules);
+    std::replace(names.begin(), names.end(), '+', ' ');
+    add(fmt::format("--offload-modules {}", names));
   }
   if (job.offload_activations > 0.0) {
     megatron_cannot(

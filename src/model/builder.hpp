@@ -314,6 +314,15 @@ void mla_projections_weight_grad(Builder& w, const Workload& run, const Dims& d,
 void mla_core_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z);
 double mla_params(const Workload& run, const Dims& d);
 double mla_activation_bytes(const Workload& run, const Dims& d);
+/// What latent attention keeps per token and device, in elements: its four latents (the query
+/// latent, its normed copy, the key-value latent with the shared rotary key, its normed copy;
+/// whole on every tensor-parallel rank), the heads' Q, K and V and the output (split), and the
+/// heads, each keeping an fp32 log-sum-exp.
+struct MlaKept {
+  std::array<double, 4> latents{};
+  double q = 0.0, k = 0.0, v = 0.0, out = 0.0, heads = 0.0;
+};
+MlaKept mla_kept(const Workload& run, const Dims& d);
 
 // A multi-token-prediction module's own operators per pass (mtp.cpp; its parameters and
 // activations in memory.hpp).

@@ -155,7 +155,7 @@ LayerActivation mamba_block_activation_bytes(const Workload& run) {
   if (run.job.recompute == Recompute::Full) return {2 * d.sbh() / unsplit_t, 0.0};
   const MambaSizes s = mamba_sizes(run, d);
   const double T = d.tokens();
-  const bool fp8 = run.job.precision == Precision::FP8 && run.job.stack.fp8_saved_inputs;
+  const bool fp8 = fp8_saved_inputs(run);
   // The norm's input (the residual stream) and in_proj's normalised input (FP8 under Transformer
   // Engine's FP8 recipe), split only by sequence parallelism.
   const double unsplit = (2 + (fp8 ? 1 : 2)) * d.sbh();

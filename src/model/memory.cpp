@@ -16,7 +16,7 @@ namespace detail {
 // dropout the masks (2·sbh and a·s²·b) and the dropout's output (2·a·s²·b) are not kept.
 // Under FP8 with Transformer Engine (Stack::fp8_saved_inputs) the GEMMs keep the inputs their
 // weight gradients need in FP8, one byte per value.
-static bool fp8_saved_inputs(const Workload& run) {
+bool fp8_saved_inputs(const Workload& run) {
   return run.job.precision == Precision::FP8 && run.job.stack.fp8_saved_inputs;
 }
 
@@ -25,12 +25,16 @@ static bool fp8_saved_inputs(const Workload& run) {
 // and a column-wise copy, each with a scale byte per 32 values — and the output in 16 bits,
 // except under delayed scaling, which keeps its FP8 copy (current scaling keeps the 16-bit one:
 // NVTE_DPA_FP8CS_O_in_F16 defaults to 1).
-double fp8_attention_saved_delta(const Workload& run, double e, double qkv, double out) {
-  if (!run.job.fp8_attention) return 0.0;
+SavedAttentionBytes saved_attention_bytes(const Workload& run, double e) {
+  if (!run.job.fp8_attention) return {e, e};
   const Fp8Recipe r = run.job.fp8_recipe;
-  const double qkv_bytes = r == Fp8Recipe::Mxfp8 ? 2 * (1 + kMxfp8ScaleBytes) : 1.0;
-  const double out_bytes = r == Fp8Recipe::Delayed ? 1.0 : e;
-  return (qkv_bytes - e) * qkv + (out_bytes - e) * out;
+  return {r == Fp8Recipe::Mxfp8 ? 2 * (1 + kMxfp8ScaleBytes) : 1.0,
+          r == Fp8Recipe::Delayed ? 1.0 : e};
+}
+
+double fp8_attention_saved_delta(const Workload& run, double e, double qkv, double out) {
+  const SavedAttentionBytes kept = saved_attention_bytes(run, e);
+  return (kept.qkv - e) * qkv + (kept.out - e) * out;
 }
 
 LayerActivation layer_activation_bytes(const Workload& run, const Dims& d) {

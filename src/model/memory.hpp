@@ -18,12 +18,23 @@ struct LayerActivation {
 
 LayerActivation layer_activation_bytes(const Workload& run, const Dims& d);
 
+/// Whether the GEMMs keep their weight gradients' inputs in FP8 (Stack::fp8_saved_inputs under
+/// an FP8 job: Transformer Engine's saved_inputmat).
+bool fp8_saved_inputs(const Workload& run);
+
 /// Whether the dense layers' MLP runs again in the backward: Job::dense_mlp_recompute (Megatron's
 /// module mlp), or a mixture of experts' moe_recompute mlp, which takes the dense MLPs along.
 inline bool dense_mlp_recomputed(const Workload& run) {
   return run.job.dense_mlp_recompute ||
          (run.model.moe && run.job.moe.recompute == MoeRecompute::Mlp);
 }
+
+/// Bytes per element the fused attention keeps of Q, K and V and of its output: `e`, or under
+/// Job::fp8_attention its FP8 copies' (memory.cpp).
+struct SavedAttentionBytes {
+  double qkv = 0.0, out = 0.0;
+};
+SavedAttentionBytes saved_attention_bytes(const Workload& run, double e);
 
 /// Under Job::fp8_attention, the bytes the FP8 attention kernel's saved tensors add against their
 /// 16-bit copies (`e` bytes each; < 0: fewer), for `qkv` elements of Q, K and V and `out` of its

@@ -142,15 +142,26 @@ double mla_params(const Workload& run, const Dims& d) {
 // V are freed after the forward (CheckpointWithoutOutput's discard_output_and_register_recompute);
 // the checkpoint keeps the normed latents, which the up-projections kept already. FP8 attention
 // keeps its own quantised copies of them (TE's FusedAttnFunc), which the discard does not free.
-double mla_activation_bytes(const Workload& run, const Dims& d) {
+MlaKept mla_kept(const Workload& run, const Dims& d) {
   const MlaSizes s = mla_sizes(run, d);
+  const double qk = s.heads * s.qk;
+  return {{s.q_lora, s.q_lora, s.kv_lora + s.rope, s.kv_lora},
+          qk,
+          qk,
+          s.heads * s.v,
+          s.heads * s.v,
+          s.heads};
+}
+
+double mla_activation_bytes(const Workload& run, const Dims& d) {
+  const MlaKept k = mla_kept(run, d);
   const double T = d.s * d.b;
-  const double latents = 2 * s.q_lora + (s.kv_lora + s.rope) + s.kv_lora;
-  const double qkv = s.heads * (2 * s.qk + s.v);
+  const double latents = k.latents[0] + k.latents[1] + k.latents[2] + k.latents[3];
+  const double qkv = k.q + k.k + k.v;
   const bool qkv_freed = run.job.mla_recompute_up_proj && !run.job.fp8_attention;
-  const double heads = (qkv_freed ? 0.0 : qkv) + s.heads * s.v;
-  return d.e * T * (latents + heads) + 4 * s.heads * T +
-         fp8_attention_saved_delta(run, d.e, T * qkv, T * s.heads * s.v);
+  const double heads = (qkv_freed ? 0.0 : qkv) + k.out;
+  return d.e * T * (latents + heads) + 4 * k.heads * T +
+         fp8_attention_saved_delta(run, d.e, T * qkv, T * k.out);
 }
 
 }  // namespace pipetab::detail

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "pipetab/error.hpp"
+#include "pipetab/model/offload_groups.hpp"
 #include "pipetab/model/operators.hpp"
 
 namespace pipetab {
@@ -115,6 +116,7 @@ void require_runnable(const ModelConfig& model, const Job& job, const Layout& la
                                   "(Megatron-LM refuses mla_up_proj without it)",
                                   model.name));
   }
+  require_offload_modules(model, job);
   // FSDP's options without FSDP would be dropped without a word.
   if (!layout.fsdp.enabled) {
     const FsdpOptions& f = layout.fsdp;

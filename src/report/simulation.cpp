@@ -79,6 +79,7 @@ nlohmann::json to_json(const SimulationMetrics& m) {
           {"device_memory_bytes", m.device_memory_bytes},
           {"offload_activations", m.offload_activations},
           {"offload_layers", m.offload_layers},
+          {"offload_modules", m.offload_modules},
           {"peak_host_bytes", m.peak_host_bytes},
           {"host_peak_bytes", m.host_peak_bytes},
           {"host_memory_bytes", m.host_memory_bytes},
@@ -251,9 +252,11 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
         kTextWidth, "", "  ");
     out += '\n';
   }
-  if (m.offload_activations > 0.0 || m.offload_layers > 0) {
+  if (m.offloads()) {
     const auto what = m.offload_layers > 0
                           ? fmt::format("offload of {} layers per stage", m.offload_layers)
+                      : m.offload_modules != "none"
+                          ? fmt::format("offload of modules {}", m.offload_modules)
                           : fmt::format("activation offload {:.4g}", m.offload_activations);
     out += wrap(fmt::format("{}: a host holds at most {:.4g} GB of its GPUs' activations (of "
                             "{:.4g} GB){}",

@@ -252,8 +252,7 @@ ExecGraph Lowering::compute_graph() {
 DeviceBounds Lowering::bounds() && {
   compute_only_ = true;
   checks_and_costs();
-  if (options_.costs || layer_programs_ || job_.a2a_overlap || job_.offload_layers > 0 ||
-      job_.offload_activations > 0.0) {
+  if (options_.costs || layer_programs_ || job_.a2a_overlap || offloads(job_)) {
     return device_bounds(compute_graph(), t_);
   }
   DeviceBounds b;
@@ -695,12 +694,15 @@ void require_supported(const SystemConfig& system, const Job& job, const Layout&
         "--offload-activations and --offload-layers: one offload at a time (PipeOffload's or "
         "Megatron-Core's per-stage offload, or Transformer Engine's of whole layers)");
   }
-  if ((job.offload_activations > 0.0 || job.offload_layers > 0) && !system.host.modelled()) {
+  if (offloads(job) && !system.host.modelled()) {
     throw ParamError(fmt::format(
         "--offload-{} needs the host memory and host link the activations go to, and system "
         "'{}' has none: give its file a [host] section (memory_bytes, bandwidth, gpus_per_link; "
         "docs/simulation.md)",
-        job.offload_layers > 0 ? "layers" : "activations", system.name));
+        job.offload_layers > 0     ? "layers"
+        : job.offload_modules != 0 ? "modules"
+                                   : "activations",
+        system.name));
   }
   if (!(job.dp_bucket_bytes >= 1e3 && job.dp_bucket_bytes <= 1e15)) {
     throw ParamError(

@@ -4,13 +4,17 @@
 // tensors before its backward in the same way). The copies are flows over the device's host
 // link (Network::host_out, host_in), so a pair of GPUs behind one PCIe switch share it.
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <vector>
 
 #include "lowering.hpp"
+#include <fmt/format.h>
 
 #include "pipetab/cost/layer_offload.hpp"
 #include "pipetab/error.hpp"
+#include "pipetab/model/offload_groups.hpp"
+#include "pipetab/model/operators.hpp"
 #include "pipetab/table/memory.hpp"
 #include "pipetab/table/offload.hpp"
 
@@ -97,22 +101,39 @@ void Lowering::offload_transfers() {
   }
 }
 
-// Transformer Engine's offload of whole layers (Job::offload_layers), priced per stage by
-// cost::layer_offload: the forward holds the offloaded layers' bytes only in a window of two
-// layers, the backward a window of two reloaded layers, and each waits for its copies where they
-// fall behind (the stage's own share of its host link; the engine does not move these copies).
+// Offload inside the passes, priced per stage (cost/layer_offload.hpp): Transformer Engine's of
+// whole layers (Job::offload_layers) or Megatron-Core's of modules (Job::offload_modules). The
+// forward holds the offloaded bytes only while their copies run, the backward those copied back
+// and not yet used, and each waits for its copies where they fall behind (the stage's own share
+// of its host link; the engine does not move these copies).
 void Lowering::layer_offload() {
-  if (job_.offload_layers <= 0 || options_.costs) return;
+  if (!offloads_in_passes(job_) || options_.costs) return;
   for (const Op& op : t_.ops)
     for (const Pass& p : op.passes())
       if (p.kind == PassKind::I) {
-        throw ParamError(
-            "--offload-layers with a split backward (I and W passes): the weight-gradient pass "
-            "needs the layer inputs the offload reloads for the input gradient, which is not "
-            "modelled; use a schedule with whole backwards");
+        throw ParamError(fmt::format(
+            "{} with a split backward (I and W passes): the weight-gradient pass needs the "
+            "inputs the offload copies back for the input gradient, which is not modelled; use a "
+            "schedule with whole backwards",
+            job_.offload_layers > 0 ? "--offload-layers" : "--offload-modules"));
       }
   const auto& host = network_.system().host;
-  std::vector<cost::LayerOffload> stage(work_.size());
+  // Megatron-Core's modules: each kind of layer's groups timed once (a stage holds its dense
+  // layers first, then its mixture-of-experts layers, the MTP modules' among them).
+  std::array<cost::LayerOffloadTiming, 2> kinds;
+  const TransformerConfig* transformer = model_.transformer();
+  if (job_.offload_modules != 0 && transformer != nullptr) {
+    const Workload run{*transformer, job_, layout_};
+    const ModelOperators ops = model_operators(run);
+    for (const bool moe : {false, true}) {
+      if (moe && !transformer->moe) continue;
+      const auto groups = offload_groups(run, moe);
+      kinds[moe ? 1 : 0] =
+          cost::offload_timing(moe ? ops.moe_layer : ops.layer, groups, run, network_.system());
+    }
+  }
+  std::vector<cost::PassOffload> stage(work_.size());
+  std::vector<const cost::LayerOffloadTiming*> layers;
   for (std::size_t i = 0; i < work_.size(); ++i) {
     const StageWork& w = work_[i];
     if (w.layers < 1) continue;
@@ -120,23 +141,29 @@ void Lowering::layer_offload() {
     const double bandwidth =
         network_.links()[static_cast<std::size_t>(network_.host_out(d))].bandwidth /
         network_.devices_per_host_link();
-    stage[i] = cost::layer_offload(
-        w.layers, job_.offload_layers, w.layer_activation_bytes / static_cast<double>(w.layers),
-        cost_[i].forward.seconds, cost_[i].backward.seconds, bandwidth, host.latency_s);
+    if (job_.offload_layers > 0) {
+      stage[i] = cost::layer_offload(
+          w.layers, job_.offload_layers, w.layer_activation_bytes / static_cast<double>(w.layers),
+          cost_[i].forward.seconds, cost_[i].backward.seconds, bandwidth, host.latency_s);
+      continue;
+    }
+    layers.assign(static_cast<std::size_t>(w.layers - w.moe_layers), &kinds[0]);
+    layers.insert(layers.end(), static_cast<std::size_t>(w.moe_layers), &kinds[1]);
+    stage[i] = cost::module_offload(layers, bandwidth, host.latency_s);
   }
   for (std::size_t n = 0; n < t_.ops.size(); ++n) {
     for (const Pass& p : t_.ops[n].passes()) {
       const auto& c = stage[index(p)];
-      if (c.layers == 0) continue;
+      if (!(c.bytes > 0.0)) continue;
       if (p.kind == PassKind::F) {
-        // The offloaded layers never pile up: at most the window is on the device at once, and
+        // The offloaded bytes never pile up: at most the window is on the device at once, and
         // it drains as the forward ends.
-        g_.alloc_bytes[n] += c.window_bytes - c.bytes;
-        g_.free_bytes[n] += c.window_bytes;
+        g_.alloc_bytes[n] += c.forward_window_bytes - c.bytes;
+        g_.free_bytes[n] += c.forward_window_bytes;
         lengthen(n, c.forward_stall_s);
       } else if (p.kind == PassKind::B) {
-        g_.alloc_bytes[n] += c.window_bytes;
-        g_.free_bytes[n] += c.window_bytes - c.bytes;
+        g_.alloc_bytes[n] += c.backward_window_bytes;
+        g_.free_bytes[n] += c.backward_window_bytes - c.bytes;
         lengthen(n, c.backward_stall_s);
       }
     }
@@ -147,9 +174,10 @@ void Lowering::layer_offload() {
   g_.layer_offload_host_bytes.assign(static_cast<std::size_t>(t_.devices), 0.0);
   for (std::size_t i = 0; i < work_.size(); ++i) {
     const auto d = static_cast<std::size_t>(t_.placement.device[i]);
-    g_.layer_offload_host_bytes[d] = std::max(
-        g_.layer_offload_host_bytes[d], peaks[d] * stage[i].bytes * static_cast<double>(t_.stages) /
-                                            static_cast<double>(t_.devices));
+    g_.layer_offload_host_bytes[d] =
+        std::max(g_.layer_offload_host_bytes[d], peaks[d] * stage[i].host_bytes *
+                                                     static_cast<double>(t_.stages) /
+                                                     static_cast<double>(t_.devices));
   }
 }
 

@@ -313,6 +313,27 @@ const RunOption kOptions[] = {
      1,
      "",
      PIPETAB_FIELD(s.job.offload_layers, v.integer)},
+    {"offload_modules",
+     "--offload-modules",
+     kJob,
+     OptionType::Text,
+     "modules whose saved inputs Megatron-Core's fine-grained activation offload copies to host "
+     "memory after their forward and back one module ahead of their backward, joined by '+': "
+     "attn_norm, qkv_linear, core_attn, attn_proj, mlp_norm, expert_fc1, moe_act, or none "
+     "(--fine-grained-activation-offloading --offload-modules); needs a system with [host]",
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
+     static_cast<Set>([](SimulationSetup& s, const OptionValue& v) {
+       const OffloadModulesParse parsed = parse_offload_modules(v.text);
+       if (!parsed.error.empty()) throw Error(parsed.error);
+       s.job.offload_modules = parsed.modules;
+     }),
+     static_cast<Get>(
+         [](const SimulationSetup& s) { return offload_modules_text(s.job.offload_modules); })},
     {"offload_streams",
      "--offload-streams",
      kJob,

@@ -62,7 +62,8 @@ namespace {
 void host_memory(const Simulation& s, const SimulationSetup& setup, SimulationMetrics& m) {
   m.offload_activations = setup.job.offload_activations;
   m.offload_layers = setup.job.offload_layers;
-  if (!(m.offload_activations > 0.0) && m.offload_layers <= 0) return;
+  m.offload_modules = offload_modules_text(setup.job.offload_modules);
+  if (!m.offloads()) return;
   const auto& system = setup.system;
   m.host_memory_bytes = system.host.memory_bytes;
   const std::int64_t g = gpus_per_device(setup.layout);

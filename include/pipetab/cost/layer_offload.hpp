@@ -1,20 +1,39 @@
-// Transformer Engine's CPU offload of whole layers (Megatron-LM's --cpu-offloading with
-// --cpu-offloading-num-layers N; Job::offload_layers): the activations of a stage's first N
-// layers are copied to host memory as each layer's forward ends and back one layer ahead of its
-// backward, on one copy stream each way, with two layers' copies in flight at most (TE's
-// AsyncDoubleBufferGroupOffloadHandler, transformer_engine/pytorch/cpu_offload.py). Priced once
-// per stage, layer by layer, in closed form.
+// Offload inside a stage's passes, priced once per stage in closed form:
+// - Transformer Engine's CPU offload of whole layers (Megatron-LM's --cpu-offloading with
+//   --cpu-offloading-num-layers N; Job::offload_layers): the activations of a stage's first N
+//   layers are copied to host memory as each layer's forward ends and back one layer ahead of
+//   its backward, on one copy stream each way, with two layers' copies in flight at most (TE's
+//   AsyncDoubleBufferGroupOffloadHandler, transformer_engine/pytorch/cpu_offload.py);
+// - Megatron-Core's fine-grained offload of modules (Job::offload_modules,
+//   model/offload_groups.hpp): each module's saved inputs leave on the copy stream as its forward
+//   ends, the forward never waiting for them; in the backward the end of each group's backward
+//   issues the copy back of the next group, whose backward waits for it
+//   (fine_grained_activation_offload.py: on_group_start_backward's bulk_reload,
+//   on_group_commit_backward's wait).
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
+
+#include "pipetab/model/offload_groups.hpp"
+#include "pipetab/system/system.hpp"
+
+namespace pipetab {
+struct PassOperators;
+}
 
 namespace pipetab::cost {
 
-/// A stage's pass times with N of its layers offloaded.
-struct LayerOffload {
-  std::int64_t layers = 0;        ///< offloaded per microbatch (N, at most the stage's less one)
-  double bytes = 0.0;             ///< N layers' activations: what leaves the device
-  double window_bytes = 0.0;      ///< reloaded and not yet freed while the backward runs (2 layers)
+/// A stage's pass times and memory with some of its activations offloaded inside its passes.
+struct PassOffload {
+  std::int64_t layers = 0;  ///< whole layers offloaded per microbatch (0 for modules)
+  double bytes = 0.0;       ///< the activations that leave the device
+  double host_bytes = 0.0;  ///< what the host holds of them (the copies)
+  /// Of `bytes`, the most still on the device at once while the forward runs (its copies not yet
+  /// done: two layers under double buffering) and while the backward runs (copied back and not yet
+  /// freed).
+  double forward_window_bytes = 0.0, backward_window_bytes = 0.0;
   double forward_stall_s = 0.0;   ///< the forward's wait for copies out (double buffering)
   double backward_stall_s = 0.0;  ///< the backward's wait for its reloads
 };
@@ -25,7 +44,35 @@ struct LayerOffload {
 /// ends (a stage without pipelining: its reloads cannot start earlier), an upper bound on its
 /// wait otherwise. `offloaded` is clamped to 0 .. layers − 1 (the last layer's activations are
 /// used at once: TE asserts fewer offloaded layers than the model has).
-LayerOffload layer_offload(std::int64_t layers, std::int64_t offloaded, double layer_bytes,
-                           double forward_s, double backward_s, double bandwidth, double latency_s);
+PassOffload layer_offload(std::int64_t layers, std::int64_t offloaded, double layer_bytes,
+                          double forward_s, double backward_s, double bandwidth, double latency_s);
+
+/// One offload group of a layer as the layer's passes run: what it moves and frees, when its
+/// forward ends, and when its own backward starts and ends (seconds from the pass's start).
+struct OffloadGroupTiming {
+  double copied = 0.0, freed = 0.0;
+  double forward_end_s = 0.0;
+  double backward_start_s = 0.0, backward_end_s = 0.0;
+};
+
+/// A layer's offload groups (forward order) and its passes' lengths.
+struct LayerOffloadTiming {
+  std::vector<OffloadGroupTiming> groups;
+  double forward_s = 0.0, backward_s = 0.0;
+};
+
+/// When `groups` (model/offload_groups.hpp) run in a layer whose passes are `ops`: each operator
+/// as operator_cost prices it alone, the backward as a whole backward runs it (each linear's
+/// weight gradient after its input gradient); a group's backward is its operators'.
+LayerOffloadTiming offload_timing(const PassOperators& ops, std::span<const OffloadGroup> groups,
+                                  const Workload& run, const SystemConfig& system);
+
+/// A stage of `layers` (forward order; the timings of their kinds) under Megatron-Core's
+/// fine-grained offload, copies moving at `bandwidth` bytes per second after `latency_s`. The
+/// backward is taken to start as its forward ends (its first copies back may wait for the last
+/// copies out), an upper bound on its wait otherwise; the first group it needs was copied back
+/// during the op before it (pre_reload_last_layer).
+PassOffload module_offload(std::span<const LayerOffloadTiming* const> layers, double bandwidth,
+                           double latency_s);
 
 }  // namespace pipetab::cost

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "pipetab/model/stack.hpp"
@@ -40,6 +41,37 @@ constexpr std::string_view to_string(Recompute r) {
 
 constexpr std::optional<Recompute> parse_recompute(std::string_view name) {
   return parse_name<Recompute>(kRecomputeNames, name);
+}
+
+/// A module whose saved inputs Megatron-Core's fine-grained activation offload copies to host
+/// memory after its forward and back before its backward (--offload-modules;
+/// fine_grained_activation_offload.py, docs/user-guide/features/
+/// fine_grained_activation_offloading.md @d98e8a64). One bit each in Job::offload_modules.
+/// Megatron-Core's eighth, fused_group_mlp (Transformer Engine's op fuser), is not modelled.
+enum class OffloadModule : std::uint8_t {
+  AttnNorm,   ///< the attention's input norm, where it is its own module (latent attention)
+  QkvLinear,  ///< the QKV projection (latent attention: the down- and up-projections)
+  CoreAttn,   ///< the fused attention's Q, K, V, output and log-sum-exp
+  AttnProj,   ///< the output projection's input (with CoreAttn only)
+  MlpNorm,    ///< the pre-MLP norm, where it is its own module (mixture-of-experts layers)
+  ExpertFc1,  ///< the experts' fc1 input (the dispatched rows)
+  MoeAct,     ///< the experts' activation input (fc1's output)
+};
+
+inline constexpr std::array<std::string_view, 7> kOffloadModuleNames{
+    "attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act"};
+
+constexpr std::string_view to_string(OffloadModule m) {
+  return name_of(kOffloadModuleNames, m);
+}
+
+constexpr std::optional<OffloadModule> parse_offload_module(std::string_view name) {
+  return parse_name<OffloadModule>(kOffloadModuleNames, name);
+}
+
+/// Job::offload_modules's bit for `m`.
+constexpr std::uint8_t offload_bit(OffloadModule m) {
+  return static_cast<std::uint8_t>(1u << static_cast<unsigned>(m));
 }
 
 /// What the backward pass recomputes of a mixture-of-experts layer (Megatron-Core's
@@ -236,6 +268,11 @@ struct Job {
   /// the activations of each stage's first N layers go to host memory layer by layer inside the
   /// passes (cost/layer_offload.hpp). 0: none. Exclusive with offload_activations.
   std::int64_t offload_layers = 0;
+  /// Megatron-Core's fine-grained activation offload (--fine-grained-activation-offloading
+  /// --offload-modules): the OffloadModule bits (offload_bit) whose saved inputs every
+  /// transformer layer copies to host memory as each module's forward ends, and back one module
+  /// ahead of its backward (cost/layer_offload.hpp). 0: none. Exclusive with the other offloads.
+  std::uint8_t offload_modules = 0;
   /// Copy streams per device for the offload's copies: 2, one each way (Megatron-Core's
   /// d2h_stream and h2d_stream), or 1, both ways on one in the order they are issued
   /// (PipeOffload's runtime, which found separate streams' latency unstable, §4).
@@ -250,6 +287,26 @@ struct Job {
   }
   friend bool operator==(const Job&, const Job&) = default;
 };
+
+/// Whether the job offloads activations inside its passes: whole layers (offload_layers) or
+/// modules (offload_modules), priced per stage (cost/layer_offload.hpp).
+constexpr bool offloads_in_passes(const Job& job) {
+  return job.offload_layers > 0 || job.offload_modules != 0;
+}
+
+/// Whether the job offloads activations at all (PipeOffload's share included).
+constexpr bool offloads(const Job& job) {
+  return job.offload_activations > 0.0 || offloads_in_passes(job);
+}
+
+/// Job::offload_modules as its names joined by '+' in OffloadModule order ("none" for 0), and
+/// back: names joined by '+' or ',' (any order, each once; "none" alone for 0).
+std::string offload_modules_text(std::uint8_t modules);
+struct OffloadModulesParse {
+  std::uint8_t modules = 0;
+  std::string error;  ///< empty when parsed
+};
+OffloadModulesParse parse_offload_modules(std::string_view text);
 
 /// The format a job's matrix multiplies run in apart from FP8 layer linears: FP8 training
 /// (Transformer Engine, torchao) keeps attention, the output layer and the rest in BF16.

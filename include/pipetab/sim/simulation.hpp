@@ -62,6 +62,11 @@ struct SimulationMetrics {
   /// is over it (the run does not fit in host memory).
   double offload_activations = 0.0;
   std::int64_t offload_layers = 0;  ///< whole-layer offload (Job::offload_layers; 0: none)
+  /// Megatron-Core's fine-grained offload (Job::offload_modules as offload_modules_text; "none").
+  std::string offload_modules = "none";
+  bool offloads() const {
+    return offload_activations > 0.0 || offload_layers > 0 || offload_modules != "none";
+  }
   std::vector<double> peak_host_bytes;
   double host_peak_bytes = 0.0, host_memory_bytes = 0.0;
   bool host_over_capacity = false;
