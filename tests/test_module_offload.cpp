@@ -207,6 +207,7 @@ TEST(OffloadModules, CopiesByHand) {
   EXPECT_DOUBLE_EQ(c.backward_window_bytes, 30.0);
   EXPECT_DOUBLE_EQ(c.forward_stall_s, 0.0);
   EXPECT_DOUBLE_EQ(c.backward_stall_s, 0.0);
+  EXPECT_DOUBLE_EQ(c.reload_busy_s, 3.0);
   // 1 B/s: copy 1 runs 2-12, copy 2 12-32 (the forward never waits): 30 on the device at 4 and
   // 5. g1 comes back once its copy out is done (12, 7 s after the backward starts): 7-17, 11 s
   // after g1's backward should have started.
@@ -214,6 +215,7 @@ TEST(OffloadModules, CopiesByHand) {
   EXPECT_DOUBLE_EQ(c.forward_window_bytes, 30.0);
   EXPECT_DOUBLE_EQ(c.forward_stall_s, 0.0);
   EXPECT_DOUBLE_EQ(c.backward_stall_s, 11.0);
+  EXPECT_DOUBLE_EQ(c.reload_busy_s, 30.0);
   // Two such layers at 10 B/s: copies 2-3, 4-6, 7-8, 9-11; back 3-4 (L2 g1), 8-10 (L1 g2, needed
   // at 11), 13-14 (L1 g1, needed at 16): nothing waits.
   const std::vector<const cost::LayerOffloadTiming*> two{&l, &l};
@@ -267,6 +269,15 @@ TEST(OffloadModules, SimulationLowersThePeakAndNeverSpeedsUp) {
     EXPECT_GE(m.runtime_s, base.runtime_s * (1 - 1e-12)) << offload_modules_text(set);
     EXPECT_EQ(m.offload_modules, offload_modules_text(set));
   }
+  // Compute beside the copies back runs slower where the host says so (h2d_slowdown): by at
+  // most that share of the step.
+  setup.job.offload_modules = bits({M::MoeAct});
+  const double plain = simulate_table(t, setup, "1f1b").metrics.runtime_s;
+  setup.system.host.h2d_slowdown = 0.1;
+  const double slowed = simulate_table(t, setup, "1f1b").metrics.runtime_s;
+  EXPECT_GT(slowed, plain);
+  EXPECT_LT(slowed, 1.1 * plain);
+  setup.system.host.h2d_slowdown = 0.0;
   // A split backward is refused with its reason, as whole-layer offload's is.
   setup.job.offload_modules = bits({M::MoeAct});
   const auto zb = test::make("zb-h1", test::sm(2, 4));

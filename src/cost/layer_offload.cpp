@@ -20,6 +20,7 @@ PassOffload layer_offload(std::int64_t layers, std::int64_t offloaded, double la
   out.forward_window_bytes = out.backward_window_bytes =
       static_cast<double>(std::min<std::int64_t>(2, n)) * layer_bytes;
   const double copy = latency_s + layer_bytes / bandwidth;
+  out.reload_busy_s = static_cast<double>(n) * copy;
   const double tf = forward_s / static_cast<double>(layers);
   const double tb = backward_s / static_cast<double>(layers);
   // Forward, layer j = 1..L: copy j leaves when layer j ends and the copy before it is done;
@@ -158,6 +159,7 @@ PassOffload module_offload(std::span<const LayerOffloadTiming* const> layers, do
     const auto& groups = (*layer)->groups;
     for (auto g = groups.rbegin(); g != groups.rend(); ++g) {
       --k;
+      out.reload_busy_s += latency_s + g->copied / bandwidth;
       if (k + 1 < copies.size()) {
         reload = std::max({reload, previous_end, copies[k].done - forward_end}) + latency_s +
                  g->copied / bandwidth;

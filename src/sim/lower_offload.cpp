@@ -105,7 +105,8 @@ void Lowering::offload_transfers() {
 // whole layers (Job::offload_layers) or Megatron-Core's of modules (Job::offload_modules). The
 // forward holds the offloaded bytes only while their copies run, the backward those copied back
 // and not yet used, and each waits for its copies where they fall behind (the stage's own share
-// of its host link; the engine does not move these copies).
+// of its host link; the engine does not move these copies), its compute slowed beside the copies
+// back where the host says so (h2d_slowdown).
 void Lowering::layer_offload() {
   if (!offloads_in_passes(job_) || options_.costs) return;
   for (const Op& op : t_.ops)
@@ -164,7 +165,10 @@ void Lowering::layer_offload() {
       } else if (p.kind == PassKind::B) {
         g_.alloc_bytes[n] += c.backward_window_bytes;
         g_.free_bytes[n] += c.backward_window_bytes - c.bytes;
-        lengthen(n, c.backward_stall_s);
+        // The compute beside the copies back runs slower (h2d_slowdown), as the engine slows it
+        // beside PipeOffload's reloads.
+        lengthen(n, c.backward_stall_s +
+                        g_.h2d_slowdown * std::max(0.0, c.reload_busy_s - c.backward_stall_s));
       }
     }
   }

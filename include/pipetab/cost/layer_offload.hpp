@@ -36,6 +36,9 @@ struct PassOffload {
   double forward_window_bytes = 0.0, backward_window_bytes = 0.0;
   double forward_stall_s = 0.0;   ///< the forward's wait for copies out (double buffering)
   double backward_stall_s = 0.0;  ///< the backward's wait for its reloads
+  /// How long the copies back run on the host link: compute beside them runs slower where the
+  /// host's h2d_slowdown says so (HostSpec::h2d_slowdown).
+  double reload_busy_s = 0.0;
 };
 
 /// The stage's `layers` layers of `layer_bytes` activations each, its forward and backward
