@@ -23,10 +23,12 @@ std::uint8_t bits(std::initializer_list<OffloadModule> modules) {
   return out;
 }
 
-const OffloadGroup* group_of(const std::vector<OffloadGroup>& groups, OffloadModule m) {
+// The group of `m` (a copy; an empty one, and a failure, where there is none).
+OffloadGroup group_of(const std::vector<OffloadGroup>& groups, OffloadModule m) {
   for (const auto& g : groups)
-    if (g.module == m) return &g;
-  return nullptr;
+    if (g.module == m) return g;
+  ADD_FAILURE() << "no group " << to_string(m);
+  return {};
 }
 
 constexpr std::uint8_t kAll = 0x7f;
@@ -63,31 +65,32 @@ TEST(OffloadModules, GroupBytesByHand) {
   auto groups = offload_groups(run, true);
   ASSERT_EQ(groups.size(), 6U);
   // The QKV linear keeps its input and the fused norm's, 2 bytes each.
-  EXPECT_DOUBLE_EQ(group_of(groups, OffloadModule::QkvLinear)->copied_bytes, 4 * T * h);
+  EXPECT_DOUBLE_EQ(group_of(groups, OffloadModule::QkvLinear).copied_bytes, 4 * T * h);
   // Q, K, V and the output; the log-sum-exp (32 × 4,096 values) is under 1M elements and stays.
-  const auto* core = group_of(groups, OffloadModule::CoreAttn);
-  EXPECT_DOUBLE_EQ(core->copied_bytes, 2 * T * (q + 2 * kv) + 2 * T * q);
+  const auto core = group_of(groups, OffloadModule::CoreAttn);
+  EXPECT_DOUBLE_EQ(core.copied_bytes, 2 * T * (q + 2 * kv) + 2 * T * q);
   // The output is the projection's saved input too: freed with attn_proj's copy.
-  EXPECT_DOUBLE_EQ(core->freed_bytes, 2 * T * (q + 2 * kv));
-  EXPECT_DOUBLE_EQ(group_of(groups, OffloadModule::AttnProj)->freed_bytes, 2 * T * q);
-  EXPECT_DOUBLE_EQ(group_of(groups, OffloadModule::MlpNorm)->copied_bytes, 2 * T * h);
-  EXPECT_DOUBLE_EQ(group_of(groups, OffloadModule::ExpertFc1)->copied_bytes, 2 * rows * h);
-  EXPECT_DOUBLE_EQ(group_of(groups, OffloadModule::MoeAct)->copied_bytes, 2 * rows * 2 * 768);
+  EXPECT_DOUBLE_EQ(core.freed_bytes, 2 * T * (q + 2 * kv));
+  EXPECT_DOUBLE_EQ(group_of(groups, OffloadModule::AttnProj).freed_bytes, 2 * T * q);
+  EXPECT_DOUBLE_EQ(group_of(groups, OffloadModule::MlpNorm).copied_bytes, 2 * T * h);
+  EXPECT_DOUBLE_EQ(group_of(groups, OffloadModule::ExpertFc1).copied_bytes, 2 * rows * h);
+  EXPECT_DOUBLE_EQ(group_of(groups, OffloadModule::MoeAct).copied_bytes, 2 * rows * 2 * 768);
   // Under FP8 with Transformer Engine: the linears keep FP8 inputs, the projection its own FP8
   // copy of the output (so core_attn frees the 16-bit one), and fc1, offloaded under current
   // scaling, its 16-bit input (set_save_original_input) where the accounting has one byte.
   setup.job.precision = Precision::FP8;
   groups = offload_groups({m, setup.job, setup.layout}, true);
-  EXPECT_DOUBLE_EQ(group_of(groups, OffloadModule::QkvLinear)->copied_bytes, 3 * T * h);
-  EXPECT_DOUBLE_EQ(group_of(groups, OffloadModule::CoreAttn)->freed_bytes,
+  EXPECT_DOUBLE_EQ(group_of(groups, OffloadModule::QkvLinear).copied_bytes, 3 * T * h);
+  EXPECT_DOUBLE_EQ(group_of(groups, OffloadModule::CoreAttn).freed_bytes,
                    2 * T * (q + 2 * kv) + 2 * T * q);
-  EXPECT_DOUBLE_EQ(group_of(groups, OffloadModule::AttnProj)->copied_bytes, T * q);
-  const auto* fc1 = group_of(groups, OffloadModule::ExpertFc1);
-  EXPECT_DOUBLE_EQ(fc1->copied_bytes, 2 * rows * h);
-  EXPECT_DOUBLE_EQ(fc1->freed_bytes, rows * h);
+  EXPECT_DOUBLE_EQ(group_of(groups, OffloadModule::AttnProj).copied_bytes, T * q);
+  auto fc1 = group_of(groups, OffloadModule::ExpertFc1);
+  EXPECT_DOUBLE_EQ(fc1.copied_bytes, 2 * rows * h);
+  EXPECT_DOUBLE_EQ(fc1.freed_bytes, rows * h);
   setup.job.fp8_recipe = Fp8Recipe::Mxfp8;
-  fc1 = group_of(offload_groups({m, setup.job, setup.layout}, true), OffloadModule::ExpertFc1);
-  EXPECT_DOUBLE_EQ(fc1->copied_bytes, rows * h);
+  const auto mxfp8 = offload_groups({m, setup.job, setup.layout}, true);
+  fc1 = group_of(mxfp8, OffloadModule::ExpertFc1);
+  EXPECT_DOUBLE_EQ(fc1.copied_bytes, rows * h);
   // A dense layer has neither a pre-MLP norm of its own nor experts; without latent attention
   // the input norm is fused too.
   setup.job.offload_modules =
