@@ -171,11 +171,10 @@ std::string ranking(const PlanResult& r, bool wide) {
     for (const auto* c : shown)
       out += fmt::format(" {:>7}", fmt::format("{:.1f}%", 100 * c->share(b)));
     // With activation offload, the host memory it takes (a host's, its GPUs' peaks summed).
-    const std::string host =
-        e.metrics.offloads()
-            ? fmt::format(", host {:.4g} GB of {:.4g}", e.metrics.host_peak_bytes / 1e9,
-                          e.metrics.host_memory_bytes / 1e9)
-            : "";
+    const std::string host = e.metrics.offloads() ? fmt::format(", host {:.4g} GB of {:.4g}",
+                                                                e.metrics.host_peak_bytes / 1e9,
+                                                                e.metrics.host_memory_bytes / 1e9)
+                                                  : "";
     out += wide ? "  " + describe(e.layout) + host + "\n"
                 : "\n" + wrap(describe(e.layout) + host, kTextWidth, "      ", "        ");
   }

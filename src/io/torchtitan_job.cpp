@@ -994,8 +994,7 @@ std::string torchtitan_job_toml(const Job& job, const Layout& layout, std::int64
   if (job.moe.shared_expert_overlap)
     titan_cannot("moe_shared_expert_overlap: Megatron-Core's, not torchtitan's");
   if (job.a2a_overlap) titan_cannot("a2a_overlap: Megatron-Core's 1F1B all-to-all overlap");
-  if (offloads(job))
-    titan_cannot("activation offload: torchtitan's job has none");
+  if (offloads(job)) titan_cannot("activation offload: torchtitan's job has none");
   if (job.distributed_optimizer)
     titan_cannot("distributed_optimizer: Megatron's; torchtitan shards the optimizer with FSDP");
   if (layout.tp > 1 && job.tp_overlap == Overlap::Backward) {
