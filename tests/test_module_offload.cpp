@@ -12,6 +12,7 @@
 #include "pipetab/error.hpp"
 #include "pipetab/model/offload_groups.hpp"
 #include "pipetab/sim/simulation.hpp"
+#include "pipetab/table/memory.hpp"
 
 namespace pipetab {
 namespace {
@@ -286,6 +287,65 @@ TEST(OffloadModules, SimulationLowersThePeakAndNeverSpeedsUp) {
   const auto zb = test::make("zb-h1", test::sm(2, 4));
   EXPECT_NE(test::param_error([&] { simulate_table(zb, setup, "zb-h1"); }).find("split backward"),
             std::string::npos);
+}
+
+// The table level takes offload inside the passes as a share kept of each forward: its peaks
+// scale by it, on every table, and a share outside (0, 1] is refused.
+TEST(OffloadModules, TheTableLevelScalesItsPeaksByTheShareKept) {
+  for (const std::string name : {"1f1b", "interleaved", "gpipe", "zb-h1"}) {
+    auto p = test::sm(4, 8);
+    if (name == "interleaved") p.chunks = 2;
+    const auto t = test::make(name, p);
+    const auto all = activation_peaks(t);
+    for (const double kept : {1.0, 0.7, 0.25}) {
+      MemoryOptions m;
+      m.kept = kept;
+      const auto some = activation_peaks(t, m);
+      for (std::size_t d = 0; d < all.size(); ++d)
+        EXPECT_NEAR(some[d], kept * all[d], 1e-12 * all[d]) << name << " " << kept;
+    }
+  }
+  MemoryOptions bad;
+  bad.kept = 0.0;
+  EXPECT_NE(test::param_error([&] {
+              activation_peaks(test::make("1f1b", test::sm(2, 2)), bad);
+            }).find("above 0, up to 1"),
+            std::string::npos);
+}
+
+// What the table level keeps falls as more is offloaded: more whole layers, more modules; and
+// is 1 without offload inside the passes.
+TEST(OffloadModules, TheShareKeptFallsAsMoreLeaves) {
+  auto setup = test::preset_setup("qwen3-30b-a3b", "gb200-nvl72");
+  setup.job.seq_len = 4096;
+  setup.layout.dp = 8;
+  setup.layout.ep = 8;
+  const auto t = test::make("1f1b", test::sm(4, 8));  // 12 layers a stage
+  EXPECT_EQ(in_pass_kept_share(t, setup), 1.0);
+  double last = 1.0;
+  for (const std::int64_t n : {1, 4, 11}) {
+    setup.job.offload_layers = n;
+    const double kept = in_pass_kept_share(t, setup);
+    EXPECT_LT(kept, last) << n;
+    EXPECT_GT(kept, 0.0);
+    last = kept;
+  }
+  // All but the last layer of each stage go: what stays is one layer's and the embedding's and
+  // output layer's share.
+  setup.job.offload_layers = 100;
+  EXPECT_DOUBLE_EQ(in_pass_kept_share(t, setup), last);
+  setup.job.offload_layers = 0;
+  using M = OffloadModule;
+  last = 1.0;
+  for (const std::uint8_t set :
+       {bits({M::MoeAct}), bits({M::MoeAct, M::ExpertFc1}),
+        bits({M::MoeAct, M::ExpertFc1, M::CoreAttn, M::AttnProj}), std::uint8_t(0x7e)}) {
+    setup.job.offload_modules = set;
+    const double kept = in_pass_kept_share(t, setup);
+    EXPECT_LT(kept, last) << offload_modules_text(set);
+    EXPECT_GT(kept, 0.0);
+    last = kept;
+  }
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 // its 16-bit input: set_save_original_input), fine_grained_activation_offload.py.
 #include "pipetab/model/offload_groups.hpp"
 
+#include <algorithm>
+
 #include "builder.hpp"
 #include "memory.hpp"
 #include <fmt/format.h>
@@ -164,6 +166,24 @@ std::vector<OffloadGroup> offload_groups(const Workload& run, bool moe_layer) {
   act.add(rows * (m.gated_mlp ? 2 : 1) * width, e);
   group(OffloadModule::MoeAct, act, act.bytes, {"experts.activation"});
   return out;
+}
+
+double stage_offloaded_bytes(const StageWork& w, const Workload& run) {
+  if (w.layers < 1) return 0.0;
+  const double layers = static_cast<double>(w.layers);
+  if (run.job.offload_layers > 0) {
+    const auto n = std::min(run.job.offload_layers, w.layers - 1);
+    return static_cast<double>(n) * w.layer_activation_bytes / layers;
+  }
+  double bytes = 0.0;
+  for (const bool moe : {false, true}) {
+    const double count =
+        moe ? static_cast<double>(w.moe_layers) : layers - static_cast<double>(w.moe_layers);
+    if (!(count > 0.0)) continue;
+    for (const OffloadGroup& g : offload_groups(run, moe))
+      bytes += count * g.freed_bytes;
+  }
+  return bytes;
 }
 
 void require_offload_modules(const ModelConfig& model, const Job& job) {

@@ -38,7 +38,15 @@ Evaluation evaluate(const ScheduleTable& table, const ResolvedParams* params,
                     const std::string& name, const Costs& costs, const EvaluationOptions& options) {
   MemoryOptions memory = options.memory;
   // The run's activation offload reaches the table level too (the copies taken as on time).
-  if (options.simulation) memory.offload = options.simulation->job.offload_activations;
+  // So does offload inside the passes, as the share of each forward the devices keep.
+  if (options.simulation) {
+    memory.offload = options.simulation->job.offload_activations;
+    try {
+      memory.kept = in_pass_kept_share(table, *options.simulation);
+    } catch (const ParamError&) {
+      // The simulation says why it cannot run (simulation_error, below).
+    }
+  }
   Evaluation e;
   e.schedule = params ? params->schedule : name;
   e.shape = shape_of(table, params);

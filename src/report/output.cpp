@@ -93,7 +93,8 @@ json to_json(const Evaluation& e) {
                 {"idle", e.table.idle},
                 {"ops", e.table.ops},
                 {"input_grad_frees", e.memory.input_grad_frees},
-                {"offload_activations", e.memory.offload}};
+                {"offload_activations", e.memory.offload},
+                {"offload_kept", e.memory.kept}};
   if (!e.table.activation_curves.empty()) {
     json curves = json::array();
     for (const auto& curve : e.table.activation_curves) {
@@ -339,6 +340,13 @@ std::string to_text(const Evaluation& e) {
   out += fmt::format("  {:<24}{:.4f}\n", "span bubble ratio", e.table.span_bubble_ratio);
   out += fmt::format("  {:<24}{}\n", "peak activation (M_a)",
                      text_number(e.table.peak_activation_max()));
+  // Offload counted at this level, its copies taken as on time.
+  if (e.memory.offload > 0.0)
+    out += fmt::format("  {:<24}{} of each stage's\n", "offloaded", text_number(e.memory.offload));
+  if (e.memory.kept < 1.0) {
+    out += fmt::format("  {:<24}{:.4f} of each forward's (offload inside the passes)\n", "kept",
+                       e.memory.kept);
+  }
   out += "  per device:   busy      idle  peak M_a   at time\n";
   for (std::size_t d = 0; d < e.table.busy.size(); ++d) {
     out += fmt::format("    dev {:<6}{:>8}  {:>8}  {:>8}  {:>8}\n", d, text_number(e.table.busy[d]),

@@ -7,6 +7,7 @@
 
 #include "pipetab/error.hpp"
 #include "pipetab/model/flops.hpp"
+#include "pipetab/model/offload_groups.hpp"
 #include "pipetab/sim/engine.hpp"
 
 namespace pipetab {
@@ -83,6 +84,18 @@ void host_memory(const Simulation& s, const SimulationSetup& setup, SimulationMe
 }
 
 }  // namespace
+
+double in_pass_kept_share(const ScheduleTable& table, const SimulationSetup& setup) {
+  const TransformerConfig* transformer = setup.model.transformer();
+  if (!offloads_in_passes(setup.job) || transformer == nullptr) return 1.0;
+  const Workload run{*transformer, setup.job, setup.layout};
+  double held = 0.0, offloaded = 0.0;
+  for (const StageWork& w : table_work(table, setup.model, setup.job, setup.layout)) {
+    held += w.activation_bytes;
+    offloaded += stage_offloaded_bytes(w, run);
+  }
+  return held > 0.0 ? std::clamp(1.0 - offloaded / held, 1e-9, 1.0) : 1.0;
+}
 
 Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& setup,
                           std::string_view schedule) {

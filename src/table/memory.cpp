@@ -31,7 +31,7 @@ class LiveMemory {
   LiveMemory(const ScheduleTable& t, const MemoryOptions& options, const OffloadedUnits& offloaded)
       : t_(t),
         frees_(options.input_grad_frees),
-        devices_(static_cast<double>(t.devices)),
+        devices_(static_cast<double>(t.devices) * options.kept),
         model_units_(static_cast<double>(t.model_units())),
         gone_(offloaded.gone),
         back_(offloaded.back) {}
@@ -81,7 +81,8 @@ class LiveMemory {
   void end(std::size_t i) {
     if (!gone_.empty()) away_ += gone_[i];
   }
-  // In M_a: one rounding of units · S / model units when f is 0 or 1 and nothing is offloaded.
+  // In M_a: one rounding of units · S / model units when f is 0 or 1 and nothing is offloaded
+  // (the share kept under in-pass offload scales S).
   double value() const {
     const double units =
         static_cast<double>(allocated_) - frees_ * static_cast<double>(pending_) - away_;
@@ -128,6 +129,12 @@ std::vector<double> activation_peaks(const ScheduleTable& table, const MemoryOpt
   if (!(options.input_grad_frees >= 0.0 && options.input_grad_frees <= 1.0)) {
     throw ParamError(fmt::format("input_grad_frees = {}: must be a fraction from 0 to 1",
                                  options.input_grad_frees));
+  }
+  if (!(options.kept > 0.0 && options.kept <= 1.0)) {
+    throw ParamError(
+        fmt::format("kept = {}: the share of activations a device keeps must be "
+                    "above 0, up to 1",
+                    options.kept));
   }
   std::vector<double> peaks(static_cast<std::size_t>(table.devices), 0.0);
   const OffloadedUnits offload = offloaded_units(table, options);

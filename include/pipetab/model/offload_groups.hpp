@@ -41,6 +41,12 @@ struct OffloadGroup {
 /// into the linear after it, which Megatron-Core skips as an IdentityOp).
 std::vector<OffloadGroup> offload_groups(const Workload& run, bool moe_layer);
 
+/// What a forward of stage `w` leaves on the host per microbatch under offload inside the passes
+/// (Job::offload_layers: that many of its layers, all but its last at most; Job::offload_modules:
+/// each layer's groups' freed bytes, dense and mixture-of-experts layers by their counts); 0
+/// without.
+double stage_offloaded_bytes(const StageWork& w, const Workload& run);
+
 /// Throws OptionError("offload_modules") naming the rule where the job cannot offload its modules
 /// as Megatron-Core does: a model without the module's layers (experts) or given by its costs or
 /// a hybrid pattern, attn_proj without core_attn, a module the job's recomputation frees already,

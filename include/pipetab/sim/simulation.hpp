@@ -144,4 +144,10 @@ struct Simulation {
 Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& setup,
                           std::string_view schedule = {});
 
+/// The table level's view of offload inside the passes (Job::offload_layers, offload_modules):
+/// the share of its activations a forward keeps once its copies are done, over the table's
+/// stages, 1 − Σ offloaded / Σ held per microbatch (MemoryOptions::kept); 1 without such
+/// offload or without a transformer. Throws ParamError as table_work does.
+double in_pass_kept_share(const ScheduleTable& table, const SimulationSetup& setup);
+
 }  // namespace pipetab

@@ -19,6 +19,10 @@ struct MemoryOptions {
   /// its activation leaves when it ends and is back when the op before its backward starts
   /// (copies on time). 0: none.
   double offload = 0.0;
+  /// Offload inside the passes (Transformer Engine's whole layers, Megatron-Core's modules): the
+  /// share of each forward's activations the device keeps once its copies are done (copies on
+  /// time, the windows of copies in flight left out). 1: none.
+  double kept = 1.0;
 };
 
 /// Peak activation memory of every device, in M_a. It depends only on the order: a device runs
