@@ -348,5 +348,31 @@ TEST(OffloadModules, TheShareKeptFallsAsMoreLeaves) {
   }
 }
 
+// The table level's share and the simulation's copies come from two computations
+// (stage_offloaded_bytes; the closed forms of cost/layer_offload.hpp): on one stage and one
+// microbatch the host holds what the table level takes away, for whole layers and for modules
+// under MXFP8 (where every group frees what it copies).
+TEST(OffloadModules, TheTableLevelAndTheSimulationOffloadTheSameBytes) {
+  auto setup = test::preset_setup("qwen3-30b-a3b", "gb200-nvl72");
+  setup.job.seq_len = 4096;
+  setup.job.precision = Precision::FP8;
+  setup.job.fp8_recipe = Fp8Recipe::Mxfp8;
+  setup.layout.dp = 8;
+  setup.layout.ep = 8;
+  const auto t = test::make("1f1b", test::sm(1, 1));
+  const TransformerConfig& m = *setup.model.transformer();
+  using M = OffloadModule;
+  for (const bool layers : {true, false}) {
+    setup.job.offload_layers = layers ? 20 : 0;
+    setup.job.offload_modules = layers ? 0 : bits({M::CoreAttn, M::AttnProj, M::ExpertFc1});
+    const auto work = table_work(t, setup.model, setup.job, setup.layout);
+    const double offloaded = stage_offloaded_bytes(work[0], {m, setup.job, setup.layout});
+    EXPECT_GT(offloaded, 0.0);
+    const auto sim = simulate_table(t, setup, "1f1b").metrics;
+    EXPECT_NEAR(sim.peak_host_bytes[0], offloaded, 1e-9 * offloaded) << layers;
+    EXPECT_NEAR(in_pass_kept_share(t, setup), 1.0 - offloaded / work[0].activation_bytes, 1e-12);
+  }
+}
+
 }  // namespace
 }  // namespace pipetab

@@ -21,7 +21,7 @@ namespace pipetab {
 std::string offload_modules_text(std::uint8_t modules) {
   std::string out;
   for (std::size_t i = 0; i < kOffloadModuleNames.size(); ++i) {
-    if (!(modules & (1u << i))) continue;
+    if (!(modules & offload_bit(static_cast<OffloadModule>(i)))) continue;
     if (!out.empty()) out += '+';
     out += kOffloadModuleNames[i];
   }
