@@ -413,5 +413,167 @@ TEST(LayerOffload, OneDeviceKeepsTheLayersNotOffloaded) {
             std::string::npos);
 }
 
+// The simulation moves whole-layer offload's copies as flows its passes issue and wait for
+// (layer_copies). On one stage with one microbatch, the backward starting as the forward ends,
+// and a host link of its own, it waits exactly what the closed form says (layer_offload): two
+// computations of the same waits. Megatron-Core's modules wait at most the closed form's, which
+// takes the backward's layers to start with it (the output layer and the loss run first).
+TEST(LayerOffload, TheFlowsWaitWhatTheClosedFormSaysAlone) {
+  auto setup = test::preset_setup("llama3.1-8b", "gb200-nvl72");
+  setup.job.seq_len = 8192;
+  setup.lowering.overheads = false;
+  setup.system.host.gpus_per_link = 1;  // the device's link its own
+  const auto t = test::make("1f1b", test::sm(1, 1));
+  for (const double bandwidth : {2e9, 2e10, 4e11}) {
+    setup.system.host.bandwidth = bandwidth;
+    setup.job.offload_layers = 0;
+    const auto base = simulate_table(t, setup, "1f1b");
+    const double forward = base.graph.duration[0], backward = base.graph.duration[1];
+    setup.job.offload_layers = 20;
+    const auto run = simulate_table(t, setup, "1f1b");
+    const auto work = table_work(t, setup.model, setup.job, setup.layout);
+    const auto& link = run.network.links()[static_cast<std::size_t>(run.network.host_out(0))];
+    const auto c = cost::layer_offload(
+        work[0].layers, 20, work[0].layer_activation_bytes / static_cast<double>(work[0].layers),
+        forward, backward, link.bandwidth / run.network.devices_per_host_link(),
+        setup.system.host.latency_s);
+    const double stall = run.metrics.runtime_s - base.metrics.runtime_s;
+    EXPECT_NEAR(stall, c.forward_stall_s + c.backward_stall_s, 1e-9 * base.metrics.runtime_s)
+        << bandwidth;
+    if (bandwidth == 2e9) {
+      EXPECT_GT(stall, 0.1 * base.metrics.runtime_s);
+    }
+    // The copies are the graph's: 20 out, 20 back, each a flow on the host link.
+    std::int64_t out = 0, back = 0;
+    for (std::int64_t i = 0; i < run.graph.transfers(); ++i) {
+      out += run.graph.kind[static_cast<std::size_t>(i)] == TransferKind::HostOffload;
+      back += run.graph.kind[static_cast<std::size_t>(i)] == TransferKind::HostReload;
+    }
+    EXPECT_EQ(out, 20);
+    EXPECT_EQ(back, 20);
+    // Their waits are the ops' own time, not communication.
+    EXPECT_DOUBLE_EQ(run.metrics.tp_comm_s[0], base.metrics.tp_comm_s[0]);
+  }
+  auto moe = test::preset_setup("qwen3-30b-a3b", "gb200-nvl72");
+  moe.job.seq_len = 4096;
+  moe.lowering.overheads = false;
+  moe.job.precision = Precision::FP8;
+  moe.job.fp8_recipe = Fp8Recipe::Mxfp8;
+  moe.layout.ep = 4;
+  moe.layout.dp = 4;
+  moe.job.offload_modules = offload_bit(OffloadModule::CoreAttn) |
+                            offload_bit(OffloadModule::AttnProj) |
+                            offload_bit(OffloadModule::ExpertFc1);
+  const auto t4 = test::make("1f1b", test::sm(4, 4));
+  for (const double bandwidth : {5e9, 5e10}) {
+    moe.system.host.bandwidth = bandwidth;
+    const auto run = simulate_table(t4, moe, "1f1b").metrics.runtime_s;
+    auto none = moe;
+    none.job.offload_modules = 0;
+    const auto base = simulate_table(t4, none, "1f1b").metrics.runtime_s;
+    EXPECT_GE(run, base * (1 - 1e-12)) << bandwidth;
+  }
+}
+
+// The copies go on the ops' steps without changing what the ops compute: on plain ops, on ops
+// that run the experts' all-to-alls, and on FSDP's block-by-block ops (whose slot for the next
+// gather moves with its step), each op's steps compute its duration, and each copy is issued by
+// exactly one step of one op and waited, if at all, by that op.
+TEST(LayerOffload, CopiesOnTheStepsLeaveTheOpsComputeAlone) {
+  struct Case {
+    SimulationSetup setup;
+    ScheduleTable table;
+  };
+  std::vector<Case> cases;
+  {
+    auto s = test::preset_setup("llama3.1-8b", "dgx-h100");
+    s.job.offload_layers = 3;
+    cases.push_back({s, test::make("interleaved", [] {
+                       auto p = test::sm(2, 4);
+                       p.chunks = 2;
+                       return p;
+                     }())});
+  }
+  {
+    auto s = test::preset_setup("qwen3-30b-a3b", "gb200-nvl72");
+    s.layout.ep = 8;
+    s.layout.dp = 8;
+    s.job.offload_modules = offload_bit(OffloadModule::CoreAttn) |
+                            offload_bit(OffloadModule::AttnProj) |
+                            offload_bit(OffloadModule::MoeAct);
+    cases.push_back({s, test::make("1f1b", test::sm(2, 4))});
+  }
+  {
+    auto s = test::preset_setup("llama3.1-8b", "gb200-nvl72");
+    s.layout.dp = 8;
+    s.layout.fsdp.enabled = true;
+    s.job.offload_layers = 12;
+    cases.push_back({s, test::make("1f1b", test::sm(1, 2))});
+  }
+  for (const auto& [setup, table] : cases) {
+    const auto run = simulate_table(table, setup);
+    const auto& g = run.graph;
+    std::vector<int> issued(static_cast<std::size_t>(g.transfers()), 0);
+    std::int64_t copies = 0;
+    for (std::int64_t n = 0; n < g.table_ops; ++n) {
+      if (!g.has_steps(n)) continue;
+      double compute = 0.0;
+      std::set<std::int32_t> here;
+      for (auto k = g.step_begin[static_cast<std::size_t>(n)];
+           k < g.step_begin[static_cast<std::size_t>(n) + 1]; ++k) {
+        const OpStep& st = g.steps[static_cast<std::size_t>(k)];
+        if (st.kind == StepKind::Compute) {
+          compute += st.seconds;
+          continue;
+        }
+        const auto t = static_cast<std::size_t>(st.transfer - g.compute_nodes);
+        if (st.kind == StepKind::Issue) {
+          ++issued[t];
+          here.insert(st.transfer);
+        } else if (is_host_copy(g.kind[t])) {
+          EXPECT_TRUE(here.count(st.transfer)) << "a copy waited by an op that did not issue it";
+        }
+      }
+      EXPECT_NEAR(compute, g.duration[static_cast<std::size_t>(n)],
+                  1e-12 * g.duration[static_cast<std::size_t>(n)]);
+    }
+    for (std::size_t t = 0; t < issued.size(); ++t) {
+      if (!is_host_copy(g.kind[t])) continue;
+      ++copies;
+      EXPECT_EQ(issued[t], 1);
+      EXPECT_TRUE(t < g.in_pass_copy.size() && g.in_pass_copy[t]);
+    }
+    EXPECT_GT(copies, 0);
+    EXPECT_GT(run.metrics.peak_host_bytes[0], 0.0);
+  }
+}
+
+// Where a GPU's traffic to other nodes crosses its host link (DGX nodes: carries_nic), the
+// copies of offload inside the passes share the link with it: pipeline transfers between nodes
+// and the copies slow each other, and the run takes longer than on a host whose link carries
+// the copies alone. Without offload the link carries the NIC's traffic alone, as fast.
+TEST(LayerOffload, CopiesShareTheHostLinkWithTheNicTrafficCrossingIt) {
+  auto setup = test::preset_setup("llama3.1-8b", "dgx-h100");
+  setup.job.seq_len = 8192;
+  setup.system.devices_per_node = 1;  // each stage on its own node: every send crosses NICs
+  setup.system.host.h2d_slowdown = 0.0;
+  const auto t = test::make("1f1b", test::sm(4, 8));
+  const auto runtime = [&](bool carries_nic, std::int64_t layers, double host_bandwidth) {
+    auto s = setup;
+    s.system.host.carries_nic = carries_nic;
+    s.system.host.bandwidth = host_bandwidth;
+    s.job.offload_layers = layers;
+    return simulate_table(t, s, "1f1b").metrics.runtime_s;
+  };
+  // The preset's link (55.3 GB/s) is faster than the NIC (50): alone, the sends never notice it.
+  const double preset = setup.system.host.bandwidth;
+  ASSERT_GE(preset, setup.system.inter.bandwidth);
+  EXPECT_DOUBLE_EQ(runtime(true, 0, preset), runtime(false, 0, preset));
+  // Copies as slow as the backward needs them fast: the sends' share makes it wait longer.
+  const double slow = 0.5 * setup.system.inter.bandwidth;
+  EXPECT_GT(runtime(true, 6, slow), runtime(false, 6, slow) * 1.001);
+  EXPECT_GE(runtime(false, 6, slow), runtime(false, 0, slow));
+}
+
 }  // namespace
 }  // namespace pipetab

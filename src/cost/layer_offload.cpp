@@ -71,12 +71,16 @@ bool in_group(std::string_view name, const OffloadGroup& g) {
 }  // namespace
 
 LayerOffloadTiming offload_timing(const PassOperators& ops, std::span<const OffloadGroup> groups,
-                                  const Workload& run, const SystemConfig& system) {
+                                  const Workload& run, const SystemConfig& system,
+                                  bool exchanges_as_flows) {
   LayerOffloadTiming out;
+  const auto seconds = [&](const Operator& op) {
+    return exchanges_as_flows && runs_as_flow(op) ? 0.0 : operator_cost(op, run, system).seconds;
+  };
   out.groups.resize(groups.size());
   std::vector<bool> seen(groups.size(), false);
   for (const Operator& op : ops.forward) {
-    out.forward_s += operator_cost(op, run, system).seconds;
+    out.forward_s += seconds(op);
     for (std::size_t g = 0; g < groups.size(); ++g) {
       const auto& names = groups[g].operators;
       if (std::find(names.begin(), names.end(), op.name) != names.end())
@@ -87,7 +91,7 @@ LayerOffloadTiming offload_timing(const PassOperators& ops, std::span<const Offl
   std::vector<bool> placed(ops.weight_grad.size(), false);
   auto run_op = [&](const Operator& op) {
     const double start = out.backward_s;
-    out.backward_s += operator_cost(op, run, system).seconds;
+    out.backward_s += seconds(op);
     for (std::size_t g = 0; g < groups.size(); ++g) {
       if (!in_group(op.name, groups[g])) continue;
       if (!seen[g]) out.groups[g].backward_start_s = start;
@@ -174,6 +178,52 @@ PassOffload module_offload(std::span<const LayerOffloadTiming* const> layers, do
     base += (*layer)->backward_s;
   }
   out.backward_stall_s = stall;
+  return out;
+}
+
+PassCopies layer_copies(std::int64_t layers, std::int64_t offloaded, double layer_bytes,
+                        double forward_s, double backward_s) {
+  PassCopies out;
+  const std::int64_t n =
+      std::clamp<std::int64_t>(offloaded, 0, std::max<std::int64_t>(0, layers - 1));
+  if (n == 0) return out;
+  const double tf = forward_s / static_cast<double>(layers);
+  const double tb = backward_s / static_cast<double>(layers);
+  for (std::int64_t j = 1; j <= n; ++j) {
+    const auto at = static_cast<double>(j);
+    out.forward.push_back({layer_bytes, at * tf, j + 2 <= layers ? (at + 1) * tf : -1.0, -1});
+  }
+  // Layer i's backward starts after layers L .. i + 1's.
+  for (std::int64_t i = n; i >= 1; --i) {
+    const auto before = static_cast<double>(layers - i);
+    out.backward.push_back(
+        {layer_bytes, (before - 1) * tb, before * tb, static_cast<std::int32_t>(i - 1)});
+  }
+  return out;
+}
+
+PassCopies module_copies(std::span<const LayerOffloadTiming* const> layers,
+                         double backward_lead_s) {
+  PassCopies out;
+  double base = 0.0;
+  for (const LayerOffloadTiming* layer : layers) {
+    for (const OffloadGroupTiming& g : layer->groups)
+      out.forward.push_back({g.copied, base + g.forward_end_s, -1.0, -1});
+    base += layer->forward_s;
+  }
+  base = backward_lead_s;
+  double previous_end = backward_lead_s;
+  auto k = static_cast<std::int32_t>(out.forward.size());
+  for (auto layer = layers.rbegin(); layer != layers.rend(); ++layer) {
+    const auto& groups = (*layer)->groups;
+    for (auto g = groups.rbegin(); g != groups.rend(); ++g) {
+      --k;
+      if (k + 1 < static_cast<std::int32_t>(out.forward.size()))
+        out.backward.push_back({g->copied, previous_end, base + g->backward_start_s, k});
+      previous_end = base + g->backward_end_s;
+    }
+    base += (*layer)->backward_s;
+  }
   return out;
 }
 

@@ -14,6 +14,11 @@
 
 namespace pipetab::cost {
 
+bool runs_as_flow(const Operator& op) {
+  return op.kind == OperatorKind::Collective &&
+         (op.group == CollectiveGroup::Expert || op.group == CollectiveGroup::Context);
+}
+
 Collective collective_of(const Operator& op, const Workload& run, const SystemConfig& system) {
   Collective c;
   c.kind = op.collective;
@@ -214,11 +219,8 @@ Timed timed(const PassOperators& ops, const Workload& run, const SystemConfig& s
   return t;
 }
 
-// An exchange the simulation runs as flows (CostOptions::exchanges_as_flows): an expert
-// all-to-all or a context-parallel exchange.
 bool is_flow(const Operator& op, bool flows) {
-  return flows && op.kind == OperatorKind::Collective &&
-         (op.group == CollectiveGroup::Expert || op.group == CollectiveGroup::Context);
+  return flows && runs_as_flow(op);
 }
 
 // The flows of such an exchange, as the cost model prices them alone (operator_cost): the rule's

@@ -247,10 +247,12 @@ void write_trace(TraceWriter& w, const ScheduleTable& table, const Simulation& s
     const Op& op = table.ops[i];
     // Its waits for its inner exchanges are exposed communication inside it, not slowed compute.
     const double waited = i < r.waited.size() ? r.waited[i] : 0.0;
+    // Its waits for copies from host memory (offload inside the passes) are its own stall.
+    const double host = i < r.waited_host.size() ? r.waited_host[i] : 0.0;
     w.event(
         R"({{"ph":"X","name":"{}","cat":"{}","pid":{},"tid":0,"ts":{},"dur":{},"args":{{"op":"{}","tp_comm_s":{},"host_overhead_s":{},"comm_slowed_s":{}}}}})",
         op_label(op), kind_letter(op.first().kind), g.device[i], Micros{s}, Micros{e - s},
-        json_escaped(to_string(op)), g.tp_comm_s[i] + waited,
+        json_escaped(to_string(op)), g.tp_comm_s[i] + waited - host,
         i < g.overhead_s.size() ? g.overhead_s[i] : 0.0,
         std::max(0.0, r.end[i] - r.start[i] - g.duration[i] - waited));
   }

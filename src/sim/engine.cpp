@@ -144,6 +144,7 @@ class Engine {
       waited_.assign(static_cast<std::size_t>(g.compute_nodes), 0.0);
       waited_expert_.assign(static_cast<std::size_t>(g.compute_nodes), 0.0);
       waited_fsdp_.assign(static_cast<std::size_t>(g.compute_nodes), 0.0);
+      waited_host_.assign(static_cast<std::size_t>(g.compute_nodes), 0.0);
       transfer_done_.assign(transfers, 0);
     }
     work_left_.assign(devices, 0.0);
@@ -227,6 +228,7 @@ class Engine {
     require_finished();
     summarize();
     result_.waited = std::move(waited_);
+    result_.waited_host = std::move(waited_host_);
     return std::move(result_);
   }
 
@@ -240,6 +242,8 @@ class Engine {
   }
   // A transfer's rate cap (graphs built by hand may leave rate_cap empty: no caps).
   double rate_cap(std::size_t t) const { return t < g_.rate_cap.size() ? g_.rate_cap[t] : kInf; }
+  // A copy of offload inside a pass: its memory is its ops' (ExecGraph::in_pass_copy).
+  bool in_pass(std::size_t t) const { return t < g_.in_pass_copy.size() && g_.in_pass_copy[t]; }
   bool blocks_stream(std::size_t t) const {
     return blocking_ &&
            (g_.blocks_sender[t] != 0 || (options_.blocking_send && is_pipeline(g_.kind[t])));
@@ -477,7 +481,8 @@ class Engine {
   void issue(std::int32_t node) {
     const auto t = transfer(node);
     result_.start[static_cast<std::size_t>(node)] = now_;
-    if (is_host_copy(g_.kind[t])) host_copy(t, g_.device[static_cast<std::size_t>(node)], true);
+    if (is_host_copy(g_.kind[t]) && !in_pass(t))
+      host_copy(t, g_.device[static_cast<std::size_t>(node)], true);
     communicating(t, g_.device[static_cast<std::size_t>(node)], +1);
     if (g_.latency_s[t] > 0.0) {
       push(now_ + g_.latency_s[t], EventType::LatencyDone, node);
@@ -550,7 +555,8 @@ class Engine {
   void finish_transfer(std::int32_t node) {
     const auto t = transfer(node);
     result_.end[static_cast<std::size_t>(node)] = now_;
-    if (is_host_copy(g_.kind[t])) host_copy(t, g_.device[static_cast<std::size_t>(node)], false);
+    if (is_host_copy(g_.kind[t]) && !in_pass(t))
+      host_copy(t, g_.device[static_cast<std::size_t>(node)], false);
     communicating(t, g_.device[static_cast<std::size_t>(node)], -1);
     ++version_[t];  // no later completion event of this transfer counts
     for (const auto l : route(t)) {
@@ -577,6 +583,7 @@ class Engine {
         if (g_.kind[t] == TransferKind::FsdpAllGather ||
             g_.kind[t] == TransferKind::FsdpReduceScatter)
           waited_fsdp_[op] += now_ - wait_since_[dev];
+        if (is_host_copy(g_.kind[t])) waited_host_[op] += now_ - wait_since_[dev];
         ++step_[dev];
         run_steps(dev);
       }
@@ -768,10 +775,12 @@ class Engine {
           ++table_ops;
           // An op's waits for its inner transfers are its exposed exchanges (all-to-alls and
           // context-parallel exchanges), or its exposed FSDP collectives, counted with the
-          // graph's: not compute.
+          // graph's: not compute. Its waits for copies from host memory are its own stall
+          // (compute time, as a closed form counts it).
           const double waited = waited_.empty() ? 0.0 : waited_[n];
           const double fsdp = waited_fsdp_.empty() ? 0.0 : waited_fsdp_[n];
-          dev.tp_comm_s += g_.tp_comm_s[n] + waited - fsdp;
+          const double host = waited_host_.empty() ? 0.0 : waited_host_[n];
+          dev.tp_comm_s += g_.tp_comm_s[n] + waited - fsdp - host;
           fsdp_waits += fsdp;
           if (n < g_.expert_comm_s.size())
             dev.expert_comm_s += g_.expert_comm_s[n] + (waited_.empty() ? 0.0 : waited_expert_[n]);
@@ -845,9 +854,9 @@ class Engine {
   std::vector<std::int64_t> step_;
   std::vector<std::int32_t> waiting_;
   std::vector<double> wait_since_;
-  // Per op: its waits for inner transfers, of which on expert all-to-alls and on FSDP's
-  // per-block collectives.
-  std::vector<double> waited_, waited_expert_, waited_fsdp_;
+  // Per op: its waits for inner transfers, of which on expert all-to-alls, on FSDP's per-block
+  // collectives and on copies to and from host memory.
+  std::vector<double> waited_, waited_expert_, waited_fsdp_, waited_host_;
   std::vector<std::uint8_t> transfer_done_;
   std::vector<std::uint32_t> compute_version_;
   std::vector<double> memory_;

@@ -442,6 +442,9 @@ void Lowering::require_size() const {
       dependencies += (pass.kind == PassKind::F && pass.stage > 0) ||
                       (is_input_backward(pass.kind) && pass.stage + 1 < t_.stages);
       if (exchanges && pass.kind != PassKind::None) dependencies += 16 * work(pass).layers;
+      // Offload inside the passes: a copy per group (at most seven a layer) and its steps.
+      if (offloads_in_passes(job_) && pass.kind != PassKind::None)
+        dependencies += 8 * work(pass).layers;
       // FSDP without pipelining: per block a gather and a reduce-scatter, two flows each.
       if (fsdp() && !pipelined() && pass.kind != PassKind::None)
         dependencies += 4 * work(pass).layers;

@@ -101,12 +101,17 @@ void Lowering::offload_transfers() {
   }
 }
 
-// Offload inside the passes, priced per stage (cost/layer_offload.hpp): Transformer Engine's of
-// whole layers (Job::offload_layers) or Megatron-Core's of modules (Job::offload_modules). The
+// Offload inside the passes (cost/layer_offload.hpp): Transformer Engine's of whole layers
+// (Job::offload_layers) or Megatron-Core's of modules (Job::offload_modules). Each copy is a flow
+// over the device's host link, issued and waited for by its op's steps where the closed forms
+// place them (layer_copies, module_copies), so the copies share the link with the NIC traffic
+// that crosses it (HostSpec::carries_nic) and the other GPUs' copies, and the compute beside the
+// copies back is slowed by the engine (h2d_slowdown). The memory is the closed forms': the
 // forward holds the offloaded bytes only while their copies run, the backward those copied back
-// and not yet used, and each waits for its copies where they fall behind (the stage's own share
-// of its host link; the engine does not move these copies), its compute slowed beside the copies
-// back where the host says so (h2d_slowdown).
+// and not yet used, at the stage's share of its host link. An op running two passes (Megatron-
+// Core's combined 1F1B, DualPipe's pairs) has no place for them on its program: its passes are
+// lengthened by the closed forms' waits instead. Without transfers (plan's bounds) nothing waits:
+// a lower bound.
 void Lowering::layer_offload() {
   if (!offloads_in_passes(job_) || options_.costs) return;
   for (const Op& op : t_.ops)
@@ -121,7 +126,9 @@ void Lowering::layer_offload() {
   const auto& host = network_.system().host;
   // Megatron-Core's modules: each kind of layer's groups timed once (a stage holds its dense
   // layers first, then its mixture-of-experts layers, the MTP modules' among them).
-  std::array<cost::LayerOffloadTiming, 2> kinds;
+  // Each timed as it takes (the closed form) and on its compute alone (where the copies go on
+  // the ops' steps, which run the exchanges as flows).
+  std::array<cost::LayerOffloadTiming, 2> kinds, on_compute;
   const TransformerConfig* transformer = model_.transformer();
   if (job_.offload_modules != 0 && transformer != nullptr) {
     const Workload run{*transformer, job_, layout_};
@@ -129,11 +136,14 @@ void Lowering::layer_offload() {
     for (const bool moe : {false, true}) {
       if (moe && !transformer->moe) continue;
       const auto groups = offload_groups(run, moe);
-      kinds[moe ? 1 : 0] =
-          cost::offload_timing(moe ? ops.moe_layer : ops.layer, groups, run, network_.system());
+      const auto& layer = moe ? ops.moe_layer : ops.layer;
+      const std::size_t k = moe ? 1 : 0;
+      kinds[k] = cost::offload_timing(layer, groups, run, network_.system());
+      on_compute[k] = cost::offload_timing(layer, groups, run, network_.system(), true);
     }
   }
   std::vector<cost::PassOffload> stage(work_.size());
+  std::vector<cost::PassCopies> copies(work_.size());
   std::vector<const cost::LayerOffloadTiming*> layers;
   for (std::size_t i = 0; i < work_.size(); ++i) {
     const StageWork& w = work_[i];
@@ -143,35 +153,88 @@ void Lowering::layer_offload() {
         network_.links()[static_cast<std::size_t>(network_.host_out(d))].bandwidth /
         network_.devices_per_host_link();
     if (job_.offload_layers > 0) {
-      stage[i] = cost::layer_offload(
-          w.layers, job_.offload_layers, w.layer_activation_bytes / static_cast<double>(w.layers),
-          cost_[i].forward.seconds, cost_[i].backward.seconds, bandwidth, host.latency_s);
+      const double layer = w.layer_activation_bytes / static_cast<double>(w.layers);
+      const double f = cost_[i].forward.seconds, b = cost_[i].backward.seconds;
+      stage[i] = cost::layer_offload(w.layers, job_.offload_layers, layer, f, b, bandwidth,
+                                     host.latency_s);
+      copies[i] = cost::layer_copies(w.layers, job_.offload_layers, layer, f, b);
       continue;
     }
-    layers.assign(static_cast<std::size_t>(w.layers - w.moe_layers), &kinds[0]);
-    layers.insert(layers.end(), static_cast<std::size_t>(w.moe_layers), &kinds[1]);
+    const auto dense = static_cast<std::size_t>(w.layers - w.moe_layers);
+    const auto moe = static_cast<std::size_t>(w.moe_layers);
+    layers.assign(dense, &kinds[0]);
+    layers.insert(layers.end(), moe, &kinds[1]);
     stage[i] = cost::module_offload(layers, bandwidth, host.latency_s);
+    layers.assign(dense, &on_compute[0]);
+    layers.insert(layers.end(), moe, &on_compute[1]);
+    // The compute outside the layers leads the backward (the output layer and the loss) and
+    // follows the forward.
+    double layers_s = 0.0;
+    for (const auto* l : layers)
+      layers_s += l->backward_s;
+    copies[i] = cost::module_copies(layers, std::max(0.0, cost_[i].backward.seconds - layers_s));
   }
+  // The copies run on the ops' steps where every op runs one pass.
+  const bool on_steps =
+      merged_into_.empty() &&
+      std::all_of(t_.ops.begin(), t_.ops.end(), [](const Op& op) { return !op.is_pair(); });
+  std::vector<std::vector<CopyStep>> at_op;
+  std::vector<std::int32_t> first_out(t_.ops.size(), -1);
+  std::vector<std::int32_t> last(2 * static_cast<std::size_t>(t_.devices), -1);  // per stream
   for (std::size_t n = 0; n < t_.ops.size(); ++n) {
     for (const Pass& p : t_.ops[n].passes()) {
       const auto& c = stage[index(p)];
       if (!(c.bytes > 0.0)) continue;
-      if (p.kind == PassKind::F) {
+      const bool forward = p.kind == PassKind::F;
+      if (forward) {
         // The offloaded bytes never pile up: at most the window is on the device at once, and
         // it drains as the forward ends.
         g_.alloc_bytes[n] += c.forward_window_bytes - c.bytes;
         g_.free_bytes[n] += c.forward_window_bytes;
-        lengthen(n, c.forward_stall_s);
       } else if (p.kind == PassKind::B) {
         g_.alloc_bytes[n] += c.backward_window_bytes;
         g_.free_bytes[n] += c.backward_window_bytes - c.bytes;
+      } else {
+        continue;
+      }
+      if (!on_steps) {
         // The compute beside the copies back runs slower (h2d_slowdown), as the engine slows it
-        // beside PipeOffload's reloads.
-        lengthen(n, c.backward_stall_s +
-                        g_.h2d_slowdown * std::max(0.0, c.reload_busy_s - c.backward_stall_s));
+        // beside the copies it moves.
+        lengthen(
+            n, forward ? c.forward_stall_s
+                       : c.backward_stall_s +
+                             g_.h2d_slowdown * std::max(0.0, c.reload_busy_s - c.backward_stall_s));
+        continue;
+      }
+      if (folded()) continue;
+      // The copies, in their stream's order (one stream each way per device, across its ops),
+      // each copy back after its copy out.
+      const auto d = g_.device[n];
+      const auto& list = forward ? copies[index(p)].forward : copies[index(p)].backward;
+      if (list.empty()) continue;
+      if (at_op.empty()) at_op.resize(t_.ops.size());
+      auto& stream = last[2 * static_cast<std::size_t>(d) + (forward ? 0 : 1)];
+      const std::int32_t outs =
+          forward ? -1
+                  : first_out[static_cast<std::size_t>(forward_op_[key(p.microbatch, p.stage)])];
+      for (const cost::PassCopy& copy : list) {
+        const auto t = add_transfer(
+            forward ? TransferKind::HostOffload : TransferKind::HostReload, p.stage, d, copy.bytes,
+            {forward ? network_.host_out(d) : network_.host_in(d)}, host.latency_s);
+        if (forward && first_out[n] < 0) first_out[n] = t;
+        const auto copy_index = static_cast<std::size_t>(t - g_.compute_nodes);
+        if (g_.in_pass_copy.size() <= copy_index) g_.in_pass_copy.resize(copy_index + 1, 0);
+        g_.in_pass_copy[copy_index] = 1;
+        g_.preds[static_cast<std::size_t>(t)] = 1;  // its Issue step
+        if (stream >= 0) edge(stream, t);
+        stream = t;
+        if (!forward) edge(outs + copy.out, t);
+        at_op[n].push_back({copy.issue_s, StepKind::Issue, t});
+        if (copy.need_s >= 0.0) at_op[n].push_back({copy.need_s, StepKind::Wait, t});
       }
     }
   }
+  if (!at_op.empty()) splice_copies(at_op);
   // Host memory: each stage's offloaded bytes per microbatch in flight, at the table's peak
   // (in device shares: a device's v stages make one).
   const auto peaks = activation_peaks(t_);
@@ -183,6 +246,72 @@ void Lowering::layer_offload() {
                                                      static_cast<double>(t_.stages) /
                                                      static_cast<double>(t_.devices));
   }
+}
+
+// Puts each op's copy steps (at_op[n], placed on its compute) among its steps: a compute step is
+// split where a copy is issued or waited for; an op without steps gets them. Every op's first
+// step stays a computation (lengthen adds there), and FSDP's slot for the next gather
+// (next_gather_step_) moves with its step.
+void Lowering::splice_copies(std::vector<std::vector<CopyStep>>& at_op) {
+  std::vector<OpStep> steps;
+  std::vector<std::int64_t> begin{0};
+  for (std::int64_t node = 0; node < g_.compute_nodes; ++node) {
+    const auto n = static_cast<std::size_t>(node);
+    const std::int64_t first = g_.has_steps(node) ? g_.step_begin[n] : 0;
+    const std::int64_t end = g_.has_steps(node) ? g_.step_begin[n + 1] : 0;
+    auto* copies = n < at_op.size() ? &at_op[n] : nullptr;
+    const bool spliced = copies != nullptr && !copies->empty();
+    if (!spliced && first == end) {
+      begin.push_back(static_cast<std::int64_t>(steps.size()));
+      continue;
+    }
+    if (spliced) {
+      std::stable_sort(copies->begin(), copies->end(),
+                       [](const CopyStep& a, const CopyStep& b) { return a.at_s < b.at_s; });
+    }
+    // The op's steps, or one computation of its duration.
+    std::vector<OpStep> own;
+    if (first == end) {
+      own.push_back({StepKind::Compute, -1, g_.duration[n]});
+    } else {
+      own.assign(g_.steps.begin() + first, g_.steps.begin() + end);
+    }
+    const std::int64_t slot =
+        n < next_gather_step_.size() && next_gather_step_[n] >= first && next_gather_step_[n] < end
+            ? next_gather_step_[n] - first
+            : -1;
+    double computed = 0.0;
+    std::size_t next = 0;
+    const auto node_start = steps.size();
+    for (std::size_t k = 0; k < own.size(); ++k) {
+      const OpStep& s = own[k];
+      if (static_cast<std::int64_t>(k) == slot) {
+        next_gather_step_[n] = static_cast<std::int64_t>(steps.size());
+        steps.push_back(s);
+        continue;
+      }
+      if (s.kind != StepKind::Compute) {
+        steps.push_back(s);
+        continue;
+      }
+      double left = s.seconds;
+      while (spliced && next < copies->size() && (*copies)[next].at_s <= computed + left) {
+        const double run = std::min(left, std::max(0.0, (*copies)[next].at_s - computed));
+        if (run > 0.0 || steps.size() == node_start) steps.push_back({StepKind::Compute, -1, run});
+        computed += run;
+        left -= run;
+        steps.push_back({(*copies)[next].kind, (*copies)[next].transfer, 0.0});
+        ++next;
+      }
+      steps.push_back({StepKind::Compute, -1, left});
+      computed += left;
+    }
+    for (; spliced && next < copies->size(); ++next)
+      steps.push_back({(*copies)[next].kind, (*copies)[next].transfer, 0.0});
+    begin.push_back(static_cast<std::int64_t>(steps.size()));
+  }
+  g_.steps = std::move(steps);
+  g_.step_begin = std::move(begin);
 }
 
 }  // namespace pipetab::detail

@@ -178,6 +178,13 @@ class Lowering {
   void offload_plan();
   void offload_transfers();
   void layer_offload();
+  // A copy of offload inside a pass, issued or waited for once its op has computed at_s seconds.
+  struct CopyStep {
+    double at_s = 0.0;
+    StepKind kind = StepKind::Issue;
+    std::int32_t transfer = -1;
+  };
+  void splice_copies(std::vector<std::vector<CopyStep>>& at_op);
   double transfer_bytes(std::int32_t transfer) const;
   bool eager(std::int32_t transfer) const;
 

@@ -66,9 +66,12 @@ struct LayerOffloadTiming {
 
 /// When `groups` (model/offload_groups.hpp) run in a layer whose passes are `ops`: each operator
 /// as operator_cost prices it alone, the backward as a whole backward runs it (each linear's
-/// weight gradient after its input gradient); a group's backward is its operators'.
+/// weight gradient after its input gradient); a group's backward is its operators'. With
+/// `exchanges_as_flows`, on the passes' compute alone, as the simulation runs them: the exchanges
+/// it runs as flows (runs_as_flow) take no time.
 LayerOffloadTiming offload_timing(const PassOperators& ops, std::span<const OffloadGroup> groups,
-                                  const Workload& run, const SystemConfig& system);
+                                  const Workload& run, const SystemConfig& system,
+                                  bool exchanges_as_flows = false);
 
 /// A stage of `layers` (forward order; the timings of their kinds) under Megatron-Core's
 /// fine-grained offload, copies moving at `bandwidth` bytes per second after `latency_s`. The
@@ -77,5 +80,39 @@ LayerOffloadTiming offload_timing(const PassOperators& ops, std::span<const Offl
 /// during the op before it (pre_reload_last_layer).
 PassOffload module_offload(std::span<const LayerOffloadTiming* const> layers, double bandwidth,
                            double latency_s);
+
+/// One copy of an offload inside a pass, placed on the pass's compute: issued once the pass has
+/// computed `issue_s` seconds (and the copy before it on its stream is done), and waited for
+/// before the pass computes past `need_s` (< 0: nothing waits for it). The simulation moves it
+/// over the host link as a flow, beside the NIC traffic that shares the link
+/// (HostSpec::carries_nic) and the other GPUs' copies; the closed forms above take the link as
+/// the stage's alone.
+struct PassCopy {
+  double bytes = 0.0;
+  double issue_s = 0.0;
+  double need_s = -1.0;
+  /// A copy back: the forward's copy (its index there) it brings back, and waits for.
+  std::int32_t out = -1;
+};
+
+/// A stage's copies in each forward and each backward, in the order their streams run them.
+struct PassCopies {
+  std::vector<PassCopy> forward, backward;
+  bool empty() const noexcept { return forward.empty(); }
+};
+
+/// layer_offload's copies: copy j (of the first `offloaded` layers, clamped as there) leaves as
+/// layer j's forward ends, and layer j + 2 waits for it; copy back i is issued as layer i + 1's
+/// backward starts and layer i's waits for it.
+PassCopies layer_copies(std::int64_t layers, std::int64_t offloaded, double layer_bytes,
+                        double forward_s, double backward_s);
+
+/// module_offload's copies: each group's leaves as its forward ends (nothing waits for it); in
+/// the backward the first group is on the device already (copied back during the op before), and
+/// each other's copy back is issued as the group after it (in forward order) ends its backward,
+/// and waited for as its own starts. The backward runs `backward_lead_s` of compute before its
+/// layers' (the output layer and the loss, on the last stage).
+PassCopies module_copies(std::span<const LayerOffloadTiming* const> layers,
+                         double backward_lead_s = 0.0);
 
 }  // namespace pipetab::cost

@@ -30,6 +30,10 @@ struct CostOptions {
   bool exchanges_as_flows = false;
 };
 
+/// Whether the simulation runs `op` as flows where CostOptions::exchanges_as_flows is set: an
+/// expert all-to-all or a context-parallel exchange.
+bool runs_as_flow(const Operator& op);
+
 struct PassCost {
   double seconds = 0.0;  ///< the pass: compute, memory traffic, launches, exposed TP communication
   /// of which exposed communication inside the stage: tensor-parallel collectives, context-

@@ -79,6 +79,9 @@ struct SimResult {
   /// Per compute node, the time it waited inside itself for its exchanges (ExecGraph::steps;
   /// empty when no op has steps): its exposed all-to-alls and context-parallel exchanges.
   std::vector<double> waited;
+  /// Of `waited`, the waits for copies from host memory (offload inside the passes): the op's
+  /// stall, counted as its compute and not as communication. Empty when `waited` is.
+  std::vector<double> waited_host;
   /// Nodes from the first to the last event, each the one that held up the next.
   std::vector<std::int32_t> critical_path;
   std::vector<std::vector<MemoryPoint>> memory;  ///< per device, if recorded

@@ -233,6 +233,11 @@ struct ExecGraph {
   /// The most bytes per second the transfer moves even alone (a point-to-point send's achieved
   /// bandwidth, LinkSpec::p2p_bandwidth); infinity: as fast as its links let it.
   std::vector<double> rate_cap;
+  /// Whether the transfer is a copy of offload inside a pass (HostOffload and HostReload of
+  /// Job::offload_layers and offload_modules, issued and waited by its op's steps): the device
+  /// and host memory it moves are counted on its ops (alloc_bytes, free_bytes,
+  /// layer_offload_host_bytes), not by the engine. Empty: none is.
+  std::vector<std::uint8_t> in_pass_copy;
 
   /// Compute runs 1 + comm_slowdown times longer while a transfer or collective of its device
   /// is in flight (DeviceSpec::comm_slowdown; 0 when overheads are off).
