@@ -151,7 +151,7 @@ void Lowering::layer_offload() {
     const auto d = t_.placement.device[i];
     const double bandwidth =
         network_.links()[static_cast<std::size_t>(network_.host_out(d))].bandwidth /
-        network_.devices_per_host_link();
+        network_.devices_on_host_link(d);
     if (job_.offload_layers > 0) {
       const double layer = w.layer_activation_bytes / static_cast<double>(w.layers);
       const double f = cost_[i].forward.seconds, b = cost_[i].backward.seconds;

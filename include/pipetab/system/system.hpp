@@ -2,6 +2,7 @@
 // devices that the simulator's network uses.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -313,6 +314,12 @@ class Network {
   std::int32_t host_in(std::int32_t device) const;
   /// Pipeline devices whose copies share one host link (1 where each has its own).
   std::int32_t devices_per_host_link() const noexcept { return devices_per_host_link_; }
+  /// The pipeline devices whose copies share `device`'s host link: devices_per_host_link, or
+  /// fewer on the last link where the devices do not fill it.
+  std::int32_t devices_on_host_link(std::int32_t device) const noexcept {
+    const std::int32_t first = device / devices_per_host_link_ * devices_per_host_link_;
+    return std::min(devices_per_host_link_, devices_ - first);
+  }
 
  private:
   SystemConfig system_;
