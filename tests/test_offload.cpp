@@ -476,7 +476,8 @@ TEST(LayerOffload, TheFlowsWaitWhatTheClosedFormSaysAlone) {
 }
 
 // The copies go on the ops' steps without changing what the ops compute: on plain ops, on ops
-// that run the experts' all-to-alls, and on FSDP's block-by-block ops (whose slot for the next
+// that run the experts' all-to-alls (one pass, or a combined forward and backward), and on
+// FSDP's block-by-block ops (whose slot for the next
 // gather moves with its step), each op's steps compute its duration, and each copy is issued by
 // exactly one step of one op and waited, if at all, by that op.
 TEST(LayerOffload, CopiesOnTheStepsLeaveTheOpsComputeAlone) {
@@ -502,6 +503,21 @@ TEST(LayerOffload, CopiesOnTheStepsLeaveTheOpsComputeAlone) {
                             offload_bit(OffloadModule::AttnProj) |
                             offload_bit(OffloadModule::MoeAct);
     cases.push_back({s, test::make("1f1b", test::sm(2, 4))});
+  }
+  {
+    // Megatron-Core's combined 1F1B: a forward and a backward in one op, each pass's copies on
+    // its own compute.
+    auto s = test::preset_setup("qwen3-30b-a3b", "dgx-h100");
+    s.layout.ep = 8;
+    s.layout.dp = 16;
+    s.job.a2a_overlap = true;
+    s.lowering.runtime = Runtime::Megatron;
+    s.job.offload_modules = offload_bit(OffloadModule::CoreAttn) |
+                            offload_bit(OffloadModule::AttnProj) |
+                            offload_bit(OffloadModule::ExpertFc1);
+    auto p = test::sm(2, 8);
+    p.chunks = 2;
+    cases.push_back({s, test::make("interleaved", p)});
   }
   {
     auto s = test::preset_setup("llama3.1-8b", "gb200-nvl72");

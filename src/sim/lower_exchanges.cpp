@@ -38,6 +38,8 @@ std::int32_t Lowering::program_id(const Pass& a, const Pass* b, bool pair) {
   auto first = detail::pass_pieces(cost_[index(a)], a.kind);
   std::vector<Piece> second;
   if (b != nullptr) second = detail::pass_pieces(cost_[index(*b)], b->kind);
+  for (Piece& piece : second)
+    piece.pass = 1;
   std::int32_t id = -1;
   if (first.size() > 1 || second.size() > 1) {
     id = static_cast<std::int32_t>(unique_.size());
@@ -130,6 +132,7 @@ void Lowering::lower_programs() {
       for (const auto& step : p.steps)
         compute += step.kind == StepKind::Compute ? step.seconds : 0.0;
       g_.steps.push_back({StepKind::Compute, -1, g_.duration[n] - compute});
+      step_pass_.push_back(0);
       // Each exchange's flows, over the device's switch ports or its NIC (-1: none).
       auto& flows = flows_scratch_;
       flows.clear();
@@ -156,6 +159,7 @@ void Lowering::lower_programs() {
       for (const auto& step : p.steps) {
         if (step.kind == StepKind::Compute) {
           g_.steps.push_back({StepKind::Compute, -1, step.seconds});
+          step_pass_.push_back(step.pass);
           continue;
         }
         if (step.exchange == detail::kNextGather) {
@@ -163,10 +167,14 @@ void Lowering::lower_programs() {
           if (next_gather_step_.empty()) next_gather_step_.assign(t_.ops.size(), -1);
           next_gather_step_[n] = static_cast<std::int64_t>(g_.steps.size());
           g_.steps.push_back({StepKind::Compute, -1, 0.0});
+          step_pass_.push_back(0);
           continue;
         }
-        for (const auto t : flows[static_cast<std::size_t>(step.exchange)])
-          if (t >= 0) g_.steps.push_back({step.kind, t, 0.0});
+        for (const auto t : flows[static_cast<std::size_t>(step.exchange)]) {
+          if (t < 0) continue;
+          g_.steps.push_back({step.kind, t, 0.0});
+          step_pass_.push_back(0);
+        }
       }
     }
     g_.step_begin.push_back(static_cast<std::int64_t>(g_.steps.size()));

@@ -108,10 +108,9 @@ void Lowering::offload_transfers() {
 // that crosses it (HostSpec::carries_nic) and the other GPUs' copies, and the compute beside the
 // copies back is slowed by the engine (h2d_slowdown). The memory is the closed forms': the
 // forward holds the offloaded bytes only while their copies run, the backward those copied back
-// and not yet used, at the stage's share of its host link. An op running two passes (Megatron-
-// Core's combined 1F1B, DualPipe's pairs) has no place for them on its program: its passes are
-// lengthened by the closed forms' waits instead. Without transfers (plan's bounds) nothing waits:
-// a lower bound.
+// and not yet used, at the stage's share of its host link. An op that runs two passes
+// (Megatron-Core's combined 1F1B) places each pass's copies on that pass's compute. Without
+// transfers (plan's bounds) nothing waits: a lower bound.
 void Lowering::layer_offload() {
   if (!offloads_in_passes(job_) || options_.costs) return;
   for (const Op& op : t_.ops)
@@ -174,15 +173,16 @@ void Lowering::layer_offload() {
       layers_s += l->backward_s;
     copies[i] = cost::module_copies(layers, std::max(0.0, cost_[i].backward.seconds - layers_s));
   }
-  // The copies run on the ops' steps where every op runs one pass.
-  const bool on_steps =
-      merged_into_.empty() &&
-      std::all_of(t_.ops.begin(), t_.ops.end(), [](const Op& op) { return !op.is_pair(); });
   std::vector<std::vector<CopyStep>> at_op;
   std::vector<std::int32_t> first_out(t_.ops.size(), -1);
   std::vector<std::int32_t> last(2 * static_cast<std::size_t>(t_.devices), -1);  // per stream
   for (std::size_t n = 0; n < t_.ops.size(); ++n) {
+    // The op that runs this one's passes (a backward merged into the forward before it runs
+    // there, as that op's second pass).
+    const auto runs_in = static_cast<std::size_t>(runner(static_cast<std::int32_t>(n)));
+    std::uint8_t slot = runs_in == n ? 0 : 1;
     for (const Pass& p : t_.ops[n].passes()) {
+      const std::uint8_t pass = slot++;
       const auto& c = stage[index(p)];
       if (!(c.bytes > 0.0)) continue;
       const bool forward = p.kind == PassKind::F;
@@ -195,15 +195,6 @@ void Lowering::layer_offload() {
         g_.alloc_bytes[n] += c.backward_window_bytes;
         g_.free_bytes[n] += c.backward_window_bytes - c.bytes;
       } else {
-        continue;
-      }
-      if (!on_steps) {
-        // The compute beside the copies back runs slower (h2d_slowdown), as the engine slows it
-        // beside the copies it moves.
-        lengthen(
-            n, forward ? c.forward_stall_s
-                       : c.backward_stall_s +
-                             g_.h2d_slowdown * std::max(0.0, c.reload_busy_s - c.backward_stall_s));
         continue;
       }
       if (folded()) continue;
@@ -229,8 +220,8 @@ void Lowering::layer_offload() {
         if (stream >= 0) edge(stream, t);
         stream = t;
         if (!forward) edge(outs + copy.out, t);
-        at_op[n].push_back({copy.issue_s, StepKind::Issue, t});
-        if (copy.need_s >= 0.0) at_op[n].push_back({copy.need_s, StepKind::Wait, t});
+        at_op[runs_in].push_back({copy.issue_s, StepKind::Issue, t, pass});
+        if (copy.need_s >= 0.0) at_op[runs_in].push_back({copy.need_s, StepKind::Wait, t, pass});
       }
     }
   }
@@ -248,43 +239,60 @@ void Lowering::layer_offload() {
   }
 }
 
-// Puts each op's copy steps (at_op[n], placed on its compute) among its steps: a compute step is
-// split where a copy is issued or waited for; an op without steps gets them. Every op's first
-// step stays a computation (lengthen adds there), and FSDP's slot for the next gather
+// Puts each op's copy steps (at_op[n], placed on the compute of its pass) among its steps: a
+// compute step of that pass is split where a copy is issued or waited for; an op without steps
+// gets them (an op of two passes without a program computes its first, then its second). Every
+// op's first step stays a computation (lengthen adds there), and FSDP's slot for the next gather
 // (next_gather_step_) moves with its step.
 void Lowering::splice_copies(std::vector<std::vector<CopyStep>>& at_op) {
   std::vector<OpStep> steps;
   std::vector<std::int64_t> begin{0};
+  std::array<std::vector<CopyStep>, 2> queue;
+  std::vector<std::pair<OpStep, std::uint8_t>> own;  // the op's steps and their passes
   for (std::int64_t node = 0; node < g_.compute_nodes; ++node) {
     const auto n = static_cast<std::size_t>(node);
     const std::int64_t first = g_.has_steps(node) ? g_.step_begin[n] : 0;
     const std::int64_t end = g_.has_steps(node) ? g_.step_begin[n + 1] : 0;
-    auto* copies = n < at_op.size() ? &at_op[n] : nullptr;
-    const bool spliced = copies != nullptr && !copies->empty();
+    const bool spliced = n < at_op.size() && !at_op[n].empty();
     if (!spliced && first == end) {
       begin.push_back(static_cast<std::int64_t>(steps.size()));
       continue;
     }
+    for (auto& q : queue)
+      q.clear();
     if (spliced) {
-      std::stable_sort(copies->begin(), copies->end(),
-                       [](const CopyStep& a, const CopyStep& b) { return a.at_s < b.at_s; });
+      for (const CopyStep& c : at_op[n])
+        queue[c.pass].push_back(c);
+      for (auto& q : queue) {
+        std::stable_sort(q.begin(), q.end(),
+                         [](const CopyStep& a, const CopyStep& b) { return a.at_s < b.at_s; });
+      }
     }
-    // The op's steps, or one computation of its duration.
-    std::vector<OpStep> own;
-    if (first == end) {
-      own.push_back({StepKind::Compute, -1, g_.duration[n]});
+    own.clear();
+    if (first < end) {
+      for (auto k = first; k < end; ++k) {
+        const auto i = static_cast<std::size_t>(k);
+        own.emplace_back(g_.steps[i], i < step_pass_.size() ? step_pass_[i] : 0);
+      }
+    } else if (n < t_.ops.size() && t_.ops[n].is_pair()) {
+      const Pass& second = t_.ops[n].second();
+      const auto& c = cost_[index(second)];
+      const double s1 = std::min(
+          g_.duration[n], second.kind == PassKind::F ? c.forward.seconds : c.backward.seconds);
+      own.push_back({{StepKind::Compute, -1, g_.duration[n] - s1}, 0});
+      own.push_back({{StepKind::Compute, -1, s1}, 1});
     } else {
-      own.assign(g_.steps.begin() + first, g_.steps.begin() + end);
+      own.push_back({{StepKind::Compute, -1, g_.duration[n]}, 0});
     }
     const std::int64_t slot =
         n < next_gather_step_.size() && next_gather_step_[n] >= first && next_gather_step_[n] < end
             ? next_gather_step_[n] - first
             : -1;
-    double computed = 0.0;
-    std::size_t next = 0;
+    std::array<double, 2> computed{0.0, 0.0};
+    std::array<std::size_t, 2> next{0, 0};
     const auto node_start = steps.size();
     for (std::size_t k = 0; k < own.size(); ++k) {
-      const OpStep& s = own[k];
+      const auto& [s, pass] = own[k];
       if (static_cast<std::int64_t>(k) == slot) {
         next_gather_step_[n] = static_cast<std::int64_t>(steps.size());
         steps.push_back(s);
@@ -294,24 +302,30 @@ void Lowering::splice_copies(std::vector<std::vector<CopyStep>>& at_op) {
         steps.push_back(s);
         continue;
       }
+      const auto& q = queue[pass];
+      auto& at = next[pass];
+      auto& done = computed[pass];
       double left = s.seconds;
-      while (spliced && next < copies->size() && (*copies)[next].at_s <= computed + left) {
-        const double run = std::min(left, std::max(0.0, (*copies)[next].at_s - computed));
+      while (at < q.size() && q[at].at_s <= done + left) {
+        const double run = std::min(left, std::max(0.0, q[at].at_s - done));
         if (run > 0.0 || steps.size() == node_start) steps.push_back({StepKind::Compute, -1, run});
-        computed += run;
+        done += run;
         left -= run;
-        steps.push_back({(*copies)[next].kind, (*copies)[next].transfer, 0.0});
-        ++next;
+        steps.push_back({q[at].kind, q[at].transfer, 0.0});
+        ++at;
       }
       steps.push_back({StepKind::Compute, -1, left});
-      computed += left;
+      done += left;
     }
-    for (; spliced && next < copies->size(); ++next)
-      steps.push_back({(*copies)[next].kind, (*copies)[next].transfer, 0.0});
+    // Copies placed past their pass's compute: at the op's end.
+    for (std::size_t pass = 0; pass < 2; ++pass)
+      for (; next[pass] < queue[pass].size(); ++next[pass])
+        steps.push_back({queue[pass][next[pass]].kind, queue[pass][next[pass]].transfer, 0.0});
     begin.push_back(static_cast<std::int64_t>(steps.size()));
   }
   g_.steps = std::move(steps);
   g_.step_begin = std::move(begin);
+  step_pass_.clear();  // spent
 }
 
 }  // namespace pipetab::detail

@@ -178,11 +178,13 @@ class Lowering {
   void offload_plan();
   void offload_transfers();
   void layer_offload();
-  // A copy of offload inside a pass, issued or waited for once its op has computed at_s seconds.
+  // A copy of offload inside a pass, issued or waited for once its op's pass `pass` (0 or 1: an
+  // op may run two) has computed at_s seconds.
   struct CopyStep {
     double at_s = 0.0;
     StepKind kind = StepKind::Issue;
     std::int32_t transfer = -1;
+    std::uint8_t pass = 0;
   };
   void splice_copies(std::vector<std::vector<CopyStep>>& at_op);
   double transfer_bytes(std::int32_t transfer) const;
@@ -327,6 +329,8 @@ class Lowering {
   std::vector<double> folded_waits_;  // folded: per table op, its single pass's waits
   std::vector<std::array<std::int32_t, 2>> flows_scratch_;  // lower_programs
   std::vector<std::int32_t> program_of_;
+  // Per step of g_.steps: which of its op's passes a Compute step computes (0 or 1).
+  std::vector<std::uint8_t> step_pass_;
   bool compute_only_ = false;    // lower_compute: no transfers
   OffloadPlan plan_;             // activation offload (empty: none)
   bool layer_programs_ = false;  // some stage's layers run exchanges inside their passes (costs)

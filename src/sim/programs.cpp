@@ -96,11 +96,11 @@ void run_piece(OpProgram& p, const std::vector<Piece>& thread, std::size_t& next
   if (pending >= 0) p.steps.push_back({StepKind::Wait, pending});
   pending = -1;
   const Piece& piece = thread[next++];
-  p.steps.push_back({StepKind::Compute, -1, piece.before});
+  p.steps.push_back({StepKind::Compute, -1, piece.before, piece.pass});
   if (!piece.exchange) return;
   pending = add_exchange(p, *piece.exchange);
   p.steps.push_back({StepKind::Issue, pending});
-  if (piece.beside > 0.0) p.steps.push_back({StepKind::Compute, -1, piece.beside});
+  if (piece.beside > 0.0) p.steps.push_back({StepKind::Compute, -1, piece.beside, piece.pass});
 }
 
 }  // namespace

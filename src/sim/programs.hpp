@@ -23,6 +23,7 @@ struct Piece {
   double before = 0.0;
   std::optional<cost::Exchange> exchange;
   double beside = 0.0;
+  std::uint8_t pass = 0;  ///< which of its op's passes it is of (0 or 1)
 };
 
 /// A step of an op's program: compute, or issue / wait for the program's `exchange`-th exchange.
@@ -31,6 +32,7 @@ struct PlannedStep {
   StepKind kind = StepKind::Compute;
   std::int32_t exchange = -1;
   double seconds = 0.0;
+  std::uint8_t pass = 0;  ///< Compute: which of the op's passes computes (Piece::pass)
 };
 inline constexpr std::int32_t kNextGather = -2;
 
