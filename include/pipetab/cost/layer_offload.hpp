@@ -1,4 +1,8 @@
-// Offload inside a stage's passes, priced once per stage in closed form:
+// Offload inside a stage's passes, once per stage: where each copy goes on its pass
+// (layer_copies, module_copies: the simulation moves them as flows over the host link, beside the
+// rest of its traffic), and in closed form with the link the stage's alone (layer_offload,
+// module_offload: the memory the device holds while its copies run, which the simulation takes,
+// and the waits, which it reproduces where nothing else is on the link, a test holds). Offload:
 // - Transformer Engine's CPU offload of whole layers (Megatron-LM's --cpu-offloading with
 //   --cpu-offloading-num-layers N; Job::offload_layers): the activations of a stage's first N
 //   layers are copied to host memory as each layer's forward ends and back one layer ahead of
@@ -25,7 +29,8 @@ struct PassOperators;
 
 namespace pipetab::cost {
 
-/// A stage's pass times and memory with some of its activations offloaded inside its passes.
+/// A stage's pass times and memory with some of its activations offloaded inside its passes, its
+/// copies alone on the stage's share of its host link.
 struct PassOffload {
   std::int64_t layers = 0;  ///< whole layers offloaded per microbatch (0 for modules)
   double bytes = 0.0;       ///< the activations that leave the device
@@ -36,8 +41,8 @@ struct PassOffload {
   double forward_window_bytes = 0.0, backward_window_bytes = 0.0;
   double forward_stall_s = 0.0;   ///< the forward's wait for copies out (double buffering)
   double backward_stall_s = 0.0;  ///< the backward's wait for its reloads
-  /// How long the copies back run on the host link: compute beside them runs slower where the
-  /// host's h2d_slowdown says so (HostSpec::h2d_slowdown).
+  /// How long the copies back run on the host link (the compute beside them runs slower where
+  /// the host says so, HostSpec::h2d_slowdown).
   double reload_busy_s = 0.0;
 };
 
