@@ -99,6 +99,29 @@ void BM_SimulateMoe(benchmark::State& state) {
   simulate_each_iteration(state, "interleaved", p, s);
 }
 
+// The same MoE layout with Megatron-Core's fine-grained offload of core_attn, attn_proj and
+// expert_fc1: their copies to and from host memory as flows the ops issue and wait for (three
+// groups a layer, both ways). Argument 1: offloaded, 0: not (the same graph without copies).
+void BM_SimulateMoeOffload(benchmark::State& state) {
+  SimulationSetup s = default_setup(io::load_model("qwen3-235b-a22b"), io::load_system("dgx-h100"));
+  s.job.distributed_optimizer = true;
+  s.layout.tp = 2;
+  s.layout.sequence_parallel = true;
+  s.layout.dp = 16;
+  s.layout.ep = 32;
+  if (state.range(0) != 0) {
+    s.job.offload_modules = offload_bit(OffloadModule::CoreAttn) |
+                            offload_bit(OffloadModule::AttnProj) |
+                            offload_bit(OffloadModule::ExpertFc1);
+  }
+  require_runnable(s.model, s.job, s.layout);
+  ScheduleParams p;
+  p.devices = 8;
+  p.chunks = 4;
+  p.microbatches = 128;
+  simulate_each_iteration(state, "interleaved", p, s);
+}
+
 // FSDP without pipelining (F13's layout: Llama 2 70B, FSDP 64 on A100s), its ops run block by
 // block: 79 gathers and reduce-scatters as flows inside each of the 2·M ops.
 void BM_SimulateFsdpBlocks(benchmark::State& state) {
@@ -127,6 +150,7 @@ BENCHMARK(BM_ErrorBar)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Lower)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SimulateFsdpBlocks)->Arg(2)->Arg(16)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SimulateMoe)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SimulateMoeOffload)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Simulate)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond);
 
 }  // namespace
