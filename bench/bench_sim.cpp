@@ -81,16 +81,17 @@ void simulate_each_iteration(benchmark::State& state, const std::string& schedul
 
 // A mixture of experts, its all-to-alls flows inside the ops (each op a program of compute and
 // waits): Qwen3-235B-A22B in reference M7's layout (TP 2 with SP, PP 8 × interleaved v 4, DP 16,
-// EP 32, 128 microbatches) on dgx-h100, lowered and simulated. Argument 1: with Megatron-Core's
-// combined 1F1B (--a2a-overlap), 0 without.
-void BM_SimulateMoe(benchmark::State& state) {
+// EP 32, 128 microbatches) on dgx-h100, with `job` changed as a benchmark needs, lowered and
+// simulated.
+template <class JobChange>
+void simulate_m7(benchmark::State& state, const JobChange& change) {
   SimulationSetup s = default_setup(io::load_model("qwen3-235b-a22b"), io::load_system("dgx-h100"));
-  s.job.a2a_overlap = state.range(0) != 0;
   s.job.distributed_optimizer = true;
   s.layout.tp = 2;
   s.layout.sequence_parallel = true;
   s.layout.dp = 16;
   s.layout.ep = 32;
+  change(s.job);
   require_runnable(s.model, s.job, s.layout);
   ScheduleParams p;
   p.devices = 8;
@@ -99,27 +100,21 @@ void BM_SimulateMoe(benchmark::State& state) {
   simulate_each_iteration(state, "interleaved", p, s);
 }
 
-// The same MoE layout with Megatron-Core's fine-grained offload of core_attn, attn_proj and
-// expert_fc1: their copies to and from host memory as flows the ops issue and wait for (three
-// groups a layer, both ways). Argument 1: offloaded, 0: not (the same graph without copies).
+// Argument 1: with Megatron-Core's combined 1F1B (--a2a-overlap), 0 without.
+void BM_SimulateMoe(benchmark::State& state) {
+  simulate_m7(state, [&](Job& job) { job.a2a_overlap = state.range(0) != 0; });
+}
+
+// With Megatron-Core's fine-grained offload of core_attn, attn_proj and expert_fc1: their copies
+// to and from host memory as flows the ops issue and wait for (three groups a layer, both ways).
+// Argument 1: offloaded, 0: not (the same graph without copies).
 void BM_SimulateMoeOffload(benchmark::State& state) {
-  SimulationSetup s = default_setup(io::load_model("qwen3-235b-a22b"), io::load_system("dgx-h100"));
-  s.job.distributed_optimizer = true;
-  s.layout.tp = 2;
-  s.layout.sequence_parallel = true;
-  s.layout.dp = 16;
-  s.layout.ep = 32;
-  if (state.range(0) != 0) {
-    s.job.offload_modules = offload_bit(OffloadModule::CoreAttn) |
-                            offload_bit(OffloadModule::AttnProj) |
-                            offload_bit(OffloadModule::ExpertFc1);
-  }
-  require_runnable(s.model, s.job, s.layout);
-  ScheduleParams p;
-  p.devices = 8;
-  p.chunks = 4;
-  p.microbatches = 128;
-  simulate_each_iteration(state, "interleaved", p, s);
+  simulate_m7(state, [&](Job& job) {
+    if (state.range(0) == 0) return;
+    job.offload_modules = offload_bit(OffloadModule::CoreAttn) |
+                          offload_bit(OffloadModule::AttnProj) |
+                          offload_bit(OffloadModule::ExpertFc1);
+  });
 }
 
 // FSDP without pipelining (F13's layout: Llama 2 70B, FSDP 64 on A100s), its ops run block by
