@@ -33,7 +33,7 @@ std::string text_report(const TuneRequest& request, const TuneResult& r, std::si
     const auto& best = r.candidates[static_cast<std::size_t>(r.best)];
     out += fmt::format("best: {}\n  runtime {:.6g} s, peak {:g} M_a, {:.4g} GB\n", best.name,
                        best.runtime_s, best.peak_activation, best.peak_memory_bytes / 1e9);
-    if (over_device_memory(best, request.setup.system)) {
+    if (over_device_memory(best, request.setup)) {
       out += fmt::format(
           "  warning: {:.4g} GB is over the {:.4g} GB of a {} device: this schedule cannot run "
           "there (search within it with --memory-limit {:.4g}GB, or use a smaller model)\n",
@@ -55,7 +55,7 @@ std::string text_report(const TuneRequest& request, const TuneResult& r, std::si
     out += fmt::format("  {:>4}  {:>12.6g}  {:>9g}  {:>10.4g}  {}{}{}\n", i + 1, c.runtime_s,
                        c.peak_activation, c.peak_memory_bytes / 1e9, c.name,
                        c.fits ? "" : "  (over the limit)",
-                       over_device_memory(c, request.setup.system) ? "  (over device memory)" : "");
+                       over_device_memory(c, request.setup) ? "  (over device memory)" : "");
   }
   return out;
 }

@@ -292,6 +292,7 @@ void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int 
           "efficiency",
           "memory_bytes",
           "memory_reserve",
+          "context_bytes",
           "memory_bandwidth",
           "memory_efficiency",
           "gemm_memory_efficiency",
@@ -324,8 +325,9 @@ void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int 
       r.number(device, "device", "compute_capability", d.compute_capability, 0.0, 100.0, false);
   d.memory_bytes =
       r.number(device, "device", "memory_bytes", from(based, d.memory_bytes), 1.0, kHuge, false);
-  d.memory_reserve =
-      r.number(device, "device", "memory_reserve", d.memory_reserve, 0.0, 0.9, false);
+  if (device.get("memory_reserve") != nullptr)
+    d.memory_reserve = r.number(device, "device", "memory_reserve", std::nullopt, 0.0, 0.9, true);
+  d.context_bytes = r.number(device, "device", "context_bytes", d.context_bytes, 0.0, 1e12, false);
   if (device.get("efficiency") != nullptr) {
     d.flat_efficiency = r.number(device, "device", "efficiency", std::nullopt, 0.0, 1.0, true);
     for (const double peak : d.peak_flops) {
@@ -472,10 +474,29 @@ ModelConfig parse_model(std::string_view text, const std::string& file) {
 
 namespace {
 
+// [nccl]: the channels NCCL's logs print on the system (system.hpp, NcclSpec). NCCL builds at
+// most MAXCHANNELS = 64 (src/include/device.h:91).
+NcclSpec read_nccl(const Reader& r, const toml::table& t) {
+  r.only(t, "nccl",
+         {"channels", "inter_channels", "nvls_channels", "p2p_channels_per_peer",
+          "inter_p2p_channels"});
+  const auto count = [&](const char* key, std::optional<std::int64_t> fallback,
+                         std::int64_t least) {
+    return static_cast<std::int32_t>(r.integer(t, "nccl", key, fallback, least, 64));
+  };
+  NcclSpec n;
+  n.channels = count("channels", std::nullopt, 1);
+  n.inter_channels = count("inter_channels", n.channels, 1);
+  n.nvls_channels = count("nvls_channels", 0, 0);
+  n.p2p_channels_per_peer = count("p2p_channels_per_peer", std::nullopt, 1);
+  n.inter_p2p_channels = count("inter_p2p_channels", n.inter_channels, 1);
+  return n;
+}
+
 SystemConfig parse_system_at(std::string_view text, const std::string& file, int depth) {
   const Reader r(text, file);
   const auto& root = r.root();
-  r.only(root, "", {"name", "description", "source", "device", "network", "host"});
+  r.only(root, "", {"name", "description", "source", "device", "network", "host", "nccl"});
   SystemConfig s;
   s.name = r.string(root, "", "name").value_or(default_name(file));
   s.description = r.string(root, "", "description").value_or("");
@@ -522,6 +543,7 @@ SystemConfig parse_system_at(std::string_view text, const std::string& file, int
     r.fail(network->get("inter")->source(), "network.inter",
            "a chain has one link class: give [network.intra] only");
   }
+  if (const auto* nccl = r.table(root, "", "nccl")) s.nccl = read_nccl(r, *nccl);
   if (const auto* host = r.table(root, "", "host")) {
     r.only(
         *host, "host",
@@ -654,8 +676,8 @@ std::string system_toml(const SystemConfig& s, const std::string& comment) {
   if (d.compute_capability > 0.0)
     out += fmt::format("compute_capability = {}\n", number(d.compute_capability));
   out += fmt::format("memory_bytes = {}\n", number(d.memory_bytes));
-  if (d.memory_reserve != DeviceSpec{}.memory_reserve)
-    out += fmt::format("memory_reserve = {}\n", number(d.memory_reserve));
+  if (d.memory_reserve) out += fmt::format("memory_reserve = {}\n", number(*d.memory_reserve));
+  if (d.context_bytes > 0.0) out += fmt::format("context_bytes = {}\n", number(d.context_bytes));
   // The efficiency only with the bandwidth it applies to (read_device refuses it alone).
   if (d.memory_bandwidth > 0.0) {
     out += fmt::format("memory_bandwidth = {}\nmemory_efficiency = {}\n",
@@ -710,6 +732,13 @@ std::string system_toml(const SystemConfig& s, const std::string& comment) {
   }
   out += link_toml("intra", s.intra);
   if (s.topology == Topology::Switched) out += link_toml("inter", s.inter);
+  if (s.nccl.modelled()) {
+    out += fmt::format(
+        "\n[nccl]\nchannels = {}\ninter_channels = {}\nnvls_channels = {}\n"
+        "p2p_channels_per_peer = {}\ninter_p2p_channels = {}\n",
+        s.nccl.channels, s.nccl.inter_channels, s.nccl.nvls_channels, s.nccl.p2p_channels_per_peer,
+        s.nccl.inter_p2p_channels);
+  }
   if (s.host.modelled()) {
     out += fmt::format("\n[host]\nmemory_bytes = {}\nbandwidth = {}\ngpus_per_link = {}\n",
                        number(s.host.memory_bytes), number(s.host.bandwidth), s.host.gpus_per_link);

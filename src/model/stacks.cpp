@@ -22,12 +22,18 @@ Setting set(std::string_view key, std::string_view value) {
 // GEMMs accumulate into main_grad (--gradient-accumulation-fusion, on by default); no autocast:
 // Float16Module casts the model to bf16 itself. CUDA graphs are opt-in (--enable-cuda-graph).
 // Under FP8, TE's linear modules save their quantised inputs for the weight gradient
-// (transformer_engine/pytorch/module/linear.py, `saved_inputmat`).
+// (transformer_engine/pytorch/module/linear.py, `saved_inputmat`). NCCL without NVLink SHARP:
+// Megatron-Bridge's recipes set NCCL_NVLS_ENABLE=0 unless NCCL's user buffers are asked for
+// (docs/recipe-usage.md's env_vars, scripts/performance/utils/overrides.py @ its mirror's HEAD;
+// its performance guide: NVLS "when not used" raises memory), as Megatron-LM's MoE guide
+// (megatron/core/transformer/moe/README.md, "Disable NVLS to prevent memory overhead") and
+// functional tests do.
 std::vector<Setting> megatron_core() {
   return {set("flash_attention", "true"),   set("attention_kernel", "auto"),
           set("fused_elementwise", "true"), set("grad_accumulation_fusion", "true"),
           set("fused_loss", "true"),        set("autocast", "false"),
-          set("cuda_graphs", "false"),      set("fp8_saved_inputs", "true")};
+          set("cuda_graphs", "false"),      set("fp8_saved_inputs", "true"),
+          set("nccl_nvls", "false")};
 }
 
 // Megatron-LM before Transformer Engine (2021-2022, the Selene runs of data/published-runs.toml):

@@ -30,7 +30,49 @@ namespace {
 nlohmann::json optional_number(const std::optional<double>& value) {
   return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
 }
+
+nlohmann::json to_json(const OutsideAllocator& o) {
+  auto communicators = nlohmann::json::array();
+  for (const auto& c : o.communicators) {
+    communicators.push_back({{"group", c.group},
+                             {"ranks", c.ranks},
+                             {"per_node", c.per_node},
+                             {"ring_bytes", c.ring_bytes},
+                             {"nvls_bytes", c.nvls_bytes},
+                             {"p2p_bytes", c.p2p_bytes},
+                             {"deepep_bytes", c.deepep_bytes}});
+  }
+  return {{"flat_reserve", optional_number(o.flat_reserve)},
+          {"context_bytes", o.context_bytes},
+          {"communicator_bytes", o.communicator_bytes()},
+          {"device", o.device},
+          {"communicators", communicators}};
+}
 }  // namespace
+
+// The memory line: what a GPU may use and what is held outside the allocator, by part.
+std::string describe_memory(const SimulationMetrics& m) {
+  const auto& o = m.outside_allocator;
+  const double outside = m.device_memory_bytes - m.memory_capacity_bytes;
+  if (o.flat_reserve) {
+    return fmt::format(
+        "memory: {:.4g} GB usable of {:.4g} GB per GPU, a flat {:g}% kept back for the CUDA "
+        "context, NCCL's buffers and the allocator ({})",
+        m.memory_capacity_bytes / 1e9, m.device_memory_bytes / 1e9, 100 * *o.flat_reserve,
+        m.memory_reserve_given ? "--memory-reserve"
+                               : "the system describes no [nccl] channels to model them by");
+  }
+  std::string parts = fmt::format("CUDA context {:.3g}", o.context_bytes / 1e9);
+  for (const auto& c : o.communicators) {
+    parts += fmt::format(", {} {:.3g}", c.group, c.bytes() / 1e9);
+    if (c.deepep_bytes > 0.0) parts += fmt::format(" (DeepEP {:.3g})", c.deepep_bytes / 1e9);
+  }
+  return fmt::format(
+      "memory: {:.4g} GB usable of {:.4g} GB per GPU, {:.3g} GB held outside the caching "
+      "allocator by device {}'s ranks ({} GB: communicators by group{})",
+      m.memory_capacity_bytes / 1e9, m.device_memory_bytes / 1e9, outside / 1e9, o.device, parts,
+      m.nccl_nvls ? "" : ", NCCL without NVLS");
+}
 
 nlohmann::json to_json(const std::optional<RuntimeInterval>& i) {
   if (!i) return nullptr;
@@ -76,6 +118,7 @@ nlohmann::json to_json(const SimulationMetrics& m) {
           {"static_bytes", m.static_bytes},
           {"over_capacity", m.over_capacity},
           {"memory_capacity_bytes", m.memory_capacity_bytes},
+          {"memory_outside_allocator", to_json(m.outside_allocator)},
           {"device_memory_bytes", m.device_memory_bytes},
           {"offload_activations", m.offload_activations},
           {"offload_layers", m.offload_layers},
@@ -224,6 +267,10 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
           100 * b.optimizer, m.overheads ? "" : " (overheads off)"),
       kTextWidth, "", "  ");
   out += '\n';
+  if (m.device_memory_bytes > 0.0) {
+    out += wrap(describe_memory(m), kTextWidth, "", "  ");
+    out += '\n';
+  }
   if (std::find(m.over_capacity.begin(), m.over_capacity.end(), true) != m.over_capacity.end()) {
     // A run that cannot happen is said once, with what its memory is made of, before the rows
     // that mark each device.
@@ -234,8 +281,7 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
     out += wrap(
         fmt::format(
             "warning: {} of {} devices need more than their {:.4g} GB usable (of {:.4g} GB, the "
-            "rest "
-            "kept for the CUDA context, NCCL and the allocator: --memory-reserve), so this run "
+            "rest held outside the caching allocator: the memory line above), so this run "
             "does "
             "not fit as configured; device {} peaks at {:.4g} GB ({:.4g} GB weights, gradients and "
             "optimizer "
@@ -275,9 +321,7 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
     out += fmt::format("{:<6}{:>12.6g}{:>15.6g}{:>13.6g}{:>16.6g}{:>12.6g}{:>10.4g}{:>12.6g}{}\n",
                        d, dev.compute_s, dev.tp_comm_s, dev.optimizer_s, dev.exposed_comm_s,
                        dev.idle_s, dev.peak_memory_bytes / 1e9, dev.peak_memory_time_s,
-                       dev.over_capacity ? fmt::format("  over the {:.4g} GB usable",
-                                                       m.memory_capacity_bytes / 1e9)
-                                         : std::string());
+                       m.over_capacity[d] ? "  over capacity" : "");
   }
   out += "\nlink                      GB moved      busy s   max utilization\n";
   for (std::size_t l = 0; l < r.links.size(); ++l) {

@@ -801,7 +801,6 @@ class Engine {
       dev.exposed_comm_s = dev.exposed_pipeline_s + dev.exposed_collective_s;
       dev.idle_s =
           std::max(0.0, r.runtime_s - dev.compute_s - dev.optimizer_s - dev.exposed_comm_s);
-      dev.over_capacity = dev.peak_memory_bytes > net_.system().device.usable_memory_bytes();
       busy += dev.compute_s + dev.optimizer_s;
       span_busy += dev.compute_s;
       if (table_ops > 0) {

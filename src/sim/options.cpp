@@ -506,6 +506,19 @@ const RunOption kOptions[] = {
      1,
      "",
      PIPETAB_FIELD(s.job.stack.cuda_graphs, v.boolean)},
+    {"nccl_nvls",
+     "--nccl-nvls",
+     kJob,
+     OptionType::Boolean,
+     "NCCL may run NVLink SHARP where the node has it (NCCL_NVLS_ENABLE); off, NVLS's buffers "
+     "are not held",
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
+     PIPETAB_FIELD(s.job.stack.nccl_nvls, v.boolean)},
 
     // The layout.
     {"tensor_parallel",
@@ -808,17 +821,23 @@ const RunOption kOptions[] = {
      "--memory-reserve",
      kSim,
      OptionType::Number,
-     "share of each device's memory kept free for what the workload model does not count (the "
-     "CUDA context, NCCL's buffers, the allocator's fragmentation): simulate's warnings, "
-     "compare's ranks, plan and tune judge a fit against the rest (the system's [device] "
-     "memory_reserve, 0.05 unless it says otherwise)",
+     "share of each device's memory kept back instead of the modelled CUDA context and NCCL "
+     "buffers: simulate's warnings, compare's ranks, plan and tune judge a fit against the "
+     "rest (unset: the system's [device] memory_reserve, else what its [device] context_bytes "
+     "and [nccl] channels hold outside the allocator for the layout, else 0.05)",
      0,
      0.9,
      {},
      true,
      1,
      "",
-     PIPETAB_FIELD(s.system.device.memory_reserve, v.number)},
+     static_cast<Set>([](SimulationSetup& s, const OptionValue& v) {
+       s.system.device.memory_reserve = v.number;
+     }),
+     static_cast<Get>([](const SimulationSetup& s) {
+       const auto& reserve = s.system.device.memory_reserve;
+       return reserve ? text_of(*reserve) : std::string();
+     })},
     {"flop_count", "--flop-count", kSim, OptionType::Choice,
      "how MFU counts the model's FLOPs: palm (6N + 12·L·h·s per token, attention over the full "
      "square, as PaLM and torchtitan count them) or causal (6N + 6·L·h·s, the causal mask's half, "

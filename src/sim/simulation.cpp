@@ -149,6 +149,10 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
   m.pipeline_end_s = s.result.pipeline_end_s;
   m.idle_ratio = s.result.idle_ratio;
   m.span_idle_ratio = s.result.span_idle_ratio;
+  m.outside_allocator = outside_allocator(setup.system, setup.model, setup.job, setup.layout);
+  m.memory_capacity_bytes = usable_memory_bytes(setup.system, m.outside_allocator);
+  m.memory_reserve_given = setup.system.device.memory_reserve.has_value();
+  m.nccl_nvls = setup.job.stack.nccl_nvls;
   for (const auto& d : s.result.devices) {
     m.compute_s.push_back(d.compute_s);
     m.tp_comm_s.push_back(d.tp_comm_s);
@@ -163,9 +167,8 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
     m.peak_memory_bytes.push_back(d.peak_memory_bytes);
     m.peak_memory_time_s.push_back(d.peak_memory_time_s);
     m.static_bytes.push_back(d.static_bytes);
-    m.over_capacity.push_back(d.over_capacity);
+    m.over_capacity.push_back(d.peak_memory_bytes > m.memory_capacity_bytes);
   }
-  m.memory_capacity_bytes = setup.system.device.usable_memory_bytes();
   m.device_memory_bytes = setup.system.device.memory_bytes;
   host_memory(s, setup, m);
   m.contention = setup.options.contention;

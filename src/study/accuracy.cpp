@@ -76,6 +76,7 @@ void predict_iteration(Prediction& p, const SystemConfig& system) {
   p.regime = std::string(regime_of(setup));
   p.gpus = sim.metrics.gpus;
   p.predicted_memory_bytes = sim.metrics.peak_memory_max();
+  p.usable_memory_bytes = sim.metrics.memory_capacity_bytes;
   p.over_capacity = sim.metrics.any_over_capacity();
   if (run.measured_memory_bytes)
     p.memory_error = p.predicted_memory_bytes / *run.measured_memory_bytes - 1.0;
@@ -292,7 +293,12 @@ std::string accuracy_markdown(const AccuracyReport& r) {
   for (const auto& p : r.predictions) {
     if (!p.failure.empty() || p.run.kind != MeasurementKind::Iteration) continue;
     ++iterations;
-    if (p.over_capacity) over.push_back(markdown_cell(p.run.id));
+    if (!p.over_capacity) continue;
+    // The GPU's figures where it is the GPU that is over (else it is the offload's host).
+    over.push_back(p.predicted_memory_bytes > p.usable_memory_bytes
+                       ? fmt::format("{}: {:.1f} GB of {:.1f} usable", markdown_cell(p.run.id),
+                                     p.predicted_memory_bytes / 1e9, p.usable_memory_bytes / 1e9)
+                       : fmt::format("{}: its host's memory", markdown_cell(p.run.id)));
   }
   if (!over.empty()) {
     out += fmt::format(
@@ -396,6 +402,7 @@ nlohmann::json to_json(const AccuracyReport& r) {
       j["predicted_memory_bytes"] = p.predicted_memory_bytes;
       if (p.run.measured_memory_bytes) j["measured_memory_bytes"] = *p.run.measured_memory_bytes;
       if (p.memory_error) j["memory_error"] = *p.memory_error;
+      j["usable_memory_bytes"] = p.usable_memory_bytes;
       j["over_capacity"] = p.over_capacity;
       if (p.run.measured_tflops_per_gpu)
         j["measured_tflops_per_gpu"] = *p.run.measured_tflops_per_gpu;

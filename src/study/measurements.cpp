@@ -275,6 +275,7 @@ class MeasurementParser {
     }
     run.schedule = *schedule;
     run.devices = r_.integer(t, path, "devices", std::nullopt, 1, 1 << 20);
+    run.layout.pp = run.devices;  // the layout carries its stages, as the commands' do
     run.microbatches = r_.integer(t, path, "microbatches", std::nullopt, 1, 1 << 24);
     if (t.get("chunks") != nullptr) run.chunks = r_.integer(t, path, "chunks", 1, 1, 1 << 16);
     const auto& mt = *run.model.transformer();

@@ -329,8 +329,9 @@ TuneResult tune(const TuneRequest& request) {
   return Search(request).run();
 }
 
-bool over_device_memory(const TuneCandidate& c, const SystemConfig& system) {
-  const double capacity = system.device.usable_memory_bytes();
+bool over_device_memory(const TuneCandidate& c, const SimulationSetup& setup) {
+  const double capacity = usable_memory_bytes(
+      setup.system, outside_allocator(setup.system, setup.model, setup.job, setup.layout));
   return capacity > 0 && c.peak_memory_bytes > capacity;
 }
 
@@ -345,7 +346,7 @@ nlohmann::json to_json(const TuneRequest& request, const TuneResult& result) {
                           {"runtime_s", c.runtime_s},
                           {"peak_activation", c.peak_activation},
                           {"peak_memory_bytes", c.peak_memory_bytes},
-                          {"over_device_memory", over_device_memory(c, system)}};
+                          {"over_device_memory", over_device_memory(c, request.setup)}};
   };
   nlohmann::json j = {
       {"devices", request.devices},

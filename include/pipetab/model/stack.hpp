@@ -49,6 +49,10 @@ struct Stack {
   /// The passes replayed as CUDA graphs: the host issues a graph, not each kernel, so it never
   /// holds the GPU back (Megatron-Core's --enable-cuda-graph, torch.compile's reduce-overhead).
   bool cuda_graphs = false;
+  /// NCCL may run NVLink SHARP (NVLS) where the node's switch has it: NCCL's default
+  /// (NCCL_NVLS_ENABLE=2); false where the framework's recipes set NCCL_NVLS_ENABLE=0, which
+  /// spares NVLS's buffers (model/outside_allocator.hpp) and runs the all-reduces as rings.
+  bool nccl_nvls = true;
   friend bool operator==(const Stack&, const Stack&) = default;
 };
 

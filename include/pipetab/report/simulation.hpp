@@ -26,6 +26,10 @@ nlohmann::json to_json(const std::optional<RuntimeInterval>& interval);
 /// "15.9–19.8 s, 90%, from 27 published dense runs on dgx-a100"; empty without an interval.
 std::string interval_text(const SimulationMetrics& metrics);
 
+/// "memory: 78.5 GB usable of 80 GB per GPU, 1.48 GB held outside the caching allocator ...":
+/// the usable memory and what the rest holds (model/outside_allocator.hpp), or the flat reserve.
+std::string describe_memory(const SimulationMetrics& metrics);
+
 /// Everything `pipetab simulate` reports: the simulation section plus the links that carried
 /// data (bytes, busy time, peak utilization) and the critical path, step by step.
 nlohmann::json simulation_json(const ScheduleTable& table, const Simulation& simulation);

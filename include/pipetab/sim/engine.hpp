@@ -45,7 +45,6 @@ struct DeviceResult {
   double static_bytes = 0.0;  ///< weights, gradients, optimizer state
   double peak_memory_bytes = 0.0;  ///< static + activations at the peak
   double peak_memory_time_s = 0.0;
-  bool over_capacity = false;  ///< the peak exceeds the device's memory
   /// Activation offload: the most of its activations in host memory at once (one GPU's).
   double peak_host_bytes = 0.0;
 };

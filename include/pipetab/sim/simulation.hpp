@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pipetab/model/flops.hpp"
+#include "pipetab/model/outside_allocator.hpp"
 #include "pipetab/model/workload.hpp"
 #include "pipetab/sim/engine.hpp"
 #include "pipetab/sim/error_bar.hpp"
@@ -54,7 +55,12 @@ struct SimulationMetrics {
   std::vector<double> peak_memory_time_s;
   std::vector<double> static_bytes;
   std::vector<bool> over_capacity;
-  double memory_capacity_bytes = 0.0;  ///< usable: the device's less its reserve
+  /// What each GPU holds outside the caching allocator (the CUDA context, NCCL's and DeepEP's
+  /// buffers), and the memory left to the run: the device's less that.
+  OutsideAllocator outside_allocator;
+  double memory_capacity_bytes = 0.0;
+  bool memory_reserve_given = false;  ///< a flat reserve given (DeviceSpec::memory_reserve)
+  bool nccl_nvls = true;              ///< Stack::nccl_nvls
   double device_memory_bytes = 0.0;
   /// Activation offload (Job::offload_activations, 0: none): per device, the most of its GPU's
   /// activations in host memory at once; the most one host holds (the peaks of its GPUs

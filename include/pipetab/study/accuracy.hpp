@@ -27,6 +27,9 @@ struct Prediction {
   /// Iterations: the fullest GPU's predicted peak memory; its error where the run's was measured.
   double predicted_memory_bytes = 0.0;
   std::optional<double> memory_error;
+  /// Iterations: what a GPU may use, its memory less what is held outside the caching allocator
+  /// (model/outside_allocator.hpp).
+  double usable_memory_bytes = 0.0;
   /// Iterations: predicted over a GPU's usable memory or its host's, though every published run
   /// ran: a miss of the memory model whether or not the source gave the peak.
   bool over_capacity = false;

@@ -90,9 +90,10 @@ ZeroBubbleProblem measured_zero_bubble_problem(const SimulationSetup& setup, std
 /// non-positive limit, a system that cannot take the options).
 TuneResult tune(const TuneRequest& request);
 
-/// Whether a candidate's simulated peak exceeds the memory of a device of `system`: it cannot
-/// run there at all, whatever the memory limit allowed.
-bool over_device_memory(const TuneCandidate& candidate, const SystemConfig& system);
+/// Whether a candidate's simulated peak exceeds the usable memory of a device of the setup's
+/// system (model/outside_allocator.hpp): it cannot run there at all, whatever the memory limit
+/// allowed.
+bool over_device_memory(const TuneCandidate& candidate, const SimulationSetup& setup);
 
 /// The search as `pipetab tune --format json` writes it (docs/design.md §7.2).
 nlohmann::json to_json(const TuneRequest& request, const TuneResult& result);

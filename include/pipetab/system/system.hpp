@@ -119,12 +119,16 @@ struct DeviceSpec {
   /// attention run against, not memory traffic, nor the peak utilisation is reported against.
   double clock_scale = 1.0;
   double memory_bytes = 0.0;
-  /// Share of memory_bytes no workload may count on: the CUDA context (~0.5 GB), NCCL's
-  /// buffers and the caching allocator's fragmentation, which the workload model does not
-  /// count yet. Every fit test (simulate's warnings, compare's ranks, plan, tune) judges against
-  /// usable_memory_bytes(), so they agree. 0.05 (4 GB of 80) is the share plan kept back
-  /// before; [device] memory_reserve or --memory-reserve sets it.
-  double memory_reserve = 0.05;
+  /// What the CUDA context holds on the device, outside PyTorch's caching allocator: the
+  /// driver's context and the modules a training process loads into it (PyTorch's, NCCL's,
+  /// cuBLAS's kernels under CUDA's lazy loading). The NCCL buffers a layout needs are the
+  /// system's (SystemConfig::nccl, model/outside_allocator.hpp). 0: not modelled.
+  double context_bytes = 0.0;
+  /// Share of memory_bytes kept back from a run instead of the modelled context and NCCL
+  /// buffers (--memory-reserve, [device] memory_reserve): a flat share where the user knows
+  /// better than the model, or for systems whose NCCL the preset does not describe. Unset: the
+  /// modelled memory outside the allocator (usable_memory_bytes in model/outside_allocator.hpp).
+  std::optional<double> memory_reserve;
   double memory_bandwidth = 0.0;   ///< HBM bytes/s; 0 = not given (flat model only)
   double memory_efficiency = 1.0;  ///< achieved fraction of memory_bandwidth when streaming
   /// The fraction the experts' grouped GEMMs reach where their operands' traffic bounds them (few
@@ -182,8 +186,6 @@ struct DeviceSpec {
 
   /// Dense peak in `p` (0 if the device has none).
   double peak(Precision p) const noexcept { return peak_flops[static_cast<std::size_t>(p)]; }
-  /// The memory a run may use: memory_bytes less the reserve.
-  double usable_memory_bytes() const noexcept { return memory_bytes * (1.0 - memory_reserve); }
   const AttentionCurve& attention_of(AttentionKernel k) const noexcept {
     return attention[static_cast<std::size_t>(k)];
   }
@@ -231,6 +233,29 @@ struct HostSpec {
   bool modelled() const noexcept { return memory_bytes > 0.0 && bandwidth > 0.0; }
 };
 
+/// What NCCL builds on this system, as its logs print it after a communicator's init
+/// (NCCL_DEBUG=INFO: "N coll channels, N nvls channels, N p2p channels, N p2p channels per
+/// peer"): the channels whose buffers a communicator holds on each GPU, outside PyTorch's
+/// caching allocator (model/outside_allocator.hpp sizes them). NCCL derives these counts from
+/// the topology it detects, so a preset takes them from published logs of its system. All 0: the
+/// preset does not describe its NCCL, and runs on it keep a flat --memory-reserve instead.
+struct NcclSpec {
+  /// A collective's ring channels over a communicator inside one node (NVLink or PCIe).
+  std::int32_t channels = 0;
+  /// A collective's ring channels over a communicator that spans nodes.
+  std::int32_t inter_channels = 0;
+  /// NVLink SHARP channels (NCCL's NVLS algorithm; 0: the node has no multicast switch).
+  std::int32_t nvls_channels = 0;
+  /// Send/receive channels to each peer on the same node (all-to-all, pipeline sends).
+  std::int32_t p2p_channels_per_peer = 0;
+  /// Send/receive channels of a communicator that spans nodes: they size the network's shared
+  /// send/receive buffers.
+  std::int32_t inter_p2p_channels = 0;
+  friend bool operator==(const NcclSpec&, const NcclSpec&) = default;
+
+  bool modelled() const noexcept { return channels > 0; }
+};
+
 /// A modelled cluster.
 struct SystemConfig {
   std::string name;
@@ -248,6 +273,7 @@ struct SystemConfig {
   LinkSpec intra;  ///< within a node (Chain: every hop)
   LinkSpec inter;  ///< between nodes
   HostSpec host;   ///< what activation offload copies to ([host]; not modelled by default)
+  NcclSpec nccl;   ///< NCCL's channels on this system ([nccl]; not modelled by default)
 
   /// GPUs per host: devices_per_host, or the node's where a host is the node.
   std::int32_t host_size() const noexcept {

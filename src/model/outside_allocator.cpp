@@ -1,0 +1,299 @@
+#include "pipetab/model/outside_allocator.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "pipetab/parallel/placement.hpp"
+
+namespace pipetab {
+
+namespace {
+
+// NCCL 2.30.7's buffers (github.com/NVIDIA/nccl @5067397c). A connection's buffers hold one FIFO
+// per protocol: LL 8 lines × 512 threads × 8 steps × 16 bytes, LL128 120 elements × 640 threads ×
+// 8 steps × 8 bytes, Simple NCCL_BUFFSIZE = 4 MiB (src/init.cc:810-813, src/include/device.h),
+// beside a control structure padded to 4 KiB (src/include/comm.h:45-77).
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kLlBytes = 8.0 * 512 * 8 * 16;
+constexpr double kLl128Bytes = 120.0 * 640 * 8 * 8;
+constexpr double kSimpleBytes = 4.0 * kMiB;
+constexpr double kControlBytes = 4096.0;
+// Each connection's buffers are one allocation rounded up to CUDA_IPC_MIN, 2 MiB (comm.h:46; the
+// cuMem granularity on these GPUs).
+constexpr double kGranule = 2.0 * kMiB;
+
+constexpr double round_up(double bytes, double granule) {
+  return std::ceil(bytes / granule) * granule;
+}
+
+// Over NVLink or PCIe (the P2P transport, src/transport/p2p.cc:407-410 and 486-491) the
+// receiver holds the three FIFOs, 10 MiB, and the sender its control structure, 2 MiB (where
+// A100's P2P read moves Simple to the sender it is 6 + 6 MiB, the same 12). nccl#1685 logs
+// exactly these two sizes, 10485760 and 2097152 bytes, for an all-to-all on 8 H100s.
+constexpr double kLocalReceive =
+    round_up(kControlBytes + kLlBytes + kLl128Bytes + kSimpleBytes, kGranule);
+constexpr double kLocalSend = round_up(kControlBytes, kGranule);
+constexpr double kLocalConnection = kLocalReceive + kLocalSend;  // 12 MiB: one each way
+// Over the network with GPUDirect RDMA (src/transport/net.cc:914-919, 1098-1103) the receiver
+// keeps the three FIFOs on the GPU and the sender LL128 and Simple (LL in host memory): 10 MiB
+// each after rounding.
+constexpr double kNetConnection =
+    round_up(kControlBytes + kLlBytes + kLl128Bytes + kSimpleBytes, kGranule) +
+    round_up(kControlBytes + kLl128Bytes + kSimpleBytes, kGranule);
+// Sends and receives across nodes share one pool per direction: channels × 16 steps ×
+// NCCL_P2P_NET_CHUNKSIZE, 128 KiB by default (net.cc:646-668, init.cc:818).
+constexpr double kNetSharedSteps = 16.0;
+constexpr double kNetChunkBytes = 128.0 * 1024;
+// NVLS: per channel two buffers of NCCL_NVLS_CHUNKSIZE × 8 steps (128 KiB × 8 = 1 MiB), one for
+// each head, a head per GPU of the node up to 32 (src/transport/nvls.cc:159-160 and 427-430,
+// src/graph/search.cc:1126-1127, NCCL_MAX_NVLS_ARITY in device.h:213). 256 MiB on 8 H100s.
+constexpr double kNvlsChannelBytes = 2.0 * 128 * 1024 * 8;
+constexpr std::int64_t kMaxNvlsHeads = 32;
+
+// One rank's side of a communicator whose collectives run as rings (and NVLS where they may).
+// Inside a node every ring connection is a local one; across nodes a channel enters and leaves
+// each node once, through a different GPU per channel, so 1/per_node of a rank's connections are
+// network ones.
+void collective_buffers(CommunicatorBuffers& c, const NcclSpec& nccl, bool nvls) {
+  if (c.ranks <= 1) return;
+  if (c.per_node >= c.ranks) {
+    c.ring_bytes = nccl.channels * kLocalConnection;
+  } else {
+    const double boundary = 1.0 / static_cast<double>(c.per_node);
+    c.ring_bytes =
+        nccl.inter_channels * ((1.0 - boundary) * kLocalConnection + boundary * kNetConnection);
+  }
+  if (nvls && nccl.nvls_channels > 0 && c.per_node >= 2) {
+    c.nvls_bytes = nccl.nvls_channels * kNvlsChannelBytes *
+                   static_cast<double>(std::min(kMaxNvlsHeads, c.per_node));
+  }
+}
+
+// Send/receive connections to `local` peers on the node (p2p_channels_per_peer each, a receive
+// and a send each way) and, where any peer is on another node, the network's two shared pools.
+double p2p_buffers(const NcclSpec& nccl, std::int64_t local, std::int64_t remote) {
+  double bytes = static_cast<double>(local) * nccl.p2p_channels_per_peer * kLocalConnection;
+  if (remote > 0) bytes += 2.0 * nccl.inter_p2p_channels * kNetSharedSteps * kNetChunkBytes;
+  return bytes;
+}
+
+CommunicatorBuffers buffers_of(const Layout& layout, CollectiveGroup kind, std::int64_t device,
+                               std::int64_t gpus_per_node) {
+  const Group g = group_of(layout, kind, device, gpus_per_node);
+  return {to_string(kind), g.ranks, g.per_node};
+}
+
+// The communicators pipeline device `device`'s first rank uses, into `out`.
+void communicators(const SystemConfig& system, const TransformerConfig* model, const Job& job,
+                   const Layout& layout, std::int64_t device,
+                   std::vector<CommunicatorBuffers>& out) {
+  const NcclSpec& nccl = system.nccl;
+  const std::int64_t node = node_size(system, layout);
+  const bool nvls = job.stack.nccl_nvls;
+  const bool moe = model != nullptr && model->moe.has_value();
+  out.clear();
+  const auto collective = [&](CollectiveGroup kind) {
+    auto c = buffers_of(layout, kind, device, node);
+    if (c.ranks <= 1) return;
+    collective_buffers(c, nccl, nvls);
+    out.push_back(std::move(c));
+  };
+  // Peers reached by sends, of a group: all of them (an all-to-all), or the two neighbours of a
+  // ring of sends.
+  const auto peers = [&](CollectiveGroup kind, bool neighbours) {
+    auto c = buffers_of(layout, kind, device, node);
+    if (c.ranks <= 1) return c;
+    const std::int64_t all = neighbours ? std::min<std::int64_t>(2, c.ranks - 1) : c.ranks - 1;
+    const std::int64_t local = std::min(all, c.per_node - 1);
+    c.p2p_bytes = p2p_buffers(nccl, local, all - local);
+    return c;
+  };
+  if (layout.tp > 1) collective(CollectiveGroup::Tensor);
+  if (layout.cp > 1) {
+    // Transformer Engine's ring sends K and V to the next rank (p2p); the all-gather method
+    // all-gathers and reduce-scatters them; Ulysses all-to-alls.
+    if (layout.cp_method == CpMethod::AllGather) {
+      collective(CollectiveGroup::Context);
+    } else {
+      out.push_back(peers(CollectiveGroup::Context, layout.cp_method == CpMethod::Ring));
+    }
+  }
+  if (moe && layout.ep > 1) {
+    if (job.moe.dispatcher == MoeDispatcher::DeepEp) {
+      // DeepEP's Buffer exchanges its IPC handles with dist.all_gather_object over the group
+      // (deep_ep/buffers/legacy.py), which connects the NCCL communicator's rings; its own
+      // buffers carry the tokens.
+      auto c = buffers_of(layout, CollectiveGroup::Expert, device, node);
+      collective_buffers(c, nccl, false);
+      c.deepep_bytes = deepep_buffer_bytes(c.ranks, model->hidden);
+      out.push_back(std::move(c));
+    } else {
+      // Megatron-Core's alltoall dispatcher: all_to_all_single, NCCL's grouped sends.
+      out.push_back(peers(CollectiveGroup::Expert, false));
+    }
+  }
+  if (moe && layout.etp > 1) collective(CollectiveGroup::ExpertTensor);
+  if (layout.fsdp.enabled) {
+    collective(CollectiveGroup::FsdpShard);
+    collective(CollectiveGroup::HsdpReplicas);
+    if (moe) collective(CollectiveGroup::ExpertShard);
+  } else {
+    collective(CollectiveGroup::Gradient);
+    if (moe) collective(CollectiveGroup::ExpertData);
+  }
+  if (layout.pp > 1) {
+    // The stages' sends go to the previous and the next stage (around the ring for interleaved
+    // schedules), layout.tp · cp · dp ranks apart.
+    const std::int64_t stride = layout.tp * layout.cp * layout.dp;
+    const std::int64_t rank = device * stride;
+    std::int64_t local = 0, remote = 0;
+    const std::array<std::int64_t, 2> neighbours{(device + layout.pp - 1) % layout.pp,
+                                                 (device + 1) % layout.pp};
+    for (std::size_t i = 0; i < neighbours.size(); ++i) {
+      if (i == 1 && neighbours[1] == neighbours[0]) break;  // two stages: one peer
+      const bool same = rank / node == neighbours[i] * stride / node;
+      ++(same ? local : remote);
+    }
+    CommunicatorBuffers c{"pipeline", layout.pp, 1};
+    c.per_node = 1 + local;
+    c.p2p_bytes = p2p_buffers(nccl, local, remote);
+    out.push_back(std::move(c));
+  }
+}
+
+double total(const std::vector<CommunicatorBuffers>& communicators) {
+  double bytes = 0.0;
+  for (const auto& c : communicators)
+    bytes += c.bytes();
+  return bytes;
+}
+
+// DeepEP's recommended configurations by group size (deep_ep/buffers/legacy.py,
+// get_dispatch_config and get_combine_config @dd758ca): NVLink chunked send and receive tokens,
+// RDMA chunked send and receive tokens.
+struct DeepEpConfig {
+  std::int64_t ranks;
+  std::int64_t nvl_send, nvl_recv, rdma_send, rdma_recv;
+};
+constexpr std::array<DeepEpConfig, 12> kDispatch{{{2, 24, 256, 6, 128},
+                                                  {4, 6, 256, 6, 128},
+                                                  {8, 6, 256, 6, 128},
+                                                  {16, 36, 288, 20, 128},
+                                                  {24, 32, 288, 8, 128},
+                                                  {32, 32, 288, 8, 128},
+                                                  {48, 32, 288, 8, 128},
+                                                  {64, 32, 288, 8, 128},
+                                                  {96, 20, 480, 12, 128},
+                                                  {128, 20, 560, 12, 128},
+                                                  {144, 32, 720, 12, 128},
+                                                  {160, 28, 720, 12, 128}}};
+constexpr std::array<DeepEpConfig, 12> kCombine{{{2, 10, 256, 6, 128},
+                                                 {4, 9, 256, 6, 128},
+                                                 {8, 4, 256, 6, 128},
+                                                 {16, 4, 288, 12, 128},
+                                                 {24, 1, 288, 8, 128},
+                                                 {32, 1, 288, 8, 128},
+                                                 {48, 1, 288, 8, 128},
+                                                 {64, 1, 288, 8, 128},
+                                                 {96, 1, 480, 8, 128},
+                                                 {128, 1, 560, 8, 128},
+                                                 {144, 2, 720, 8, 128},
+                                                 {160, 2, 720, 8, 128}}};
+
+// The configuration for `ranks`: DeepEP's own, or for a size it has none for (it asserts), the
+// next larger one's (the largest's beyond 160), so that the buffer grows with the group.
+const DeepEpConfig& config_for(const std::array<DeepEpConfig, 12>& configs, std::int64_t ranks) {
+  for (const auto& c : configs) {
+    if (c.ranks >= ranks) return c;
+  }
+  return configs.back();
+}
+
+// Config::get_nvl_buffer_size_hint and get_rdma_buffer_size_hint (csrc/legacy/config.hpp
+// @dd758ca): per channel (num_sms / 2) and peer, the received tokens' hidden bytes, their 8-byte
+// source metadata, up to 128 top-k indices (8 bytes) and weights (4 bytes) and 128 scales (4
+// bytes), plus a few counters; the RDMA buffer twice (send and receive) with a 16-byte header
+// per token. NVLink peers are at most 8 (LEGACY_NUM_MAX_NVL_PEERS); the rest are RDMA ranks.
+double deepep_hint(const DeepEpConfig& c, std::int64_t ranks, double hidden_bytes,
+                   std::int32_t num_sms, bool rdma) {
+  constexpr double kTopK = 128, kScales = 128, kMeta = 8, kIndex = 8, kFloat = 4, kInt = 4;
+  const double channels = num_sms / 2;
+  const double rdma_ranks = static_cast<double>(std::max<std::int64_t>(ranks / 8, 1));
+  const double nvl_ranks = static_cast<double>(std::min<std::int64_t>(ranks, 8));
+  const double per_token =
+      hidden_bytes + kMeta + kTopK * kIndex + kTopK * kFloat + kScales * kFloat;
+  double bytes = 0.0;
+  if (!rdma) {
+    bytes = channels * nvl_ranks * (2 * rdma_ranks + 3) * kInt +
+            channels * nvl_ranks * static_cast<double>(c.nvl_recv) * per_token;
+  } else {
+    if (ranks <= 8) return 0.0;
+    const auto send = static_cast<double>(c.rdma_send);
+    const double recv = std::ceil(static_cast<double>(c.rdma_recv) / send) * send;
+    bytes = channels * rdma_ranks * (8 * 2 + 2) * 2 * kInt +
+            channels * rdma_ranks * recv * (per_token + 16.0) * 2;
+  }
+  return std::ceil(bytes / 128.0) * 128.0;
+}
+
+}  // namespace
+
+double OutsideAllocator::communicator_bytes() const noexcept {
+  return total(communicators);
+}
+
+double OutsideAllocator::bytes(double device_bytes) const noexcept {
+  if (flat_reserve) return device_bytes * *flat_reserve;
+  return context_bytes + communicator_bytes();
+}
+
+double deepep_buffer_bytes(std::int64_t ranks, std::int64_t hidden, std::int32_t num_sms) {
+  if (ranks <= 1) return 0.0;
+  // Megatron-Core's get_hidden_bytes: hidden × max(element size, 2), so FP8 tokens size it as
+  // BF16 ones (megatron/core/transformer/moe/fused_a2a.py).
+  const double hidden_bytes = 2.0 * static_cast<double>(hidden);
+  const auto& dispatch = config_for(kDispatch, ranks);
+  const auto& combine = config_for(kCombine, ranks);
+  const double nvl = std::max(deepep_hint(dispatch, ranks, hidden_bytes, num_sms, false),
+                              deepep_hint(combine, ranks, hidden_bytes, num_sms, false));
+  double rdma = std::max(deepep_hint(dispatch, ranks, hidden_bytes, num_sms, true),
+                         deepep_hint(combine, ranks, hidden_bytes, num_sms, true));
+  // NVSHMEM's heap grows in NVSHMEM_CUMEM_GRANULARITY = 2^29 bytes, which DeepEP sets ("NVSHMEM
+  // initialization requires at least 256 MiB", deep_ep/buffers/legacy.py).
+  constexpr double kNvshmemGranule = 536870912.0;
+  if (rdma > 0.0) rdma = std::ceil(rdma / kNvshmemGranule) * kNvshmemGranule;
+  return nvl + rdma;
+}
+
+OutsideAllocator outside_allocator(const SystemConfig& system, const ModelConfig& model,
+                                   const Job& job, const Layout& layout) {
+  OutsideAllocator out;
+  const DeviceSpec& device = system.device;
+  if (device.memory_reserve || !system.nccl.modelled()) {
+    out.flat_reserve = device.memory_reserve.value_or(kDefaultMemoryReserve);
+    return out;
+  }
+  out.context_bytes = device.context_bytes;
+  // The fullest device: the first and last stages have one pipeline neighbour fewer, and
+  // groups may straddle nodes differently from one stage to the next.
+  double most = -1.0;
+  std::vector<CommunicatorBuffers> held;
+  for (std::int64_t d = 0; d < std::max<std::int64_t>(1, layout.pp); ++d) {
+    communicators(system, model.transformer(), job, layout, d, held);
+    const double bytes = total(held);
+    if (bytes > most) {
+      most = bytes;
+      out.device = d;
+      out.communicators = held;
+    }
+  }
+  return out;
+}
+
+double usable_memory_bytes(const SystemConfig& system, const OutsideAllocator& outside) {
+  const double memory = system.device.memory_bytes;
+  return std::max(0.0, memory - outside.bytes(memory));
+}
+
+}  // namespace pipetab
