@@ -489,6 +489,16 @@ TEST(NcclModel, NvlsWhereTheSwitchReducesAndItIsTheFaster) {
               1.8 * 25e-6 + 1e9 * 7 / 8 / (450e9 * 0.536), 1e-12);
   const auto a100 = nccl_system("dgx-a100");
   EXPECT_EQ(nccl_algorithm(c, a100.intra, a100.inter).algorithm, CollectiveAlgorithm::Ring);
+  // NCCL_NVLS_ENABLE=0 (Stack::nccl_nvls off): the H100 node's ring, and asked for by name, NVLS
+  // runs as that ring.
+  Collective off = c;
+  off.nvls = false;
+  const Collective ring = nccl_algorithm(off, h100.intra, h100.inter);
+  EXPECT_EQ(ring.algorithm, CollectiveAlgorithm::Ring);
+  off.algorithm = CollectiveAlgorithm::Nvls;
+  off.protocol = ring.protocol;
+  EXPECT_DOUBLE_EQ(collective_seconds(off, h100.intra, h100.inter),
+                   collective_seconds(ring, h100.intra, h100.inter));
 }
 
 // An NVL72 rack: NCCL's channels reach collective_nics of its 72 NICs, so a ring or tree across

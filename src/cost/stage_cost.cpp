@@ -27,6 +27,7 @@ Collective collective_of(const Operator& op, const Workload& run, const SystemCo
   c.group = group_of(run.layout, op.group, 0, node_size(system, run.layout));
   c.bytes = op.collective_bytes;
   c.algorithm = op.algorithm;
+  c.nvls = run.job.stack.nccl_nvls;
   if (run.model.moe) {
     c.top_k = static_cast<double>(run.model.moe->top_k);
     c.node_limit = static_cast<double>(run.model.moe->node_limit);

@@ -215,14 +215,14 @@ CollectiveFlows collective_flows(const Collective& c, const LinkSpec& intra,
       // where twenty reach 406 (data/nccl-tests); two DGX H100 nodes, every NIC in use, stay near
       // what their NICs carry one way (468 GB/s measured, about 700 doubled).
       const double nvls_pair =
-          intra.nvls_efficiency > 0.0 && nodes <= 2.0 && nics < per_node ? 2.0 : 1.0;
+          nvls_available(c, intra) && nodes <= 2.0 && nics < per_node ? 2.0 : 1.0;
       const double bytes = 2.0 * c.bytes / nics / kTreeBandwidthShare / nvls_pair /
                            (nccl ? protocol_share(c, nodes, *intra.medium) : 1.0);
       f.remote = {bytes, latency, 1.0, bytes, latency};
       return f;
     }
     case CollectiveAlgorithm::Nvls: {
-      if (spans || c.kind != CollectiveKind::AllReduce || !(intra.nvls_efficiency > 0.0))
+      if (spans || c.kind != CollectiveKind::AllReduce || !nvls_available(c, intra))
         return collective_flows(as_ring(c), intra, inter);
       // (p − 1)/p of the buffer each way at nvls_efficiency of the link, carried as bytes at the
       // ring's rate (collective_efficiency), so that under either CollectiveRate NVLS stands to
@@ -262,7 +262,7 @@ Collective nccl_algorithm(Collective c, const LinkSpec& intra, const LinkSpec& i
   const auto runs = [&](CollectiveAlgorithm a, CollectiveProtocol p) {
     if (a == CollectiveAlgorithm::Tree && !(all_reduce && spans)) return false;
     if (a == CollectiveAlgorithm::Nvls &&
-        !(all_reduce && !spans && intra.nvls_efficiency > 0.0 && p == CollectiveProtocol::Simple))
+        !(all_reduce && !spans && nvls_available(c, intra) && p == CollectiveProtocol::Simple))
       return false;
     if (p == CollectiveProtocol::Simple) return true;
     return intra.medium && (p == CollectiveProtocol::LL || *intra.medium == LinkMedium::NvLink);

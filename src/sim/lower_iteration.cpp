@@ -118,8 +118,9 @@ Group Lowering::group(std::int32_t device, CollectiveGroup kind) const {
 // with the rest (parallel/collective.hpp, CollectiveRate::Link).
 Collective Lowering::nccl_collective(CollectiveKind kind, const Group& g, double bytes) const {
   const auto& system = network_.system();
-  return nccl_algorithm({kind, g, bytes, CollectiveAlgorithm::Ring, CollectiveRate::Link},
-                        system.intra, system.inter);
+  Collective c{kind, g, bytes, CollectiveAlgorithm::Ring, CollectiveRate::Link};
+  c.nvls = job_.stack.nccl_nvls;
+  return nccl_algorithm(c, system.intra, system.inter);
 }
 
 // One device's side of ring `c` by the rule (Side, lowering.hpp).

@@ -105,7 +105,16 @@ struct Collective {
   CollectiveProtocol protocol = CollectiveProtocol::Simple;
   double top_k = 1.0;       ///< NodeDedup: rows per token
   double node_limit = 0.0;  ///< NodeDedup: at most this many nodes per token (0: no limit)
+  /// NCCL may run NVLink SHARP where the node offers it (Stack::nccl_nvls; NCCL_NVLS_ENABLE=0
+  /// turns it off): the Nvls algorithm and the NVLS-Tree's doubled bandwidth at two nodes.
+  bool nvls = true;
 };
+
+/// Whether `c` may run NVLS on a node with links `intra`: its stack lets NCCL and the switch has
+/// SHARP.
+inline bool nvls_available(const Collective& c, const LinkSpec& intra) {
+  return c.nvls && intra.nvls_efficiency > 0.0;
+}
 
 /// One flow of a rank's side: its bytes after its latency, over the rank's switch port or NIC;
 /// and one of its steps (a ring's, each a latency and bytes/p; the whole flow for the others),
