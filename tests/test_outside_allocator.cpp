@@ -101,6 +101,26 @@ TEST(OutsideAllocator, DeepEpBuffersAsItsSizeHintsGiveThem) {
   EXPECT_GE(deepep_buffer_bytes(12, 7168), deepep_buffer_bytes(8, 7168));
 }
 
+TEST(OutsideAllocator, TransformerEngineUserbuffersUnderTpCommOverlap) {
+  // Twelve buffers of tokens × hidden: Llama 3.1 405B at 8,192 tokens, hidden 16,384: eight of
+  // one byte and four of two under FP8, 16 bytes a value, 2 GiB; 24 bytes in BF16.
+  EXPECT_DOUBLE_EQ(te_userbuffer_bytes(8192, 16384, true), 2147483648.0);
+  EXPECT_DOUBLE_EQ(te_userbuffer_bytes(8192, 16384, false), 3221225472.0);
+  const auto system = io::load_system("dgx-h100");
+  auto c = run_of("llama3-8b");
+  c.layout.tp = 4;
+  c.layout.cp = 2;
+  c.layout.sequence_parallel = true;
+  const auto userbuffers = [&] {
+    return find(outside_allocator(system, c.model, c.job, c.layout), "tensor")->userbuffer_bytes;
+  };
+  EXPECT_EQ(userbuffers(), 0.0);  // only Megatron-Core's --tp-comm-overlap registers them
+  c.job.tp_overlap = Overlap::All;
+  // Megatron's input_shape: seq_len × micro_batch / CP tokens.
+  EXPECT_DOUBLE_EQ(userbuffers(), te_userbuffer_bytes(c.job.seq_len * c.job.micro_batch / 2,
+                                                      c.model.transformer()->hidden, false));
+}
+
 TEST(OutsideAllocator, PipelineNeighboursByNode) {
   const auto system = io::load_system("dgx-h100");
   auto c = run_of("llama3-8b");

@@ -109,7 +109,14 @@ void communicators(const SystemConfig& system, const TransformerConfig* model, c
     c.p2p_bytes = p2p_buffers(nccl, local, all - local);
     return c;
   };
-  if (layout.tp > 1) collective(CollectiveGroup::Tensor);
+  if (layout.tp > 1) {
+    collective(CollectiveGroup::Tensor);
+    if (job.tp_overlap == Overlap::All && model != nullptr) {
+      out.back().userbuffer_bytes =
+          te_userbuffer_bytes(job.seq_len * job.micro_batch / layout.cp, model->hidden,
+                              job.precision == Precision::FP8);
+    }
+  }
   if (layout.cp > 1) {
     // Transformer Engine's ring sends K and V to the next rank (p2p); the all-gather method
     // all-gathers and reduce-scatters them; Ulysses all-to-alls.
@@ -264,6 +271,20 @@ double deepep_buffer_bytes(std::int64_t ranks, std::int64_t hidden, std::int32_t
   constexpr double kNvshmemGranule = 536870912.0;
   if (rdma > 0.0) rdma = std::ceil(rdma / kNvshmemGranule) * kNvshmemGranule;
   return nvl + rdma;
+}
+
+double te_userbuffer_bytes(std::int64_t tokens, std::int64_t hidden, bool fp8) {
+  // transformer_engine/pytorch/module/base.py @d0067d0 (initialize_ub): the overlapped GEMMs
+  // are qkv, proj, fc1 and fc2, each fprop, dgrad and wgrad; the all-gathered eight
+  // (layers_all_gather_overlap) take a uint8 buffer under an FP8 recipe (fp8_buf), the four
+  // reduce-scattered (layers_reduce_scatter_overlap) the model's BF16. Every one registers a
+  // buffer of the shape given, register_user_buffer_collective in
+  // common/comm_gemm_overlap/comm_gemm_overlap.cpp:419 and 813 (ring exchange for all-gathers
+  // only by default, so none takes the (2·TP − 1)/TP of a ring-exchange reduce-scatter):
+  // cudaMalloc or cuMem, outside the caching allocator.
+  constexpr double kGathered = 8, kScattered = 4, kBf16 = 2;
+  const double values = static_cast<double>(tokens) * static_cast<double>(hidden);
+  return values * (kGathered * (fp8 ? 1.0 : kBf16) + kScattered * kBf16);
 }
 
 OutsideAllocator outside_allocator(const SystemConfig& system, const ModelConfig& model,

@@ -40,7 +40,8 @@ nlohmann::json to_json(const OutsideAllocator& o) {
                              {"ring_bytes", c.ring_bytes},
                              {"nvls_bytes", c.nvls_bytes},
                              {"p2p_bytes", c.p2p_bytes},
-                             {"deepep_bytes", c.deepep_bytes}});
+                             {"deepep_bytes", c.deepep_bytes},
+                             {"userbuffer_bytes", c.userbuffer_bytes}});
   }
   return {{"flat_reserve", optional_number(o.flat_reserve)},
           {"context_bytes", o.context_bytes},
@@ -66,6 +67,8 @@ std::string describe_memory(const SimulationMetrics& m) {
   for (const auto& c : o.communicators) {
     parts += fmt::format(", {} {:.3g}", c.group, c.bytes() / 1e9);
     if (c.deepep_bytes > 0.0) parts += fmt::format(" (DeepEP {:.3g})", c.deepep_bytes / 1e9);
+    if (c.userbuffer_bytes > 0.0)
+      parts += fmt::format(" (TE userbuffers {:.3g})", c.userbuffer_bytes / 1e9);
   }
   return fmt::format(
       "memory: {:.4g} GB usable of {:.4g} GB per GPU, {:.3g} GB held outside the caching "

@@ -40,9 +40,14 @@ struct CommunicatorBuffers {
   double p2p_bytes = 0.0;
   /// DeepEP's NVLink and RDMA buffers (the expert group under --moe-dispatcher deepep).
   double deepep_bytes = 0.0;
+  /// Transformer Engine's userbuffers for Megatron-Core's --tp-comm-overlap (the tensor group
+  /// under tp_overlap all): one buffer per overlapped GEMM (te_userbuffer_bytes).
+  double userbuffer_bytes = 0.0;
   friend bool operator==(const CommunicatorBuffers&, const CommunicatorBuffers&) = default;
 
-  double bytes() const noexcept { return ring_bytes + nvls_bytes + p2p_bytes + deepep_bytes; }
+  double bytes() const noexcept {
+    return ring_bytes + nvls_bytes + p2p_bytes + deepep_bytes + userbuffer_bytes;
+  }
 };
 
 /// What one GPU holds outside the caching allocator: the fullest pipeline device's, so that one
@@ -77,5 +82,12 @@ double usable_memory_bytes(const SystemConfig& system, const OutsideAllocator& o
 /// configurations' size hints, `num_sms` SMs), in bytes: the NVLink buffer and the RDMA buffer
 /// (NVSHMEM's heap, in granules of 512 MiB where there is one).
 double deepep_buffer_bytes(std::int64_t ranks, std::int64_t hidden, std::int32_t num_sms = 20);
+
+/// Transformer Engine's userbuffers on each rank of a tensor-parallel group under Megatron-Core's
+/// --tp-comm-overlap, in bytes, for `tokens` tokens a microbatch per CP rank (seq_len ×
+/// micro_batch / CP, Megatron's `input_shape`) of `hidden` values: initialize_ub registers one
+/// buffer of tokens × hidden for each of the twelve overlapped GEMMs, the eight all-gathered
+/// ones in FP8 (one byte) under an FP8 recipe, the four reduce-scattered ones in BF16.
+double te_userbuffer_bytes(std::int64_t tokens, std::int64_t hidden, bool fp8);
 
 }  // namespace pipetab
