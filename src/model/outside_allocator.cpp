@@ -177,71 +177,34 @@ double total(const std::vector<CommunicatorBuffers>& communicators) {
 }
 
 // DeepEP's recommended configurations by group size (deep_ep/buffers/legacy.py,
-// get_dispatch_config and get_combine_config @dd758ca): NVLink chunked send and receive tokens,
-// RDMA chunked send and receive tokens.
+// get_dispatch_config and get_combine_config @dd758ca), what its size hints read of them: the
+// tokens each channel receives from a peer over NVLink and over RDMA (the same in both
+// configurations), and the RDMA send chunk of each, to which the receive count is rounded up.
 struct DeepEpConfig {
   std::int64_t ranks;
-  std::int64_t nvl_send, nvl_recv, rdma_send, rdma_recv;
+  std::int64_t nvl_recv, rdma_recv;
+  std::array<std::int64_t, 2> rdma_send;  // dispatch, combine
 };
-constexpr std::array<DeepEpConfig, 12> kDispatch{{{2, 24, 256, 6, 128},
-                                                  {4, 6, 256, 6, 128},
-                                                  {8, 6, 256, 6, 128},
-                                                  {16, 36, 288, 20, 128},
-                                                  {24, 32, 288, 8, 128},
-                                                  {32, 32, 288, 8, 128},
-                                                  {48, 32, 288, 8, 128},
-                                                  {64, 32, 288, 8, 128},
-                                                  {96, 20, 480, 12, 128},
-                                                  {128, 20, 560, 12, 128},
-                                                  {144, 32, 720, 12, 128},
-                                                  {160, 28, 720, 12, 128}}};
-constexpr std::array<DeepEpConfig, 12> kCombine{{{2, 10, 256, 6, 128},
-                                                 {4, 9, 256, 6, 128},
-                                                 {8, 4, 256, 6, 128},
-                                                 {16, 4, 288, 12, 128},
-                                                 {24, 1, 288, 8, 128},
-                                                 {32, 1, 288, 8, 128},
-                                                 {48, 1, 288, 8, 128},
-                                                 {64, 1, 288, 8, 128},
-                                                 {96, 1, 480, 8, 128},
-                                                 {128, 1, 560, 8, 128},
-                                                 {144, 2, 720, 8, 128},
-                                                 {160, 2, 720, 8, 128}}};
+constexpr std::array<DeepEpConfig, 12> kDeepEp{{{2, 256, 128, {6, 6}},
+                                                {4, 256, 128, {6, 6}},
+                                                {8, 256, 128, {6, 6}},
+                                                {16, 288, 128, {20, 12}},
+                                                {24, 288, 128, {8, 8}},
+                                                {32, 288, 128, {8, 8}},
+                                                {48, 288, 128, {8, 8}},
+                                                {64, 288, 128, {8, 8}},
+                                                {96, 480, 128, {12, 8}},
+                                                {128, 560, 128, {12, 8}},
+                                                {144, 720, 128, {12, 8}},
+                                                {160, 720, 128, {12, 8}}}};
 
 // The configuration for `ranks`: DeepEP's own, or for a size it has none for (it asserts), the
 // next larger one's (the largest's beyond 160), so that the buffer grows with the group.
-const DeepEpConfig& config_for(const std::array<DeepEpConfig, 12>& configs, std::int64_t ranks) {
-  for (const auto& c : configs) {
+const DeepEpConfig& deepep_config(std::int64_t ranks) {
+  for (const auto& c : kDeepEp) {
     if (c.ranks >= ranks) return c;
   }
-  return configs.back();
-}
-
-// Config::get_nvl_buffer_size_hint and get_rdma_buffer_size_hint (csrc/legacy/config.hpp
-// @dd758ca): per channel (num_sms / 2) and peer, the received tokens' hidden bytes, their 8-byte
-// source metadata, up to 128 top-k indices (8 bytes) and weights (4 bytes) and 128 scales (4
-// bytes), plus a few counters; the RDMA buffer twice (send and receive) with a 16-byte header
-// per token. NVLink peers are at most 8 (LEGACY_NUM_MAX_NVL_PEERS); the rest are RDMA ranks.
-double deepep_hint(const DeepEpConfig& c, std::int64_t ranks, double hidden_bytes,
-                   std::int32_t num_sms, bool rdma) {
-  constexpr double kTopK = 128, kScales = 128, kMeta = 8, kIndex = 8, kFloat = 4, kInt = 4;
-  const double channels = num_sms / 2;
-  const double rdma_ranks = static_cast<double>(std::max<std::int64_t>(ranks / 8, 1));
-  const double nvl_ranks = static_cast<double>(std::min<std::int64_t>(ranks, 8));
-  const double per_token =
-      hidden_bytes + kMeta + kTopK * kIndex + kTopK * kFloat + kScales * kFloat;
-  double bytes = 0.0;
-  if (!rdma) {
-    bytes = channels * nvl_ranks * (2 * rdma_ranks + 3) * kInt +
-            channels * nvl_ranks * static_cast<double>(c.nvl_recv) * per_token;
-  } else {
-    if (ranks <= 8) return 0.0;
-    const auto send = static_cast<double>(c.rdma_send);
-    const double recv = std::ceil(static_cast<double>(c.rdma_recv) / send) * send;
-    bytes = channels * rdma_ranks * (8 * 2 + 2) * 2 * kInt +
-            channels * rdma_ranks * recv * (per_token + 16.0) * 2;
-  }
-  return std::ceil(bytes / 128.0) * 128.0;
+  return kDeepEp.back();
 }
 
 }  // namespace
@@ -257,20 +220,36 @@ double OutsideAllocator::bytes(double device_bytes) const noexcept {
 
 double deepep_buffer_bytes(std::int64_t ranks, std::int64_t hidden, std::int32_t num_sms) {
   if (ranks <= 1) return 0.0;
-  // Megatron-Core's get_hidden_bytes: hidden × max(element size, 2), so FP8 tokens size it as
-  // BF16 ones (megatron/core/transformer/moe/fused_a2a.py).
-  const double hidden_bytes = 2.0 * static_cast<double>(hidden);
-  const auto& dispatch = config_for(kDispatch, ranks);
-  const auto& combine = config_for(kCombine, ranks);
-  const double nvl = std::max(deepep_hint(dispatch, ranks, hidden_bytes, num_sms, false),
-                              deepep_hint(combine, ranks, hidden_bytes, num_sms, false));
-  double rdma = std::max(deepep_hint(dispatch, ranks, hidden_bytes, num_sms, true),
-                         deepep_hint(combine, ranks, hidden_bytes, num_sms, true));
+  // Config::get_nvl_buffer_size_hint and get_rdma_buffer_size_hint (csrc/legacy/config.hpp
+  // @dd758ca): per channel (num_sms / 2) and peer, the received tokens' hidden bytes, their
+  // 8-byte source metadata, up to 128 top-k indices (8 bytes) and weights (4 bytes) and 128
+  // scales (4 bytes), plus a few counters; the RDMA buffer twice (send and receive) with a
+  // 16-byte header per token, each rounded up to 128 bytes. NVLink peers are at most 8
+  // (LEGACY_NUM_MAX_NVL_PEERS); the rest are RDMA ranks. Megatron-Core's get_hidden_bytes sizes
+  // a token as hidden × max(element size, 2): FP8 tokens as BF16 ones (fused_a2a.py), and its
+  // get_buffer takes the larger of the two configurations' hints.
+  constexpr double kTopK = 128, kScales = 128, kMeta = 8, kIndex = 8, kFloat = 4, kInt = 4;
+  const auto align = [](double bytes) { return std::ceil(bytes / 128.0) * 128.0; };
+  const DeepEpConfig& c = deepep_config(ranks);
+  const double channels = num_sms / 2;
+  const double rdma_ranks = static_cast<double>(std::max<std::int64_t>(ranks / 8, 1));
+  const double nvl_ranks = static_cast<double>(std::min<std::int64_t>(ranks, 8));
+  const double per_token = 2.0 * static_cast<double>(hidden) + kMeta + kTopK * kIndex +
+                           kTopK * kFloat + kScales * kFloat;
+  const double nvl = align(channels * nvl_ranks * (2 * rdma_ranks + 3) * kInt +
+                           channels * nvl_ranks * static_cast<double>(c.nvl_recv) * per_token);
+  if (ranks <= 8) return nvl;
+  double recv = 0.0;
+  for (const std::int64_t send : c.rdma_send) {
+    const auto chunk = static_cast<double>(send);
+    recv = std::max(recv, std::ceil(static_cast<double>(c.rdma_recv) / chunk) * chunk);
+  }
+  const double rdma = align(channels * rdma_ranks * (8 * 2 + 2) * 2 * kInt +
+                            channels * rdma_ranks * recv * (per_token + 16.0) * 2);
   // NVSHMEM's heap grows in NVSHMEM_CUMEM_GRANULARITY = 2^29 bytes, which DeepEP sets ("NVSHMEM
   // initialization requires at least 256 MiB", deep_ep/buffers/legacy.py).
   constexpr double kNvshmemGranule = 536870912.0;
-  if (rdma > 0.0) rdma = std::ceil(rdma / kNvshmemGranule) * kNvshmemGranule;
-  return nvl + rdma;
+  return nvl + std::ceil(rdma / kNvshmemGranule) * kNvshmemGranule;
 }
 
 double te_userbuffer_bytes(std::int64_t tokens, std::int64_t hidden, bool fp8) {
