@@ -14,33 +14,34 @@ namespace {
 // per protocol: LL 8 lines × 512 threads × 8 steps × 16 bytes, LL128 120 elements × 640 threads ×
 // 8 steps × 8 bytes, Simple NCCL_BUFFSIZE = 4 MiB (src/init.cc:810-813, src/include/device.h),
 // beside a control structure padded to 4 KiB (src/include/comm.h:45-77).
-constexpr double kMiB = 1024.0 * 1024.0;
-constexpr double kLlBytes = 8.0 * 512 * 8 * 16;
-constexpr double kLl128Bytes = 120.0 * 640 * 8 * 8;
-constexpr double kSimpleBytes = 4.0 * kMiB;
-constexpr double kControlBytes = 4096.0;
+// Whole bytes, so that the sizes are constants on every compiler (std::ceil is not constexpr).
+constexpr std::int64_t kMiB = 1024 * 1024;
+constexpr std::int64_t kLlBytes = 8 * 512 * 8 * 16;
+constexpr std::int64_t kLl128Bytes = 120 * 640 * 8 * 8;
+constexpr std::int64_t kSimpleBytes = 4 * kMiB;
+constexpr std::int64_t kControlBytes = 4096;
 // Each connection's buffers are one allocation rounded up to CUDA_IPC_MIN, 2 MiB (comm.h:46; the
 // cuMem granularity on these GPUs).
-constexpr double kGranule = 2.0 * kMiB;
+constexpr std::int64_t kGranule = 2 * kMiB;
 
-constexpr double round_up(double bytes, double granule) {
-  return std::ceil(bytes / granule) * granule;
+constexpr std::int64_t round_up(std::int64_t bytes) {
+  return (bytes + kGranule - 1) / kGranule * kGranule;
 }
 
 // Over NVLink or PCIe (the P2P transport, src/transport/p2p.cc:407-410 and 486-491) the
 // receiver holds the three FIFOs, 10 MiB, and the sender its control structure, 2 MiB (where
 // A100's P2P read moves Simple to the sender it is 6 + 6 MiB, the same 12). nccl#1685 logs
 // exactly these two sizes, 10485760 and 2097152 bytes, for an all-to-all on 8 H100s.
-constexpr double kLocalReceive =
-    round_up(kControlBytes + kLlBytes + kLl128Bytes + kSimpleBytes, kGranule);
-constexpr double kLocalSend = round_up(kControlBytes, kGranule);
-constexpr double kLocalConnection = kLocalReceive + kLocalSend;  // 12 MiB: one each way
+constexpr double kLocalConnection =  // 12 MiB: one each way
+    static_cast<double>(round_up(kControlBytes + kLlBytes + kLl128Bytes + kSimpleBytes) +
+                        round_up(kControlBytes));
 // Over the network with GPUDirect RDMA (src/transport/net.cc:914-919, 1098-1103) the receiver
 // keeps the three FIFOs on the GPU and the sender LL128 and Simple (LL in host memory): 10 MiB
 // each after rounding.
 constexpr double kNetConnection =
-    round_up(kControlBytes + kLlBytes + kLl128Bytes + kSimpleBytes, kGranule) +
-    round_up(kControlBytes + kLl128Bytes + kSimpleBytes, kGranule);
+    static_cast<double>(round_up(kControlBytes + kLlBytes + kLl128Bytes + kSimpleBytes) +
+                        round_up(kControlBytes + kLl128Bytes + kSimpleBytes));
+static_assert(kLocalConnection == 12 * kMiB && kNetConnection == 20 * kMiB);
 // Sends and receives across nodes share one pool per direction: channels × 16 steps ×
 // NCCL_P2P_NET_CHUNKSIZE, 128 KiB by default (net.cc:646-668, init.cc:818).
 constexpr double kNetSharedSteps = 16.0;
