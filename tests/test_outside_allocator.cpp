@@ -53,6 +53,11 @@ TEST(OutsideAllocator, TensorParallelInsideANodeHoldsRingsAndNvls) {
   EXPECT_DOUBLE_EQ(tp.nvls_bytes, 256 * kMiB);
   EXPECT_DOUBLE_EQ(usable_memory_bytes(system, o),
                    80e9 - system.device.context_bytes - 24 * kConnection - 256 * kMiB);
+  // NCCL_BUFFSIZE of 8 MiB (--nccl-buffsize): the receiver's FIFOs round up to 14 MiB, 16 a
+  // channel with the sender's 2.
+  EXPECT_DOUBLE_EQ(
+      outside_allocator(system, c.model, c.job, c.layout, 8 * kMiB).communicators[0].ring_bytes,
+      24 * 16 * kMiB);
   // Where the stack sets NCCL_NVLS_ENABLE=0 (Megatron-Bridge's recipes), no NVLS buffers.
   c.job.stack.nccl_nvls = false;
   EXPECT_DOUBLE_EQ(outside_allocator(system, c.model, c.job, c.layout).communicators[0].nvls_bytes,
@@ -127,7 +132,8 @@ TEST(OutsideAllocator, PipelineNeighboursByNode) {
   const auto pipeline = [&](std::int64_t pp, std::int64_t tp) {
     c.layout.pp = pp;
     c.layout.tp = tp;
-    const auto* p = find(outside_allocator(system, c.model, c.job, c.layout), "pipeline");
+    const auto held = outside_allocator(system, c.model, c.job, c.layout);
+    const auto* p = find(held, "pipeline");
     return p == nullptr ? -1.0 : p->p2p_bytes;
   };
   EXPECT_EQ(pipeline(1, 1), -1.0);

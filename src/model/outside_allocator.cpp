@@ -18,7 +18,6 @@ namespace {
 constexpr std::int64_t kMiB = 1024 * 1024;
 constexpr std::int64_t kLlBytes = 8 * 512 * 8 * 16;
 constexpr std::int64_t kLl128Bytes = 120 * 640 * 8 * 8;
-constexpr std::int64_t kSimpleBytes = 4 * kMiB;
 constexpr std::int64_t kControlBytes = 4096;
 // Each connection's buffers are one allocation rounded up to CUDA_IPC_MIN, 2 MiB (comm.h:46; the
 // cuMem granularity on these GPUs).
@@ -28,20 +27,26 @@ constexpr std::int64_t round_up(std::int64_t bytes) {
   return (bytes + kGranule - 1) / kGranule * kGranule;
 }
 
-// Over NVLink or PCIe (the P2P transport, src/transport/p2p.cc:407-410 and 486-491) the
-// receiver holds the three FIFOs, 10 MiB, and the sender its control structure, 2 MiB (where
-// A100's P2P read moves Simple to the sender it is 6 + 6 MiB, the same 12). nccl#1685 logs
-// exactly these two sizes, 10485760 and 2097152 bytes, for an all-to-all on 8 H100s.
-constexpr double kLocalConnection =  // 12 MiB: one each way
-    static_cast<double>(round_up(kControlBytes + kLlBytes + kLl128Bytes + kSimpleBytes) +
-                        round_up(kControlBytes));
-// Over the network with GPUDirect RDMA (src/transport/net.cc:914-919, 1098-1103) the receiver
-// keeps the three FIFOs on the GPU and the sender LL128 and Simple (LL in host memory): 10 MiB
-// each after rounding.
-constexpr double kNetConnection =
-    static_cast<double>(round_up(kControlBytes + kLlBytes + kLl128Bytes + kSimpleBytes) +
-                        round_up(kControlBytes + kLl128Bytes + kSimpleBytes));
-static_assert(kLocalConnection == 12 * kMiB && kNetConnection == 20 * kMiB);
+// One connection's buffers each way, for a Simple FIFO of `simple` bytes (NCCL_BUFFSIZE).
+struct Connections {
+  // Over NVLink or PCIe (the P2P transport, src/transport/p2p.cc:407-410 and 486-491) the
+  // receiver holds the three FIFOs, 10 MiB, and the sender its control structure, 2 MiB (where
+  // A100's P2P read moves Simple to the sender it is 6 + 6 MiB, the same 12). nccl#1685 logs
+  // exactly these two sizes, 10485760 and 2097152 bytes, for an all-to-all on 8 H100s.
+  double local = 0.0;
+  // Over the network with GPUDirect RDMA (src/transport/net.cc:914-919, 1098-1103) the
+  // receiver keeps the three FIFOs on the GPU and the sender LL128 and Simple (LL in host
+  // memory): 10 MiB each after rounding.
+  double net = 0.0;
+};
+
+constexpr Connections connections(std::int64_t simple) {
+  return {static_cast<double>(round_up(kControlBytes + kLlBytes + kLl128Bytes + simple) +
+                              round_up(kControlBytes)),
+          static_cast<double>(round_up(kControlBytes + kLlBytes + kLl128Bytes + simple) +
+                              round_up(kControlBytes + kLl128Bytes + simple))};
+}
+static_assert(connections(4 * kMiB).local == 12 * kMiB && connections(4 * kMiB).net == 20 * kMiB);
 // Sends and receives across nodes share one pool per direction: channels × 16 steps ×
 // NCCL_P2P_NET_CHUNKSIZE, 128 KiB by default (net.cc:646-668, init.cc:818).
 constexpr double kNetSharedSteps = 16.0;
@@ -56,14 +61,14 @@ constexpr std::int64_t kMaxNvlsHeads = 32;
 // Inside a node every ring connection is a local one; across nodes a channel enters and leaves
 // each node once, through a different GPU per channel, so 1/per_node of a rank's connections are
 // network ones.
-void collective_buffers(CommunicatorBuffers& c, const NcclSpec& nccl, bool nvls) {
+void collective_buffers(CommunicatorBuffers& c, const NcclSpec& nccl, const Connections& each,
+                        bool nvls) {
   if (c.ranks <= 1) return;
   if (c.per_node >= c.ranks) {
-    c.ring_bytes = nccl.channels * kLocalConnection;
+    c.ring_bytes = nccl.channels * each.local;
   } else {
     const double boundary = 1.0 / static_cast<double>(c.per_node);
-    c.ring_bytes =
-        nccl.inter_channels * ((1.0 - boundary) * kLocalConnection + boundary * kNetConnection);
+    c.ring_bytes = nccl.inter_channels * ((1.0 - boundary) * each.local + boundary * each.net);
   }
   if (nvls && nccl.nvls_channels > 0 && c.per_node >= 2) {
     c.nvls_bytes = nccl.nvls_channels * kNvlsChannelBytes *
@@ -73,8 +78,9 @@ void collective_buffers(CommunicatorBuffers& c, const NcclSpec& nccl, bool nvls)
 
 // Send/receive connections to `local` peers on the node (p2p_channels_per_peer each, a receive
 // and a send each way) and, where any peer is on another node, the network's two shared pools.
-double p2p_buffers(const NcclSpec& nccl, std::int64_t local, std::int64_t remote) {
-  double bytes = static_cast<double>(local) * nccl.p2p_channels_per_peer * kLocalConnection;
+double p2p_buffers(const NcclSpec& nccl, const Connections& each, std::int64_t local,
+                   std::int64_t remote) {
+  double bytes = static_cast<double>(local) * nccl.p2p_channels_per_peer * each.local;
   if (remote > 0) bytes += 2.0 * nccl.inter_p2p_channels * kNetSharedSteps * kNetChunkBytes;
   return bytes;
 }
@@ -87,7 +93,7 @@ CommunicatorBuffers buffers_of(const Layout& layout, CollectiveGroup kind, std::
 
 // The communicators pipeline device `device`'s first rank uses, into `out`.
 void communicators(const SystemConfig& system, const TransformerConfig* model, const Job& job,
-                   const Layout& layout, std::int64_t device,
+                   const Layout& layout, const Connections& each, std::int64_t device,
                    std::vector<CommunicatorBuffers>& out) {
   const NcclSpec& nccl = system.nccl;
   const std::int64_t node = node_size(system, layout);
@@ -97,7 +103,7 @@ void communicators(const SystemConfig& system, const TransformerConfig* model, c
   const auto collective = [&](CollectiveGroup kind) {
     auto c = buffers_of(layout, kind, device, node);
     if (c.ranks <= 1) return;
-    collective_buffers(c, nccl, nvls);
+    collective_buffers(c, nccl, each, nvls);
     out.push_back(std::move(c));
   };
   // Peers reached by sends, of a group: all of them (an all-to-all), or the two neighbours of a
@@ -107,7 +113,7 @@ void communicators(const SystemConfig& system, const TransformerConfig* model, c
     if (c.ranks <= 1) return c;
     const std::int64_t all = neighbours ? std::min<std::int64_t>(2, c.ranks - 1) : c.ranks - 1;
     const std::int64_t local = std::min(all, c.per_node - 1);
-    c.p2p_bytes = p2p_buffers(nccl, local, all - local);
+    c.p2p_bytes = p2p_buffers(nccl, each, local, all - local);
     return c;
   };
   if (layout.tp > 1) {
@@ -133,7 +139,7 @@ void communicators(const SystemConfig& system, const TransformerConfig* model, c
       // (deep_ep/buffers/legacy.py), which connects the NCCL communicator's rings; its own
       // buffers carry the tokens.
       auto c = buffers_of(layout, CollectiveGroup::Expert, device, node);
-      collective_buffers(c, nccl, false);
+      collective_buffers(c, nccl, each, false);
       c.deepep_bytes = deepep_buffer_bytes(c.ranks, model->hidden);
       out.push_back(std::move(c));
     } else {
@@ -165,7 +171,7 @@ void communicators(const SystemConfig& system, const TransformerConfig* model, c
     }
     CommunicatorBuffers c{"pipeline", layout.pp, 1};
     c.per_node = 1 + local;
-    c.p2p_bytes = p2p_buffers(nccl, local, remote);
+    c.p2p_bytes = p2p_buffers(nccl, each, local, remote);
     out.push_back(std::move(c));
   }
 }
@@ -268,7 +274,7 @@ double te_userbuffer_bytes(std::int64_t tokens, std::int64_t hidden, bool fp8) {
 }
 
 OutsideAllocator outside_allocator(const SystemConfig& system, const ModelConfig& model,
-                                   const Job& job, const Layout& layout) {
+                                   const Job& job, const Layout& layout, double nccl_buffsize) {
   OutsideAllocator out;
   const DeviceSpec& device = system.device;
   if (device.memory_reserve || !system.nccl.modelled()) {
@@ -279,9 +285,10 @@ OutsideAllocator outside_allocator(const SystemConfig& system, const ModelConfig
   // The fullest device: the first and last stages have one pipeline neighbour fewer, and
   // groups may straddle nodes differently from one stage to the next.
   double most = -1.0;
+  const Connections each = connections(static_cast<std::int64_t>(nccl_buffsize));
   std::vector<CommunicatorBuffers> held;
   for (std::int64_t d = 0; d < std::max<std::int64_t>(1, layout.pp); ++d) {
-    communicators(system, model.transformer(), job, layout, d, held);
+    communicators(system, model.transformer(), job, layout, each, d, held);
     const double bytes = total(held);
     if (bytes > most) {
       most = bytes;

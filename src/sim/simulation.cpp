@@ -85,6 +85,15 @@ void host_memory(const Simulation& s, const SimulationSetup& setup, SimulationMe
 
 }  // namespace
 
+OutsideAllocator outside_allocator(const SimulationSetup& setup) {
+  return outside_allocator(setup.system, setup.model, setup.job, setup.layout,
+                           setup.lowering.nccl_buffer_bytes);
+}
+
+double usable_memory_bytes(const SimulationSetup& setup) {
+  return usable_memory_bytes(setup.system, outside_allocator(setup));
+}
+
 double in_pass_kept_share(const ScheduleTable& table, const SimulationSetup& setup) {
   const TransformerConfig* transformer = setup.model.transformer();
   if (!offloads_in_passes(setup.job) || transformer == nullptr) return 1.0;
@@ -149,7 +158,7 @@ Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& set
   m.pipeline_end_s = s.result.pipeline_end_s;
   m.idle_ratio = s.result.idle_ratio;
   m.span_idle_ratio = s.result.span_idle_ratio;
-  m.outside_allocator = outside_allocator(setup.system, setup.model, setup.job, setup.layout);
+  m.outside_allocator = outside_allocator(setup);
   m.memory_capacity_bytes = usable_memory_bytes(setup.system, m.outside_allocator);
   m.memory_reserve_given = setup.system.device.memory_reserve.has_value();
   m.nccl_nvls = setup.job.stack.nccl_nvls;

@@ -371,8 +371,7 @@ void check(const PlanRequest& request, const TableCache& tables, Checked& c) {
   }
   // After the stages' split: the setup runs the layout it chose.
   const SimulationSetup setup = layout_setup(request, l);
-  const double capacity = usable_memory_bytes(
-      setup.system, outside_allocator(setup.system, setup.model, setup.job, setup.layout));
+  const double capacity = usable_memory_bytes(setup);
   try {
     const auto held = static_memory(*shape->table,
                                     table_work(*shape->table, setup.model, setup.job, setup.layout),
@@ -417,8 +416,7 @@ void lower_and_bound(const PlanRequest& request, const TableCache& tables, Check
   }
   // After the stages' split: the setup runs the layout it chose.
   const SimulationSetup setup = layout_setup(request, l);
-  const double capacity = usable_memory_bytes(
-      setup.system, outside_allocator(setup.system, setup.model, setup.job, setup.layout));
+  const double capacity = usable_memory_bytes(setup);
   LoweringOptions lowering = setup.lowering;
   lowering.inner_transfers = false;  // the bound needs the ops' shortest times, not the flows
   // The runtime that really runs the layout: for the authors' tables resolved with the schedule's

@@ -330,8 +330,7 @@ TuneResult tune(const TuneRequest& request) {
 }
 
 bool over_device_memory(const TuneCandidate& c, const SimulationSetup& setup) {
-  const double capacity = usable_memory_bytes(
-      setup.system, outside_allocator(setup.system, setup.model, setup.job, setup.layout));
+  const double capacity = usable_memory_bytes(setup);
   return capacity > 0 && c.peak_memory_bytes > capacity;
 }
 

@@ -26,6 +26,9 @@ namespace pipetab {
 /// context, NCCL and fragmentation before they were modelled (4 GB of an 80 GB GPU).
 inline constexpr double kDefaultMemoryReserve = 0.05;
 
+/// NCCL_BUFFSIZE's default: 4 MiB (NCCL src/init.cc:812).
+inline constexpr double kNcclBuffsize = 4194304.0;
+
 /// One communicator of a rank: its group and what its buffers hold on the rank's GPU.
 struct CommunicatorBuffers {
   /// The group (CollectiveGroup's names, and "pipeline" for the stages' sends).
@@ -70,9 +73,11 @@ struct OutsideAllocator {
 /// the context (DeviceSpec::context_bytes) and, for each group the run communicates over, its
 /// communicator's buffers as NCCL 2.30.7 sizes them with the system's channel counts
 /// (SystemConfig::nccl). A DeviceSpec::memory_reserve, or a system without [nccl], gives the
-/// flat share instead (kDefaultMemoryReserve when none is set).
+/// flat share instead (kDefaultMemoryReserve when none is set). `nccl_buffsize` is the Simple
+/// protocol's FIFO of each connection (NCCL_BUFFSIZE, LoweringOptions::nccl_buffer_bytes).
 OutsideAllocator outside_allocator(const SystemConfig& system, const ModelConfig& model,
-                                   const Job& job, const Layout& layout);
+                                   const Job& job, const Layout& layout,
+                                   double nccl_buffsize = kNcclBuffsize);
 
 /// The memory a run may use on each device: its memory less what is held outside the allocator.
 double usable_memory_bytes(const SystemConfig& system, const OutsideAllocator& outside);

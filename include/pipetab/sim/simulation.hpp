@@ -150,6 +150,12 @@ struct Simulation {
 Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& setup,
                           std::string_view schedule = {});
 
+/// What each GPU of the setup's run holds outside PyTorch's caching allocator, its NCCL buffers
+/// sized with the run's NCCL_BUFFSIZE (model/outside_allocator.hpp), and the memory left to the
+/// run: the one capacity simulate, compare, plan and tune judge a fit against.
+OutsideAllocator outside_allocator(const SimulationSetup& setup);
+double usable_memory_bytes(const SimulationSetup& setup);
+
 /// The table level's view of offload inside the passes (Job::offload_layers, offload_modules):
 /// the share of its activations a forward keeps once its copies are done, over the table's
 /// stages, 1 − Σ offloaded / Σ held per microbatch (MemoryOptions::kept); 1 without such
