@@ -100,10 +100,11 @@ void communicators(const SystemConfig& system, const TransformerConfig* model, c
   const bool nvls = job.stack.nccl_nvls;
   const bool moe = model != nullptr && model->moe.has_value();
   out.clear();
-  const auto collective = [&](CollectiveGroup kind) {
+  // A group whose collectives run as rings; `large` where they move enough for NCCL to pick NVLS.
+  const auto collective = [&](CollectiveGroup kind, bool large = true) {
     auto c = buffers_of(layout, kind, device, node);
     if (c.ranks <= 1) return;
-    collective_buffers(c, nccl, each, nvls);
+    collective_buffers(c, nccl, each, nvls && large);
     out.push_back(std::move(c));
   };
   // Peers reached by sends, of a group: all of them (an all-to-all), or the two neighbours of a
@@ -136,12 +137,10 @@ void communicators(const SystemConfig& system, const TransformerConfig* model, c
   if (moe && layout.ep > 1) {
     if (job.moe.dispatcher == MoeDispatcher::DeepEp) {
       // DeepEP's Buffer exchanges its IPC handles with dist.all_gather_object over the group
-      // (deep_ep/buffers/legacy.py), which connects the NCCL communicator's rings; its own
-      // buffers carry the tokens.
-      auto c = buffers_of(layout, CollectiveGroup::Expert, device, node);
-      collective_buffers(c, nccl, each, false);
-      c.deepep_bytes = deepep_buffer_bytes(c.ranks, model->hidden);
-      out.push_back(std::move(c));
+      // (deep_ep/buffers/legacy.py), which connects the NCCL communicator's rings (a few bytes:
+      // no NVLS); its own buffers carry the tokens.
+      collective(CollectiveGroup::Expert, false);
+      out.back().deepep_bytes = deepep_buffer_bytes(layout.ep, model->hidden);
     } else {
       // Megatron-Core's alltoall dispatcher: all_to_all_single, NCCL's grouped sends.
       out.push_back(peers(CollectiveGroup::Expert, false));
