@@ -353,9 +353,11 @@ TEST(Moe, AllToAllRunsOnTheGroupsLinks) {
       cost::operator_cost(dispatch, workload(moe_model(16, 4, 128, 8)), system).seconds;
   const double across =
       cost::operator_cost(dispatch, workload(moe_model(16, 4, 128, 16)), system).seconds;
-  EXPECT_DOUBLE_EQ(in_node, system.intra.latency_s +
+  // NCCL's all-to-all at the preset's measured all-to-all latency and rate (LinkSpec::alltoall_*).
+  ASSERT_TRUE(system.intra.alltoall_efficiency.has_value());
+  EXPECT_DOUBLE_EQ(in_node, *system.intra.alltoall_latency_s +
                                 dispatch.collective_bytes * 7 / 8 /
-                                    (system.intra.bandwidth * system.intra.collective_efficiency));
+                                    (system.intra.bandwidth * *system.intra.alltoall_efficiency));
   EXPECT_GT(across, 3 * in_node);  // half the rows over a 50 GB/s NIC instead of NVLink
 }
 

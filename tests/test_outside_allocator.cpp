@@ -56,7 +56,7 @@ TEST(OutsideAllocator, TensorParallelInsideANodeHoldsRingsAndNvls) {
   // NCCL_BUFFSIZE of 8 MiB (--nccl-buffsize): the receiver's FIFOs round up to 14 MiB, 16 a
   // channel with the sender's 2.
   EXPECT_DOUBLE_EQ(
-      outside_allocator(system, c.model, c.job, c.layout, 8 * kMiB).communicators[0].ring_bytes,
+      outside_allocator(system, c.model, c.job, c.layout, {8 * kMiB}).communicators[0].ring_bytes,
       24 * 16 * kMiB);
   // Where the stack sets NCCL_NVLS_ENABLE=0 (Megatron-Bridge's recipes), no NVLS buffers.
   c.job.stack.nccl_nvls = false;
@@ -129,10 +129,10 @@ TEST(OutsideAllocator, TransformerEngineUserbuffersUnderTpCommOverlap) {
 TEST(OutsideAllocator, PipelineNeighboursByNode) {
   const auto system = io::load_system("dgx-h100");
   auto c = run_of("llama3-8b");
-  const auto pipeline = [&](std::int64_t pp, std::int64_t tp) {
+  const auto pipeline = [&](std::int64_t pp, std::int64_t tp, NcclSizes sizes = {}) {
     c.layout.pp = pp;
     c.layout.tp = tp;
-    const auto held = outside_allocator(system, c.model, c.job, c.layout);
+    const auto held = outside_allocator(system, c.model, c.job, c.layout, sizes);
     const auto* p = find(held, "pipeline");
     return p == nullptr ? -1.0 : p->p2p_bytes;
   };
@@ -144,6 +144,11 @@ TEST(OutsideAllocator, PipelineNeighboursByNode) {
   // TP 8: every neighbour on another node; the network's two shared pools, 16 channels × 16
   // steps × 128 KiB each way (net.cc:646).
   EXPECT_DOUBLE_EQ(pipeline(4, 8), 2 * 16 * 16 * 128 * 1024.0);
+  // NCCL_P2P_NET_CHUNKSIZE of 2 MiB (Megatron-Bridge's 70B and 405B pipelines): 16 times the
+  // pools, 1 GiB; the NVLink peers' connections do not change.
+  const NcclSizes bridge{kNcclBuffsize, 2 * kMiB};
+  EXPECT_DOUBLE_EQ(pipeline(4, 8, bridge), 2 * 16 * 16 * 2 * kMiB);
+  EXPECT_DOUBLE_EQ(pipeline(4, 1, bridge), 2 * 32 * kConnection);
 }
 
 TEST(OutsideAllocator, AFlatReserveWhereGivenOrWhereNcclIsNotDescribed) {

@@ -344,6 +344,12 @@ TEST(SystemFile, TheNewConstantsRoundTripAndAreChecked) {
   auto bad = replaced("p2p_efficiency", "0");
   EXPECT_NE(error_of(bad).find("sys.toml:"), std::string::npos) << error_of(bad);
   EXPECT_NE(error_of(bad).find("network.intra.p2p_efficiency"), std::string::npos) << error_of(bad);
+  bad = replaced("alltoall_efficiency", "1.5");
+  EXPECT_NE(error_of(bad).find("network.intra.alltoall_efficiency"), std::string::npos)
+      << error_of(bad);
+  bad = replaced("alltoall_latency_s", "-1e-6");
+  EXPECT_NE(error_of(bad).find("network.intra.alltoall_latency_s"), std::string::npos)
+      << error_of(bad);
   bad = replaced("comm_slowdown", "-1");
   EXPECT_NE(error_of(bad).find("device.comm_slowdown"), std::string::npos) << error_of(bad);
 }

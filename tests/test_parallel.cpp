@@ -221,6 +221,24 @@ TEST(CollectiveRule, DirectAllToAllSplitsByWhereThePeersAre) {
   EXPECT_DOUBLE_EQ(f.remote.latency_s, 10e-6);
   EXPECT_DOUBLE_EQ(collective_seconds(c, kIntra, kInter),
                    std::max(2e-6 + 0.7e6 / (400e9 * 0.8), 10e-6 + 0.8e6 / (50e9 * 0.9)));
+  // With the links' all-to-all figures (LinkSpec::alltoall_*) NCCL's exchange takes their
+  // latencies and rates; DeepEP's dispatch keeps the links' own.
+  LinkSpec intra = kIntra, inter = kInter;
+  intra.alltoall_latency_s = 40e-6;
+  intra.alltoall_efficiency = 0.75;
+  inter.alltoall_latency_s = 300e-6;
+  inter.alltoall_efficiency = 0.9;
+  const auto a2a = collective_flows(c, intra, inter);
+  EXPECT_DOUBLE_EQ(a2a.local.latency_s, 40e-6);
+  EXPECT_DOUBLE_EQ(a2a.remote.latency_s, 300e-6);
+  EXPECT_DOUBLE_EQ(collective_seconds(c, intra, inter),
+                   std::max(40e-6 + 0.7e6 / (400e9 * 0.75), 300e-6 + 0.8e6 / (50e9 * 0.9)));
+  Collective dedup = c;
+  dedup.algorithm = CollectiveAlgorithm::NodeDedup;
+  const auto d = collective_flows(dedup, intra, inter);
+  const auto d_plain = collective_flows(dedup, kIntra, kInter);
+  EXPECT_DOUBLE_EQ(d.local.bytes, d_plain.local.bytes);
+  EXPECT_DOUBLE_EQ(d.remote.latency_s, 10e-6);
 }
 
 // DeepEP over 4 nodes of 8, top-8: a token reaches 4·(1 − (3/4)^8) distinct nodes, 3/4 of them
@@ -616,6 +634,46 @@ TEST(NcclModel, PredictsThePublishedSweepsItWasFittedOn) {
     EXPECT_LE(sum / static_cast<double>(rows.size()), k.mean) << k.file;
     EXPECT_LE(worst, k.max) << k.file;
   }
+}
+
+// NCCL's all-to-all on dgx-h100 as shipped against one H100 cluster's published alltoall_perf
+// sweeps (data/nccl-tests/*-alltoall-xxrjun.csv, 32 MB to 16 GB). The preset's four alltoall_*
+// constants were fitted on the 8-GPU and the 80-GPU sweeps (experiments/nccl-alltoall); the others
+// are held out. The bar is the a100-pcie all-reduce's, 15% at every size, held where nodes are
+// full or half full; at one and two GPUs a node the flat network latency fitted at eight a node
+// overstates the small sizes, which results/nccl-alltoall.md reports.
+TEST(NcclModel, AllToAllFollowsThePublishedH100Sweeps) {
+  const auto s = io::load_system("dgx-h100");
+  const struct {
+    const char* file;
+    std::int64_t ranks, per_node;
+    double max;
+  } cases[] = {{"h100-sxm-8gpu-alltoall-xxrjun", 8, 8, 0.10},
+               {"h100-sxm-80gpu-10node-alltoall-xxrjun", 80, 8, 0.10},
+               {"h100-sxm-4gpu-alltoall-xxrjun", 4, 4, 0.15},
+               {"h100-sxm-40gpu-10node-alltoall-xxrjun", 40, 4, 0.15},
+               {"h100-sxm-16gpu-2node-alltoall-xxrjun", 16, 8, 0.15},
+               {"h100-sxm-20gpu-10node-alltoall-xxrjun", 20, 2, 0.30},
+               {"h100-sxm-10gpu-10node-alltoall-xxrjun", 10, 1, 0.30}};
+  for (const auto& k : cases) {
+    const auto rows = sweep(k.file);
+    ASSERT_GE(rows.size(), 3U) << k.file;
+    for (const auto& [bytes, measured] : rows) {
+      const Collective c{CollectiveKind::AllToAll, Group{k.ranks, k.per_node}, bytes,
+                         CollectiveAlgorithm::Direct};
+      EXPECT_NEAR(collective_seconds(c, s.intra, s.inter) / measured, 1.0, k.max)
+          << k.file << " at " << bytes << " B";
+    }
+  }
+  // Without the figures (the link's latency and ring rate) the 8-GPU sweep's 32 MB point was
+  // priced 35% fast.
+  LinkSpec ring = s.intra;
+  ring.alltoall_latency_s.reset();
+  ring.alltoall_efficiency.reset();
+  const auto first = sweep("h100-sxm-8gpu-alltoall-xxrjun").front();
+  const Collective c{CollectiveKind::AllToAll, Group{8, 8}, first.first,
+                     CollectiveAlgorithm::Direct};
+  EXPECT_LT(collective_seconds(c, ring, s.inter) / first.second, 0.7);
 }
 
 TEST(NcclModel, SmallAllReducesAcrossNodesAreNcclsLlLatency) {

@@ -290,6 +290,7 @@ class PlanOptions(TypedDict, total=False):
     overheads: bool
     optimizer: bool
     nccl_buffsize: float
+    nccl_p2p_net_chunksize: float
     memory_reserve: float
     flop_count: Literal["palm", "causal"]
     collective_scale: float

@@ -38,19 +38,21 @@ struct Connections {
   // receiver keeps the three FIFOs on the GPU and the sender LL128 and Simple (LL in host
   // memory): 10 MiB each after rounding.
   double net = 0.0;
+  // A step of the network's shared send and receive pools (NCCL_P2P_NET_CHUNKSIZE).
+  double net_chunk = 0.0;
 };
 
-constexpr Connections connections(std::int64_t simple) {
+constexpr Connections connections(std::int64_t simple, double net_chunk = kNcclP2pNetChunksize) {
   return {static_cast<double>(round_up(kControlBytes + kLlBytes + kLl128Bytes + simple) +
                               round_up(kControlBytes)),
           static_cast<double>(round_up(kControlBytes + kLlBytes + kLl128Bytes + simple) +
-                              round_up(kControlBytes + kLl128Bytes + simple))};
+                              round_up(kControlBytes + kLl128Bytes + simple)),
+          net_chunk};
 }
 static_assert(connections(4 * kMiB).local == 12 * kMiB && connections(4 * kMiB).net == 20 * kMiB);
 // Sends and receives across nodes share one pool per direction: channels × 16 steps ×
-// NCCL_P2P_NET_CHUNKSIZE, 128 KiB by default (net.cc:646-668, init.cc:818).
+// NCCL_P2P_NET_CHUNKSIZE (NcclSizes::p2p_net_chunksize; net.cc:646-668).
 constexpr double kNetSharedSteps = 16.0;
-constexpr double kNetChunkBytes = 128.0 * 1024;
 // NVLS: per channel two buffers of NCCL_NVLS_CHUNKSIZE × 8 steps (128 KiB × 8 = 1 MiB), one for
 // each head, a head per GPU of the node up to 32 (src/transport/nvls.cc:159-160 and 427-430,
 // src/graph/search.cc:1126-1127, NCCL_MAX_NVLS_ARITY in device.h:213). 256 MiB on 8 H100s.
@@ -81,7 +83,7 @@ void collective_buffers(CommunicatorBuffers& c, const NcclSpec& nccl, const Conn
 double p2p_buffers(const NcclSpec& nccl, const Connections& each, std::int64_t local,
                    std::int64_t remote) {
   double bytes = static_cast<double>(local) * nccl.p2p_channels_per_peer * each.local;
-  if (remote > 0) bytes += 2.0 * nccl.inter_p2p_channels * kNetSharedSteps * kNetChunkBytes;
+  if (remote > 0) bytes += 2.0 * nccl.inter_p2p_channels * kNetSharedSteps * each.net_chunk;
   return bytes;
 }
 
@@ -273,7 +275,7 @@ double te_userbuffer_bytes(std::int64_t tokens, std::int64_t hidden, bool fp8) {
 }
 
 OutsideAllocator outside_allocator(const SystemConfig& system, const ModelConfig& model,
-                                   const Job& job, const Layout& layout, double nccl_buffsize) {
+                                   const Job& job, const Layout& layout, NcclSizes sizes) {
   OutsideAllocator out;
   const DeviceSpec& device = system.device;
   if (device.memory_reserve || !system.nccl.modelled()) {
@@ -284,7 +286,8 @@ OutsideAllocator outside_allocator(const SystemConfig& system, const ModelConfig
   // The fullest device: the first and last stages have one pipeline neighbour fewer, and
   // groups may straddle nodes differently from one stage to the next.
   double most = -1.0;
-  const Connections each = connections(static_cast<std::int64_t>(nccl_buffsize));
+  const Connections each =
+      connections(static_cast<std::int64_t>(sizes.buffsize), sizes.p2p_net_chunksize);
   std::vector<CommunicatorBuffers> held;
   for (std::int64_t d = 0; d < std::max<std::int64_t>(1, layout.pp); ++d) {
     communicators(system, model.transformer(), job, layout, each, d, held);

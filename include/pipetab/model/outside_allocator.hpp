@@ -28,6 +28,18 @@ inline constexpr double kDefaultMemoryReserve = 0.05;
 
 /// NCCL_BUFFSIZE's default: 4 MiB (NCCL src/init.cc:812).
 inline constexpr double kNcclBuffsize = 4194304.0;
+/// NCCL_P2P_NET_CHUNKSIZE's default: 128 KiB (NCCL src/transport/net.cc:646-668, init.cc:818).
+inline constexpr double kNcclP2pNetChunksize = 131072.0;
+
+/// The sizes a run gives NCCL by its environment, which its buffers follow.
+struct NcclSizes {
+  /// NCCL_BUFFSIZE: the Simple protocol's FIFO of each connection
+  /// (LoweringOptions::nccl_buffer_bytes).
+  double buffsize = kNcclBuffsize;
+  /// NCCL_P2P_NET_CHUNKSIZE: a step of the network's shared send and receive pools
+  /// (LoweringOptions::nccl_p2p_net_chunk_bytes).
+  double p2p_net_chunksize = kNcclP2pNetChunksize;
+};
 
 /// One communicator of a rank: its group and what its buffers hold on the rank's GPU.
 struct CommunicatorBuffers {
@@ -73,11 +85,10 @@ struct OutsideAllocator {
 /// the context (DeviceSpec::context_bytes) and, for each group the run communicates over, its
 /// communicator's buffers as NCCL 2.30.7 sizes them with the system's channel counts
 /// (SystemConfig::nccl). A DeviceSpec::memory_reserve, or a system without [nccl], gives the
-/// flat share instead (kDefaultMemoryReserve when none is set). `nccl_buffsize` is the Simple
-/// protocol's FIFO of each connection (NCCL_BUFFSIZE, LoweringOptions::nccl_buffer_bytes).
+/// flat share instead (kDefaultMemoryReserve when none is set). `sizes` are the run's
+/// NCCL_BUFFSIZE and NCCL_P2P_NET_CHUNKSIZE.
 OutsideAllocator outside_allocator(const SystemConfig& system, const ModelConfig& model,
-                                   const Job& job, const Layout& layout,
-                                   double nccl_buffsize = kNcclBuffsize);
+                                   const Job& job, const Layout& layout, NcclSizes sizes = {});
 
 /// The memory a run may use on each device: its memory less what is held outside the allocator.
 double usable_memory_bytes(const SystemConfig& system, const OutsideAllocator& outside);

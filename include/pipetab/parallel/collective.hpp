@@ -39,8 +39,9 @@ enum class CollectiveAlgorithm : std::uint8_t {
   Neighbour,
   /// Every rank sends each peer its part at once (NCCL's all-to-all as grouped send/receive;
   /// bytes = one rank's buffer, its own part included): (per_node − 1)/p of it to the peers on its
-  /// node over the switch and (p − per_node)/p to the others over its NIC, the two at once, one
-  /// latency each.
+  /// node over the switch and (p − per_node)/p to the others over its NIC, the two at once, each
+  /// after the link's all-to-all latency and at its all-to-all share of the bandwidth
+  /// (LinkSpec::alltoall_*: nccl-tests' alltoall_perf).
   Direct,
   /// DeepEP's dispatch (DeepSeek-V3 report §3.2.2; deepseek-ai/DeepEP): as Direct, but a token
   /// crosses the network once per destination node (of `top_k` rows, to at most `node_limit`

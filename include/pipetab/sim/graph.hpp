@@ -138,6 +138,11 @@ struct LoweringOptions {
   /// runtime a pipeline message of at most this many bytes is sent eagerly (its send completes
   /// without its receive); a larger one moves only once its receive is posted.
   double nccl_buffer_bytes = 4194304.0;
+  /// NCCL's chunk for sends and receives across nodes (NCCL_P2P_NET_CHUNKSIZE, 128 KiB by
+  /// default): sizes the network's shared send and receive pools each GPU holds outside the
+  /// caching allocator (model/outside_allocator.hpp). Megatron-Bridge's pipelined Llama 3 70B
+  /// and 405B pretraining recipes set 2 MiB.
+  double nccl_p2p_net_chunk_bytes = 131072.0;
   /// The engine's default is the idealisation, which the invariants of docs/design.md §6 are
   /// stated for; every user-facing default (the CLI, Python, studies, measured-run files, plan)
   /// is Auto, resolved per table (simulate_table, with the schedule's name; lower() alone

@@ -35,6 +35,14 @@ struct LinkSpec {
   /// Unset latency: latency_s.
   std::optional<double> p2p_latency_s{};
   double p2p_efficiency = 1.0;
+  /// NCCL's all-to-all over this link (the Direct algorithm: grouped sends to every peer, as
+  /// Megatron-Core's alltoall dispatcher and Ulysses run it): of the bandwidth what it reaches,
+  /// and what a whole exchange takes beyond its bytes (the intercept of its time against its
+  /// size: NCCL serves each peer's connection in chunks, so an all-to-all pays far more than one
+  /// hop's latency). nccl-tests' alltoall_perf on HGX H100 (data/nccl-tests/*-alltoall-xxrjun.csv,
+  /// experiments/nccl-alltoall). Unset: collective_efficiency and latency_s.
+  std::optional<double> alltoall_efficiency{};
+  std::optional<double> alltoall_latency_s{};
   /// Within a node: the hardware NCCL runs over. Set, the node's ring and tree collectives take
   /// NCCL's own latency model and its protocols (LL, LL128, Simple) by message size
   /// (parallel/collective.hpp); unset (the paper's synthetic systems), a collective is the plain
@@ -53,6 +61,11 @@ struct LinkSpec {
   friend bool operator==(const LinkSpec&, const LinkSpec&) = default;
 
   double p2p_latency() const noexcept { return p2p_latency_s.value_or(latency_s); }
+  double alltoall_latency() const noexcept { return alltoall_latency_s.value_or(latency_s); }
+  /// What an all-to-all reaches of the bandwidth.
+  double alltoall_share() const noexcept {
+    return alltoall_efficiency.value_or(collective_efficiency);
+  }
   /// Bytes per second one point-to-point transfer reaches alone.
   double p2p_bandwidth() const noexcept { return bandwidth * p2p_efficiency; }
   /// This link class with its bandwidth and latencies multiplied (infinite bandwidth stays
@@ -62,6 +75,7 @@ struct LinkSpec {
     link.bandwidth *= bandwidth_scale;
     link.latency_s *= latency_scale;
     if (link.p2p_latency_s) *link.p2p_latency_s *= latency_scale;
+    if (link.alltoall_latency_s) *link.alltoall_latency_s *= latency_scale;
     return link;
   }
 };
