@@ -287,13 +287,14 @@ std::string preset_listing(const std::string& kind, bool json) {
   }
   if (json) return all.dump(2) + "\n";
   out += "\n";
-  out +=
-      wrap(models ? "params: all of them (a mixture's every expert); active: per token (top-k "
-                    "experts and the shared ones), as Megatron-LM counts them; seq: the preset's "
-                    "default --seq-len. --model also takes a Hugging Face id "
-                    "(meta-llama/Llama-3.1-70B), a config.json or a TOML file"
-                  : "mem: per GPU (less --memory-reserve for a run); BF16 TF: dense peak; intra: "
-                    "per GPU and direction inside a node, inter: per GPU between nodes");
+  out += wrap(
+      models ? "params: all of them (a mixture's every expert); active: per token (top-k "
+               "experts and the shared ones), as Megatron-LM counts them; seq: the preset's "
+               "default --seq-len. --model also takes a Hugging Face id "
+               "(meta-llama/Llama-3.1-70B), a config.json or a TOML file"
+             : "mem: per GPU (a run uses it less what the CUDA context and NCCL hold outside the "
+               "caching allocator, or less --memory-reserve); BF16 TF: dense peak; intra: "
+               "per GPU and direction inside a node, inter: per GPU between nodes");
   return out;
 }
 

@@ -231,7 +231,8 @@ std::string to_text(const Comparison& c, bool legend) {
       "that fit. '*' marks a schedule whose place changes between two levels (among the\n"
       "schedules ranked at both). Memory: activation peak of the table in M_a, and the simulated\n"
       "peak per device (weights, gradients, optimizer state and activations; '!' = over the\n"
-      "device's usable memory: its capacity less --memory-reserve).\n";
+      "device's usable memory: its capacity less what the CUDA context and NCCL hold outside\n"
+      "the caching allocator, or less --memory-reserve where one is given).\n";
   return out;
 }
 
