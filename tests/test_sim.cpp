@@ -835,7 +835,7 @@ TEST(Runtime, PyTorchRunsAPairsTransfersOneAtATime) {
   EXPECT_DOUBLE_EQ(shared.result.start[dev1_first + 1], 5.0);
   LoweringOptions pytorch;
   pytorch.runtime = Runtime::PyTorch;
-  pytorch.nccl_buffer_bytes = 0.0;  // every message larger than NCCL's buffer: rendezvous
+  pytorch.nccl.buffsize = 0.0;  // every message larger than NCCL's buffer: rendezvous
   const auto ordered = run(t, model, system, {}, pytorch);
   EXPECT_DOUBLE_EQ(ordered.result.start[dev1_first], 3.0);
   EXPECT_DOUBLE_EQ(ordered.result.start[dev1_first + 1], 6.0);
@@ -852,7 +852,7 @@ TEST(Runtime, PyTorchFollowsAnExplicitCommunicationOrder) {
   // and its receive are posted.
   LoweringOptions pytorch;
   pytorch.runtime = Runtime::PyTorch;
-  pytorch.nccl_buffer_bytes = 0.0;
+  pytorch.nccl.buffsize = 0.0;
   const std::string dev0 = "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n";
   const auto early =
       io::read_pytorch_csv(dev0 + "1RECV_F0,1RECV_F1,1F0,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n", "e");
@@ -918,7 +918,7 @@ TEST(Runtime, PyTorchCrossingOrderIsRefusedWithTheSameMessageByTheReaderAndTheSi
   LoweringOptions pytorch;
   pytorch.runtime = Runtime::PyTorch;
   for (const double buffer : {0.0, kNcclBufferBytes}) {
-    pytorch.nccl_buffer_bytes = buffer;
+    pytorch.nccl.buffsize = buffer;
     try {
       run(t, model, system, {}, pytorch);
       FAIL() << "the crossing order was simulated";
@@ -943,7 +943,7 @@ TEST(Runtime, TorchtitansExampleRunsWhileItsMessagesFitNcclsBuffer) {
   pytorch.runtime = Runtime::PyTorch;
   const auto r = run(t, model, system, {}, pytorch).result;
   EXPECT_GT(r.pipeline_end_s, 0.0);
-  pytorch.nccl_buffer_bytes = 0.5;
+  pytorch.nccl.buffsize = 0.5;
   EXPECT_EQ(param_error([&] { run(t, model, system, {}, pytorch); }),
             "the ranks' lists deadlock (each waits for another): rank 0 waits at 0SEND_F1 "
             "(line 1, action 6 of 43): a send of 1 B is larger than NCCL's 0.5 B buffer, so it "
@@ -968,7 +968,7 @@ TEST(Runtime, PyTorchOrderThatHangsIsReported) {
   // Messages within NCCL's buffer: each send completes without its receive, and the order runs.
   EXPECT_NO_THROW(run(t, model, system, {}, pytorch));
   // Larger ones: named in the file's terms (line, position among the line's actions).
-  pytorch.nccl_buffer_bytes = 0.5;
+  pytorch.nccl.buffsize = 0.5;
   EXPECT_EQ(param_error([&] { run(t, model, system, {}, pytorch); }),
             "the ranks' lists deadlock (each waits for another): rank 0 waits at 0SEND_F1 "
             "(line 1, action 4 of 8): a send of 1 B is larger than NCCL's 0.5 B buffer, so it "

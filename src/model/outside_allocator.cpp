@@ -27,7 +27,8 @@ constexpr std::int64_t round_up(std::int64_t bytes) {
   return (bytes + kGranule - 1) / kGranule * kGranule;
 }
 
-// One connection's buffers each way, for a Simple FIFO of `simple` bytes (NCCL_BUFFSIZE).
+// What NCCL allocates by: one connection's buffers each way, for a Simple FIFO of `simple` bytes
+// (NCCL_BUFFSIZE), and a step of the network's shared pools.
 struct Connections {
   // Over NVLink or PCIe (the P2P transport, src/transport/p2p.cc:407-410 and 486-491) the
   // receiver holds the three FIFOs, 10 MiB, and the sender its control structure, 2 MiB (where

@@ -167,20 +167,18 @@ CollectiveFlows collective_flows(const Collective& c, const LinkSpec& intra,
     }
     case CollectiveAlgorithm::Direct:
     case CollectiveAlgorithm::NodeDedup: {
-      f.local = {c.bytes * (per_node - 1.0) / p, intra.latency_s, 1.0, 0.0, intra.latency_s};
-      f.remote = {c.bytes * (p - per_node) / p, inter.latency_s, 1.0, 0.0, inter.latency_s};
-      if (c.algorithm == CollectiveAlgorithm::Direct) {
-        // NCCL's all-to-all as nccl-tests' alltoall_perf measures it (LinkSpec::alltoall_*): its
-        // intercept as the latency, and its share of the bandwidth as bytes more to move at the
-        // collective rate every consumer prices (as NVLS does below). DeepEP keeps the link's
-        // collective rate and latency, which its published bandwidths match (docs/simulation.md).
-        const auto as_alltoall = [&](CollectiveFlow& flow, const LinkSpec& link) {
-          flow.latency_s = flow.step_latency_s = link.alltoall_latency();
-          flow.bytes *= link.collective_efficiency / link.alltoall_share();
-        };
-        as_alltoall(f.local, intra);
-        as_alltoall(f.remote, inter);
-      }
+      // NCCL's all-to-all as nccl-tests' alltoall_perf measures it (LinkSpec::alltoall_*): its
+      // intercept as the latency, and its share of the bandwidth as bytes more to move at the
+      // collective rate every consumer prices (as NVLS does below). DeepEP keeps the link's
+      // collective rate and latency, which its published bandwidths match (docs/simulation.md).
+      const bool nccl = c.algorithm == CollectiveAlgorithm::Direct;
+      const auto flow = [&](double bytes, const LinkSpec& link) -> CollectiveFlow {
+        const double latency = nccl ? link.alltoall_latency() : link.latency_s;
+        const double slower = nccl ? link.collective_efficiency / link.alltoall_share() : 1.0;
+        return {bytes * slower, latency, 1.0, 0.0, latency};
+      };
+      f.local = flow(c.bytes * (per_node - 1.0) / p, intra);
+      f.remote = flow(c.bytes * (p - per_node) / p, inter);
       const double nodes = p / per_node;
       if (c.algorithm == CollectiveAlgorithm::NodeDedup) {
         // DeepEP sends a token once to each GPU that holds any of its experts, not once per

@@ -216,7 +216,7 @@ void Lowering::pytorch_order() {
   if (!own && known_order_ == nullptr) derived = pytorch_send_recv(t_);
   const CommOrder& order = own ? t_.comms : known_order_ ? known_order_->order : derived;
   SendSizes sizes;
-  sizes.buffer_bytes = options_.nccl_buffer_bytes;
+  sizes.buffer_bytes = options_.nccl.buffsize;
   sizes.bytes = [this](const CommAction& c) {
     const auto transfer = c.kind == CommKind::SendF ? activation_in_[key(c.microbatch, c.stage + 1)]
                                                     : gradient_in_[key(c.microbatch, c.stage - 1)];
@@ -264,7 +264,7 @@ double Lowering::transfer_bytes(std::int32_t transfer) const {
   return g_.bytes[static_cast<std::size_t>(transfer - g_.compute_nodes)];
 }
 bool Lowering::eager(std::int32_t transfer) const {
-  return transfer_bytes(transfer) <= options_.nccl_buffer_bytes;
+  return transfer_bytes(transfer) <= options_.nccl.buffsize;
 }
 
 void Lowering::post(std::int32_t device, const CommAction& c, std::int32_t last_compute,

@@ -86,9 +86,7 @@ void host_memory(const Simulation& s, const SimulationSetup& setup, SimulationMe
 }  // namespace
 
 OutsideAllocator outside_allocator(const SimulationSetup& setup) {
-  return outside_allocator(
-      setup.system, setup.model, setup.job, setup.layout,
-      {setup.lowering.nccl_buffer_bytes, setup.lowering.nccl_p2p_net_chunk_bytes});
+  return outside_allocator(setup.system, setup.model, setup.job, setup.layout, setup.lowering.nccl);
 }
 
 double usable_memory_bytes(const SimulationSetup& setup) {

@@ -31,13 +31,13 @@ inline constexpr double kNcclBuffsize = 4194304.0;
 /// NCCL_P2P_NET_CHUNKSIZE's default: 128 KiB (NCCL src/transport/net.cc:646-668, init.cc:818).
 inline constexpr double kNcclP2pNetChunksize = 131072.0;
 
-/// The sizes a run gives NCCL by its environment, which its buffers follow.
+/// The sizes a run gives NCCL by its environment, which its buffers follow
+/// (LoweringOptions::nccl; --nccl-buffsize, --nccl-p2p-net-chunksize).
 struct NcclSizes {
-  /// NCCL_BUFFSIZE: the Simple protocol's FIFO of each connection
-  /// (LoweringOptions::nccl_buffer_bytes).
+  /// NCCL_BUFFSIZE: the Simple protocol's FIFO of each connection.
   double buffsize = kNcclBuffsize;
-  /// NCCL_P2P_NET_CHUNKSIZE: a step of the network's shared send and receive pools
-  /// (LoweringOptions::nccl_p2p_net_chunk_bytes).
+  /// NCCL_P2P_NET_CHUNKSIZE: a step of the network's shared send and receive pools (2 MiB in
+  /// Megatron-Bridge's pipelined Llama 3 70B and 3.1 405B pretraining).
   double p2p_net_chunksize = kNcclP2pNetChunksize;
 };
 

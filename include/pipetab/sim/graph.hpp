@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pipetab/cost/stage_cost.hpp"
+#include "pipetab/model/outside_allocator.hpp"
 #include "pipetab/model/workload.hpp"
 #include "pipetab/system/system.hpp"
 #include "pipetab/table/comm_order.hpp"
@@ -134,15 +135,12 @@ struct LoweringOptions {
   /// sensitivity studies of the gradient traffic, e.g. 0.7 for a compressed or partly overlapped
   /// all-reduce. Must be finite and positive.
   double collective_scale = 1.0;
-  /// NCCL's buffer for one pair of ranks (NCCL_BUFFSIZE, 4 MiB by default). Under the PyTorch
-  /// runtime a pipeline message of at most this many bytes is sent eagerly (its send completes
-  /// without its receive); a larger one moves only once its receive is posted.
-  double nccl_buffer_bytes = 4194304.0;
-  /// NCCL's chunk for sends and receives across nodes (NCCL_P2P_NET_CHUNKSIZE, 128 KiB by
-  /// default): sizes the network's shared send and receive pools each GPU holds outside the
-  /// caching allocator (model/outside_allocator.hpp). Megatron-Bridge's pipelined Llama 3 70B
-  /// and 405B pretraining recipes set 2 MiB.
-  double nccl_p2p_net_chunk_bytes = 131072.0;
+  /// The run's NCCL_BUFFSIZE and NCCL_P2P_NET_CHUNKSIZE, which size the buffers each GPU holds
+  /// outside the caching allocator (model/outside_allocator.hpp). NCCL_BUFFSIZE is also NCCL's
+  /// buffer for one pair of ranks: under the PyTorch runtime a pipeline message of at most that
+  /// many bytes is sent eagerly (its send completes without its receive); a larger one moves only
+  /// once its receive is posted.
+  NcclSizes nccl;
   /// The engine's default is the idealisation, which the invariants of docs/design.md §6 are
   /// stated for; every user-facing default (the CLI, Python, studies, measured-run files, plan)
   /// is Auto, resolved per table (simulate_table, with the schedule's name; lower() alone
