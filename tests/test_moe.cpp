@@ -325,15 +325,15 @@ TEST(Moe, AllToAllTimesByHand) {
   // Imbalanced: the busiest receiver's rows, twice the bytes, twice the wire time.
   a.bytes = 2 * bytes;
   EXPECT_DOUBLE_EQ(collective_seconds(a, intra, inter), 5e-6 + 2 * bytes * 24 / 32 / (50e9 * 0.9));
-  // DeepEP: once per destination node. Four nodes, k = 8: 4(1 − (3/4)^8) = 3.60 distinct nodes
-  // per token, 3/4 of them remote; a node limit of 2 bounds it to 2.
+  // DeepEP: once per destination node, its own included. Four nodes, k = 8: 4(1 − (3/4)^8) =
+  // 3.60 distinct nodes per token; a node limit of 2 bounds it to 2.
   a.bytes = bytes;
   a.algorithm = CollectiveAlgorithm::NodeDedup;
   const double distinct = 4 * (1 - std::pow(0.75, 8));
   EXPECT_DOUBLE_EQ(collective_seconds(a, intra, inter),
-                   5e-6 + bytes / 8 * distinct * 0.75 / (50e9 * 0.9));
+                   5e-6 + bytes / 8 * distinct / (50e9 * 0.9));
   a.node_limit = 2;
-  EXPECT_DOUBLE_EQ(collective_seconds(a, intra, inter), 5e-6 + bytes / 8 * 2 * 0.75 / (50e9 * 0.9));
+  EXPECT_DOUBLE_EQ(collective_seconds(a, intra, inter), 5e-6 + bytes / 8 * 2 / (50e9 * 0.9));
   // One rank: nothing moves.
   a.group.ranks = 1;
   EXPECT_EQ(collective_seconds(a, intra, inter), 0.0);

@@ -193,11 +193,18 @@ CollectiveFlows collective_flows(const Collective& c, const LinkSpec& intra,
         const double per_gpu = c.bytes / k * reach * (1.0 - std::pow(1.0 - 1.0 / reach, k));
         f.local.bytes = per_gpu * (per_node - 1.0) / per_node;
         if (nodes > 1.0) {
-          // And the network once per destination node: nodes·(1 − (1 − 1/nodes)^k) distinct
-          // nodes per token, at most node_limit, of which (nodes − 1)/nodes remote.
+          // And its RDMA pipeline once per destination node, its own node included:
+          // nodes·(1 − (1 − 1/nodes)^k) distinct nodes per token, at most node_limit. DeepEP's
+          // and HybridEP's published internode bandwidths count those bytes (DeepEP
+          // tests/test_internode.py num_rdma_token_sent, which deepseek-ai/DeepEP#51 and #285
+          // confirm includes the own node; HybridEP tests/utils.py
+          // count_rdma_send_from_routing_map, "to align with DeepEP"), and at those bytes the
+          // kernels reach about the NIC's rate at every EP size: 43, 58, 51 GB/s at EP 16, 32,
+          // 64 on H800, HybridEP's 41-54 on H100 at 16 SMs. Counted over the remote nodes alone
+          // they would reach 21.5 to 45 GB/s, half the NIC at two nodes (docs/simulation.md).
           double distinct = nodes * (1.0 - std::pow(1.0 - 1.0 / nodes, k));
           if (c.node_limit > 0.0) distinct = std::min(distinct, c.node_limit);
-          f.remote.bytes = c.bytes / k * distinct * (nodes - 1.0) / nodes;
+          f.remote.bytes = c.bytes / k * distinct;
         }
       }
       f.local.step_bytes = f.local.bytes;
