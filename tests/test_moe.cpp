@@ -156,6 +156,92 @@ TEST(Moe, RowsPerExpertFollowTheLayout) {
   }
 }
 
+// The host's side of a MoE layer, by hand (cost::sync_seconds): a synchronisation ends the host's
+// lead, so each stretch from one to the next lasts the longer of its device time plus the first
+// kernel's issue and the host's time to issue it.
+TEST(Moe, AHostSynchronisationEndsTheHostsLead) {
+  using cost::IssuedOp;
+  // No synchronisation: nothing on top (the pass-wide bound prices the host).
+  const IssuedOp none[] = {{1.0, 3.0, 0.5, false}, {1.0, 0.1, 0.1, false}};
+  EXPECT_EQ(cost::sync_seconds(none), 0.0);
+  // One: the stretch runs from it round to it again (the ops before it are the next layer's
+  // head): device 0.5 + 1 + 1, host 2 + 0.1 + 0.1, the device first waits 0.2 for B's first kernel.
+  IssuedOp one[] = {{1.0, 0.1, 0.1, false}, {0.5, 2.0, 0.2, true}, {1.0, 0.1, 0.1, false}};
+  EXPECT_NEAR(cost::sync_seconds(one), 0.2, 1e-12);
+  one[1].host_s = 5.0;  // host-bound: 5.2 of host against 2.5 of device
+  EXPECT_NEAR(cost::sync_seconds(one), 5.2 - 2.5, 1e-12);
+  // Two: A..B (device 3, host 3.1, lead 0.5) and C..D (device 1, host 2.2, lead 0.2): 3.5 + 2.2,
+  // where without them the host's lead would carry over: max(4, 5.4).
+  const IssuedOp two[] = {
+      {1.0, 3.0, 0.5, true}, {2.0, 0.1, 0.1, false}, {0.5, 0.2, 0.2, true}, {0.5, 2.0, 0.1, false}};
+  EXPECT_NEAR(cost::sync_seconds(two), 3.5 + 2.2 - 4.0, 1e-12);
+}
+
+// Every dispatcher makes the host wait before the forward's dispatch (Megatron-Core's
+// cuda_sync_point, DeepEP's busy-wait, HybridEP's stream synchronisation); the backward reuses
+// the counts, and a recomputed MoE layer waits again. A pass's cost carries the wait: with it
+// the forward takes what its stretch takes, without a wait (CUDA graphs) its kernels' time.
+TEST(Moe, TheDispatchSynchronisesTheHostOncePerForward) {
+  const auto waits = [](const std::vector<Operator>& ops) {
+    return std::count_if(ops.begin(), ops.end(), [](const Operator& op) { return op.host_sync; });
+  };
+  for (const auto dispatcher : {MoeDispatcher::AllToAll, MoeDispatcher::DeepEp}) {
+    auto m = moe_model(16, 4, 128, 4);
+    m.job.moe.dispatcher = dispatcher;
+    const auto ops = model_operators(workload(m));
+    EXPECT_EQ(waits(ops.moe_layer.forward), 1);
+    EXPECT_TRUE(find_op(ops.moe_layer.forward, "moe.dispatch")->host_sync);
+    EXPECT_EQ(waits(ops.moe_layer.input_grad), 0);
+    EXPECT_EQ(waits(ops.layer.forward), 0);
+    m.job.moe.recompute = MoeRecompute::Mlp;
+    EXPECT_EQ(waits(model_operators(workload(m)).moe_layer.input_grad), 1);
+  }
+  EXPECT_EQ(waits(model_operators(workload(moe_model(16, 4, 128, 1))).moe_layer.forward), 0);
+
+  auto s = moe_setup(Layout{});
+  s.layout.ep = 4;
+  s.layout.dp = 4;
+  const std::vector<StageWork> work = test::stage_work({s.model, s.job, s.layout}, {{4}}, 1);
+  const auto with = cost::stage_costs(s.model, s.job, s.layout, work, s.system)[0];
+  EXPECT_GT(with.forward.sync_s, 4 * s.system.device.host_launch_s);  // 4 layers, a wait each
+  EXPECT_EQ(with.input_grad.sync_s, 0.0);
+  EXPECT_GE(cost::host_bound_seconds(with.forward, s.system.device, s.job.stack),
+            with.forward.seconds + with.forward.sync_s);
+  s.job.stack.cuda_graphs = true;
+  const auto graphs = cost::stage_costs(s.model, s.job, s.layout, work, s.system)[0];
+  EXPECT_EQ(graphs.forward.sync_s, 0.0);
+  EXPECT_EQ(cost::host_bound_seconds(graphs.forward, s.system.device, s.job.stack),
+            graphs.forward.seconds);
+}
+
+// Transformer Engine's GroupedLinear launches a GEMM per local expert over up to four streams
+// (an event first, then a record and two waits per stream), and its FP8 current scaling
+// quantises each expert's rows in four kernels: launches from inside one call. Eager stacks
+// and delayed scaling's fused cast launch none.
+TEST(Moe, GroupedGemmsLaunchAKernelPerExpert) {
+  for (const std::int64_t ep : {1, 4, 16}) {
+    auto m = moe_model(16, 4, 128, ep);
+    m.job.precision = Precision::FP8;
+    const std::int32_t local = static_cast<std::int32_t>(16 / ep);
+    const auto ops = model_operators(workload(m));
+    const std::int32_t gemms = (local - 1) + 1 + 3 * std::min(local, 4);  // GEMMs, events
+    EXPECT_EQ(find_op(ops.moe_layer.forward, "experts.fc1")->inner_launches, gemms) << ep;
+    EXPECT_EQ(find_op(ops.moe_layer.weight_grad, "experts.fc2.weight_grad")->inner_launches, gemms);
+    EXPECT_EQ(find_op(ops.moe_layer.forward, "experts.fc2.quantize")->inner_launches,
+              4 * local - 1);
+    EXPECT_EQ(find_op(ops.moe_layer.input_grad, "experts.fc1.quantize_grad")->inner_launches,
+              4 * local - 1);
+    EXPECT_EQ(find_op(ops.layer.forward, "fc1")->inner_launches, 0);  // a dense linear: one GEMM
+    m.job.fp8_recipe = Fp8Recipe::Delayed;
+    EXPECT_EQ(find_op(model_operators(workload(m)).moe_layer.forward, "experts.fc2.quantize")
+                  ->inner_launches,
+              0);
+    m.job.stack.fused_elementwise = false;
+    EXPECT_EQ(
+        find_op(model_operators(workload(m)).moe_layer.forward, "experts.fc1")->inner_launches, 0);
+  }
+}
+
 TEST(Moe, AllToAllBytesAreTheBusiestRanksRows) {
   // T = 256 tokens, k = 4, h = 256, bf16: 1,024 rows of 512 bytes; × the imbalance; the FP8
   // dispatch 1 + 4/128 bytes per value, its backward and the combine in 16 bits.
@@ -330,8 +416,7 @@ TEST(Moe, AllToAllTimesByHand) {
   a.bytes = bytes;
   a.algorithm = CollectiveAlgorithm::NodeDedup;
   const double distinct = 4 * (1 - std::pow(0.75, 8));
-  EXPECT_DOUBLE_EQ(collective_seconds(a, intra, inter),
-                   5e-6 + bytes / 8 * distinct / (50e9 * 0.9));
+  EXPECT_DOUBLE_EQ(collective_seconds(a, intra, inter), 5e-6 + bytes / 8 * distinct / (50e9 * 0.9));
   a.node_limit = 2;
   EXPECT_DOUBLE_EQ(collective_seconds(a, intra, inter), 5e-6 + bytes / 8 * 2 / (50e9 * 0.9));
   // One rank: nothing moves.

@@ -692,18 +692,19 @@ TEST(DeepEpModel, InternodeRatesFollowThePublishedFigures) {
     double node_limit, bytes_per_value, published_gb_s;
   };
   const double fp8 = 1.0 + 4.0 / 128.0;
-  const Case cases[] = {
-      {"h800", 16, 4, fp8, 43}, {"h800", 32, 4, fp8, 58}, {"h800", 64, 4, fp8, 51},  // dispatch
-      {"h800", 16, 4, 2, 43},   {"h800", 32, 4, 2, 57},   {"h800", 64, 4, 2, 50},    // combine
-      {"dgx-h100", 16, 0, 2, 54.47}, {"dgx-h100", 32, 0, 2, 47.36},
-      {"dgx-h100", 64, 0, 2, 41.24},  // dispatch
-      {"dgx-h100", 16, 0, 2, 53.35}, {"dgx-h100", 32, 0, 2, 52.53},
-      {"dgx-h100", 64, 0, 2, 46.57}};  // combine
+  const Case cases[] = {{"h800", 16, 4, fp8, 43},      {"h800", 32, 4, fp8, 58},
+                        {"h800", 64, 4, fp8, 51},  // dispatch
+                        {"h800", 16, 4, 2, 43},        {"h800", 32, 4, 2, 57},
+                        {"h800", 64, 4, 2, 50},  // combine
+                        {"dgx-h100", 16, 0, 2, 54.47}, {"dgx-h100", 32, 0, 2, 47.36},
+                        {"dgx-h100", 64, 0, 2, 41.24},  // dispatch
+                        {"dgx-h100", 16, 0, 2, 53.35}, {"dgx-h100", 32, 0, 2, 52.53},
+                        {"dgx-h100", 64, 0, 2, 46.57}};  // combine
   const double tokens = 4096, hidden = 7168, k = 8;
   for (const auto& x : cases) {
     const auto s = io::load_system(x.system);
-    Collective c{CollectiveKind::AllToAll, Group{x.ranks, 8}, tokens * k * hidden * x.bytes_per_value,
-                 CollectiveAlgorithm::NodeDedup};
+    Collective c{CollectiveKind::AllToAll, Group{x.ranks, 8},
+                 tokens * k * hidden * x.bytes_per_value, CollectiveAlgorithm::NodeDedup};
     c.top_k = k;
     c.node_limit = x.node_limit;
     const double nodes = static_cast<double>(x.ranks) / 8.0;

@@ -150,12 +150,14 @@ nlohmann::json to_json(const Breakdown& b) {
                     {"bytes", r.op.bytes},
                     {"collective_bytes", r.op.collective_bytes},
                     {"kernels", r.op.kernels},
+                    {"inner_launches", r.op.inner_launches},
+                    {"host_sync", r.op.host_sync},
                     {"efficiency", r.cost.efficiency},
                     {"memory_bound", r.cost.memory_bound},
                     {"seconds", r.cost.seconds}});
   }
   const auto pass = [](const PassCost& c) {
-    return nlohmann::json{{"seconds", c.seconds}, {"tp_comm_s", c.tp_comm_s}};
+    return nlohmann::json{{"seconds", c.seconds}, {"tp_comm_s", c.tp_comm_s}, {"sync_s", c.sync_s}};
   };
   const auto stage = [&](const StageCost& c) {
     return nlohmann::json{{"forward", pass(c.forward)},

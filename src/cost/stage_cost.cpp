@@ -275,6 +275,7 @@ PassCost pass_cost(const PassOperators& ops, const Timed& t, std::initializer_li
     for (std::size_t k = 0; k < list.size(); ++k) {
       const Operator& op = list[k];
       c.kernels += op.kernels;
+      c.launches += op.inner_launches;
       if (is_flow(op, flows)) continue;
       const double s = op_seconds(ops, t, id, k, set, overlap);
       if (op.kind == OperatorKind::Collective) {
@@ -365,6 +366,34 @@ void add(PassCost& into, const PassCost& part, double times) {
   into.tp_comm_s += times * part.tp_comm_s;
   into.expert_comm_s += times * part.expert_comm_s;
   into.kernels += times * part.kernels;
+  into.launches += times * part.launches;
+  into.sync_s += times * part.sync_s;
+  into.synced_host_s += times * part.synced_host_s;
+}
+
+// A layer's pass whose host synchronises: its stretches between synchronisations priced by
+// sync_seconds, which weigh the host's time to issue them against the device's with the
+// exchanges priced in; the pass-wide bound leaves that host time out (synced_host_s). A hybrid
+// model's MoE block is its own stretch: the blocks between two of its dispatches are other
+// kinds, whose host time stays in the pass-wide bound.
+void synchronise(PassCost& pass, const PassOperators& ops, const Timed& t,
+                 std::initializer_list<PassId> set, Overlap overlap, const DeviceSpec& device) {
+  std::vector<IssuedOp> issued;
+  bool any = false;
+  for (const auto id : set) {
+    const auto& list = ops.pass(id);
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      const Operator& op = list[k];
+      issued.push_back({op_seconds(ops, t, id, k, set, overlap),
+                        op.kernels * device.host_launch_s + op.inner_launches * kInnerLaunchS,
+                        op.kernels > 0 ? device.host_launch_s : kInnerLaunchS, op.host_sync});
+      any = any || op.host_sync;
+    }
+  }
+  if (!any) return;
+  pass.sync_s = sync_seconds(issued);
+  for (const IssuedOp& op : issued)
+    pass.synced_host_s += op.host_s;
 }
 
 void add(StageCost& into, const StageCost& part, double times) {
@@ -402,6 +431,12 @@ std::vector<StageCost> stage_costs(const ModelConfig& model, const Job& job, con
                               std::shared_ptr<const LayerPasses>& programs) {
     const Timed t = timed(o, run, system);
     cost = stage_cost_of(o, t, overlap, flows);
+    if (!job.stack.cuda_graphs) {
+      synchronise(cost.forward, o, t, {PassId::Forward}, overlap, system.device);
+      synchronise(cost.input_grad, o, t, {PassId::InputGrad}, overlap, system.device);
+      synchronise(cost.backward, o, t, {PassId::InputGrad, PassId::WeightGrad}, overlap,
+                  system.device);
+    }
     if (!flows) return;
     LayerPasses p{
         layer_program(o, t, {PassId::Forward}, overlap, run, system),
@@ -468,9 +503,37 @@ double LayerProgram::compute_s() const {
   return total;
 }
 
+PassCost& PassCost::operator+=(const PassCost& other) {
+  add(*this, other, 1.0);
+  return *this;
+}
+
 double host_bound_seconds(const PassCost& pass, const DeviceSpec& device, const Stack& stack) {
   if (stack.cuda_graphs) return pass.seconds;
-  return std::max(pass.seconds, pass.kernels * device.host_launch_s);
+  return std::max(
+      pass.seconds + pass.sync_s,
+      pass.kernels * device.host_launch_s + pass.launches * kInnerLaunchS - pass.synced_host_s);
+}
+
+double sync_seconds(std::span<const IssuedOp> ops) {
+  const auto first =
+      std::find_if(ops.begin(), ops.end(), [](const IssuedOp& op) { return op.sync; });
+  if (first == ops.end()) return 0.0;
+  // From the first synchronisation round to it again.
+  const auto start = static_cast<std::size_t>(first - ops.begin());
+  double total = 0.0, all = 0.0, device = 0.0, host = 0.0, lead = 0.0;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const IssuedOp& op = ops[(start + i) % ops.size()];
+    if (op.sync) {
+      total += std::max(device + lead, host);
+      device = host = 0.0;
+      lead = op.first_s;
+    }
+    device += op.device_s;
+    host += op.host_s;
+    all += op.device_s;
+  }
+  return total + std::max(device + lead, host) - all;
 }
 
 double optimizer_step_seconds(double bytes, const DeviceSpec& device) {

@@ -2,6 +2,7 @@
 // the embedding and the output; moe.cpp: the mixture-of-experts MLP). Internal to model/.
 #pragma once
 
+#include <algorithm>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -64,17 +65,26 @@ class Builder {
           gemm_operator(name, {m, n, k, batch}, 1.0).bytes + m * n * batch * (d_.e - 1);
   }
 
-  // The experts' linear and weight-gradient GEMM over their `experts` local groups, one kernel.
+  // The experts' linear and weight-gradient GEMM over their `experts` local groups, priced as one
+  // kernel. Transformer Engine's GroupedLinear (the fused stacks') launches one cuBLAS GEMM per
+  // expert over four side streams, an event recorded before and two synchronisations per stream
+  // used around them (transformer_engine/common/gemm/cublaslt_gemm.cu, multi-stream GEMM, TE
+  // v2.12-v2.14), and its FP8 current scaling quantises each expert's rows apart, four kernels each
+  // (zero the amax, the amax, the scale, the cast: split_quantize, csrc/extensions/cast.cpp; only
+  // delayed scaling has a fused multi-tensor cast): launches from inside one call.
   void grouped_linear(std::string_view name, std::string_view quantize, double m, double n,
                       double k, bool weight_in_forward, double experts) {
+    const std::size_t at = ops().size();
     linear(name, quantize, m, n, k, weight_in_forward, experts);
     ops().back().gemm.grouped = true;
+    grouped_launches(at, experts);
   }
   void grouped_weight_gemm(std::string_view name, std::string_view accumulate, double m, double n,
                            double k, double experts) {
     const std::size_t at = ops().size();  // the GEMM, before its accumulation's kernel
     weight_gemm(name, accumulate, m, n, k, experts);
     ops()[at].gemm.grouped = true;
+    grouped_launches(at, experts);
   }
 
   // A weight-gradient GEMM dW[m×n] = Xᵀ[m×k]·dY[k×n]. Megatron-LM adds each microbatch's
@@ -176,12 +186,12 @@ class Builder {
   // A mixture-of-experts layer's exchange of tokens: an all-to-all over the expert-parallel
   // group (`bytes`: the rows the busiest rank receives, its own included), or an all-gather or
   // reduce-scatter of the dispatched rows over the expert-tensor-parallel group. Runs beside
-  // `hidden_by` of this pass ("": exposed). No-op when the group has one rank.
-  void expert_exchange(std::string_view name, CollectiveGroup group, CollectiveKind kind,
-                       double bytes, std::string_view hidden_by) {
+  // `hidden_by` of this pass ("": exposed). No-op (null) when the group has one rank.
+  Operator* expert_exchange(std::string_view name, CollectiveGroup group, CollectiveKind kind,
+                            double bytes, std::string_view hidden_by) {
     const auto ranks = group == CollectiveGroup::Expert ? run_.layout.ep : run_.layout.etp;
-    if (ranks <= 1) return;
-    push_collective(name, group, kind, bytes, pass_, hidden_by);
+    if (ranks <= 1) return nullptr;
+    return &push_collective(name, group, kind, bytes, pass_, hidden_by);
   }
 
   // The alltoall dispatcher's token counts: every rank's count per expert, all-gathered over the
@@ -204,6 +214,23 @@ class Builder {
   }
 
  private:
+  // The launches inside a grouped GEMM (from `at`: its quantisation, if any, then the GEMM) over
+  // `experts` groups on a fused stack (Transformer Engine's GroupedLinear; see grouped_linear).
+  void grouped_launches(std::size_t at, double experts) {
+    if (!run_.job.stack.fused_elementwise) return;
+    const auto n = static_cast<std::int32_t>(experts);
+    const std::int32_t streams = std::min(n, 4);
+    for (std::size_t i = at; i < ops().size(); ++i) {
+      Operator& op = ops()[i];
+      if (op.kind == OperatorKind::Gemm) {
+        op.inner_launches = n + 3 * streams;  // n − 1 more GEMMs, an event, 3 a stream
+      } else if (run_.job.fp8_recipe == Fp8Recipe::Tensorwise &&
+                 op.name.find("quantize") != std::string_view::npos) {
+        op.inner_launches = 4 * n - 1;
+      }
+    }
+  }
+
   // How a collective over `group` moves its bytes (parallel/collective.hpp): NCCL's ring for
   // tensor parallelism and the experts' tensor parallelism; for context parallelism Transformer
   // Engine's point-to-point ring (ring), NCCL's all-gather (allgather) or all-to-all (a2a,

@@ -73,9 +73,30 @@ std::int32_t activation_kernels(const Workload& run, bool backward) {
 
 // Router: logits [tokens × E], the score function, top-k and the auxiliary loss's statistics:
 // the logits written and read in 16 bits, the probabilities in fp32 written and read (Megatron's
-// fused router kernels; an estimate of their traffic, three kernels).
+// fused router kernels; an estimate of their traffic). Six kernels each way with
+// --moe-router-fusion: the fused top-k with its score function, and the auxiliary loss (its
+// scores, the routing map's sum, the loss, two updates of its tracker; backward the loss's,
+// the scores', two scalings and the merge), Megatron-Core's default aux_loss balancing
+// (router.py, moe_utils.py @b0cc270; TE router.py's one kernel per fused op).
 double router_bytes(const Dims& d, const MoeSizes& s) {
   return (d.e + 8) * s.tokens * s.experts;
+}
+constexpr std::int32_t kRouterKernels = 6;
+
+// Kernels of Transformer Engine's fused permutation (moe_permute_fusion, triton/permutation.py
+// @TE v2.12): the row-id map in three, the permute in one; the unpermute one. Eager: one each.
+std::int32_t permute_kernels(const Workload& run) {
+  return run.job.stack.fused_elementwise ? 4 : 1;
+}
+
+// What the host issues for a dispatch, as framework calls: NCCL's all-to-all of the tokens and of
+// their probabilities (Megatron-Core token_dispatcher.py, MoEAlltoAllTokenDispatcher); DeepEP's
+// layout, count exchange and dispatch kernels and the probabilities' cast, then Megatron-Core's
+// conversion of the received indices to a multi-hot map (_indices_to_multihot without
+// ENABLE_EXPERIMENTAL: twelve element-wise kernels; its three implicit synchronisations, right
+// after the dispatch, are not priced).
+std::int32_t dispatch_kernels(const Workload& run) {
+  return run.job.moe.dispatcher == MoeDispatcher::DeepEp ? 4 + 12 : 2;
 }
 
 // Permutation: each token's hidden state read once and written once per chosen expert, with
@@ -125,23 +146,38 @@ void shared_input_grad(Builder& i, const Workload& run, const Dims& d, const Lay
 void moe_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z) {
   const MoeSizes s = moe_sizes(run, d, z);
   f.gemm("router", s.tokens, s.experts, d.h);
-  f.memory("router.topk", router_bytes(d, s), 3);
-  f.memory("moe.permute", permute_bytes(run, d, s));
+  f.memory("router.topk", router_bytes(d, s), kRouterKernels);
+  f.memory("moe.permute", permute_bytes(run, d, s), permute_kernels(run));
   // The alltoall dispatcher's preprocessing (Megatron-Core token_dispatcher.py,
   // MoEAlltoAllTokenDispatcher.preprocess @60e0396): each rank's token count per expert, int64,
   // all-gathered (gather_from_sequence_parallel_region over the TP × EP ranks, priced over the
-  // EP ranks) for the all-to-all's splits, which wait for it. DeepEP exchanges its counts inside
-  // its dispatch kernel (notify_dispatch). The host synchronisation that follows (the splits
-  // copied to the host) is not priced: docs/simulation.md, "The MoE layer, piece by piece".
-  if (run.job.moe.dispatcher == MoeDispatcher::AllToAll)
+  // EP ranks) for the all-to-all's splits, which wait for it; around it six small kernels (the
+  // counts' sums, a contiguous copy) and the four copies of the splits to the host (@b0cc270,
+  // lines 511-560 and 862-895): eleven calls. DeepEP exchanges its counts inside its dispatch
+  // kernel (notify_dispatch).
+  if (run.job.moe.dispatcher == MoeDispatcher::AllToAll && run.layout.ep > 1) {
     f.token_counts("moe.token_counts", 8.0 * s.experts * static_cast<double>(run.layout.ep));
+    f.ops().back().kernels = 11;
+  }
   // Megatron-Core's --moe-shared-expert-overlap: the shared experts' fc1 under the dispatch, fc2
-  // under the combine.
-  f.expert_exchange("moe.dispatch", CollectiveGroup::Expert, CollectiveKind::AllToAll,
-                    s.rows * d.h * s.dispatch_e, s.overlap ? "shared_expert.fc1" : "");
+  // under the combine. Before the dispatch the host waits for the device, once per layer's
+  // forward with every dispatcher (dropless): the alltoall dispatcher's d2h_event.synchronize()
+  // at cuda_sync_point before_ep_alltoall (token_dispatcher.py @b0cc270, lines 564 and 663),
+  // DeepEP's busy-wait on its received counts (csrc/deep_ep.cpp, moe_recv_counter), HybridEP's
+  // cudaStreamSynchronize for the permuted rows' count (executor.cu, non_blocking false). The
+  // backward reuses the counts: no wait.
+  if (Operator* x =
+          f.expert_exchange("moe.dispatch", CollectiveGroup::Expert, CollectiveKind::AllToAll,
+                            s.rows * d.h * s.dispatch_e, s.overlap ? "shared_expert.fc1" : "")) {
+    x->kernels = dispatch_kernels(run);
+    x->host_sync = true;
+  }
   f.expert_exchange("moe.etp_all_gather", CollectiveGroup::ExpertTensor, CollectiveKind::AllGather,
                     s.gathered * d.h * d.e, "");
-  if (s.sort) f.memory("moe.sort_chunks", 2 * d.e * s.gathered * d.h);
+  // The alltoall dispatcher's regrouping by local expert: TE's fused sort_chunks_by_index, its
+  // map and its sort (two kernels); back, a copy of the transposed splits more (three).
+  const bool fused = run.job.stack.fused_elementwise;
+  if (s.sort) f.memory("moe.sort_chunks", 2 * d.e * s.gathered * d.h, fused ? 2 : 1);
   // With FP8 dispatch the rows arrive quantised: no cast before the first grouped GEMM.
   f.grouped_linear("experts.fc1", run.job.moe.fp8_dispatch ? "" : "experts.fc1.quantize",
                    s.rows_per_expert, s.up, d.h, true, s.local);
@@ -149,7 +185,7 @@ void moe_forward(Builder& f, const Workload& run, const Dims& d, const LayerSize
            activation_kernels(run, false));
   f.grouped_linear("experts.fc2", "experts.fc2.quantize", s.rows_per_expert, d.h, s.width, true,
                    s.local);
-  if (s.sort) f.memory("moe.unsort_chunks", 2 * d.e * s.gathered * d.h);
+  if (s.sort) f.memory("moe.unsort_chunks", 2 * d.e * s.gathered * d.h, fused ? 3 : 1);
   f.expert_exchange("moe.etp_reduce_scatter", CollectiveGroup::ExpertTensor,
                     CollectiveKind::ReduceScatter, s.gathered * d.h * d.e, "");
   f.expert_exchange("moe.combine", CollectiveGroup::Expert, CollectiveKind::AllToAll,
@@ -190,7 +226,7 @@ void moe_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerS
                     s.rows * d.h * d.e, s.overlap ? "shared_expert.fc1.input_grad" : "");
   i.memory("moe.permute.backward", permute_bytes(run, d, s));
   i.gemm("router.input_grad", s.tokens, d.h, s.experts);
-  i.memory("router.topk.backward", router_bytes(d, s), 3);
+  i.memory("router.topk.backward", router_bytes(d, s), kRouterKernels);
 }
 
 void moe_weight_grad(Builder& w, const Workload& run, const Dims& d, const LayerSizes& z) {

@@ -509,10 +509,7 @@ Lowering::OpEffect Lowering::op_effect(const Op& op) const {
         break;
     }
     if (c == nullptr) continue;
-    e.cost.seconds += c->seconds;
-    e.cost.tp_comm_s += c->tp_comm_s;
-    e.cost.expert_comm_s += c->expert_comm_s;
-    e.cost.kernels += c->kernels;
+    e.cost += *c;
   }
   return e;
 }

@@ -44,10 +44,7 @@ void Lowering::combine_1f1b(std::int32_t d) {
     merged_into_[bi] = static_cast<std::int32_t>(i);
     auto& cf = op_cost_[fi];
     auto& cb = op_cost_[bi];
-    cf.seconds += cb.seconds;
-    cf.tp_comm_s += cb.tp_comm_s;
-    cf.expert_comm_s += cb.expert_comm_s;
-    cf.kernels += cb.kernels;  // one step: the host issues both passes' kernels
+    cf += cb;  // one step: the host issues both passes' kernels
     cb = {};
   }
 }

@@ -40,9 +40,26 @@ struct PassCost {
   /// parallel exchanges and the experts' all-to-alls
   double tp_comm_s = 0.0;
   double expert_comm_s = 0.0;  ///< of tp_comm_s, the experts' all-to-alls and ETP collectives
-  double kernels = 0.0;        ///< kernel launches (the host issues each one)
+  /// Kernel launches the host issues as framework calls, and those launched from inside them
+  /// (Operator::inner_launches).
+  double kernels = 0.0;
+  double launches = 0.0;
+  /// The layers whose passes synchronise the host with the device (Operator::host_sync): what
+  /// their passes take beyond their device time, each stretch between two synchronisations as
+  /// long as the longer of the device's time and the host's to issue it (sync_seconds).
+  double sync_s = 0.0;
+  /// Of the host's time to issue the pass, what those layers issue: their stretches weigh it
+  /// (sync_s), so the pass-wide bound does not again.
+  double synced_host_s = 0.0;
+  /// The passes of one op (a forward and a backward merged into one step): each field summed.
+  PassCost& operator+=(const PassCost& other);
   friend bool operator==(const PassCost&, const PassCost&) = default;
 };
+
+/// The host's cost of one kernel launched from inside a framework call, in C++: 2.6 µs, the
+/// launch per GPU fitted on nccl-tests' single-process sweeps (kNcclTestsLaunchPerGpuS), where
+/// one thread launches each GPU's kernel in turn.
+inline constexpr double kInnerLaunchS = kNcclTestsLaunchPerGpuS;
 
 /// One flow of an exchange: `bytes` after `latency_s`, over the rank's switch ports (inside its
 /// node) or its NIC; `capped`: at most at that link's collective bandwidth (the all-to-all and CP
@@ -129,10 +146,28 @@ std::vector<StageCost> stage_costs(const ModelConfig& model, const Job& job, con
                                    std::span<const StageWork> work, const SystemConfig& system,
                                    const CostOptions& options = {});
 
-/// A pass as long as its kernels take, or as the host takes to issue them when that is longer
-/// (DeviceSpec::host_launch_s; docs/simulation.md, "Overheads"); a stack replaying CUDA graphs
-/// issues a graph, not its kernels, so its host never holds the GPU back.
+/// A pass as long as its kernels take with the time its synchronising layers lose
+/// (PassCost::sync_s), or as the host takes to issue the rest when that is longer
+/// (DeviceSpec::host_launch_s a call, kInnerLaunchS a launch inside one; docs/simulation.md,
+/// "Overheads"); a stack replaying CUDA graphs issues a graph, not its kernels, so its host never
+/// holds the GPU back (nor synchronises: the MoE layer's graphs need its sync-free path).
 double host_bound_seconds(const PassCost& pass, const DeviceSpec& device, const Stack& stack);
+
+/// An operator as the host and the device see it: its device seconds (priced alone, exchanges
+/// included), the host's seconds to issue it and to issue its first kernel, and whether the host
+/// waits for the device first.
+struct IssuedOp {
+  double device_s = 0.0, host_s = 0.0, first_s = 0.0;
+  bool sync = false;
+};
+
+/// What one layer's pass (its operators in order) takes beyond its device time where its host
+/// synchronises with the device (Operator::host_sync), nothing being issued ahead across a
+/// synchronisation: the pass runs from one synchronisation to the next (the stretch after the
+/// last joins the one before the first: the next layer's head), each stretch as long as the
+/// longer of its device time plus the issue of its first operator's first kernel, which the
+/// device waits for, and the host's time to issue it all. 0 without a synchronisation.
+double sync_seconds(std::span<const IssuedOp> ops);
 
 /// Seconds of the optimizer step moving `bytes` (StageWork::optimizer_step_bytes): a few
 /// multi-tensor kernels streaming through memory. 0 when the device gives no memory bandwidth.

@@ -79,7 +79,20 @@ struct Operator {
   PassId hidden_pass = PassId::Forward;
   std::int32_t hidden_index = -1;
   double hidden_fraction = 1.0;
-  std::int32_t kernels = 1;  ///< kernel launches
+  /// Kernel launches, each a framework call the host issues (an op from Python, priced at
+  /// DeviceSpec::host_launch_s when the host bounds the pass).
+  std::int32_t kernels = 1;
+  /// Further kernels launched from inside those calls, in C++ (Transformer Engine's GroupedLinear
+  /// issues one cuBLAS GEMM per local expert and the stream events around them; its FP8
+  /// split_quantize four kernels per expert): the host pays a launch each
+  /// (cost::kInnerLaunchS), not a call. Their device time is in the operator's own.
+  std::int32_t inner_launches = 0;
+  /// The host waits for the device before this operator runs: the MoE dispatchers copy the
+  /// token counts to the host before the all-to-all (Megatron-Core's cuda_sync_point, DeepEP's
+  /// busy-wait on its received counts, HybridEP's stream synchronisation). The device's queue
+  /// drains there, so what follows runs no further ahead than the host has issued it
+  /// (cost::host_bound_seconds).
+  bool host_sync = false;
 };
 
 /// The operators of each pass, in execution order. Full recomputation puts the whole forward
