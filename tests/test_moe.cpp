@@ -196,22 +196,55 @@ TEST(Moe, TheDispatchSynchronisesTheHostOncePerForward) {
     m.job.moe.recompute = MoeRecompute::Mlp;
     EXPECT_EQ(waits(model_operators(workload(m)).moe_layer.input_grad), 1);
   }
-  EXPECT_EQ(waits(model_operators(workload(moe_model(16, 4, 128, 1))).moe_layer.forward), 0);
+  // EP 1: no dispatch, but TE's GroupedLinear needs its splits on the host before the experts.
+  const auto one_rank = model_operators(workload(moe_model(16, 4, 128, 1)));
+  EXPECT_EQ(waits(one_rank.moe_layer.forward), 1);
+  EXPECT_TRUE(find_op(one_rank.moe_layer.forward, "experts.fc1")->host_sync);
 
+  // A wait per layer: four layers wait four times as long as one.
   auto s = moe_setup(Layout{});
   s.layout.ep = 4;
   s.layout.dp = 4;
-  const std::vector<StageWork> work = test::stage_work({s.model, s.job, s.layout}, {{4}}, 1);
-  const auto with = cost::stage_costs(s.model, s.job, s.layout, work, s.system)[0];
-  EXPECT_GT(with.forward.sync_s, 4 * s.system.device.host_launch_s);  // 4 layers, a wait each
-  EXPECT_EQ(with.input_grad.sync_s, 0.0);
-  EXPECT_GE(cost::host_bound_seconds(with.forward, s.system.device, s.job.stack),
-            with.forward.seconds + with.forward.sync_s);
+  const auto stage = [&](std::int32_t layers) {
+    test::ModelRun run{s.model, s.job, s.layout};
+    run.transformer().layers = layers;
+    const std::vector<std::int32_t> units{layers};
+    return cost::stage_costs(run.model, run.job, run.layout, test::stage_work(run, units, 1),
+                             s.system)[0];
+  };
+  const auto four = stage(4), one = stage(1);
+  EXPECT_GE(one.forward.sync_s, s.system.device.host_launch_s * (1 - 1e-12));  // the first issue
+  EXPECT_NEAR(four.forward.sync_s, 4 * one.forward.sync_s, 1e-15);
+  EXPECT_EQ(four.input_grad.sync_s, 0.0);
   s.job.stack.cuda_graphs = true;
-  const auto graphs = cost::stage_costs(s.model, s.job, s.layout, work, s.system)[0];
+  const auto graphs = stage(4);
   EXPECT_EQ(graphs.forward.sync_s, 0.0);
   EXPECT_EQ(cost::host_bound_seconds(graphs.forward, s.system.device, s.job.stack),
             graphs.forward.seconds);
+}
+
+// The pass's op by hand: the synchronising layers' stretches, then the rest of the pass as long
+// as its kernels or its host, whichever is longer; neither hides under the layers' stretches.
+TEST(Moe, TheRestOfAPassDoesNotHideUnderItsSynchronisingLayers) {
+  DeviceSpec device;
+  device.host_launch_s = 1.0;
+  cost::PassCost pass;
+  pass.seconds = 10.0;  // 8 of the synchronising layers, 2 of the rest
+  pass.synced_device_s = 8.0;
+  pass.sync_s = 1.0;
+  pass.kernels = 9.0;  // 9 s of host: 4 the layers', 5 the rest's
+  pass.synced_host_s = 4.0;
+  const Stack eager;
+  EXPECT_DOUBLE_EQ(cost::host_bound_seconds(pass, device, eager), 8.0 + 1.0 + 5.0);
+  pass.kernels = 5.0;  // the rest's 1 s of host under its 2 s of kernels
+  EXPECT_DOUBLE_EQ(cost::host_bound_seconds(pass, device, eager), 8.0 + 1.0 + 2.0);
+  // Summing passes (a merged forward and backward, layers of a stage) sums every field.
+  cost::PassCost sum = pass;
+  sum += pass;
+  EXPECT_EQ(sum.synced_device_s, 16.0);
+  EXPECT_EQ(sum.synced_host_s, 8.0);
+  EXPECT_EQ(sum.sync_s, 2.0);
+  EXPECT_EQ(sum.kernels, 10.0);
 }
 
 // Transformer Engine's GroupedLinear launches a GEMM per local expert over up to four streams

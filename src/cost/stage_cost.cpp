@@ -121,7 +121,11 @@ OperatorCost operator_cost(const Operator& op, const Workload& run, const System
   const DeviceSpec& device = system.device;
   const double peak = device.peak(op.fp8 ? low_precision(run.job) : compute_precision(run.job)) *
                       device.clock_scale;
-  const double launches = op.kernels * device.kernel_overhead_s;
+  // A memory-bound call's inner launches are kernels the device runs one after another (TE's
+  // per-expert quantisation); a grouped GEMM's are its per-expert GEMMs, whose gaps its measured
+  // efficiency holds, and stream events.
+  const double kernels = op.kernels + (op.kind == OperatorKind::Memory ? op.inner_launches : 0);
+  const double launches = kernels * device.kernel_overhead_s;
   OperatorCost c;
   switch (op.kind) {
     case OperatorKind::Gemm:
@@ -368,6 +372,7 @@ void add(PassCost& into, const PassCost& part, double times) {
   into.kernels += times * part.kernels;
   into.launches += times * part.launches;
   into.sync_s += times * part.sync_s;
+  into.synced_device_s += times * part.synced_device_s;
   into.synced_host_s += times * part.synced_host_s;
 }
 
@@ -392,6 +397,7 @@ void synchronise(PassCost& pass, const PassOperators& ops, const Timed& t,
   }
   if (!any) return;
   pass.sync_s = sync_seconds(issued);
+  pass.synced_device_s = pass.seconds;
   for (const IssuedOp& op : issued)
     pass.synced_host_s += op.host_s;
 }
@@ -510,9 +516,12 @@ PassCost& PassCost::operator+=(const PassCost& other) {
 
 double host_bound_seconds(const PassCost& pass, const DeviceSpec& device, const Stack& stack) {
   if (stack.cuda_graphs) return pass.seconds;
-  return std::max(
-      pass.seconds + pass.sync_s,
-      pass.kernels * device.host_launch_s + pass.launches * kInnerLaunchS - pass.synced_host_s);
+  // The synchronising layers take their stretches; the rest of the pass the longer of its
+  // kernels' time and the host's to issue them (a wait ends the host's lead, so neither hides
+  // under the synchronising layers').
+  const double host =
+      pass.kernels * device.host_launch_s + pass.launches * kInnerLaunchS - pass.synced_host_s;
+  return pass.synced_device_s + pass.sync_s + std::max(pass.seconds - pass.synced_device_s, host);
 }
 
 double sync_seconds(std::span<const IssuedOp> ops) {

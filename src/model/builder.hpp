@@ -67,11 +67,12 @@ class Builder {
 
   // The experts' linear and weight-gradient GEMM over their `experts` local groups, priced as one
   // kernel. Transformer Engine's GroupedLinear (the fused stacks') launches one cuBLAS GEMM per
-  // expert over four side streams, an event recorded before and two synchronisations per stream
-  // used around them (transformer_engine/common/gemm/cublaslt_gemm.cu, multi-stream GEMM, TE
-  // v2.12-v2.14), and its FP8 current scaling quantises each expert's rows apart, four kernels each
-  // (zero the amax, the amax, the scale, the cast: split_quantize, csrc/extensions/cast.cpp; only
-  // delayed scaling has a fused multi-tensor cast): launches from inside one call.
+  // expert over up to four side streams, an event recorded before and, per stream used, a wait,
+  // a record and a wait back (transformer_engine/common/gemm/cublaslt_gemm.cu, multi-stream GEMM,
+  // TE v2.12-v2.14), and its FP8 current scaling (tensorwise) quantises each expert's rows apart,
+  // four kernels each (zero the amax, the amax, the scale, the cast: split_quantize,
+  // csrc/extensions/cast.cpp): launches from inside one call. Delayed scaling's multi-tensor cast
+  // is one kernel; MXFP8's and blockwise's per-expert quantisation is not counted.
   void grouped_linear(std::string_view name, std::string_view quantize, double m, double n,
                       double k, bool weight_in_forward, double experts) {
     const std::size_t at = ops().size();

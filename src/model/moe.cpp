@@ -166,11 +166,12 @@ void moe_forward(Builder& f, const Workload& run, const Dims& d, const LayerSize
   // DeepEP's busy-wait on its received counts (csrc/deep_ep.cpp, moe_recv_counter), HybridEP's
   // cudaStreamSynchronize for the permuted rows' count (executor.cu, non_blocking false). The
   // backward reuses the counts: no wait.
-  if (Operator* x =
-          f.expert_exchange("moe.dispatch", CollectiveGroup::Expert, CollectiveKind::AllToAll,
-                            s.rows * d.h * s.dispatch_e, s.overlap ? "shared_expert.fc1" : "")) {
-    x->kernels = dispatch_kernels(run);
-    x->host_sync = true;
+  Operator* dispatch =
+      f.expert_exchange("moe.dispatch", CollectiveGroup::Expert, CollectiveKind::AllToAll,
+                        s.rows * d.h * s.dispatch_e, s.overlap ? "shared_expert.fc1" : "");
+  if (dispatch != nullptr) {
+    dispatch->kernels = dispatch_kernels(run);
+    dispatch->host_sync = true;
   }
   f.expert_exchange("moe.etp_all_gather", CollectiveGroup::ExpertTensor, CollectiveKind::AllGather,
                     s.gathered * d.h * d.e, "");
@@ -178,9 +179,13 @@ void moe_forward(Builder& f, const Workload& run, const Dims& d, const LayerSize
   // map and its sort (two kernels); back, a copy of the transposed splits more (three).
   const bool fused = run.job.stack.fused_elementwise;
   if (s.sort) f.memory("moe.sort_chunks", 2 * d.e * s.gathered * d.h, fused ? 2 : 1);
-  // With FP8 dispatch the rows arrive quantised: no cast before the first grouped GEMM.
+  // With FP8 dispatch the rows arrive quantised: no cast before the first grouped GEMM. Without
+  // a dispatch (EP 1) the host still waits before it: TE's GroupedLinear takes its splits as host
+  // integers (m_splits), copied from the device.
+  const std::size_t fc1 = f.ops().size();
   f.grouped_linear("experts.fc1", run.job.moe.fp8_dispatch ? "" : "experts.fc1.quantize",
                    s.rows_per_expert, s.up, d.h, true, s.local);
+  if (dispatch == nullptr && fused && s.local > 1) f.ops()[fc1].host_sync = true;
   f.memory("experts.activation", activation_bytes(run, d, false) * s.gathered * s.width,
            activation_kernels(run, false));
   f.grouped_linear("experts.fc2", "experts.fc2.quantize", s.rows_per_expert, d.h, s.width, true,

@@ -40,16 +40,17 @@ struct PassCost {
   /// parallel exchanges and the experts' all-to-alls
   double tp_comm_s = 0.0;
   double expert_comm_s = 0.0;  ///< of tp_comm_s, the experts' all-to-alls and ETP collectives
-  /// Kernel launches the host issues as framework calls, and those launched from inside them
-  /// (Operator::inner_launches).
+  /// Kernel launches the host issues as framework calls.
   double kernels = 0.0;
+  /// Kernels launched from inside those calls (Operator::inner_launches).
   double launches = 0.0;
   /// The layers whose passes synchronise the host with the device (Operator::host_sync): what
   /// their passes take beyond their device time, each stretch between two synchronisations as
   /// long as the longer of the device's time and the host's to issue it (sync_seconds).
   double sync_s = 0.0;
-  /// Of the host's time to issue the pass, what those layers issue: their stretches weigh it
-  /// (sync_s), so the pass-wide bound does not again.
+  /// Of `seconds` and of the host's time to issue the pass, those layers' shares: the rest of
+  /// the pass can hide neither its device time nor its host time under theirs.
+  double synced_device_s = 0.0;
   double synced_host_s = 0.0;
   /// The passes of one op (a forward and a backward merged into one step): each field summed.
   PassCost& operator+=(const PassCost& other);
@@ -146,8 +147,9 @@ std::vector<StageCost> stage_costs(const ModelConfig& model, const Job& job, con
                                    std::span<const StageWork> work, const SystemConfig& system,
                                    const CostOptions& options = {});
 
-/// A pass as long as its kernels take with the time its synchronising layers lose
-/// (PassCost::sync_s), or as the host takes to issue the rest when that is longer
+/// A pass as long as its synchronising layers' stretches (their kernels' time and
+/// PassCost::sync_s), and for the rest as long as its kernels take or the host takes to issue
+/// them when that is longer
 /// (DeviceSpec::host_launch_s a call, kInnerLaunchS a launch inside one; docs/simulation.md,
 /// "Overheads"); a stack replaying CUDA graphs issues a graph, not its kernels, so its host never
 /// holds the GPU back (nor synchronises: the MoE layer's graphs need its sync-free path).

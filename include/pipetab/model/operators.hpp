@@ -85,7 +85,8 @@ struct Operator {
   /// Further kernels launched from inside those calls, in C++ (Transformer Engine's GroupedLinear
   /// issues one cuBLAS GEMM per local expert and the stream events around them; its FP8
   /// split_quantize four kernels per expert): the host pays a launch each
-  /// (cost::kInnerLaunchS), not a call. Their device time is in the operator's own.
+  /// (cost::kInnerLaunchS), not a call. The device pays a kernel's overhead for each of a
+  /// memory-bound call's; a grouped GEMM's gaps are in its measured efficiency.
   std::int32_t inner_launches = 0;
   /// The host waits for the device before this operator runs: the MoE dispatchers copy the
   /// token counts to the host before the all-to-all (Megatron-Core's cuda_sync_point, DeepEP's
