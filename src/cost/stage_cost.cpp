@@ -390,7 +390,7 @@ void synchronise(PassCost& pass, const PassOperators& ops, const Timed& t,
     for (std::size_t k = 0; k < list.size(); ++k) {
       const Operator& op = list[k];
       issued.push_back({op_seconds(ops, t, id, k, set, overlap),
-                        op.kernels * device.host_launch_s + op.inner_launches * kInnerLaunchS,
+                        host_issue_seconds(op.kernels, op.inner_launches, device),
                         op.kernels > 0 ? device.host_launch_s : kInnerLaunchS, op.host_sync});
       any = any || op.host_sync;
     }
@@ -519,8 +519,7 @@ double host_bound_seconds(const PassCost& pass, const DeviceSpec& device, const 
   // The synchronising layers take their stretches; the rest of the pass the longer of its
   // kernels' time and the host's to issue them (a wait ends the host's lead, so neither hides
   // under the synchronising layers').
-  const double host =
-      pass.kernels * device.host_launch_s + pass.launches * kInnerLaunchS - pass.synced_host_s;
+  const double host = host_issue_seconds(pass.kernels, pass.launches, device) - pass.synced_host_s;
   return pass.synced_device_s + pass.sync_s + std::max(pass.seconds - pass.synced_device_s, host);
 }
 

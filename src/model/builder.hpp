@@ -78,14 +78,14 @@ class Builder {
     const std::size_t at = ops().size();
     linear(name, quantize, m, n, k, weight_in_forward, experts);
     ops().back().gemm.grouped = true;
-    grouped_launches(at, experts);
+    grouped_launches(at, experts, true);
   }
   void grouped_weight_gemm(std::string_view name, std::string_view accumulate, double m, double n,
                            double k, double experts) {
     const std::size_t at = ops().size();  // the GEMM, before its accumulation's kernel
     weight_gemm(name, accumulate, m, n, k, experts);
     ops()[at].gemm.grouped = true;
-    grouped_launches(at, experts);
+    grouped_launches(at, experts, false);
   }
 
   // A weight-gradient GEMM dW[m×n] = Xᵀ[m×k]·dY[k×n]. Megatron-LM adds each microbatch's
@@ -215,9 +215,10 @@ class Builder {
   }
 
  private:
-  // The launches inside a grouped GEMM (from `at`: its quantisation, if any, then the GEMM) over
-  // `experts` groups on a fused stack (Transformer Engine's GroupedLinear; see grouped_linear).
-  void grouped_launches(std::size_t at, double experts) {
+  // The launches inside a grouped GEMM (from `at`: its quantisation, if `quantised` and any, then
+  // the GEMM) over `experts` groups on a fused stack (Transformer Engine's GroupedLinear; see
+  // grouped_linear).
+  void grouped_launches(std::size_t at, double experts, bool quantised) {
     if (!run_.job.stack.fused_elementwise) return;
     const auto n = static_cast<std::int32_t>(experts);
     const std::int32_t streams = std::min(n, 4);
@@ -225,8 +226,8 @@ class Builder {
       Operator& op = ops()[i];
       if (op.kind == OperatorKind::Gemm) {
         op.inner_launches = n + 3 * streams;  // n − 1 more GEMMs, an event, 3 a stream
-      } else if (run_.job.fp8_recipe == Fp8Recipe::Tensorwise &&
-                 op.name.find("quantize") != std::string_view::npos) {
+      } else if (quantised && op.kind == OperatorKind::Memory &&
+                 run_.job.fp8_recipe == Fp8Recipe::Tensorwise) {
         op.inner_launches = 4 * n - 1;
       }
     }

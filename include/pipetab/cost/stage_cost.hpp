@@ -62,6 +62,11 @@ struct PassCost {
 /// one thread launches each GPU's kernel in turn.
 inline constexpr double kInnerLaunchS = kNcclTestsLaunchPerGpuS;
 
+/// The host's seconds to make `calls` framework calls and `launches` launches inside them.
+inline double host_issue_seconds(double calls, double launches, const DeviceSpec& device) {
+  return calls * device.host_launch_s + launches * kInnerLaunchS;
+}
+
 /// One flow of an exchange: `bytes` after `latency_s`, over the rank's switch ports (inside its
 /// node) or its NIC; `capped`: at most at that link's collective bandwidth (the all-to-all and CP
 /// kernels' measured rate), else at the link's own as the simulation's ring collectives run.
