@@ -570,6 +570,27 @@ TEST(Config, MixtureOfExpertsIsReadAndChecked) {
   EXPECT_TRUE(options.job.moe.fp8_dispatch);
   EXPECT_EQ(options.job.moe.recompute, MoeRecompute::MoeAct);
 
+  // gpt-oss's experts: biases, and a clamped quick-GEGLU, which needs the gated MLP.
+  EXPECT_FALSE(moe->expert_bias);
+  EXPECT_EQ(moe->activation_clamp, 0.0);
+  const auto gpt_oss = *io::load_model("gpt-oss-120b").transformer();
+  EXPECT_TRUE(gpt_oss.moe->expert_bias);
+  EXPECT_EQ(gpt_oss.moe->activation_clamp, 7.0);
+  std::string gated_head = head;
+  gated_head.insert(gated_head.find("[moe]"), "gated_mlp = true\n");
+  const test::ModelRun gated = io::parse_model(
+      gated_head + ok + "expert_bias = true\nactivation_clamp = 7.5\n", "m.toml");
+  EXPECT_TRUE(gated.transformer().moe->expert_bias);
+  EXPECT_EQ(gated.transformer().moe->activation_clamp, 7.5);
+  EXPECT_EQ(model_error(head + ok + "activation_clamp = 7\n"),
+            "m.toml:12:20: key 'moe.activation_clamp': set on a model without gated_mlp: the "
+            "clamp is the gated quick-GEGLU's (Megatron-Core's activation_func_clamp_value), "
+            "which needs gated_mlp = true");
+  EXPECT_EQ(model_error(head + ok + "activation_clamp = 0\n"),
+            "m.toml:12:20: key 'moe.activation_clamp': 0 is out of range (above 0 .. 1e+06)");
+  EXPECT_EQ(model_error(head + ok + "expert_bias = 1\n"),
+            "m.toml:12:15: key 'moe.expert_bias': expected true or false, got an integer");
+
   // Every preset is priced, DeepSeek-V3's latent attention included.
   const std::int32_t units[] = {1, 1};
   for (const char* name : {"qwen3-30b-a3b", "qwen3-235b-a22b", "mixtral-8x7b", "mixtral-8x22b",

@@ -117,6 +117,8 @@ void expect_same_architecture(const TransformerConfig& hf, const TransformerConf
     EXPECT_EQ(hf.moe->dense_layers, preset.moe->dense_layers);
     EXPECT_EQ(hf.moe->dense_ffn_hidden, preset.moe->dense_ffn_hidden);
     EXPECT_EQ(hf.moe->node_limit, preset.moe->node_limit);
+    EXPECT_EQ(hf.moe->expert_bias, preset.moe->expert_bias);
+    EXPECT_EQ(hf.moe->activation_clamp, preset.moe->activation_clamp);
   }
 }
 
@@ -281,7 +283,30 @@ TEST(HfConfig, GptOssNotesItsSlidingWindowsAndSinks) {
   EXPECT_TRUE(notes_mention(hf, "attention sinks"));
   EXPECT_TRUE(notes_mention(hf, "attention_bias = true: biases are not modelled"));
   EXPECT_NE(unused_note(hf).find("experts_per_token"), std::string::npos);
-  EXPECT_NE(unused_note(hf).find("swiglu_limit"), std::string::npos);
+}
+
+// GptOssExperts always carry biases and clamp both halves at swiglu_limit (7.0 when absent):
+// read as the experts' bias and clamp; a clamp that is no positive number is refused by name.
+TEST(HfConfig, GptOssExpertsHaveBiasesAndAClamp) {
+  const auto hf = transformer(read("gpt-oss-120b"));
+  ASSERT_TRUE(hf.moe);
+  EXPECT_TRUE(hf.moe->expert_bias);
+  EXPECT_EQ(hf.moe->activation_clamp, 7.0);
+  EXPECT_EQ(unused_note(read("gpt-oss-120b")).find("swiglu_limit"), std::string::npos);
+  EXPECT_EQ(transformer(read_edited("gpt-oss-120b", {{"swiglu_limit", 5.5}})).moe->activation_clamp,
+            5.5);
+  EXPECT_EQ(transformer(read_edited("gpt-oss-120b", {{"swiglu_limit", kRemoved}}))
+                .moe->activation_clamp,
+            7.0);
+  EXPECT_FALSE(transformer(read("mixtral-8x7b")).moe->expert_bias);
+  EXPECT_EQ(transformer(read("mixtral-8x7b")).moe->activation_clamp, 0.0);
+  for (const nlohmann::json& bad : {nlohmann::json(-1.0), nlohmann::json("7"), nlohmann::json(0)}) {
+    const std::string error = edit_error("gpt-oss-120b", {{"swiglu_limit", bad}});
+    EXPECT_NE(error.find("swiglu_limit"), std::string::npos) << error;
+    EXPECT_NE(error.find("expected a positive number (the experts' clamp), got " + bad.dump()),
+              std::string::npos)
+        << error;
+  }
 }
 
 // pipetab keeps a model's dense layers as a leading block (dense_layers). Qwen3-MoE's

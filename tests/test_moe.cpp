@@ -275,6 +275,94 @@ TEST(Moe, GroupedGemmsLaunchAKernelPerExpert) {
   }
 }
 
+// gpt-oss's experts as Megatron-Core @d728871 runs them: fc2's bias added per local expert in a
+// Python loop (2 calls an expert and a concatenation, 6 elements of h a row; backward 5 calls an
+// expert and two more, 8 elements), fc1's biases' gradients added to their main gradients one by
+// one, and the clamp before the quick-GEGLU (two clamps and a concatenation, 8 elements of the
+// width a row; backward 10) with the linear offset's copy to the device, which the host waits
+// for: a second wait per forward, and one in the backward where the activation is recomputed,
+// before fc2's backward. By hand for 16 experts over EP 4 (4 local): 256 tokens × top-4 = 1,024
+// rows of h 256, width 128, 16 bits. Under CUDA graphs the experts run fused: none of it.
+TEST(Moe, GptOssExpertsAddTheirBiasesAndClampEagerly) {
+  auto m = moe_model(16, 4, 128, 4);
+  const auto plain = model_operators(workload(m));
+  m.transformer().moe->expert_bias = true;
+  m.transformer().moe->activation_clamp = 7.0;
+  const double rows = 1024, h = 256, w = 128, e = 2, g = m.job.grad_bytes_per_param;
+  const auto waits = [](const std::vector<Operator>& ops) {
+    return std::count_if(ops.begin(), ops.end(), [](const Operator& op) { return op.host_sync; });
+  };
+  const auto at = [](const std::vector<Operator>& ops, std::string_view name) {
+    return std::find_if(ops.begin(), ops.end(), [&](const Operator& op) { return op.name == name; }) -
+           ops.begin();
+  };
+  const auto ops = model_operators(workload(m));
+  const auto& f = ops.moe_layer.forward;
+  const auto& i = ops.moe_layer.input_grad;
+  ASSERT_NE(find_op(f, "experts.fc2.bias"), nullptr);
+  EXPECT_DOUBLE_EQ(find_op(f, "experts.fc2.bias")->bytes, 6 * e * rows * h);
+  EXPECT_EQ(find_op(f, "experts.fc2.bias")->kernels, 2 * 4 + 1);
+  EXPECT_EQ(at(f, "experts.fc2.bias"), at(f, "experts.fc2") + 1);
+  EXPECT_DOUBLE_EQ(find_op(i, "experts.fc2.bias.backward")->bytes, 8 * e * rows * h);
+  EXPECT_EQ(find_op(i, "experts.fc2.bias.backward")->kernels, 5 * 4 + 2);
+  const Operator* accumulate =
+      find_op(ops.moe_layer.weight_grad, "experts.fc1.bias_grad.accumulate");
+  EXPECT_DOUBLE_EQ(accumulate->bytes, 4 * (2 * w) * (e + 2 * g));
+  EXPECT_EQ(accumulate->kernels, 4);
+  EXPECT_DOUBLE_EQ(find_op(f, "experts.activation.clamp")->bytes, 8 * e * rows * w);
+  EXPECT_EQ(find_op(f, "experts.activation.clamp")->kernels, 4);
+  EXPECT_DOUBLE_EQ(find_op(i, "experts.activation.clamp.backward")->bytes, 10 * e * rows * w);
+  EXPECT_EQ(at(f, "experts.activation"), at(f, "experts.activation.clamp") + 1);
+  EXPECT_TRUE(find_op(f, "experts.activation")->host_sync);
+  EXPECT_EQ(waits(f), 2);
+  EXPECT_EQ(waits(i), 0);
+  // Everything else is the plain model's.
+  EXPECT_EQ(f.size(), plain.moe_layer.forward.size() + 2);
+  EXPECT_EQ(i.size(), plain.moe_layer.input_grad.size() + 2);
+
+  m.job.moe.recompute = MoeRecompute::MoeAct;
+  const auto recomputed = model_operators(workload(m)).moe_layer.input_grad;
+  EXPECT_EQ(waits(recomputed), 1);
+  EXPECT_TRUE(find_op(recomputed, "experts.activation.recompute")->host_sync);
+  EXPECT_EQ(at(recomputed, "experts.activation.recompute"),
+            at(recomputed, "experts.activation.clamp.recompute") + 1);
+  EXPECT_LT(at(recomputed, "experts.activation.recompute"),
+            at(recomputed, "experts.fc2.input_grad"));
+
+  // The waits cost the pass: the forward with them takes longer than its kernels alone would.
+  auto s = moe_setup(Layout{});
+  s.layout.ep = 4;
+  s.layout.dp = 4;
+  s.model = m.model;
+  const std::vector<std::int32_t> units{1};
+  const auto cost_of = [&](const Job& job) {
+    const test::ModelRun run{s.model, job, s.layout};
+    return cost::stage_costs(run.model, run.job, run.layout, test::stage_work(run, units, 1),
+                             s.system)[0];
+  };
+  const auto eager = cost_of(s.job);
+  EXPECT_GT(eager.forward.sync_s, 0.0);
+
+  m.job.stack.cuda_graphs = true;
+  const auto graphed = model_operators(workload(m));
+  for (const auto* pass : {&graphed.moe_layer.forward, &graphed.moe_layer.input_grad,
+                           &graphed.moe_layer.weight_grad}) {
+    for (const auto& op : *pass) {
+      EXPECT_EQ(op.name.find("bias"), std::string::npos) << op.name;
+      EXPECT_EQ(op.name.find("clamp"), std::string::npos) << op.name;
+    }
+  }
+  EXPECT_FALSE(find_op(graphed.moe_layer.forward, "experts.activation")->host_sync);
+
+  // Transformer Engine's grouped linears take no bias over expert-tensor-parallel ranks.
+  m.layout.ep = 2;
+  m.layout.etp = 2;
+  m.layout.dp = 4;
+  EXPECT_EQ(refusal(m), "expert_tensor_parallel");
+  m.transformer().moe->expert_bias = false;
+  EXPECT_EQ(refusal(m), "accepted");
+}
+
 TEST(Moe, AllToAllBytesAreTheBusiestRanksRows) {
   // T = 256 tokens, k = 4, h = 256, bf16: 1,024 rows of 512 bytes; × the imbalance; the FP8
   // dispatch 1 + 4/128 bytes per value, its backward and the combine in 16 bits.

@@ -128,7 +128,7 @@ std::vector<Setting> transformer_settings(const Reader& r, const Table& t, const
 }
 
 /// The keys of a [moe] table, for the callers' checks of unknown keys.
-inline constexpr std::array<std::string_view, 15> kMoeKeys{"experts",
+inline constexpr std::array<std::string_view, 17> kMoeKeys{"experts",
                                                            "top_k",
                                                            "expert_ffn_hidden",
                                                            "shared_experts",
@@ -139,6 +139,8 @@ inline constexpr std::array<std::string_view, 15> kMoeKeys{"experts",
                                                            "imbalance",
                                                            "dispatcher",
                                                            "node_limit",
+                                                           "expert_bias",
+                                                           "activation_clamp",
                                                            "fp8_dispatch",
                                                            "shared_expert_overlap",
                                                            "recompute",
@@ -179,6 +181,13 @@ MoeConfig read_moe(const Reader& r, const Table& t, const std::string& p,
            "set with dense_layers = 0: no layer is dense");
   }
   moe.node_limit = r.integer(t, p, "node_limit", 0, 0, 1 << 20);
+  moe.expert_bias = r.boolean(t, p, "expert_bias", false);
+  moe.activation_clamp = r.number(t, p, "activation_clamp", 0.0, 0.0, 1e6, true);
+  if (moe.activation_clamp > 0.0 && !model.gated_mlp) {
+    r.fail(t.get("activation_clamp")->source(), Reader::join(p, "activation_clamp"),
+           "set on a model without gated_mlp: the clamp is the gated quick-GEGLU's "
+           "(Megatron-Core's activation_func_clamp_value), which needs gated_mlp = true");
+  }
   return moe;
 }
 

@@ -518,7 +518,8 @@ class HfReader {
     if (arch_ == Arch::GptOss) {
       notes_.push_back(fmt::format(
           "{}: gpt-oss's attention sinks (a learned logit per head in the softmax) and its "
-          "experts' and router's biases are not modelled: parameters only, and no GEMM",
+          "attention's and router's biases are not modelled (parameters only, and no GEMM); its "
+          "experts' biases and clamp are (moe.expert_bias, moe.activation_clamp)",
           file_));
     }
   }
@@ -616,6 +617,21 @@ class HfReader {
     m.moe = moe_defaults(m, m.ffn_hidden);
     m.moe->experts = experts;
     m.moe->top_k = integer(field("num_experts_per_tok"), 1, experts, "the experts per token");
+    if (arch_ == Arch::GptOss) {
+      // GptOssExperts: gate_up_proj_bias and down_proj_bias always; the gate and linear halves
+      // clamped at swiglu_limit (default 7.0) [T].
+      m.moe->expert_bias = true;
+      m.moe->activation_clamp = 7.0;
+      const HfField limit = field("swiglu_limit");
+      if (limit.given()) {
+        if (!limit.value->is_number() || !(limit.value->get<double>() > 0.0) ||
+            !std::isfinite(limit.value->get<double>())) {
+          fail(limit, fmt::format("expected a positive number (the experts' clamp), got {}",
+                                  limit.value->dump()));
+        }
+        m.moe->activation_clamp = limit.value->get<double>();
+      }
+    }
   }
 
   void read_latent(TransformerConfig& m) {

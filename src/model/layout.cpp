@@ -49,6 +49,16 @@ void require_expert_layout(const TransformerConfig& m, const Job& job, const Lay
                     "(expert_ffn_hidden), which does not divide evenly",
                     l.etp, moe.expert_ffn_hidden));
   }
+  // Transformer Engine's GroupedLinear refuses biases over tensor-parallel ranks ("GroupedLinear
+  // doesn't support bias when TP > 1", module/grouped_linear.py @v2.12-v2.14), and Megatron-Core
+  // builds the experts' linears over the expert-tensor-parallel group.
+  if (moe.expert_bias && l.etp > 1) {
+    throw OptionError("expert_tensor_parallel",
+                      fmt::format("--etp {}: the experts' biases (expert_bias) need expert tensor "
+                                  "parallelism 1: Transformer Engine's GroupedLinear has no bias "
+                                  "over tensor-parallel ranks",
+                                  l.etp));
+  }
   if (l.tp > 1 && !l.sequence_parallel) {
     throw OptionError(
         "sequence_parallel",

@@ -99,6 +99,53 @@ std::int32_t dispatch_kernels(const Workload& run) {
   return run.job.moe.dispatcher == MoeDispatcher::DeepEp ? 4 + 12 : 2;
 }
 
+// gpt-oss's experts as Megatron-Core runs them @b0cc270 and @d728871 (the pins of
+// Megatron-Bridge 26.02 and 26.04; experts.py TEGroupedMLP, fused_bias_geglu.py), per element of
+// the rows' width, in the probabilities' 16 bits (the router's logits' dtype without
+// --moe-router-dtype, which gpt-oss's recipe leaves unset):
+//   fc2's bias (_apply_bias): per local expert b·p (written) and t + b·p (two read, one
+//   written), then a concatenation (read, written): 6 elements, 2 calls an expert and one more.
+//   Backward, autograd's: per expert b's and p's gradients, each a product (read, written) and a
+//   sum (read), and the bias's gradient added to its main gradient (Megatron-Core's
+//   backward hook); the rows' gradients concatenated (read, written): 8 elements, 5 calls an
+//   expert and two more. The local biases are a few thousand elements each, not counted.
+//   The clamp (weighted_bias_quick_geglu_impl): each half of fc1's output clamped (read,
+//   written), the two concatenated (read, written): 8 elements of fc2's input width per row,
+//   three calls, then torch.tensor(linear_offset, device=...), a copy the host waits for
+//   (PyTorch's memcpy_and_sync: cudaMemcpyAsync, then cudaStreamSynchronize; sgl-project/sglang
+//   #35106). Backward, the clamps' masks (gradient and input read, written) and the halves'
+//   gradients joined (read, written): 10 elements, three calls.
+// A stack replaying CUDA graphs runs neither: its MoE layers need Megatron-Core's sync-free
+// experts, Transformer Engine's op fuser (use_transformer_engine_op_fuser, which Megatron-Bridge
+// 26.08's gpt-oss graph recipes set), with the bias in the grouped GEMMs scaled by the
+// probabilities (scale_bias) and the clamp inside the fused activation (experts.py @cd4afff, the
+// pin of Megatron-Bridge 26.08, lines 473-536). Later Megatron-Core (@883533e, August 2026) also
+// packs the eager bias into one pass; the pins above are what the runs used.
+constexpr double kBiasBytes = 6, kBiasBackwardBytes = 8, kClampBytes = 8, kClampBackwardBytes = 10;
+bool eager_bias(const Workload& run) {
+  return run.model.moe->expert_bias && !run.job.stack.cuda_graphs;
+}
+bool eager_clamp(const Workload& run) {
+  return run.model.moe->activation_clamp > 0.0 && !run.job.stack.cuda_graphs;
+}
+std::int32_t bias_kernels(const MoeSizes& s, bool backward) {
+  const auto local = static_cast<std::int32_t>(s.local);
+  return backward ? 5 * local + 2 : 2 * local + 1;
+}
+
+// The clamp before the experts' activation and its host synchronisation (above), forward or
+// recomputed: the op after it waits.
+void clamp(Builder& f, const Workload& run, const Dims& d, const MoeSizes& s,
+           std::string_view name) {
+  if (eager_clamp(run)) f.memory(name, kClampBytes * d.e * s.gathered * s.width, 4);
+}
+void activation(Builder& f, const Workload& run, const Dims& d, const MoeSizes& s,
+                std::string_view name) {
+  f.memory(name, activation_bytes(run, d, false) * s.gathered * s.width,
+           activation_kernels(run, false));
+  if (eager_clamp(run)) f.ops().back().host_sync = true;
+}
+
 // Permutation: each token's hidden state read once and written once per chosen expert, with
 // the routing map (Transformer Engine's fused moe_permute; unpermute reads the rows and the
 // probabilities and writes the token).
@@ -186,10 +233,12 @@ void moe_forward(Builder& f, const Workload& run, const Dims& d, const LayerSize
   f.grouped_linear("experts.fc1", run.job.moe.fp8_dispatch ? "" : "experts.fc1.quantize",
                    s.rows_per_expert, s.up, d.h, true, s.local);
   if (dispatch == nullptr && fused && s.local > 1) f.ops()[fc1].host_sync = true;
-  f.memory("experts.activation", activation_bytes(run, d, false) * s.gathered * s.width,
-           activation_kernels(run, false));
+  clamp(f, run, d, s, "experts.activation.clamp");
+  activation(f, run, d, s, "experts.activation");
   f.grouped_linear("experts.fc2", "experts.fc2.quantize", s.rows_per_expert, d.h, s.width, true,
                    s.local);
+  if (eager_bias(run))
+    f.memory("experts.fc2.bias", kBiasBytes * d.e * s.gathered * d.h, bias_kernels(s, false));
   if (s.sort) f.memory("moe.unsort_chunks", 2 * d.e * s.gathered * d.h, fused ? 3 : 1);
   f.expert_exchange("moe.etp_reduce_scatter", CollectiveGroup::ExpertTensor,
                     CollectiveKind::ReduceScatter, s.gathered * d.h * d.e, "");
@@ -214,14 +263,24 @@ void moe_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerS
   i.expert_exchange("moe.etp_reduce_scatter.backward", CollectiveGroup::ExpertTensor,
                     CollectiveKind::AllGather, s.gathered * d.h * d.e, "");
   if (s.sort) i.memory("moe.unsort_chunks.backward", 2 * d.e * s.gathered * d.h);
+  if (eager_bias(run)) {
+    i.memory("experts.fc2.bias.backward", kBiasBackwardBytes * d.e * s.gathered * d.h,
+             bias_kernels(s, true));
+  }
+  // The recomputed activation runs when fc2's output gradient is ready, before fc2's backward
+  // (Megatron-Core's CheckpointWithoutOutput: a hook on fc2's output).
+  if (run.job.moe.recompute == MoeRecompute::MoeAct) {
+    clamp(i, run, d, s, "experts.activation.clamp.recompute");
+    activation(i, run, d, s, "experts.activation.recompute");
+  }
   i.grouped_linear("experts.fc2.input_grad", "experts.fc2.quantize_grad", s.rows_per_expert,
                    s.width, d.h, false, s.local);
-  if (run.job.moe.recompute == MoeRecompute::MoeAct) {
-    i.memory("experts.activation.recompute", activation_bytes(run, d, false) * s.gathered * s.width,
-             activation_kernels(run, false));
-  }
   i.memory("experts.activation.backward", activation_bytes(run, d, true) * s.gathered * s.width,
            activation_kernels(run, true));
+  if (eager_clamp(run)) {
+    i.memory("experts.activation.clamp.backward", kClampBackwardBytes * d.e * s.gathered * s.width,
+             3);
+  }
   i.grouped_linear("experts.fc1.input_grad", "experts.fc1.quantize_grad", s.rows_per_expert, d.h,
                    s.up, false, s.local);
   if (s.sort) i.memory("moe.sort_chunks.backward", 2 * d.e * s.gathered * d.h);
@@ -248,6 +307,13 @@ void moe_weight_grad(Builder& w, const Workload& run, const Dims& d, const Layer
   w.fp8_weight_grads(true);
   w.grouped_weight_gemm("experts.fc1.weight_grad", "experts.fc1.weight_grad.accumulate", d.h, s.up,
                         s.rows_per_expert, s.local);
+  // fc1's biases: their gradients come out of the GEMMs' epilogue as parameters' gradients, which
+  // Megatron-Core's backward hook adds to the main gradients one bias at a time.
+  if (eager_bias(run)) {
+    w.memory("experts.fc1.bias_grad.accumulate",
+             s.local * s.up * (d.e + 2 * run.job.grad_bytes_per_param),
+             static_cast<std::int32_t>(s.local));
+  }
   w.grouped_weight_gemm("experts.fc2.weight_grad", "experts.fc2.weight_grad.accumulate", s.width,
                         d.h, s.rows_per_expert, s.local);
   if (s.shared > 0) {

@@ -33,6 +33,17 @@ struct MoeConfig {
   /// Node-limited routing (DeepSeek-V3 §2.1.2: each token's experts on at most 4 nodes); 0: none.
   /// With DeepEP it bounds the nodes a token is sent to.
   std::int64_t node_limit = 0;
+  /// The experts' linears carry biases (gpt-oss; Megatron-Core's add_bias_linear). fc1's is in
+  /// its GEMMs' epilogue; fc2's Megatron-Core adds after the grouped GEMM, weighted by each row's
+  /// probability, in a Python loop over the local experts (TEGroupedMLP._apply_bias @b0cc270
+  /// and @d728871, the pins of Megatron-Bridge 26.02 and 26.04).
+  bool expert_bias = false;
+  /// The experts' clamped quick-GEGLU (gpt-oss's swiglu_limit; Megatron-Core's
+  /// activation_func_clamp_value, used only with quick_gelu): both halves of fc1's output clamped
+  /// at this value before the activation, and the activation's linear offset copied to the device
+  /// per call, a host synchronisation (fused_bias_geglu.py weighted_bias_quick_geglu_impl). 0:
+  /// the gated activation of gated_mlp, unclamped.
+  double activation_clamp = 0.0;
   std::int64_t shared_ffn() const {
     return shared_experts *
            (shared_expert_ffn_hidden > 0 ? shared_expert_ffn_hidden : expert_ffn_hidden);
