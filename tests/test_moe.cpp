@@ -329,19 +329,29 @@ TEST(Moe, GptOssExpertsAddTheirBiasesAndClampEagerly) {
   EXPECT_LT(at(recomputed, "experts.activation.recompute"),
             at(recomputed, "experts.fc2.input_grad"));
 
-  // The waits cost the pass: the forward with them takes longer than its kernels alone would.
+  // The second wait costs the forward at least the issue of the kernel after it.
   auto s = moe_setup(Layout{});
   s.layout.ep = 4;
   s.layout.dp = 4;
-  s.model = m.model;
   const std::vector<std::int32_t> units{1};
-  const auto cost_of = [&](const Job& job) {
-    const test::ModelRun run{s.model, job, s.layout};
+  const auto forward_waits = [&](const ModelConfig& model) {
+    const test::ModelRun run{model, s.job, s.layout};
     return cost::stage_costs(run.model, run.job, run.layout, test::stage_work(run, units, 1),
-                             s.system)[0];
+                             s.system)[0]
+        .forward.sync_s;
   };
-  const auto eager = cost_of(s.job);
-  EXPECT_GT(eager.forward.sync_s, 0.0);
+  EXPECT_GE(forward_waits(m.model), forward_waits(s.model) + s.system.device.host_launch_s);
+
+  // Memory: the clamps keep fc1's output and the fused activation its clamped copy, one more of
+  // fc1's width a row in each of the 4 layers, unless moe_act recomputes the activation.
+  auto kept_plain = m;
+  kept_plain.job.moe.recompute = MoeRecompute::None;
+  kept_plain.transformer().moe->activation_clamp = 0.0;
+  auto kept_clamped = kept_plain;
+  kept_clamped.transformer().moe->activation_clamp = 7.0;
+  EXPECT_DOUBLE_EQ(kept_bytes(kept_clamped) - kept_bytes(kept_plain), 4 * rows * (2 * w) * e);
+  kept_plain.job.moe.recompute = kept_clamped.job.moe.recompute = MoeRecompute::MoeAct;
+  EXPECT_DOUBLE_EQ(kept_bytes(kept_clamped), kept_bytes(kept_plain));
 
   m.job.stack.cuda_graphs = true;
   const auto graphed = model_operators(workload(m));

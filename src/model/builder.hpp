@@ -314,6 +314,14 @@ inline LayerSizes sizes(const Workload& run, const Dims& d) {
 void mlp_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z);
 void mlp_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerSizes& z);
 void mlp_weight_grad(Builder& w, const Workload& run, const Dims& d, const LayerSizes& z);
+// gpt-oss's experts run their bias and clamp eagerly (moe.cpp says how), except under CUDA graphs,
+// whose MoE layers need Transformer Engine's fused experts.
+inline bool eager_bias(const Workload& run) {
+  return run.model.moe && run.model.moe->expert_bias && !run.job.stack.cuda_graphs;
+}
+inline bool eager_clamp(const Workload& run) {
+  return run.model.moe && run.model.moe->activation_clamp > 0.0 && !run.job.stack.cuda_graphs;
+}
 void moe_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z);
 void moe_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerSizes& z);
 void moe_weight_grad(Builder& w, const Workload& run, const Dims& d, const LayerSizes& z);

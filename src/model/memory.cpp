@@ -143,6 +143,9 @@ LayerActivation moe_layer_activation_bytes(const Workload& run) {
   const bool act_kept = run.job.moe.recompute != MoeRecompute::MoeAct;
   double bytes = 4 * tokens * static_cast<double>(moe.experts) + d.e * tokens * k * d.h;
   bytes += rows * etp * (fp8_e * d.h + d.e * up + (act_kept ? fp8_e * width : 0.0));
+  // gpt-oss's eager clamp (moe.cpp): the clamps keep fc1's output for their masks and the fused
+  // activation its clamped, concatenated copy, one more of fc1's width, unless moe_act recomputes.
+  if (eager_clamp(run) && act_kept) bytes += rows * etp * d.e * up;
   // The shared experts as a dense MLP: fc1's output and the activation's output, split by TP.
   const double shared = static_cast<double>(moe.shared_ffn());
   bytes += d.s * d.b * (d.e * (m.gated_mlp ? 2 : 1) * shared + fp8_e * shared) / t;

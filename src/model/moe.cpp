@@ -122,12 +122,6 @@ std::int32_t dispatch_kernels(const Workload& run) {
 // pin of Megatron-Bridge 26.08, lines 473-536). Later Megatron-Core (@883533e, August 2026) also
 // packs the eager bias into one pass; the pins above are what the runs used.
 constexpr double kBiasBytes = 6, kBiasBackwardBytes = 8, kClampBytes = 8, kClampBackwardBytes = 10;
-bool eager_bias(const Workload& run) {
-  return run.model.moe->expert_bias && !run.job.stack.cuda_graphs;
-}
-bool eager_clamp(const Workload& run) {
-  return run.model.moe->activation_clamp > 0.0 && !run.job.stack.cuda_graphs;
-}
 std::int32_t bias_kernels(const MoeSizes& s, bool backward) {
   const auto local = static_cast<std::int32_t>(s.local);
   return backward ? 5 * local + 2 : 2 * local + 1;
