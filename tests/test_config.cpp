@@ -578,8 +578,8 @@ TEST(Config, MixtureOfExpertsIsReadAndChecked) {
   EXPECT_EQ(gpt_oss.moe->activation_clamp, 7.0);
   std::string gated_head = head;
   gated_head.insert(gated_head.find("[moe]"), "gated_mlp = true\n");
-  const test::ModelRun gated = io::parse_model(
-      gated_head + ok + "expert_bias = true\nactivation_clamp = 7.5\n", "m.toml");
+  const test::ModelRun gated =
+      io::parse_model(gated_head + ok + "expert_bias = true\nactivation_clamp = 7.5\n", "m.toml");
   EXPECT_TRUE(gated.transformer().moe->expert_bias);
   EXPECT_EQ(gated.transformer().moe->activation_clamp, 7.5);
   EXPECT_EQ(model_error(head + ok + "activation_clamp = 7\n"),

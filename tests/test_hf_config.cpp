@@ -295,9 +295,9 @@ TEST(HfConfig, GptOssExpertsHaveBiasesAndAClamp) {
   EXPECT_EQ(unused_note(read("gpt-oss-120b")).find("swiglu_limit"), std::string::npos);
   EXPECT_EQ(transformer(read_edited("gpt-oss-120b", {{"swiglu_limit", 5.5}})).moe->activation_clamp,
             5.5);
-  EXPECT_EQ(transformer(read_edited("gpt-oss-120b", {{"swiglu_limit", kRemoved}}))
-                .moe->activation_clamp,
-            7.0);
+  EXPECT_EQ(
+      transformer(read_edited("gpt-oss-120b", {{"swiglu_limit", kRemoved}})).moe->activation_clamp,
+      7.0);
   EXPECT_FALSE(transformer(read("mixtral-8x7b")).moe->expert_bias);
   EXPECT_EQ(transformer(read("mixtral-8x7b")).moe->activation_clamp, 0.0);
   for (const nlohmann::json& bad : {nlohmann::json(-1.0), nlohmann::json("7"), nlohmann::json(0)}) {

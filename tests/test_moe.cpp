@@ -293,7 +293,8 @@ TEST(Moe, GptOssExpertsAddTheirBiasesAndClampEagerly) {
     return std::count_if(ops.begin(), ops.end(), [](const Operator& op) { return op.host_sync; });
   };
   const auto at = [](const std::vector<Operator>& ops, std::string_view name) {
-    return std::find_if(ops.begin(), ops.end(), [&](const Operator& op) { return op.name == name; }) -
+    return std::find_if(ops.begin(), ops.end(),
+                        [&](const Operator& op) { return op.name == name; }) -
            ops.begin();
   };
   const auto ops = model_operators(workload(m));
