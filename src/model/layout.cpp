@@ -10,6 +10,22 @@ namespace pipetab {
 
 namespace {
 
+// Transformer Engine's GroupedLinear refuses biases over tensor-parallel ranks ("GroupedLinear
+// doesn't support bias when TP > 1", module/grouped_linear.py @v2.12-v2.14), and Megatron-Core
+// builds the experts' linears over the expert-tensor-parallel group. Its own function, never
+// inlined: `plan` rejects layouts by the exceptions these checks throw, and this check's call
+// sites inside the functions they unwind through made a dense plan 9% slower (farm-bench, `plan
+// --model llama2-70b --gpus 1024`), though it never throws there.
+[[gnu::noinline]] void require_expert_bias_layout(const TransformerConfig& m, const Layout& l) {
+  if (m.moe && m.moe->expert_bias && l.etp > 1) {
+    throw OptionError("expert_tensor_parallel",
+                      fmt::format("--etp {}: the experts' biases (expert_bias) need expert tensor "
+                                  "parallelism 1: Transformer Engine's GroupedLinear has no bias "
+                                  "over tensor-parallel ranks",
+                                  l.etp));
+  }
+}
+
 // Expert parallelism (Megatron-Core's MoE parallel folding, arXiv 2504.14960 §3): EP × ETP
 // ranks of the stage's TP × CP × DP hold each MoE layer's experts.
 void require_expert_layout(const TransformerConfig& m, const Job& job, const Layout& l) {
@@ -48,16 +64,6 @@ void require_expert_layout(const TransformerConfig& m, const Job& job, const Lay
         fmt::format("--etp {}: expert tensor parallelism splits each expert's hidden width {} "
                     "(expert_ffn_hidden), which does not divide evenly",
                     l.etp, moe.expert_ffn_hidden));
-  }
-  // Transformer Engine's GroupedLinear refuses biases over tensor-parallel ranks ("GroupedLinear
-  // doesn't support bias when TP > 1", module/grouped_linear.py @v2.12-v2.14), and Megatron-Core
-  // builds the experts' linears over the expert-tensor-parallel group.
-  if (moe.expert_bias && l.etp > 1) {
-    throw OptionError("expert_tensor_parallel",
-                      fmt::format("--etp {}: the experts' biases (expert_bias) need expert tensor "
-                                  "parallelism 1: Transformer Engine's GroupedLinear has no bias "
-                                  "over tensor-parallel ranks",
-                                  l.etp));
   }
   if (l.tp > 1 && !l.sequence_parallel) {
     throw OptionError(
@@ -265,6 +271,7 @@ void require_trainable(const TransformerConfig& m, const Job& job, const Layout&
   }
   if (m.hybrid()) require_hybrid(m, job, l);
   require_expert_layout(m, job, l);
+  require_expert_bias_layout(m, l);
   // A pipeline layout must parse and hold the model's layers; that it names the table's stages
   // is checked where the model is cut into them (partition_layers).
   if (!l.pipeline_layout.empty()) {
