@@ -72,6 +72,11 @@ std::string refusal(const test::ModelRun& run) {
   return "accepted";
 }
 
+// How many of a pass's operators the host waits for the device before (Operator::host_sync).
+std::ptrdiff_t waits(const std::vector<Operator>& ops) {
+  return std::count_if(ops.begin(), ops.end(), [](const Operator& op) { return op.host_sync; });
+}
+
 // The matrix-multiply FLOPs of a pass's operators whose name starts with one of `prefixes`.
 double flops_of(const std::vector<Operator>& ops,
                 std::initializer_list<std::string_view> prefixes) {
@@ -182,9 +187,6 @@ TEST(Moe, AHostSynchronisationEndsTheHostsLead) {
 // the counts, and a recomputed MoE layer waits again. A pass's cost carries the wait: with it
 // the forward takes what its stretch takes, without a wait (CUDA graphs) its kernels' time.
 TEST(Moe, TheDispatchSynchronisesTheHostOncePerForward) {
-  const auto waits = [](const std::vector<Operator>& ops) {
-    return std::count_if(ops.begin(), ops.end(), [](const Operator& op) { return op.host_sync; });
-  };
   for (const auto dispatcher : {MoeDispatcher::AllToAll, MoeDispatcher::DeepEp}) {
     auto m = moe_model(16, 4, 128, 4);
     m.job.moe.dispatcher = dispatcher;
@@ -289,9 +291,6 @@ TEST(Moe, GptOssExpertsAddTheirBiasesAndClampEagerly) {
   m.transformer().moe->expert_bias = true;
   m.transformer().moe->activation_clamp = 7.0;
   const double rows = 1024, h = 256, w = 128, e = 2, g = m.job.grad_bytes_per_param;
-  const auto waits = [](const std::vector<Operator>& ops) {
-    return std::count_if(ops.begin(), ops.end(), [](const Operator& op) { return op.host_sync; });
-  };
   const auto at = [](const std::vector<Operator>& ops, std::string_view name) {
     return std::find_if(ops.begin(), ops.end(),
                         [&](const Operator& op) { return op.name == name; }) -
