@@ -1309,6 +1309,17 @@ cost::Exchange exchange_of(double seconds, double beside = 0.0) {
   return x;
 }
 
+// The steps of a program as text: C<seconds>, I<exchange>, W<exchange>.
+std::string steps_of(const detail::OpProgram& p) {
+  std::string order;
+  for (const auto& s : p.steps) {
+    order += s.kind == StepKind::Compute ? fmt::format("C{:g} ", s.seconds)
+             : s.kind == StepKind::Issue ? fmt::format("I{} ", s.exchange)
+                                         : fmt::format("W{} ", s.exchange);
+  }
+  return order;
+}
+
 TEST(Sim, APairRunsItsPassesInTurnSoEachExchangeMovesUnderTheOthersCompute) {
   const auto system = system_with(Topology::Switched, {0.0, 1e9}, {0.0, 1e9});
   using detail::Piece;
@@ -1318,13 +1329,7 @@ TEST(Sim, APairRunsItsPassesInTurnSoEachExchangeMovesUnderTheOthersCompute) {
   const std::vector<Piece> a{{1.0, exchange_of(5.0), 0.0}, {2.0, std::nullopt, 0.0}};
   const std::vector<Piece> b{{3.0, exchange_of(1.0, 0.5), 0.5}, {4.0, std::nullopt, 0.0}};
   const auto p = detail::op_program(a, b);
-  std::string order;
-  for (const auto& s : p.steps) {
-    order += s.kind == StepKind::Compute ? fmt::format("C{:g} ", s.seconds)
-             : s.kind == StepKind::Issue ? fmt::format("I{} ", s.exchange)
-                                         : fmt::format("W{} ", s.exchange);
-  }
-  EXPECT_EQ(order, "C1 I0 C3 I1 C0.5 W0 C2 W1 C4 ");
+  EXPECT_EQ(steps_of(p), "C1 I0 C3 I1 C0.5 W0 C2 W1 C4 ");
   // X, issued at 1, ends at 6; the op waits from 4.5 to 6, then Y is long done: 1.5 s of waits.
   EXPECT_DOUBLE_EQ(detail::shortest_waits(p, system), 1.5);
   // One pass alone waits for each exchange beyond the compute beside it, in closed form too.
@@ -1343,6 +1348,31 @@ TEST(Sim, APairRunsItsPassesInTurnSoEachExchangeMovesUnderTheOthersCompute) {
   EXPECT_DOUBLE_EQ(pieces[0].before, 3.0);
   EXPECT_DOUBLE_EQ(pieces[1].before, 4.0);
   EXPECT_DOUBLE_EQ(detail::shortest_waits(detail::op_program(pieces), system), 0.5);
+}
+
+TEST(Sim, MegatronsCombinedStepRunsTheBackwardFirstWithOneCommunicationStream) {
+  const auto system = system_with(Topology::Switched, {0.0, 1e9}, {0.0, 1e9});
+  using detail::Piece;
+  // Forward A: compute 1 (its attention), dispatch X (5 s), compute 2. Backward B: compute 3,
+  // combine Y (3 s), compute 4. Megatron-Core issues B's combine, A's attention, B's experts,
+  // A's dispatch: B's piece first, then in turn.
+  const std::vector<Piece> a{{1.0, exchange_of(5.0), 0.0}, {2.0, std::nullopt, 0.0}};
+  const std::vector<Piece> b{{3.0, exchange_of(3.0), 0.0}, {4.0, std::nullopt, 0.0}};
+  const auto p = detail::op_program(a, b, detail::PairOrder::Megatron);
+  EXPECT_EQ(steps_of(p), "C3 I0 C1 I1 W0 C4 W1 C2 ");
+  // One stream: X moves once Y is done, whole.
+  EXPECT_TRUE(p.whole_after);
+  EXPECT_EQ(p.after, (std::vector<std::int32_t>{-1, 0}));
+  // Y runs 3-6; X waits for it, 6-11 (issued at 4). Waits: 4→6 for Y, 10→11 for X.
+  EXPECT_DOUBLE_EQ(detail::shortest_waits(p, system), 3.0);
+  // DualPipe's order: the forward first, its exchanges free: X 1-6, Y 4-7; waits 4→6 only.
+  const auto dualpipe = detail::op_program(a, b);
+  EXPECT_EQ(steps_of(dualpipe), "C1 I0 C3 I1 W0 C2 W1 C4 ");
+  EXPECT_FALSE(dualpipe.whole_after);
+  EXPECT_DOUBLE_EQ(detail::shortest_waits(dualpipe, system), 2.0);
+  // One pass alone has no partner to order: the same program either way.
+  EXPECT_EQ(steps_of(detail::op_program(a, {}, detail::PairOrder::Megatron)),
+            steps_of(detail::op_program(a)));
 }
 
 }  // namespace

@@ -12,9 +12,10 @@
 namespace pipetab::detail {
 
 // The program of one pass, or of a pair run in turn (`b`: its second pass; `pair`: a forward
-// and a backward that overlap), -1 without exchanges. Built once per stage and pass kinds: the
-// ops of a table share a few.
-std::int32_t Lowering::program_id(const Pass& a, const Pass* b, bool pair) {
+// and a backward that overlap, in that order), -1 without exchanges. Built once per stage and
+// pass kinds: the ops of a table share a few.
+std::int32_t Lowering::program_id(const Pass& a, const Pass* b,
+                                  std::optional<detail::PairOrder> pair) {
   if (b == nullptr) {
     // One pass: by (pipeline, stage) and kind in a flat array (-2: not built yet).
     constexpr std::size_t kKinds = 5;
@@ -31,9 +32,9 @@ std::int32_t Lowering::program_id(const Pass& a, const Pass* b, bool pair) {
     return id;
   }
   const auto kind = [](const Pass& p) { return static_cast<std::int64_t>(p.kind); };
-  const std::array<std::int64_t, 5> key{static_cast<std::int64_t>(index(a)), kind(a),
-                                        b ? static_cast<std::int64_t>(index(*b)) : -1,
-                                        b ? kind(*b) : -1, pair ? 1 : 0};
+  const std::array<std::int64_t, 5> key{
+      static_cast<std::int64_t>(index(a)), kind(a), b ? static_cast<std::int64_t>(index(*b)) : -1,
+      b ? kind(*b) : -1, pair ? 1 + static_cast<std::int64_t>(*pair) : 0};
   if (const auto it = program_ids_.find(key); it != program_ids_.end()) return it->second;
   auto first = detail::pass_pieces(cost_[index(a)], a.kind);
   std::vector<Piece> second;
@@ -44,7 +45,7 @@ std::int32_t Lowering::program_id(const Pass& a, const Pass* b, bool pair) {
   if (first.size() > 1 || second.size() > 1) {
     id = static_cast<std::int32_t>(unique_.size());
     if (pair) {
-      unique_.push_back(detail::op_program(first, second));
+      unique_.push_back(detail::op_program(first, second, *pair));
     } else {
       first.insert(first.end(), second.begin(), second.end());
       unique_.push_back(detail::op_program(first));
@@ -89,9 +90,10 @@ void Lowering::plan_exchanges(std::size_t n) {
     }
     return;
   }
-  if (!op.is_pair()) return set_program(n, program_id(op.first(), nullptr, false));
+  if (!op.is_pair()) return set_program(n, program_id(op.first(), nullptr));
   const bool pair = op.first().kind == PassKind::F && is_input_backward(op.second().kind);
-  set_program(n, program_id(op.first(), &op.second(), pair));
+  set_program(n, program_id(op.first(), &op.second(),
+                            pair ? std::optional(detail::PairOrder::ForwardFirst) : std::nullopt));
 }
 
 // Op n's program, or nullptr.
@@ -147,10 +149,12 @@ void Lowering::lower_programs() {
                                            f.latency_s);
           if (f.capped) g_.rate_cap.back() = link.bandwidth * link.collective_efficiency;
           g_.preds[static_cast<std::size_t>(t)] = 1;  // its Issue step
-          // After the exchange before it on its stream (FSDP's one reduce-scatter stream).
+          // After the exchange before it on its stream: its flow on the same link (FSDP's one
+          // reduce-scatter stream) or all of it (OpProgram::whole_after).
           if (const auto before = p.after.empty() ? -1 : p.after[e]; before >= 0) {
-            const auto prior = flows[static_cast<std::size_t>(before)][k];
-            if (prior >= 0) edge(prior, t);
+            const auto& prior = flows[static_cast<std::size_t>(before)];
+            for (std::size_t j = 0; j < 2; ++j)
+              if (prior[j] >= 0 && (j == k || p.whole_after)) edge(prior[j], t);
           }
           pair[k] = t;
         }

@@ -21,8 +21,8 @@ namespace pipetab::detail {
 // §C.3 rule 2): in the interleaved schedule's steady state (one pipeline, stage s on device
 // s mod devices, more stages than devices), each forward and the backward after it, the pairs
 // Megatron-LM's runtime runs as one step (steady_pairs), run as one overlapped step
-// (op_program(F, B)): the forward's op runs both, once the backward's input is in too
-// (merged_into_), and the backward's op is left empty. Other tables have no such steps.
+// (op_program(F, B, PairOrder::Megatron)): the forward's op runs both, once the backward's input is
+// in too (merged_into_), and the backward's op is left empty. Other tables have no such steps.
 bool Lowering::interleaved() const {
   if (t_.pipelines() != 1 || t_.stages <= t_.devices) return false;
   for (int s = 0; s < t_.stages; ++s)
@@ -35,7 +35,7 @@ void Lowering::combine_1f1b(std::int32_t d) {
     const auto& f = t_.ops[fi];
     const auto& b = t_.ops[bi];
     if (f.first().microbatch == b.first().microbatch) continue;
-    const auto id = program_id(f.first(), &b.first(), true);
+    const auto id = program_id(f.first(), &b.first(), detail::PairOrder::Megatron);
     if (id < 0) continue;
     if (merged_into_.empty()) merged_into_.assign(t_.ops.size(), -1);
     set_program(fi, id);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -273,7 +274,9 @@ class Lowering {
   using Piece = detail::Piece;
   using Program = detail::OpProgram;
 
-  std::int32_t program_id(const Pass& a, const Pass* b, bool pair);
+  // `pair`: how a forward and a backward overlap (none: run one after the other).
+  std::int32_t program_id(const Pass& a, const Pass* b,
+                          std::optional<detail::PairOrder> pair = std::nullopt);
   void set_program(std::size_t n, std::int32_t id);
   // FSDP without pipelining runs each op block by block (fsdp_program) when it gathers or
   // reduce-scatters: not in plan's compute part, which has no collectives.

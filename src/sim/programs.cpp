@@ -90,30 +90,38 @@ std::int32_t add_exchange(OpProgram& p, const cost::Exchange& x, std::int32_t af
   return static_cast<std::int32_t>(p.exchanges.size() - 1);
 }
 
-// Runs a thread of pieces' next piece into `p`: first the wait for its previous exchange.
+// Runs a thread of pieces' next piece into `p`: first the wait for its previous exchange. Its
+// exchange moves after exchange `after` (-1: free).
 void run_piece(OpProgram& p, const std::vector<Piece>& thread, std::size_t& next,
-               std::int32_t& pending) {
+               std::int32_t& pending, std::int32_t after = -1) {
   if (pending >= 0) p.steps.push_back({StepKind::Wait, pending});
   pending = -1;
   const Piece& piece = thread[next++];
   p.steps.push_back({StepKind::Compute, -1, piece.before, piece.pass});
   if (!piece.exchange) return;
-  pending = add_exchange(p, *piece.exchange);
+  pending = add_exchange(p, *piece.exchange, after);
   p.steps.push_back({StepKind::Issue, pending});
   if (piece.beside > 0.0) p.steps.push_back({StepKind::Compute, -1, piece.beside, piece.pass});
 }
 
 }  // namespace
 
-OpProgram op_program(const std::vector<Piece>& a, const std::vector<Piece>& b) {
+OpProgram op_program(const std::vector<Piece>& a, const std::vector<Piece>& b, PairOrder order) {
   OpProgram p;
   std::size_t i = 0, j = 0;
   std::int32_t pa = -1, pb = -1;
-  for (bool turn_a = true; i < a.size() || j < b.size(); turn_a = !turn_a) {
+  // Megatron-Core: one stream, so each exchange after the one issued before it.
+  const bool one_stream = order == PairOrder::Megatron && !b.empty();
+  p.whole_after = one_stream;
+  const auto last = [&] {
+    return one_stream ? static_cast<std::int32_t>(p.exchanges.size()) - 1 : -1;
+  };
+  for (bool turn_a = order == PairOrder::ForwardFirst || b.empty(); i < a.size() || j < b.size();
+       turn_a = !turn_a) {
     if ((turn_a && i < a.size()) || j == b.size()) {
-      run_piece(p, a, i, pa);
+      run_piece(p, a, i, pa, last());
     } else {
-      run_piece(p, b, j, pb);
+      run_piece(p, b, j, pb, last());
     }
   }
   for (const auto x : {pa, pb})
@@ -172,7 +180,10 @@ double shortest_waits(const OpProgram& p, const SystemConfig& system) {
       now += step.seconds;
       compute += step.seconds;
     } else if (step.kind == StepKind::Issue) {
-      end[x] = now + alone_seconds(p.exchanges[x], system);
+      // On one stream it moves after the exchange before it (per link otherwise: a lower bound).
+      const auto before = p.whole_after ? p.after[x] : -1;
+      const double start = before >= 0 ? std::max(now, end[static_cast<std::size_t>(before)]) : now;
+      end[x] = start + alone_seconds(p.exchanges[x], system);
     } else {
       now = std::max(now, end[x]);
     }

@@ -41,17 +41,35 @@ struct OpProgram {
   std::vector<cost::Exchange> exchanges;
   /// per exchange, the exchange that must end before it moves (-1: none; one collective stream)
   std::vector<std::int32_t> after;
+  /// `after` waits for the whole exchange before (one stream whose kernels each move all of an
+  /// exchange's flows: DeepEP's and Megatron-Core's all-to-all stream), not only for its flow
+  /// on the same link (FSDP's reduce-scatters, one NCCL call per group).
+  bool whole_after = false;
+};
+
+/// How an op interleaves two passes' pieces.
+enum class PairOrder : std::uint8_t {
+  /// The forward's piece first, each pass's exchanges free to move at once (DualPipe's F&B
+  /// chunks, DeepSeek-V3 §3.2.1, Fig. 4).
+  ForwardFirst,
+  /// Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm): per layer the host
+  /// issues the backward's combine, the forward's attention, the backward's experts, the
+  /// forward's dispatch, the backward's dispatch, the forward's experts, the forward's combine,
+  /// the backward's attention (TransformerLayerSchedulePlan.run, models/common/model_chunk_
+  /// schedule_plan.py @b0cc270 and @d728871): the backward's piece first, and every all-to-all on
+  /// one communication stream in that order.
+  Megatron,
 };
 
 /// One pass of a stage as pieces: its compute outside the layers with exchanges first, then each
 /// such layer's program, in model order; one piece without an exchange when it has none.
 std::vector<Piece> pass_pieces(const cost::StageCost& stage, PassKind kind);
 
-/// One pass's pieces in order, or two passes' (a forward and a backward of other microbatches)
-/// in turn: each one's exchange moves while the other computes, one compute stream and one
-/// exchange of each in flight (DualPipe's overlapped F&B chunks, DeepSeek-V3 §3.2.1, Fig. 4;
-/// Megatron-Core's combined 1F1B).
-OpProgram op_program(const std::vector<Piece>& a, const std::vector<Piece>& b = {});
+/// One pass's pieces in order, or two passes' (a forward `a` and a backward `b` of other
+/// microbatches) in turn as `order` says: each one's exchange moves while the other computes,
+/// one compute stream and at most one exchange of each pass in flight.
+OpProgram op_program(const std::vector<Piece>& a, const std::vector<Piece>& b = {},
+                     PairOrder order = PairOrder::ForwardFirst);
 
 /// One pass of a stage as its blocks (transformer layers) in the order the pass runs them (a
 /// backward from the last): each block's pieces, its layer's program where it has one, with the
