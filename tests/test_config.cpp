@@ -399,8 +399,8 @@ TEST(Config, ErrorsNameFileLineAndKey) {
   EXPECT_EQ(
       model_error(head + "colour = 3\n"),
       "m.toml:7:1: key 'transformer.colour': unknown key (expected: layers, hidden, heads, "
-      "kv_heads, head_dim, ffn_hidden, vocab, gated_mlp, learned_positions, dropout, "
-      "tie_embeddings, mtp_layers, attention, q_lora_rank, kv_lora_rank, "
+      "kv_heads, head_dim, ffn_hidden, vocab, gated_mlp, learned_positions, rotary, qk_norm, "
+      "dropout, tie_embeddings, mtp_layers, attention, q_lora_rank, kv_lora_rank, "
       "qk_rope_head_dim, v_head_dim, hybrid_pattern, seq_len, micro_batch, precision, dtype_bytes, "
       "tensor_parallel, sequence_parallel, recompute, flash_attention, fused_elementwise, "
       "balance_embedding, grad_accumulation_fusion, grad_bytes_per_param, "
@@ -608,6 +608,17 @@ TEST(Config, MixtureOfExpertsIsReadAndChecked) {
                         "qk_rope_head_dim = 8\nv_head_dim = 16\n"),
             "latent attention needs flash_attention = true (MLA runs in fused attention "
             "kernels)");
+  // The per-head Q and K norms are multi-head attention's; rotary embeddings exclude a
+  // position table.
+  EXPECT_EQ(model_error("[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\n"
+                        "vocab = 100\nattention = \"latent\"\nkv_lora_rank = 16\n"
+                        "qk_rope_head_dim = 8\nv_head_dim = 16\nqk_norm = true\n"),
+            "m.toml:11:11: key 'transformer.qk_norm': needs attention = \"multi-head\": latent "
+            "attention's norms are its own (q_lora_rank, kv_lora_rank)");
+  EXPECT_EQ(model_error("[transformer]\nlayers = 4\nhidden = 64\nheads = 4\nseq_len = 32\n"
+                        "vocab = 100\nrotary = true\n"),
+            "m.toml:7:10: key 'transformer.rotary': a model with learned_positions = true has no "
+            "rotary embeddings");
 }
 
 TEST(Config, OperatorLevelKeysAreChecked) {

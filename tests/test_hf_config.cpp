@@ -99,6 +99,8 @@ void expect_same_architecture(const TransformerConfig& hf, const TransformerConf
   EXPECT_EQ(hf.vocab, preset.vocab);
   EXPECT_EQ(hf.gated_mlp, preset.gated_mlp);
   EXPECT_EQ(hf.learned_positions, preset.learned_positions);
+  EXPECT_EQ(hf.rotary, preset.rotary);
+  EXPECT_EQ(hf.qk_norm, preset.qk_norm);
   EXPECT_EQ(hf.dropout, preset.dropout);
   EXPECT_EQ(hf.tie_embeddings, preset.tie_embeddings);
   EXPECT_EQ(hf.mtp_layers, preset.mtp_layers);

@@ -418,15 +418,66 @@ TEST(Eager, ElementwiseKernelsMoveWhatEagerPyTorchMoves) {
   EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "layernorm1")->bytes, 36 * x);
   EXPECT_EQ(find_op(ops.layer.forward, "layernorm1")->kernels, 8);
   EXPECT_DOUBLE_EQ(find_op(fused.layer.forward, "layernorm1")->bytes, 4 * x);
-  // Rotary embeddings of Q and K (4096 + 1024 wide): 2e + 16 = 20 bytes per element; fused
-  // kernels apply them inside attention.
+  // Rotary embeddings of Q and K (4096 + 1024 wide): 2e + 16 = 20 bytes per element in six
+  // kernels; Transformer Engine's fused kernel reads and writes each element once, 2e = 4, in
+  // one kernel for Q and one for K.
   EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "rotary")->bytes, 20 * 8192.0 * (4096 + 1024));
-  EXPECT_EQ(find_op(fused.layer.forward, "rotary"), nullptr);
+  EXPECT_EQ(find_op(ops.layer.forward, "rotary")->kernels, 6);
+  EXPECT_DOUBLE_EQ(find_op(fused.layer.forward, "rotary")->bytes, 4 * 8192.0 * (4096 + 1024));
+  EXPECT_EQ(find_op(fused.layer.forward, "rotary")->kernels, 2);
+  EXPECT_DOUBLE_EQ(find_op(fused.layer.input_grad, "rotary.backward")->bytes,
+                   4 * 8192.0 * (4096 + 1024));
   // SwiGLU: silu and the product apart, 5e against 3e per element of the 14,336-wide MLP.
   EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "mlp.activation")->bytes, 10 * 8192.0 * 14336);
   EXPECT_DOUBLE_EQ(find_op(fused.layer.forward, "mlp.activation")->bytes, 6 * 8192.0 * 14336);
   // The same FLOPs either way.
   EXPECT_DOUBLE_EQ(matmul_flops(ops.layer.forward), matmul_flops(fused.layer.forward));
+}
+
+TEST(Attention, Qwen3NormsEachHeadOfQAndKAndNemotronHasNoPositions) {
+  // Llama 3.1 8B (32 heads of 128, 8 KV heads; 8,192 tokens) with Qwen3's per-head norms:
+  // Transformer Engine's norms read and write Q (4,096 wide) and K (1,024) forward, 2e a
+  // element, and read the input and the output gradient and write the input gradient backward,
+  // 3e (no residual gradient, unlike the layer's norms: 4e); one kernel each.
+  auto run = llama8b();
+  std::get<TransformerConfig>(run.model.spec).qk_norm = true;
+  const auto ops = model_operators(workload(run));
+  const double q = 8192.0 * 4096, k = 8192.0 * 1024;
+  EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.q_norm")->bytes, 4 * q);
+  EXPECT_DOUBLE_EQ(find_op(ops.layer.forward, "attention.k_norm")->bytes, 4 * k);
+  EXPECT_DOUBLE_EQ(find_op(ops.layer.input_grad, "attention.q_norm.backward")->bytes, 6 * q);
+  EXPECT_DOUBLE_EQ(find_op(ops.layer.input_grad, "attention.k_norm.backward")->bytes, 6 * k);
+  EXPECT_EQ(find_op(ops.layer.forward, "attention.q_norm")->kernels, 1);
+  // After the QKV projection, before the rotary embedding; backward the other way round.
+  const auto at = [](const std::vector<Operator>& list, std::string_view name) {
+    return std::find_if(list.begin(), list.end(),
+                        [&](const Operator& o) { return o.name == name; }) -
+           list.begin();
+  };
+  EXPECT_LT(at(ops.layer.forward, "qkv"), at(ops.layer.forward, "attention.q_norm"));
+  EXPECT_LT(at(ops.layer.forward, "attention.k_norm"), at(ops.layer.forward, "rotary"));
+  EXPECT_LT(at(ops.layer.input_grad, "rotary.backward"),
+            at(ops.layer.input_grad, "attention.q_norm.backward"));
+  EXPECT_LT(at(ops.layer.input_grad, "attention.k_norm.backward"),
+            at(ops.layer.input_grad, "qkv.input_grad"));
+  // Without the norms, none of them.
+  const auto plain = model_operators(workload(llama8b()));
+  EXPECT_EQ(find_op(plain.layer.forward, "attention.q_norm"), nullptr);
+  // Memory: each of the 32 layers (one stage) keeps the norms' inputs, Q and K, 2 bytes an
+  // element, beside the rest.
+  const std::vector<std::int32_t> one{1};
+  const double with = test::stage_work(run, one, 1)[0].activation_bytes;
+  const double without = test::stage_work(llama8b(), one, 1)[0].activation_bytes;
+  EXPECT_NEAR(with - without, 32 * 2 * (q + k), 1e-9 * with);
+  // The Qwen3 presets have them; Nemotron-H's attention has no rotary embedding.
+  EXPECT_TRUE(std::get<TransformerConfig>(io::load_model("qwen3-30b-a3b").spec).qk_norm);
+  const test::ModelRun nemotron = io::load_model("nemotron-3-nano");
+  EXPECT_FALSE(std::get<TransformerConfig>(nemotron.model.spec).rotary_positions());
+  const auto hybrid = model_operators(workload(nemotron));
+  const auto& attention = hybrid.blocks[index(BlockKind::Attention)];
+  EXPECT_NE(find_op(attention.forward, "qkv"), nullptr);
+  EXPECT_EQ(find_op(attention.forward, "rotary"), nullptr);
+  EXPECT_EQ(find_op(attention.input_grad, "rotary.backward"), nullptr);
 }
 
 TEST(Clock, ScalesComputeButNotMemoryTraffic) {

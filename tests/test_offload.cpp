@@ -401,7 +401,9 @@ TEST(LayerOffload, OneDeviceKeepsTheLayersNotOffloaded) {
   EXPECT_NEAR(m.peak_activation_bytes()[0], base.peak_activation_bytes()[0] - 6 * layer,
               1e-6 * layer);
   EXPECT_NEAR(m.peak_host_bytes[0], 8 * layer, 1e-6 * layer);
-  EXPECT_GE(m.runtime_s, base.runtime_s);
+  // Never faster (the copies hide or stall; the pass's time is summed in another order, so
+  // equal up to rounding).
+  EXPECT_GE(m.runtime_s, base.runtime_s * (1 - 1e-12));
   EXPECT_EQ(m.offload_layers, 8);
   // One offload at a time; a split backward is refused with its reason.
   setup.job.offload_activations = 0.5;

@@ -50,12 +50,23 @@ TransformerConfig read_transformer(const Reader& r, const Table& t, const std::s
   m.vocab = r.integer(t, p, "vocab", std::nullopt, 1, kBig);
   m.gated_mlp = r.boolean(t, p, "gated_mlp", false);
   m.learned_positions = r.boolean(t, p, "learned_positions", true);
+  m.rotary = r.boolean(t, p, "rotary", !m.learned_positions);
+  if (m.rotary && m.learned_positions) {
+    r.fail(t.get("rotary")->source(), Reader::join(p, "rotary"),
+           "a model with learned_positions = true has no rotary embeddings");
+  }
+  m.qk_norm = r.boolean(t, p, "qk_norm", false);
   m.dropout = r.boolean(t, p, "dropout", true);
   m.tie_embeddings = r.boolean(t, p, "tie_embeddings", true);
   m.mtp_layers = r.integer(t, p, "mtp_layers", 0, 0, 64);
   m.attention = r.choice(t, p, "attention", "multi-head", {"multi-head", "latent"}) == "latent"
                     ? AttentionKind::Latent
                     : AttentionKind::MultiHead;
+  if (m.qk_norm && m.attention == AttentionKind::Latent) {
+    r.fail(t.get("qk_norm")->source(), Reader::join(p, "qk_norm"),
+           "needs attention = \"multi-head\": latent attention's norms are its own (q_lora_rank, "
+           "kv_lora_rank)");
+  }
   // Multi-head latent attention's ranks and head widths (DeepSeek-V3 §2.1.1); head_dim is the
   // heads' unrotated query-key width.
   for (const char* key : {"q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim"}) {

@@ -336,6 +336,9 @@ class HfReader {
     m.tie_embeddings = boolean(field("tie_word_embeddings"), false);
     read_biases();
     read_windows(m);
+    // Qwen3Attention and Qwen3MoeAttention norm each head of Q and K (q_norm, k_norm: Qwen3RMSNorm
+    // over head_dim) before the rotary embedding [T]; no field turns it off.
+    m.qk_norm = arch_ == Arch::Qwen3 || arch_ == Arch::Qwen3Moe;
     switch (arch_) {
       case Arch::Qwen3Moe:
         read_qwen3_moe(m);
@@ -752,6 +755,7 @@ class HfReader {
     m.gated_mlp = false;
     // Its attention layers have no position embedding (NemotronHAttention applies none) [T].
     m.learned_positions = false;
+    m.rotary = false;
     m.dropout =
         probability(field("attention_dropout")) > 0.0 || probability(field("hidden_dropout")) > 0.0;
     m.tie_embeddings = boolean(field("tie_word_embeddings"), false);
@@ -879,6 +883,7 @@ class HfReader {
     // learned_pos_emb to False" [M]).
     const bool learned = boolean(field("learned_pos_emb"), true);
     m.learned_positions = remote && learned && !alibi && !rope;
+    m.rotary = rope;
     // Dropouts: resid_pdrop, emb_pdrop and attn_config.attn_pdrop, all 0.0 by default [T][M].
     m.dropout = attention_dropout > 0.0 || probability(field("resid_pdrop")) > 0.0 ||
                 probability(field("emb_pdrop")) > 0.0;

@@ -105,26 +105,40 @@ class Builder {
   }
 
   // A norm over `elements` (RMSNorm or LayerNorm), forward or backward. Fused: one pass, read
-  // and write (backward: read the input, the output gradient and the residual's gradient, write
-  // the input gradient). Eager PyTorch (torchtitan's RMSNorm @9dec370: x.float(), pow(2),
-  // mean, + eps, rsqrt, ·x, type_as, ·weight): forward 4e + 28 bytes per element in 8 kernels;
-  // its autograd backward about 5e + 56 in 10.
-  void norm(std::string_view name, double elements, bool backward) {
+  // and write (backward: read the input, the output gradient and, a layer's norms, the
+  // residual's gradient (`residual`); write the input gradient). Eager PyTorch (torchtitan's
+  // RMSNorm @9dec370: x.float(), pow(2), mean, + eps, rsqrt, ·x, type_as, ·weight): forward
+  // 4e + 28 bytes per element in 8 kernels; its autograd backward about 5e + 56 in 10.
+  void norm(std::string_view name, double elements, bool backward, bool residual = true) {
     const double e = d_.e;
     if (run_.job.stack.fused_elementwise) {
-      memory(name, (backward ? 4 : 2) * e * elements);
+      memory(name, (backward ? (residual ? 4 : 3) : 2) * e * elements);
     } else {
       memory(name, (backward ? 5 * e + 56 : 4 * e + 28) * elements, backward ? 10 : 8);
     }
   }
 
-  // Rotary embeddings of Q and K, eager (torchtitan's apply_rotary_emb: float(), a complex
-  // product with the frequencies, type_as): 2e + 16 bytes per element, three kernels each for Q
-  // and K, the same again backward. Fused kernels (Megatron-Core, Transformer Engine) apply
-  // them within the attention's inputs, not counted.
+  // Rotary embeddings of Q and K over `elements` of them, forward or backward. Eager
+  // (torchtitan's apply_rotary_emb: float(), a complex product with the frequencies, type_as):
+  // 2e + 16 bytes per element, three kernels each for Q and K. Fused: Megatron-Core applies them
+  // to Q and to K apart, outside the attention kernel (SelfAttention.forward's
+  // apply_rotary_pos_emb, @d728871), under apply_rope_fusion with Transformer Engine's
+  // FusedRoPEFunc (tex.fused_rope_forward and fused_rope_backward, TE v2.12): one kernel each,
+  // reading and writing every element, 2e bytes.
   void rotary(std::string_view name, double elements) {
-    if (run_.job.stack.fused_elementwise || run_.model.learned_positions) return;
+    if (!run_.model.rotary_positions()) return;
+    if (run_.job.stack.fused_elementwise) return memory(name, 2 * d_.e * elements, 2);
     memory(name, (2 * d_.e + 16) * elements, 6);
+  }
+
+  // Qwen3's per-head norms of Q and K (TransformerConfig::qk_norm; Megatron-Core's q_layernorm
+  // and k_layernorm, a norm module each): two norms over the heads' widths, whose backward reads
+  // no residual gradient.
+  void qk_norms(std::string_view q, std::string_view k, double q_elements, double k_elements,
+                bool backward) {
+    if (!run_.model.qk_norm) return;
+    norm(q, q_elements, backward, false);
+    norm(k, k_elements, backward, false);
   }
 
   // The layer's weight gradients are FP8 products (of the inputs' and output gradients' FP8

@@ -71,9 +71,13 @@ LayerActivation layer_activation_bytes(const Workload& run, const Dims& d) {
   // model sets head_dim.) Per-op recomputation keeps the outputs of wq, wv, attention and w1 and
   // recomputes K, the gate's other half and the product.
   // LGD recomputes the activation's output (fc2's input) from its input.
-  const double split = per_op ? 4 * d.s * d.b * d.q + 2 * d.s * d.b * d.kv + 2 * d.s * d.b * d.ffn
-                              : 4 * d.s * d.b * d.q + 4 * d.s * d.b * d.kv +
-                                    ((m.gated_mlp ? 6 : 4) - (lgd ? 2 : 0)) * d.s * d.b * d.ffn;
+  // Qwen3's per-head norms of Q and K (qk_norm) keep their inputs, Q and K as the projection
+  // gave them, beside the normed and rotated copies the attention keeps (2·s·b·(q + kv)).
+  const double qk_norms = m.qk_norm ? 2 * d.s * d.b * (d.q + d.kv) : 0.0;
+  const double split =
+      qk_norms + (per_op ? 4 * d.s * d.b * d.q + 2 * d.s * d.b * d.kv + 2 * d.s * d.b * d.ffn
+                         : 4 * d.s * d.b * d.q + 4 * d.s * d.b * d.kv +
+                               ((m.gated_mlp ? 6 : 4) - (lgd ? 2 : 0)) * d.s * d.b * d.ffn);
   // Softmax output (2·a·s²·b), its dropout mask (a·s²·b), the dropout output (2·a·s²·b); with
   // FlashAttention only a row-wise log-sum-exp (fp32) per head; selective recomputation drops
   // the attention core altogether.

@@ -109,6 +109,7 @@ void attention_forward(Builder& f, const Workload& run, const Dims& d, const Lay
     detail::mla_projections_forward(f, run, d, z);
   } else {
     f.linear("qkv", "qkv.quantize", z.T, z.qkv_out, d.h, true);
+    f.qk_norms("attention.q_norm", "attention.k_norm", z.T * d.q / d.t, z.T * d.kv / d.t, false);
     f.rotary("rotary", z.T * (d.q + d.kv) / d.t);
   }
   attention_core_forward(f, run, d, z);
@@ -296,6 +297,8 @@ void attention_input_grad(Builder& i, const Workload& run, const Dims& d, const 
       i.gemm("attention.scores.key_grad", d.s, z.head_dim, d.s, z.heads);    // dK = dSᵀ·Q
     }
     i.rotary("rotary.backward", z.T * (d.q + d.kv) / d.t);
+    i.qk_norms("attention.q_norm.backward", "attention.k_norm.backward", z.T * d.q / d.t,
+               z.T * d.kv / d.t, true);
     i.linear("qkv.input_grad", "qkv.quantize_grad", z.T, d.h, z.qkv_out, false);
   }
   // Megatron's asynchronous backward communication: the input gradient's reduction runs during

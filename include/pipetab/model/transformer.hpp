@@ -129,7 +129,15 @@ struct TransformerConfig {
   std::int64_t mtp_layers = 0;
   bool gated_mlp = false;         ///< SwiGLU-style MLP: three weight matrices instead of two
   bool learned_positions = true;  ///< a position-embedding table (GPT) or none (RoPE)
-  bool dropout = true;            ///< dropout after attention and the MLP (GPT, Megatron: 0.1)
+  /// Without learned positions, rotary embeddings on Q and K (RoPE); false: no positions in the
+  /// attention's inputs at all (Nemotron-H's attention layers; MPT's ALiBi, a bias inside the
+  /// attention kernel).
+  bool rotary = true;
+  bool rotary_positions() const { return rotary && !learned_positions; }
+  /// An RMSNorm over each head of Q and of K before the rotary embedding (Qwen3's q_norm and
+  /// k_norm; Megatron-Core's --qk-layernorm, SelfAttention's q_layernorm and k_layernorm).
+  bool qk_norm = false;
+  bool dropout = true;  ///< dropout after attention and the MLP (GPT, Megatron: 0.1)
   /// The output layer shares the input embedding's weights (GPT; Megatron's default). With
   /// more than one stage the last stage keeps a copy, and the two copies' gradients are
   /// all-reduced at the end of the iteration.
