@@ -36,10 +36,13 @@ void only_transformer_keys(const Reader& r, const toml::table& t, const std::str
   // The architecture's keys, then the job's and layout's that older files carry.
   std::vector<std::string_view> allowed(kTransformerJobKeys.begin(), kTransformerJobKeys.end());
   allowed.insert(allowed.end(), more.begin(), more.end());
-  r.only(t, p,
-         {"layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab", "gated_mlp",
-          "learned_positions", "rotary", "qk_norm", "dropout", "tie_embeddings", "mtp_layers", "attention",
-          "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim", "hybrid_pattern"},
+  r.only(t, p, {"layers",         "hidden",        "heads",
+                "kv_heads",       "head_dim",      "ffn_hidden",
+                "vocab",          "gated_mlp",     "learned_positions",
+                "rotary",         "qk_norm",       "dropout",
+                "tie_embeddings", "mtp_layers",    "attention",
+                "q_lora_rank",    "kv_lora_rank",  "qk_rope_head_dim",
+                "v_head_dim",     "hybrid_pattern"},
          allowed);
 }
 
