@@ -49,6 +49,62 @@ TEST(Fp8, LayerLinearsRunInFp8AndTheRestInBf16) {
   EXPECT_EQ(find_op(bf16.layer.forward, "qkv.quantize"), nullptr);
 }
 
+// Current scaling (tensorwise) needs a tensor's amax before its first element is cast: with
+// Transformer Engine an amax pass over the 16-bit input (2 more bytes an element) and four kernels
+// from one call (the amax zeroed, the amax, the scale, the cast-transpose); after a norm in the
+// same module (the QKV's LayerNormLinear) the norm finds the amax and three kernels remain.
+// Delayed scaling casts with the previous amax; torch.compile's torchao reduces, then casts.
+TEST(Fp8, CurrentScalingReadsTheInputAgainForItsAmax) {
+  auto m = llama8b();
+  m.job.precision = Precision::FP8;
+  ASSERT_EQ(m.job.fp8_recipe, Fp8Recipe::Tensorwise);
+  const double s = 8192, h = 4096, ffn = 14336;
+  struct Expected {
+    const char* name;
+    double bytes;
+    std::int32_t inner;
+  };
+  const auto check = [](const PassOperators& pass, const Expected& e) {
+    const Operator* op = find_op(pass.forward, e.name);
+    if (op == nullptr) op = find_op(pass.input_grad, e.name);
+    ASSERT_NE(op, nullptr) << e.name;
+    EXPECT_DOUBLE_EQ(op->bytes, e.bytes) << e.name;
+    EXPECT_EQ(op->kernels, 1) << e.name;
+    EXPECT_EQ(op->inner_launches, e.inner) << e.name;
+  };
+  const auto te = model_operators(workload(m));
+  check(te.layer, {"qkv.quantize", 4 * s * h, 2});  // the attention's heads: q = h
+  for (const Expected& e : {Expected{"projection.quantize", 6 * s * h, 3},
+                            Expected{"fc1.quantize", 4 * s * h, 2},  // LayerNormLinear
+                            Expected{"fc2.quantize", 6 * s * ffn, 3}})
+    check(te.layer, e);
+  // The output gradients of fc2 and of the projection: s·h elements each.
+  check(te.layer, {"fc2.quantize_grad", 6 * s * h, 3});
+  check(te.layer, {"projection.quantize_grad", 6 * s * h, 3});
+  // On the device: the extra read and three kernels more than delayed scaling's one.
+  auto delayed = m;
+  delayed.job.fp8_recipe = Fp8Recipe::Delayed;
+  const auto d = model_operators(workload(delayed));
+  check(d.layer, {"projection.quantize", 4 * s * h, 0});
+  const auto system = io::load_system("dgx-h100");
+  const auto seconds = [&](const test::ModelRun& run, const PassOperators& pass) {
+    return cost::operator_cost(*find_op(pass.forward, "projection.quantize"), workload(run), system)
+        .seconds;
+  };
+  const auto& dev = system.device;
+  EXPECT_NEAR(seconds(m, te.layer) - seconds(delayed, d.layer),
+              2 * s * h / (dev.memory_bandwidth * dev.memory_efficiency) +
+                  3 * dev.kernel_overhead_s,
+              1e-12);
+  // torchao under torch.compile (16-bit saved inputs): the reduction and the cast, no norm
+  // fused into the amax.
+  auto compiled = m;
+  compiled.job.stack.fp8_saved_inputs = false;
+  const auto c = model_operators(workload(compiled));
+  check(c.layer, {"qkv.quantize", 6 * s * h, 1});
+  check(c.layer, {"projection.quantize", 6 * s * h, 1});
+}
+
 TEST(Fp8, CostsAtTheFp8PeakWithItsOwnGemmModel) {
   auto m = llama8b();
   m.job.precision = Precision::FP8;

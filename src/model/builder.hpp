@@ -42,27 +42,21 @@ class Builder {
 
   // A layer's linear: in FP8 training its inputs are quantised first (`quantize` names that
   // kernel; "": none) and the product runs in FP8. Quantising an [m×k] input reads it in 16 bits
-  // and writes it and its transpose in FP8 (Transformer Engine's fused cast-transpose, the scale
-  // from the previous amax: e + 2 bytes per element, one kernel); eager torchao adds an amax pass
-  // and casts the transpose apart (3e + 2 bytes, three kernels) and casts the weight every
-  // forward too. MXFP8 writes a scale byte per 32 elements beside each of the two copies.
+  // and writes it and its transpose in FP8 (Transformer Engine's fused cast-transpose: e + 2
+  // bytes per element, one kernel, with delayed scaling's previous amax); eager torchao adds an
+  // amax pass and casts the transpose apart (3e + 2 bytes, three kernels) and casts the weight
+  // every forward too. MXFP8 writes a scale byte per 32 elements beside each of the two copies.
+  // Current scaling (tensorwise) on the fused stacks: see current_scaling_amax.
   void linear(std::string_view name, std::string_view quantize, double m, double n, double k,
               bool weight_in_forward, double batch = 1.0) {
-    if (fp8() && !quantize.empty()) {
-      const bool fused = run_.job.stack.fused_elementwise;
-      double elements = m * k * batch;
-      if (!fused && weight_in_forward) elements += n * k * batch;
-      const double scales = run_.job.fp8_recipe == Fp8Recipe::Mxfp8 ? 2 * kMxfp8ScaleBytes : 0.0;
-      const double per_element = run_.job.fp8_recipe == Fp8Recipe::Nvfp4
-                                     ? kNvfp4QuantizeBytes
-                                     : (fused ? d_.e + 2 : 3 * d_.e + 2) + scales;
-      memory(quantize, per_element * elements, fused ? 1 : 3);
-    }
-    gemm(name, m, n, k, batch);
-    ops().back().fp8 = fp8();
-    if (fp8())
-      ops().back().bytes =
-          gemm_operator(name, {m, n, k, batch}, 1.0).bytes + m * n * batch * (d_.e - 1);
+    quantized_linear(name, quantize, m, n, k, weight_in_forward, batch, false);
+  }
+  // Transformer Engine's LayerNormLinear (Megatron-Core's TELayerNormColumnParallelLinear: the
+  // attention's QKV after the input norm, a dense MLP's fc1 after the pre-MLP norm): the norm
+  // runs in the linear's module, so under current scaling it finds the amax of what it writes.
+  void norm_linear(std::string_view name, std::string_view quantize, double m, double n,
+                   double k) {
+    quantized_linear(name, quantize, m, n, k, true, 1.0, true);
   }
 
   // The experts' linear and weight-gradient GEMM over their `experts` local groups, priced as one
@@ -232,6 +226,44 @@ class Builder {
   // The launches inside a grouped GEMM (from `at`: its quantisation, if `quantised` and any, then
   // the GEMM) over `experts` groups on a fused stack (Transformer Engine's GroupedLinear; see
   // grouped_linear).
+  // Current scaling (tensorwise) needs the whole tensor's amax before it casts an element, so a
+  // fused stack reads the input once more (e bytes an element). Transformer Engine runs four
+  // kernels from one call: the amax zeroed and the amax pass (nvte_compute_amax_with_config,
+  // common/recipe/current_scaling.cu), the scale, the cast-transpose
+  // (Float8CurrentScalingQuantizer::quantize_impl, pytorch/csrc/quantizer.cpp @v2.12). After a
+  // norm in the same module the norm kernel finds the amax as it writes its 16-bit output
+  // (normalization.cpp, FUSED_NORM_AMAX_FP8, then quantize_with_amax): no more reads, the amax
+  // zeroed, the scale and the cast. torch.compile's torchao: a reduction, then the cast.
+  // Returns {extra bytes per element, kernels launched inside the call}.
+  std::pair<double, std::int32_t> current_scaling_amax(bool from_norm) const {
+    if (run_.job.fp8_recipe != Fp8Recipe::Tensorwise || !run_.job.stack.fused_elementwise)
+      return {0.0, 0};
+    if (!run_.job.stack.fp8_saved_inputs) return {d_.e, 1};  // torchao, compiled
+    return from_norm ? std::pair<double, std::int32_t>{0.0, 2}
+                     : std::pair<double, std::int32_t>{d_.e, 3};
+  }
+
+  void quantized_linear(std::string_view name, std::string_view quantize, double m, double n,
+                        double k, bool weight_in_forward, double batch, bool from_norm) {
+    if (fp8() && !quantize.empty()) {
+      const bool fused = run_.job.stack.fused_elementwise;
+      double elements = m * k * batch;
+      if (!fused && weight_in_forward) elements += n * k * batch;
+      const double scales = run_.job.fp8_recipe == Fp8Recipe::Mxfp8 ? 2 * kMxfp8ScaleBytes : 0.0;
+      const auto [amax_bytes, amax_kernels] = current_scaling_amax(from_norm);
+      const double per_element = run_.job.fp8_recipe == Fp8Recipe::Nvfp4
+                                     ? kNvfp4QuantizeBytes
+                                     : (fused ? d_.e + 2 + amax_bytes : 3 * d_.e + 2) + scales;
+      memory(quantize, per_element * elements, fused ? 1 : 3);
+      ops().back().inner_launches = amax_kernels;
+    }
+    gemm(name, m, n, k, batch);
+    ops().back().fp8 = fp8();
+    if (fp8())
+      ops().back().bytes =
+          gemm_operator(name, {m, n, k, batch}, 1.0).bytes + m * n * batch * (d_.e - 1);
+  }
+
   void grouped_launches(std::size_t at, double experts, bool quantised) {
     if (!run_.job.stack.fused_elementwise) return;
     const auto n = static_cast<std::int32_t>(experts);

@@ -108,7 +108,7 @@ void attention_forward(Builder& f, const Workload& run, const Dims& d, const Lay
   if (m.attention == AttentionKind::Latent) {
     detail::mla_projections_forward(f, run, d, z);
   } else {
-    f.linear("qkv", "qkv.quantize", z.T, z.qkv_out, d.h, true);
+    f.norm_linear("qkv", "qkv.quantize", z.T, z.qkv_out, d.h);
     f.qk_norms("attention.q_norm", "attention.k_norm", z.T * d.q / d.t, z.T * d.kv / d.t, false);
     f.rotary("rotary", z.T * (d.q + d.kv) / d.t);
   }
@@ -203,7 +203,7 @@ void mlp_forward(Builder& f, const Workload& run, const Dims& d, const LayerSize
   if (sp)
     f.collective("mlp.all_gather", CollectiveKind::AllGather, d.e * z.full, Overlap::All,
                  PassId::Forward, "fc1");
-  f.linear("fc1", "fc1.quantize", z.T, z.ffn_out, d.h, true);
+  f.norm_linear("fc1", "fc1.quantize", z.T, z.ffn_out, d.h);
   // Fused bias-GeLU reads and writes the hidden activation; SwiGLU reads two halves, writes one.
   // Eager SwiGLU runs silu and the product as two kernels: 5e bytes per element, not 3e.
   const bool eager_glu = m.gated_mlp && !run.job.stack.fused_elementwise;

@@ -316,8 +316,10 @@ std::string simulation_text(const ScheduleTable& table, const Simulation& sim) {
                 kTextWidth, "", "  ");
     out += '\n';
   }
+  // "in-op comm s": of the compute time, the communication inside ops that they wait for
+  // (tensor-parallel collectives, context-parallel exchanges, the experts' all-to-alls).
   out +=
-      "device   compute s  of which TP s  optimizer s  exposed comm s      idle s   peak GB        "
+      "device   compute s   in-op comm s  optimizer s  exposed comm s      idle s   peak GB        "
       "at s\n";
   for (std::size_t d = 0; d < r.devices.size(); ++d) {
     const auto& dev = r.devices[d];
