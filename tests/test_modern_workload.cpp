@@ -92,10 +92,10 @@ TEST(Fp8, CurrentScalingReadsTheInputAgainForItsAmax) {
         .seconds;
   };
   const auto& dev = system.device;
-  EXPECT_NEAR(seconds(m, te.layer) - seconds(delayed, d.layer),
-              2 * s * h / (dev.memory_bandwidth * dev.memory_efficiency) +
-                  3 * dev.kernel_overhead_s,
-              1e-12);
+  EXPECT_NEAR(
+      seconds(m, te.layer) - seconds(delayed, d.layer),
+      2 * s * h / (dev.memory_bandwidth * dev.memory_efficiency) + 3 * dev.kernel_overhead_s,
+      1e-12);
   // torchao under torch.compile (16-bit saved inputs): the reduction and the cast, no norm
   // fused into the amax.
   auto compiled = m;

@@ -54,8 +54,7 @@ class Builder {
   // Transformer Engine's LayerNormLinear (Megatron-Core's TELayerNormColumnParallelLinear: the
   // attention's QKV after the input norm, a dense MLP's fc1 after the pre-MLP norm): the norm
   // runs in the linear's module, so under current scaling it finds the amax of what it writes.
-  void norm_linear(std::string_view name, std::string_view quantize, double m, double n,
-                   double k) {
+  void norm_linear(std::string_view name, std::string_view quantize, double m, double n, double k) {
     quantized_linear(name, quantize, m, n, k, true, 1.0, true);
   }
 
