@@ -249,6 +249,19 @@ TEST(Hybrid, MambaLayersProductsAreTheSsdsBlocks) {
     const bool projection = op.name == "mamba.in_proj" || op.name == "mamba.out_proj";
     EXPECT_EQ(op.fp8, projection) << op.name;
   }
+  // Under current scaling in_proj's norm finds the amax (TELayerNormColumnParallelLinear): its
+  // input quantised at e + 2 bytes, where out_proj's is read once more for its amax.
+  ASSERT_EQ(run.job.fp8_recipe, Fp8Recipe::Tensorwise);
+  const auto& forward = fp8.blocks[index(BlockKind::Mamba)].forward;
+  const Operator& in_q = *test::find_op(forward, "mamba.in_proj.quantize");
+  const Operator& out_q = *test::find_op(forward, "mamba.out_proj.quantize");
+  EXPECT_EQ(in_q.inner_launches, 2);
+  EXPECT_EQ(out_q.inner_launches, 3);
+  const double in_elements = in_q.bytes / 4, out_elements = out_q.bytes / 6;
+  EXPECT_DOUBLE_EQ(in_elements, test::find_op(forward, "mamba.in_proj")->gemm.m *
+                                    test::find_op(forward, "mamba.in_proj")->gemm.k);
+  EXPECT_DOUBLE_EQ(out_elements, test::find_op(forward, "mamba.out_proj")->gemm.m *
+                                     test::find_op(forward, "mamba.out_proj")->gemm.k);
 }
 
 TEST(Hybrid, MambaLayerSplitsOverTensorParallelRanks) {

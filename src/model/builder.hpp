@@ -52,8 +52,9 @@ class Builder {
     quantized_linear(name, quantize, m, n, k, weight_in_forward, batch, false);
   }
   // Transformer Engine's LayerNormLinear (Megatron-Core's TELayerNormColumnParallelLinear: the
-  // attention's QKV after the input norm, a dense MLP's fc1 after the pre-MLP norm): the norm
-  // runs in the linear's module, so under current scaling it finds the amax of what it writes.
+  // attention's QKV after the input norm, a dense MLP's fc1 after the pre-MLP norm, a Mamba
+  // mixer's in_proj): the norm runs in the linear's module, so under current scaling it finds
+  // the amax of what it writes.
   void norm_linear(std::string_view name, std::string_view quantize, double m, double n, double k) {
     quantized_linear(name, quantize, m, n, k, true, 1.0, true);
   }
@@ -222,9 +223,6 @@ class Builder {
   }
 
  private:
-  // The launches inside a grouped GEMM (from `at`: its quantisation, if `quantised` and any, then
-  // the GEMM) over `experts` groups on a fused stack (Transformer Engine's GroupedLinear; see
-  // grouped_linear).
   // Current scaling (tensorwise) needs the whole tensor's amax before it casts an element, so a
   // fused stack reads the input once more (e bytes an element). Transformer Engine runs four
   // kernels from one call: the amax zeroed and the amax pass (nvte_compute_amax_with_config,
@@ -263,6 +261,9 @@ class Builder {
           gemm_operator(name, {m, n, k, batch}, 1.0).bytes + m * n * batch * (d_.e - 1);
   }
 
+  // The launches inside a grouped GEMM (from `at`: its quantisation, if `quantised` and any, then
+  // the GEMM) over `experts` groups on a fused stack (Transformer Engine's GroupedLinear; see
+  // grouped_linear).
   void grouped_launches(std::size_t at, double experts, bool quantised) {
     if (!run_.job.stack.fused_elementwise) return;
     const auto n = static_cast<std::int32_t>(experts);

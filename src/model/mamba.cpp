@@ -90,7 +90,8 @@ void mamba_forward(Builder& f, const Workload& run, const Dims& d, const LayerSi
   if (sp)
     f.collective("mamba.all_gather", CollectiveKind::AllGather, d.e * z.full, Overlap::All,
                  PassId::Forward, "mamba.in_proj");
-  f.linear("mamba.in_proj", "mamba.in_proj.quantize", z.T, s.in_out, d.h, true);
+  // TELayerNormColumnParallelLinear (mamba_layer_specs.py @d728871): the norm in in_proj's module.
+  f.norm_linear("mamba.in_proj", "mamba.in_proj.quantize", z.T, s.in_out, d.h);
   // causal_conv1d with its SiLU: x, B and C read and written once.
   f.memory("mamba.conv1d", 2 * d.e * z.T * s.conv);
   ssd_forward(f, d, s);
