@@ -844,6 +844,63 @@ TEST(JobFileMegatron, FineGrainedOffloadReadsToOffloadModules) {
             "qkv_linear+moe_act");
 }
 
+// CUDA graphs: the full iteration (Megatron-Core's local implementation, or the legacy switch)
+// and Transformer Engine's per-layer graphs of named modules, read, refused where pipetab does
+// not model them, and written back.
+TEST(JobFileMegatron, CudaGraphsReadToTheFullGraphOrTheCapturedModules) {
+  const auto te = io::parse_megatron_args(
+      "--cuda-graph-impl transformer_engine\n--cuda-graph-scope attn moe_router moe_preprocess\n",
+      "run.args", 8);
+  EXPECT_EQ(values_of(te).at("cuda_graph_scope"), "attn+moe_router+moe_preprocess");
+  EXPECT_EQ(origin_of(te, "cuda_graph_scope"), "run.args:2: --cuda-graph-scope");
+  EXPECT_EQ(values_of(io::parse_megatron_args(
+                          "--cuda-graph-impl transformer_engine --cuda-graph-modules mamba\n",
+                          "run.args", 8))
+                .at("cuda_graph_scope"),
+            "mamba");
+  EXPECT_EQ(
+      values_of(io::parse_megatron_args(
+                    "--cuda-graph-impl local --cuda-graph-scope attn moe_router\n", "run.args", 8))
+          .at("cuda_graph_scope"),
+      "attn+moe_router");
+  // The whole iteration, or every layer whole (no scope, or "full"): the passes' host time out.
+  for (const char* full : {"--cuda-graph-impl local --cuda-graph-scope full_iteration\n",
+                           "--cuda-graph-impl full_iteration\n", "--enable-cuda-graph\n",
+                           "--cuda-graph-impl transformer_engine\n",
+                           "--cuda-graph-impl local --cuda-graph-scope full\n"})
+    EXPECT_EQ(values_of(io::parse_megatron_args(full, "run.args", 8)).at("cuda_graphs"), "true")
+        << full;
+  EXPECT_NE(megatron_error("--cuda-graph-impl transformer_engine --cuda-graph-scope moe\n")
+                .find("drop-padding"),
+            std::string::npos);
+  EXPECT_NE(megatron_error("--cuda-graph-impl transformer_engine --cuda-graph-scope "
+                           "full_iteration\n")
+                .find("needs --cuda-graph-impl local"),
+            std::string::npos);
+  EXPECT_NE(megatron_error("--cuda-graph-impl transformer_engine --cuda-graph-scope attn "
+                           "--cuda-graph-modules mlp\n")
+                .find("give --cuda-graph-scope or --cuda-graph-modules"),
+            std::string::npos);
+  const auto none = io::parse_megatron_args("--cuda-graph-scope attn\n", "run.args", 8);
+  EXPECT_EQ(values_of(none).count("cuda_graph_scope"), 0U);
+  EXPECT_TRUE(has_entry(none.ignored, "--cuda-graph-scope")) << all(none.ignored);
+  Job job;
+  job.seq_len = 8192;
+  job.global_batch = 8;
+  job.stack.graph_modules = graph_bit(GraphModule::Attn) | graph_bit(GraphModule::Mamba);
+  const auto args = io::megatron_arguments(job, Layout{}, 1, "graphs");
+  EXPECT_NE(args.find("--cuda-graph-impl transformer_engine"), std::string::npos) << args;
+  EXPECT_NE(args.find("--cuda-graph-scope attn mamba"), std::string::npos) << args;
+  EXPECT_EQ(values_of(io::parse_megatron_args(args, "w.args", 1)).at("cuda_graph_scope"),
+            "attn+mamba");
+  job.stack.graph_modules = 0;
+  job.stack.cuda_graphs = true;
+  EXPECT_EQ(values_of(io::parse_megatron_args(io::megatron_arguments(job, Layout{}, 1, "graphs"),
+                                              "w.args", 1))
+                .at("cuda_graphs"),
+            "true");
+}
+
 TEST(JobFileMegatron, LayoutAndOtherMappings) {
   const auto f = io::parse_megatron_args(
       "--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout 'Et|(tt|)*2tL'\n"

@@ -174,6 +174,95 @@ TEST(Overheads, APassFasterThanTheHostIssuesItsKernelsRunsAtTheHostsPace) {
   EXPECT_GT(forward.kernels * 1e-3, forward.seconds);
 }
 
+// Transformer Engine's per-layer CUDA graphs (Stack::graph_modules): the host issues each
+// captured stretch of a pass as one call; the device's time stays. Counted by hand on the
+// operators: the attention block's calls leave the host for one replay.
+TEST(Overheads, PerLayerGraphsIssueACapturedStretchAsOneCall) {
+  TransformerConfig m;
+  m.layers = 2;
+  m.hidden = 256;
+  m.heads = 4;
+  m.vocab = 1000;
+  Job job;
+  job.seq_len = 128;
+  job.micro_batch = 1;
+  const Layout layout;
+  const ModelConfig model{"tiny", m};
+  const auto t = test::make("gpipe", test::sm(2, 1));
+  const auto system = io::load_system("dgx-h100");
+  const auto eager =
+      cost::stage_costs(model, job, layout, table_work(t, model, job, layout), system)[0];
+  auto graphed_job = job;
+  graphed_job.stack.graph_modules = graph_bit(GraphModule::Attn);
+  const auto graphed = cost::stage_costs(model, graphed_job, layout,
+                                         table_work(t, model, graphed_job, layout), system)[0];
+  // The attention's calls in each pass, by hand from the operators: all of attention_forward's
+  // (from the input norm to the residual add and the pre-MLP norm), none of the MLP's.
+  const auto ops = model_operators(Workload{m, graphed_job, layout});
+  double forward_calls = 0.0, forward_launches = 0.0;
+  bool in_attention = false;
+  std::int32_t stretches = 0;
+  for (const Operator& op : ops.layer.forward) {
+    const bool captured = op.graph_module == graph_bit(GraphModule::Attn);
+    if (captured) {
+      forward_calls += op.kernels;
+      forward_launches += op.inner_launches;
+    }
+    if (captured && !in_attention) ++stretches;
+    in_attention = captured;
+  }
+  EXPECT_EQ(ops.layer.forward.front().name, "layernorm1");
+  EXPECT_EQ(ops.layer.forward.front().graph_module, graph_bit(GraphModule::Attn));
+  for (const Operator& op : ops.layer.forward)
+    if (op.name == "fc1" || op.name == "mlp.activation") EXPECT_EQ(op.graph_module, 0) << op.name;
+  ASSERT_EQ(stretches, 1);
+  ASSERT_GT(forward_calls, 3.0);
+  // Per layer, the forward's calls drop by the attention's less one replay; the device's time
+  // does not change.
+  EXPECT_DOUBLE_EQ(eager.forward.kernels - graphed.forward.kernels,
+                   m.layers / 2.0 * (forward_calls - 1));
+  EXPECT_DOUBLE_EQ(eager.forward.launches - graphed.forward.launches,
+                   m.layers / 2.0 * forward_launches);
+  EXPECT_DOUBLE_EQ(eager.forward.seconds, graphed.forward.seconds);
+  // Under the full-iteration graph the modules are not looked at: the rules refuse both.
+  graphed_job.stack.cuda_graphs = true;
+  EXPECT_THROW(require_runnable(model, graphed_job, layout), ParamError);
+}
+
+// Megatron-Core's rules for the modules, each refused with its reason.
+TEST(Overheads, PerLayerGraphModulesFollowMegatronCoresRules) {
+  const auto refusal = [](const char* preset, std::uint8_t modules, Recompute recompute) {
+    test::ModelRun run = io::load_model(preset);
+    run.job.stack.graph_modules = modules;
+    run.job.recompute = recompute;
+    try {
+      require_runnable(run.model, run.job, run.layout);
+    } catch (const ParamError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(runs)");
+  };
+  const auto bit = [](GraphModule g) { return graph_bit(g); };
+  const auto router = static_cast<std::uint8_t>(bit(GraphModule::MoeRouter));
+  const auto both = static_cast<std::uint8_t>(router | bit(GraphModule::MoePreprocess));
+  EXPECT_EQ(refusal("qwen3-30b-a3b", both, Recompute::None), "(runs)");
+  EXPECT_NE(refusal("qwen3-30b-a3b", bit(GraphModule::MoePreprocess), Recompute::None)
+                .find("moe_preprocess is captured only with moe_router"),
+            std::string::npos);
+  EXPECT_NE(refusal("llama2-7b", router, Recompute::None).find("need a mixture of experts"),
+            std::string::npos);
+  EXPECT_NE(refusal("llama2-7b", bit(GraphModule::Mamba), Recompute::None).find("hybrid"),
+            std::string::npos);
+  EXPECT_NE(refusal("qwen3-30b-a3b", bit(GraphModule::Mlp), Recompute::None)
+                .find("every layer of this model is a mixture of experts"),
+            std::string::npos);
+  EXPECT_EQ(refusal("deepseek-v3", bit(GraphModule::Mlp), Recompute::None), "(runs)");
+  EXPECT_NE(refusal("llama2-7b", bit(GraphModule::Attn), Recompute::Full)
+                .find("full recomputation runs only under a full-iteration graph"),
+            std::string::npos);
+  EXPECT_EQ(refusal("llama2-7b", bit(GraphModule::Attn), Recompute::Selective), "(runs)");
+}
+
 TEST(Interference, ComputeSlowsForTheTimeItsDeviceCommunicates) {
   // Device 0 runs node 0 (1 s), sends 1e9 B (1 s on a 1e9 B/s link, no latency) to device 1's
   // node 2, and runs node 1 (2 s) meanwhile. At comm_slowdown 0.5 node 1 progresses 1 / 1.5 per

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -84,6 +85,57 @@ inline std::string did_you_mean(const std::vector<std::string>& names) {
   for (std::size_t i = 1; i < names.size(); ++i)
     out += " or '" + names[i] + "'";
   return out + "?";
+}
+
+/// A set of enumerators written as their names joined by '+' (or ','), or "none": one bit each,
+/// in `names` order, and what was wrong with it (empty when it parsed).
+struct NameSetParse {
+  std::uint32_t bits = 0;
+  std::string error;
+};
+
+template <std::size_t N>
+NameSetParse parse_name_set(const std::array<std::string_view, N>& names, std::string_view text,
+                            std::string_view what) {
+  static_assert(N <= 32);
+  NameSetParse out;
+  if (text == "none") return out;
+  std::string all;
+  for (const auto n : names)
+    all += (all.empty() ? "" : ", ") + std::string(n);
+  std::size_t at = 0;
+  while (true) {
+    const std::size_t end = text.find_first_of("+,", at);
+    const std::string_view name = text.substr(at, end == std::string_view::npos ? end : end - at);
+    const auto it = std::find(names.begin(), names.end(), name);
+    if (it == names.end()) {
+      out.error = name.empty()
+                      ? "an empty " + std::string(what) + " name in '" + std::string(text) + "'"
+                      : "unknown " + std::string(what) + " '" + std::string(name) + "': expected " +
+                            std::string(what) + "s among " + all + " joined by '+', or none";
+      return out;
+    }
+    const auto bit = std::uint32_t{1} << static_cast<unsigned>(it - names.begin());
+    if (out.bits & bit) {
+      out.error = std::string(what) + " '" + std::string(name) + "' given twice";
+      return out;
+    }
+    out.bits |= bit;
+    if (end == std::string_view::npos) return out;
+    at = end + 1;
+  }
+}
+
+/// The names of the bits set, joined by '+'; "none" for none.
+template <std::size_t N>
+std::string name_set_text(const std::array<std::string_view, N>& names, std::uint32_t bits) {
+  std::string out;
+  for (std::size_t i = 0; i < N; ++i) {
+    if (!(bits & (std::uint32_t{1} << i))) continue;
+    if (!out.empty()) out += '+';
+    out += names[i];
+  }
+  return out.empty() ? "none" : out;
 }
 
 }  // namespace pipetab

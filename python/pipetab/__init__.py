@@ -274,6 +274,7 @@ class PlanOptions(TypedDict, total=False):
     attention_kernel: Literal["auto", "flash2", "flash3", "cudnn", "triton"]
     autocast: bool
     cuda_graphs: bool
+    cuda_graph_scope: str
     nccl_nvls: bool
     fsdp_shard: int
     reshard_after_forward: Union[bool, Literal["auto"]]

@@ -278,8 +278,9 @@ PassCost pass_cost(const PassOperators& ops, const Timed& t, std::initializer_li
     const auto& list = ops.pass(id);
     for (std::size_t k = 0; k < list.size(); ++k) {
       const Operator& op = list[k];
-      c.kernels += op.kernels;
-      c.launches += op.inner_launches;
+      const HostIssue host = host_issue(list, k);
+      c.kernels += host.calls;
+      c.launches += host.launches;
       if (is_flow(op, flows)) continue;
       const double s = op_seconds(ops, t, id, k, set, overlap);
       if (op.kind == OperatorKind::Collective) {
@@ -389,9 +390,13 @@ void synchronise(PassCost& pass, const PassOperators& ops, const Timed& t,
     const auto& list = ops.pass(id);
     for (std::size_t k = 0; k < list.size(); ++k) {
       const Operator& op = list[k];
+      const HostIssue host = host_issue(list, k);
       issued.push_back({op_seconds(ops, t, id, k, set, overlap),
-                        host_issue_seconds(op.kernels, op.inner_launches, device),
-                        op.kernels > 0 ? device.host_launch_s : kInnerLaunchS, op.host_sync});
+                        host_issue_seconds(host.calls, host.launches, device),
+                        host.calls > 0         ? device.host_launch_s
+                        : op.graph_module != 0 ? 0.0
+                                               : kInnerLaunchS,
+                        op.host_sync});
       any = any || op.host_sync;
     }
   }
@@ -521,6 +526,14 @@ double host_bound_seconds(const PassCost& pass, const DeviceSpec& device, const 
   // under the synchronising layers').
   const double host = host_issue_seconds(pass.kernels, pass.launches, device) - pass.synced_host_s;
   return pass.synced_device_s + pass.sync_s + std::max(pass.seconds - pass.synced_device_s, host);
+}
+
+HostIssue host_issue(std::span<const Operator> list, std::size_t k) {
+  const Operator& op = list[k];
+  if (op.graph_module == 0)
+    return {static_cast<double>(op.kernels), static_cast<double>(op.inner_launches)};
+  const bool first = k == 0 || list[k - 1].graph_module != op.graph_module;
+  return {first ? 1.0 : 0.0, 0.0};
 }
 
 double sync_seconds(std::span<const IssuedOp> ops) {

@@ -167,6 +167,12 @@ constexpr std::string_view kModules[] = {"core_attn", "moe_act", "layernorm",   
                                          "mlp",       "moe",     "shared_experts"};
 // Megatron-Core's fine-grained offload modules (arguments.py @d98e8a64), fused_group_mlp among
 // them so that it is refused by name.
+// --cuda-graph-impl and --cuda-graph-scope (arguments.py, transformer/enums.py CudaGraphScope
+// @d728871; --cuda-graph-modules is the later spelling of the scope).
+constexpr std::string_view kCudaGraphImpl[] = {"none", "local", "transformer_engine",
+                                               "full_iteration"};
+constexpr std::string_view kCudaGraphScopes[] = {
+    "full", "attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba", "full_iteration"};
 constexpr std::string_view kOffloadModules[] = {"attn_norm", "qkv_linear",     "core_attn",
                                                 "attn_proj", "mlp_norm",       "expert_fc1",
                                                 "moe_act",   "fused_group_mlp"};
@@ -222,6 +228,10 @@ constexpr FlagSpec kFlags[] = {
     {"--cpu-offloading-num-layers", Kind::Int},
     {"--fine-grained-activation-offloading", Kind::Switch},
     {"--offload-modules", Kind::AnyList, kOffloadModules},
+    {"--cuda-graph-impl", Kind::List, kCudaGraphImpl},
+    {"--cuda-graph-scope", Kind::AnyList, kCudaGraphScopes},
+    {"--cuda-graph-modules", Kind::AnyList, kCudaGraphScopes},
+    {"--enable-cuda-graph", Kind::Switch},
     {"--min-offloaded-tensor-size", Kind::Int, {}, 0},
     {"--activation-offload-fraction", Kind::Float},
     {"--delta-offload-bytes-across-pp-ranks", Kind::Int, {}, 0},
@@ -1001,6 +1011,41 @@ JobFile parse_megatron_args(std::string_view text, const std::string& file,
   } else if (const auto* offload = a.use("--cpu-offloading")) {
     a.fail(offload, "without --cpu-offloading-num-layers: how many layers to offload");
   }
+  // CUDA graphs (transformer_config.py @d728871): the whole iteration, or every layer whole
+  // (the scope empty or "full": the host issues a graph per layer, as good as the passes
+  // captured for its time), are cuda_graphs; named modules (either implementation, Transformer
+  // Engine's or Megatron-Core's local one) are cuda_graph_scope. --enable-cuda-graph is the
+  // legacy spelling of the local implementation.
+  {
+    const auto* impl = a.use("--cuda-graph-impl");
+    const auto* scope = a.use("--cuda-graph-scope");
+    if (const auto* modules = a.use("--cuda-graph-modules")) {
+      if (scope != nullptr) a.fail(modules, "give --cuda-graph-scope or --cuda-graph-modules");
+      scope = modules;
+    }
+    const auto* legacy = a.use("--enable-cuda-graph");
+    const auto* on = impl != nullptr ? impl : legacy;
+    const std::string_view kind = impl != nullptr     ? std::string_view(impl->values[0])
+                                  : legacy != nullptr ? std::string_view("local")
+                                                      : std::string_view("none");
+    const auto named = [&](std::string_view m) {
+      return scope != nullptr &&
+             std::find(scope->values.begin(), scope->values.end(), m) != scope->values.end();
+    };
+    if (kind == "none") {
+      if (scope != nullptr) a.why(scope->flag, "no CUDA graphs (--cuda-graph-impl none)");
+    } else if (named("full_iteration") && kind == "transformer_engine") {
+      a.fail(scope, "full_iteration needs --cuda-graph-impl local (Megatron-Core's rule)");
+    } else if (kind == "full_iteration" || scope == nullptr || scope->values.empty() ||
+               named("full") || named("full_iteration")) {
+      out.set("cuda_graphs", "true", on->line, on->flag);
+    } else if (named("moe")) {
+      a.fail(scope, "moe: the whole MoE layer captured needs drop-padding, not modelled");
+    } else {
+      out.set("cuda_graph_scope", fmt::format("{}", fmt::join(scope->values, "+")), scope->line,
+              scope->flag);
+    }
+  }
   // Megatron-Core's fine-grained offload (transformer_config.py's
   // fine_grained_activation_offloading, offload_modules): every group of the modules, as its
   // defaults run it.
@@ -1335,6 +1380,15 @@ std::string megatron_arguments(const Job& job, const Layout& layout, std::int64_
   if (job.offload_layers > 0) {
     add("--cpu-offloading");
     add(fmt::format("--cpu-offloading-num-layers {}", job.offload_layers));
+  }
+  if (job.stack.cuda_graphs) {
+    add("--cuda-graph-impl local");
+    add("--cuda-graph-scope full_iteration");
+  } else if (job.stack.graph_modules != 0) {
+    std::string names = name_set_text(kGraphModuleNames, job.stack.graph_modules);
+    std::replace(names.begin(), names.end(), '+', ' ');
+    add("--cuda-graph-impl transformer_engine");
+    add(fmt::format("--cuda-graph-scope {}", names));
   }
   if (job.offload_modules != 0) {
     add("--fine-grained-activation-offloading");

@@ -40,6 +40,26 @@ class Builder {
 
   bool fp8() const { return run_.job.precision == Precision::FP8; }
 
+  /// While it lives, the operators this builder adds are `module`'s (Operator::graph_module),
+  /// unless an inner Capture named theirs first.
+  class Capture {
+   public:
+    Capture(Builder& b, GraphModule module)
+        : b_(b), first_(b.ops().size()), bit_(graph_bit(module)) {}
+    Capture(const Capture&) = delete;
+    Capture& operator=(const Capture&) = delete;
+    ~Capture() {
+      auto& ops = b_.ops();
+      for (std::size_t i = first_; i < ops.size(); ++i)
+        if (ops[i].graph_module == 0) ops[i].graph_module = bit_;
+    }
+
+   private:
+    Builder& b_;
+    std::size_t first_;
+    std::uint8_t bit_;
+  };
+
   // A layer's linear: in FP8 training its inputs are quantised first (`quantize` names that
   // kernel; "": none) and the product runs in FP8. Quantising an [m×k] input reads it in 16 bits
   // and writes it and its transpose in FP8 (Transformer Engine's fused cast-transpose: e + 2

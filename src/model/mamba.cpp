@@ -84,6 +84,7 @@ void ssd_input_grad(Builder& i, const Dims& d, const MambaSizes& z) {
 }  // namespace
 
 void mamba_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z) {
+  const Builder::Capture graph(f, GraphModule::Mamba);
   const MambaSizes s = mamba_sizes(run, d);
   const bool sp = run.layout.sequence_parallel;
   f.norm("mamba.norm", z.x, false);
@@ -106,6 +107,7 @@ void mamba_forward(Builder& f, const Workload& run, const Dims& d, const LayerSi
 }
 
 void mamba_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerSizes& z) {
+  const Builder::Capture graph(i, GraphModule::Mamba);
   const MambaSizes s = mamba_sizes(run, d);
   const bool sp = run.layout.sequence_parallel;
   i.memory("mamba.residual_add.backward", dropout_add_bytes(run, d, z, true));
@@ -127,6 +129,7 @@ void mamba_input_grad(Builder& i, const Workload& run, const Dims& d, const Laye
 }
 
 void mamba_weight_grad(Builder& w, const Workload& run, const Dims& d, const LayerSizes& z) {
+  const Builder::Capture graph(w, GraphModule::Mamba);
   const MambaSizes s = mamba_sizes(run, d);
   if (run.layout.sequence_parallel) {
     w.collective("mamba.all_gather.regather", CollectiveKind::AllGather, d.e * z.full,

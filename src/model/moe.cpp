@@ -186,8 +186,16 @@ void shared_input_grad(Builder& i, const Workload& run, const Dims& d, const Lay
 
 void moe_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z) {
   const MoeSizes s = moe_sizes(run, d, z);
-  f.gemm("router", s.tokens, s.experts, d.h);
-  f.memory("router.topk", router_bytes(d, s), kRouterKernels);
+  {
+    const Builder::Capture graph(f, GraphModule::MoeRouter);
+    f.gemm("router", s.tokens, s.experts, d.h);
+    f.memory("router.topk", router_bytes(d, s), kRouterKernels);
+  }
+  // Per-layer CUDA graphs' moe_preprocess: the alltoall dispatcher's dispatch_preprocess permutes
+  // the rows and counts them before its all-to-all (token_dispatcher.py @d728871); the flex
+  // dispatcher (DeepEP, HybridEP) permutes after its dispatch, outside the graph.
+  const bool preprocess = run.job.moe.dispatcher == MoeDispatcher::AllToAll;
+  const std::size_t permute = f.ops().size();
   f.memory("moe.permute", permute_bytes(run, d, s), permute_kernels(run));
   // The alltoall dispatcher's preprocessing (Megatron-Core token_dispatcher.py,
   // MoEAlltoAllTokenDispatcher.preprocess @60e0396): each rank's token count per expert, int64,
@@ -200,6 +208,9 @@ void moe_forward(Builder& f, const Workload& run, const Dims& d, const LayerSize
     f.token_counts("moe.token_counts", 8.0 * s.experts * static_cast<double>(run.layout.ep));
     f.ops().back().kernels = 11;
   }
+  if (preprocess)
+    for (std::size_t k = permute; k < f.ops().size(); ++k)
+      f.ops()[k].graph_module = graph_bit(GraphModule::MoePreprocess);
   // Megatron-Core's --moe-shared-expert-overlap: the shared experts' fc1 under the dispatch, fc2
   // under the combine. Before the dispatch the host waits for the device, once per layer's
   // forward with every dispatcher (dropless): the alltoall dispatcher's d2h_event.synchronize()
@@ -283,6 +294,9 @@ void moe_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerS
   i.expert_exchange("moe.dispatch.backward", CollectiveGroup::Expert, CollectiveKind::AllToAll,
                     s.rows * d.h * d.e, s.overlap ? "shared_expert.fc1.input_grad" : "");
   i.memory("moe.permute.backward", permute_bytes(run, d, s));
+  if (run.job.moe.dispatcher == MoeDispatcher::AllToAll)
+    i.ops().back().graph_module = graph_bit(GraphModule::MoePreprocess);
+  const Builder::Capture graph(i, GraphModule::MoeRouter);
   i.gemm("router.input_grad", s.tokens, d.h, s.experts);
   i.memory("router.topk.backward", router_bytes(d, s), kRouterKernels);
 }
@@ -297,7 +311,10 @@ void moe_weight_grad(Builder& w, const Workload& run, const Dims& d, const Layer
   // --moe-router-dtype fp32): its weight gradient stays 16-bit even after the attention's FP8
   // ones in the same pass.
   w.fp8_weight_grads(false);
-  w.weight_gemm("router.weight_grad", "router.weight_grad.accumulate", d.h, s.experts, s.tokens);
+  {
+    const Builder::Capture graph(w, GraphModule::MoeRouter);
+    w.weight_gemm("router.weight_grad", "router.weight_grad.accumulate", d.h, s.experts, s.tokens);
+  }
   w.fp8_weight_grads(true);
   w.grouped_weight_gemm("experts.fc1.weight_grad", "experts.fc1.weight_grad.accumulate", d.h, s.up,
                         s.rows_per_expert, s.local);

@@ -19,44 +19,14 @@
 namespace pipetab {
 
 std::string offload_modules_text(std::uint8_t modules) {
-  std::string out;
-  for (std::size_t i = 0; i < kOffloadModuleNames.size(); ++i) {
-    if (!(modules & offload_bit(static_cast<OffloadModule>(i)))) continue;
-    if (!out.empty()) out += '+';
-    out += kOffloadModuleNames[i];
-  }
-  return out.empty() ? "none" : out;
+  return name_set_text(kOffloadModuleNames, modules);
 }
 
 OffloadModulesParse parse_offload_modules(std::string_view text) {
-  OffloadModulesParse out;
-  if (text == "none") return out;
-  std::string names;
-  for (const auto n : kOffloadModuleNames)
-    names += fmt::format("{}{}", names.empty() ? "" : ", ", n);
-  std::size_t at = 0;
-  while (true) {
-    const std::size_t end = text.find_first_of("+,", at);
-    const std::string_view name = text.substr(at, end == std::string_view::npos ? end : end - at);
-    const auto module = parse_offload_module(name);
-    if (!module) {
-      out.error = name == "fused_group_mlp"
-                      ? "fused_group_mlp (Transformer Engine's fused grouped MLP) is not modelled"
-                  : name.empty() ? fmt::format("an empty module name in '{}'", text)
-                                 : fmt::format(
-                                       "unknown module '{}': expected modules among {} joined by "
-                                       "'+', or none",
-                                       name, names);
-      return out;
-    }
-    if (out.modules & offload_bit(*module)) {
-      out.error = fmt::format("module '{}' given twice", name);
-      return out;
-    }
-    out.modules |= offload_bit(*module);
-    if (end == std::string_view::npos) return out;
-    at = end + 1;
-  }
+  NameSetParse parsed = parse_name_set(kOffloadModuleNames, text, "module");
+  if (parsed.error.starts_with("unknown module 'fused_group_mlp'"))
+    parsed.error = "fused_group_mlp (Transformer Engine's fused grouped MLP) is not modelled";
+  return {static_cast<std::uint8_t>(parsed.bits), parsed.error};
 }
 
 namespace {

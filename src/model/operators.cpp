@@ -98,6 +98,7 @@ AttentionInside attention_inside(const Workload& run, const Dims& d) {
 // (a hybrid model's attention layer has none: its MLP is a layer of its own, with its own norm).
 void attention_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z,
                        bool mlp_norm = true) {
+  const Builder::Capture graph(f, GraphModule::Attn);
   const TransformerConfig& m = run.model;
   const AttentionInside in = attention_inside(run, d);
   const bool sp = run.layout.sequence_parallel;
@@ -198,6 +199,7 @@ double dropout_add_bytes(const Workload& run, const Dims& d, const LayerSizes& z
 }
 
 void mlp_forward(Builder& f, const Workload& run, const Dims& d, const LayerSizes& z) {
+  const Builder::Capture graph(f, GraphModule::Mlp);
   const TransformerConfig& m = run.model;
   const bool sp = run.layout.sequence_parallel;
   if (sp)
@@ -220,6 +222,7 @@ void mlp_forward(Builder& f, const Workload& run, const Dims& d, const LayerSize
 }
 
 void mlp_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerSizes& z) {
+  const Builder::Capture graph(i, GraphModule::Mlp);
   const TransformerConfig& m = run.model;
   const bool sp = run.layout.sequence_parallel;
   if (dense_mlp_recomputed(run)) mlp_forward(i, run, d, z);
@@ -246,6 +249,7 @@ void mlp_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerS
 }
 
 void mlp_weight_grad(Builder& w, const Workload& run, const Dims& d, const LayerSizes& z) {
+  const Builder::Capture graph(w, GraphModule::Mlp);
   if (run.layout.sequence_parallel) {
     // fc1's weight gradient needs its whole input again: Megatron all-gathers it a second time,
     // during the input-gradient GEMM.
@@ -263,6 +267,7 @@ namespace {
 
 void attention_input_grad(Builder& i, const Workload& run, const Dims& d, const LayerSizes& z,
                           bool mlp_norm = true) {
+  const Builder::Capture graph(i, GraphModule::Attn);
   const TransformerConfig& m = run.model;
   const AttentionInside in = attention_inside(run, d);
   const bool sp = run.layout.sequence_parallel;
@@ -312,6 +317,7 @@ void attention_input_grad(Builder& i, const Workload& run, const Dims& d, const 
 }
 
 void attention_weight_grad(Builder& w, const Workload& run, const Dims& d, const LayerSizes& z) {
+  const Builder::Capture graph(w, GraphModule::Attn);
   const TransformerConfig& m = run.model;
   const AttentionInside in = attention_inside(run, d);
   if (run.layout.sequence_parallel) {
@@ -624,6 +630,18 @@ ModelOperators model_operators(const Workload& run) {
     detail::mtp_weight_grad(w, d, z);
     resolve(out.mtp, pending);
   }
+  // Only the modules the stack's per-layer CUDA graphs capture keep their tag (cost::host_calls);
+  // a full-iteration graph (cuda_graphs) leaves the host out of every pass anyway.
+  const std::uint8_t captured = run.job.stack.cuda_graphs ? 0 : run.job.stack.graph_modules;
+  const auto keep_captured = [captured](PassOperators& p) {
+    for (auto* list : {&p.forward, &p.input_grad, &p.weight_grad})
+      for (Operator& op : *list)
+        op.graph_module &= captured;
+  };
+  for (auto* p : {&out.layer, &out.moe_layer, &out.embedding, &out.output, &out.mtp})
+    keep_captured(*p);
+  for (auto& p : out.blocks)
+    keep_captured(p);
   return out;
 }
 

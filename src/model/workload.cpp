@@ -9,6 +9,7 @@
 #include "pipetab/error.hpp"
 #include "pipetab/model/offload_groups.hpp"
 #include "pipetab/model/operators.hpp"
+#include "pipetab/names.hpp"
 
 namespace pipetab {
 namespace {
@@ -43,6 +44,35 @@ std::vector<StageWork> explicit_work(const ExplicitWorkload& e, std::span<const 
 
 }  // namespace
 
+// Transformer Engine's per-layer graphs as Megatron-Core's TransformerConfig allows them
+// (transformer_config.py @d728871): not beside the full-iteration graph, moe_preprocess only with
+// moe_router, the MoE scopes only for a mixture of experts, mlp only where a layer is dense,
+// mamba only for a hybrid model, and no full recomputation outside a full-iteration graph.
+namespace {
+void require_graph_scope(const ModelConfig& model, const Job& job) {
+  const std::uint8_t g = job.stack.graph_modules;
+  if (g == 0) return;
+  const auto fail = [&](std::string_view why) {
+    throw OptionError("cuda_graph_scope", fmt::format("cuda_graph_scope {}: {}",
+                                                      name_set_text(kGraphModuleNames, g), why));
+  };
+  const auto has = [&](GraphModule m) { return (g & graph_bit(m)) != 0; };
+  if (job.stack.cuda_graphs) fail("cuda_graphs already replays whole passes; give one of them");
+  if (has(GraphModule::MoePreprocess) && !has(GraphModule::MoeRouter))
+    fail("moe_preprocess is captured only with moe_router (Megatron-Core's rule)");
+  const auto* m = model.transformer();
+  const bool moe = m != nullptr && m->moe.has_value();
+  if ((has(GraphModule::MoeRouter) || has(GraphModule::MoePreprocess)) && !moe)
+    fail("moe_router and moe_preprocess need a mixture of experts");
+  if (has(GraphModule::Mamba) && (m == nullptr || !m->hybrid()))
+    fail("mamba needs a hybrid model with Mamba layers");
+  if (has(GraphModule::Mlp) && moe && m->moe->dense_layers == 0 && !m->hybrid())
+    fail("mlp captures dense layers' MLPs, and every layer of this model is a mixture of experts");
+  if (job.recompute == Recompute::Full)
+    fail("full recomputation runs only under a full-iteration graph (cuda_graphs)");
+}
+}  // namespace
+
 void require_runnable(const ModelConfig& model, const Job& job, const Layout& layout) {
   if (layout.dp < 1 || layout.dp > kMaxDataParallel) {
     throw OptionError("data_parallel",
@@ -55,6 +85,7 @@ void require_runnable(const ModelConfig& model, const Job& job, const Layout& la
         "--fsdp and --distributed-optimizer: FSDP already shards the optimizer state (and the "
         "parameters and gradients) over the data-parallel ranks; give one of them");
   }
+  require_graph_scope(model, job);
   // FP8 parameters are Transformer Engine's (fp8_model_init): torchao's Float8Linear keeps the
   // 16-bit weight and casts it each forward.
   if (job.fp8_params && (job.precision != Precision::FP8 || !job.stack.fused_elementwise)) {

@@ -506,6 +506,28 @@ const RunOption kOptions[] = {
      1,
      "",
      PIPETAB_FIELD(s.job.stack.cuda_graphs, v.boolean)},
+    {"cuda_graph_scope",
+     "--cuda-graph-scope",
+     kJob,
+     OptionType::Text,
+     "modules Transformer Engine's per-layer CUDA graphs replay, joined by '+': attn, mlp, "
+     "moe_router, moe_preprocess (with moe_router), mamba, or none (Megatron-Core's "
+     "--cuda-graph-impl transformer_engine --cuda-graph-scope); the host issues each captured "
+     "stretch as one call",
+     0,
+     0,
+     {},
+     true,
+     1,
+     "",
+     static_cast<Set>([](SimulationSetup& s, const OptionValue& v) {
+       const NameSetParse parsed = parse_name_set(kGraphModuleNames, v.text, "module");
+       if (!parsed.error.empty()) throw Error(parsed.error);
+       s.job.stack.graph_modules = static_cast<std::uint8_t>(parsed.bits);
+     }),
+     static_cast<Get>([](const SimulationSetup& s) {
+       return name_set_text(kGraphModuleNames, s.job.stack.graph_modules);
+     })},
     {"nccl_nvls",
      "--nccl-nvls",
      kJob,

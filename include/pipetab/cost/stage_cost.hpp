@@ -62,6 +62,16 @@ struct PassCost {
 /// one thread launches each GPU's kernel in turn.
 inline constexpr double kInnerLaunchS = kNcclTestsLaunchPerGpuS;
 
+/// What the host issues for operator `k` of a pass's `list`: its framework calls and the
+/// launches inside them, or, where per-layer CUDA graphs capture it (Operator::graph_module),
+/// one call (the graph's replay) at the start of each captured stretch of a module and nothing
+/// after it.
+struct HostIssue {
+  double calls = 0.0;
+  double launches = 0.0;
+};
+HostIssue host_issue(std::span<const Operator> list, std::size_t k);
+
 /// The host's seconds to make `calls` framework calls and `launches` launches inside them.
 inline double host_issue_seconds(double calls, double launches, const DeviceSpec& device) {
   return calls * device.host_launch_s + launches * kInnerLaunchS;

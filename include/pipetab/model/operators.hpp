@@ -94,6 +94,10 @@ struct Operator {
   /// drains there, so what follows runs no further ahead than the host has issued it
   /// (cost::host_bound_seconds).
   bool host_sync = false;
+  /// The GraphModule bit (graph_bit) of the module Transformer Engine's per-layer CUDA graphs
+  /// capture it in; model_operators keeps it only where the stack captures that module
+  /// (Stack::graph_modules), 0 elsewhere.
+  std::uint8_t graph_module = 0;
 };
 
 /// The operators of each pass, in execution order. Full recomputation puts the whole forward

@@ -5,6 +5,8 @@
 // docs; a setting given beside a stack (a flag, a key of the same file) wins over the stack's.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -17,6 +19,27 @@
 namespace pipetab {
 
 struct DeviceSpec;
+
+/// A module Transformer Engine's per-layer CUDA graphs capture, forward and backward (Megatron-
+/// Core's --cuda-graph-impl transformer_engine --cuda-graph-scope; CudaGraphScope,
+/// transformer/enums.py, and TransformerConfig's rules, transformer_config.py @d728871). One bit
+/// each in Stack::graph_modules. Megatron-Core's `moe` (the whole MoE layer, drop-padding only)
+/// is not modelled.
+enum class GraphModule : std::uint8_t {
+  Attn,           ///< the attention block: the input norm to the residual add
+  Mlp,            ///< a dense layer's MLP block: the pre-MLP norm to the residual add
+  MoeRouter,      ///< a mixture-of-experts layer's pre-MLP norm, router, top-k and aux loss
+  MoePreprocess,  ///< its dispatcher's work before the dispatch (with moe_router only)
+  Mamba,          ///< a Mamba-2 mixer block
+};
+
+inline constexpr std::array<std::string_view, 5> kGraphModuleNames{"attn", "mlp", "moe_router",
+                                                                   "moe_preprocess", "mamba"};
+
+/// Stack::graph_modules's bit for `m`.
+constexpr std::uint8_t graph_bit(GraphModule m) {
+  return static_cast<std::uint8_t>(1u << static_cast<unsigned>(m));
+}
 
 struct Stack {
   /// The named stack these settings started from ("": none named; pipetab's defaults).
@@ -49,6 +72,9 @@ struct Stack {
   /// The passes replayed as CUDA graphs: the host issues a graph, not each kernel, so it never
   /// holds the GPU back (Megatron-Core's --enable-cuda-graph, torch.compile's reduce-overhead).
   bool cuda_graphs = false;
+  /// Without cuda_graphs: the modules Transformer Engine's per-layer graphs replay (GraphModule
+  /// bits): the host issues each captured stretch of a pass as one call, not its kernels.
+  std::uint8_t graph_modules = 0;
   /// NCCL may run NVLink SHARP (NVLS) where the node's switch has it: NCCL's default
   /// (NCCL_NVLS_ENABLE=2); false where the framework's recipes set NCCL_NVLS_ENABLE=0, which
   /// spares NVLS's buffers (model/outside_allocator.hpp) and runs the all-reduces as rings.
