@@ -7,6 +7,8 @@
 
 #include "pipetab/error.hpp"
 #include "pipetab/model/stack.hpp"
+
+#include "pipetab/names.hpp"
 #include "pipetab/system/system.hpp"
 
 namespace pipetab {
@@ -198,7 +200,12 @@ std::string describe_stack(const Stack& stack, const DeviceSpec& device,
   if (stack.fused_elementwise && !stack.fused_loss) parts.emplace_back("eager loss");
   if (!stack.grad_accumulation_fusion) parts.emplace_back("gradients added apart");
   if (stack.autocast) parts.emplace_back("autocast");
-  if (stack.cuda_graphs) parts.emplace_back("CUDA graphs");
+  if (stack.cuda_graphs) {
+    parts.emplace_back("CUDA graphs");
+  } else if (stack.graph_modules != 0) {
+    parts.push_back(fmt::format("CUDA graphs of {}",
+                                name_set_text(kGraphModuleNames, stack.graph_modules)));
+  }
   return fmt::format("{}: {}", stack.name.empty() ? "pipetab's defaults" : stack.name,
                      fmt::join(parts, ", "));
 }
