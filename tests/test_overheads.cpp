@@ -220,9 +220,9 @@ TEST(Overheads, PerLayerGraphsIssueACapturedStretchAsOneCall) {
   // Per layer, the forward's calls drop by the attention's less one replay; the device's time
   // does not change.
   EXPECT_DOUBLE_EQ(eager.forward.kernels - graphed.forward.kernels,
-                   m.layers / 2.0 * (forward_calls - 1));
+                   static_cast<double>(m.layers) / 2.0 * (forward_calls - 1));
   EXPECT_DOUBLE_EQ(eager.forward.launches - graphed.forward.launches,
-                   m.layers / 2.0 * forward_launches);
+                   static_cast<double>(m.layers) / 2.0 * forward_launches);
   EXPECT_DOUBLE_EQ(eager.forward.seconds, graphed.forward.seconds);
   // Under the full-iteration graph the modules are not looked at: the rules refuse both.
   graphed_job.stack.cuda_graphs = true;
