@@ -213,8 +213,11 @@ TEST(Overheads, PerLayerGraphsIssueACapturedStretchAsOneCall) {
   }
   EXPECT_EQ(ops.layer.forward.front().name, "layernorm1");
   EXPECT_EQ(ops.layer.forward.front().graph_module, graph_bit(GraphModule::Attn));
-  for (const Operator& op : ops.layer.forward)
-    if (op.name == "fc1" || op.name == "mlp.activation") EXPECT_EQ(op.graph_module, 0) << op.name;
+  for (const Operator& op : ops.layer.forward) {
+    if (op.name == "fc1" || op.name == "mlp.activation") {
+      EXPECT_EQ(op.graph_module, 0) << op.name;
+    }
+  }
   ASSERT_EQ(stretches, 1);
   ASSERT_GT(forward_calls, 3.0);
   // Per layer, the forward's calls drop by the attention's less one replay; the device's time
