@@ -7,7 +7,6 @@
 
 #include "pipetab/error.hpp"
 #include "pipetab/model/stack.hpp"
-
 #include "pipetab/names.hpp"
 #include "pipetab/system/system.hpp"
 
@@ -203,8 +202,8 @@ std::string describe_stack(const Stack& stack, const DeviceSpec& device,
   if (stack.cuda_graphs) {
     parts.emplace_back("CUDA graphs");
   } else if (stack.graph_modules != 0) {
-    parts.push_back(fmt::format("CUDA graphs of {}",
-                                name_set_text(kGraphModuleNames, stack.graph_modules)));
+    parts.push_back(
+        fmt::format("CUDA graphs of {}", name_set_text(kGraphModuleNames, stack.graph_modules)));
   }
   return fmt::format("{}: {}", stack.name.empty() ? "pipetab's defaults" : stack.name,
                      fmt::join(parts, ", "));
