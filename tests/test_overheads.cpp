@@ -133,14 +133,20 @@ TEST(Overheads, EveryStepPaysTheHostsTimeAndOnlyWhenOn) {
   EXPECT_DOUBLE_EQ(c.devices[0].overhead_s, 0.0);
 }
 
-TEST(Overheads, APassFasterThanTheHostIssuesItsKernelsRunsAtTheHostsPace) {
-  // A small transformer on DGX H100 devices: a forward op lasts max(GPU time, kernels × the
-  // host's time per kernel) + the step overhead, from the stage's own pass costs.
+// A two-layer transformer of hidden 256: small enough that its passes are host-bound.
+TransformerConfig tiny_transformer() {
   TransformerConfig m;
   m.layers = 2;
   m.hidden = 256;
   m.heads = 4;
   m.vocab = 1000;
+  return m;
+}
+
+TEST(Overheads, APassFasterThanTheHostIssuesItsKernelsRunsAtTheHostsPace) {
+  // A small transformer on DGX H100 devices: a forward op lasts max(GPU time, kernels × the
+  // host's time per kernel) + the step overhead, from the stage's own pass costs.
+  const TransformerConfig m = tiny_transformer();
   Job job;
   job.seq_len = 128;
   job.micro_batch = 1;
@@ -178,11 +184,7 @@ TEST(Overheads, APassFasterThanTheHostIssuesItsKernelsRunsAtTheHostsPace) {
 // captured stretch of a pass as one call; the device's time stays. Counted by hand on the
 // operators: the attention block's calls leave the host for one replay.
 TEST(Overheads, PerLayerGraphsIssueACapturedStretchAsOneCall) {
-  TransformerConfig m;
-  m.layers = 2;
-  m.hidden = 256;
-  m.heads = 4;
-  m.vocab = 1000;
+  const TransformerConfig m = tiny_transformer();
   Job job;
   job.seq_len = 128;
   job.micro_batch = 1;
