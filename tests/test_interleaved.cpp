@@ -10,9 +10,12 @@
 #include <deque>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <span>
 #include <sstream>
 
 #include "helpers.hpp"
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "pipetab/error.hpp"
@@ -248,6 +251,96 @@ TEST(Interleaved, DefaultGroupSizeAlwaysRuns) {
             "interleaved: M = 6 is not a multiple of S = 4, which Megatron's default group size "
             "g = S needs; using PyTorch's Interleaved1F1B group size g = M / max(1, M div S) = 6 "
             "(--group-size 6)");
+}
+
+// Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm, ScheduleParams::
+// combined_1f1b): get_pp_rank_microbatches warms every device up with one forward more than the
+// interleaved schedule's 2(S-d-1) + (v-1)g, "to ensure the forward and backward computations
+// are independent in all 1f1b steps". Over a grid of S, v, M (group sizes by default and given):
+// each row starts with that many forwards, then alternates backward and forward; it runs the
+// same forwards and the same backwards in the same orders as the plain table; and each forward
+// right before a backward in the steady state is of another microbatch, which the plain table's
+// last device breaks.
+TEST(Interleaved, Combined1F1BWarmsUpOneMoreForward) {
+  int plain_dependent = 0;
+  for (int S = 1; S <= 6; ++S) {
+    for (int v = 2; v <= 4; ++v) {
+      for (int M = 1; M <= 4 * S; ++M) {
+        for (const std::optional<int> g : {std::optional<int>{}, std::optional<int>{M}}) {
+          if (g && !(*g >= S || *g == M)) continue;
+          auto p = params(S, M, v, g);
+          ScheduleTable plain;
+          try {
+            plain = test::make("interleaved", p);
+          } catch (const ParamError&) {
+            continue;  // a group size Megatron's rules refuse (Interleaved.Rules)
+          }
+          p.combined_1f1b = true;
+          const auto t = test::make("interleaved", p);
+          const std::string where = fmt::format("S {} v {} M {} g {}", S, v, M, g.value_or(0));
+          ASSERT_TRUE(validate(t, 1).ok()) << where;
+          const int group = test::resolved("interleaved", p).group_size;
+          for (int d = 0; d < S; ++d) {
+            const auto row = t.row(d);
+            const auto old = plain.row(d);
+            // w warm-up forwards, then the steady state's forward-backward steps, forward
+            // first: w + 1 forwards lead (every one, when w reaches vM).
+            const int warmup = 2 * (S - d - 1) + (v - 1) * group + 1;
+            const int forwards_first = std::min(v * M, warmup + 1);
+            int leading = 0;
+            while (leading < static_cast<int>(row.size()) &&
+                   row[static_cast<std::size_t>(leading)].first().kind == PassKind::F)
+              ++leading;
+            EXPECT_EQ(leading, forwards_first) << where << " device " << d;
+            // Then a backward and a forward in turn while forwards remain, then backwards.
+            const auto turns = static_cast<std::size_t>(2 * (v * M - forwards_first));
+            for (std::size_t i = static_cast<std::size_t>(leading); i < row.size(); ++i) {
+              const std::size_t after = i - static_cast<std::size_t>(leading);
+              const bool backward_turn = after % 2 == 0 || after >= turns;
+              EXPECT_EQ(row[i].first().kind, backward_turn ? PassKind::B : PassKind::F)
+                  << where << " device " << d << " op " << i;
+            }
+            // The same passes in the same order, kind by kind.
+            const auto of_kind = [](std::span<const Op> ops, PassKind kind) {
+              std::vector<std::pair<int, int>> out;
+              for (const Op& op : ops)
+                if (op.first().kind == kind)
+                  out.emplace_back(op.first().microbatch, op.first().stage);
+              return out;
+            };
+            for (const auto kind : {PassKind::F, PassKind::B})
+              EXPECT_EQ(of_kind(row, kind), of_kind(old, kind)) << where << " device " << d;
+            // Each steady step's forward and backward are independent (a row whose warm-up
+            // holds every forward has no steady state: its last forward and first backward
+            // are two steps, Megatron's all_warmup).
+            const auto dependent = [](std::span<const Op> ops) {
+              int n = 0;
+              std::size_t first_backward = 0;
+              while (first_backward < ops.size() && ops[first_backward].first().kind == PassKind::F)
+                ++first_backward;
+              if (std::none_of(ops.begin() + static_cast<std::ptrdiff_t>(first_backward), ops.end(),
+                               [](const Op& op) { return op.first().kind == PassKind::F; }))
+                return 0;
+              for (std::size_t i = 0; i + 1 < ops.size(); ++i)
+                n += ops[i].first().kind == PassKind::F && ops[i + 1].first().kind == PassKind::B &&
+                     ops[i].first().microbatch == ops[i + 1].first().microbatch;
+              return n;
+            };
+            EXPECT_EQ(dependent(row), 0) << where << " device " << d;
+            plain_dependent += dependent(old);
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(plain_dependent, 0);  // what the extra forward is for
+  // Only the interleaved schedule has the order; with one chunk it is 1F1B, unchanged.
+  auto one = params(4, 8, 1);
+  one.combined_1f1b = true;
+  EXPECT_TRUE(test::make("interleaved", one).same_schedule(test::make("1f1b", test::sm(4, 8))));
+  auto other = test::sm(4, 8);
+  other.combined_1f1b = true;
+  expect_rejected("1f1b", other, "1f1b: --a2a-overlap is not a parameter of this schedule");
 }
 
 TEST(InterleavedZb, Rules) {

@@ -870,7 +870,12 @@ TEST(Moe, TheCombined1F1BRunsEveryInterleavedOrderUnderEveryRuntime) {
   // Megatron-Core's combined 1F1B merges the steady state's forward-backward steps only (a device
   // whose warm-up holds every forward has none): over a grid of S, v and M, from all warm-up
   // (M = S) up, and under each runtime, every run completes (merging a warm-up forward with the
-  // first backward deadlocked) and exposes less all-to-all than the same run without it.
+  // first backward deadlocked) and exposes less all-to-all than the same run without it, on the
+  // plain interleaved table (a table file) and on the one Megatron-Core runs, with its one more
+  // warm-up forward (job_schedule_params). On that one a merged step holds the difference of
+  // the forward's activation and the backward's, not both: each device peaks no higher than
+  // without the merge, and no lower than the plain table without it, whose first steady
+  // backward follows the same forwards.
   for (const auto runtime : {Runtime::Megatron, Runtime::PyTorch, Runtime::Async}) {
     for (const std::int32_t S : {2, 4, 8}) {
       for (const std::int32_t v : {2, 3}) {
@@ -892,6 +897,29 @@ TEST(Moe, TheCombined1F1BRunsEveryInterleavedOrderUnderEveryRuntime) {
           s.job.a2a_overlap = true;
           SimulationMetrics with;
           ASSERT_NO_THROW(with = simulate_table(table, s, "interleaved").metrics) << where;
+          const auto combined = test::make(
+              "interleaved", job_schedule_params(p, find_schedule("interleaved"), s.job));
+          EXPECT_FALSE(combined.same_schedule(table)) << where;
+          SimulationMetrics merged;
+          ASSERT_NO_THROW(merged = simulate_table(combined, s, "interleaved").metrics) << where;
+          EXPECT_LE(merged.breakdown().expert_comm * merged.runtime_s,
+                    without.breakdown().expert_comm * without.runtime_s * (1 + 1e-12))
+              << where;
+          s.job.a2a_overlap = false;
+          const auto unmerged = simulate_table(combined, s, "interleaved").metrics;
+          s.job.a2a_overlap = true;
+          for (std::size_t d = 0; d < static_cast<std::size_t>(S); ++d) {
+            const double peak = merged.peak_memory_bytes[d];
+            // With steady steps (w + 1 < vM forwards lead) strictly lower: the step's forward
+            // no longer lands on top of the whole warm-up.
+            const auto warmup = 2 * (S - static_cast<std::int32_t>(d) - 1) + (v - 1) * S + 1;
+            if (warmup + 1 < v * M) {
+              EXPECT_LT(peak, unmerged.peak_memory_bytes[d]) << where << " " << d;
+            } else {
+              EXPECT_LE(peak, unmerged.peak_memory_bytes[d] * (1 + 1e-12)) << where << " " << d;
+            }
+            EXPECT_GE(peak, without.peak_memory_bytes[d] * (1 - 1e-12)) << where << " " << d;
+          }
           // plan's bounds stay below the run: the compute part's busiest device, and the graph
           // with every exchange folded in at its time alone on its links.
           const auto bounds = test::plan_bounds(table, s);

@@ -368,6 +368,20 @@ py::list run_options_list() {
   return out;
 }
 
+// The table as the job runs it: a generated table in Megatron-Core's combined 1F1B order where
+// the job overlaps the experts' all-to-alls (job_schedule_params), as the commands generate it.
+std::shared_ptr<const Table> as_run(const std::shared_ptr<const Table>& t,
+                                    const SimulationSetup& setup) {
+  if (!t->params || t->params->combined_1f1b) return t;
+  const ScheduleInfo& info = find_schedule(t->params->schedule);
+  if (!job_schedule_params({}, info, setup.job).combined_1f1b) return t;
+  auto run = std::make_shared<Table>(*t);
+  run->params->combined_1f1b = true;
+  run->table = info.generate(*run->params);
+  run->source = {run->params->schedule, io::params_json(*run->params)};
+  return run;
+}
+
 Evaluation evaluate_table(const Table& t, const SimArgs& a, const SimulationSetup* setup,
                           bool curves) {
   return evaluate(t.table, t.params ? &*t.params : nullptr, t.name, costs_of(a.costs),
@@ -375,10 +389,10 @@ Evaluation evaluate_table(const Table& t, const SimArgs& a, const SimulationSetu
 }
 
 // `pipetab analyze --format json`.
-std::string analyze(const Table& t, const SimArgs& a, bool curves) {
+std::string analyze(const std::shared_ptr<Table>& t, const SimArgs& a, bool curves) {
   py::gil_scoped_release release;
-  const auto setup = setup_of(a, t.table.devices);
-  return to_json(evaluate_table(t, a, &setup, curves)).dump(2);
+  const auto setup = setup_of(a, t->table.devices);
+  return to_json(evaluate_table(*as_run(t, setup), a, &setup, curves)).dump(2);
 }
 
 // A simulation kept for its pictures: `pipetab simulate --format json`, the simulated start and
@@ -394,13 +408,15 @@ std::shared_ptr<SimulationRun> simulate(const std::shared_ptr<Table>& t, const S
   py::gil_scoped_release release;
   auto setup = setup_of(a, t->table.devices);
   setup.options.record_memory = true;  // the trace's memory counters, as `simulate --trace`
-  auto simulation = simulate_table(
-      t->table, setup, t->params ? std::string_view(t->params->schedule) : std::string_view());
-  auto json = simulation_json(t->table, simulation).dump(2);
-  auto title = fmt::format("{} on {} ({}), S={} M={}", t->name, setup.system.name, setup.model.name,
-                           t->table.devices, t->table.microbatches);
+  const auto run = as_run(t, setup);
+  auto simulation =
+      simulate_table(run->table, setup,
+                     run->params ? std::string_view(run->params->schedule) : std::string_view());
+  auto json = simulation_json(run->table, simulation).dump(2);
+  auto title = fmt::format("{} on {} ({}), S={} M={}", run->name, setup.system.name,
+                           setup.model.name, run->table.devices, run->table.microbatches);
   return std::make_shared<SimulationRun>(
-      SimulationRun{t, std::move(simulation), std::move(title), std::move(json)});
+      SimulationRun{run, std::move(simulation), std::move(title), std::move(json)});
 }
 
 // The simulated start (or end) of every table op, in the table's op order.
@@ -464,7 +480,7 @@ std::string compare_schedules(const std::vector<std::string>& names,
       if (!info.variants.empty()) p.variant = shape.variant;
       if (!info.default_split.empty()) p.split = shape.split;
       try {
-        const auto t = generated(name, p);
+        const auto t = generated(name, job_schedule_params(p, info, setup.job));
         rows.push_back(evaluate_table(*t, a, &setup, false));
       } catch (const ParamError& e) {
         std::string reason = e.what();

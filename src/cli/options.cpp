@@ -321,6 +321,9 @@ ScheduleParams ScheduleOptions::params(const ScheduleInfo* info, bool only_appli
     if (const auto m = batch_microbatches(values.job, values.layout, given_microbatches, "-M"))
       p.microbatches = *m;
   }
+  // The order Megatron-Core runs when the job overlaps the experts' all-to-alls.
+  if (info != nullptr && info->takes_combined_1f1b && given(run, "a2a_overlap"))
+    p = job_schedule_params(p, *info, run_values().job);
   if (waves_opt->count() && (all || info->default_waves > 0)) p.waves = waves;
   if (group_size_opt->count() && (all || info->takes_group_size)) p.group_size = group_size;
   if (variant_opt->count() && (all || !info->variants.empty())) p.variant = variant;

@@ -20,6 +20,7 @@ nlohmann::json params_json(const ResolvedParams& p) {
   if (p.group_size > 0) j["group_size"] = p.group_size;
   if (p.split_early != 1 || p.split_late != 1)
     j["split"] = fmt::format("{}:{}", p.split_early, p.split_late);
+  if (p.combined_1f1b) j["combined_1f1b"] = true;
   return j;
 }
 
@@ -38,6 +39,8 @@ std::optional<ResolvedParams> recognized_params(const TableFile& file) {
     if (info.takes_group_size && j.contains("group_size"))
       p.group_size = j["group_size"].get<std::int64_t>();
     if (j.contains("split")) p.split = j["split"].get<std::string>();
+    if (info.takes_combined_1f1b && j.contains("combined_1f1b"))
+      p.combined_1f1b = j["combined_1f1b"].get<bool>();
     // Generators make 2·S·M·v or 4·S·M·W ops: a small file cannot ask for a huge generation.
     const auto& t = file.table;
     if (p.devices != t.devices || p.microbatches != t.microbatches) return std::nullopt;

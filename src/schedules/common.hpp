@@ -75,6 +75,7 @@ std::vector<VirtualMicrobatch> interleaved_schedule_table(std::int64_t microbatc
 struct InterleavedOrder {
   std::int64_t group = 1;          ///< g, microbatches per group of the schedule table
   std::int64_t warmup_factor = 2;  ///< warm-up forwards added per device after d: 2 or 1
+  std::int64_t extra_warmup = 0;   ///< warm-up forwards added on every device
   /// false: full backwards B (Megatron, PyTorch's Interleaved1F1B). true: PyTorch's ZB1P — the
   /// backward is I, and from device d's (d+1)-th I on each I is followed by the W of the oldest
   /// I without one; the remaining W end the row.

@@ -7,7 +7,12 @@
 //    group through chunks 0 .. v-1: the schedule table of vM virtual microbatches;
 //  - warm-up w = min(vM, 2(S-d-1) + (v-1)g) forwards, then pairs "F(k+w), B(k)", then the
 //    remaining backwards; forward k runs table entry k, backward k entry k's microbatch on the
-//    mirrored chunk v-1-chunk.
+//    mirrored chunk v-1-chunk;
+//  - Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm; pipetab's --a2a-overlap,
+//    ScheduleParams::combined_1f1b) warms up one more forward, w + 1, "to ensure the forward and
+//    backward computations are independent in all 1f1b steps" (get_pp_rank_microbatches in
+//    megatron/core/pipeline_parallel/schedules.py @d728871): without it the last device's step
+//    would run a chunk's forward with its own backward.
 // With g = S and M a multiple of S, virtual k is microbatch (k div vS)·S + (k mod S) on chunk
 // (k mod vS) div S, the classic order. PyTorch's ScheduleInterleaved1F1B is this order with
 // g = M div max(1, M div S), its microbatches per round. With one chunk Megatron runs the
@@ -46,8 +51,8 @@ ScheduleTable interleaved_table(const ResolvedParams& p, const InterleavedOrder&
     return static_cast<int>(chunk * S + d);
   };
   for (std::int64_t d = 0; d < S; ++d) {
-    const std::int64_t warmup =
-        std::min(total, order.warmup_factor * (S - d - 1) + (v - 1) * order.group);
+    const std::int64_t warmup = std::min(
+        total, order.warmup_factor * (S - d - 1) + (v - 1) * order.group + order.extra_warmup);
     const auto forward = [&](std::int64_t k) {
       const auto& e = entries[static_cast<std::size_t>(k)];
       table.push(PassKind::F, e.microbatch, stage(e.chunk, d));
@@ -102,7 +107,10 @@ ScheduleTable generate_interleaved(const ResolvedParams& p) {
           "M = {} with group size g = {}: M mod g = {} must be 0 or at least S = {} (Megatron's "
           "dependency-bubble rule); --group-size {} works",
           M, g, M % g, S, works);
-  return interleaved_table(p, {.group = g, .warmup_factor = 2, .split_backward = false});
+  return interleaved_table(p, {.group = g,
+                               .warmup_factor = 2,
+                               .extra_warmup = p.combined_1f1b ? 1 : 0,
+                               .split_backward = false});
 }
 
 }  // namespace
@@ -121,6 +129,7 @@ extern const ScheduleInfo kInterleaved{
         "smallest g the rules admit (a note says which). v = 1 is 1F1B",
     .default_chunks = 2,
     .takes_group_size = true,
+    .takes_combined_1f1b = true,
     .generate = generate_interleaved,
 };
 

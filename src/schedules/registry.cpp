@@ -180,6 +180,8 @@ ResolvedParams resolve(const ScheduleInfo& info, const ScheduleParams& params) {
   } else if (!info.variants.empty()) {
     r.variant = std::string(info.variants.front());
   }
+  if (params.combined_1f1b && !info.takes_combined_1f1b) not_taken(info, "--a2a-overlap");
+  r.combined_1f1b = params.combined_1f1b;
   if (params.split && info.default_split.empty()) not_taken(info, "--split");
   if (!info.default_split.empty()) {
     std::tie(r.split_early, r.split_late) =

@@ -2,6 +2,7 @@
 // between stages, sent at Megatron-LM's step boundaries (its interleaved schedule's steady-state
 // pairs, run as one overlapped step with --a2a-overlap) or where PyTorch's list of actions posts
 // them.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -46,6 +47,17 @@ void Lowering::combine_1f1b(std::int32_t d) {
     auto& cb = op_cost_[bi];
     cf += cb;  // one step: the host issues both passes' kernels
     cb = {};
+    // Memory: the step runs the two passes layer by layer in turn, each of the backward's
+    // layers freeing what it kept while the forward's next one allocates, so the step holds
+    // their difference, not the forward's whole activation on top of the backward's (one
+    // layer's activation in between left out). Not with activation offload, whose copies
+    // move the bytes on their own.
+    if (!offloads(job_)) {
+      const double net = g_.alloc_bytes[fi] - g_.free_bytes[bi];
+      g_.alloc_bytes[fi] = std::max(0.0, net);
+      g_.free_bytes[fi] += std::max(0.0, -net);
+      g_.free_bytes[bi] = 0.0;
+    }
   }
 }
 

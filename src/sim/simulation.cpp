@@ -105,6 +105,12 @@ double in_pass_kept_share(const ScheduleTable& table, const SimulationSetup& set
   return held > 0.0 ? std::clamp(1.0 - offloaded / held, 1e-9, 1.0) : 1.0;
 }
 
+ScheduleParams job_schedule_params(ScheduleParams params, const ScheduleInfo& info,
+                                   const Job& job) {
+  params.combined_1f1b = job.a2a_overlap && info.takes_combined_1f1b;
+  return params;
+}
+
 Simulation simulate_table(const ScheduleTable& table, const SimulationSetup& setup,
                           std::string_view schedule) {
   Simulation s{Network(setup.system, table.devices, gpus_per_device(setup.layout)), {}, {}, {}};

@@ -67,7 +67,7 @@ void predict_iteration(Prediction& p, const SystemConfig& system) {
   params.microbatches = run.microbatches;
   params.chunks = run.chunks;
   const ScheduleInfo& info = find_schedule(run.schedule);
-  const auto table = info.generate(resolve(info, params));
+  const auto table = info.generate(resolve(info, job_schedule_params(params, info, run.job)));
   const SimulationSetup setup{run.model, run.job, run.layout, system, run.lowering, SimOptions{}};
   const auto sim = simulate_table(table, setup, run.schedule);
   p.predicted_s = sim.metrics.runtime_s;

@@ -55,7 +55,9 @@ ScheduleParams schedule_params(const PlanLayout& l) {
   p.devices = l.pipeline_parallel;
   p.microbatches = l.microbatches;
   if (l.chunks > 0) p.chunks = l.chunks;
-  return p;
+  Job job;  // the one setting of the layout's job the order depends on
+  job.a2a_overlap = l.a2a_overlap;
+  return job_schedule_params(p, find_schedule(l.schedule), job);
 }
 
 // The zero-bubble authors' schedulers, planned for the layout's own pass times and transfer
@@ -114,10 +116,11 @@ namespace {
 struct TableKey {
   std::string schedule;
   std::int64_t pp = 1, microbatches = 1, chunks = 0;
+  bool a2a_overlap = false;  // Megatron-Core's combined 1F1B order (schedule_params)
   // Spelled out: the web build's libc++ (emscripten 3.1.6) has no operator<=> for std::string.
   bool operator<(const TableKey& o) const {
-    return std::tie(schedule, pp, microbatches, chunks) <
-           std::tie(o.schedule, o.pp, o.microbatches, o.chunks);
+    return std::tie(schedule, pp, microbatches, chunks, a2a_overlap) <
+           std::tie(o.schedule, o.pp, o.microbatches, o.chunks, o.a2a_overlap);
   }
   bool operator==(const TableKey&) const = default;
 };
@@ -148,7 +151,9 @@ struct BuiltTable {
 TableKey shape_key(const PlanLayout& l) {
   if (l.schedule == kAuthors) return {"1f1b-split", l.pipeline_parallel, l.microbatches, 0};
   if (l.schedule == kAuthorsV) return {"zb-v", l.pipeline_parallel, l.microbatches, 0};
-  return {l.schedule, l.pipeline_parallel, l.microbatches, l.chunks};
+  // Only an order that changes with the overlap gets a table of its own.
+  const bool combined = l.a2a_overlap && find_schedule(l.schedule).takes_combined_1f1b;
+  return {l.schedule, l.pipeline_parallel, l.microbatches, l.chunks, combined};
 }
 
 std::shared_ptr<const BuiltTable> build_table(const PlanRequest& request, const TableKey& key) {
@@ -158,6 +163,7 @@ std::shared_ptr<const BuiltTable> build_table(const PlanRequest& request, const 
   l.pipeline_parallel = key.pp;
   l.microbatches = key.microbatches;
   l.chunks = key.chunks;
+  l.a2a_overlap = key.a2a_overlap;
   try {
     built->table = generate(find_schedule(key.schedule), schedule_params(l));
   } catch (const ParamError& e) {

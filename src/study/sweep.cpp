@@ -162,7 +162,7 @@ SweepRow SweepPlan::run(const Configuration& cfg) const {
       p.variant = cfg.variant;
       p.split = cfg.split;
       const auto& info = find_schedule(entry.name);
-      const auto params = resolve(info, p);
+      const auto params = resolve(info, setup ? job_schedule_params(p, info, setup->job) : p);
       e = evaluate(info.generate(params), &params, entry.name, costs, options);
     }
     all[1] = "ok";

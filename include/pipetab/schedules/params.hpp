@@ -20,6 +20,9 @@ struct ScheduleParams {
   std::optional<std::int64_t> group_size;
   std::optional<std::string> variant;  ///< e.g. Chimera's "direct" or "doubling"
   std::optional<std::string> split;    ///< "E:L" stage-size split (chimera-asym)
+  /// Megatron-Core's combined 1F1B order (--overlap-moe-expert-parallel-comm, pipetab's
+  /// --a2a-overlap): interleaved only; one more warm-up forward on every device.
+  bool combined_1f1b = false;
 };
 
 /// Parameters with the schedule's defaults applied and the common range checks passed.
@@ -33,6 +36,7 @@ struct ResolvedParams {
   std::string variant;           ///< empty for schedules without variants
   std::int32_t split_early = 1;  ///< chimera-asym: relative size of a first-half stage
   std::int32_t split_late = 1;   ///< chimera-asym: relative size of a second-half stage
+  bool combined_1f1b = false;    ///< ScheduleParams::combined_1f1b
   /// A default that is not the usual one, and why (e.g. the interleaved group size when M is
   /// not a multiple of S); empty when every default is the usual one. Commands print it.
   std::string note;

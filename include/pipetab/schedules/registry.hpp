@@ -30,6 +30,8 @@ struct ScheduleInfo {
   std::int32_t default_waves = 0;   ///< 0: the schedule does not take -W
   /// Takes --group-size G, microbatches per group of the interleaved order (default S).
   bool takes_group_size = false;
+  /// Has Megatron-Core's combined 1F1B order (ScheduleParams::combined_1f1b).
+  bool takes_combined_1f1b = false;
   std::span<const std::string_view> variants{};  ///< first is the default; empty: no --variant
   std::string_view default_split{};              ///< empty: the schedule does not take --split
   Generator generate = nullptr;
