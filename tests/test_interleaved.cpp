@@ -13,6 +13,8 @@
 #include <optional>
 #include <span>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "helpers.hpp"
 #include <fmt/format.h>
@@ -334,13 +336,38 @@ TEST(Interleaved, Combined1F1BWarmsUpOneMoreForward) {
     }
   }
   EXPECT_GT(plain_dependent, 0);  // what the extra forward is for
-  // Only the interleaved schedule has the order; with one chunk it is 1F1B, unchanged.
-  auto one = params(4, 8, 1);
-  one.combined_1f1b = true;
-  EXPECT_TRUE(test::make("interleaved", one).same_schedule(test::make("1f1b", test::sm(4, 8))));
+  // With one chunk the interleaved schedule is 1F1B, which combines only at S = 1.
+  // 1F1B has it only without pipelining (S = 1: one more warm-up forward, F0 F1 B0 F2 B1 ...),
+  // as Megatron-Core, which needs model chunks to combine when PP > 1.
   auto other = test::sm(4, 8);
   other.combined_1f1b = true;
-  expect_rejected("1f1b", other, "1f1b: --a2a-overlap is not a parameter of this schedule");
+  expect_rejected("1f1b", other,
+                  "1f1b: --a2a-overlap with 4 pipeline stages and no model chunks: Megatron-Core "
+                  "combines the interleaved schedule's steps when PP > 1 (it requires virtual "
+                  "pipeline stages), and 1F1B's only without pipelining (S = 1); use interleaved "
+                  "with v >= 2");
+  auto interleaved_one = params(4, 8, 1);
+  interleaved_one.combined_1f1b = true;
+  EXPECT_THROW((void)test::make("interleaved", interleaved_one), ParamError);
+  for (const std::int32_t M : {1, 2, 5, 9}) {
+    auto single = test::sm(1, M);
+    single.combined_1f1b = true;
+    const auto t = test::make("1f1b", single);
+    ASSERT_EQ(t.ops.size(), static_cast<std::size_t>(2 * M));
+    std::vector<std::pair<PassKind, std::int32_t>> expected{{PassKind::F, 0}};
+    for (std::int32_t i = 0; i + 1 < M; ++i) {
+      expected.emplace_back(PassKind::F, i + 1);
+      expected.emplace_back(PassKind::B, i);
+    }
+    expected.emplace_back(PassKind::B, M - 1);
+    for (std::size_t i = 0; i < t.ops.size(); ++i) {
+      EXPECT_EQ(t.ops[i].first().kind, expected[i].first) << "M " << M << " op " << i;
+      EXPECT_EQ(t.ops[i].first().microbatch, expected[i].second) << "M " << M << " op " << i;
+    }
+  }
+  auto gpipe = test::sm(1, 4);
+  gpipe.combined_1f1b = true;
+  expect_rejected("gpipe", gpipe, "gpipe: --a2a-overlap is not a parameter of this schedule");
 }
 
 TEST(InterleavedZb, Rules) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
 
 #include "helpers.hpp"
 #include <fmt/format.h>
@@ -932,6 +933,111 @@ TEST(Moe, TheCombined1F1BRunsEveryInterleavedOrderUnderEveryRuntime) {
       }
     }
   }
+}
+
+TEST(Moe, TheCombined1F1BWithoutPipeliningPairsEachForwardWithTheBackwardBefore) {
+  // Megatron-Core's combined_1f1b_schedule_for_no_pipelining: the first forward alone, then each
+  // forward with the previous microbatch's backward, then the last backward. Over M 1-6 and each
+  // runtime: the run completes, the all-to-alls it exposes are fewer wherever a step pairs two
+  // passes (from M = 2: Megatron-Core has no all-warm-up rule here), and its peak lies between
+  // the plain order's and the combined order's without the merge. A one-device table in another
+  // order is refused, not run as if overlapped.
+  for (const auto runtime : {Runtime::Megatron, Runtime::PyTorch, Runtime::Async}) {
+    for (const std::int32_t M : {1, 2, 3, 6}) {
+      SimulationSetup s = test::preset_setup("qwen3-30b-a3b", "dgx-h100");
+      std::get<TransformerConfig>(s.model.spec).layers = 4;
+      s.lowering.runtime = runtime;
+      s.layout.dp = 8;
+      s.layout.ep = 8;
+      const std::string where = fmt::format("{} M {}", to_string(runtime), M);
+      const auto plain = test::make("1f1b", test::sm(1, M));
+      const auto without = simulate_table(plain, s, "1f1b").metrics;
+      s.job.a2a_overlap = true;
+      require_runnable(s.model, s.job, s.layout);
+      const auto combined =
+          test::make("1f1b", job_schedule_params(test::sm(1, M), find_schedule("1f1b"), s.job));
+      EXPECT_EQ(combined.same_schedule(plain), M == 1) << where;
+      SimulationMetrics with;
+      ASSERT_NO_THROW(with = simulate_table(combined, s, "1f1b").metrics) << where;
+      const double exposed = with.breakdown().expert_comm * with.runtime_s;
+      const double alone = without.breakdown().expert_comm * without.runtime_s;
+      if (M > 1) {
+        EXPECT_LT(exposed, alone) << where;
+        EXPECT_LT(with.runtime_s, without.runtime_s) << where;
+      } else {
+        EXPECT_NEAR(exposed, alone, alone * 1e-9) << where;
+      }
+      // Memory: the combined order run without the overlap holds two microbatches' activations
+      // from the second forward on; run as combined steps each step holds the forward's net of
+      // the backward's frees, no less than the plain order's peak.
+      s.job.a2a_overlap = false;
+      const auto unmerged = simulate_table(combined, s, "1f1b").metrics;
+      const double peak = with.peak_memory_bytes[0];
+      EXPECT_GE(peak, without.peak_memory_bytes[0] * (1 - 1e-12)) << where;
+      if (M > 1) {
+        EXPECT_GT(unmerged.peak_memory_bytes[0], without.peak_memory_bytes[0]) << where;
+        EXPECT_LT(peak, unmerged.peak_memory_bytes[0]) << where;
+      }
+      // The plain order under the overlap, and GPipe's, are refused.
+      s.job.a2a_overlap = true;
+      if (M > 1) {
+        EXPECT_THROW((void)simulate_table(plain, s, "1f1b"), ParamError) << where;
+        EXPECT_THROW((void)simulate_table(test::make("gpipe", test::sm(1, M)), s, "gpipe"),
+                     ParamError)
+            << where;
+      }
+    }
+  }
+}
+
+TEST(Moe, TheCombined1F1BTakesWhatMegatronCoreTakes) {
+  // TransformerConfig's rules for --overlap-moe-expert-parallel-comm, each refused with its own.
+  const auto refusal = [](SimulationSetup s) {
+    s.job.a2a_overlap = true;
+    try {
+      require_runnable(s.model, s.job, s.layout);
+    } catch (const OptionError& e) {
+      EXPECT_EQ(e.key(), "a2a_overlap");
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  SimulationSetup moe = test::preset_setup("qwen3-30b-a3b", "dgx-h100");
+  moe.layout.dp = 8;
+  moe.layout.ep = 8;
+  EXPECT_EQ(refusal(moe), "");
+  auto s = moe;
+  s.job.recompute = Recompute::Selective;
+  s.job.moe.recompute = MoeRecompute::MoeAct;
+  s.job.moe.recompute_norm = true;
+  EXPECT_EQ(refusal(s), "");  // the ModelZoo's Qwen3-235B run's
+  const auto expect_refused = [&](const SimulationSetup& setup, std::string_view why) {
+    const auto message = refusal(setup);
+    EXPECT_NE(message.find("Megatron-Core's combined 1F1B refuses the run"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find(why), std::string::npos) << message;
+  };
+  expect_refused(test::preset_setup("llama3.1-8b", "dgx-h100"), "a mixture of experts");
+  s = moe;
+  s.layout.ep = 1;
+  expect_refused(s, "expert parallelism (--ep above 1)");
+  s = moe;
+  s.job.recompute = Recompute::Full;
+  expect_refused(s, "recompute full");
+  s = moe;
+  s.job.moe.recompute = MoeRecompute::Mlp;
+  expect_refused(s, "moe_recompute mlp");
+  s = moe;
+  s.job.moe.shared_expert_overlap = true;
+  expect_refused(s, "moe_shared_expert_overlap");
+  s = moe;
+  s.job.precision = Precision::FP32;
+  expect_refused(s, "precision fp32");
+  s = test::preset_setup("deepseek-v3", "dgx-h100");
+  s.layout.dp = 8;
+  s.layout.ep = 8;
+  std::get<TransformerConfig>(s.model.spec).mtp_layers = 2;
+  expect_refused(s, "2 MTP layers");
 }
 
 TEST(Moe, PresetsHaveTheirPublishedParameterCounts) {

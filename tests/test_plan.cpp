@@ -539,7 +539,7 @@ TEST(Plan, RejectsRequestsWithNoLayout) {
   q.space.a2a_overlap = {true};
   q.space.expert_parallel = {1};
   q.space.schedules = {"interleaved"};
-  EXPECT_NE(message(q).find("--a2a-overlap needs experts over EP above 1 and model chunks"),
+  EXPECT_NE(message(q).find("--a2a-overlap needs experts over EP above 1, model chunks"),
             std::string::npos)
       << message(q);
   q = request("gpt3-1.3b", 0, 8);
@@ -580,13 +580,16 @@ TEST(Plan, ExpertParallelLayoutsAreSearchedAndPruningKeepsTheTop) {
   for (const auto& e : r.top) {
     expert_parallel = expert_parallel || e.layout.expert_parallel > 1;
     // Every ranked layout obeys the folding rule: EP divides TP × CP × DP; the combined 1F1B
-    // pairs only the steps of an interleaved schedule with experts spread.
+    // pairs only the steps of an interleaved schedule, or of one without pipelining, with
+    // experts spread.
     const auto& l = e.layout;
     EXPECT_EQ(l.tensor_parallel * l.context_parallel * l.data_parallel % l.expert_parallel, 0);
     EXPECT_EQ(128 % l.expert_parallel, 0);
     if (l.a2a_overlap) {
       EXPECT_GT(l.expert_parallel, 1);
-      EXPECT_GE(l.chunks, 2);
+      if (l.pipeline_parallel > 1) {
+        EXPECT_GE(l.chunks, 2);
+      }
     }
   }
   EXPECT_TRUE(expert_parallel);
@@ -606,6 +609,26 @@ TEST(Plan, ExpertParallelLayoutsAreSearchedAndPruningKeepsTheTop) {
                                  [&](const PlanEntry& e) { return e.layout == plain; });
   ASSERT_NE(twin, i.top.end());
   EXPECT_LT(best->metrics.runtime_s, twin->metrics.runtime_s);
+  // Without pipelining (Megatron-Core's combined_1f1b_schedule_for_no_pipelining) alike, and
+  // the overlap's layouts never recompute what it refuses (the MoE block).
+  q.space.schedules = {"1f1b"};
+  q.space.pipeline_parallel = {1};
+  q.space.moe_recompute = {MoeRecompute::None, MoeRecompute::Mlp};
+  const auto single = plan(q);
+  const auto first = std::find_if(single.top.begin(), single.top.end(),
+                                  [](const PlanEntry& e) { return e.layout.a2a_overlap; });
+  ASSERT_NE(first, single.top.end());
+  for (const auto& e : single.top) {
+    if (e.layout.a2a_overlap) {
+      EXPECT_NE(e.layout.moe_recompute, MoeRecompute::Mlp);
+    }
+  }
+  plain = first->layout;
+  plain.a2a_overlap = false;
+  const auto single_twin = std::find_if(single.top.begin(), single.top.end(),
+                                        [&](const PlanEntry& e) { return e.layout == plain; });
+  ASSERT_NE(single_twin, single.top.end());
+  EXPECT_LT(first->metrics.runtime_s, single_twin->metrics.runtime_s);
 }
 
 // ETP and MoE recomputation are searched where asked: each layout's experts fold into its ranks

@@ -73,6 +73,25 @@ void require_graph_scope(const ModelConfig& model, const Job& job) {
 }
 }  // namespace
 
+std::string a2a_overlap_conflict(const ModelConfig& model, const Job& job, const Layout& layout) {
+  if (!job.a2a_overlap) return {};
+  const TransformerConfig* t = model.transformer();
+  if (t == nullptr || !t->moe) return "it overlaps the experts' all-to-alls: a mixture of experts";
+  if (layout.ep < 2) return "it needs expert parallelism (--ep above 1)";
+  if (job.recompute != Recompute::None && job.recompute != Recompute::Selective)
+    return fmt::format("recompute {}: it takes no full-layer recomputation or recompute method",
+                       to_string(job.recompute));
+  if (job.moe.recompute == MoeRecompute::Mlp)
+    return "moe_recompute mlp: it takes no MoE block among the recomputed modules (moe_act is "
+           "allowed)";
+  if (job.moe.shared_expert_overlap)
+    return "moe_shared_expert_overlap: the shared experts' overlap is its own; give one of them";
+  if (t->mtp_layers > 1) return fmt::format("{} MTP layers: it takes at most one", t->mtp_layers);
+  if (job.precision == Precision::FP32 || job.precision == Precision::TF32)
+    return fmt::format("precision {}: it runs a BF16 or FP16 model", to_string(job.precision));
+  return {};
+}
+
 void require_runnable(const ModelConfig& model, const Job& job, const Layout& layout) {
   if (layout.dp < 1 || layout.dp > kMaxDataParallel) {
     throw OptionError("data_parallel",
@@ -86,6 +105,10 @@ void require_runnable(const ModelConfig& model, const Job& job, const Layout& la
         "parameters and gradients) over the data-parallel ranks; give one of them");
   }
   require_graph_scope(model, job);
+  if (const auto why = a2a_overlap_conflict(model, job, layout); !why.empty()) {
+    throw OptionError("a2a_overlap",
+                      "--a2a-overlap: Megatron-Core's combined 1F1B refuses the run: " + why);
+  }
   // FP8 parameters are Transformer Engine's (fp8_model_init): torchao's Float8Linear keeps the
   // 16-bit weight and casts it each forward.
   if (job.fp8_params && (job.precision != Precision::FP8 || !job.stack.fused_elementwise)) {

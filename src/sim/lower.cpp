@@ -348,12 +348,13 @@ void Lowering::checks_and_costs() {
         "block, and a combined forward-backward step's blocks are not modelled; use a "
         "pipeline (--pp) or leave --a2a-overlap off");
   }
-  if (job_.a2a_overlap && !options_.costs && !interleaved()) {
+  if (job_.a2a_overlap && !options_.costs && !combines_steps()) {
     throw ParamError(
         "--a2a-overlap: Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm) "
         "overlaps the steps of the interleaved schedule (one pipeline, stage s on device s mod "
-        "devices, more stages than devices); this table has none (DualPipe's F&B pairs overlap "
-        "without the option)");
+        "devices, more stages than devices) or of one device without pipelining (one stage, "
+        "its order F0, then F(i+1) B(i), then the last B); this table has neither (DualPipe's "
+        "F&B pairs overlap without the option)");
   }
   require_gpus();
   require_size();

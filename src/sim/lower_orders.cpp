@@ -23,15 +23,42 @@ namespace pipetab::detail {
 // s mod devices, more stages than devices), each forward and the backward after it, the pairs
 // Megatron-LM's runtime runs as one step (steady_pairs), run as one overlapped step
 // (op_program(F, B, PairOrder::Megatron)): the forward's op runs both, once the backward's input is
-// in too (merged_into_), and the backward's op is left empty. Other tables have no such steps.
-bool Lowering::interleaved() const {
-  if (t_.pipelines() != 1 || t_.stages <= t_.devices) return false;
+// in too (merged_into_), and the backward's op is left empty. Without pipelining (one device, one
+// stage) Megatron-Core pairs the same way each forward with the backward after it
+// (combined_1f1b_schedule_for_no_pipelining, megatron/core/pipeline_parallel/combined_1f1b.py
+// @d98e8a6), its row F0, then F(i+1) B(i) for each i, then the last B: a one-device table in
+// another order (GPipe's, or 1F1B's without the extra forward) would run without the overlap, so
+// it is refused rather than simulated as if overlapped. Other tables have no such steps.
+bool Lowering::combines_steps() const {
+  if (t_.pipelines() != 1) return false;
+  if (t_.devices == 1 && t_.stages == 1) {
+    const auto n = static_cast<std::int64_t>(t_.ops.size());
+    const auto is = [&](std::int64_t i, PassKind kind, std::int64_t microbatch) {
+      const auto& op = t_.ops[static_cast<std::size_t>(i)];
+      return !op.is_pair() && op.first().kind == kind && op.first().microbatch == microbatch;
+    };
+    const std::int64_t m = t_.microbatches;
+    if (n != 2 * m || !is(0, PassKind::F, 0) || !is(n - 1, PassKind::B, m - 1)) return false;
+    for (std::int64_t i = 0; i + 1 < m; ++i)
+      if (!is(1 + 2 * i, PassKind::F, i + 1) || !is(2 + 2 * i, PassKind::B, i)) return false;
+    return true;
+  }
+  if (t_.stages <= t_.devices) return false;
   for (int s = 0; s < t_.stages; ++s)
     if (t_.placement.device_of(0, s) != s % t_.devices) return false;
   return true;
 }
 void Lowering::combine_1f1b(std::int32_t d) {
-  for (const auto i : steady_pairs(d)) {
+  // Without pipelining every forward after the first runs with the backward after it
+  // (combines_steps checked the order): no warm-up rule keeps the second forward alone.
+  std::vector<std::int64_t> pairs;
+  if (t_.devices == 1 && t_.stages == 1) {
+    for (std::int64_t i = 1; i + 1 < static_cast<std::int64_t>(t_.ops.size()); i += 2)
+      pairs.push_back(i);
+  } else {
+    pairs = steady_pairs(d);
+  }
+  for (const auto i : pairs) {
     const auto fi = static_cast<std::size_t>(i), bi = fi + 1;
     const auto& f = t_.ops[fi];
     const auto& b = t_.ops[bi];

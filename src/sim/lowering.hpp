@@ -164,7 +164,7 @@ class Lowering {
   // The runtimes' orders (lower_orders.cpp): Megatron-LM's steps and its combined 1F1B, the
   // pipeline transfers between stages (activations, gradients) and when each runtime sends them,
   // PyTorch's list of actions.
-  bool interleaved() const;
+  bool combines_steps() const;
   void combine_1f1b(std::int32_t d);
   void depend(std::int32_t consumer, const Pass& pass, std::int32_t producer, TransferKind kind,
               double bytes);

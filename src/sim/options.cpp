@@ -369,8 +369,9 @@ const RunOption kOptions[] = {
      kJob,
      OptionType::Boolean,
      "Megatron-Core's 1F1B all-to-all overlap (--overlap-moe-expert-parallel-comm): the "
-     "interleaved schedule's steady-state forward and the backward after it run as one step, each "
-     "one's expert all-to-alls under the other's compute (DualPipe's F&B pairs always do)",
+     "interleaved schedule's steady-state forward and the backward after it (without pipelining, "
+     "1F1B's: each forward and the previous microbatch's backward) run as one step, each one's "
+     "expert all-to-alls under the other's compute (DualPipe's F&B pairs always do)",
      0,
      0,
      {},

@@ -483,7 +483,8 @@ constexpr std::array<std::string_view, static_cast<std::size_t>(NotALayout::kCou
     "--distributed-optimizer on: give one of them)",
     "FSDP needs more than one rank in DP × CP to shard over",
     "EP × ETP must divide TP × CP × DP, and ETP above 1 needs EP above 1",
-    "--a2a-overlap needs experts over EP above 1 and model chunks (v of 2 or more)"};
+    "--a2a-overlap needs experts over EP above 1, model chunks (v of 2 or more) where PP is "
+    "above 1, and none of the recomputation Megatron-Core's combined 1F1B refuses"};
 
 struct Enumeration {
   std::vector<Checked> layouts;
@@ -725,15 +726,30 @@ Enumeration enumerate(const PlanRequest& r) {
                           }
                           for (const bool a2a : s.a2a_overlap) {
                             // Megatron-Core's combined 1F1B pairs the interleaved schedule's
-                            // steps: it needs experts and model chunks.
-                            if (a2a && (ep == 1 || v < 2)) {
+                            // steps, or 1F1B's without pipelining: it needs experts, and model
+                            // chunks where PP > 1.
+                            if (a2a && (ep == 1 || (v < 2 && pp > 1))) {
                               e.skip(NotALayout::A2aOverlap, given.a2a, [&, schedule = name] {
-                                return fmt::format("EP {}, {}{}", ep, schedule,
+                                return fmt::format("EP {}, PP {}, {}{}", ep, pp, schedule,
                                                    v > 1 ? fmt::format(" v {}", v) : "");
                               });
                               continue;
                             }
-                            for (const auto mrc : moe_recomputes)
+                            for (const auto mrc : moe_recomputes) {
+                              // And its own rules on what the layer recomputes.
+                              if (a2a) {
+                                Job job = r.job;
+                                job.a2a_overlap = true;
+                                job.recompute = rc;
+                                job.moe.recompute = mrc;
+                                Layout experts;
+                                experts.ep = ep;
+                                if (const auto why = a2a_overlap_conflict(r.model, job, experts);
+                                    !why.empty()) {
+                                  e.skip(NotALayout::A2aOverlap, given.a2a, [&] { return why; });
+                                  continue;
+                                }
+                              }
                               for (const auto& settings : combinations) {
                                 Checked c;
                                 c.layout = {tp,
@@ -757,6 +773,7 @@ Enumeration enumerate(const PlanRequest& r) {
                                 c.index = static_cast<std::int64_t>(e.layouts.size());
                                 e.layouts.push_back(std::move(c));
                               }
+                            }
                           }
                         }
                     }
@@ -950,12 +967,12 @@ PlanResult plan(const PlanRequest& request) {
                    [](const std::string& name) {
                      const auto* info =
                          name == kAuthors || name == kAuthorsV ? nullptr : &find_schedule(name);
-                     return info != nullptr && info->default_chunks > 0;
+                     return info != nullptr && info->takes_combined_1f1b;
                    })) {
     throw ParamError(
-        "plan: --a2a-overlap on: Megatron-Core's combined 1F1B overlaps the steps of a schedule "
-        "with model chunks (interleaved); none of --schedules has them: add one, or use "
-        "--a2a-overlap both");
+        "plan: --a2a-overlap on: Megatron-Core's combined 1F1B overlaps the steps of the "
+        "interleaved schedule, or of 1F1B without pipelining; none of --schedules is one: add "
+        "one, or use --a2a-overlap both");
   }
   if (request.job.seq_len < 1) {
     throw ParamError(

@@ -21,7 +21,8 @@ struct ScheduleParams {
   std::optional<std::string> variant;  ///< e.g. Chimera's "direct" or "doubling"
   std::optional<std::string> split;    ///< "E:L" stage-size split (chimera-asym)
   /// Megatron-Core's combined 1F1B order (--overlap-moe-expert-parallel-comm, pipetab's
-  /// --a2a-overlap): interleaved only; one more warm-up forward on every device.
+  /// --a2a-overlap): the interleaved schedule, and 1F1B without pipelining (S = 1); one more
+  /// warm-up forward on every device.
   bool combined_1f1b = false;
 };
 
