@@ -49,6 +49,11 @@ ANALYZE_CASES = [
                          tp=2, sequence_parallel=True, dp=8, ep=8, a2a_overlap=True),
      ["-S", 2, "-M", 4, "--model", "qwen3-30b-a3b", "--system", "dgx-h100", "--tp", 2,
       "--sequence-parallel", "--dp", 8, "--ep", 8, "--a2a-overlap"]),
+    # ... and without pipelining: 1F1B at S = 1 in Megatron-Core's combined order.
+    ("1f1b", dict(devices=1, microbatches=4, model="qwen3-30b-a3b", system="dgx-h100", dp=8,
+                  ep=8, a2a_overlap=True),
+     ["-S", 1, "-M", 4, "--model", "qwen3-30b-a3b", "--system", "dgx-h100", "--dp", 8, "--ep", 8,
+      "--a2a-overlap"]),
     # Blocking sends are an idealised runtime's option (PyTorch's own order deadlocks with them).
     ("zb-v", dict(contention=False, blocking_send=True, optimizer=False, runtime="async"),
      ["--no-contention", "--blocking-send", "--no-optimizer", "--runtime", "async"]),
