@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <span>
 #include <string>
 
 #include "helpers.hpp"
@@ -987,6 +988,48 @@ TEST(Moe, TheCombined1F1BWithoutPipeliningPairsEachForwardWithTheBackwardBefore)
             << where;
       }
     }
+  }
+}
+
+TEST(Moe, AFullBackwardRunsTheExpertsWeightGradientsBeforeTheDispatchsBackward) {
+  // In B (input and weight gradients in one op) the routed experts' weight gradients come right
+  // after their input gradients, before the dispatch's backward all-to-all (autograd's order;
+  // Megatron-Core's mlp.backward_dw in the combined 1F1B), and every other weight gradient ends
+  // the layer. B's program is I's with the experts' W added before that exchange and the rest of
+  // W after the layer, each weight gradient priced alone (no TP here).
+  for (const auto dispatcher : {MoeDispatcher::AllToAll, MoeDispatcher::DeepEp}) {
+    SimulationSetup s = test::preset_setup("qwen3-30b-a3b", "dgx-h100");
+    s.layout.dp = 8;
+    s.layout.ep = 8;
+    s.job.moe.dispatcher = dispatcher;
+    StageWork w;
+    w.layers = 1;
+    w.moe_layers = 1;
+    cost::CostOptions options;
+    options.exchanges_as_flows = true;
+    const auto c =
+        cost::stage_costs(s.model, s.job, s.layout, std::span(&w, 1), s.system, options).front();
+    const auto& passes = c.layers[1].passes;
+    ASSERT_TRUE(passes);
+    const auto& in = passes->input_grad;
+    const auto& b = passes->backward;
+    ASSERT_EQ(in.exchanges.size(), b.exchanges.size());
+    ASSERT_GE(in.exchanges.size(), 2U);
+    const auto& t = *s.model.transformer();
+    const Workload run{t, s.job, s.layout};
+    double experts = 0.0, rest = 0.0;
+    for (const auto& op : model_operators(run).moe_layer.weight_grad) {
+      const double seconds = cost::operator_cost(op, run, s.system).seconds;
+      (op.name.starts_with("experts.") ? experts : rest) += seconds;
+    }
+    EXPECT_GT(experts, 0.0);
+    EXPECT_GT(rest, 0.0);
+    const std::size_t dispatch = in.exchanges.size() - 1;
+    for (std::size_t k = 0; k < dispatch; ++k)
+      EXPECT_DOUBLE_EQ(b.exchanges[k].before_s, in.exchanges[k].before_s) << k;
+    EXPECT_NEAR(b.exchanges[dispatch].before_s, in.exchanges[dispatch].before_s + experts,
+                1e-12 + 1e-9 * experts);
+    EXPECT_NEAR(b.after_s, in.after_s + rest, 1e-12 + 1e-9 * rest);
   }
 }
 

@@ -318,11 +318,39 @@ LayerProgram layer_program(const PassOperators& ops, const Timed& t,
       p.exchanges.push_back(exchange(op, run, system));
     }
   }
+  // A full backward (input and weight gradients in one pass) computes the routed experts' weight
+  // gradients right after their input gradients, before the dispatch's backward all-to-all:
+  // autograd runs each grouped linear's wgrad in its own backward, and Megatron-Core's combined
+  // 1F1B calls the experts' delayed wgrad (`mlp.backward_dw`) before it issues that all-to-all
+  // (TransformerLayerSchedulePlan.run, models/common/model_chunk_schedule_plan.py @d98e8a6). The
+  // other weight gradients (attention's, the router's, the shared experts') end the layer, as
+  // `pre_dispatch_computation.backward_dw` does there.
+  const bool full_backward = std::find(set.begin(), set.end(), PassId::InputGrad) != set.end() &&
+                             std::find(set.begin(), set.end(), PassId::WeightGrad) != set.end();
+  // The routed experts' operators (moe.cpp names them `experts.`; the shared experts are
+  // `shared_experts.`).
+  const auto routed_experts = [](const Operator& op) { return op.name.starts_with("experts."); };
+  double experts_wgrad = 0.0;
+  std::size_t last_experts_dgrad = ops.pass(PassId::InputGrad).size();
+  if (full_backward) {
+    const auto& w = ops.pass(PassId::WeightGrad);
+    for (std::size_t k = 0; k < w.size(); ++k)
+      if (routed_experts(w[k]))
+        experts_wgrad += op_seconds(ops, t, PassId::WeightGrad, k, set, overlap);
+    const auto& in = ops.pass(PassId::InputGrad);
+    for (std::size_t k = 0; k < in.size(); ++k)
+      if (routed_experts(in[k])) last_experts_dgrad = k;
+  }
   double since = 0.0;
   std::size_t next = 0;
   for (const auto id : set) {
     const auto& list = ops.pass(id);
     for (std::size_t k = 0; k < list.size(); ++k) {
+      if (full_backward && id == PassId::WeightGrad && routed_experts(list[k])) continue;
+      if (full_backward && id == PassId::InputGrad && k == last_experts_dgrad + 1) {
+        since += experts_wgrad;
+        experts_wgrad = 0.0;
+      }
       if (is_flow(list[k], true)) {
         p.exchanges[next++].before_s = since;
         since = 0.0;
@@ -340,7 +368,7 @@ LayerProgram layer_program(const PassOperators& ops, const Timed& t,
       since += s;
     }
   }
-  p.after_s = since;
+  p.after_s = since + experts_wgrad;  // the experts' last input gradient ended the pass
   // Exchanges no rank sends anything in are no exchanges: their compute joins the next.
   std::vector<Exchange> kept;
   double carry = 0.0;
