@@ -31,7 +31,7 @@ namespace pipetab::detail {
 // it is refused rather than simulated as if overlapped. Other tables have no such steps.
 bool Lowering::combines_steps() const {
   if (t_.pipelines() != 1) return false;
-  if (t_.devices == 1 && t_.stages == 1) {
+  if (!pipelined() && t_.stages == 1) {
     const auto n = static_cast<std::int64_t>(t_.ops.size());
     const auto is = [&](std::int64_t i, PassKind kind, std::int64_t microbatch) {
       const auto& op = t_.ops[static_cast<std::size_t>(i)];
@@ -52,7 +52,7 @@ void Lowering::combine_1f1b(std::int32_t d) {
   // Without pipelining every forward after the first runs with the backward after it
   // (combines_steps checked the order): no warm-up rule keeps the second forward alone.
   std::vector<std::int64_t> pairs;
-  if (t_.devices == 1 && t_.stages == 1) {
+  if (!pipelined() && t_.stages == 1) {
     for (std::int64_t i = 1; i + 1 < static_cast<std::int64_t>(t_.ops.size()); i += 2)
       pairs.push_back(i);
   } else {
