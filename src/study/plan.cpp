@@ -151,9 +151,9 @@ struct BuiltTable {
 TableKey shape_key(const PlanLayout& l) {
   if (l.schedule == kAuthors) return {"1f1b-split", l.pipeline_parallel, l.microbatches, 0};
   if (l.schedule == kAuthorsV) return {"zb-v", l.pipeline_parallel, l.microbatches, 0};
-  // Only an order that changes with the overlap gets a table of its own.
-  const bool combined = l.a2a_overlap && find_schedule(l.schedule).takes_combined_1f1b;
-  return {l.schedule, l.pipeline_parallel, l.microbatches, l.chunks, combined};
+  // Only an order that changes with the overlap gets a table of its own (job_schedule_params).
+  return {l.schedule, l.pipeline_parallel, l.microbatches, l.chunks,
+          schedule_params(l).combined_1f1b};
 }
 
 std::shared_ptr<const BuiltTable> build_table(const PlanRequest& request, const TableKey& key) {
