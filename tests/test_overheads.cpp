@@ -444,6 +444,9 @@ TEST(SystemFile, TheNewConstantsRoundTripAndAreChecked) {
   bad = replaced("alltoall_latency_s", "-1e-6");
   EXPECT_NE(error_of(bad).find("network.intra.alltoall_latency_s"), std::string::npos)
       << error_of(bad);
+  bad = replaced("deepep_efficiency", "0");
+  EXPECT_NE(error_of(bad).find("network.inter.deepep_efficiency"), std::string::npos)
+      << error_of(bad);
   bad = replaced("comm_slowdown", "-1");
   EXPECT_NE(error_of(bad).find("device.comm_slowdown"), std::string::npos) << error_of(bad);
 }

@@ -78,7 +78,7 @@ LinkSpec read_link(const Reader& r, const toml::table& parent, const std::string
   static constexpr std::array<std::string_view, 1> kNetworkKeys{"collective_nics"};
   r.only(*t, p,
          {"latency_s", "bandwidth", "collective_efficiency", "p2p_latency_s", "p2p_efficiency",
-          "alltoall_latency_s", "alltoall_efficiency"},
+          "alltoall_latency_s", "alltoall_efficiency", "deepep_efficiency"},
          key == "intra" ? std::span<const std::string_view>(kNodeKeys)
                         : std::span<const std::string_view>(kNetworkKeys));
   LinkSpec link;
@@ -106,12 +106,15 @@ LinkSpec read_link(const Reader& r, const toml::table& parent, const std::string
     link.alltoall_latency_s = r.number(*t, p, "alltoall_latency_s", std::nullopt, 0.0, 1e3, false);
   if (t->get("alltoall_efficiency") != nullptr)
     link.alltoall_efficiency = r.number(*t, p, "alltoall_efficiency", std::nullopt, 0.0, 1.0, true);
+  if (t->get("deepep_efficiency") != nullptr)
+    link.deepep_efficiency = r.number(*t, p, "deepep_efficiency", std::nullopt, 0.0, 1.0, true);
   // A tiny efficiency (1e-300) left less than a byte per second, and the simulation then failed
   // without naming the file or the key.
   for (const auto& [name, value] :
        {std::pair<const char*, double>{"collective_efficiency", link.collective_efficiency},
         {"p2p_efficiency", link.p2p_efficiency},
-        {"alltoall_efficiency", link.alltoall_share()}}) {
+        {"alltoall_efficiency", link.alltoall_share()},
+        {"deepep_efficiency", link.deepep_share()}}) {
     if (std::isfinite(link.bandwidth) && link.bandwidth * value < 1.0) {
       r.fail(t->get(name)->source(), Reader::join(p, name),
              fmt::format("{:g} leaves {:g} B/s of the link's {:g} B/s: expected at least 1 B/s",
@@ -623,6 +626,8 @@ std::string link_toml(const char* name, const LinkSpec& link) {
     out += fmt::format("alltoall_latency_s = {}\n", number(*link.alltoall_latency_s));
   if (link.alltoall_efficiency)
     out += fmt::format("alltoall_efficiency = {}\n", number(*link.alltoall_efficiency));
+  if (link.deepep_efficiency)
+    out += fmt::format("deepep_efficiency = {}\n", number(*link.deepep_efficiency));
   if (link.medium)
     out += fmt::format("medium = \"{}\"\n", *link.medium == LinkMedium::Pcie ? "pcie" : "nvlink");
   if (link.nvls_efficiency > 0.0)

@@ -169,13 +169,17 @@ CollectiveFlows collective_flows(const Collective& c, const LinkSpec& intra,
     case CollectiveAlgorithm::NodeDedup: {
       // NCCL's all-to-all as nccl-tests' alltoall_perf measures it (LinkSpec::alltoall_*): its
       // intercept as the latency, and its share of the bandwidth as bytes more to move at the
-      // collective rate every consumer prices (as NVLS does below). DeepEP keeps the link's
-      // collective rate and latency, which its published bandwidths match (docs/simulation.md).
+      // collective rate every consumer prices (as NVLS does below). DeepEP takes the link's
+      // latency and its own share (LinkSpec::deepep_efficiency: what its kernels reach in
+      // training; unset, the collective rate, which its published benchmarks match;
+      // docs/simulation.md).
       const bool nccl = c.algorithm == CollectiveAlgorithm::Direct;
+      const auto slower = [&](const LinkSpec& link) {
+        return link.collective_efficiency / (nccl ? link.alltoall_share() : link.deepep_share());
+      };
       const auto flow = [&](double bytes, const LinkSpec& link) -> CollectiveFlow {
         const double latency = nccl ? link.alltoall_latency() : link.latency_s;
-        const double slower = nccl ? link.collective_efficiency / link.alltoall_share() : 1.0;
-        return {bytes * slower, latency, 1.0, 0.0, latency};
+        return {bytes * slower(link), latency, 1.0, 0.0, latency};
       };
       f.local = flow(c.bytes * (per_node - 1.0) / p, intra);
       f.remote = flow(c.bytes * (p - per_node) / p, inter);
@@ -191,7 +195,7 @@ CollectiveFlows collective_flows(const Collective& c, const LinkSpec& intra,
         const double reach = c.node_limit > 0.0 ? std::min(p, c.node_limit * per_node) : p;
         const double k = std::max(c.top_k, 1.0);
         const double per_gpu = c.bytes / k * reach * (1.0 - std::pow(1.0 - 1.0 / reach, k));
-        f.local.bytes = per_gpu * (per_node - 1.0) / per_node;
+        f.local.bytes = per_gpu * (per_node - 1.0) / per_node * slower(intra);
         if (nodes > 1.0) {
           // And its RDMA pipeline once per destination node, its own node included:
           // nodes·(1 − (1 − 1/nodes)^k) distinct nodes per token, at most node_limit. DeepEP's
@@ -204,7 +208,7 @@ CollectiveFlows collective_flows(const Collective& c, const LinkSpec& intra,
           // they would reach 21.5 to 45 GB/s, half the NIC at two nodes (docs/simulation.md).
           double distinct = nodes * (1.0 - std::pow(1.0 - 1.0 / nodes, k));
           if (c.node_limit > 0.0) distinct = std::min(distinct, c.node_limit);
-          f.remote.bytes = c.bytes / k * distinct;
+          f.remote.bytes = c.bytes / k * distinct * slower(inter);
         }
       }
       f.local.step_bytes = f.local.bytes;

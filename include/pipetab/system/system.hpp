@@ -43,6 +43,13 @@ struct LinkSpec {
   /// experiments/nccl-alltoall). Unset: collective_efficiency and latency_s.
   std::optional<double> alltoall_efficiency{};
   std::optional<double> alltoall_latency_s{};
+  /// DeepEP's and HybridEP's dispatch and combine kernels over this link in training: of the
+  /// bandwidth, what they reach, counted as their own benchmarks count (each token once per node
+  /// it goes to, the sender's included; parallel/collective.cpp). Their published figures are
+  /// lockstep benchmarks; a training step's kernels also wait for their peers. Fitted on
+  /// DeepSeek's own profile of DeepEP in training (reference M2, experiments/dualpipe-pair).
+  /// Unset: collective_efficiency.
+  std::optional<double> deepep_efficiency{};
   /// Within a node: the hardware NCCL runs over. Set, the node's ring and tree collectives take
   /// NCCL's own latency model and its protocols (LL, LL128, Simple) by message size
   /// (parallel/collective.hpp); unset (the paper's synthetic systems), a collective is the plain
@@ -66,6 +73,8 @@ struct LinkSpec {
   double alltoall_share() const noexcept {
     return alltoall_efficiency.value_or(collective_efficiency);
   }
+  /// What DeepEP's kernels reach of the bandwidth.
+  double deepep_share() const noexcept { return deepep_efficiency.value_or(collective_efficiency); }
   /// Bytes per second one point-to-point transfer reaches alone.
   double p2p_bandwidth() const noexcept { return bandwidth * p2p_efficiency; }
   /// This link class with its bandwidth and latencies multiplied (infinite bandwidth stays
