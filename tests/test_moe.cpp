@@ -936,6 +936,53 @@ TEST(Moe, TheCombined1F1BRunsEveryInterleavedOrderUnderEveryRuntime) {
   }
 }
 
+TEST(Moe, DeepEpBesideComputeMovesAtTheOverlappedShare) {
+  // DeviceSpec::overlapped_deepep_efficiency: DeepEP's all-to-alls slow to that share of their
+  // rate in a step that pairs two passes (here Megatron-Core's combined 1F1B without
+  // pipelining), and nowhere else: not without the overlap, not NCCL's all-to-all, not without
+  // the overheads. Qwen3-30B-A3B cut to 4 layers, EP 16 over two nodes.
+  const auto runtime = [](MoeDispatcher dispatcher, bool a2a, double share, bool overheads) {
+    SimulationSetup s = test::preset_setup("qwen3-30b-a3b", "dgx-h100");
+    std::get<TransformerConfig>(s.model.spec).layers = 4;
+    s.system.device.overlapped_deepep_efficiency = share;
+    s.job.moe.dispatcher = dispatcher;
+    s.job.a2a_overlap = a2a;
+    s.lowering.overheads = overheads;
+    s.layout.dp = 16;
+    s.layout.ep = 16;
+    require_runnable(s.model, s.job, s.layout);
+    const auto table =
+        test::make("1f1b", job_schedule_params(test::sm(1, 4), find_schedule("1f1b"), s.job));
+    const auto sim = simulate_table(table, s, "1f1b");
+    // Each expert transfer's rate cap: the link's collective rate, or that share of it.
+    const auto& g = sim.graph;
+    std::int64_t shared = 0;
+    for (std::size_t t = 0; t < g.rate_cap.size(); ++t) {
+      if (g.kind[t] != TransferKind::ExpertAllToAll) continue;
+      shared += g.rate_cap[t] < s.system.inter.bandwidth * s.system.inter.collective_efficiency *
+                                    (1 - 1e-9) &&
+                g.rate_cap[t] < s.system.intra.bandwidth * s.system.intra.collective_efficiency *
+                                    (1 - 1e-9);
+    }
+    return std::pair{sim.metrics.runtime_s, shared};
+  };
+  const auto [paired, paired_caps] = runtime(MoeDispatcher::DeepEp, true, 1.0, true);
+  const auto [slowed, slowed_caps] = runtime(MoeDispatcher::DeepEp, true, 0.5, true);
+  EXPECT_GT(slowed, paired * 1.001);
+  EXPECT_EQ(paired_caps, 0);
+  EXPECT_GT(slowed_caps, 0);
+  for (const auto& [dispatcher, a2a, overheads] :
+       {std::tuple{MoeDispatcher::DeepEp, false, true},
+        std::tuple{MoeDispatcher::AllToAll, true, true},
+        std::tuple{MoeDispatcher::DeepEp, true, false}}) {
+    const auto [full, full_caps] = runtime(dispatcher, a2a, 1.0, overheads);
+    const auto [half, half_caps] = runtime(dispatcher, a2a, 0.5, overheads);
+    EXPECT_DOUBLE_EQ(half, full) << to_string(dispatcher) << " a2a " << a2a << " overheads "
+                                 << overheads;
+    EXPECT_EQ(half_caps, 0) << to_string(dispatcher);
+  }
+}
+
 TEST(Moe, TheCombined1F1BWithoutPipeliningPairsEachForwardWithTheBackwardBefore) {
   // Megatron-Core's combined_1f1b_schedule_for_no_pipelining: the first forward alone, then each
   // forward with the previous microbatch's backward, then the last backward. Over M 1-6 and each

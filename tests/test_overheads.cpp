@@ -413,6 +413,8 @@ TEST(SystemFile, TheNewConstantsRoundTripAndAreChecked) {
   s.intra.p2p_efficiency = 0.72;
   s.inter.p2p_latency_s = 1.99e-5;
   s.inter.p2p_efficiency = 0.96;
+  s.inter.deepep_efficiency = 0.7;
+  s.device.overlapped_deepep_efficiency = 0.8;
   const auto back = io::parse_system(io::system_toml(s), "written.toml");
   EXPECT_EQ(back.device, s.device);
   EXPECT_EQ(back.intra, s.intra);
@@ -444,8 +446,11 @@ TEST(SystemFile, TheNewConstantsRoundTripAndAreChecked) {
   bad = replaced("alltoall_latency_s", "-1e-6");
   EXPECT_NE(error_of(bad).find("network.intra.alltoall_latency_s"), std::string::npos)
       << error_of(bad);
-  bad = replaced("deepep_efficiency", "0");
-  EXPECT_NE(error_of(bad).find("network.inter.deepep_efficiency"), std::string::npos)
+  bad = replaced("overlapped_deepep_efficiency", "0");
+  EXPECT_NE(error_of(bad).find("device.overlapped_deepep_efficiency"), std::string::npos)
+      << error_of(bad);
+  bad = replaced("alltoall_efficiency", "0.9\ndeepep_efficiency = 1.5");
+  EXPECT_NE(error_of(bad).find("network.intra.deepep_efficiency"), std::string::npos)
       << error_of(bad);
   bad = replaced("comm_slowdown", "-1");
   EXPECT_NE(error_of(bad).find("device.comm_slowdown"), std::string::npos) << error_of(bad);

@@ -233,6 +233,7 @@ bool is_flow(const Operator& op, bool flows) {
 Exchange exchange(const Operator& op, const Workload& run, const SystemConfig& system) {
   Exchange x;
   x.kind = op.group == CollectiveGroup::Expert ? ExchangeKind::Expert : ExchangeKind::Context;
+  x.deepep = op.algorithm == CollectiveAlgorithm::NodeDedup;
   const CollectiveFlows f =
       collective_flows(collective_of(op, run, system), system.intra, system.inter);
   x.flows = {Flow{f.local.bytes, f.local.latency_s, false},

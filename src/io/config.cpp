@@ -312,6 +312,7 @@ void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int 
           "step_overhead_s",
           "host_launch_s",
           "comm_slowdown",
+          "overlapped_deepep_efficiency",
           "gemm",
           "gemm_fp8",
           "gemm_mxfp8",
@@ -374,6 +375,8 @@ void read_device(const Reader& r, const toml::table& device, DeviceSpec& d, int 
       r.number(device, "device", "step_overhead_s", d.step_overhead_s, 0.0, 1.0, false);
   d.host_launch_s = r.number(device, "device", "host_launch_s", d.host_launch_s, 0.0, 1.0, false);
   d.comm_slowdown = r.number(device, "device", "comm_slowdown", d.comm_slowdown, 0.0, 10.0, false);
+  d.overlapped_deepep_efficiency = r.number(device, "device", "overlapped_deepep_efficiency",
+                                            d.overlapped_deepep_efficiency, 0.0, 1.0, true);
   if (!d.flat_efficiency) {
     const toml::table* gemm = r.table(device, "device", "gemm");
     if (gemm == nullptr && !based) {
@@ -708,6 +711,9 @@ std::string system_toml(const SystemConfig& s, const std::string& comment) {
     out += fmt::format("step_overhead_s = {}\n", number(d.step_overhead_s));
   if (d.host_launch_s > 0.0) out += fmt::format("host_launch_s = {}\n", number(d.host_launch_s));
   if (d.comm_slowdown > 0.0) out += fmt::format("comm_slowdown = {}\n", number(d.comm_slowdown));
+  if (d.overlapped_deepep_efficiency < 1.0)
+    out +=
+        fmt::format("overlapped_deepep_efficiency = {}\n", number(d.overlapped_deepep_efficiency));
   if (d.flat_efficiency) out += fmt::format("efficiency = {}\n", number(*d.flat_efficiency));
   out += "\n[device.peak_flops]\n";
   for (std::size_t i = 0; i < kPrecisions; ++i) {

@@ -77,8 +77,8 @@ void Lowering::plan_exchanges(std::size_t n) {
     if (!folded()) return set_program(n, id);
     // Without the transfers: its waits with every collective alone on its links.
     if (folded_waits_.empty()) folded_waits_.assign(t_.ops.size(), 0.0);
-    folded_waits_[n] =
-        detail::shortest_waits(unique_[static_cast<std::size_t>(id)], network_.system());
+    folded_waits_[n] = detail::shortest_waits(unique_[static_cast<std::size_t>(id)],
+                                              network_.system(), overlapped_deepep());
     return;
   }
   if (!op.is_pair() && folded()) {
@@ -114,7 +114,7 @@ void Lowering::lower_programs() {
       auto& w = waits[static_cast<std::size_t>(program_of_[n])];
       if (w < 0.0) {
         w = detail::shortest_waits(unique_[static_cast<std::size_t>(program_of_[n])],
-                                   network_.system());
+                                   network_.system(), overlapped_deepep());
       }
       g_.duration[n] += w;
     }
@@ -147,7 +147,12 @@ void Lowering::lower_programs() {
           const LinkSpec& link = f.nic ? system.inter : system.intra;
           const auto t = add_port_transfer(transfer_kind(x.kind), stage_of(node), d, f.bytes, f.nic,
                                            f.latency_s);
-          if (f.capped) g_.rate_cap.back() = link.bandwidth * link.collective_efficiency;
+          // Its rate alone: at most the link's collective rate where capped, and beside the
+          // other pass's compute a share of that (overlapped_deepep_share).
+          const double share = detail::overlapped_deepep_share(p, x, overlapped_deepep());
+          if (f.capped || share < 1.0)
+            g_.rate_cap.back() =
+                link.bandwidth * (f.capped ? link.collective_efficiency : 1.0) * share;
           g_.preds[static_cast<std::size_t>(t)] = 1;  // its Issue step
           // After the exchange before it on its stream: its flow on the same link (FSDP's one
           // reduce-scatter stream) or all of it (OpProgram::whole_after).

@@ -288,6 +288,11 @@ class Lowering {
   const Program* program_of(std::size_t n) const;
   // No inner transfers: the compute part (plan's first bound) or lowering for bounds only.
   bool folded() const { return compute_only_ || !options_.inner_transfers; }
+  // The share of their rate a paired program's DeepEP all-to-alls move at (an overhead: 1
+  // without them).
+  double overlapped_deepep() const {
+    return overheads_ ? network_.system().device.overlapped_deepep_efficiency : 1.0;
+  }
   // One pass's waits with every exchange alone on its links, once per stage and pass kind (here:
   // called once per op of the compute part).
   double single_waits(const Pass& pass) {

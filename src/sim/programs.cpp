@@ -113,6 +113,7 @@ OpProgram op_program(const std::vector<Piece>& a, const std::vector<Piece>& b, P
   // Megatron-Core: one stream, so each exchange after the one issued before it.
   const bool one_stream = order == PairOrder::Megatron && !b.empty();
   p.whole_after = one_stream;
+  p.paired = !b.empty();
   const auto last = [&] {
     return one_stream ? static_cast<std::int32_t>(p.exchanges.size()) - 1 : -1;
   };
@@ -160,17 +161,21 @@ OpProgram fsdp_program(const std::vector<std::vector<Piece>>& blocks,
   return p;
 }
 
-double alone_seconds(const cost::Exchange& x, const SystemConfig& system) {
+double alone_seconds(const cost::Exchange& x, const SystemConfig& system, double share) {
   double t = 0.0;
   for (const auto& f : x.flows) {
     const LinkSpec& link = f.nic ? system.inter : system.intra;
-    const double rate = link.bandwidth * (f.capped ? link.collective_efficiency : 1.0);
+    const double rate = link.bandwidth * (f.capped ? link.collective_efficiency : 1.0) * share;
     if (f.bytes > 0.0) t = std::max(t, f.latency_s + f.bytes / rate);
   }
   return t;
 }
 
-double shortest_waits(const OpProgram& p, const SystemConfig& system) {
+double overlapped_deepep_share(const OpProgram& p, const cost::Exchange& x, double overlapped) {
+  return p.paired && x.deepep ? overlapped : 1.0;
+}
+
+double shortest_waits(const OpProgram& p, const SystemConfig& system, double overlapped) {
   double now = 0.0, compute = 0.0;
   std::vector<double> end(p.exchanges.size(), 0.0);
   for (const auto& step : p.steps) {
@@ -183,7 +188,9 @@ double shortest_waits(const OpProgram& p, const SystemConfig& system) {
       // On one stream it moves after the exchange before it (per link otherwise: a lower bound).
       const auto before = p.whole_after ? p.after[x] : -1;
       const double start = before >= 0 ? std::max(now, end[static_cast<std::size_t>(before)]) : now;
-      end[x] = start + alone_seconds(p.exchanges[x], system);
+      const auto& exchange = p.exchanges[x];
+      end[x] =
+          start + alone_seconds(exchange, system, overlapped_deepep_share(p, exchange, overlapped));
     } else {
       now = std::max(now, end[x]);
     }

@@ -45,6 +45,10 @@ struct OpProgram {
   /// exchange's flows: DeepEP's and Megatron-Core's all-to-all stream), not only for its flow
   /// on the same link (FSDP's reduce-scatters, one NCCL call per group).
   bool whole_after = false;
+  /// Two passes' pieces in turn (op_program with a `b`): each one's exchanges run beside the
+  /// other's compute, DeepEP's all-to-alls at DeviceSpec::overlapped_deepep_efficiency of their
+  /// rate.
+  bool paired = false;
 };
 
 /// How an op interleaves two passes' pieces.
@@ -91,11 +95,20 @@ OpProgram fsdp_program(const std::vector<std::vector<Piece>>& blocks,
                        const std::optional<cost::Exchange>& scatter, double copy_out = 0.0);
 
 /// Seconds an exchange takes alone on its links: each flow's latency, then its bytes at the link's
-/// collective bandwidth; the longer of its flows.
-double alone_seconds(const cost::Exchange& exchange, const SystemConfig& system);
+/// collective bandwidth times `share` (overlapped_deepep_share); the longer of its flows.
+double alone_seconds(const cost::Exchange& exchange, const SystemConfig& system,
+                     double share = 1.0);
+
+/// The share of its rate exchange `x` of `program` moves at: `overlapped` (the device's
+/// overlapped_deepep_efficiency, 1 without overheads) for DeepEP's all-to-all in a paired
+/// program, else 1.
+double overlapped_deepep_share(const OpProgram& program, const cost::Exchange& x,
+                               double overlapped);
 
 /// How long a program waits with every exchange alone on its links: a lower bound of its waits.
-double shortest_waits(const OpProgram& program, const SystemConfig& system);
+/// `overlapped`: as overlapped_deepep_share takes it.
+double shortest_waits(const OpProgram& program, const SystemConfig& system,
+                      double overlapped = 1.0);
 
 /// The same for one pass, in closed form (each exchange waits for what it takes beyond the
 /// compute beside it): pass_pieces's program without building it.

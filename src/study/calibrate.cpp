@@ -25,6 +25,8 @@ const std::vector<CalibrationParameter>& calibration_parameters() {
       {"step_overhead_s", 0.0, 0.05, "the host's seconds per pipeline step that no kernel carries"},
       {"host_launch_s", 0.0, 1e-3, "the host's seconds to issue one kernel"},
       {"comm_slowdown", 0.0, 2.0, "compute slowdown while communication runs beside it"},
+      {"overlapped_deepep_efficiency", 0.05, 1.0,
+       "an expert all-to-all's rate beside another pass's compute / alone"},
       {"intra.p2p_latency_s", 0.0, 1e-3, "pipeline send/receive latency per message in a node"},
       {"intra.p2p_efficiency", 0.05, 1.0,
        "pipeline send/receive bandwidth / intra-node link bandwidth"},
@@ -60,6 +62,7 @@ double* field(SystemConfig& s, std::string_view name) {
   if (name == "step_overhead_s") return &d.step_overhead_s;
   if (name == "host_launch_s") return &d.host_launch_s;
   if (name == "comm_slowdown") return &d.comm_slowdown;
+  if (name == "overlapped_deepep_efficiency") return &d.overlapped_deepep_efficiency;
   for (auto* link : {&s.intra, &s.inter}) {
     const std::string_view prefix = link == &s.intra ? "intra." : "inter.";
     if (!name.starts_with(prefix)) continue;

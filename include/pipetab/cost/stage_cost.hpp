@@ -105,6 +105,8 @@ struct Exchange {
   double beside_s = 0.0;
   std::array<Flow, 2> flows;  ///< bytes 0: no flow
   ExchangeKind kind = ExchangeKind::Context;
+  /// DeepEP's or HybridEP's kernels (Megatron-Core's flex dispatcher), not NCCL's all-to-all.
+  bool deepep = false;
 };
 
 /// One layer's pass as the simulation runs it: compute and exchanges in turn, then `after_s` of

@@ -43,12 +43,10 @@ struct LinkSpec {
   /// experiments/nccl-alltoall). Unset: collective_efficiency and latency_s.
   std::optional<double> alltoall_efficiency{};
   std::optional<double> alltoall_latency_s{};
-  /// DeepEP's and HybridEP's dispatch and combine kernels over this link in training: of the
-  /// bandwidth, what they reach, counted as their own benchmarks count (each token once per node
-  /// it goes to, the sender's included; parallel/collective.cpp). Their published figures are
-  /// lockstep benchmarks; a training step's kernels also wait for their peers. Fitted on
-  /// DeepSeek's own profile of DeepEP in training (reference M2, experiments/dualpipe-pair).
-  /// Unset: collective_efficiency.
+  /// DeepEP's and HybridEP's dispatch and combine kernels over this link: of the bandwidth, what
+  /// they reach, counted as their own benchmarks count (each token once per node it goes to, the
+  /// sender's included; parallel/collective.cpp). Unset: collective_efficiency, which their
+  /// published figures reach; for a cluster that measures less (docs/simulation.md).
   std::optional<double> deepep_efficiency{};
   /// Within a node: the hardware NCCL runs over. Set, the node's ring and tree collectives take
   /// NCCL's own latency model and its protocols (LL, LL128, Simple) by message size
@@ -176,6 +174,11 @@ struct DeviceSpec {
   /// (NCCL's kernels take SMs and memory bandwidth): 0.1 = a pass takes 10% longer for the time
   /// it overlaps a transfer or collective of its device. 0 = no interference.
   double comm_slowdown = 0.0;
+  /// Of its rate, what DeepEP's (or HybridEP's) all-to-all reaches in a step that runs it beside
+  /// another pass's compute (Megatron-Core's combined 1F1B, DualPipe's F&B pairs): its kernels
+  /// share the SMs and memory with that compute and wait for peers that compute too. NCCL's
+  /// all-to-all keeps its rate: no measurement of it beside compute. 1 = as fast as alone.
+  double overlapped_deepep_efficiency = 1.0;
   /// The FLOP-proportional model: when set, every matrix-multiply FLOP runs at
   /// peak × flat_efficiency, and memory-bound operators and launches cost nothing.
   std::optional<double> flat_efficiency;
