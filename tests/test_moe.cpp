@@ -954,16 +954,14 @@ TEST(Moe, DeepEpBesideComputeMovesAtTheOverlappedShare) {
     const auto table =
         test::make("1f1b", job_schedule_params(test::sm(1, 4), find_schedule("1f1b"), s.job));
     const auto sim = simulate_table(table, s, "1f1b");
-    // Each expert transfer's rate cap: the link's collective rate, or that share of it.
+    // Expert transfers capped below both links' collective rates: those slowed to the share.
     const auto& g = sim.graph;
+    const double nic = s.system.inter.bandwidth * s.system.inter.collective_efficiency;
+    const double nvlink = s.system.intra.bandwidth * s.system.intra.collective_efficiency;
     std::int64_t shared = 0;
-    for (std::size_t t = 0; t < g.rate_cap.size(); ++t) {
-      if (g.kind[t] != TransferKind::ExpertAllToAll) continue;
-      shared += g.rate_cap[t] < s.system.inter.bandwidth * s.system.inter.collective_efficiency *
-                                    (1 - 1e-9) &&
-                g.rate_cap[t] < s.system.intra.bandwidth * s.system.intra.collective_efficiency *
-                                    (1 - 1e-9);
-    }
+    for (std::size_t t = 0; t < g.rate_cap.size(); ++t)
+      shared += g.kind[t] == TransferKind::ExpertAllToAll && g.rate_cap[t] < 0.999 * nic &&
+                g.rate_cap[t] < 0.999 * nvlink;
     return std::pair{sim.metrics.runtime_s, shared};
   };
   const auto [paired, paired_caps] = runtime(MoeDispatcher::DeepEp, true, 1.0, true);

@@ -170,9 +170,8 @@ CollectiveFlows collective_flows(const Collective& c, const LinkSpec& intra,
       // NCCL's all-to-all as nccl-tests' alltoall_perf measures it (LinkSpec::alltoall_*): its
       // intercept as the latency, and its share of the bandwidth as bytes more to move at the
       // collective rate every consumer prices (as NVLS does below). DeepEP takes the link's
-      // latency and its own share (LinkSpec::deepep_efficiency: what its kernels reach in
-      // training; unset, the collective rate, which its published benchmarks match;
-      // docs/simulation.md).
+      // latency and its own share (LinkSpec::deepep_efficiency: a cluster's measured one;
+      // unset, the collective rate, which its published benchmarks match; docs/simulation.md).
       const bool nccl = c.algorithm == CollectiveAlgorithm::Direct;
       const auto slower = [&](const LinkSpec& link) {
         return link.collective_efficiency / (nccl ? link.alltoall_share() : link.deepep_share());
