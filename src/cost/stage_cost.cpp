@@ -328,26 +328,23 @@ LayerProgram layer_program(const PassOperators& ops, const Timed& t,
   // `pre_dispatch_computation.backward_dw` does there.
   const bool full_backward = std::find(set.begin(), set.end(), PassId::InputGrad) != set.end() &&
                              std::find(set.begin(), set.end(), PassId::WeightGrad) != set.end();
-  // The routed experts' operators (moe.cpp names them `experts.`; the shared experts are
-  // `shared_experts.`).
-  const auto routed_experts = [](const Operator& op) { return op.name.starts_with("experts."); };
   double experts_wgrad = 0.0;
   std::size_t last_experts_dgrad = ops.pass(PassId::InputGrad).size();
   if (full_backward) {
     const auto& w = ops.pass(PassId::WeightGrad);
     for (std::size_t k = 0; k < w.size(); ++k)
-      if (routed_experts(w[k]))
+      if (is_routed_expert(w[k]))
         experts_wgrad += op_seconds(ops, t, PassId::WeightGrad, k, set, overlap);
     const auto& in = ops.pass(PassId::InputGrad);
     for (std::size_t k = 0; k < in.size(); ++k)
-      if (routed_experts(in[k])) last_experts_dgrad = k;
+      if (is_routed_expert(in[k])) last_experts_dgrad = k;
   }
   double since = 0.0;
   std::size_t next = 0;
   for (const auto id : set) {
     const auto& list = ops.pass(id);
     for (std::size_t k = 0; k < list.size(); ++k) {
-      if (full_backward && id == PassId::WeightGrad && routed_experts(list[k])) continue;
+      if (full_backward && id == PassId::WeightGrad && is_routed_expert(list[k])) continue;
       if (full_backward && id == PassId::InputGrad && k == last_experts_dgrad + 1) {
         since += experts_wgrad;
         experts_wgrad = 0.0;

@@ -73,11 +73,11 @@ void require_graph_scope(const ModelConfig& model, const Job& job) {
 }
 }  // namespace
 
-std::string a2a_overlap_conflict(const ModelConfig& model, const Job& job, const Layout& layout) {
+std::string a2a_overlap_conflict(const ModelConfig& model, const Job& job, std::int64_t ep) {
   if (!job.a2a_overlap) return {};
   const TransformerConfig* t = model.transformer();
   if (t == nullptr || !t->moe) return "it overlaps the experts' all-to-alls: a mixture of experts";
-  if (layout.ep < 2) return "it needs expert parallelism (--ep above 1)";
+  if (ep < 2) return "it needs expert parallelism (--ep above 1)";
   if (job.recompute != Recompute::None && job.recompute != Recompute::Selective)
     return fmt::format("recompute {}: it takes no full-layer recomputation or recompute method",
                        to_string(job.recompute));
@@ -105,7 +105,7 @@ void require_runnable(const ModelConfig& model, const Job& job, const Layout& la
         "parameters and gradients) over the data-parallel ranks; give one of them");
   }
   require_graph_scope(model, job);
-  if (const auto why = a2a_overlap_conflict(model, job, layout); !why.empty()) {
+  if (const auto why = a2a_overlap_conflict(model, job, layout.ep); !why.empty()) {
     throw OptionError("a2a_overlap",
                       "--a2a-overlap: Megatron-Core's combined 1F1B refuses the run: " + why);
   }

@@ -726,9 +726,8 @@ Enumeration enumerate(const PlanRequest& r) {
                           }
                           for (const bool a2a : s.a2a_overlap) {
                             // Megatron-Core's combined 1F1B pairs the interleaved schedule's
-                            // steps, or 1F1B's without pipelining: it needs experts, and model
-                            // chunks where PP > 1.
-                            if (a2a && (ep == 1 || (v < 2 && pp > 1))) {
+                            // steps, or 1F1B's without pipelining: model chunks where PP > 1.
+                            if (a2a && v < 2 && pp > 1) {
                               e.skip(NotALayout::A2aOverlap, given.a2a, [&, schedule = name] {
                                 return fmt::format("EP {}, PP {}, {}{}", ep, pp, schedule,
                                                    v > 1 ? fmt::format(" v {}", v) : "");
@@ -736,15 +735,13 @@ Enumeration enumerate(const PlanRequest& r) {
                               continue;
                             }
                             for (const auto mrc : moe_recomputes) {
-                              // And its own rules on what the layer recomputes.
+                              // And its own rules: experts over EP, what the layer recomputes.
                               if (a2a) {
                                 Job job = r.job;
                                 job.a2a_overlap = true;
                                 job.recompute = rc;
                                 job.moe.recompute = mrc;
-                                Layout experts;
-                                experts.ep = ep;
-                                if (const auto why = a2a_overlap_conflict(r.model, job, experts);
+                                if (const auto why = a2a_overlap_conflict(r.model, job, ep);
                                     !why.empty()) {
                                   e.skip(NotALayout::A2aOverlap, given.a2a, [&] { return why; });
                                   continue;

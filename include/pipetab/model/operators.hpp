@@ -130,6 +130,12 @@ constexpr bool mtp_layer_is_moe(const TransformerConfig& m) {
   return m.moe.has_value() && m.moe->dense_layers < m.layers;
 }
 
+/// One of a MoE layer's routed experts' operators (their grouped linears, activation, bias and
+/// their gradients): model/moe.cpp names them `experts.*`, the shared experts `shared_experts.*`.
+constexpr bool is_routed_expert(const Operator& op) {
+  return op.name.starts_with("experts.");
+}
+
 /// The operators of a workload per device (its tensor-parallel share) for one microbatch. The
 /// workload is assumed valid (require_trainable checks it).
 ModelOperators model_operators(const Workload& run);

@@ -104,12 +104,12 @@ struct StageWork {
 };
 
 /// Why Megatron-Core refuses its combined 1F1B (--overlap-moe-expert-parallel-comm, pipetab's
-/// a2a_overlap) for `model` run by `job` under `layout` (TransformerConfig's checks,
-/// transformer_config.py @d98e8a6): it needs a mixture of experts over EP above 1, a 16-bit
+/// a2a_overlap) for `model` run by `job` over `ep` expert-parallel ranks (TransformerConfig's
+/// checks, transformer_config.py @d98e8a6): it needs a mixture of experts over EP above 1, a 16-bit
 /// model, no full-layer recomputation or recompute method, no MoE block among the recomputed
 /// modules, no shared-expert overlap, and at most one MTP layer. Empty when it runs (or
 /// a2a_overlap is off). The schedule's own rule (model chunks when PP > 1) is the generator's.
-std::string a2a_overlap_conflict(const ModelConfig& model, const Job& job, const Layout& layout);
+std::string a2a_overlap_conflict(const ModelConfig& model, const Job& job, std::int64_t ep);
 
 /// Throws ParamError, naming the rule, when `model` cannot be run by `job` under `layout`: the
 /// layout's own rules (data parallelism 1 to kMaxDataParallel replicas; FSDP and the distributed
