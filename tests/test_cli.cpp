@@ -21,6 +21,7 @@
 #include "pipetab/report/text.hpp"
 #include "pipetab/schedules/registry.hpp"
 #include "pipetab/sim/options.hpp"
+#include "pipetab/study/calibrate.hpp"
 
 namespace pipetab {
 namespace {
@@ -212,6 +213,20 @@ TEST_F(Cli, TextFitsATerminal) {
   EXPECT_NE(r.out.find(" A2A "), std::string::npos);
   EXPECT_NE(r.out.find("%  TP 4 · "), std::string::npos) << r.out;
   EXPECT_GT(widest(r.out), kTextWidth);
+}
+
+// calibrate --help lists every parameter --fit takes, each name apart from its meaning (names of
+// 30 characters or more once ran into it: "attention.flash2.forward_efficiencyFlashAttention-2").
+TEST_F(Cli, CalibrateHelpSetsEveryParameterApartFromItsMeaning) {
+  const auto r = run("calibrate --help");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const auto& p : calibration_parameters()) {
+    const auto at = r.out.find("\n  " + std::string(p.name) + " ");
+    ASSERT_NE(at, std::string::npos) << p.name << "\n" << r.out;
+    const auto meaning = r.out.find(p.meaning, at);
+    ASSERT_NE(meaning, std::string::npos) << p.name;
+    EXPECT_GE(meaning, at + 3 + p.name.size() + 2) << p.name;
+  }
 }
 
 // `list models|systems`: the presets --model and --system take, with their TOML in JSON (the web

@@ -1,5 +1,6 @@
 // pipetab accuracy and pipetab calibrate: predictions against measured runs, and a device's
 // efficiencies fitted to a user's own measurements.
+#include <algorithm>
 #include <memory>
 #include <thread>
 
@@ -139,9 +140,13 @@ Subcommand add_calibrate(CLI::App& app) {
     std::string gemm_probe;
   };
   auto o = std::make_shared<Options>();
+  // Names padded to the longest and two spaces more, so none runs into its meaning.
+  std::size_t width = 0;
+  for (const auto& p : calibration_parameters())
+    width = std::max(width, p.name.size() + 2);
   std::string parameters;
   for (const auto& p : calibration_parameters())
-    parameters += fmt::format("\n  {:<30}{}", p.name, p.meaning);
+    parameters += fmt::format("\n  {:<{}}{}", p.name, width, p.meaning);
   auto* cmd = app.add_subcommand(
       "calibrate",
       "Fit a system's device efficiencies to measured runs (per-layer times or whole iterations) "
