@@ -553,7 +553,7 @@ TEST(Config, MixtureOfExpertsIsReadAndChecked) {
 
   EXPECT_EQ(model_error(head + ok + "dispatcher = \"nccl\"\n"),
             "m.toml:12:14: key 'moe.dispatcher': moe_dispatcher = 'nccl': expected one of "
-            "alltoall, deepep");
+            "alltoall, deepep, hybridep");
   EXPECT_EQ(model_error(head + ok + "recompute = \"moe\"\n"),
             "m.toml:12:13: key 'moe.recompute': moe_recompute = 'moe': expected one of none, "
             "moe_act, mlp");

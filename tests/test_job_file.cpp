@@ -604,16 +604,15 @@ TEST(JobFileMegatron, Sc21InterleavedReadsToItsSettings) {
   EXPECT_FALSE(has_entry(f.ignored, "--num-layers")) << all(f.ignored);  // used for the chunks
 }
 
-TEST(JobFileMegatron, DeepSeekV3FsdpRefusesHybridEpAndReadsWithDeepEp) {
+TEST(JobFileMegatron, DeepSeekV3FsdpReadsEitherFlexBackend) {
   const std::string path = kJobs + "megatron_deepseek_v3_fsdp.args";
   auto text = slurp(path);
-  const auto message = error_of(io::parse_megatron_args, text, path, 256);
-  EXPECT_EQ(message.rfind(fmt::format("{}:{}:", path, line_of(text, "--moe-flex-dispatcher")), 0),
-            0u)
-      << message;
-  EXPECT_NE(message.find("--moe-flex-dispatcher-backend: hybridep (HybridEP) is not modelled"),
-            std::string::npos)
-      << message;
+  // The file's backend is HybridEP, read as its own dispatcher and named by its flag's line.
+  const auto hybrid = io::parse_megatron_args(text, path, 256);
+  EXPECT_EQ(values_of(hybrid).at("moe_dispatcher"), "hybridep");
+  EXPECT_EQ(origin_of(hybrid, "moe_dispatcher"),
+            fmt::format("{}:{}: --moe-flex-dispatcher-backend", path,
+                        line_of(text, "--moe-flex-dispatcher-backend")));
   text.replace(text.find("hybridep"), 8, "deepep");
   const auto f = io::parse_megatron_args(text, path, 256);
   // Megatron-FSDP over 256 replicas; the MLP and MoE modules recomputed, not the attention.
@@ -1223,6 +1222,8 @@ std::vector<Case> megatron_grid() {
     j.recompute = Recompute::None;
     l.etp = 2;
     add(j, l);
+    j.moe.dispatcher = MoeDispatcher::HybridEp;  // --moe-flex-dispatcher-backend hybridep
+    add(j, l);
   }
   // A pipeline layout (interleaved, 2 stages a device).
   {
@@ -1428,6 +1429,13 @@ TEST(JobFileRoundTrip, WritersRefuseWhatTheToolCannotRun) {
   Job fp16 = j;
   fp16.precision = Precision::FP16;
   EXPECT_NE(titan(fp16, layout(1, 1, 1, 1)).find("precision fp16"), std::string::npos);
+  Job hybrid = j;  // HybridEP is Megatron-Core's backend; torchtitan has standard and deepep
+  hybrid.moe.dispatcher = MoeDispatcher::HybridEp;
+  auto experts = layout(1, 1, 1, 4);
+  experts.fsdp.enabled = true;
+  experts.ep = 4;
+  EXPECT_NE(titan(hybrid, experts).find("moe_dispatcher hybridep"), std::string::npos)
+      << titan(hybrid, experts);
   // The GPU count the degrees multiply to, and a batch the file states.
   EXPECT_THROW((void)io::megatron_arguments(j, layout(2, 1, 1, 2), 8, ""), ParamError);
   Job open = j;

@@ -189,7 +189,8 @@ TEST(Moe, AHostSynchronisationEndsTheHostsLead) {
 // the counts, and a recomputed MoE layer waits again. A pass's cost carries the wait: with it
 // the forward takes what its stretch takes, without a wait (CUDA graphs) its kernels' time.
 TEST(Moe, TheDispatchSynchronisesTheHostOncePerForward) {
-  for (const auto dispatcher : {MoeDispatcher::AllToAll, MoeDispatcher::DeepEp}) {
+  for (const auto dispatcher :
+       {MoeDispatcher::AllToAll, MoeDispatcher::DeepEp, MoeDispatcher::HybridEp}) {
     auto m = moe_model(16, 4, 128, 4);
     m.job.moe.dispatcher = dispatcher;
     const auto ops = model_operators(workload(m));
@@ -418,8 +419,25 @@ TEST(Moe, AllToAllBytesAreTheBusiestRanksRows) {
   EXPECT_EQ(count(m, CollectiveKind::AllGather), 2);  // the forward recomputed, its counts too
   m.job.moe.dispatcher = MoeDispatcher::DeepEp;
   EXPECT_EQ(count(m, CollectiveKind::AllGather), 0);
+  // HybridEP all-gathers its routing map before each forward dispatch: a byte per token (256:
+  // s 128 × b 2) and expert (16) from each of EP 4 ranks, on NCCL's ring; the backward reuses it,
+  // and the recomputed forward gathers it again.
+  m.job.moe.dispatcher = MoeDispatcher::HybridEp;
+  EXPECT_EQ(count(m, CollectiveKind::AllGather), 2);
+  EXPECT_EQ(count(m, CollectiveKind::AllToAll), 6);
+  EXPECT_DOUBLE_EQ(bytes(m, PassId::Forward, "moe.routing_map_all_gather"), 256.0 * 16 * 4);
+  EXPECT_EQ(find_op(model_operators(workload(m)).moe_layer.forward, "moe.routing_map_all_gather")
+                ->algorithm,
+            CollectiveAlgorithm::Ring);
+  EXPECT_EQ(find_op(model_operators(workload(m)).moe_layer.forward, "moe.dispatch")->algorithm,
+            CollectiveAlgorithm::NodeDedup);
+  m.job.moe.recompute = MoeRecompute::None;
+  EXPECT_EQ(count(m, CollectiveKind::AllGather), 1);
   EXPECT_EQ(count(moe_model(16, 4, 128, 1), CollectiveKind::AllToAll), 0);  // EP 1: no exchange
   EXPECT_EQ(count(moe_model(16, 4, 128, 1), CollectiveKind::AllGather), 0);
+  auto one = moe_model(16, 4, 128, 1);
+  one.job.moe.dispatcher = MoeDispatcher::HybridEp;
+  EXPECT_EQ(count(one, CollectiveKind::AllGather), 0);
 }
 
 // Megatron-Core's recompute module `layernorm` (moe_recompute_norm): the pre-MLP norm's output,

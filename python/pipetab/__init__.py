@@ -244,7 +244,7 @@ class PlanOptions(TypedDict, total=False):
     fp8_params: bool
     fp8_attention: bool
     dtype_bytes: int
-    moe_dispatcher: Literal["alltoall", "deepep"]
+    moe_dispatcher: Literal["alltoall", "deepep", "hybridep"]
     moe_capacity_factor: float
     moe_imbalance: float
     moe_fp8_dispatch: bool

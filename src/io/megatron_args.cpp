@@ -888,10 +888,7 @@ JobFile parse_megatron_args(std::string_view text, const std::string& file,
       std::string dispatcher = "alltoall";
       const Occurrence* from = type;
       if (t == "flex") {
-        if (backend != nullptr && backend->values[0] == "hybridep" && deepep == nullptr) {
-          a.fail(backend, "hybridep (HybridEP) is not modelled yet: use deepep");
-        }
-        dispatcher = "deepep";
+        dispatcher = backend != nullptr && deepep == nullptr ? backend->values[0] : "deepep";
         from = deepep != nullptr ? deepep : backend != nullptr ? backend : type;
       } else {
         for (const auto* o : {deepep, backend}) {
@@ -1328,9 +1325,9 @@ std::string megatron_arguments(const Job& job, const Layout& layout, std::int64_
     add(fmt::format("--recompute-modules {}", fmt::join(modules, " ")));
   }
 
-  if (job.moe.dispatcher == MoeDispatcher::DeepEp) {
+  if (is_flex(job.moe.dispatcher)) {
     add("--moe-token-dispatcher-type flex");
-    add("--moe-flex-dispatcher-backend deepep");
+    add(fmt::format("--moe-flex-dispatcher-backend {}", to_string(job.moe.dispatcher)));
   } else {
     add("--moe-token-dispatcher-type alltoall");
   }

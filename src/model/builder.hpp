@@ -223,8 +223,9 @@ class Builder {
     return &push_collective(name, group, kind, bytes, pass_, hidden_by);
   }
 
-  // The alltoall dispatcher's token counts: every rank's count per expert, all-gathered over the
-  // expert-parallel ranks on NCCL's ring (a plain all-gather, whatever carries the tokens).
+  // A dispatcher's routing metadata (the alltoall dispatcher's token counts per expert, HybridEP's
+  // routing map), all-gathered over the expert-parallel ranks on NCCL's ring (a plain
+  // all-gather, whatever carries the tokens).
   // No-op without expert parallelism.
   void token_counts(std::string_view name, double bytes) {
     if (run_.layout.ep <= 1) return;
@@ -316,7 +317,7 @@ class Builder {
         }
         break;
       case CollectiveGroup::Expert:
-        return run_.job.moe.dispatcher == MoeDispatcher::DeepEp ? CollectiveAlgorithm::NodeDedup
+        return is_flex(run_.job.moe.dispatcher) ? CollectiveAlgorithm::NodeDedup
                                                                 : CollectiveAlgorithm::Direct;
       default:
         break;

@@ -94,9 +94,20 @@ std::int32_t permute_kernels(const Workload& run) {
 // layout, count exchange and dispatch kernels and the probabilities' cast, then Megatron-Core's
 // conversion of the received indices to a multi-hot map (_indices_to_multihot without
 // ENABLE_EXPERIMENTAL: twelve element-wise kernels; its three implicit synchronisations, right
-// after the dispatch, are not priced).
+// after the dispatch, are not priced); HybridEP's metadata preprocessing, dispatch and the
+// probabilities' cast, its routing map already multi-hot (Megatron-Core fused_a2a.py
+// HybridEPDispatch @6cd6ea5). HybridEP's staging copy out of its registered buffer (about 13 µs
+// a dispatch in Megatron-Bridge 7ded17dae's profile) is not priced.
 std::int32_t dispatch_kernels(const Workload& run) {
-  return run.job.moe.dispatcher == MoeDispatcher::DeepEp ? 4 + 12 : 2;
+  switch (run.job.moe.dispatcher) {
+    case MoeDispatcher::DeepEp:
+      return 4 + 12;
+    case MoeDispatcher::HybridEp:
+      return 4;
+    case MoeDispatcher::AllToAll:
+      break;
+  }
+  return 2;
 }
 
 // gpt-oss's experts as Megatron-Core runs them @b0cc270 and @d728871 (the pins of
@@ -208,6 +219,14 @@ void moe_forward(Builder& f, const Workload& run, const Dims& d, const LayerSize
     f.token_counts("moe.token_counts", 8.0 * s.experts * static_cast<double>(run.layout.ep));
     f.ops().back().kernels = 11;
   }
+  // HybridEP's routing map, one byte per token and expert, all-gathered over the EP ranks with
+  // NCCL before every dispatch so that each rank plans what it sends and receives
+  // (Executor::allgather_routing_map, csrc/hybrid_ep/executor/executor.cu on deepseek-ai/DeepEP's
+  // hybrid-ep branch @94a9f8f; its custom all-gather has been off by default since DeepEP #682).
+  // The backward reuses the forward's handle, so it is the forward's alone.
+  if (run.job.moe.dispatcher == MoeDispatcher::HybridEp)
+    f.token_counts("moe.routing_map_all_gather",
+                   s.tokens * s.experts * static_cast<double>(run.layout.ep));
   if (preprocess)
     for (std::size_t k = permute; k < f.ops().size(); ++k)
       f.ops()[k].graph_module = graph_bit(GraphModule::MoePreprocess);

@@ -138,7 +138,9 @@ void communicators(const SystemConfig& system, const TransformerConfig* model, c
     }
   }
   if (moe && layout.ep > 1) {
-    if (job.moe.dispatcher == MoeDispatcher::DeepEp) {
+    if (is_flex(job.moe.dispatcher)) {
+      // HybridEP's buffers (hybrid-ep @94a9f8f, csrc/hybrid_ep) are priced at DeepEP's size: its
+      // registered receive buffers hold the same tokens per rank at the same hidden width.
       // DeepEP's Buffer exchanges its IPC handles with dist.all_gather_object over the group
       // (deep_ep/buffers/legacy.py), which connects the NCCL communicator's rings (a few bytes:
       // no NVLS); its own buffers carry the tokens.

@@ -203,8 +203,8 @@ const RunOption kOptions[] = {
      "",
      PIPETAB_FIELD(s.job.moe.recompute_norm, v.boolean)},
     {"moe_dispatcher", "--moe-dispatcher", kJob, OptionType::Choice,
-     "how tokens reach their experts: alltoall (NCCL, a row per expert) or deepep (once per node "
-     "and GPU, then NVLink)",
+     "how tokens reach their experts: alltoall (NCCL, a row per expert), deepep (once per node "
+     "and GPU, then NVLink) or hybridep (deepep's movement after an all-gather of the routing map)",
      0, 0, kMoeDispatcherNames, true, 1, "",
      PIPETAB_ENUM(s.job.moe.dispatcher, parse_moe_dispatcher)},
     {"moe_capacity_factor",

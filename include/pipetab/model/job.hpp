@@ -101,9 +101,19 @@ enum class MoeDispatcher : std::uint8_t {
   /// per destination node and is forwarded to that node's experts over NVLink; its kernels write
   /// the rows already grouped by expert.
   DeepEp,
+  /// HybridEP (Megatron-Core's flex dispatcher with --moe-flex-dispatcher-backend hybridep;
+  /// deepseek-ai/DeepEP branch hybrid-ep): DeepEP's node-deduplicated movement, preceded on every
+  /// forward dispatch by an NCCL all-gather of the routing map (one byte per token and expert over
+  /// the EP group: Executor::allgather_routing_map, csrc/hybrid_ep/executor/executor.cu @94a9f8f).
+  HybridEp,
 };
 
-inline constexpr std::array<std::string_view, 2> kMoeDispatcherNames{"alltoall", "deepep"};
+inline constexpr std::array<std::string_view, 3> kMoeDispatcherNames{"alltoall", "deepep",
+                                                                     "hybridep"};
+
+/// Whether a dispatcher is one of Megatron-Core's flex backends (DeepEP, HybridEP): tokens cross
+/// the network once per destination node and are permuted after the dispatch, in its kernels.
+constexpr bool is_flex(MoeDispatcher d) { return d != MoeDispatcher::AllToAll; }
 
 constexpr std::string_view to_string(MoeDispatcher d) {
   return name_of(kMoeDispatcherNames, d);
