@@ -1054,6 +1054,40 @@ TEST(Moe, TheCombined1F1BWithoutPipeliningPairsEachForwardWithTheBackwardBefore)
   }
 }
 
+// HybridEP's routing-map all-gather runs inside its dispatch call on the dispatch's stream
+// (fused_a2a.py HybridEPDispatch → dispatch_with_permute): the forward's program has DeepEP's
+// exchanges, its dispatch carrying the all-gather's bytes too, with the same compute before it.
+TEST(Moe, HybridEpsRoutingMapGatherIsItsDispatchsFirstPart) {
+  const auto forward = [](MoeDispatcher dispatcher) {
+    SimulationSetup s = test::preset_setup("qwen3-30b-a3b", "dgx-h100");
+    s.layout.dp = 16;
+    s.layout.ep = 16;  // two nodes: the gather crosses the NICs
+    s.job.moe.dispatcher = dispatcher;
+    StageWork w;
+    w.layers = 1;
+    w.moe_layers = 1;
+    cost::CostOptions options;
+    options.exchanges_as_flows = true;
+    const auto c =
+        cost::stage_costs(s.model, s.job, s.layout, std::span(&w, 1), s.system, options).front();
+    return c.layers[1].passes->forward;
+  };
+  const auto deepep = forward(MoeDispatcher::DeepEp);
+  const auto hybrid = forward(MoeDispatcher::HybridEp);
+  ASSERT_EQ(hybrid.exchanges.size(), deepep.exchanges.size());
+  ASSERT_EQ(deepep.exchanges.size(), 2U);  // dispatch, combine
+  // A ring over two nodes: its bytes cross the NICs (flow 1); NVLink's flow keeps DeepEP's.
+  EXPECT_GT(hybrid.exchanges[0].flows[1].bytes, deepep.exchanges[0].flows[1].bytes);
+  EXPECT_GT(hybrid.exchanges[0].flows[1].latency_s, deepep.exchanges[0].flows[1].latency_s);
+  for (std::size_t f = 0; f < 2; ++f) {
+    EXPECT_GE(hybrid.exchanges[0].flows[f].bytes, deepep.exchanges[0].flows[f].bytes) << f;
+    EXPECT_DOUBLE_EQ(hybrid.exchanges[1].flows[f].bytes, deepep.exchanges[1].flows[f].bytes) << f;
+  }
+  EXPECT_TRUE(hybrid.exchanges[0].deepep);
+  // Fewer kernels before the dispatch (no multi-hot conversion), nothing more.
+  EXPECT_LE(hybrid.exchanges[0].before_s, deepep.exchanges[0].before_s);
+}
+
 TEST(Moe, AFullBackwardRunsTheExpertsWeightGradientsBeforeTheDispatchsBackward) {
   // In B (input and weight gradients in one op) the routed experts' weight gradients come right
   // after their input gradients, before the dispatch's backward all-to-all (autograd's order;

@@ -775,7 +775,8 @@ TEST(Plan, SearchRefusesWhatItCannotSearch) {
   refuses({"runtime", {"pytorch", "megatron"}}, "run plan once per --runtime");
   refuses({"pipeline_layout", {"Et|tt|tt|ttL"}}, "--pipeline-layout");
   refuses({"moe_dispatchr", {"deepep"}}, "did you mean 'moe_dispatcher'");
-  refuses({"moe_dispatcher", {"alltoall", "nccl"}}, "'nccl': expected one of alltoall, deepep, hybridep");
+  refuses({"moe_dispatcher", {"alltoall", "nccl"}},
+          "'nccl': expected one of alltoall, deepep, hybridep");
   refuses({"moe_dispatcher", {"deepep", "deepep"}}, "'deepep' is listed twice");
   refuses({"moe_dispatcher", {}}, "no values to try");
   auto q = request("qwen3-30b-a3b", 16, 32);

@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -310,6 +311,7 @@ LayerProgram layer_program(const PassOperators& ops, const Timed& t,
     double fraction;
   };
   std::vector<Partner> partners;
+  std::vector<bool> opens_next;  // per exchange: it runs inside the next one's call
   for (const auto id : set) {
     const auto& list = ops.pass(id);
     for (const Operator& op : list) {
@@ -317,6 +319,7 @@ LayerProgram layer_program(const PassOperators& ops, const Timed& t,
       if (op.hidden_index >= 0 && op.hidden_pass == id)
         partners.push_back({id, op.hidden_index, p.exchanges.size(), op.hidden_fraction});
       p.exchanges.push_back(exchange(op, run, system));
+      opens_next.push_back(opens_next_exchange(op));
     }
   }
   // A full backward (input and weight gradients in one pass) computes the routed experts' weight
@@ -367,10 +370,28 @@ LayerProgram layer_program(const PassOperators& ops, const Timed& t,
     }
   }
   p.after_s = since + experts_wgrad;  // the experts' last input gradient ended the pass
-  // Exchanges no rank sends anything in are no exchanges: their compute joins the next.
+  // An exchange issued inside the next one's call is that exchange's first part: its flows
+  // join the next's (the same links, back to back on one stream), the compute before either
+  // runs before both. Exchanges no rank sends anything in are no exchanges: their compute joins
+  // the next.
   std::vector<Exchange> kept;
   double carry = 0.0;
-  for (auto& x : p.exchanges) {
+  std::optional<Exchange> opening;
+  for (std::size_t i = 0; i < p.exchanges.size(); ++i) {
+    Exchange x = p.exchanges[i];
+    if (opening) {
+      x.before_s += opening->before_s;
+      x.beside_s += opening->beside_s;
+      for (std::size_t f = 0; f < x.flows.size(); ++f) {
+        x.flows[f].bytes += opening->flows[f].bytes;
+        x.flows[f].latency_s += opening->flows[f].latency_s;
+      }
+      opening.reset();
+    }
+    if (opens_next[i] && i + 1 < p.exchanges.size()) {
+      opening = x;
+      continue;
+    }
     if (x.flows[0].bytes <= 0.0 && x.flows[1].bytes <= 0.0) {
       carry += x.before_s + x.beside_s;
       continue;

@@ -1104,8 +1104,9 @@ std::string torchtitan_job_toml(const Job& job, const Layout& layout, std::int64
     // torchtitan's expert_parallel_comm_backend offers standard and deepep (torchtitan
     // config/job_config.py); HybridEP is Megatron-Core's alone.
     if (job.moe.dispatcher == MoeDispatcher::HybridEp)
-      titan_cannot("moe_dispatcher hybridep: torchtitan's expert-parallel backends are standard "
-                   "(all-to-all) and deepep");
+      titan_cannot(
+          "moe_dispatcher hybridep: torchtitan's expert-parallel backends are standard "
+          "(all-to-all) and deepep");
     s += fmt::format("expert_tensor_parallel_degree = {}\n", layout.etp);
     s += fmt::format("expert_parallel_comm_backend = \"{}\"\n",
                      job.moe.dispatcher == MoeDispatcher::DeepEp ? "deepep" : "standard");

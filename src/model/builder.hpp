@@ -318,7 +318,7 @@ class Builder {
         break;
       case CollectiveGroup::Expert:
         return is_flex(run_.job.moe.dispatcher) ? CollectiveAlgorithm::NodeDedup
-                                                                : CollectiveAlgorithm::Direct;
+                                                : CollectiveAlgorithm::Direct;
       default:
         break;
     }

@@ -113,7 +113,9 @@ inline constexpr std::array<std::string_view, 3> kMoeDispatcherNames{"alltoall",
 
 /// Whether a dispatcher is one of Megatron-Core's flex backends (DeepEP, HybridEP): tokens cross
 /// the network once per destination node and are permuted after the dispatch, in its kernels.
-constexpr bool is_flex(MoeDispatcher d) { return d != MoeDispatcher::AllToAll; }
+constexpr bool is_flex(MoeDispatcher d) {
+  return d != MoeDispatcher::AllToAll;
+}
 
 constexpr std::string_view to_string(MoeDispatcher d) {
   return name_of(kMoeDispatcherNames, d);

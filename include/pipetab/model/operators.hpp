@@ -136,6 +136,13 @@ constexpr bool is_routed_expert(const Operator& op) {
   return op.name.starts_with("experts.");
 }
 
+/// An exchange that runs inside the next one's call, on its stream: HybridEP's all-gather of the
+/// routing map, which its dispatch_with_permute issues before moving the tokens (Megatron-Core
+/// fused_a2a.py HybridEPDispatch @6cd6ea5; DeepEP hybrid-ep @94a9f8f). model/moe.cpp names it.
+constexpr bool opens_next_exchange(const Operator& op) {
+  return op.name == "moe.routing_map_all_gather";
+}
+
 /// The operators of a workload per device (its tensor-parallel share) for one microbatch. The
 /// workload is assumed valid (require_trainable checks it).
 ModelOperators model_operators(const Workload& run);
