@@ -4,7 +4,6 @@
 #include <array>
 #include <cctype>
 #include <cmath>
-#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -376,29 +375,25 @@ LayerProgram layer_program(const PassOperators& ops, const Timed& t,
   // the next.
   std::vector<Exchange> kept;
   double carry = 0.0;
-  std::optional<Exchange> opening;
   for (std::size_t i = 0; i < p.exchanges.size(); ++i) {
-    Exchange x = p.exchanges[i];
-    if (opening) {
-      x.before_s += opening->before_s;
-      x.beside_s += opening->beside_s;
-      for (std::size_t f = 0; f < x.flows.size(); ++f) {
-        x.flows[f].bytes += opening->flows[f].bytes;
-        x.flows[f].latency_s += opening->flows[f].latency_s;
-      }
-      opening.reset();
-    }
+    const Exchange& x = p.exchanges[i];
     if (opens_next[i] && i + 1 < p.exchanges.size()) {
-      opening = x;
+      Exchange& opened = p.exchanges[i + 1];
+      opened.before_s += x.before_s;
+      opened.beside_s += x.beside_s;
+      for (std::size_t f = 0; f < x.flows.size(); ++f) {
+        opened.flows[f].bytes += x.flows[f].bytes;
+        opened.flows[f].latency_s += x.flows[f].latency_s;
+      }
       continue;
     }
     if (x.flows[0].bytes <= 0.0 && x.flows[1].bytes <= 0.0) {
       carry += x.before_s + x.beside_s;
       continue;
     }
-    x.before_s += carry;
-    carry = 0.0;
     kept.push_back(x);
+    kept.back().before_s += carry;
+    carry = 0.0;
   }
   p.after_s += carry;
   p.exchanges = std::move(kept);
