@@ -163,25 +163,30 @@ TEST(Moe, RowsPerExpertFollowTheLayout) {
   }
 }
 
-// The host's side of a MoE layer, by hand (cost::sync_seconds): a synchronisation ends the host's
-// lead, so each stretch from one to the next lasts the longer of its device time plus the first
-// kernel's issue and the host's time to issue it.
+// The host's side of a MoE layer, by hand (cost::sync_seconds): one stream in issue order. An
+// op's kernels start once the device is free and the host has issued the first of them, end no
+// sooner than the host has issued the last, and a synchronisation holds the host until the
+// device is done.
 TEST(Moe, AHostSynchronisationEndsTheHostsLead) {
   using cost::IssuedOp;
   // No synchronisation: nothing on top (the pass-wide bound prices the host).
   const IssuedOp none[] = {{1.0, 3.0, 0.5, false}, {1.0, 0.1, 0.1, false}};
   EXPECT_EQ(cost::sync_seconds(none), 0.0);
-  // One: the stretch runs from it round to it again (the ops before it are the next layer's
-  // head): device 0.5 + 1 + 1, host 2 + 0.1 + 0.1, the device first waits 0.2 for B's first kernel.
+  // One: from it round to it again (the ops before it are the next layer's head). B begins at
+  // 0.2 and ends when its host is done, 2.0; C (host 2.0–2.1) runs 2.1–3.1; A, issued by 2.2,
+  // 3.1–4.1: 4.1 against 2.5 of device. The device cannot run C while the host still issues B.
   IssuedOp one[] = {{1.0, 0.1, 0.1, false}, {0.5, 2.0, 0.2, true}, {1.0, 0.1, 0.1, false}};
+  EXPECT_NEAR(cost::sync_seconds(one), 4.1 - 2.5, 1e-12);
+  one[1].host_s = 0.1;  // device-bound: only B's first kernel's issue, 0.2, is waited for
   EXPECT_NEAR(cost::sync_seconds(one), 0.2, 1e-12);
-  one[1].host_s = 5.0;  // host-bound: 5.2 of host against 2.5 of device
-  EXPECT_NEAR(cost::sync_seconds(one), 5.2 - 2.5, 1e-12);
-  // Two: A..B (device 3, host 3.1, lead 0.5) and C..D (device 1, host 2.2, lead 0.2): 3.5 + 2.2,
-  // where without them the host's lead would carry over: max(4, 5.4).
+  one[1].host_s = 5.0;  // host-bound: C and A after 5.0 of host, 7.1 against 2.5
+  EXPECT_NEAR(cost::sync_seconds(one), 7.1 - 2.5, 1e-12);
+  // Two: A 0.5–3.0 (its host), B 3.1–5.1; C waits for the device (host at 5.1), runs 5.3–5.8;
+  // D's host ends 7.3 after its device would: 7.3 against 4.0. Without the second
+  // synchronisation C would be issued by 3.3 and the host's lead carry over.
   const IssuedOp two[] = {
       {1.0, 3.0, 0.5, true}, {2.0, 0.1, 0.1, false}, {0.5, 0.2, 0.2, true}, {0.5, 2.0, 0.1, false}};
-  EXPECT_NEAR(cost::sync_seconds(two), 3.5 + 2.2 - 4.0, 1e-12);
+  EXPECT_NEAR(cost::sync_seconds(two), 7.3 - 4.0, 1e-12);
 }
 
 // Every dispatcher makes the host wait before the forward's dispatch (Megatron-Core's

@@ -582,21 +582,21 @@ double sync_seconds(std::span<const IssuedOp> ops) {
   const auto first =
       std::find_if(ops.begin(), ops.end(), [](const IssuedOp& op) { return op.sync; });
   if (first == ops.end()) return 0.0;
-  // From the first synchronisation round to it again.
+  // From the first synchronisation round to it again, one stream in issue order: an op's
+  // kernels start once the device is free and the host has issued the first of them, and end
+  // no sooner than the host has issued the last; a synchronisation holds the host until the
+  // device is done.
   const auto start = static_cast<std::size_t>(first - ops.begin());
-  double total = 0.0, all = 0.0, device = 0.0, host = 0.0, lead = 0.0;
+  double host = 0.0, device = 0.0, all = 0.0;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const IssuedOp& op = ops[(start + i) % ops.size()];
-    if (op.sync) {
-      total += std::max(device + lead, host);
-      device = host = 0.0;
-      lead = op.first_s;
-    }
-    device += op.device_s;
+    if (op.sync) host = std::max(host, device);
+    const double begins = std::max(device, host + op.first_s);
     host += op.host_s;
+    device = std::max(begins + op.device_s, host);
     all += op.device_s;
   }
-  return total + std::max(device + lead, host) - all;
+  return device - all;
 }
 
 double optimizer_step_seconds(double bytes, const DeviceSpec& device) {

@@ -183,9 +183,9 @@ struct IssuedOp {
 /// What one layer's pass (its operators in order) takes beyond its device time where its host
 /// synchronises with the device (Operator::host_sync), nothing being issued ahead across a
 /// synchronisation: the pass runs from one synchronisation to the next (the stretch after the
-/// last joins the one before the first: the next layer's head), each stretch as long as the
-/// longer of its device time plus the issue of its first operator's first kernel, which the
-/// device waits for, and the host's time to issue it all. 0 without a synchronisation.
+/// last joins the one before the first: the next layer's head) on one stream in issue order:
+/// each operator starts once the device is free and the host has issued its first kernel, and
+/// ends no sooner than the host has issued its last. 0 without a synchronisation.
 double sync_seconds(std::span<const IssuedOp> ops);
 
 /// Seconds of the optimizer step moving `bytes` (StageWork::optimizer_step_bytes): a few
