@@ -1059,23 +1059,38 @@ TEST(Moe, TheCombined1F1BWithoutPipeliningPairsEachForwardWithTheBackwardBefore)
   }
 }
 
+// Qwen3-30B-A3B on DGX H100s with EP = DP = `ep` and the given dispatcher.
+SimulationSetup qwen3_30b(MoeDispatcher dispatcher, std::int64_t ep) {
+  SimulationSetup s = test::preset_setup("qwen3-30b-a3b", "dgx-h100");
+  s.layout.dp = ep;
+  s.layout.ep = ep;
+  s.job.moe.dispatcher = dispatcher;
+  return s;
+}
+
+// One MoE layer of `s` as the simulation runs it: its passes' programs, exchanges as flows.
+cost::LayerPasses one_moe_layer(const SimulationSetup& s) {
+  StageWork w;
+  w.layers = 1;
+  w.moe_layers = 1;
+  cost::CostOptions options;
+  options.exchanges_as_flows = true;
+  const auto c =
+      cost::stage_costs(s.model, s.job, s.layout, std::span(&w, 1), s.system, options).front();
+  if (!c.layers[1].passes) {
+    ADD_FAILURE() << "the MoE layer has no program";
+    return {};
+  }
+  return *c.layers[1].passes;
+}
+
 // HybridEP's routing-map all-gather runs inside its dispatch call on the dispatch's stream
 // (fused_a2a.py HybridEPDispatch → dispatch_with_permute): the forward's program has DeepEP's
 // exchanges, its dispatch carrying the all-gather's bytes too, with the same compute before it.
 TEST(Moe, HybridEpsRoutingMapGatherIsItsDispatchsFirstPart) {
   const auto forward = [](MoeDispatcher dispatcher) {
-    SimulationSetup s = test::preset_setup("qwen3-30b-a3b", "dgx-h100");
-    s.layout.dp = 16;
-    s.layout.ep = 16;  // two nodes: the gather crosses the NICs
-    s.job.moe.dispatcher = dispatcher;
-    StageWork w;
-    w.layers = 1;
-    w.moe_layers = 1;
-    cost::CostOptions options;
-    options.exchanges_as_flows = true;
-    const auto c =
-        cost::stage_costs(s.model, s.job, s.layout, std::span(&w, 1), s.system, options).front();
-    return c.layers[1].passes->forward;
+    return one_moe_layer(qwen3_30b(dispatcher, 16))
+        .forward;  // two nodes: the gather crosses the NICs
   };
   const auto deepep = forward(MoeDispatcher::DeepEp);
   const auto hybrid = forward(MoeDispatcher::HybridEp);
@@ -1100,21 +1115,10 @@ TEST(Moe, AFullBackwardRunsTheExpertsWeightGradientsBeforeTheDispatchsBackward) 
   // the layer. B's program is I's with the experts' W added before that exchange and the rest of
   // W after the layer, each weight gradient priced alone (no TP here).
   for (const auto dispatcher : {MoeDispatcher::AllToAll, MoeDispatcher::DeepEp}) {
-    SimulationSetup s = test::preset_setup("qwen3-30b-a3b", "dgx-h100");
-    s.layout.dp = 8;
-    s.layout.ep = 8;
-    s.job.moe.dispatcher = dispatcher;
-    StageWork w;
-    w.layers = 1;
-    w.moe_layers = 1;
-    cost::CostOptions options;
-    options.exchanges_as_flows = true;
-    const auto c =
-        cost::stage_costs(s.model, s.job, s.layout, std::span(&w, 1), s.system, options).front();
-    const auto& passes = c.layers[1].passes;
-    ASSERT_TRUE(passes);
-    const auto& in = passes->input_grad;
-    const auto& b = passes->backward;
+    const SimulationSetup s = qwen3_30b(dispatcher, 8);
+    const auto passes = one_moe_layer(s);
+    const auto& in = passes.input_grad;
+    const auto& b = passes.backward;
     ASSERT_EQ(in.exchanges.size(), b.exchanges.size());
     ASSERT_GE(in.exchanges.size(), 2U);
     const auto& t = *s.model.transformer();
