@@ -431,10 +431,13 @@ TEST(Moe, AllToAllBytesAreTheBusiestRanksRows) {
   EXPECT_EQ(count(m, CollectiveKind::AllGather), 2);
   EXPECT_EQ(count(m, CollectiveKind::AllToAll), 6);
   EXPECT_DOUBLE_EQ(bytes(m, PassId::Forward, "moe.routing_map_all_gather"), 256.0 * 16 * 4);
-  EXPECT_EQ(find_op(model_operators(workload(m)).moe_layer.forward, "moe.routing_map_all_gather")
-                ->algorithm,
-            CollectiveAlgorithm::Ring);
-  EXPECT_EQ(find_op(model_operators(workload(m)).moe_layer.forward, "moe.dispatch")->algorithm,
+  const auto hybrid = model_operators(workload(m));
+  const auto* gather = find_op(hybrid.moe_layer.forward, "moe.routing_map_all_gather");
+  ASSERT_NE(gather, nullptr);
+  EXPECT_EQ(gather->algorithm, CollectiveAlgorithm::Ring);
+  EXPECT_TRUE(gather->opens_next_exchange);  // issued inside the dispatch call
+  EXPECT_FALSE(find_op(hybrid.moe_layer.forward, "moe.dispatch")->opens_next_exchange);
+  EXPECT_EQ(find_op(hybrid.moe_layer.forward, "moe.dispatch")->algorithm,
             CollectiveAlgorithm::NodeDedup);
   m.job.moe.recompute = MoeRecompute::None;
   EXPECT_EQ(count(m, CollectiveKind::AllGather), 1);

@@ -318,7 +318,7 @@ LayerProgram layer_program(const PassOperators& ops, const Timed& t,
       if (op.hidden_index >= 0 && op.hidden_pass == id)
         partners.push_back({id, op.hidden_index, p.exchanges.size(), op.hidden_fraction});
       p.exchanges.push_back(exchange(op, run, system));
-      opens_next.push_back(opens_next_exchange(op));
+      opens_next.push_back(op.opens_next_exchange);
     }
   }
   // A full backward (input and weight gradients in one pass) computes the routed experts' weight

@@ -226,11 +226,13 @@ class Builder {
   // A dispatcher's routing metadata (the alltoall dispatcher's token counts per expert, HybridEP's
   // routing map), all-gathered over the expert-parallel ranks on NCCL's ring (a plain
   // all-gather, whatever carries the tokens).
-  // No-op without expert parallelism.
-  void token_counts(std::string_view name, double bytes) {
-    if (run_.layout.ep <= 1) return;
-    push_collective(name, CollectiveGroup::Expert, CollectiveKind::AllGather, bytes, pass_, "")
-        .algorithm = CollectiveAlgorithm::Ring;
+  // No-op (nullptr) without expert parallelism.
+  Operator* token_counts(std::string_view name, double bytes) {
+    if (run_.layout.ep <= 1) return nullptr;
+    Operator& op =
+        push_collective(name, CollectiveGroup::Expert, CollectiveKind::AllGather, bytes, pass_, "");
+    op.algorithm = CollectiveAlgorithm::Ring;
+    return &op;
   }
 
   // A context-parallel exchange of keys and values (or, for Ulysses, of Q, K, V and the output)

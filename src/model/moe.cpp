@@ -215,18 +215,21 @@ void moe_forward(Builder& f, const Workload& run, const Dims& d, const LayerSize
   // counts' sums, a contiguous copy) and the four copies of the splits to the host (@b0cc270,
   // lines 511-560 and 862-895): eleven calls. DeepEP exchanges its counts inside its dispatch
   // kernel (notify_dispatch).
-  if (run.job.moe.dispatcher == MoeDispatcher::AllToAll && run.layout.ep > 1) {
-    f.token_counts("moe.token_counts", 8.0 * s.experts * static_cast<double>(run.layout.ep));
-    f.ops().back().kernels = 11;
-  }
+  if (run.job.moe.dispatcher == MoeDispatcher::AllToAll)
+    if (Operator* counts = f.token_counts("moe.token_counts",
+                                          8.0 * s.experts * static_cast<double>(run.layout.ep)))
+      counts->kernels = 11;
   // HybridEP's routing map, one byte per token and expert, all-gathered over the EP ranks with
   // NCCL before every dispatch so that each rank plans what it sends and receives
   // (Executor::allgather_routing_map, csrc/hybrid_ep/executor/executor.cu on deepseek-ai/DeepEP's
   // hybrid-ep branch @94a9f8f; its custom all-gather has been off by default since DeepEP #682).
-  // The backward reuses the forward's handle, so it is the forward's alone.
+  // The backward reuses the forward's handle, so it is the forward's alone. It runs inside the
+  // dispatch call, on its stream (fused_a2a.py HybridEPDispatch → dispatch_with_permute).
   if (run.job.moe.dispatcher == MoeDispatcher::HybridEp)
-    f.token_counts("moe.routing_map_all_gather",
-                   s.tokens * s.experts * static_cast<double>(run.layout.ep));
+    if (Operator* gather =
+            f.token_counts("moe.routing_map_all_gather",
+                           s.tokens * s.experts * static_cast<double>(run.layout.ep)))
+      gather->opens_next_exchange = true;
   if (preprocess)
     for (std::size_t k = permute; k < f.ops().size(); ++k)
       f.ops()[k].graph_module = graph_bit(GraphModule::MoePreprocess);

@@ -94,6 +94,12 @@ struct Operator {
   /// drains there, so what follows runs no further ahead than the host has issued it
   /// (cost::host_bound_seconds).
   bool host_sync = false;
+  /// An exchange issued inside the next exchange's call, on its stream: that exchange's first
+  /// part, not one the compute waits for on its own (cost::layer_program merges the two).
+  /// HybridEP's all-gather of the routing map, which its dispatch_with_permute issues before
+  /// moving the tokens (Megatron-Core fused_a2a.py HybridEPDispatch @6cd6ea5; DeepEP hybrid-ep
+  /// @94a9f8f).
+  bool opens_next_exchange = false;
   /// The GraphModule bit (graph_bit) of the module Transformer Engine's per-layer CUDA graphs
   /// capture it in; model_operators keeps it only where the stack captures that module
   /// (Stack::graph_modules), 0 elsewhere.
@@ -134,13 +140,6 @@ constexpr bool mtp_layer_is_moe(const TransformerConfig& m) {
 /// their gradients): model/moe.cpp names them `experts.*`, the shared experts `shared_experts.*`.
 constexpr bool is_routed_expert(const Operator& op) {
   return op.name.starts_with("experts.");
-}
-
-/// An exchange that runs inside the next one's call, on its stream: HybridEP's all-gather of the
-/// routing map, which its dispatch_with_permute issues before moving the tokens (Megatron-Core
-/// fused_a2a.py HybridEPDispatch @6cd6ea5; DeepEP hybrid-ep @94a9f8f). model/moe.cpp names it.
-constexpr bool opens_next_exchange(const Operator& op) {
-  return op.name == "moe.routing_map_all_gather";
 }
 
 /// The operators of a workload per device (its tensor-parallel share) for one microbatch. The
