@@ -64,7 +64,6 @@ using Get = std::string (*)(const SimulationSetup&);
 constexpr auto kJob = OptionGroup::Job;
 constexpr auto kLayout = OptionGroup::Layout;
 constexpr auto kSim = OptionGroup::Simulation;
-constexpr double kBig = 1e15;
 constexpr double kMaxSize = static_cast<double>(std::int64_t{1} << 20);
 
 const RunOption kOptions[] = {
