@@ -11,12 +11,16 @@ BF16 GEMMs of device_probe.cu:
   4 grouped      MoE expert GEMMs through torch._grouped_mm (and _scaled_grouped_mm in FP8) against
                  a per-expert loop of torch.mm;
   5 attention    F.scaled_dot_product_attention (flash and cuDNN backends) at long sequences,
-                 forward and forward+backward.
+                 forward and forward+backward;
+  6 overlap      a communication-like kernel of k CTAs, paced to a link's rate, beside one MoE
+                 layer's forward + backward (and beside one GEMM, batched expert GEMM or attention
+                 kernel already running): the compute's slowdown, the kernel's stretch and its
+                 start delay (needs CuPy: the kernels read the GPU's global timer).
 
 Usage:  python3 bench/gpu/modern_probe.py OUT_DIR     (or bench/gpu/run-modern-probe OUT_DIR)
 Each section writes OUT_DIR/<topic>.csv as soon as it ends, has its own wall-clock budget and
 stops early when over it; one failing section does not stop the others.
-Environment: PROBE_SECTIONS (default "1,2,3,4,5"), PROBE_TOTAL_S (default 450: no section
+Environment: PROBE_SECTIONS (default "1,2,3,4,5,6"), PROBE_TOTAL_S (default 510: no section
 starts and no measurement is begun after this many seconds), PROBE_BUDGET_SCALE (default 1).
 
 Timing: CUDA events; one warm-up call, then one timed call to size a loop of `inner` calls lasting
@@ -41,10 +45,10 @@ import torch.nn.functional as F
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else "."
 T0 = time.perf_counter()
-TOTAL_S = float(os.environ.get("PROBE_TOTAL_S", "450"))
+TOTAL_S = float(os.environ.get("PROBE_TOTAL_S", "510"))
 SCALE = float(os.environ.get("PROBE_BUDGET_SCALE", "1"))
-SECTIONS = [s.strip() for s in os.environ.get("PROBE_SECTIONS", "1,2,3,4,5").split(",") if s.strip()]
-BUDGET_S = {"1": 60, "2": 60, "3": 90, "4": 90, "5": 130}
+SECTIONS = [s.strip() for s in os.environ.get("PROBE_SECTIONS", "1,2,3,4,5,6").split(",") if s.strip()]
+BUDGET_S = {"1": 60, "2": 60, "3": 90, "4": 90, "5": 130, "6": 60}
 DEV = "cuda"
 BF16 = torch.bfloat16
 FP8 = getattr(torch, "float8_e4m3fn", None)
@@ -816,6 +820,246 @@ def section_attention(b):
 
 # --------------------------------------------------------------------------------------------
 
+# --------------------------------------------------------------------------------------------
+# 6. A communication kernel beside one MoE layer's compute
+
+# What the combined 1F1B model (docs/simulation.md, "DeepEP beside compute") takes from the
+# device, measured without a network: a kernel that holds k CTAs and moves its bytes no faster
+# than a link's rate (DeepEP's normal kernels hold 20 or 24 SMs, HybridEP's 16; reference M2),
+# beside the kernels of one MoE layer's forward and backward on another stream. It gives the
+# compute's slowdown while the kernel runs (DeviceSpec::comm_slowdown), the kernel's own stretch
+# beside compute (overlapped_deepep_efficiency's SM and memory share; the network's part, peers
+# waiting for each other, is not on one GPU), and how long a kernel issued while a GEMM or the
+# attention runs waits before its first CTA starts.
+PACED_SRC = r"""
+extern "C" __global__ void stamp(unsigned long long* out) {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  out[0] = t;
+}
+
+// Copies `chunks` chunks of `chunk4` float4s from src to dst, chunk c no earlier than
+// ns_per_chunk * c after the kernel's first CTA began (a transfer paced by its link); the CTAs
+// take the chunks in turn, and one that starts late catches up. clock[0]: the first CTA's start;
+// clock[1 + 2b] and clock[2 + 2b]: CTA b's start and end (globaltimer, ns).
+extern "C" __global__ void paced_copy(const float4* __restrict__ src, float4* __restrict__ dst,
+                                      long long chunks, long long chunk4, double ns_per_chunk,
+                                      unsigned long long* clock) {
+  __shared__ unsigned long long origin;
+  unsigned long long now;
+  if (threadIdx.x == 0) {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    clock[1 + 2 * blockIdx.x] = now;
+    const unsigned long long old = atomicCAS(&clock[0], 0ull, now);
+    origin = old == 0ull ? now : old;
+  }
+  __syncthreads();
+  for (long long c = blockIdx.x; c < chunks; c += gridDim.x) {
+    if (threadIdx.x == 0) {
+      const unsigned long long due = origin + (unsigned long long)(ns_per_chunk * (double)c);
+      do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+      } while (now < due);
+    }
+    __syncthreads();
+    const long long base = c * chunk4;
+    for (long long i = threadIdx.x; i < chunk4; i += blockDim.x) dst[base + i] = src[base + i];
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    clock[2 + 2 * blockIdx.x] = now;
+  }
+}
+"""
+PACED_CHUNK = 64 * 1024  # bytes a CTA moves per step
+
+
+class Paced:
+    """The paced copy over two buffers of `nbytes`, launched through CuPy on a torch stream, and a
+    one-thread kernel that writes the GPU's global timer (ns) into a slot of `marks`."""
+
+    def __init__(self, nbytes, max_ctas=64):
+        import cupy as cp
+        import numpy as np
+        self.np = np
+        mod = cp.RawModule(code=PACED_SRC)
+        self.k_paced, self.k_stamp = mod.get_function("paced_copy"), mod.get_function("stamp")
+        self.src = randn(nbytes // 4, dtype=torch.float32)
+        self.dst = torch.empty_like(self.src)
+        self.nbytes = nbytes
+        self.max_ctas = max_ctas
+        self.clock = torch.zeros(1 + 2 * max_ctas, device=DEV, dtype=torch.int64)
+        self.marks = torch.zeros(16, device=DEV, dtype=torch.int64)
+        self.cp = cp
+        self.c_src, self.c_dst = cp.asarray(self.src), cp.asarray(self.dst)
+        self.c_clock, self.c_marks = cp.asarray(self.clock), cp.asarray(self.marks)
+        self.streams = {}
+
+    def _on(self, stream):
+        return self.streams.setdefault(stream.cuda_stream, self.cp.cuda.ExternalStream(stream.cuda_stream))
+
+    def stamp(self, slot, stream):
+        with self._on(stream):
+            self.k_stamp((1,), (1,), (self.c_marks[slot:slot + 1],))
+
+    def launch(self, ctas, gbps, stream):
+        """Enqueues the copy on `stream`: all `nbytes` at `gbps` GB/s at most, over `ctas` CTAs."""
+        assert ctas <= self.max_ctas
+        np = self.np
+        chunks = self.nbytes // PACED_CHUNK
+        with torch.cuda.stream(stream):
+            self.clock.zero_()
+        with self._on(stream):
+            self.k_paced((ctas,), (512,), (self.c_src, self.c_dst, np.int64(chunks), np.int64(PACED_CHUNK // 16),
+                                           np.float64(PACED_CHUNK / gbps), self.c_clock))
+
+    def span(self, ctas):
+        """(first CTA's start, last CTA's end) of the last launch, in ns of the global timer."""
+        c = self.clock.cpu().tolist()
+        return min(c[1:1 + 2 * ctas:2]), max(c[2:2 + 2 * ctas:2])
+
+
+def moe_layer_step():
+    """Forward and backward of one Qwen3-30B-A3B layer as one rank of EP 16 runs it at micro batch
+    1 (reference modern-runs.md, Q3-30B): 4,096 tokens of hidden 2,048; RMSNorm, QKV of 32 query
+    and 4 key-value heads of 128, causal attention, output projection; then its 8 local experts'
+    SwiGLU (768 wide) over 4,096 rows each as balanced routing gives them, in batched GEMMs, the
+    rows copied in and summed back in place of the dispatch and combine. Returns the step."""
+    h, heads, kvh, hd, local, ffn, t = 2048, 32, 4, 128, 8, 768, 4096
+
+    def param(*shape):
+        return (randn(*shape) * 0.02).requires_grad_()
+
+    wqkv, wo = param((heads + 2 * kvh) * hd, h), param(h, heads * hd)
+    w1, w2 = param(local, h, 2 * ffn), param(local, ffn, h)
+    x0 = randn(t, h).requires_grad_()
+    dy = randn(t, h)
+    params = [wqkv, wo, w1, w2, x0]
+
+    def norm(x):
+        if hasattr(F, "rms_norm"):
+            return F.rms_norm(x, (h,))
+        return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(x.dtype)
+
+    def step():
+        for p in params:
+            p.grad = None
+        q, k, v = (norm(x0) @ wqkv.t()).split([heads * hd, kvh * hd, kvh * hd], dim=-1)
+        q = q.view(t, heads, hd).transpose(0, 1).unsqueeze(0)
+        k = k.view(t, kvh, hd).transpose(0, 1).repeat_interleave(heads // kvh, 0).unsqueeze(0)
+        v = v.view(t, kvh, hd).transpose(0, 1).repeat_interleave(heads // kvh, 0).unsqueeze(0)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x0 + a.squeeze(0).transpose(0, 1).reshape(t, heads * hd) @ wo.t()
+        gate, up = torch.bmm(norm(x).unsqueeze(0).repeat(local, 1, 1), w1).chunk(2, dim=-1)
+        x = x + torch.bmm(F.silu(gate) * up, w2).sum(0)
+        x.backward(dy)
+
+    return step
+
+
+def section_overlap(b):
+    rows = []
+    header = ["case", "compute", "k_ctas", "mbytes", "rate_gbps", "reps", "compute_ms_alone",
+              "compute_ms_beside", "overlap_ms", "compute_slowdown_while_beside", "comm_ms_alone",
+              "comm_ms_beside", "comm_stretch", "comm_issue_ms", "comm_start_delay_ms", "compute_end_ms"]
+    comments = [
+        "comm: a copy kernel of k_ctas CTAs x 512 threads moving mbytes MiB (read and written once) no faster than"
+        " rate_gbps (paced by the global timer), on a second stream; compute: one Qwen3-30B-A3B layer's forward +"
+        " backward at EP 16 and micro batch 1 (layer), or one kernel (gemm8192: torch.mm 8192^3 BF16; experts: torch.bmm"
+        " of 8 experts x 4096 rows, 2048 -> 1536; attention: causal SDPA, 32 heads of 128, 4096 tokens)",
+        "times from the GPU's global timer, medians over reps; both streams are filled behind a GPU sleep before either"
+        " starts. case beside: the comm issued as the compute starts; case issued_during: issued comm_issue_ms after it",
+        "compute_slowdown_while_beside s: the compute runs 1 + s times longer while the comm runs (extra = s / (1 + s)"
+        " x overlap_ms), as pipetab's comm_slowdown; comm_stretch: comm_ms_beside / comm_ms_alone, whose inverse"
+        " overlapped_deepep_efficiency takes (less the network's part)"]
+    pc = Paced(128 * 2**20)
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    started = torch.cuda.Event()
+    layer = moe_layer_step()
+    x8, w8 = randn(8192, 8192), randn(8192, 8192)
+    xe, we = randn(8, 4096, 2048), randn(8, 2048, 1536)
+    qa = randn(1, 32, 4096, 128)
+    computes = {"layer": layer, "gemm8192": lambda: torch.mm(x8, w8),
+                "experts": lambda: torch.bmm(xe, we),
+                "attention": lambda: F.scaled_dot_product_attention(qa, qa, qa, is_causal=True)}
+    ns = 1e6  # ns per ms
+
+    def run(compute, ctas=0, gbps=0.0, issue_ms=None):
+        """One measurement: (compute ms, comm ms, comm's first start after the compute's, compute
+        end after its start), all from the global timer; the comm is skipped at ctas 0, issued with
+        the compute at issue_ms None, else issue_ms after the compute starts."""
+        torch.cuda.synchronize()
+        with torch.cuda.stream(s1):
+            if HAS_SLEEP:
+                torch.cuda._sleep(int(20 * CYCLES_PER_MS))  # the host enqueues both streams meanwhile
+            pc.stamp(0, s1)
+            started.record(s1)
+            if compute is not None:
+                computes[compute]()
+            pc.stamp(1, s1)
+        if ctas:
+            s2.wait_event(started)
+            if issue_ms and HAS_SLEEP:
+                with torch.cuda.stream(s2):
+                    torch.cuda._sleep(int(issue_ms * CYCLES_PER_MS))
+            pc.launch(ctas, gbps, s2)
+        torch.cuda.synchronize()
+        m = pc.marks.cpu().tolist()
+        comp = (m[1] - m[0]) / ns
+        if not ctas:
+            return comp, float("nan"), float("nan")
+        first, last = pc.span(ctas)
+        return comp, (last - first) / ns, (first - m[0]) / ns
+
+    def median_of(reps, *args):
+        got = [run(*args) for _ in range(reps)]
+        return [statistics.median(g[i] for g in got) for i in range(3)]
+
+    for name in computes:  # warm-up: algorithm choice, workspaces, the allocator
+        computes[name]()
+    torch.cuda.synchronize()
+    reps = 5
+    alone = {name: median_of(reps, name)[0] for name in computes}
+    for name, ms in alone.items():
+        log(f"{name} alone: {ms:.3f} ms")
+    comm_alone = {}
+    for ctas in (16, 20, 24):
+        for gbps in (50.0, 200.0):
+            comm_alone[ctas, gbps] = median_of(reps, None, ctas, gbps)[1]
+            log(f"comm k={ctas} at {gbps:.0f} GB/s alone: {comm_alone[ctas, gbps]:.3f} ms")
+
+    def add(case, compute, ctas, gbps, issue_ms, got):
+        comp, comm, start = got
+        overlap = max(0.0, min(comp, start + comm) - max(0.0, start))
+        extra = comp - alone[compute]
+        rows.append(dict(case=case, compute=compute, k_ctas=ctas, mbytes=pc.nbytes / 2**20, rate_gbps=gbps,
+                         reps=reps, compute_ms_alone=alone[compute], compute_ms_beside=comp, overlap_ms=overlap,
+                         compute_slowdown_while_beside=extra / (overlap - extra) if overlap > extra else float("nan"),
+                         comm_ms_alone=comm_alone[ctas, gbps], comm_ms_beside=comm,
+                         comm_stretch=comm / comm_alone[ctas, gbps], comm_issue_ms=issue_ms or 0.0,
+                         comm_start_delay_ms=start - (issue_ms or 0.0), compute_end_ms=comp))
+        r = rows[-1]
+        log(f"{case} {compute} k={ctas} {gbps:.0f} GB/s: compute {comp:.3f} ms (alone {alone[compute]:.3f}),"
+            f" comm {comm:.3f} ms (alone {r['comm_ms_alone']:.3f}), start delay {r['comm_start_delay_ms']:.3f} ms")
+
+    for ctas in (16, 20, 24):
+        for gbps in (50.0, 200.0):
+            if b.over(3.0):
+                break
+            add("beside", "layer", ctas, gbps, None, median_of(reps, "layer", ctas, gbps))
+        write_csv("overlap.csv", header, rows, comments)
+    for name in ("gemm8192", "experts", "attention"):
+        for ctas in (16, 24):
+            if b.over(2.0):
+                break
+            issue = 0.25 * alone[name]
+            add("issued_during", name, ctas, 200.0, issue, median_of(reps, name, ctas, 200.0, issue))
+        write_csv("overlap.csv", header, rows, comments)
+    del pc, x8, w8, xe, we, qa
+    return rows
+
+
 def main():
     global CYCLES_PER_MS
     os.makedirs(OUT, exist_ok=True)
@@ -873,7 +1117,8 @@ def main():
         f.write("software and device (modern_probe.py):\n" + "\n".join(info) + "\n" + warm + "\n")
 
     sections = [("1", "concurrent", section_concurrent), ("2", "overhead", section_overhead),
-                ("3", "fp8", section_fp8), ("4", "grouped", section_grouped), ("5", "attention", section_attention)]
+                ("3", "fp8", section_fp8), ("4", "grouped", section_grouped), ("5", "attention", section_attention),
+                ("6", "overlap", section_overlap)]
     status = []
     for key, name, fn in sections:
         if key not in SECTIONS:
