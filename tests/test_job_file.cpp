@@ -633,6 +633,7 @@ TEST(JobFileMegatron, DeepSeekV3FsdpReadsEitherFlexBackend) {
                                   {"moe_dispatcher", "deepep"},
                                   {"moe_shared_expert_overlap", "false"},
                                   {"a2a_overlap", "false"},
+                                  {"fused_multihot", "true"},
                                   {"fsdp", "true"},
                                   {"fsdp_impl", "megatron"},
                                   {"distributed_optimizer", "true"},
@@ -651,6 +652,18 @@ TEST(JobFileMegatron, DeepSeekV3FsdpReadsEitherFlexBackend) {
   EXPECT_TRUE(has_entry(f.notes, "--use-distributed-optimizer is given twice")) << all(f.notes);
   EXPECT_TRUE(has_entry(f.ignored, "--moe-router-topk: the model comes from --model"))
       << all(f.ignored);
+  // --enable-experimental fuses DeepEP's multi-hot conversion only beside the fused permutation
+  // (Megatron-Core's is_experimental_enabled() and moe_permute_fusion).
+  EXPECT_EQ(origin_of(f, "fused_multihot"),
+            fmt::format("{}:{}: --enable-experimental with --moe-permute-fusion", path,
+                        line_of(text, "--enable-experimental")));
+  auto unfused = text;
+  unfused.replace(unfused.find("--moe-permute-fusion\n"), 21, "\n");
+  const auto g = io::parse_megatron_args(unfused, path, 256);
+  EXPECT_EQ(values_of(g).at("fused_multihot"), "false");
+  EXPECT_EQ(origin_of(g, "fused_multihot"),
+            fmt::format("{}:{}: --enable-experimental without --moe-permute-fusion", path,
+                        line_of(unfused, "--enable-experimental")));
 }
 
 // --- Megatron-LM: syntax and rules ---------------------------------------------------------------
@@ -1044,6 +1057,9 @@ Values megatron_values(const Case& c) {
   if (j.moe.recompute_norm) v["moe_recompute_norm"] = "true";
   if (j.mla_recompute_up_proj) v["mla_recompute_up_proj"] = "true";
   if (j.dense_mlp_recompute) v["dense_mlp_recompute"] = "true";
+  // Written as --moe-permute-fusion --enable-experimental, read back.
+  if (j.moe.dispatcher == MoeDispatcher::DeepEp && j.stack.fused_multihot)
+    v["fused_multihot"] = "true";
   if (j.dp_overlap) v["dp_bucket_bytes"] = text(j.dp_bucket_bytes);
   if (l.fsdp.enabled) {
     v["fsdp_impl"] = to_string(l.fsdp.impl);

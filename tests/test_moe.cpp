@@ -233,6 +233,69 @@ TEST(Moe, TheDispatchSynchronisesTheHostOncePerForward) {
             graphs.forward.seconds);
 }
 
+// Megatron-Core makes DeepEP's received indices a multi-hot map with PyTorch's boolean indexing
+// (Stack::fused_multihot false, its stack's default): after the dispatch, three more waits and
+// the conversion's fourteen kernels, in the order the code issues them; one fused kernel
+// (AutoModel's experts, --enable-experimental) waits for nothing, and the other dispatchers have
+// no indices to convert.
+TEST(Moe, MegatronCoreWaitsThreeTimesToMakeDeepEpsIndicesMultiHot) {
+  const auto forward = [](MoeDispatcher dispatcher, bool fused) {
+    auto m = moe_model(16, 4, 128, 4);
+    m.job.moe.dispatcher = dispatcher;
+    m.job.stack.fused_multihot = fused;
+    return model_operators(workload(m)).moe_layer;
+  };
+  const auto megatron = forward(MoeDispatcher::DeepEp, false);
+  const auto& f = megatron.forward;
+  const auto dispatch = std::find_if(f.begin(), f.end(),
+                                     [](const Operator& op) { return op.name == "moe.dispatch"; });
+  ASSERT_NE(dispatch, f.end());
+  EXPECT_EQ(dispatch->kernels, 4);  // DeepEP's layout, count exchange, dispatch; the cast
+  const std::string_view names[] = {"moe.multihot.maps", "moe.multihot.indices",
+                                    "moe.multihot.rows", "moe.multihot.probs"};
+  const std::int32_t kernels[] = {4, 4, 3, 3};
+  ASSERT_GE(f.end() - dispatch, 5);
+  for (std::size_t k = 0; k < 4; ++k) {
+    const Operator& op = *(dispatch + 1 + static_cast<std::ptrdiff_t>(k));
+    EXPECT_EQ(op.name, names[k]);
+    EXPECT_EQ(op.kernels, kernels[k]) << op.name;
+    EXPECT_EQ(op.host_sync, k > 0) << op.name;  // nonzero, repeat_interleave, nonzero
+    EXPECT_EQ(op.kind, OperatorKind::Memory) << op.name;
+  }
+  EXPECT_EQ(waits(f), 4);
+  EXPECT_EQ(waits(megatron.input_grad), 0);  // the backward reuses the forward's maps
+  const auto fused = forward(MoeDispatcher::DeepEp, true);
+  EXPECT_EQ(waits(fused.forward), 1);
+  EXPECT_EQ(f.size(), fused.forward.size() + 4);
+  EXPECT_EQ(find_op(fused.forward, "moe.multihot.maps"), nullptr);
+  for (const auto other : {MoeDispatcher::AllToAll, MoeDispatcher::HybridEp}) {
+    const auto o = forward(other, false);
+    EXPECT_EQ(waits(o.forward), 1);
+    EXPECT_EQ(find_op(o.forward, "moe.multihot.maps"), nullptr);
+  }
+  // Each wait ends the host's lead: the device idles at least one issue per wait. EP 1 has no
+  // dispatch and so no indices.
+  auto s = moe_setup(Layout{});
+  s.layout.ep = 4;
+  s.layout.dp = 4;
+  s.job.moe.dispatcher = MoeDispatcher::DeepEp;
+  const auto sync_s = [&](bool one_kernel) {
+    test::ModelRun run{s.model, s.job, s.layout};
+    run.job.stack.fused_multihot = one_kernel;
+    const std::vector<std::int32_t> units{static_cast<std::int32_t>(run.transformer().layers)};
+    return cost::stage_costs(run.model, run.job, run.layout, test::stage_work(run, units, 1),
+                             s.system)[0]
+        .forward.sync_s;
+  };
+  const double layers = static_cast<double>(s.model.transformer()->layers);
+  EXPECT_GE(sync_s(false) - sync_s(true), 3 * layers * s.system.device.host_launch_s * (1 - 1e-12));
+  auto one_rank = moe_model(16, 4, 128, 1);
+  one_rank.job.moe.dispatcher = MoeDispatcher::DeepEp;
+  one_rank.job.stack.fused_multihot = false;
+  EXPECT_EQ(find_op(model_operators(workload(one_rank)).moe_layer.forward, "moe.multihot.maps"),
+            nullptr);
+}
+
 // The pass's op by hand: the synchronising layers' stretches, then the rest of the pass as long
 // as its kernels or its host, whichever is longer; neither hides under the layers' stretches.
 TEST(Moe, TheRestOfAPassDoesNotHideUnderItsSynchronisingLayers) {

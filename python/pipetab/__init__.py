@@ -270,6 +270,7 @@ class PlanOptions(TypedDict, total=False):
     fused_elementwise: bool
     fused_loss: bool
     fp8_saved_inputs: bool
+    fused_multihot: bool
     grad_accumulation_fusion: bool
     attention_kernel: Literal["auto", "flash2", "flash3", "cudnn", "triton"]
     autocast: bool

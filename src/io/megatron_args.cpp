@@ -221,6 +221,8 @@ constexpr FlagSpec kFlags[] = {
     {"--moe-pad-expert-input-to-capacity", Kind::Switch},
     {"--moe-shared-expert-overlap", Kind::Switch},
     {"--overlap-moe-expert-parallel-comm", Kind::Switch},
+    {"--enable-experimental", Kind::Switch},
+    {"--moe-permute-fusion", Kind::Switch},
     {"--use-distributed-optimizer", Kind::Switch},
     {"--overlap-grad-reduce", Kind::Switch},
     {"--ddp-bucket-size", Kind::Int},
@@ -917,6 +919,16 @@ JobFile parse_megatron_args(std::string_view text, const std::string& file,
     const auto* a2a = a.use("--overlap-moe-expert-parallel-comm");
     out.set("a2a_overlap", a2a != nullptr, line_of(a2a),
             origin(a2a, "--overlap-moe-expert-parallel-comm", "not given"));
+    // Experimental code paths, of which pipetab models one: DeepEP's received indices made
+    // multi-hot in a fused kernel (token_dispatcher.py, get_permuted_hidden_states_by_experts:
+    // is_experimental_enabled() and moe_permute_fusion). Without both, the megatron-core stack's
+    // PyTorch indexing. pipetab prices the permutation as TE's fused one either way.
+    const auto* permute = a.use("--moe-permute-fusion");
+    if (const auto* o = a.use("--enable-experimental")) {
+      out.set("fused_multihot", permute != nullptr, o->line,
+              permute != nullptr ? "--enable-experimental with --moe-permute-fusion"
+                                 : "--enable-experimental without --moe-permute-fusion");
+    }
   }
 
   // Data parallelism: FSDP (PyTorch's FSDP2, or Megatron-FSDP sharding all of optimizer state,
@@ -1328,6 +1340,11 @@ std::string megatron_arguments(const Job& job, const Layout& layout, std::int64_
   if (is_flex(job.moe.dispatcher)) {
     add("--moe-token-dispatcher-type flex");
     add(fmt::format("--moe-flex-dispatcher-backend {}", to_string(job.moe.dispatcher)));
+    // The fused multi-hot conversion runs under both (Stack::fused_multihot).
+    if (job.moe.dispatcher == MoeDispatcher::DeepEp && job.stack.fused_multihot) {
+      add("--moe-permute-fusion");
+      add("--enable-experimental");
+    }
   } else {
     add("--moe-token-dispatcher-type alltoall");
   }

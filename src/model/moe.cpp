@@ -13,6 +13,8 @@
 // each runs every row through its 1/etp of each local expert's width.
 #include "builder.hpp"
 #include <fmt/format.h>
+#include <string_view>
+#include <utility>
 
 namespace pipetab::detail {
 namespace {
@@ -91,23 +93,47 @@ std::int32_t permute_kernels(const Workload& run) {
 
 // What the host issues for a dispatch, as framework calls: NCCL's all-to-all of the tokens and of
 // their probabilities (Megatron-Core token_dispatcher.py, MoEAlltoAllTokenDispatcher); DeepEP's
-// layout, count exchange and dispatch kernels and the probabilities' cast, then Megatron-Core's
-// conversion of the received indices to a multi-hot map (_indices_to_multihot without
-// ENABLE_EXPERIMENTAL: twelve element-wise kernels; its three implicit synchronisations, right
-// after the dispatch, are not priced); HybridEP's metadata preprocessing, dispatch and the
-// probabilities' cast, its routing map already multi-hot (Megatron-Core fused_a2a.py
-// HybridEPDispatch @6cd6ea5). HybridEP's staging copy out of its registered buffer (about 13 µs
-// a dispatch in Megatron-Bridge 7ded17dae's profile) is not priced.
+// layout, count exchange and dispatch kernels and the probabilities' cast (its received indices
+// made multi-hot after it: indices_to_multihot below); HybridEP's metadata preprocessing,
+// dispatch and the probabilities' cast, its routing map already multi-hot (Megatron-Core
+// fused_a2a.py HybridEPDispatch @6cd6ea5). HybridEP's staging copy out of its registered buffer
+// (about 13 µs a dispatch in Megatron-Bridge 7ded17dae's profile) is not priced.
 std::int32_t dispatch_kernels(const Workload& run) {
   switch (run.job.moe.dispatcher) {
     case MoeDispatcher::DeepEp:
-      return 4 + 12;
+      return 4;
     case MoeDispatcher::HybridEp:
       return 4;
     case MoeDispatcher::AllToAll:
       break;
   }
   return 2;
+}
+
+// DeepEP returns each received token's expert indices and probabilities ([tokens, top-k], -1
+// where the expert is another rank's). Megatron-Core makes them a multi-hot map before the
+// permutation (_DeepepManager._indices_to_multihot, from dispatch_postprocess in
+// routed_experts_compute; token_dispatcher.py @1e05700, M7's revision, and @d728871) unless the
+// stack fuses it (Stack::fused_multihot). PyTorch sizes three of its outputs on the host, each
+// after a copy the host waits for: the indices under the mask (nonzero), repeat_interleave by a
+// tensor of counts, the probabilities under the mask. The first wait is also for the dispatch,
+// whose output the indices are. Fourteen kernels, by stretch between the waits: the two
+// zero-filled maps, the mask and nonzero's count; the gather, arange, the counts' sum and
+// repeat_interleave's cumulative sum; its fill, the map's index_put and the second count; the
+// gather, the probabilities' index_put and the cast to bool. Bytes: the maps (int64 and fp32,
+// [rows × local]) and about five passes over the [rows × top-k] int64 indices, split evenly; the
+// received tokens counted as `rows`, their most.
+void indices_to_multihot(Builder& f, const Workload& run, const MoeSizes& s) {
+  const double k = static_cast<double>(run.model.moe->top_k);
+  const double bytes = s.rows * (12.0 * s.local + 5.0 * 8.0 * k) / 4.0;
+  const std::pair<std::string_view, std::int32_t> stretches[] = {{"moe.multihot.maps", 4},
+                                                                 {"moe.multihot.indices", 4},
+                                                                 {"moe.multihot.rows", 3},
+                                                                 {"moe.multihot.probs", 3}};
+  for (const auto& [name, kernels] : stretches) {
+    f.memory(name, bytes, kernels);
+    f.ops().back().host_sync = name != stretches[0].first;
+  }
 }
 
 // gpt-oss's experts as Megatron-Core runs them @b0cc270 and @d728871 (the pins of
@@ -249,6 +275,9 @@ void moe_forward(Builder& f, const Workload& run, const Dims& d, const LayerSize
   }
   f.expert_exchange("moe.etp_all_gather", CollectiveGroup::ExpertTensor, CollectiveKind::AllGather,
                     s.gathered * d.h * d.e, "");
+  if (dispatch != nullptr && run.job.moe.dispatcher == MoeDispatcher::DeepEp &&
+      !run.job.stack.fused_multihot)
+    indices_to_multihot(f, run, s);
   // The alltoall dispatcher's regrouping by local expert: TE's fused sort_chunks_by_index, its
   // map and its sort (two kernels); back, a copy of the transposed splits more (three).
   const bool fused = run.job.stack.fused_elementwise;

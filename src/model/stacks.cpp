@@ -28,13 +28,16 @@ Setting set(std::string_view key, std::string_view value) {
 // (docs/recipe-usage.md's env_vars, scripts/performance/utils/overrides.py @ its mirror's HEAD;
 // its performance guide: NVLS "when not used" raises memory), as Megatron-LM's MoE guide
 // (megatron/core/transformer/moe/README.md, "Disable NVLS to prevent memory overhead") and
-// functional tests do.
+// functional tests do. DeepEP's received indices become the multi-hot map through PyTorch's
+// boolean indexing: the fused converter is experimental (ENABLE_EXPERIMENTAL, a constant False in
+// megatron/core/config.py @1e05700, the --enable-experimental flag from 6782fe4), which no recipe
+// of the runs here turns on.
 std::vector<Setting> megatron_core() {
   return {set("flash_attention", "true"),   set("attention_kernel", "auto"),
           set("fused_elementwise", "true"), set("grad_accumulation_fusion", "true"),
           set("fused_loss", "true"),        set("autocast", "false"),
           set("cuda_graphs", "false"),      set("fp8_saved_inputs", "true"),
-          set("nccl_nvls", "false")};
+          set("nccl_nvls", "false"),        set("fused_multihot", "false")};
 }
 
 // Megatron-LM before Transformer Engine (2021-2022, the Selene runs of data/published-runs.toml):
@@ -75,13 +78,16 @@ std::vector<Setting> torchtitan_compile() {
 // NeMo AutoModel (NVIDIA-NeMo/Automodel): PyTorch FSDP2 around Transformer Engine layers (TE's
 // attention, norms and fused MLP kernels); gradients accumulate in the parameters' .grad across
 // microbatches (FSDP2 without gradient sync), a separate add each. TE's modules save their FP8
-// inputs, as under Megatron-Core.
+// inputs, as under Megatron-Core. Its DeepEP experts build their dispatcher with
+// moe_permute_fusion=True (components/moe/layers.py, GroupedExpertsDeepEP.init_token_dispatcher),
+// under which its copy of Megatron-Core's _DeepepManager converts the received indices in the
+// fused kernel, with no experimental gate (components/moe/megatron/token_dispatcher.py).
 std::vector<Setting> nemo_automodel() {
   return {set("flash_attention", "true"),   set("attention_kernel", "auto"),
           set("fused_elementwise", "true"), set("grad_accumulation_fusion", "false"),
           set("fused_loss", "true"),        set("autocast", "false"),
           set("cuda_graphs", "false"),      set("fsdp_impl", "fsdp2"),
-          set("fp8_saved_inputs", "true")};
+          set("fp8_saved_inputs", "true"),  set("fused_multihot", "true")};
 }
 
 // llm-foundry as its 2023 MPT throughput benchmark ran it (scripts/train/benchmarking/

@@ -69,6 +69,12 @@ struct Stack {
   /// LayerNormMLP and GroupedLinear save the quantised input, `saved_inputmat`); false: in 16
   /// bits, cast again in the backward (torchao's Float8Linear saves `input_hp`).
   bool fp8_saved_inputs = true;
+  /// DeepEP's received top-k expert indices made the multi-hot routing map in one fused kernel
+  /// (Megatron-Core's fused_indices_to_multihot, which needs --enable-experimental; NeMo
+  /// AutoModel's DeepEP experts); false: Megatron-Core's default, PyTorch's boolean indexing and
+  /// repeat_interleave, whose three outputs are sized on the host, each after a wait for the
+  /// device (model/moe.cpp, indices_to_multihot).
+  bool fused_multihot = true;
   /// The passes replayed as CUDA graphs: the host issues a graph, not each kernel, so it never
   /// holds the GPU back (Megatron-Core's --enable-cuda-graph, torch.compile's reduce-overhead).
   bool cuda_graphs = false;
