@@ -235,9 +235,9 @@ TEST(Moe, TheDispatchSynchronisesTheHostOncePerForward) {
 
 // Megatron-Core makes DeepEP's received indices a multi-hot map with PyTorch's boolean indexing
 // (Stack::fused_multihot false, its stack's default): after the dispatch, three more waits and
-// the conversion's fourteen kernels, in the order the code issues them; one fused kernel
-// (AutoModel's experts, --enable-experimental) waits for nothing, and the other dispatchers have
-// no indices to convert.
+// the conversion's fourteen kernels, in the order the code issues them; the fused kernel
+// (AutoModel's experts, --enable-experimental) is one and waits for nothing, and the other
+// dispatchers have no indices to convert.
 TEST(Moe, MegatronCoreWaitsThreeTimesToMakeDeepEpsIndicesMultiHot) {
   const auto forward = [](MoeDispatcher dispatcher, bool fused) {
     auto m = moe_model(16, 4, 128, 4);
@@ -266,12 +266,19 @@ TEST(Moe, MegatronCoreWaitsThreeTimesToMakeDeepEpsIndicesMultiHot) {
   EXPECT_EQ(waits(megatron.input_grad), 0);  // the backward reuses the forward's maps
   const auto fused = forward(MoeDispatcher::DeepEp, true);
   EXPECT_EQ(waits(fused.forward), 1);
-  EXPECT_EQ(f.size(), fused.forward.size() + 4);
+  EXPECT_EQ(f.size(), fused.forward.size() + 3);
   EXPECT_EQ(find_op(fused.forward, "moe.multihot.maps"), nullptr);
+  const Operator* one = find_op(fused.forward, "moe.multihot");
+  ASSERT_NE(one, nullptr);
+  EXPECT_EQ(one->kernels, 1);
+  EXPECT_FALSE(one->host_sync);
   for (const auto other : {MoeDispatcher::AllToAll, MoeDispatcher::HybridEp}) {
-    const auto o = forward(other, false);
-    EXPECT_EQ(waits(o.forward), 1);
-    EXPECT_EQ(find_op(o.forward, "moe.multihot.maps"), nullptr);
+    for (const bool fuse : {false, true}) {
+      const auto o = forward(other, fuse);
+      EXPECT_EQ(waits(o.forward), 1);
+      EXPECT_EQ(find_op(o.forward, "moe.multihot.maps"), nullptr);
+      EXPECT_EQ(find_op(o.forward, "moe.multihot"), nullptr);
+    }
   }
   // Each wait ends the host's lead: the device idles at least one issue per wait. EP 1 has no
   // dispatch and so no indices.

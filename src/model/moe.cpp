@@ -122,9 +122,14 @@ std::int32_t dispatch_kernels(const Workload& run) {
 // repeat_interleave's cumulative sum; its fill, the map's index_put and the second count; the
 // gather, the probabilities' index_put and the cast to bool. Bytes: the maps (int64 and fp32,
 // [rows × local]) and about five passes over the [rows × top-k] int64 indices, split evenly; the
-// received tokens counted as `rows`, their most.
+// received tokens counted as `rows`, their most. Fused (fused_indices_to_multihot, one Triton
+// kernel): the indices and probabilities read once, a bool and an fp32 map written.
 void indices_to_multihot(Builder& f, const Workload& run, const MoeSizes& s) {
   const double k = static_cast<double>(run.model.moe->top_k);
+  if (run.job.stack.fused_multihot) {
+    f.memory("moe.multihot", s.rows * (5.0 * s.local + 12.0 * k));
+    return;
+  }
   const double bytes = s.rows * (12.0 * s.local + 5.0 * 8.0 * k) / 4.0;
   const std::pair<std::string_view, std::int32_t> stretches[] = {{"moe.multihot.maps", 4},
                                                                  {"moe.multihot.indices", 4},
@@ -275,8 +280,7 @@ void moe_forward(Builder& f, const Workload& run, const Dims& d, const LayerSize
   }
   f.expert_exchange("moe.etp_all_gather", CollectiveGroup::ExpertTensor, CollectiveKind::AllGather,
                     s.gathered * d.h * d.e, "");
-  if (dispatch != nullptr && run.job.moe.dispatcher == MoeDispatcher::DeepEp &&
-      !run.job.stack.fused_multihot)
+  if (dispatch != nullptr && run.job.moe.dispatcher == MoeDispatcher::DeepEp)
     indices_to_multihot(f, run, s);
   // The alltoall dispatcher's regrouping by local expert: TE's fused sort_chunks_by_index, its
   // map and its sort (two kernels); back, a copy of the transposed splits more (three).
