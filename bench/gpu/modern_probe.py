@@ -969,7 +969,8 @@ def section_overlap(b):
         " backward at EP 16 and micro batch 1 (layer), or one kernel (gemm8192: torch.mm 8192^3 BF16; experts: torch.bmm"
         " of 8 experts x 4096 rows, 2048 -> 1536; attention: causal SDPA, 32 heads of 128, 4096 tokens)",
         "times from the GPU's global timer, medians over reps; both streams are filled behind a GPU sleep before either"
-        " starts. case beside: the comm issued as the compute starts; case issued_during: issued comm_issue_ms after it",
+        " starts. case beside: the comm issued as the compute starts; case issued_during: issued after a GPU sleep of"
+        " comm_issue_ms on its stream (cycles at the clock calibrated at the start: approximate under load)",
         "compute_slowdown_while_beside s: the compute runs 1 + s times longer while the comm runs (extra = s / (1 + s)"
         " x overlap_ms), as pipetab's comm_slowdown; comm_stretch: comm_ms_beside / comm_ms_alone, whose inverse"
         " overlapped_deepep_efficiency takes (less the network's part)"]
