@@ -25,7 +25,7 @@ namespace {
 Residual residual(std::string system, std::string regime, double log_ratio, bool fitted = false,
                   std::int64_t gpus = 8) {
   return {"r", std::move(system), std::move(regime), gpus, 10.0 * std::exp(log_ratio), 10.0, fitted,
-          ""};
+          "", false};
 }
 
 TEST(ErrorBar, StudentQuantilesAreTheTables) {
@@ -188,6 +188,63 @@ TEST(ErrorBar, TheReaderNamesTheLineAndTheColumn) {
   } catch (const ParseError& e) {
     EXPECT_EQ(std::string(e.what()), "r.csv:1:1: no column 'regime' in the header");
   }
+}
+
+// A run with the all-to-all overlap is told how the published runs with it were predicted: their
+// signed errors by hand, its own preset's where it has any, else every preset's; the runs a
+// constant was fitted on and those without the overlap left out.
+TEST(ErrorBar, AnOverlappedRunIsToldHowTheOverlappedRunsMissed) {
+  const auto overlapped = [](std::string system, double predicted, bool fitted = false) {
+    Residual r = residual(std::move(system), "moe", 0.0, fitted);  // measured 10 s
+    r.predicted_s = predicted;
+    r.a2a_overlap = true;
+    return r;
+  };
+  std::vector<Residual> rs{overlapped("dgx-h100", 8.0), overlapped("dgx-h100", 9.5),
+                           overlapped("dgx-h100", 10.5), overlapped("dgx-h100", 1.0, true),
+                           overlapped("gb200-nvl72", 12.0)};
+  Residual without = residual("dgx-h100", "moe", 0.0);
+  without.predicted_s = 1.0;
+  rs.push_back(without);
+  // dgx-h100's three: −20%, −5%, +5%, mean −6.67%.
+  EXPECT_EQ(a2a_overlap_note(rs, "dgx-h100"),
+            "the 3 published runs with the all-to-all overlap on dgx-h100 came out -6.7% on average, "
+            "-20.0% to +5.0% (docs/simulation.md, \"DeepEP beside compute\")");
+  EXPECT_EQ(a2a_overlap_note(rs, "gb200-nvl72"),
+            "the 1 published run with the all-to-all overlap on gb200-nvl72 came out +20.0% "
+            "(docs/simulation.md, \"DeepEP beside compute\")");
+  // A preset with none: every preset's four, −20, −5, +5, +20: mean 0.
+  EXPECT_EQ(a2a_overlap_note(rs, "dgx-b200"),
+            "the 4 published runs with the all-to-all overlap on 2 other presets came out +0.0% on "
+            "average, -20.0% to +20.0% (docs/simulation.md, \"DeepEP beside compute\")");
+  for (auto& r : rs)
+    r.a2a_overlap = false;
+  EXPECT_EQ(a2a_overlap_note(rs, "dgx-h100"),
+            "no published run with the all-to-all overlap checks it");
+
+  // The reader takes the column where a file has it, and names a bad value.
+  const std::string header =
+      "id,source,system,regime,gpus,measured_s,predicted_s,fitted_on,a2a_overlap\n";
+  const auto read = parse_residuals(header + "a,x,dgx-h100,moe,8,1.5,1.4,false,true\n", "r.csv");
+  ASSERT_EQ(read.size(), 1U);
+  EXPECT_TRUE(read[0].a2a_overlap);
+  try {
+    (void)parse_residuals(header + "a,x,dgx-h100,moe,8,1.5,1.4,false,1\n", "r.csv");
+    ADD_FAILURE();
+  } catch (const ParseError& e) {
+    EXPECT_EQ(std::string(e.what()), "r.csv:2:1: column 'a2a_overlap': '1': expected true or false");
+  }
+
+  // A simulation with the overlap carries the note from the built-in residuals; one without none.
+  auto s = test::preset_setup("qwen3-30b-a3b", "dgx-h100");
+  s.layout.ep = 8;
+  s.layout.dp = 8;
+  s.job.a2a_overlap = true;
+  const std::string note = a2a_overlap_note(builtin_residuals(), "dgx-h100");
+  EXPECT_NE(runtime_interval(s, 20.0, 8).note.find(note), std::string::npos);
+  EXPECT_NE(note.find("on dgx-h100"), std::string::npos) << note;
+  s.job.a2a_overlap = false;
+  EXPECT_EQ(runtime_interval(s, 20.0, 8).note.find("all-to-all overlap"), std::string::npos);
 }
 
 TEST(ErrorBar, TheBuiltInResidualsAreThePublishedRunsOnPresets) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -226,6 +227,7 @@ std::vector<Residual> parse_residuals(std::string_view text, const std::string& 
              gpus = column("gpus"), measured = column("measured_s"),
              predicted = column("predicted_s"), fitted = column("fitted_on");
   const int stack = t.column("stack");  // optional: files before stacks were named have none
+  const int a2a = t.column("a2a_overlap");  // optional, as the stack
   std::vector<Residual> out;
   out.reserve(t.rows.size());
   for (std::size_t i = 0; i < t.rows.size(); ++i) {
@@ -259,6 +261,11 @@ std::vector<Residual> parse_residuals(std::string_view text, const std::string& 
     r.predicted_s = positive(predicted);
     if (row[fitted] != "true" && row[fitted] != "false") fail(fitted, "true or false");
     r.fitted_on = row[fitted] == "true";
+    if (a2a >= 0) {
+      const auto c = static_cast<std::size_t>(a2a);
+      if (row[c] != "true" && row[c] != "false") fail(c, "true or false");
+      r.a2a_overlap = row[c] == "true";
+    }
     out.push_back(std::move(r));
   }
   return out;
@@ -268,6 +275,36 @@ std::span<const Residual> builtin_residuals() {
   static const std::vector<Residual> residuals =
       parse_residuals(io::preset_text("data", "residuals"), "data/residuals.csv");
   return residuals;
+}
+
+std::string a2a_overlap_note(std::span<const Residual> residuals, std::string_view system) {
+  const auto overlapped = [](const Residual& r) { return r.a2a_overlap && !r.fitted_on; };
+  const bool own = std::any_of(residuals.begin(), residuals.end(), [&](const Residual& r) {
+    return overlapped(r) && r.system == system;
+  });
+  std::int32_t n = 0;
+  double sum = 0.0, low = 0.0, high = 0.0;
+  std::set<std::string_view> presets;
+  for (const auto& r : residuals) {
+    if (!overlapped(r) || (own && r.system != system)) continue;
+    const double e = r.predicted_s / r.measured_s - 1.0;
+    low = n == 0 ? e : std::min(low, e);
+    high = n == 0 ? e : std::max(high, e);
+    sum += e;
+    ++n;
+    presets.insert(r.system);
+  }
+  if (n == 0) return "no published run with the all-to-all overlap checks it";
+  const std::string where = own ? fmt::format("on {}", system)
+                                : fmt::format("on {} other preset{}", presets.size(),
+                                              presets.size() == 1 ? "" : "s");
+  const std::string range =
+      n == 1 ? std::string()
+             : fmt::format(", {:+.1f}% to {:+.1f}%", 100.0 * low, 100.0 * high);
+  return fmt::format(
+      "the {} published run{} with the all-to-all overlap {} came out {:+.1f}%{}{} "
+      "(docs/simulation.md, \"DeepEP beside compute\")",
+      n, n == 1 ? "" : "s", where, 100.0 * sum / n, n == 1 ? "" : " on average", range);
 }
 
 IntervalAnswer runtime_interval(const SimulationSetup& setup, double predicted_s,
@@ -284,6 +321,10 @@ IntervalAnswer runtime_interval(const SimulationSetup& setup, double predicted_s
     answer.note += fmt::format("{}no published {} run it comes from ran the stack '{}'",
                                answer.note.empty() ? "" : "; ", regime_words(regime), stack);
   }
+  // The interval is all the regime's runs'; the overlap's runs miss in a direction of their own.
+  if (setup.job.a2a_overlap)
+    answer.note +=
+        (answer.note.empty() ? "" : "; ") + a2a_overlap_note(residuals, setup.system.name);
   return answer;
 }
 

@@ -313,7 +313,8 @@ std::string accuracy_csv(const AccuracyReport& r) {
   std::string out =
       "id,source,kind,system,measured_s,predicted_s,error,measured_forward_s,predicted_forward_s,"
       "forward_error,measured_backward_s,predicted_backward_s,backward_error,mfu,regime,gpus,"
-      "stack,measured_memory_gib,predicted_memory_gib,memory_error,over_capacity,failure,parts\n";
+      "stack,a2a_overlap,measured_memory_gib,predicted_memory_gib,memory_error,over_capacity,failure,"
+      "parts\n";
   const auto cell = [](const std::string& text) {
     std::string quoted = "\"";
     for (const char c : text)
@@ -353,6 +354,7 @@ std::string accuracy_csv(const AccuracyReport& r) {
         ok && iteration ? p.regime : "",
         ok && iteration ? std::to_string(p.gpus) : "",
         cell(run.job.stack.name),
+        run.job.a2a_overlap ? "true" : "false",
         number(run.measured_memory_bytes.value_or(0.0) / kGiB,
                run.measured_memory_bytes.has_value()),
         number(p.predicted_memory_bytes / kGiB, ok && iteration),

@@ -27,6 +27,9 @@ struct Residual {
   /// runs the preset has not seen, and is left out of every interval.
   bool fitted_on = false;
   std::string stack;  ///< the named stack it ran (model/stack.hpp; "" none named)
+  /// It ran Megatron-Core's combined 1F1B (Job::a2a_overlap): a run with the overlap gets a note
+  /// of how these runs' predictions missed (runtime_interval).
+  bool a2a_overlap = false;
 };
 
 /// The regime of a run, as intervals group them: "moe" (a mixture of experts), "cp" (context
@@ -73,6 +76,12 @@ inline constexpr std::int64_t kMinTransferPresets = 3;
 IntervalAnswer runtime_interval(double predicted_s, std::string_view regime,
                                 std::string_view system, std::span<const Residual> residuals,
                                 std::int64_t gpus = 0);
+
+/// How the published runs with Megatron-Core's combined 1F1B (Residual::a2a_overlap, not fitted
+/// on) were predicted: those on `system` where it has any, else every preset's; their count and
+/// signed errors (predicted / measured − 1), mean and range, in words. A note on any run with the
+/// overlap, whose interval comes from all the regime's runs.
+std::string a2a_overlap_note(std::span<const Residual> residuals, std::string_view system);
 
 /// How the intervals of one regime fare on the published runs they come from, each run
 /// predicted without itself: on its own preset (the interval from the preset's other runs of the
