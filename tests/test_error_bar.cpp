@@ -24,8 +24,15 @@ namespace {
 
 Residual residual(std::string system, std::string regime, double log_ratio, bool fitted = false,
                   std::int64_t gpus = 8) {
-  return {"r", std::move(system), std::move(regime), gpus, 10.0 * std::exp(log_ratio), 10.0, fitted,
-          "", false};
+  return {"r",
+          std::move(system),
+          std::move(regime),
+          gpus,
+          10.0 * std::exp(log_ratio),
+          10.0,
+          fitted,
+          "",
+          false};
 }
 
 TEST(ErrorBar, StudentQuantilesAreTheTables) {
@@ -207,9 +214,10 @@ TEST(ErrorBar, AnOverlappedRunIsToldHowTheOverlappedRunsMissed) {
   without.predicted_s = 1.0;
   rs.push_back(without);
   // dgx-h100's three: −20%, −5%, +5%, mean −6.67%.
-  EXPECT_EQ(a2a_overlap_note(rs, "dgx-h100"),
-            "the 3 published runs with the all-to-all overlap on dgx-h100 came out -6.7% on average, "
-            "-20.0% to +5.0% (docs/simulation.md, \"DeepEP beside compute\")");
+  EXPECT_EQ(
+      a2a_overlap_note(rs, "dgx-h100"),
+      "the 3 published runs with the all-to-all overlap on dgx-h100 came out -6.7% on average, "
+      "-20.0% to +5.0% (docs/simulation.md, \"DeepEP beside compute\")");
   EXPECT_EQ(a2a_overlap_note(rs, "gb200-nvl72"),
             "the 1 published run with the all-to-all overlap on gb200-nvl72 came out +20.0% "
             "(docs/simulation.md, \"DeepEP beside compute\")");
@@ -232,7 +240,8 @@ TEST(ErrorBar, AnOverlappedRunIsToldHowTheOverlappedRunsMissed) {
     (void)parse_residuals(header + "a,x,dgx-h100,moe,8,1.5,1.4,false,1\n", "r.csv");
     ADD_FAILURE();
   } catch (const ParseError& e) {
-    EXPECT_EQ(std::string(e.what()), "r.csv:2:1: column 'a2a_overlap': '1': expected true or false");
+    EXPECT_EQ(std::string(e.what()),
+              "r.csv:2:1: column 'a2a_overlap': '1': expected true or false");
   }
 
   // A simulation with the overlap carries the note from the built-in residuals; one without none.

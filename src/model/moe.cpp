@@ -11,10 +11,11 @@
 // when dropless, the capacity factor's padded rows when tokens are dropped), and its time bounds
 // the layer's. With expert tensor parallelism the ETP ranks all-gather their received rows, and
 // each runs every row through its 1/etp of each local expert's width.
-#include "builder.hpp"
-#include <fmt/format.h>
 #include <string_view>
 #include <utility>
+
+#include "builder.hpp"
+#include <fmt/format.h>
 
 namespace pipetab::detail {
 namespace {
@@ -135,9 +136,9 @@ void indices_to_multihot(Builder& f, const Workload& run, const MoeSizes& s) {
                                                                  {"moe.multihot.indices", 4},
                                                                  {"moe.multihot.rows", 3},
                                                                  {"moe.multihot.probs", 3}};
-  for (const auto& [name, kernels] : stretches) {
-    f.memory(name, bytes, kernels);
-    f.ops().back().host_sync = name != stretches[0].first;
+  for (std::size_t i = 0; i < std::size(stretches); ++i) {
+    f.memory(stretches[i].first, bytes, stretches[i].second);
+    f.ops().back().host_sync = i > 0;  // each stretch but the first after a wait
   }
 }
 

@@ -226,7 +226,7 @@ std::vector<Residual> parse_residuals(std::string_view text, const std::string& 
   const auto id = column("id"), system = column("system"), regime = column("regime"),
              gpus = column("gpus"), measured = column("measured_s"),
              predicted = column("predicted_s"), fitted = column("fitted_on");
-  const int stack = t.column("stack");  // optional: files before stacks were named have none
+  const int stack = t.column("stack");      // optional: files before stacks were named have none
   const int a2a = t.column("a2a_overlap");  // optional, as the stack
   std::vector<Residual> out;
   out.reserve(t.rows.size());
@@ -259,13 +259,12 @@ std::vector<Residual> parse_residuals(std::string_view text, const std::string& 
     r.gpus = static_cast<std::int64_t>(g);
     r.measured_s = positive(measured);
     r.predicted_s = positive(predicted);
-    if (row[fitted] != "true" && row[fitted] != "false") fail(fitted, "true or false");
-    r.fitted_on = row[fitted] == "true";
-    if (a2a >= 0) {
-      const auto c = static_cast<std::size_t>(a2a);
+    const auto boolean = [&](std::size_t c) {
       if (row[c] != "true" && row[c] != "false") fail(c, "true or false");
-      r.a2a_overlap = row[c] == "true";
-    }
+      return row[c] == "true";
+    };
+    r.fitted_on = boolean(fitted);
+    if (a2a >= 0) r.a2a_overlap = boolean(static_cast<std::size_t>(a2a));
     out.push_back(std::move(r));
   }
   return out;
@@ -295,12 +294,11 @@ std::string a2a_overlap_note(std::span<const Residual> residuals, std::string_vi
     presets.insert(r.system);
   }
   if (n == 0) return "no published run with the all-to-all overlap checks it";
-  const std::string where = own ? fmt::format("on {}", system)
-                                : fmt::format("on {} other preset{}", presets.size(),
-                                              presets.size() == 1 ? "" : "s");
+  const std::string where =
+      own ? fmt::format("on {}", system)
+          : fmt::format("on {} other preset{}", presets.size(), presets.size() == 1 ? "" : "s");
   const std::string range =
-      n == 1 ? std::string()
-             : fmt::format(", {:+.1f}% to {:+.1f}%", 100.0 * low, 100.0 * high);
+      n == 1 ? std::string() : fmt::format(", {:+.1f}% to {:+.1f}%", 100.0 * low, 100.0 * high);
   return fmt::format(
       "the {} published run{} with the all-to-all overlap {} came out {:+.1f}%{}{} "
       "(docs/simulation.md, \"DeepEP beside compute\")",

@@ -313,8 +313,8 @@ std::string accuracy_csv(const AccuracyReport& r) {
   std::string out =
       "id,source,kind,system,measured_s,predicted_s,error,measured_forward_s,predicted_forward_s,"
       "forward_error,measured_backward_s,predicted_backward_s,backward_error,mfu,regime,gpus,"
-      "stack,a2a_overlap,measured_memory_gib,predicted_memory_gib,memory_error,over_capacity,failure,"
-      "parts\n";
+      "stack,a2a_overlap,measured_memory_gib,predicted_memory_gib,memory_error,over_capacity,"
+      "failure,parts\n";
   const auto cell = [](const std::string& text) {
     std::string quoted = "\"";
     for (const char c : text)
