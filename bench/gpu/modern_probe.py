@@ -15,12 +15,16 @@ BF16 GEMMs of device_probe.cu:
   6 overlap      a communication-like kernel of k CTAs, paced to a link's rate, beside one MoE
                  layer's forward + backward (and beside one GEMM, batched expert GEMM or attention
                  kernel already running): the compute's slowdown, the kernel's stretch and its
-                 start delay (needs CuPy: the kernels read the GPU's global timer).
+                 start delay (needs CuPy: the kernels read the GPU's global timer);
+  7 combined     Megatron-Core's combined 1F1B step on one GPU: Qwen3-30B-A3B layer pairs, a forward
+                 layer beside another microbatch's backward one, that copy kernel standing in for
+                 each all-to-all, against the same nodes on one stream and the step with nothing
+                 shared (bench/gpu/combined_1f1b.py): how much of the exchanges the GPU hides.
 
 Usage:  python3 bench/gpu/modern_probe.py OUT_DIR     (or bench/gpu/run-modern-probe OUT_DIR)
 Each section writes OUT_DIR/<topic>.csv as soon as it ends, has its own wall-clock budget and
 stops early when over it; one failing section does not stop the others.
-Environment: PROBE_SECTIONS (default "1,2,3,4,5,6"), PROBE_TOTAL_S (default 510: no section
+Environment: PROBE_SECTIONS (default "1,2,3,4,5,6,7"), PROBE_TOTAL_S (default 510: no section
 starts and no measurement is begun after this many seconds), PROBE_BUDGET_SCALE (default 1).
 
 Timing: CUDA events; one warm-up call, then one timed call to size a loop of `inner` calls lasting
@@ -47,8 +51,8 @@ OUT = sys.argv[1] if len(sys.argv) > 1 else "."
 T0 = time.perf_counter()
 TOTAL_S = float(os.environ.get("PROBE_TOTAL_S", "510"))
 SCALE = float(os.environ.get("PROBE_BUDGET_SCALE", "1"))
-SECTIONS = [s.strip() for s in os.environ.get("PROBE_SECTIONS", "1,2,3,4,5,6").split(",") if s.strip()]
-BUDGET_S = {"1": 60, "2": 60, "3": 90, "4": 90, "5": 130, "6": 60}
+SECTIONS = [s.strip() for s in os.environ.get("PROBE_SECTIONS", "1,2,3,4,5,6,7").split(",") if s.strip()]
+BUDGET_S = {"1": 60, "2": 60, "3": 90, "4": 90, "5": 130, "6": 60, "7": 40}
 DEV = "cuda"
 BF16 = torch.bfloat16
 FP8 = getattr(torch, "float8_e4m3fn", None)
@@ -879,7 +883,7 @@ class Paced:
     """The paced copy over two buffers of `nbytes`, launched through CuPy on a torch stream, and a
     one-thread kernel that writes the GPU's global timer (ns) into a slot of `marks`."""
 
-    def __init__(self, nbytes, max_ctas=64):
+    def __init__(self, nbytes, max_ctas=64, slots=16):
         import cupy as cp
         import numpy as np
         self.np = np
@@ -890,7 +894,7 @@ class Paced:
         self.nbytes = nbytes
         self.max_ctas = max_ctas
         self.clock = torch.zeros(1 + 2 * max_ctas, device=DEV, dtype=torch.int64)
-        self.marks = torch.zeros(16, device=DEV, dtype=torch.int64)
+        self.marks = torch.zeros(slots, device=DEV, dtype=torch.int64)
         self.cp = cp
         self.c_src, self.c_dst = cp.asarray(self.src), cp.asarray(self.dst)
         self.c_clock, self.c_marks = cp.asarray(self.clock), cp.asarray(self.marks)
@@ -1061,6 +1065,220 @@ def section_overlap(b):
     return rows
 
 
+# --------------------------------------------------------------------------------------------
+# 7. Megatron-Core's combined 1F1B step on one GPU
+#
+# The step the combined 1F1B model stands on (docs/simulation.md, "The combined 1F1B";
+# bench/gpu/combined_1f1b.py) run on one GPU: Qwen3-30B-A3B layer pairs at EP 16 and micro batch 1,
+# one microbatch's forward layer beside another's backward layer, their pieces on a compute
+# stream and the paced copy kernel standing in for each all-to-all on a communication stream, in
+# Megatron-Core's order and with its one event per microbatch. The copy takes the exchange's SMs
+# and moves 128 MiB (134.2 MB, the preset's dispatch of one such layer) at 200 GB/s, about the
+# 0.67 ms the dgx-h100 preset gives it; no network, no peers. The same nodes on one stream
+# (serial) and without the exchanges (compute_only) time the pieces alone; combined_1f1b.span of
+# those times is the step with nothing shared, what the simulation assumes before its slowdowns.
+# Q1's Nsight profiles hide 36.6% of the communication where the model hides 93.3%
+# (results/accuracy-moe.md): this tells how much of that the GPU's own sharing explains.
+
+# Qwen3-30B-A3B at EP 16 and micro batch 1: hidden, query and key-value heads, head size, local
+# experts, expert width, tokens (and rows per local expert under balanced routing: 4,096 x top-8 x
+# 16 ranks / 128 experts), experts, top-k.
+COMBINED_SHAPE = dict(h=2048, heads=32, kvh=4, hd=128, local=8, ffn=768, t=4096, experts=128, topk=8)
+
+
+def moe_layer_pieces():
+    """The pieces of one COMBINED_SHAPE layer as Megatron-Core's schedule plan splits it, each a
+    node with its input detached (ScheduleNode): attention (norm, QKV, causal attention,
+    projection, residual) and the router's GEMM, softmax and top-k; then the local experts' SwiGLU
+    over `t` rows each in batched GEMMs, the rows copied in (the permutation) and summed back.
+    Returns (f_attn, f_mlp, tokens, hidden)."""
+    c = COMBINED_SHAPE
+    h, heads, kvh, hd, local, ffn, t, experts, topk = (c[k] for k in (
+        "h", "heads", "kvh", "hd", "local", "ffn", "t", "experts", "topk"))
+
+    def param(*shape):
+        return (randn(*shape) * 0.02).requires_grad_()
+
+    wqkv, wo, wr = param((heads + 2 * kvh) * hd, h), param(h, heads * hd), param(experts, h)
+    w1, w2 = param(local, h, 2 * ffn), param(local, ffn, h)
+
+    def norm(x):
+        if hasattr(F, "rms_norm"):
+            return F.rms_norm(x, (h,))
+        return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(x.dtype)
+
+    def f_attn(x):
+        x = x.detach().requires_grad_()
+        q, k, v = (norm(x) @ wqkv.t()).split([heads * hd, kvh * hd, kvh * hd], dim=-1)
+        q = q.view(t, heads, hd).transpose(0, 1).unsqueeze(0)
+        k = k.view(t, kvh, hd).transpose(0, 1).repeat_interleave(heads // kvh, 0).unsqueeze(0)
+        v = v.view(t, kvh, hd).transpose(0, 1).repeat_interleave(heads // kvh, 0).unsqueeze(0)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = x + a.squeeze(0).transpose(0, 1).reshape(t, heads * hd) @ wo.t()
+        torch.topk(torch.softmax((norm(y) @ wr.t()).float(), dim=-1), topk, dim=-1)
+        return x, y
+
+    def f_mlp(y):
+        y = y.detach().requires_grad_()
+        gate, up = torch.bmm(norm(y).unsqueeze(0).repeat(local, 1, 1), w1).chunk(2, dim=-1)
+        return y, y + torch.bmm(F.silu(gate) * up, w2).sum(0)
+
+    return f_attn, f_mlp, t, h
+
+
+def section_combined(b):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import combined_1f1b as c1
+    pieces = ("f_attn", "b_mlp", "f_mlp", "b_attn")
+    header = ["mode", "k_ctas", "rate_gbps", "layers", "reps", "span_ms", "ideal_ms", "span_over_ideal",
+              "comm_ms_alone", "exchanges", "hidden_share", "ideal_hidden_share"] + [p + "_ms" for p in pieces]
+    comments = [
+        "Megatron-Core's combined 1F1B on one GPU: `layers` Qwen3-30B-A3B layer pairs (EP 16, micro batch 1,"
+        " 4,096 tokens), a forward layer's attention and experts beside another microbatch's backward ones, in"
+        " TransformerLayerSchedulePlan.run's order with one event per microbatch; each all-to-all a copy kernel of"
+        " k_ctas CTAs moving 128 MiB no faster than rate_gbps on a second stream (bench/gpu/combined_1f1b.py)",
+        "mode overlap: the two streams at one priority (Megatron-Core's default); overlap_high_priority: the"
+        " communication stream at high priority (--high-priority-a2a-comm-stream); serial: every node on one"
+        " stream; compute_only: no exchanges. span_ms: the step from the first node to the last (GPU global"
+        " timer, median of reps); <piece>_ms: each piece's median time in that mode",
+        "ideal_ms: combined_1f1b.span of the compute_only pieces and the copy alone in the row's order (the step"
+        " with nothing shared); hidden_share: (serial span - span) / the exchanges alone, ideal_hidden_share: the"
+        " same of the ideal spans"]
+    layers, reps = 8, 3
+    f_attn, f_mlp, t, h = moe_layer_pieces()
+    slots = 2 + 2 * len(pieces) * layers
+    pc = Paced(128 * 2**20, slots=slots)
+    comp, comm_normal = torch.cuda.Stream(), torch.cuda.Stream()
+    comm_high = torch.cuda.Stream(priority=-1)
+    x0, dy = randn(t, h), randn(t, h)
+    ns = 1e6
+
+    def backward(node, grad):
+        inp, out = node
+        torch.autograd.backward(out, grad)
+        return inp.grad
+
+    def run(mode, ctas, gbps):
+        """One step of `layers` pairs in `mode`: (span ms, {piece: [ms per layer]})."""
+        torch.cuda.synchronize()
+        nodes = []
+        with torch.cuda.stream(comp):  # microbatch b's forward, untimed: its graphs for the backward
+            x = x0
+            for _ in range(layers):
+                a = f_attn(x)
+                m = f_mlp(a[1])
+                nodes.append((a, m))
+                x = m[1]
+        comp.synchronize()
+        comm = {"overlap": comm_normal, "overlap_high_priority": comm_high}.get(mode, comp)
+        fe, be = torch.cuda.Event(), torch.cuda.Event()
+        with torch.cuda.stream(comp):
+            if HAS_SLEEP:
+                torch.cuda._sleep(int(40 * CYCLES_PER_MS))  # the host issues the step meanwhile
+            pc.stamp(0, comp)
+            fe.record(comp)
+            be.record(comp)
+
+        def exchange(ev):
+            if mode == "compute_only":
+                return
+            comm.wait_event(ev)
+            pc.launch(ctas, gbps, comm)
+            ev.record(comm)
+
+        slot = [2]
+
+        def compute(ev, fn, *args):
+            comp.wait_event(ev)
+            with torch.cuda.stream(comp):
+                pc.stamp(slot[0], comp)
+                out = fn(*args)
+                pc.stamp(slot[0] + 1, comp)
+            slot[0] += 2
+            ev.record(comp)
+            return out
+
+        x, g = x0, dy
+        for layer in range(layers):
+            b_attn_node, b_mlp_node = nodes[layers - 1 - layer]
+            exchange(be)  # the backward's combine
+            fa = compute(fe, f_attn, x)
+            g = compute(be, backward, b_mlp_node, g)
+            exchange(fe)  # the forward's dispatch
+            exchange(be)  # the backward's dispatch
+            fm = compute(fe, f_mlp, fa[1])
+            exchange(fe)  # the forward's combine
+            g = compute(be, backward, b_attn_node, g)
+            x = fm[1]
+        comp.wait_stream(comm)
+        pc.stamp(1, comp)
+        torch.cuda.synchronize()
+        m = pc.marks.cpu().tolist()
+        per = {p: [] for p in pieces}
+        order = ("f_attn", "b_mlp", "f_mlp", "b_attn")  # compute()'s calls per layer, in turn
+        for i in range(len(order) * layers):
+            per[order[i % len(order)]].append((m[3 + 2 * i] - m[2 + 2 * i]) / ns)
+        del nodes
+        return (m[1] - m[0]) / ns, per
+
+    def copy_alone_ms(ctas):
+        got = []
+        for _ in range(reps):
+            torch.cuda.synchronize()
+            pc.launch(ctas, 200.0, comp)
+            torch.cuda.synchronize()
+            first, last = pc.span(ctas)
+            got.append((last - first) / ns)
+        return statistics.median(got)
+
+    def measure(mode, ctas, gbps):
+        spans, per = [], {p: [] for p in pieces}
+        for _ in range(reps):
+            s, got = run(mode, ctas, gbps)
+            spans.append(s)
+            for p in pieces:
+                per[p].extend(got[p])
+        return statistics.median(spans), {p: statistics.median(v) for p, v in per.items()}
+
+    run("compute_only", 0, 0.0)  # warm-up: algorithms, workspaces, the allocator
+    run("overlap", 16, 200.0)
+    rows = []
+    base_span, base = measure("compute_only", 0, 0.0)
+    log(f"compute only: {base_span:.3f} ms for {layers} pairs; " +
+        ", ".join(f"{p} {base[p]:.3f}" for p in pieces))
+    rows.append(dict(mode="compute_only", k_ctas=0, rate_gbps=0.0, layers=layers, reps=reps, span_ms=base_span,
+                     ideal_ms=c1.span(base, 0.0, layers, "compute_only"), exchanges=0,
+                     **{p + "_ms": base[p] for p in pieces}))
+    rows[-1]["span_over_ideal"] = rows[-1]["span_ms"] / rows[-1]["ideal_ms"]
+    write_csv("combined.csv", header, rows, comments)
+    for ctas in (16, 24):
+        if b.over(3.0):
+            break
+        comm_ms = copy_alone_ms(ctas)
+        spans = {}
+        for mode in ("serial", "overlap", "overlap_high_priority"):
+            if b.over(2.0):
+                break
+            span_ms, per = measure(mode, ctas, 200.0)
+            spans[mode] = span_ms
+            ideal = c1.span(base, comm_ms, layers, "serial" if mode == "serial" else "overlap")
+            row = dict(mode=mode, k_ctas=ctas, rate_gbps=200.0, layers=layers, reps=reps, span_ms=span_ms,
+                       ideal_ms=ideal, span_over_ideal=span_ms / ideal, comm_ms_alone=comm_ms,
+                       exchanges=4 * layers, **{p + "_ms": per[p] for p in pieces})
+            if mode != "serial" and "serial" in spans:
+                exchanges_ms = 4 * layers * comm_ms
+                row["hidden_share"] = c1.hidden_share(spans["serial"], span_ms, exchanges_ms)
+                row["ideal_hidden_share"] = c1.hidden_share(c1.span(base, comm_ms, layers, "serial"), ideal,
+                                                            exchanges_ms)
+            rows.append(row)
+            log(f"{mode} k={ctas}: {span_ms:.3f} ms (nothing shared {ideal:.3f}), copy alone {comm_ms:.3f} ms, "
+                f"hidden {row.get('hidden_share', float('nan')):.3f} (nothing shared "
+                f"{row.get('ideal_hidden_share', float('nan')):.3f})")
+        write_csv("combined.csv", header, rows, comments)
+    del pc, x0, dy
+    return rows
+
+
 def main():
     global CYCLES_PER_MS
     os.makedirs(OUT, exist_ok=True)
@@ -1119,7 +1337,7 @@ def main():
 
     sections = [("1", "concurrent", section_concurrent), ("2", "overhead", section_overhead),
                 ("3", "fp8", section_fp8), ("4", "grouped", section_grouped), ("5", "attention", section_attention),
-                ("6", "overlap", section_overlap)]
+                ("6", "overlap", section_overlap), ("7", "combined", section_combined)]
     status = []
     for key, name, fn in sections:
         if key not in SECTIONS:
