@@ -1131,7 +1131,8 @@ def section_combined(b):
     import combined_1f1b as c1
     pieces = ("f_attn", "b_mlp", "f_mlp", "b_attn")
     header = ["mode", "k_ctas", "rate_gbps", "layers", "reps", "span_ms", "ideal_ms", "span_over_ideal",
-              "comm_ms_alone", "exchanges", "hidden_share", "ideal_hidden_share"] + [p + "_ms" for p in pieces]
+              "comm_ms_alone", "exchanges", "hidden_share", "ideal_hidden_share", "syncs", "idle_per_sync_ms",
+              "host_issue_ms"] + [p + "_ms" for p in pieces]
     comments = [
         "Megatron-Core's combined 1F1B on one GPU: `layers` Qwen3-30B-A3B layer pairs (EP 16, micro batch 1,"
         " 4,096 tokens), a forward layer's attention and experts beside another microbatch's backward ones, in"
@@ -1139,11 +1140,16 @@ def section_combined(b):
         " k_ctas CTAs moving 128 MiB no faster than rate_gbps on a second stream (bench/gpu/combined_1f1b.py)",
         "mode overlap: the two streams at one priority (Megatron-Core's default); overlap_high_priority: the"
         " communication stream at high priority (--high-priority-a2a-comm-stream); serial: every node on one"
-        " stream; compute_only: no exchanges. span_ms: the step from the first node to the last (GPU global"
-        " timer, median of reps); <piece>_ms: each piece's median time in that mode",
+        " stream; compute_only: no exchanges; _sync: the host waits for the communication stream before each"
+        " forward dispatch, as HybridEP's and DeepEP's dispatches make it (cudaStreamSynchronize after the"
+        " preprocessing, which waits for the attention). span_ms: the step from the first node to the last"
+        " (GPU global timer, median of reps); host_issue_ms: the host's time to issue the step; <piece>_ms:"
+        " each piece's median time in that mode",
         "ideal_ms: combined_1f1b.span of the compute_only pieces and the copy alone in the row's order (the step"
-        " with nothing shared); hidden_share: (serial span - span) / the exchanges alone, ideal_hidden_share: the"
-        " same of the ideal spans"]
+        " with nothing shared); hidden_share: (serial span - span) / the exchanges alone (serial_sync's for"
+        " overlap_sync), ideal_hidden_share: the"
+        " same of the ideal spans; idle_per_sync_ms: (span - the same mode's span without the waits) / syncs,"
+        " the GPU's idle after each wait, which pipetab prices at one host call (host_launch_s)"]
     layers, reps = 8, 3
     f_attn, f_mlp, t, h = moe_layer_pieces()
     slots = 2 + 2 * len(pieces) * layers
@@ -1170,7 +1176,8 @@ def section_combined(b):
                 nodes.append((a, m))
                 x = m[1]
         comp.synchronize()
-        comm = {"overlap": comm_normal, "overlap_high_priority": comm_high}.get(mode, comp)
+        syncing = mode.endswith("_sync")
+        comm = {"overlap": comm_normal, "overlap_high_priority": comm_high}.get(mode.removesuffix("_sync"), comp)
         fe, be = torch.cuda.Event(), torch.cuda.Event()
         with torch.cuda.stream(comp):
             if HAS_SLEEP:
@@ -1179,10 +1186,12 @@ def section_combined(b):
             fe.record(comp)
             be.record(comp)
 
-        def exchange(ev):
+        def exchange(ev, sync=False):
             if mode == "compute_only":
                 return
             comm.wait_event(ev)
+            if sync:
+                comm.synchronize()
             pc.launch(ctas, gbps, comm)
             ev.record(comm)
 
@@ -1199,12 +1208,13 @@ def section_combined(b):
             return out
 
         x, g = x0, dy
+        host0 = time.perf_counter()
         for layer in range(layers):
             b_attn_node, b_mlp_node = nodes[layers - 1 - layer]
             exchange(be)  # the backward's combine
             fa = compute(fe, f_attn, x)
             g = compute(be, backward, b_mlp_node, g)
-            exchange(fe)  # the forward's dispatch
+            exchange(fe, syncing)  # the forward's dispatch
             exchange(be)  # the backward's dispatch
             fm = compute(fe, f_mlp, fa[1])
             exchange(fe)  # the forward's combine
@@ -1212,6 +1222,7 @@ def section_combined(b):
             x = fm[1]
         comp.wait_stream(comm)
         pc.stamp(1, comp)
+        host_ms = (time.perf_counter() - host0) * 1e3
         torch.cuda.synchronize()
         m = pc.marks.cpu().tolist()
         per = {p: [] for p in pieces}
@@ -1219,7 +1230,7 @@ def section_combined(b):
         for i in range(len(order) * layers):
             per[order[i % len(order)]].append((m[3 + 2 * i] - m[2 + 2 * i]) / ns)
         del nodes
-        return (m[1] - m[0]) / ns, per
+        return (m[1] - m[0]) / ns, per, host_ms
 
     def copy_alone_ms(ctas):
         got = []
@@ -1232,23 +1243,24 @@ def section_combined(b):
         return statistics.median(got)
 
     def measure(mode, ctas, gbps):
-        spans, per = [], {p: [] for p in pieces}
+        spans, per, host = [], {p: [] for p in pieces}, []
         for _ in range(reps):
-            s, got = run(mode, ctas, gbps)
+            s, got, host_ms = run(mode, ctas, gbps)
             spans.append(s)
+            host.append(host_ms)
             for p in pieces:
                 per[p].extend(got[p])
-        return statistics.median(spans), {p: statistics.median(v) for p, v in per.items()}
+        return statistics.median(spans), {p: statistics.median(v) for p, v in per.items()}, statistics.median(host)
 
     run("compute_only", 0, 0.0)  # warm-up: algorithms, workspaces, the allocator
     run("overlap", 16, 200.0)
     rows = []
-    base_span, base = measure("compute_only", 0, 0.0)
+    base_span, base, base_host = measure("compute_only", 0, 0.0)
     log(f"compute only: {base_span:.3f} ms for {layers} pairs; " +
         ", ".join(f"{p} {base[p]:.3f}" for p in pieces))
     rows.append(dict(mode="compute_only", k_ctas=0, rate_gbps=0.0, layers=layers, reps=reps, span_ms=base_span,
-                     ideal_ms=c1.span(base, 0.0, layers, "compute_only"), exchanges=0,
-                     **{p + "_ms": base[p] for p in pieces}))
+                     ideal_ms=c1.span(base, 0.0, layers, "compute_only"), exchanges=0, syncs=0,
+                     host_issue_ms=base_host, **{p + "_ms": base[p] for p in pieces}))
     rows[-1]["span_over_ideal"] = rows[-1]["span_ms"] / rows[-1]["ideal_ms"]
     write_csv("combined.csv", header, rows, comments)
     for ctas in (16, 24):
@@ -1256,24 +1268,29 @@ def section_combined(b):
             break
         comm_ms = copy_alone_ms(ctas)
         spans = {}
-        for mode in ("serial", "overlap", "overlap_high_priority"):
+        for mode in ("serial", "overlap", "overlap_high_priority", "serial_sync", "overlap_sync"):
             if b.over(2.0):
                 break
-            span_ms, per = measure(mode, ctas, 200.0)
+            span_ms, per, host_ms = measure(mode, ctas, 200.0)
             spans[mode] = span_ms
-            ideal = c1.span(base, comm_ms, layers, "serial" if mode == "serial" else "overlap")
+            ideal = c1.span(base, comm_ms, layers, "serial" if mode.startswith("serial") else "overlap")
+            syncs = layers if mode.endswith("_sync") else 0
             row = dict(mode=mode, k_ctas=ctas, rate_gbps=200.0, layers=layers, reps=reps, span_ms=span_ms,
                        ideal_ms=ideal, span_over_ideal=span_ms / ideal, comm_ms_alone=comm_ms,
-                       exchanges=4 * layers, **{p + "_ms": per[p] for p in pieces})
-            if mode != "serial" and "serial" in spans:
+                       exchanges=4 * layers, syncs=syncs, host_issue_ms=host_ms, **{p + "_ms": per[p] for p in pieces})
+            if syncs and mode.removesuffix("_sync") in spans:
+                row["idle_per_sync_ms"] = (span_ms - spans[mode.removesuffix("_sync")]) / syncs
+            serial = "serial_sync" if syncs else "serial"  # the serial step with the same waits
+            if not mode.startswith("serial") and serial in spans:
                 exchanges_ms = 4 * layers * comm_ms
-                row["hidden_share"] = c1.hidden_share(spans["serial"], span_ms, exchanges_ms)
+                row["hidden_share"] = c1.hidden_share(spans[serial], span_ms, exchanges_ms)
                 row["ideal_hidden_share"] = c1.hidden_share(c1.span(base, comm_ms, layers, "serial"), ideal,
                                                             exchanges_ms)
             rows.append(row)
             log(f"{mode} k={ctas}: {span_ms:.3f} ms (nothing shared {ideal:.3f}), copy alone {comm_ms:.3f} ms, "
                 f"hidden {row.get('hidden_share', float('nan')):.3f} (nothing shared "
-                f"{row.get('ideal_hidden_share', float('nan')):.3f})")
+                f"{row.get('ideal_hidden_share', float('nan')):.3f}), idle per wait "
+                f"{row.get('idle_per_sync_ms', float('nan')):.3f} ms, host {host_ms:.1f} ms")
         write_csv("combined.csv", header, rows, comments)
     del pc, x0, dy
     return rows
