@@ -24,7 +24,7 @@ BF16 GEMMs of device_probe.cu:
 Usage:  python3 bench/gpu/modern_probe.py OUT_DIR     (or bench/gpu/run-modern-probe OUT_DIR)
 Each section writes OUT_DIR/<topic>.csv as soon as it ends, has its own wall-clock budget and
 stops early when over it; one failing section does not stop the others.
-Environment: PROBE_SECTIONS (default "1,2,3,4,5,6,7"), PROBE_TOTAL_S (default 510: no section
+Environment: PROBE_SECTIONS (default "1,2,3,4,5,6,7"; run in that order), PROBE_TOTAL_S (default 510: no section
 starts and no measurement is begun after this many seconds), PROBE_BUDGET_SCALE (default 1).
 
 Timing: CUDA events; one warm-up call, then one timed call to size a loop of `inner` calls lasting
@@ -1356,9 +1356,12 @@ def main():
                 ("3", "fp8", section_fp8), ("4", "grouped", section_grouped), ("5", "attention", section_attention),
                 ("6", "overlap", section_overlap), ("7", "combined", section_combined)]
     status = []
-    for key, name, fn in sections:
-        if key not in SECTIONS:
+    by_key = {key: (name, fn) for key, name, fn in sections}
+    for key in SECTIONS:  # in the order PROBE_SECTIONS gives them: the first ones get the time
+        if key not in by_key:
+            log(f"section {key}: no such section (1-{len(sections)})")
             continue
+        name, fn = by_key[key]
         if time.perf_counter() - T0 > TOTAL_S - 5:
             log(f"section {key} {name}: not started, total budget spent")
             status.append(f"{name}: not started")
