@@ -924,40 +924,66 @@ class Paced:
         return min(c[1:1 + 2 * ctas:2]), max(c[2:2 + 2 * ctas:2])
 
 
-def moe_layer_step():
-    """Forward and backward of one Qwen3-30B-A3B layer as one rank of EP 16 runs it at micro batch
-    1 (reference modern-runs.md, Q3-30B): 4,096 tokens of hidden 2,048; RMSNorm, QKV of 32 query
-    and 4 key-value heads of 128, causal attention, output projection; then its 8 local experts'
-    SwiGLU (768 wide) over 4,096 rows each as balanced routing gives them, in batched GEMMs, the
-    rows copied in and summed back in place of the dispatch and combine. Returns the step."""
-    h, heads, kvh, hd, local, ffn, t = 2048, 32, 4, 128, 8, 768, 4096
+# Qwen3-30B-A3B at EP 16 and micro batch 1: hidden, query and key-value heads, head size, local
+# experts, expert width, tokens (and rows per local expert under balanced routing: 4,096 x top-8 x
+# 16 ranks / 128 experts), experts, top-k.
+MOE_LAYER_SHAPE = dict(h=2048, heads=32, kvh=4, hd=128, local=8, ffn=768, t=4096, experts=128, topk=8)
+
+
+def moe_layer_pieces():
+    """The pieces of one MOE_LAYER_SHAPE layer as Megatron-Core's schedule plan splits it, each a
+    node with its input detached (ScheduleNode): attention (norm, QKV, causal attention,
+    projection, residual) and the router's GEMM, softmax and top-k; then the local experts' SwiGLU
+    over `t` rows each in batched GEMMs, the rows copied in (the permutation) and summed back.
+    Returns (f_attn, f_mlp, tokens, hidden, parameters)."""
+    c = MOE_LAYER_SHAPE
+    h, heads, kvh, hd, local, ffn, t, experts, topk = (c[k] for k in (
+        "h", "heads", "kvh", "hd", "local", "ffn", "t", "experts", "topk"))
 
     def param(*shape):
         return (randn(*shape) * 0.02).requires_grad_()
 
-    wqkv, wo = param((heads + 2 * kvh) * hd, h), param(h, heads * hd)
+    wqkv, wo, wr = param((heads + 2 * kvh) * hd, h), param(h, heads * hd), param(experts, h)
     w1, w2 = param(local, h, 2 * ffn), param(local, ffn, h)
-    x0 = randn(t, h).requires_grad_()
-    dy = randn(t, h)
-    params = [wqkv, wo, w1, w2, x0]
 
     def norm(x):
         if hasattr(F, "rms_norm"):
             return F.rms_norm(x, (h,))
         return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(x.dtype)
 
-    def step():
-        for p in params:
-            p.grad = None
-        q, k, v = (norm(x0) @ wqkv.t()).split([heads * hd, kvh * hd, kvh * hd], dim=-1)
+    def f_attn(x):
+        x = x.detach().requires_grad_()
+        q, k, v = (norm(x) @ wqkv.t()).split([heads * hd, kvh * hd, kvh * hd], dim=-1)
         q = q.view(t, heads, hd).transpose(0, 1).unsqueeze(0)
         k = k.view(t, kvh, hd).transpose(0, 1).repeat_interleave(heads // kvh, 0).unsqueeze(0)
         v = v.view(t, kvh, hd).transpose(0, 1).repeat_interleave(heads // kvh, 0).unsqueeze(0)
         a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x0 + a.squeeze(0).transpose(0, 1).reshape(t, heads * hd) @ wo.t()
-        gate, up = torch.bmm(norm(x).unsqueeze(0).repeat(local, 1, 1), w1).chunk(2, dim=-1)
-        x = x + torch.bmm(F.silu(gate) * up, w2).sum(0)
-        x.backward(dy)
+        y = x + a.squeeze(0).transpose(0, 1).reshape(t, heads * hd) @ wo.t()
+        torch.topk(torch.softmax((norm(y) @ wr.t()).float(), dim=-1), topk, dim=-1)
+        return x, y
+
+    def f_mlp(y):
+        y = y.detach().requires_grad_()
+        gate, up = torch.bmm(norm(y).unsqueeze(0).repeat(local, 1, 1), w1).chunk(2, dim=-1)
+        return y, y + torch.bmm(F.silu(gate) * up, w2).sum(0)
+
+    return f_attn, f_mlp, t, h, [wqkv, wo, wr, w1, w2]
+
+
+def moe_layer_step():
+    """Forward and backward of one MOE_LAYER_SHAPE layer (moe_layer_pieces: attention and router,
+    then the experts) as one rank of EP 16 runs it at micro batch 1, the rows copied in and summed
+    back in place of the dispatch and combine. Returns the step."""
+    f_attn, f_mlp, t, h, params = moe_layer_pieces()
+    x0, dy = randn(t, h), randn(t, h)
+
+    def step():
+        for p in params:
+            p.grad = None
+        attn = f_attn(x0)
+        mlp = f_mlp(attn[1])
+        torch.autograd.backward(mlp[1], dy)
+        torch.autograd.backward(attn[1], mlp[0].grad)
 
     return step
 
@@ -1080,51 +1106,6 @@ def section_overlap(b):
 # Q1's Nsight profiles hide 36.6% of the communication where the model hides 93.3%
 # (results/accuracy-moe.md): this tells how much of that the GPU's own sharing explains.
 
-# Qwen3-30B-A3B at EP 16 and micro batch 1: hidden, query and key-value heads, head size, local
-# experts, expert width, tokens (and rows per local expert under balanced routing: 4,096 x top-8 x
-# 16 ranks / 128 experts), experts, top-k.
-COMBINED_SHAPE = dict(h=2048, heads=32, kvh=4, hd=128, local=8, ffn=768, t=4096, experts=128, topk=8)
-
-
-def moe_layer_pieces():
-    """The pieces of one COMBINED_SHAPE layer as Megatron-Core's schedule plan splits it, each a
-    node with its input detached (ScheduleNode): attention (norm, QKV, causal attention,
-    projection, residual) and the router's GEMM, softmax and top-k; then the local experts' SwiGLU
-    over `t` rows each in batched GEMMs, the rows copied in (the permutation) and summed back.
-    Returns (f_attn, f_mlp, tokens, hidden)."""
-    c = COMBINED_SHAPE
-    h, heads, kvh, hd, local, ffn, t, experts, topk = (c[k] for k in (
-        "h", "heads", "kvh", "hd", "local", "ffn", "t", "experts", "topk"))
-
-    def param(*shape):
-        return (randn(*shape) * 0.02).requires_grad_()
-
-    wqkv, wo, wr = param((heads + 2 * kvh) * hd, h), param(h, heads * hd), param(experts, h)
-    w1, w2 = param(local, h, 2 * ffn), param(local, ffn, h)
-
-    def norm(x):
-        if hasattr(F, "rms_norm"):
-            return F.rms_norm(x, (h,))
-        return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(x.dtype)
-
-    def f_attn(x):
-        x = x.detach().requires_grad_()
-        q, k, v = (norm(x) @ wqkv.t()).split([heads * hd, kvh * hd, kvh * hd], dim=-1)
-        q = q.view(t, heads, hd).transpose(0, 1).unsqueeze(0)
-        k = k.view(t, kvh, hd).transpose(0, 1).repeat_interleave(heads // kvh, 0).unsqueeze(0)
-        v = v.view(t, kvh, hd).transpose(0, 1).repeat_interleave(heads // kvh, 0).unsqueeze(0)
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        y = x + a.squeeze(0).transpose(0, 1).reshape(t, heads * hd) @ wo.t()
-        torch.topk(torch.softmax((norm(y) @ wr.t()).float(), dim=-1), topk, dim=-1)
-        return x, y
-
-    def f_mlp(y):
-        y = y.detach().requires_grad_()
-        gate, up = torch.bmm(norm(y).unsqueeze(0).repeat(local, 1, 1), w1).chunk(2, dim=-1)
-        return y, y + torch.bmm(F.silu(gate) * up, w2).sum(0)
-
-    return f_attn, f_mlp, t, h
-
 
 def section_combined(b):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -1151,7 +1132,7 @@ def section_combined(b):
         " same of the ideal spans; idle_per_sync_ms: (span - the same mode's span without the waits) / syncs,"
         " the GPU's idle after each wait, which pipetab prices at one host call (host_launch_s)"]
     layers, reps = 8, 3
-    f_attn, f_mlp, t, h = moe_layer_pieces()
+    f_attn, f_mlp, t, h, _ = moe_layer_pieces()
     slots = 2 + 2 * len(pieces) * layers
     pc = Paced(128 * 2**20, slots=slots)
     comp, comm_normal = torch.cuda.Stream(), torch.cuda.Stream()
