@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <numeric>
 #include <set>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -281,28 +283,26 @@ std::string a2a_overlap_note(std::span<const Residual> residuals, std::string_vi
   const bool own = std::any_of(residuals.begin(), residuals.end(), [&](const Residual& r) {
     return overlapped(r) && r.system == system;
   });
-  std::int32_t n = 0;
-  double sum = 0.0, low = 0.0, high = 0.0;
+  std::vector<double> errors;  // predicted / measured - 1
   std::set<std::string_view> presets;
   for (const auto& r : residuals) {
     if (!overlapped(r) || (own && r.system != system)) continue;
-    const double e = r.predicted_s / r.measured_s - 1.0;
-    low = n == 0 ? e : std::min(low, e);
-    high = n == 0 ? e : std::max(high, e);
-    sum += e;
-    ++n;
+    errors.push_back(r.predicted_s / r.measured_s - 1.0);
     presets.insert(r.system);
   }
-  if (n == 0) return "no published run with the all-to-all overlap checks it";
+  if (errors.empty()) return "no published run with the all-to-all overlap checks it";
+  const std::size_t n = errors.size();
+  const auto [low, high] = std::minmax_element(errors.begin(), errors.end());
+  const double mean = std::accumulate(errors.begin(), errors.end(), 0.0) / static_cast<double>(n);
   const std::string where =
       own ? fmt::format("on {}", system)
           : fmt::format("on {} other preset{}", presets.size(), presets.size() == 1 ? "" : "s");
   const std::string range =
-      n == 1 ? std::string() : fmt::format(", {:+.1f}% to {:+.1f}%", 100.0 * low, 100.0 * high);
+      n == 1 ? std::string() : fmt::format(", {:+.1f}% to {:+.1f}%", 100.0 * *low, 100.0 * *high);
   return fmt::format(
       "the {} published run{} with the all-to-all overlap {} came out {:+.1f}%{}{} "
       "(docs/simulation.md, \"DeepEP beside compute\")",
-      n, n == 1 ? "" : "s", where, 100.0 * sum / n, n == 1 ? "" : " on average", range);
+      n, n == 1 ? "" : "s", where, 100.0 * mean, n == 1 ? "" : " on average", range);
 }
 
 IntervalAnswer runtime_interval(const SimulationSetup& setup, double predicted_s,
