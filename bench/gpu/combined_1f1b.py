@@ -22,23 +22,26 @@ own pass (one CUDA event per microbatch: ScheduleNode waits for it and records i
 """
 import sys
 
-# (stream, pass, piece): the piece names the compute whose time it takes; None is an exchange.
+# (stream, pass, node): a compute node takes its piece's time, an exchange (EXCHANGES) the
+# all-to-all's.
 LAYER_ORDER = (
-    ("comm", "b", None),
+    ("comm", "b", "b_combine"),
     ("comp", "f", "f_attn"),
     ("comp", "b", "b_mlp"),
-    ("comm", "f", None),
-    ("comm", "b", None),
+    ("comm", "f", "f_dispatch"),
+    ("comm", "b", "b_dispatch"),
     ("comp", "f", "f_mlp"),
-    ("comm", "f", None),
+    ("comm", "f", "f_combine"),
     ("comp", "b", "b_attn"),
 )
+EXCHANGES = frozenset(("b_combine", "f_dispatch", "b_dispatch", "f_combine"))
+PIECES = tuple(node for _, _, node in LAYER_ORDER if node not in EXCHANGES)
 
 
 def span(pieces, comm_ms, layers, order="overlap"):
     """Milliseconds from the first node's start to the last node's end for `layers` layer pairs.
 
-    pieces: {"f_attn", "b_mlp", "f_mlp", "b_attn"} -> ms alone; comm_ms: one exchange alone.
+    pieces: PIECES -> ms alone; comm_ms: one exchange alone.
     order: "overlap" (two streams, each node as soon as its stream and its pass allow),
     "serial" (every node on one stream, in the host's order) or "compute_only" (no exchanges)."""
     if order not in ("overlap", "serial", "compute_only"):
@@ -46,10 +49,11 @@ def span(pieces, comm_ms, layers, order="overlap"):
     free = {"comp": 0.0, "comm": 0.0}
     done = {"f": 0.0, "b": 0.0}
     for _ in range(layers):
-        for stream, chain, piece in LAYER_ORDER:
-            ms = comm_ms if piece is None else pieces[piece]
-            if piece is None and order == "compute_only":
+        for stream, chain, node in LAYER_ORDER:
+            exchange = node in EXCHANGES
+            if exchange and order == "compute_only":
                 continue
+            ms = comm_ms if exchange else pieces[node]
             if order != "overlap":
                 stream = "comp"
             start = max(free[stream], done[chain])

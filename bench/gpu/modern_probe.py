@@ -1110,7 +1110,7 @@ def section_overlap(b):
 def section_combined(b):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import combined_1f1b as c1
-    pieces = ("f_attn", "b_mlp", "f_mlp", "b_attn")
+    pieces = c1.PIECES  # in the order each layer pair runs them
     header = ["mode", "k_ctas", "rate_gbps", "layers", "reps", "span_ms", "ideal_ms", "span_over_ideal",
               "comm_ms_alone", "exchanges", "hidden_share", "ideal_hidden_share", "syncs", "idle_per_sync_ms",
               "host_issue_ms"] + [p + "_ms" for p in pieces]
@@ -1192,14 +1192,18 @@ def section_combined(b):
         host0 = time.perf_counter()
         for layer in range(layers):
             b_attn_node, b_mlp_node = nodes[layers - 1 - layer]
-            exchange(be)  # the backward's combine
-            fa = compute(fe, f_attn, x)
-            g = compute(be, backward, b_mlp_node, g)
-            exchange(fe, syncing)  # the forward's dispatch
-            exchange(be)  # the backward's dispatch
-            fm = compute(fe, f_mlp, fa[1])
-            exchange(fe)  # the forward's combine
-            g = compute(be, backward, b_attn_node, g)
+            for _, chain, node in c1.LAYER_ORDER:
+                ev = fe if chain == "f" else be
+                if node in c1.EXCHANGES:
+                    exchange(ev, syncing and node == "f_dispatch")
+                elif node == "f_attn":
+                    fa = compute(ev, f_attn, x)
+                elif node == "b_mlp":
+                    g = compute(ev, backward, b_mlp_node, g)
+                elif node == "f_mlp":
+                    fm = compute(ev, f_mlp, fa[1])
+                else:
+                    g = compute(ev, backward, b_attn_node, g)
             x = fm[1]
         comp.wait_stream(comm)
         pc.stamp(1, comp)
@@ -1207,9 +1211,8 @@ def section_combined(b):
         torch.cuda.synchronize()
         m = pc.marks.cpu().tolist()
         per = {p: [] for p in pieces}
-        order = ("f_attn", "b_mlp", "f_mlp", "b_attn")  # compute()'s calls per layer, in turn
-        for i in range(len(order) * layers):
-            per[order[i % len(order)]].append((m[3 + 2 * i] - m[2 + 2 * i]) / ns)
+        for i in range(len(pieces) * layers):  # compute()'s stamps, in the order it ran
+            per[pieces[i % len(pieces)]].append((m[3 + 2 * i] - m[2 + 2 * i]) / ns)
         del nodes
         return (m[1] - m[0]) / ns, per, host_ms
 
